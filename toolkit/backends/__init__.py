@@ -1,0 +1,5 @@
+"""Backends: the registry and the reference interpreter; native backends plug in here."""
+from . import reference  # noqa: F401  (registers the interpreter)
+from .base import Backend, BackendUnavailableError, backend_names, get_backend, register_backend
+
+__all__ = ["Backend", "BackendUnavailableError", "backend_names", "get_backend", "register_backend"]

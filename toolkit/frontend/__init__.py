@@ -1,0 +1,1 @@
+"""Tracing frontend: abstract values, tracers, NumPy protocols, pytrees, signatures."""

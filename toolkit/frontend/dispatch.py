@@ -1,0 +1,132 @@
+"""Wires NumPy's protocols, Python operators and ndarray methods onto ``Tracer``."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import lax
+from . import numpy_functions as nf
+from .errors import ToolkitError, UnsupportedNumpyError
+from .indexing import getitem
+from .tracer import Tracer
+from .ufuncs import UFUNCS, apply_ufunc
+
+_REDUCE_METHODS = {np.add: nf.sum, np.multiply: nf.prod, np.maximum: nf.max,
+                   np.minimum: nf.min, np.logical_and: nf.all, np.logical_or: nf.any}
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    if method == "__call__":
+        if ufunc is np.matmul:
+            return nf.EXPORTS["matmul"](*inputs, **kwargs)
+        return apply_ufunc(ufunc, inputs, kwargs)
+    if method == "reduce" and ufunc in _REDUCE_METHODS:
+        (x,) = inputs
+        axis = kwargs.pop("axis", 0)
+        return nf.EXPORTS[_REDUCE_METHODS[ufunc].__name__](x, axis=axis, **kwargs)
+    raise UnsupportedNumpyError(f"np.{ufunc.__name__}.{method} is not supported on traced arrays")
+
+
+def _array_function(self, func, types, args, kwargs):
+    impl = nf.FUNCTIONS.get(func)
+    if impl is None:
+        raise UnsupportedNumpyError(
+            f"np.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit. "
+            f"Supported NumPy functions: {', '.join(sorted(f.__name__ for f in nf.FUNCTIONS))}; "
+            "ufuncs: see toolkit.numpy.supported_ufuncs()")
+    public = nf.EXPORTS.get(func.__name__)
+    return (public or impl)(*args, **kwargs)
+
+
+def _binary(ufunc, reflected=False):
+    def op(self, other):
+        if isinstance(other, (list, tuple)):
+            other = np.asarray(other)
+        if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float)):
+            return NotImplemented
+        return apply_ufunc(ufunc, (other, self) if reflected else (self, other))
+    return op
+
+
+def _unary(ufunc):
+    return lambda self: apply_ufunc(ufunc, (self,))
+
+
+_OPERATORS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "lshift": np.left_shift, "rshift": np.right_shift,
+}
+for _name, _ufunc in _OPERATORS.items():
+    setattr(Tracer, f"__{_name}__", _binary(_ufunc))
+    setattr(Tracer, f"__r{_name}__", _binary(_ufunc, reflected=True))
+for _name, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater,
+                      "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}.items():
+    setattr(Tracer, f"__{_name}__", _binary(_ufunc))
+Tracer.__neg__ = _unary(np.negative)
+Tracer.__pos__ = _unary(np.positive)
+Tracer.__abs__ = _unary(np.absolute)
+Tracer.__invert__ = _unary(np.invert)
+
+
+def _matmul(self, other):
+    return nf.EXPORTS["matmul"](self, other)
+
+
+def _rmatmul(self, other):
+    return nf.EXPORTS["matmul"](other, self)
+
+
+def _divmod(self, other):
+    return apply_ufunc(np.floor_divide, (self, other)), apply_ufunc(np.remainder, (self, other))
+
+
+Tracer.__matmul__ = _matmul
+Tracer.__rmatmul__ = _rmatmul
+Tracer.__divmod__ = _divmod
+Tracer.__array_ufunc__ = _array_ufunc
+Tracer.__array_function__ = _array_function
+
+
+def _getitem(self, key):
+    with self.trace.op_scope("getitem"):
+        return getitem(self, key)
+
+
+Tracer.__getitem__ = _getitem
+
+
+def _method(name):
+    fn = nf.EXPORTS[name]
+
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "all",
+              "any", "ravel", "squeeze", "swapaxes", "clip", "dot", "copy", "astype"):
+    setattr(Tracer, _name, _method(_name))
+
+
+def _reshape(self, *shape, order="C"):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return nf.EXPORTS["reshape"](self, shape, order)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or (len(axes) == 1 and axes[0] is None):
+        axes = axes[0]
+    return nf.EXPORTS["transpose"](self, axes or None)
+
+
+Tracer.reshape = _reshape
+Tracer.transpose = _transpose
+Tracer.T = property(lambda self: nf.EXPORTS["transpose"](self))
+Tracer.mT = property(lambda self: nf.EXPORTS["swapaxes"](self, -1, -2))
+Tracer.flatten = lambda self, order="C": nf.EXPORTS["ravel"](self, order)
+
+__all__ = ["UFUNCS", "ToolkitError", "lax"]

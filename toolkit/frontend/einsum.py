@@ -1,0 +1,70 @@
+"""``einsum`` of one or two operands as reductions, one ``dot`` and a transpose."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import lax
+from .errors import ShapeMismatchError, UnsupportedNumpyError
+from .tracer import Tracer
+
+
+def _parse(subscripts: str, n: int) -> tuple[list[str], str]:
+    spec = subscripts.replace(" ", "")
+    if "." in spec:
+        raise UnsupportedNumpyError("einsum with '...' (ellipsis) is not supported yet")
+    if "->" in spec:
+        inputs, output = spec.split("->")
+    else:
+        inputs = spec
+        letters = inputs.replace(",", "")
+        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    terms = inputs.split(",")
+    if len(terms) != n:
+        raise ValueError(f"einsum '{subscripts}' names {len(terms)} operands but {n} were given")
+    for term in terms + [output]:
+        if not term.isalpha() and term:
+            raise ValueError(f"einsum: invalid subscript '{term}' in '{subscripts}'")
+        if len(set(term)) != len(term):
+            raise UnsupportedNumpyError(
+                f"einsum: repeated index in '{term}' (diagonals/traces) is not supported")
+    return terms, output
+
+
+def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
+    axes = [i for i, c in enumerate(term) if c not in keep]
+    if not axes:
+        return x, term
+    return lax.reduce(x, "add", axes), "".join(c for c in term if c in keep)
+
+
+def einsum(subscripts: str, *operands) -> Tracer:
+    from .numpy_functions import _promote_pair, result_dtype
+
+    if len(operands) not in (1, 2):
+        raise UnsupportedNumpyError("einsum supports one or two operands")
+    terms, output = _parse(subscripts, len(operands))
+    if len(operands) == 1:
+        trace = lax.trace_of(operands)
+        x = lax.lift(trace, operands[0], result_dtype(operands))
+        x, term = _sum_out(x, terms[0], set(output))
+        return lax.transpose(x, [term.index(c) for c in output])
+    a, b = _promote_pair(operands[0], operands[1], "einsum")
+    ta, tb = terms
+    for t, x in ((ta, a), (tb, b)):
+        if len(t) != x.ndim:
+            raise ShapeMismatchError(f"einsum: '{t}' has {len(t)} indices but the operand is {x.describe()}")
+    sizes: dict[str, int] = {}
+    for t, x in ((ta, a), (tb, b)):
+        for c, d in zip(t, x.shape):
+            if sizes.setdefault(c, d) != d:
+                raise ShapeMismatchError(f"einsum: index '{c}' has sizes {sizes[c]} and {d} in '{subscripts}'")
+    out_set = set(output)
+    a, ta = _sum_out(a, ta, out_set | set(tb))
+    b, tb = _sum_out(b, tb, out_set | set(ta))
+    shared = [c for c in ta if c in tb]
+    batch = [c for c in shared if c in out_set]
+    contract = [c for c in shared if c not in out_set]
+    result = lax.dot_general(a, b, ([ta.index(c) for c in contract], [tb.index(c) for c in contract]),
+                             ([ta.index(c) for c in batch], [tb.index(c) for c in batch]))
+    result_term = "".join(batch) + "".join(c for c in ta if c not in shared) + "".join(c for c in tb if c not in shared)
+    return lax.transpose(result, [result_term.index(c) for c in output]) if result.dtype != np.bool_ else result

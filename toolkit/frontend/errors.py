@@ -1,0 +1,53 @@
+"""Errors a user can act on. Each names the user's value, shape and source line."""
+from __future__ import annotations
+
+import os
+import types
+
+
+class ToolkitError(Exception):
+    """Base class of errors raised to users about their traced code."""
+
+
+class TracerConversionError(ToolkitError, TypeError):
+    """Python control flow, ``bool()``, ``int()`` or ``float()`` on a traced value."""
+
+
+class UnsupportedNumpyError(ToolkitError, TypeError):
+    """A NumPy function or feature toolkit cannot trace."""
+
+
+class ShapeMismatchError(ToolkitError, ValueError):
+    """Operand shapes that do not fit the operation (broadcasting, matmul, reshape ...)."""
+
+
+class DTypeMismatchError(ToolkitError, TypeError):
+    """An operation on an element type it does not support."""
+
+
+class ArgumentTypeError(ToolkitError, TypeError):
+    """An argument of a jitted function that is not an array, scalar or pytree of those."""
+
+
+class LeakedTracerError(ToolkitError, RuntimeError):
+    """A traced value used outside the trace that created it."""
+
+
+_TOOLKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def is_internal_file(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_TOOLKIT_DIR + os.sep)
+
+
+def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without toolkit's own frames, so a user sees their lines, not the tracer's."""
+    frames = []
+    while tb is not None:
+        if not is_internal_file(tb.tb_frame.f_code.co_filename):
+            frames.append(tb)
+        tb = tb.tb_next
+    result = None
+    for frame_tb in reversed(frames):
+        result = types.TracebackType(result, frame_tb.tb_frame, frame_tb.tb_lasti, frame_tb.tb_lineno)
+    return result

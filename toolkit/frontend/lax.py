@@ -1,0 +1,182 @@
+"""Primitive emitters on tracers, one HLO instruction (or a few) each, as ``jax.lax``.
+NumPy-level functions (broadcasting, promotion, axis handling) are built on these."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..ir import dtypes as ir_dtypes
+from ..ir.shapes import Shape
+from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError
+from .promotion import SUPPORTED, check_int_fits
+from .tracer import Trace, Tracer, check_same_trace, current_trace
+
+
+def ir_shape(dtype, dims) -> Shape:
+    return Shape(ir_dtypes.from_numpy(dtype), tuple(int(d) for d in dims))
+
+
+def check_supported_dtype(dtype, what: str) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype not in SUPPORTED:
+        raise DTypeMismatchError(
+            f"{what} has dtype {dtype}, which toolkit does not trace "
+            f"(supported: {', '.join(map(str, SUPPORTED))})")
+    return dtype
+
+
+def trace_of(values: Sequence) -> Trace:
+    for v in values:
+        if isinstance(v, Tracer):
+            return check_same_trace(v)
+    trace = current_trace()
+    if trace is None:
+        raise RuntimeError("no active trace")  # internal: callers check for tracers first
+    return trace
+
+
+def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = "operand") -> Tracer:
+    """A tracer for ``value``: tracers pass through (converted to ``dtype`` if given), Python
+    scalars and NumPy arrays become constants."""
+    if isinstance(value, Tracer):
+        check_same_trace(value)
+        return value if dtype is None or value.dtype == dtype else convert(value, dtype, value.weak_type)
+    is_python = isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
+    if dtype is None:
+        from .promotion import python_scalar_dtype
+
+        dtype = python_scalar_dtype(value) if is_python else np.asarray(value).dtype
+    dtype = check_supported_dtype(dtype, what)
+    if is_python and isinstance(value, int) and not isinstance(value, bool):
+        check_int_fits(value, dtype, f" (a Python int used as {what})")
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "biuf":
+        raise UnsupportedNumpyError(f"{what}: arrays of dtype {value.dtype} cannot be traced")
+    with np.errstate(all="ignore"):
+        return trace.constant(value, dtype, weak=is_python if weak is None else weak)
+
+
+def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x if x.weak_type == weak else Tracer(x.trace, x.inst, weak)
+    return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
+
+
+def broadcast_in_dim(x: Tracer, shape: Sequence[int], dims: Sequence[int]) -> Tracer:
+    shape = tuple(shape)
+    if tuple(x.shape) == shape and list(dims) == list(range(len(shape))):
+        return x
+    return x.trace.emit("broadcast", (x,), {"dimensions": tuple(dims)},
+                        ir_shape(x.dtype, shape), weak=x.weak_type)
+
+
+def reshape(x: Tracer, shape: Sequence[int]) -> Tracer:
+    shape = tuple(int(d) for d in shape)
+    if tuple(x.shape) == shape:
+        return x
+    return x.trace.emit("reshape", (x,), shape=ir_shape(x.dtype, shape), weak=x.weak_type)
+
+
+def broadcast_to(x: Tracer, shape: Sequence[int]) -> Tracer:
+    """NumPy broadcasting of ``x`` to ``shape`` (size-1 dimensions stretch)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    offset = len(shape) - x.ndim
+    if offset < 0 or any(d not in (1, shape[offset + i]) for i, d in enumerate(x.shape)):
+        raise ShapeMismatchError(f"cannot broadcast {x.describe()} to shape {shape}")
+    kept = [i for i, d in enumerate(x.shape) if d == shape[offset + i]]
+    squeezed = reshape(x, [x.shape[i] for i in kept])
+    return broadcast_in_dim(squeezed, shape, [offset + i for i in kept])
+
+
+def transpose(x: Tracer, perm: Sequence[int]) -> Tracer:
+    perm = tuple(perm)
+    if perm == tuple(range(x.ndim)):
+        return x
+    return x.trace.emit("transpose", (x,), {"dimensions": perm},
+                        ir_shape(x.dtype, [x.shape[p] for p in perm]), weak=x.weak_type)
+
+
+def slice_(x: Tracer, spec: Sequence[tuple[int, int, int]]) -> Tracer:
+    if all(s == 0 and l == d and st == 1 for (s, l, st), d in zip(spec, x.shape)):
+        return x
+    return x.trace.emit("slice", (x,), {"slice": tuple(spec)}, weak=x.weak_type)
+
+
+def rev(x: Tracer, dims: Sequence[int]) -> Tracer:
+    if not dims:
+        return x
+    return x.trace.emit("reverse", (x,), {"dimensions": tuple(dims)}, weak=x.weak_type)
+
+
+def concatenate(xs: Sequence[Tracer], axis: int) -> Tracer:
+    if len(xs) == 1:
+        return xs[0]
+    return xs[0].trace.emit("concatenate", tuple(xs), {"dimensions": (axis,)},
+                            weak=all(x.weak_type for x in xs))
+
+
+def pad(x: Tracer, value: Tracer, spec: Sequence[tuple[int, int, int]]) -> Tracer:
+    return x.trace.emit("pad", (x, value), {"padding": tuple(spec)}, weak=x.weak_type)
+
+
+def select(pred: Tracer, a: Tracer, b: Tracer) -> Tracer:
+    return a.trace.emit("select", (pred, a, b), weak=a.weak_type and b.weak_type)
+
+
+def compare(a: Tracer, b: Tracer, direction: str) -> Tracer:
+    return a.trace.emit("compare", (a, b), {"direction": direction})
+
+
+def elementwise(opcode: str, *xs: Tracer, weak: bool = False) -> Tracer:
+    return xs[0].trace.emit(opcode, xs, weak=weak)
+
+
+def full(trace: Trace, shape: Sequence[int], value, dtype, weak: bool = False) -> Tracer:
+    scalar = lift(trace, value, dtype, weak)
+    return broadcast_in_dim(scalar, tuple(shape), ())
+
+
+def full_like(x: Tracer, value, dtype=None) -> Tracer:
+    return full(x.trace, x.shape, value, dtype or x.dtype)
+
+
+def iota(trace: Trace, dtype, shape: Sequence[int], dimension: int) -> Tracer:
+    return trace.emit("iota", (), {"iota_dimension": dimension}, ir_shape(dtype, shape))
+
+
+_REDUCER_INIT = {
+    "add": lambda dt: 0,
+    "multiply": lambda dt: 1,
+    "maximum": lambda dt: -np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min),
+    "minimum": lambda dt: np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max),
+    "and": lambda dt: True if dt.kind == "b" else -1,
+    "or": lambda dt: False if dt.kind == "b" else 0,
+}
+
+
+def reduce(x: Tracer, opcode: str, axes: Sequence[int]) -> Tracer:
+    """``reduce`` with a scalar ``opcode`` reducer over ``axes`` (its identity as init)."""
+    axes = tuple(sorted(axes))
+    if not axes:
+        return x
+    trace = x.trace
+    init = lift(trace, _REDUCER_INIT[opcode](x.dtype), x.dtype, weak=False)
+    reducer = trace.module.scalar_reducer(opcode, ir_dtypes.from_numpy(x.dtype))
+    return trace.emit("reduce", (x, init), {"dimensions": axes, "to_apply": reducer},
+                      weak=x.weak_type)
+
+
+def dot_general(lhs: Tracer, rhs: Tracer, contracting: tuple[Sequence[int], Sequence[int]],
+                batch: tuple[Sequence[int], Sequence[int]] = ((), ())) -> Tracer:
+    attrs = {
+        "lhs_batch_dims": tuple(batch[0]), "lhs_contracting_dims": tuple(contracting[0]),
+        "rhs_batch_dims": tuple(batch[1]), "rhs_contracting_dims": tuple(contracting[1]),
+    }
+    if lhs.dtype == np.bool_:
+        raise DTypeMismatchError(f"dot/matmul of bool arrays is not supported: {lhs.describe()}")
+    return lhs.trace.emit("dot", (lhs, rhs), attrs)

@@ -1,0 +1,651 @@
+"""NumPy functions on traced arrays: reductions, shape manipulation, creation, selection.
+
+Each is registered for ``__array_function__`` (so ``np.sum(x)`` traces) and exported by
+``toolkit.numpy``. Called without traced arguments outside a trace, they are NumPy's own."""
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import operator
+from typing import Callable
+
+import numpy as np
+
+from . import lax
+from .errors import ShapeMismatchError, UnsupportedNumpyError
+from .tracer import Tracer, current_trace
+from .ufuncs import apply_ufunc, broadcast_all
+
+FUNCTIONS: dict[Callable, Callable] = {}  # NumPy function -> traced implementation
+EXPORTS: dict[str, Callable] = {}  # name -> public toolkit.numpy function
+
+
+def _has_tracer(values) -> bool:
+    for v in values:
+        if isinstance(v, Tracer):
+            return True
+        if isinstance(v, (list, tuple)) and builtins.any(isinstance(x, Tracer) for x in v):
+            return True
+    return False
+
+
+def numpy_function(np_func: Callable | None, name: str | None = None, creation: bool = False):
+    """Register ``impl`` as the traced version of ``np_func`` and export it."""
+
+    def deco(impl):
+        public_name = name or impl.__name__.lstrip("_")
+
+        @functools.wraps(impl)
+        def wrapper(*args, **kwargs):
+            traced = _has_tracer(args) or _has_tracer(kwargs.values())
+            trace = current_trace() if creation else None
+            if not traced and trace is None:
+                if np_func is None:
+                    raise UnsupportedNumpyError(f"tnp.{public_name} needs a traced argument")
+                return np_func(*args, **kwargs)
+            if trace is None:
+                trace = lax.trace_of(list(args) + [a for v in args if isinstance(v, (list, tuple)) for a in v])
+            with trace.op_scope(public_name):
+                return impl(*args, **kwargs)
+
+        wrapper.__name__ = wrapper.__qualname__ = public_name
+        if np_func is not None:
+            FUNCTIONS[np_func] = impl
+        EXPORTS[public_name] = wrapper
+        return wrapper
+
+    return deco
+
+
+def _as_tracer(x, what="operand") -> Tracer:
+    if isinstance(x, Tracer):
+        return x
+    return lax.lift(lax.trace_of([x]), x, what=what)
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise np.exceptions.AxisError(f"{what} {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, Tracer):
+        raise UnsupportedNumpyError("axis must be a Python int or tuple, not a traced value")
+    axes = tuple(normalize_axis(operator.index(a), ndim) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"duplicate value in 'axis': {axis}")
+    return axes
+
+
+def _keepdims(result: Tracer, x_shape, axes, keepdims: bool) -> Tracer:
+    if not keepdims:
+        return result
+    return lax.reshape(result, [1 if i in axes else d for i, d in enumerate(x_shape)])
+
+
+def _reject(**unsupported):
+    for key, value in unsupported.items():
+        if value is not None and value is not np._NoValue:
+            raise UnsupportedNumpyError(f"the '{key}=' argument is not supported on traced arrays")
+
+
+# ---- reductions ---------------------------------------------------------------------------
+def _sum_dtype(dtype: np.dtype) -> np.dtype:
+    return np.add.reduce(np.zeros(1, dtype)).dtype if dtype.kind in "bi" else dtype
+
+
+def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
+    x = _as_tracer(x)
+    axes = normalize_axes(axis, x.ndim)
+    if dtype is not None:
+        x = lax.convert(x, lax.check_supported_dtype(dtype, f"dtype= of {name}"))
+    if opcode in ("maximum", "minimum") and builtins.any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"zero-size array to reduction operation {opcode} which has no identity "
+                         f"({name} of {x.describe()})")
+    if x.dtype == np.bool_ and opcode in ("add", "multiply"):
+        x = lax.convert(x, np.int64)
+    out = lax.reduce(x, opcode, axes)
+    return _keepdims(out, x.shape, axes, keepdims)
+
+
+@numpy_function(np.sum)
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _reject(out=out, initial=initial, where=where)
+    a = _as_tracer(a)
+    return _reduce(a, "add", axis, keepdims, dtype or _sum_dtype(a.dtype), "sum")
+
+
+@numpy_function(np.prod)
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _reject(out=out, initial=initial, where=where)
+    a = _as_tracer(a)
+    return _reduce(a, "multiply", axis, keepdims, dtype or _sum_dtype(a.dtype), "prod")
+
+
+@numpy_function(np.max)
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    _reject(out=out, initial=initial, where=where)
+    return _reduce(a, "maximum", axis, keepdims, name="max")
+
+
+@numpy_function(np.min)
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    _reject(out=out, initial=initial, where=where)
+    return _reduce(a, "minimum", axis, keepdims, name="min")
+
+
+EXPORTS["amax"], EXPORTS["amin"] = EXPORTS["max"], EXPORTS["min"]
+FUNCTIONS[np.amax], FUNCTIONS[np.amin] = FUNCTIONS[np.max], FUNCTIONS[np.min]
+
+
+@numpy_function(np.all)
+def all(a, axis=None, out=None, keepdims=False, where=None):
+    _reject(out=out, where=where)
+    a = _as_tracer(a)
+    return _reduce(apply_ufunc(np.not_equal, [a, 0]) if a.dtype != np.bool_ else a, "and", axis, keepdims, name="all")
+
+
+@numpy_function(np.any)
+def any(a, axis=None, out=None, keepdims=False, where=None):
+    _reject(out=out, where=where)
+    a = _as_tracer(a)
+    return _reduce(apply_ufunc(np.not_equal, [a, 0]) if a.dtype != np.bool_ else a, "or", axis, keepdims, name="any")
+
+
+def _count(shape, axes) -> int:
+    return math.prod(shape[a] for a in axes)
+
+
+@numpy_function(np.mean)
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    _reject(out=out, where=where)
+    a = _as_tracer(a)
+    axes = normalize_axes(axis, a.ndim)
+    acc = np.dtype(dtype) if dtype is not None else (a.dtype if a.dtype.kind == "f" else np.dtype(np.float64))
+    total = _reduce(lax.convert(a, acc), "add", axes, keepdims)
+    n = _count(a.shape, axes)
+    return apply_ufunc(np.true_divide, [total, float(n) if n else math.nan])
+
+
+@numpy_function(np.var)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
+    _reject(out=out, where=where, mean=mean)
+    if correction is not None:
+        ddof = correction
+    a = _as_tracer(a)
+    axes = normalize_axes(axis, a.ndim)
+    centred = apply_ufunc(np.subtract, [a, EXPORTS["mean"](a, axes, dtype, keepdims=True)])
+    squared = apply_ufunc(np.multiply, [centred, centred])
+    total = _reduce(squared, "add", axes, keepdims)
+    n = _count(a.shape, axes) - ddof
+    return apply_ufunc(np.true_divide, [total, float(n) if n > 0 else math.nan])
+
+
+@numpy_function(np.std)
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
+    return apply_ufunc(np.sqrt, [var(a, axis, dtype, out, ddof, keepdims, where, mean, correction)])
+
+
+def _arg_reduce(a, axis, keepdims, opcode, name):
+    a = _as_tracer(a)
+    if axis is None:
+        a = lax.reshape(a, (a.size,))
+        axis = 0
+    ax = normalize_axis(operator.index(axis), a.ndim)
+    if a.shape[ax] == 0:
+        raise ValueError(f"attempt to get {name} of an empty sequence ({a.describe()})")
+    extreme = lax.broadcast_to(_keepdims(lax.reduce(a, opcode, (ax,)), a.shape, (ax,), True), a.shape)
+    hit = lax.compare(a, extreme, "EQ")
+    if a.dtype.kind == "f":  # NumPy returns the first NaN, and max/min propagate NaN
+        hit = lax.elementwise("or", hit, lax.compare(a, a, "NE"))
+    index = lax.iota(a.trace, np.int64, a.shape, ax)
+    sentinel = lax.full(a.trace, a.shape, a.shape[ax], np.int64)
+    first = lax.reduce(lax.select(hit, index, sentinel), "minimum", (ax,))
+    return _keepdims(first, a.shape, (ax,), keepdims)
+
+
+@numpy_function(np.argmax)
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    _reject(out=out)
+    return _arg_reduce(a, axis, keepdims, "maximum", "argmax")
+
+
+@numpy_function(np.argmin)
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    _reject(out=out)
+    return _arg_reduce(a, axis, keepdims, "minimum", "argmin")
+
+
+# ---- selection -----------------------------------------------------------------------------
+@numpy_function(np.where)
+def where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise UnsupportedNumpyError("np.where(condition) with one argument (indices of nonzero "
+                                    "elements) has a data-dependent shape and cannot be traced; "
+                                    "pass both x and y")
+    cond = _as_tracer(condition)
+    cond = cond if cond.dtype == np.bool_ else lax.compare(cond, lax.full_like(cond, 0), "NE")
+    trace = cond.trace
+    dtype = result_dtype([x, y])
+    weak = builtins.all(isinstance(v, Tracer) and v.weak_type or type(v) in (int, float) for v in (x, y))
+    a = lax.lift(trace, x, dtype, weak=weak)
+    b = lax.lift(trace, y, dtype, weak=weak)
+    cond, a, b = broadcast_all([cond, a, b], "np.where", [condition, x, y])
+    return lax.select(cond, a, b)
+
+
+@numpy_function(np.clip)
+def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue, max=np._NoValue, **kwargs):
+    _reject(out=out)
+    lo = a_min if a_min is not np._NoValue else min
+    hi = a_max if a_max is not np._NoValue else max
+    result = a
+    if lo is not np._NoValue and lo is not None:
+        result = apply_ufunc(np.maximum, [result, lo])
+    if hi is not np._NoValue and hi is not None:
+        result = apply_ufunc(np.minimum, [result, hi])
+    return result
+
+
+# ---- shape manipulation ----------------------------------------------------------------------
+def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
+    shape = tuple(operator.index(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    unknown = [i for i, d in enumerate(shape) if d == -1]
+    known = math.prod(d for d in shape if d != -1)
+    if len(unknown) > 1 or builtins.any(d < -1 for d in shape):
+        raise ValueError(f"invalid shape {shape} for reshape of {what}")
+    if unknown:
+        if known == 0 or size % known:
+            raise ShapeMismatchError(f"cannot reshape {what} into shape {shape}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    if math.prod(shape) != size:
+        raise ShapeMismatchError(f"cannot reshape {what} ({size} elements) into shape {shape}")
+    return shape
+
+
+@numpy_function(np.reshape)
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order != "C":
+        raise UnsupportedNumpyError("reshape supports only order='C'")
+    a = _as_tracer(a)
+    return lax.reshape(a, _resolve_shape(shape if shape is not None else newshape, a.size, a.describe()))
+
+
+@numpy_function(np.ravel)
+def ravel(a, order="C"):
+    return reshape(a, (-1,), order)
+
+
+@numpy_function(np.transpose)
+def transpose(a, axes=None):
+    a = _as_tracer(a)
+    perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(normalize_axis(operator.index(p), a.ndim) for p in axes)
+    if sorted(perm) != list(range(a.ndim)):
+        raise ValueError(f"axes {axes} don't match array of dimension {a.ndim}")
+    return lax.transpose(a, perm)
+
+
+@numpy_function(np.swapaxes)
+def swapaxes(a, axis1, axis2):
+    a = _as_tracer(a)
+    perm = list(range(a.ndim))
+    i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)
+    perm[i], perm[j] = perm[j], perm[i]
+    return lax.transpose(a, perm)
+
+
+@numpy_function(np.moveaxis)
+def moveaxis(a, source, destination):
+    a = _as_tracer(a)
+    src = normalize_axes(source, a.ndim)
+    dst = normalize_axes(destination, a.ndim)
+    order = [i for i in range(a.ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return lax.transpose(a, order)
+
+
+@numpy_function(np.expand_dims)
+def expand_dims(a, axis):
+    a = _as_tracer(a)
+    axes = normalize_axes(axis, a.ndim + len(axis if isinstance(axis, (tuple, list)) else (axis,)))
+    shape = list(a.shape)
+    for ax in sorted(axes):
+        shape.insert(ax, 1)
+    return lax.reshape(a, shape)
+
+
+@numpy_function(np.squeeze)
+def squeeze(a, axis=None):
+    a = _as_tracer(a)
+    axes = tuple(i for i, d in enumerate(a.shape) if d == 1) if axis is None else normalize_axes(axis, a.ndim)
+    for ax in axes:
+        if a.shape[ax] != 1:
+            raise ValueError(f"cannot select an axis to squeeze out which has size not equal to one ({a.describe()}, axis {ax})")
+    return lax.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
+
+
+@numpy_function(np.broadcast_to)
+def broadcast_to(array, shape, subok=False):
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    return lax.broadcast_to(_as_tracer(array), shape)
+
+
+def _common(arrays, what):
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError(f"{what} needs at least one array")
+    trace = lax.trace_of(arrays)
+    dtype = lax.check_supported_dtype(result_dtype(arrays), what)
+    return [lax.lift(trace, v, dtype, weak=False) for v in arrays]
+
+
+@numpy_function(np.concatenate)
+def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
+    _reject(out=out)
+    ts = _common(arrays, "concatenate")
+    if axis is None:
+        ts = [lax.reshape(t, (t.size,)) for t in ts]
+        axis = 0
+    if builtins.any(t.ndim == 0 for t in ts):
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    ax = normalize_axis(axis, ts[0].ndim)
+    for t in ts[1:]:
+        if t.ndim != ts[0].ndim or builtins.any(t.shape[i] != ts[0].shape[i] for i in range(t.ndim) if i != ax):
+            raise ShapeMismatchError(f"concatenate: {ts[0].describe()} and {t.describe()} differ "
+                                     f"outside axis {ax}")
+    result = lax.concatenate(ts, ax)
+    return lax.convert(result, dtype) if dtype is not None else result
+
+
+@numpy_function(np.stack)
+def stack(arrays, axis=0, out=None, dtype=None, casting=None):
+    ts = _common(arrays, "stack")
+    for t in ts[1:]:
+        if t.shape != ts[0].shape:
+            raise ShapeMismatchError(f"stack: all input arrays must have the same shape, got "
+                                     f"{ts[0].describe()} and {t.describe()}")
+    ax = normalize_axis(axis, ts[0].ndim + 1)
+    return concatenate([expand_dims(t, ax) for t in ts], ax, out, dtype)
+
+
+@numpy_function(np.pad)
+def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
+    if mode != "constant":
+        raise UnsupportedNumpyError(f"np.pad mode={mode!r} is not supported (only 'constant')")
+    a = _as_tracer(array)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
+    value = lax.lift(a.trace, constant_values, a.dtype, weak=False)
+    return lax.pad(a, value, [(int(lo), int(hi), 0) for lo, hi in widths])
+
+
+@numpy_function(np.flip)
+def flip(m, axis=None):
+    m = _as_tracer(m)
+    return lax.rev(m, normalize_axes(axis, m.ndim))
+
+
+@numpy_function(np.copy)
+def copy(a, order="K", subok=False):
+    a = _as_tracer(a)
+    return a.trace.emit("copy", (a,), weak=a.weak_type)
+
+
+def astype(x, dtype, copy=True):
+    return lax.convert(_as_tracer(x), lax.check_supported_dtype(dtype, "astype target"))
+
+
+EXPORTS["astype"] = astype
+
+
+# ---- linear algebra -------------------------------------------------------------------------
+def result_dtype(values) -> np.dtype:
+    """NumPy's promotion of ``values`` (weak Python scalars and weak tracers included)."""
+    def arg(v):
+        if isinstance(v, Tracer):
+            return {"f": 0.0, "i": 0, "u": 0, "b": False}[v.dtype.kind] if v.weak_type else v.dtype
+        if isinstance(v, (bool, int, float)) and not isinstance(v, np.generic):
+            return v
+        return np.asarray(v).dtype
+    return np.result_type(*[arg(v) for v in values])
+
+
+def _promote_pair(a, b, what):
+    trace = lax.trace_of([a, b])
+    dtype = lax.check_supported_dtype(result_dtype([a, b]), what)
+    return lax.lift(trace, a, dtype, weak=False), lax.lift(trace, b, dtype, weak=False)
+
+
+@numpy_function(np.matmul)
+def matmul(a, b, out=None, **kwargs):
+    _reject(out=out)
+    a, b = _promote_pair(a, b, "matmul")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: input operand does not have enough dimensions (use * for scalars)")
+    a2 = lax.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+    b2 = lax.reshape(b, b.shape + (1,)) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ShapeMismatchError(
+            f"matmul: contracting dimensions differ: {a.describe()} @ {b.describe()} "
+            f"({a2.shape[-1]} != {b2.shape[-2]})")
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ShapeMismatchError(f"matmul: batch dimensions do not broadcast: {a.describe()} @ {b.describe()}") from None
+    a3 = lax.broadcast_to(a2, batch + a2.shape[-2:])
+    b3 = lax.broadcast_to(b2, batch + b2.shape[-2:])
+    nb = len(batch)
+    out = lax.dot_general(a3, b3, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+    shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
+    return lax.reshape(out, shape)
+
+
+@numpy_function(np.dot)
+def dot(a, b, out=None):
+    _reject(out=out)
+    a, b = _promote_pair(a, b, "dot")
+    if a.ndim == 0 or b.ndim == 0:
+        return apply_ufunc(np.multiply, [a, b])
+    rhs_axis = 0 if b.ndim == 1 else b.ndim - 2
+    if a.shape[-1] != b.shape[rhs_axis]:
+        raise ShapeMismatchError(f"dot: shapes {a.shape} and {b.shape} not aligned: "
+                                 f"{a.shape[-1]} (dim {a.ndim - 1}) != {b.shape[rhs_axis]} (dim {rhs_axis})")
+    return lax.dot_general(a, b, ((a.ndim - 1,), (rhs_axis,)))
+
+
+@numpy_function(np.vdot)
+def vdot(a, b):
+    a, b = _promote_pair(a, b, "vdot")
+    return dot(lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,)))
+
+
+@numpy_function(np.inner)
+def inner(a, b):
+    a, b = _promote_pair(a, b, "inner")
+    if a.ndim == 0 or b.ndim == 0:
+        return apply_ufunc(np.multiply, [a, b])
+    return lax.dot_general(a, b, ((a.ndim - 1,), (b.ndim - 1,)))
+
+
+@numpy_function(np.outer)
+def outer(a, b, out=None):
+    _reject(out=out)
+    a, b = _promote_pair(a, b, "outer")
+    a1 = lax.reshape(a, (a.size, 1))
+    b1 = lax.reshape(b, (1, b.size))
+    return apply_ufunc(np.multiply, [a1, b1])
+
+
+@numpy_function(np.tensordot)
+def tensordot(a, b, axes=2):
+    a, b = _promote_pair(a, b, "tensordot")
+    if isinstance(axes, int):
+        la, lb = tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
+    else:
+        la, lb = (tuple(x) if isinstance(x, (list, tuple)) else (x,) for x in axes)
+    la = tuple(normalize_axis(x, a.ndim) for x in la)
+    lb = tuple(normalize_axis(x, b.ndim) for x in lb)
+    for i, j in zip(la, lb):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeMismatchError(f"tensordot: shape-mismatch for sum ({a.describe()} axis {i} vs {b.describe()} axis {j})")
+    return lax.dot_general(a, b, (la, lb))
+
+
+@numpy_function(np.einsum)
+def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    _reject(out=out)
+    from .einsum import einsum as _einsum
+
+    return _einsum(subscripts, *operands)
+
+
+# ---- creation -------------------------------------------------------------------------------
+def _creation_dtype(dtype, default=np.float64):
+    return lax.check_supported_dtype(default if dtype is None else dtype, "requested dtype")
+
+
+def _shape_tuple(shape) -> tuple[int, ...]:
+    return tuple(operator.index(d) for d in shape) if isinstance(shape, (tuple, list)) else (operator.index(shape),)
+
+
+@numpy_function(np.zeros, creation=True)
+def zeros(shape, dtype=None, order="C", **kwargs):
+    return lax.full(current_trace(), _shape_tuple(shape), 0, _creation_dtype(dtype))
+
+
+@numpy_function(np.ones, creation=True)
+def ones(shape, dtype=None, order="C", **kwargs):
+    return lax.full(current_trace(), _shape_tuple(shape), 1, _creation_dtype(dtype))
+
+
+@numpy_function(np.empty, creation=True)
+def empty(shape, dtype=None, order="C", **kwargs):
+    return zeros(shape, dtype)
+
+
+@numpy_function(np.full, creation=True)
+def full(shape, fill_value, dtype=None, order="C", **kwargs):
+    trace = current_trace()
+    if isinstance(fill_value, Tracer):
+        v = fill_value if dtype is None else lax.convert(fill_value, dtype)
+        return lax.broadcast_to(v, _shape_tuple(shape))
+    dtype = _creation_dtype(dtype, np.asarray(fill_value).dtype)
+    return lax.full(trace, _shape_tuple(shape), fill_value, dtype)
+
+
+def _like(a, dtype, shape):
+    a = _as_tracer(a)
+    return (a.shape if shape is None else _shape_tuple(shape)), (a.dtype if dtype is None else np.dtype(dtype)), a.trace
+
+
+@numpy_function(np.zeros_like)
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    shape, dtype, trace = _like(a, dtype, shape)
+    return lax.full(trace, shape, 0, dtype)
+
+
+@numpy_function(np.ones_like)
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    shape, dtype, trace = _like(a, dtype, shape)
+    return lax.full(trace, shape, 1, dtype)
+
+
+@numpy_function(np.empty_like)
+def empty_like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    return zeros_like(a, dtype, shape=shape)
+
+
+@numpy_function(np.full_like)
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    shape, dtype, trace = _like(a, dtype, shape)
+    if isinstance(fill_value, Tracer):
+        return lax.broadcast_to(lax.convert(fill_value, dtype), shape)
+    return lax.full(trace, shape, fill_value, dtype)
+
+
+@numpy_function(np.arange, creation=True)
+def arange(start, stop=None, step=1, dtype=None, **kwargs):
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop, step):
+        if isinstance(v, Tracer):
+            raise UnsupportedNumpyError("arange bounds must be Python numbers (the length must be known while tracing)")
+    n = builtins.max(0, math.ceil((stop - start) / step))
+    out_dtype = np.dtype(dtype) if dtype is not None else np.result_type(
+        *[np.asarray(v).dtype if not isinstance(v, (int, float)) else type(v) for v in (start, stop, step)])
+    out_dtype = lax.check_supported_dtype(out_dtype, "arange dtype")
+    trace = current_trace()
+    floats = out_dtype.kind == "f" or builtins.any(isinstance(v, float) for v in (start, step))
+    compute = np.dtype(np.float64) if floats else np.dtype(np.int64)
+    ramp = lax.iota(trace, compute, (n,), 0)
+    if step != 1:
+        ramp = lax.elementwise("multiply", ramp, lax.full(trace, (n,), step, compute))
+    if start != 0:
+        ramp = lax.elementwise("add", ramp, lax.full(trace, (n,), start, compute))
+    return lax.convert(ramp, out_dtype)
+
+
+@numpy_function(np.linspace, creation=True)
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    if retstep or axis != 0:
+        raise UnsupportedNumpyError("linspace: retstep= and axis= are not supported on traced code")
+    num = operator.index(num)
+    trace = current_trace()
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else math.nan
+    ramp = lax.iota(trace, np.float64, (num,), 0)
+    values = lax.elementwise("add", lax.elementwise("multiply", ramp, lax.full(trace, (num,), step, np.float64)),
+                             lax.full(trace, (num,), float(start), np.float64))
+    if endpoint and num > 1:
+        last = lax.compare(ramp, lax.full(trace, (num,), num - 1, np.float64), "EQ")
+        values = lax.select(last, lax.full(trace, (num,), float(stop), np.float64), values)
+    out_dtype = _creation_dtype(dtype)
+    if out_dtype.kind in "iu":
+        values = lax.elementwise("floor", values)
+    return lax.convert(values, out_dtype)
+
+
+@numpy_function(np.eye, creation=True)
+def eye(N, M=None, k=0, dtype=float, order="C", **kwargs):
+    trace = current_trace()
+    M = N if M is None else M
+    rows = lax.iota(trace, np.int64, (N, M), 0)
+    cols = lax.iota(trace, np.int64, (N, M), 1)
+    diag = lax.compare(lax.elementwise("add", rows, lax.full(trace, (N, M), k, np.int64)), cols, "EQ")
+    return lax.convert(diag, _creation_dtype(dtype))
+
+
+@numpy_function(np.asarray, creation=True)
+def asarray(a, dtype=None, order=None, **kwargs):
+    if isinstance(a, Tracer):
+        return a if dtype is None else lax.convert(a, dtype)
+    if isinstance(a, (list, tuple)) and _has_tracer(a):
+        return stack([asarray(x, dtype) for x in a])
+    trace = current_trace()
+    value = np.asarray(a, dtype=dtype)
+    return lax.lift(trace, value, value.dtype, weak=False)
+
+
+@numpy_function(np.array, creation=True)
+def array(object, dtype=None, copy=True, order="K", subok=False, ndmin=0, **kwargs):
+    return asarray(object, dtype)
+
+
+def ndim(a) -> int:
+    return a.ndim if isinstance(a, Tracer) else np.ndim(a)
+
+
+def shape(a) -> tuple[int, ...]:
+    return a.shape if isinstance(a, Tracer) else np.shape(a)
+
+
+def size(a) -> int:
+    return a.size if isinstance(a, Tracer) else np.size(a)
+
+
+FUNCTIONS[np.ndim], FUNCTIONS[np.shape], FUNCTIONS[np.size] = ndim, shape, size
+EXPORTS.update(ndim=ndim, shape=shape, size=size)

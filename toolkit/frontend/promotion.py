@@ -1,0 +1,44 @@
+"""Type promotion as NumPy 2 does it (NEP 50): Python scalars are weak and take the array's
+type when the kinds allow (``x_f32 * 2.0`` stays f32, ``x_i32 + 1`` stays i32)."""
+from __future__ import annotations
+
+import numpy as np
+
+SUPPORTED = tuple(np.dtype(t) for t in ("bool", "int32", "int64", "float32", "float64"))
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
+_DEFAULT = {0: np.dtype(bool), 1: np.dtype(np.int64), 2: np.dtype(np.float64)}
+
+
+def kind_rank(dtype: np.dtype) -> int:
+    return _KIND_RANK[np.dtype(dtype).kind]
+
+
+def result_type(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
+    """``(dtype, weak)`` pairs -> the promoted ``(dtype, weak)``."""
+    strong = [d for d, weak in typed if not weak]
+    weak = [d for d, w in typed if w]
+    if not strong:
+        rank = max(kind_rank(d) for d in weak)
+        widest = [d for d in weak if kind_rank(d) == rank]
+        return np.result_type(*widest), True
+    base = np.result_type(*strong)
+    for d in weak:
+        if kind_rank(d) > kind_rank(base):
+            base = _DEFAULT[kind_rank(d)]
+    return base, False
+
+
+def python_scalar_dtype(value) -> np.dtype:
+    if isinstance(value, bool):
+        return np.dtype(bool)
+    if isinstance(value, int):
+        return np.dtype(np.int64)
+    return np.dtype(np.float64)
+
+
+def check_int_fits(value: int, dtype: np.dtype, where: str) -> None:
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"Python integer {value} out of bounds for {dtype}{where}")

@@ -1,0 +1,101 @@
+"""Pytrees: nested tuples, lists, dicts, namedtuples and None around array leaves."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True, slots=True)
+class TreeDef:
+    kind: str  # 'leaf', 'none', 'tuple', 'list', 'dict', 'namedtuple'
+    children: tuple[TreeDef, ...] = ()
+    meta: Any = None  # dict keys, or the namedtuple class
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def __str__(self) -> str:
+        if self.kind == "leaf":
+            return "*"
+        if self.kind == "none":
+            return "None"
+        inner = ", ".join(map(str, self.children))
+        if self.kind == "dict":
+            inner = ", ".join(f"{k!r}: {c}" for k, c in zip(self.meta, self.children))
+            return "{" + inner + "}"
+        if self.kind == "list":
+            return f"[{inner}]"
+        if self.kind == "namedtuple":
+            return f"{self.meta.__name__}({inner})"
+        return f"({inner}{',' if len(self.children) == 1 else ''})"
+
+
+LEAF = TreeDef("leaf")
+NONE = TreeDef("none")
+
+
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def flatten(tree, path: str = "") -> tuple[list[Any], TreeDef, list[str]]:
+    """Leaves in order, the structure, and each leaf's path (``params['w1']``, ``batch[0]``)."""
+    leaves: list[Any] = []
+    paths: list[str] = []
+
+    def walk(node, p: str) -> TreeDef:
+        if node is None:
+            return NONE
+        t = type(node)
+        if t is tuple or t is list:
+            kids = tuple(walk(c, f"{p}[{i}]") for i, c in enumerate(node))
+            return TreeDef("tuple" if t is tuple else "list", kids)
+        if t is dict:
+            keys = tuple(sorted(node, key=repr) if not _sortable(node) else sorted(node))
+            kids = tuple(walk(node[k], f"{p}[{k!r}]") for k in keys)
+            return TreeDef("dict", kids, keys)
+        if _is_namedtuple(node):
+            kids = tuple(walk(getattr(node, f), f"{p}.{f}") for f in node._fields)
+            return TreeDef("namedtuple", kids, t)
+        leaves.append(node)
+        paths.append(p)
+        return LEAF
+
+    treedef = walk(tree, path)
+    return leaves, treedef, paths
+
+
+def _sortable(d: dict) -> bool:
+    try:
+        sorted(d)
+        return True
+    except TypeError:
+        return False
+
+
+def unflatten(treedef: TreeDef, leaves) -> Any:
+    it = iter(leaves)
+
+    def build(td: TreeDef):
+        if td.kind == "leaf":
+            return next(it)
+        if td.kind == "none":
+            return None
+        kids = [build(c) for c in td.children]
+        if td.kind == "tuple":
+            return tuple(kids)
+        if td.kind == "list":
+            return kids
+        if td.kind == "dict":
+            return dict(zip(td.meta, kids))
+        return td.meta(*kids)
+
+    return build(treedef)
+
+
+def tree_map(fn: Callable, tree) -> Any:
+    leaves, td, _ = flatten(tree)
+    return unflatten(td, [fn(x) for x in leaves])

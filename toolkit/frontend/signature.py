@@ -1,0 +1,66 @@
+"""Abstract signatures of jitted calls: what a compiled program is keyed by."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentTypeError
+from .promotion import SUPPORTED
+from .tracer import Tracer
+
+_PY_SCALARS = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}
+
+
+@dataclass(frozen=True, slots=True)
+class ArgSpec:
+    """One array argument (a pytree leaf) as the compiler sees it."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    weak_type: bool
+
+    @property
+    def text(self) -> str:
+        from ..ir.dtypes import from_numpy
+
+        return f"{from_numpy(self.dtype).name}[{','.join(map(str, self.shape))}]" + (
+            "{weak}" if self.weak_type else "")
+
+
+def abstractify(leaf: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:
+    """(shape, dtype, weak_type) of one argument leaf, or a TypeError naming it."""
+    t = type(leaf)
+    if t is np.ndarray:
+        if leaf.dtype not in SUPPORTED:
+            raise ArgumentTypeError(
+                f"argument '{path}' has dtype {leaf.dtype}, which toolkit does not support "
+                f"(supported: {', '.join(map(str, SUPPORTED))}); convert it with .astype(...)")
+        return leaf.shape, leaf.dtype, False
+    dtype = _PY_SCALARS.get(t)
+    if dtype is not None:
+        if t is int and not -2**63 <= leaf < 2**63:
+            raise ArgumentTypeError(f"argument '{path}' = {leaf} does not fit in int64")
+        return (), dtype, t is not bool
+    if isinstance(leaf, np.generic):
+        return abstractify(np.asarray(leaf), path)
+    if isinstance(leaf, Tracer):
+        return leaf.shape, leaf.dtype, leaf.weak_type
+    if hasattr(leaf, "__array__") and not isinstance(leaf, (str, bytes)):
+        return abstractify(np.asarray(leaf), path)
+    raise ArgumentTypeError(
+        f"argument '{path}' has type {t.__name__}, which jit cannot trace: pass NumPy arrays, "
+        "Python/NumPy scalars, or tuples/lists/dicts of them; mark other values static with "
+        "static_argnums=/static_argnames=")
+
+
+def check_hashable_static(value: Any, name: str) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"static argument '{name}' has unhashable type {type(value).__name__}; static "
+            "arguments key the compilation cache, so they must be hashable (use a tuple instead "
+            "of a list, or pass it as a traced array argument)") from None

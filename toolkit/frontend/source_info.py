@@ -1,0 +1,46 @@
+"""The user's source file and line for an operation: the first frame outside toolkit and NumPy."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import contextlib
+import functools
+
+import numpy as _np
+
+from .errors import is_internal_file
+
+_NUMPY_DIR = os.path.dirname(os.path.abspath(_np.__file__)) + os.sep
+_internal_cache: dict[str, bool] = {}
+# Frames of context managers and wrappers toolkit itself uses sit between the user and us.
+_STDLIB_WRAPPERS = {contextlib.__file__, functools.__file__}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLocation:
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _skip(filename: str) -> bool:
+    hit = _internal_cache.get(filename)
+    if hit is None:
+        hit = is_internal_file(filename) or os.path.abspath(filename).startswith(_NUMPY_DIR) \
+            or filename.startswith("<frozen") or filename in _STDLIB_WRAPPERS
+        _internal_cache[filename] = hit
+    return hit
+
+
+def user_location(depth: int = 1) -> SourceLocation | None:
+    frame = sys._getframe(depth)
+    while frame is not None and _skip(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)

@@ -1,0 +1,218 @@
+"""Tracing: a ``Trace`` records operations into an HLO computation; a ``Tracer`` stands for
+one traced array and answers NumPy's protocols (``__array_ufunc__``, ``__array_function__``)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..ir import dtypes as ir_dtypes
+from ..ir.builder import ComputationBuilder, ModuleBuilder
+from ..ir.nodes import Instruction, Metadata
+from ..ir.shapes import Shape
+from .errors import LeakedTracerError, TracerConversionError
+from .source_info import SourceLocation, user_location
+
+_local = threading.local()
+
+
+def _stack() -> list[Trace]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def current_trace() -> Trace | None:
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+class Trace:
+    """One function being traced into one entry computation."""
+
+    def __init__(self, fn_name: str):
+        self.fn_name = fn_name
+        self.module = ModuleBuilder(f"jit_{fn_name}")
+        self.builder: ComputationBuilder = self.module.computation("main")
+        self.active = False
+        self._op_name: str | None = None
+        self._location: SourceLocation | None = None
+        self._constants: dict[tuple, Instruction] = {}
+
+    @contextlib.contextmanager
+    def activate(self):
+        _stack().append(self)
+        self.active = True
+        try:
+            yield self
+        finally:
+            self.active = False
+            _stack().pop()
+
+    @contextlib.contextmanager
+    def op_scope(self, name: str):
+        """Attribute the instructions emitted inside to the NumPy-level op ``name`` and the
+        user's line that called it (only the outermost scope counts)."""
+        if self._op_name is not None:
+            yield
+            return
+        self._op_name, self._location = name, user_location(3)
+        try:
+            yield
+        finally:
+            self._op_name, self._location = None, None
+
+    def metadata(self, default_name: str) -> Metadata:
+        loc = self._location or user_location(3)
+        name = f"jit({self.fn_name})/{self._op_name or default_name}"
+        if loc is None:
+            return Metadata(name)
+        return Metadata(name, loc.file, loc.line)
+
+    def location(self) -> SourceLocation | None:
+        return self._location or user_location(3)
+
+    def emit(self, opcode: str, operands=(), attrs=None, shape=None, weak: bool = False,
+             name: str | None = None) -> Tracer:
+        inst = self.builder.add(opcode, [t.inst for t in operands], attrs, shape,
+                                self.metadata(name or opcode))
+        return Tracer(self, inst, weak)
+
+    def parameter(self, number: int, dtype: np.dtype, shape: tuple[int, ...], weak: bool,
+                  path: str) -> Tracer:
+        ir_shape = Shape(ir_dtypes.from_numpy(dtype), tuple(shape))
+        inst = self.builder.parameter(number, ir_shape, path or f"Arg_{number}", Metadata(path))
+        return Tracer(self, inst, weak, origin=f"argument '{path}'" if path else f"argument {number}")
+
+    def constant(self, value, dtype: np.dtype, weak: bool = False) -> Tracer:
+        array = np.asarray(value, dtype=dtype)
+        key = (array.dtype.str, array.shape, array.tobytes()) if array.size <= 16 else None
+        if key is not None and key in self._constants:
+            return Tracer(self, self._constants[key], weak)
+        array = array.copy()
+        array.flags.writeable = False
+        inst = self.builder.add("constant", (), {"literal": array}, metadata=self.metadata("constant"))
+        if key is not None:
+            self._constants[key] = inst
+        return Tracer(self, inst, weak)
+
+
+class Tracer:
+    """A traced array: its shape, dtype and weak-typedness, and the instruction that makes it."""
+
+    __slots__ = ("trace", "inst", "weak_type", "_origin")
+    __array_priority__ = 1000
+    __hash__ = None  # traced arrays are not dict keys, as NumPy arrays are not
+
+    def __init__(self, trace: Trace, inst: Instruction, weak_type: bool = False,
+                 origin: str | None = None):
+        self.trace = trace
+        self.inst = inst
+        self.weak_type = weak_type
+        self._origin = origin
+
+    # ---- abstract value ---------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.inst.shape.dims
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.inst.shape.dtype.numpy
+
+    @property
+    def ndim(self) -> int:
+        return len(self.inst.shape.dims)
+
+    @property
+    def size(self) -> int:
+        return self.inst.shape.size
+
+    @property
+    def aval_text(self) -> str:
+        return self.inst.shape.to_text(False) + ("{weak}" if self.weak_type else "")
+
+    @property
+    def origin(self) -> str:
+        if self._origin:
+            return self._origin
+        md = self.inst.metadata
+        where = f" at {md.location}" if md is not None and md.location else ""
+        op = md.op_name.split("/", 1)[-1] if md is not None and md.op_name else self.inst.opcode
+        return f"the result of '{op}'{where}"
+
+    def describe(self) -> str:
+        return f"{self.aval_text} ({self.origin})"
+
+    def __repr__(self) -> str:
+        return f"Tracer<{self.aval_text}, {self.origin}>"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized traced value (a scalar)")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d traced array")
+        return (self[i] for i in range(self.shape[0]))
+
+    # ---- concretisation is impossible: explain why and what to do ---------------------
+    def _concrete_error(self, what: str) -> TracerConversionError:
+        loc = user_location(3)
+        at = f" at {loc}" if loc else ""
+        return TracerConversionError(
+            f"{what} was called on a traced value{at}: {self.describe()}.\n"
+            "Inside a jitted function, arrays are abstract (only shape and dtype are known), so "
+            "Python control flow (if/while/and/or) and bool()/int()/float() cannot depend on "
+            "their values.\nFix: compute both branches and pick with tnp.where(cond, a, b), "
+            "or, if the value is really a Python constant, mark the argument static with "
+            "static_argnums=/static_argnames=."
+        )
+
+    def __bool__(self):
+        raise self._concrete_error("bool()")
+
+    def __int__(self):
+        raise self._concrete_error("int()")
+
+    def __float__(self):
+        raise self._concrete_error("float()")
+
+    def __complex__(self):
+        raise self._concrete_error("complex()")
+
+    def __index__(self):
+        raise self._concrete_error("use as an index (__index__)")
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._concrete_error("np.asarray() / conversion to a NumPy array")
+
+    def tolist(self):
+        raise self._concrete_error("tolist()")
+
+    def item(self):
+        raise self._concrete_error("item()")
+
+    def __setitem__(self, key, value):
+        raise TypeError(
+            "traced arrays are immutable: item assignment is not supported inside jit; "
+            "build the new array with tnp.where(mask, new, x) or tnp.concatenate")
+
+    # NumPy protocols and operators are attached by frontend.dispatch.
+
+
+def check_same_trace(t: Tracer) -> Trace:
+    trace = current_trace()
+    if not t.trace.active or (trace is not None and t.trace is not trace):
+        raise LeakedTracerError(
+            f"a traced value from an earlier trace of jit({t.trace.fn_name}) was used after that "
+            f"trace ended: {t.describe()}. Traced values must not be stored in globals or "
+            "closures and used later; return them from the jitted function instead.")
+    return t.trace
+
+
+__all__ = ["Trace", "Tracer", "current_trace", "check_same_trace", "Any"]

@@ -1,0 +1,323 @@
+"""NumPy ufuncs on traced arrays. Types come from NumPy's own resolution
+(``ufunc.resolve_dtypes``, NEP 50 weak scalars included); each ufunc then lowers to HLO
+with NumPy's semantics, where they differ from XLA's (floor division, modulo, fmod by 0)."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import lax
+from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError
+from .tracer import Tracer
+
+Impl = Callable[..., Tracer]  # (operands converted and broadcast, out dtype) -> Tracer
+UFUNCS: dict[np.ufunc, Impl] = {}
+
+
+def _register(*ufuncs):
+    def deco(fn):
+        for u in ufuncs:
+            UFUNCS[u] = fn
+        return fn
+    return deco
+
+
+def _op(opcode: str) -> Impl:
+    return lambda *xs, out: lax.elementwise(opcode, *xs, weak=all(x.weak_type for x in xs))
+
+
+def _const(x: Tracer, value, dtype=None) -> Tracer:
+    return lax.full_like(x, value, dtype)
+
+
+def _describe(value) -> str:
+    if isinstance(value, Tracer):
+        return value.describe()
+    if isinstance(value, (bool, int, float)):
+        return f"Python {type(value).__name__} {value!r}"
+    arr = np.asarray(value)
+    return f"NumPy {arr.dtype}{list(arr.shape)}"
+
+
+def _type_descriptor(value):
+    if isinstance(value, Tracer):
+        return (float if value.dtype.kind == "f" else int if value.dtype.kind in "iu" else value.dtype) \
+            if value.weak_type and value.dtype.kind != "b" else value.dtype
+    if isinstance(value, bool):
+        return np.dtype(bool)
+    if isinstance(value, (int, float)) and not isinstance(value, np.generic):
+        return type(value)
+    return np.asarray(value).dtype
+
+
+def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -> Tracer:
+    name = ufunc.__name__
+    impl = UFUNCS.get(ufunc)
+    if impl is None:
+        raise UnsupportedNumpyError(
+            f"np.{name} is not supported on traced arrays by toolkit "
+            f"(supported ufuncs: {', '.join(sorted(u.__name__ for u in UFUNCS))})")
+    kwargs = dict(kwargs or {})
+    dtype = kwargs.pop("dtype", None)
+    if kwargs.pop("out", None) is not None or kwargs.get("where", True) is not True:
+        raise UnsupportedNumpyError(f"np.{name}: 'out=' and 'where=' are not supported on traced arrays")
+    kwargs.pop("where", None)
+    kwargs.pop("casting", None)
+    if kwargs:
+        raise UnsupportedNumpyError(f"np.{name}: arguments {sorted(kwargs)} are not supported")
+    trace = lax.trace_of(inputs)
+    with trace.op_scope(name):
+        descriptors = tuple(_type_descriptor(v) for v in inputs)
+        try:
+            dtypes = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout)
+        except TypeError as e:
+            raise DTypeMismatchError(
+                f"np.{name} does not accept {' and '.join(_describe(v) for v in inputs)}: {e}"
+                + _where(trace)) from None
+        in_dtypes, out_dtype = dtypes[: ufunc.nin], dtypes[-1]
+        for v, d in zip(inputs, in_dtypes):
+            lax.check_supported_dtype(d, f"np.{name} of {_describe(v)} (NumPy computes it in {d})")
+        lax.check_supported_dtype(out_dtype, f"the result of np.{name}")
+        weak = all(isinstance(v, Tracer) and v.weak_type or
+                   (isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic)))
+                   for v in inputs)
+        operands = [lax.lift(trace, v, d, weak=weak, what=f"operand of np.{name}")
+                    for v, d in zip(inputs, in_dtypes)]
+        operands = broadcast_all(operands, f"np.{name}", inputs)
+        result = impl(*operands, out=np.dtype(out_dtype))
+        result = lax.convert(result, out_dtype, weak)
+        if dtype is not None:
+            result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
+        return result
+
+
+def _where(trace) -> str:
+    loc = trace.location()
+    return f" (at {loc})" if loc else ""
+
+
+def broadcast_all(operands: list[Tracer], what: str, originals=None) -> list[Tracer]:
+    shapes = [t.shape for t in operands]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        originals = originals or operands
+        desc = " and ".join(_describe(v) for v in originals)
+        trace = operands[0].trace
+        raise ShapeMismatchError(
+            f"{what}: operands could not be broadcast together: {desc}{_where(trace)}") from None
+    return [lax.broadcast_to(t, shape) for t in operands]
+
+
+# ---- arithmetic -----------------------------------------------------------------------
+@_register(np.add)
+def _add(a, b, out):
+    return _op("or" if out == np.bool_ else "add")(a, b, out=out)
+
+
+@_register(np.multiply)
+def _multiply(a, b, out):
+    return _op("and" if out == np.bool_ else "multiply")(a, b, out=out)
+
+
+UFUNCS[np.subtract] = _op("subtract")
+UFUNCS[np.true_divide] = _op("divide")
+UFUNCS[np.maximum] = _op("maximum")
+UFUNCS[np.minimum] = _op("minimum")
+UFUNCS[np.arctan2] = _op("atan2")
+UFUNCS[np.negative] = _op("negate")
+UFUNCS[np.power] = _op("power")
+UFUNCS[np.bitwise_and] = _op("and")
+UFUNCS[np.bitwise_or] = _op("or")
+UFUNCS[np.bitwise_xor] = _op("xor")
+UFUNCS[np.invert] = _op("not")
+UFUNCS[np.left_shift] = _op("shift-left")
+UFUNCS[np.right_shift] = _op("shift-right-arithmetic")
+
+
+@_register(np.positive)
+def _positive(x, out):
+    return x
+
+
+@_register(np.absolute)
+def _absolute(x, out):
+    return x if x.dtype == np.bool_ else _op("abs")(x, out=out)
+
+
+UFUNCS[np.sign] = _op("sign")
+
+
+def _int_floor_divide(a, b):
+    zero = _const(a, 0)
+    q = lax.elementwise("divide", a, b)
+    r = lax.elementwise("remainder", a, b)
+    adjust = _and(lax.compare(r, zero, "NE"), lax.compare(lax.compare(r, zero, "LT"),
+                                                         lax.compare(b, zero, "LT"), "NE"))
+    q = lax.select(adjust, lax.elementwise("subtract", q, _const(a, 1)), q)
+    return lax.select(lax.compare(b, zero, "EQ"), zero, q)
+
+
+def _int_mod(a, b):
+    zero = _const(a, 0)
+    r = lax.elementwise("remainder", a, b)
+    adjust = _and(lax.compare(r, zero, "NE"), lax.compare(lax.compare(r, zero, "LT"),
+                                                         lax.compare(b, zero, "LT"), "NE"))
+    r = lax.select(adjust, lax.elementwise("add", r, b), r)
+    return lax.select(lax.compare(b, zero, "EQ"), zero, r)
+
+
+def _and(p, q):
+    return lax.elementwise("and", p, q)
+
+
+def _float_divmod(a, b):
+    """NumPy's ``npy_divmod`` (floor division and modulo for floats), branch-free."""
+    zero, one = _const(a, 0.0), _const(a, 1.0)
+    mod = lax.elementwise("remainder", a, b)
+    quotient = lax.elementwise("divide", a, b)
+    div = lax.elementwise("divide", lax.elementwise("subtract", a, mod), b)
+    mod_nonzero = lax.compare(mod, zero, "NE")
+    wrong_sign = lax.compare(lax.compare(b, zero, "LT"), lax.compare(mod, zero, "LT"), "NE")
+    adjust = _and(mod_nonzero, wrong_sign)
+    div = lax.select(adjust, lax.elementwise("subtract", div, one), div)
+    mod = lax.select(adjust, lax.elementwise("add", mod, b), mod)
+    mod = lax.select(mod_nonzero, mod,
+                     lax.select(lax.compare(b, zero, "LT"), _const(a, -0.0), zero))
+    floor = lax.elementwise("floor", div)
+    round_up = lax.compare(lax.elementwise("subtract", div, floor), _const(a, 0.5), "GT")
+    floor = lax.select(round_up, lax.elementwise("add", floor, one), floor)
+    signed_zero = lax.elementwise("multiply", zero, quotient)
+    floordiv = lax.select(lax.compare(div, zero, "NE"), floor, signed_zero)
+    b_zero = lax.compare(b, zero, "EQ")
+    floordiv = lax.select(b_zero, quotient, floordiv)
+    return floordiv, mod
+
+
+@_register(np.floor_divide)
+def _floor_divide(a, b, out):
+    return _float_divmod(a, b)[0] if out.kind == "f" else _int_floor_divide(a, b)
+
+
+@_register(np.remainder)
+def _remainder(a, b, out):
+    return _float_divmod(a, b)[1] if out.kind == "f" else _int_mod(a, b)
+
+
+@_register(np.fmod)
+def _fmod(a, b, out):
+    r = lax.elementwise("remainder", a, b)
+    if out.kind == "f":
+        return r
+    zero = _const(a, 0)
+    return lax.select(lax.compare(b, zero, "EQ"), zero, r)
+
+
+def _nan_ignoring(opcode):
+    def impl(a, b, out):
+        m = lax.elementwise(opcode, a, b)
+        if out.kind != "f":
+            return m
+        a_nan, b_nan = lax.compare(a, a, "NE"), lax.compare(b, b, "NE")
+        return lax.select(b_nan, a, lax.select(a_nan, b, m))
+    return impl
+
+
+UFUNCS[np.fmax] = _nan_ignoring("maximum")
+UFUNCS[np.fmin] = _nan_ignoring("minimum")
+
+
+@_register(np.square)
+def _square(x, out):
+    return lax.elementwise("multiply", x, x)
+
+
+@_register(np.reciprocal)
+def _reciprocal(x, out):
+    if out.kind != "f":
+        raise UnsupportedNumpyError("np.reciprocal of integers is not supported; use 1 / x")
+    return lax.elementwise("divide", _const(x, 1.0), x)
+
+
+# ---- transcendental and rounding --------------------------------------------------------
+for _ufunc, _opcode in [(np.exp, "exponential"), (np.expm1, "exponential-minus-one"),
+                        (np.log, "log"), (np.log1p, "log-plus-one"), (np.sqrt, "sqrt"),
+                        (np.cbrt, "cbrt"), (np.tanh, "tanh"), (np.sin, "sine"),
+                        (np.cos, "cosine"), (np.tan, "tan")]:
+    UFUNCS[_ufunc] = _op(_opcode)
+
+
+def _scaled_log(base: float) -> Impl:
+    def impl(x, out):
+        return lax.elementwise("divide", lax.elementwise("log", x), _const(x, math.log(base)))
+    return impl
+
+
+UFUNCS[np.log2] = _scaled_log(2.0)
+UFUNCS[np.log10] = _scaled_log(10.0)
+
+
+@_register(np.exp2)
+def _exp2(x, out):
+    return lax.elementwise("power", _const(x, 2.0), x)
+
+
+def _rounding(opcode):
+    def impl(x, out):
+        return x if x.dtype.kind != "f" else lax.elementwise(opcode, x)
+    return impl
+
+
+UFUNCS[np.floor] = _rounding("floor")
+UFUNCS[np.ceil] = _rounding("ceil")
+UFUNCS[np.rint] = _rounding("round-nearest-even")
+
+
+@_register(np.trunc)
+def _trunc(x, out):
+    if x.dtype.kind != "f":
+        return x
+    negative = lax.compare(x, _const(x, 0.0), "LT")
+    return lax.select(negative, lax.elementwise("ceil", x), lax.elementwise("floor", x))
+
+
+@_register(np.isfinite)
+def _isfinite(x, out):
+    return lax.elementwise("is-finite", x) if x.dtype.kind == "f" else _const(x, True, np.bool_)
+
+
+@_register(np.isnan)
+def _isnan(x, out):
+    return lax.compare(x, x, "NE") if x.dtype.kind == "f" else _const(x, False, np.bool_)
+
+
+@_register(np.isinf)
+def _isinf(x, out):
+    if x.dtype.kind != "f":
+        return _const(x, False, np.bool_)
+    return lax.compare(lax.elementwise("abs", x), _const(x, np.inf), "EQ")
+
+
+# ---- comparisons and logic ---------------------------------------------------------------
+for _ufunc, _direction in [(np.equal, "EQ"), (np.not_equal, "NE"), (np.less, "LT"),
+                           (np.less_equal, "LE"), (np.greater, "GT"), (np.greater_equal, "GE")]:
+    UFUNCS[_ufunc] = (lambda d: lambda a, b, out: lax.compare(a, b, d))(_direction)
+
+
+def _truth(x: Tracer) -> Tracer:
+    return x if x.dtype == np.bool_ else lax.compare(x, _const(x, 0), "NE")
+
+
+for _ufunc, _opcode in [(np.logical_and, "and"), (np.logical_or, "or"), (np.logical_xor, "xor")]:
+    UFUNCS[_ufunc] = (lambda op: lambda a, b, out: lax.elementwise(op, _truth(a), _truth(b)))(_opcode)
+
+
+@_register(np.logical_not)
+def _logical_not(x, out):
+    return lax.elementwise("not", _truth(x))
+
+
+def ufunc_names() -> list[str]:
+    return sorted(u.__name__ for u in UFUNCS)

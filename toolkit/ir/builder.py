@@ -1,0 +1,122 @@
+"""Builds computations and modules, inferring and checking every shape as it goes."""
+from __future__ import annotations
+
+import itertools
+import re
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+from .dtypes import ElementType
+from .nodes import Computation, Instruction, Metadata, Module, post_order
+from .shape_inference import infer_shape
+from .shapes import AnyShape, Shape
+
+_NAME_OK = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def sanitize_name(name: str) -> str:
+    """An HLO identifier made from arbitrary text (``params['w1']`` -> ``params_w1``)."""
+    cleaned = _NAME_OK.sub("_", name).strip("_.-") or "x"
+    cleaned = re.sub(r"_+", "_", cleaned)
+    return cleaned if not cleaned[0].isdigit() else f"_{cleaned}"
+
+
+class NameUniquer:
+    """XLA-style unique names: ``<base>.<id>`` with one id counter per module."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._used: set[str] = set()
+
+    def reserve(self, name: str) -> str:
+        if name in self._used:
+            raise ValueError(f"duplicate name %{name}")
+        self._used.add(name)
+        return name
+
+    def fresh(self, base: str) -> str:
+        base = sanitize_name(base)
+        while True:
+            candidate = f"{base}.{next(self._ids)}"
+            if candidate not in self._used:
+                self._used.add(candidate)
+                return candidate
+
+
+class ComputationBuilder:
+    def __init__(self, name: str, uniquer: NameUniquer):
+        self.name = name
+        self.uniquer = uniquer
+        self._instructions: list[Instruction] = []
+        self._parameters: dict[int, Instruction] = {}
+
+    def add(self, opcode: str, operands: Sequence[Instruction] = (), attrs: Mapping[str, Any] | None = None,
+            shape: AnyShape | None = None, metadata: Metadata | None = None,
+            name: str | None = None) -> Instruction:
+        attrs = MappingProxyType(dict(attrs or {}))
+        result = infer_shape(opcode, [o.shape for o in operands], attrs, shape)
+        inst = Instruction(
+            name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),
+            opcode=opcode, shape=result, operands=tuple(operands), attrs=attrs, metadata=metadata)
+        self._instructions.append(inst)
+        return inst
+
+    def parameter(self, number: int, shape: AnyShape, name: str | None = None,
+                  metadata: Metadata | None = None, exact_name: bool = False) -> Instruction:
+        if number in self._parameters:
+            raise ValueError(f"parameter({number}) defined twice in %{self.name}")
+        if exact_name:
+            inst = self.add("parameter", (), {"parameter_number": number}, shape, metadata, name)
+        else:
+            inst = Instruction(self.uniquer.fresh(name or f"Arg_{number}"), "parameter", shape, (),
+                               MappingProxyType({"parameter_number": number}), metadata)
+            self._instructions.append(inst)
+        self._parameters[number] = inst
+        return inst
+
+    def constant(self, literal, metadata: Metadata | None = None) -> Instruction:
+        import numpy as np
+
+        lit = np.array(literal)
+        lit.flags.writeable = False
+        return self.add("constant", (), {"literal": lit}, metadata=metadata)
+
+    def build(self, root: Instruction) -> Computation:
+        numbers = sorted(self._parameters)
+        if numbers != list(range(len(numbers))):
+            raise ValueError(f"%{self.name}: parameter numbers {numbers} are not 0..{len(numbers) - 1}")
+        params = tuple(self._parameters[n] for n in numbers)
+        live = {id(i) for i in post_order([root])}
+        live.update(id(p) for p in params)
+        kept = tuple(i for i in self._instructions if id(i) in live)
+        return Computation(self.name, params, kept, root)
+
+
+class ModuleBuilder:
+    def __init__(self, name: str):
+        self.name = sanitize_name(name)
+        self.uniquer = NameUniquer()
+        self._computations: list[Computation] = []
+        self._reducers: dict[tuple[str, ElementType], Computation] = {}
+
+    def computation(self, base: str) -> ComputationBuilder:
+        return ComputationBuilder(self.uniquer.fresh(base), self.uniquer)
+
+    def add_computation(self, comp: Computation) -> Computation:
+        self._computations.append(comp)
+        return comp
+
+    def scalar_reducer(self, opcode: str, dtype: ElementType) -> Computation:
+        """A ``(T, T) -> T`` computation applying ``opcode``; one per (op, type) per module."""
+        key = (opcode, dtype)
+        if key not in self._reducers:
+            b = self.computation("region")
+            scalar = Shape(dtype, ())
+            lhs = b.parameter(0, scalar, "Arg_0")
+            rhs = b.parameter(1, scalar, "Arg_1")
+            self._reducers[key] = self.add_computation(b.build(b.add(opcode, (lhs, rhs))))
+        return self._reducers[key]
+
+    def build(self, entry: Computation, attributes=()) -> Module:
+        comps = tuple(c for c in self._computations if c is not entry) + (entry,)
+        return Module(self.name, comps, entry, tuple(attributes))

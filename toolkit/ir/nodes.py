@@ -1,0 +1,121 @@
+"""Immutable IR nodes: Instruction, Computation, Module.
+
+Instructions reference their operands directly, so a computation is a DAG of frozen
+objects; passes build new nodes instead of editing old ones. Equality is identity (two
+``add`` instructions with the same operands are still two instructions)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
+
+from .shapes import AnyShape
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """Where an instruction came from: XLA's ``metadata={op_name=... source_file=... source_line=...}``."""
+
+    op_name: str = ""
+    source_file: str = ""
+    source_line: int = 0
+    extra: tuple[tuple[str, str], ...] = ()  # other keys kept verbatim (e.g. stack_frame_id)
+
+    @property
+    def location(self) -> str:
+        if not self.source_file:
+            return ""
+        return f"{self.source_file}:{self.source_line}" if self.source_line else self.source_file
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Instruction:
+    name: str
+    opcode: str
+    shape: AnyShape
+    operands: tuple[Instruction, ...] = ()
+    attrs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    metadata: Metadata | None = None
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    @property
+    def called_computations(self) -> tuple[Computation, ...]:
+        return tuple(self.attrs[k] for k in ("to_apply", "calls") if k in self.attrs)
+
+    def __repr__(self) -> str:
+        return f"<{self.opcode} %{self.name}: {self.shape}>"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Computation:
+    name: str
+    parameters: tuple[Instruction, ...]  # ordered by parameter number
+    instructions: tuple[Instruction, ...]  # a topological order; printing order
+    root: Instruction
+
+    @property
+    def result_shape(self) -> AnyShape:
+        return self.root.shape
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.instructions)
+
+    def users(self) -> dict[Instruction, list[Instruction]]:
+        out: dict[Instruction, list[Instruction]] = {i: [] for i in self.instructions}
+        for inst in self.instructions:
+            for op in inst.operands:
+                out[op].append(inst)
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Computation {self.name}: {len(self.instructions)} instructions>"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Module:
+    name: str
+    computations: tuple[Computation, ...]  # callees before callers; the entry is last
+    entry: Computation
+    attributes: tuple[tuple[str, str], ...] = ()  # header attributes kept verbatim
+
+    def computation(self, name: str) -> Computation:
+        for comp in self.computations:
+            if comp.name == name:
+                return comp
+        raise KeyError(name)
+
+    def to_text(self, **options) -> str:
+        from .printer import module_to_text
+
+        return module_to_text(self, **options)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"<Module {self.name}: {len(self.computations)} computations>"
+
+
+def post_order(roots) -> list[Instruction]:
+    """Instructions reachable from ``roots``, operands before users (iterative: no recursion limit)."""
+    seen: set[int] = set()
+    order: list[Instruction] = []
+    for root in roots:
+        stack: list[tuple[Instruction, bool]] = [(root, False)]
+        while stack:
+            inst, expanded = stack.pop()
+            if expanded:
+                order.append(inst)
+                continue
+            if id(inst) in seen:
+                continue
+            seen.add(id(inst))
+            stack.append((inst, True))
+            for op in reversed(inst.operands):
+                if id(op) not in seen:
+                    stack.append((op, False))
+    return order

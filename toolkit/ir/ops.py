@@ -1,0 +1,102 @@
+"""The closed op table. Every consumer (shape rules, interpreter, printer, cost model,
+backends) keeps one entry per op here, and a test checks each table covers every op."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    name: str  # the opcode as HLO text spells it
+    category: str  # see CATEGORIES
+    arity: int | None  # None: variadic
+    attributes: tuple[str, ...] = ()
+    transcendental: bool = False  # counted as 'transcendentals' by cost analysis
+
+
+CATEGORIES = (
+    "leaf",  # parameter, constant, iota
+    "unary",  # elementwise, one operand
+    "binary",  # elementwise, two operands
+    "ternary",  # elementwise, three operands (select, clamp)
+    "layout",  # data movement: broadcast, reshape, transpose, slice ...
+    "reduce",
+    "dot",
+    "tuple",  # tuple, get-tuple-element
+    "call",
+)
+
+_UNARY = [
+    ("negate", False), ("abs", False), ("sign", False), ("not", False),
+    ("floor", False), ("ceil", False), ("round-nearest-even", False),
+    ("round-nearest-afz", False), ("is-finite", False),
+    ("exponential", True), ("exponential-minus-one", True), ("log", True),
+    ("log-plus-one", True), ("sqrt", True), ("rsqrt", True), ("cbrt", True),
+    ("tanh", True), ("logistic", True), ("sine", True), ("cosine", True), ("tan", True),
+    ("erf", False),  # XLA's HloCostAnalysis counts erf as flops, not transcendentals
+    ("popcnt", False), ("count-leading-zeros", False),
+]
+_BINARY = [
+    ("add", False), ("subtract", False), ("multiply", False), ("divide", False),
+    ("remainder", False), ("power", True), ("maximum", False), ("minimum", False),
+    ("atan2", True), ("and", False), ("or", False), ("xor", False),
+    ("shift-left", False), ("shift-right-arithmetic", False), ("shift-right-logical", False),
+]
+
+OPS: dict[str, OpDef] = {}
+
+
+def _define(op: OpDef) -> None:
+    assert op.category in CATEGORIES and op.name not in OPS
+    OPS[op.name] = op
+
+
+for _name, _tr in _UNARY:
+    _define(OpDef(_name, "unary", 1, transcendental=_tr))
+for _name, _tr in _BINARY:
+    _define(OpDef(_name, "binary", 2, transcendental=_tr))
+_define(OpDef("compare", "binary", 2, ("direction", "type")))
+_define(OpDef("convert", "unary", 1))
+_define(OpDef("select", "ternary", 3))
+_define(OpDef("clamp", "ternary", 3))
+
+_define(OpDef("parameter", "leaf", 0, ("parameter_number",)))
+_define(OpDef("constant", "leaf", 0, ("literal",)))
+_define(OpDef("iota", "leaf", 0, ("iota_dimension",)))
+
+_define(OpDef("broadcast", "layout", 1, ("dimensions",)))
+_define(OpDef("reshape", "layout", 1))
+_define(OpDef("bitcast", "layout", 1))
+_define(OpDef("transpose", "layout", 1, ("dimensions",)))
+_define(OpDef("slice", "layout", 1, ("slice",)))
+_define(OpDef("concatenate", "layout", None, ("dimensions",)))
+_define(OpDef("pad", "layout", 2, ("padding",)))
+_define(OpDef("reverse", "layout", 1, ("dimensions",)))
+_define(OpDef("copy", "layout", 1))
+
+_define(OpDef("reduce", "reduce", None, ("dimensions", "to_apply")))
+_define(OpDef(
+    "dot", "dot", 2,
+    ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims",
+     "operand_precision"),
+))
+_define(OpDef("tuple", "tuple", None))
+_define(OpDef("get-tuple-element", "tuple", 1, ("index",)))
+_define(OpDef("call", "call", None, ("to_apply",)))
+_define(OpDef("fusion", "call", None, ("kind", "calls")))
+
+FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
+
+COMPARISON_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
+ELEMENTWISE_CATEGORIES = ("unary", "binary", "ternary")
+
+
+def opdef(opcode: str) -> OpDef:
+    try:
+        return OPS[opcode]
+    except KeyError:
+        raise KeyError(f"unknown opcode '{opcode}'") from None
+
+
+def is_elementwise(opcode: str) -> bool:
+    return OPS[opcode].category in ELEMENTWISE_CATEGORIES

@@ -1,0 +1,115 @@
+"""HLO text in XLA's syntax (what ``HloModule::ToString()`` prints), parseable by XLA."""
+from __future__ import annotations
+
+from .literals import literal_to_text
+from .nodes import Computation, Instruction, Metadata, Module
+from .ops import opdef
+
+_DOT_ATTRS = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")
+
+
+def _braced(values) -> str:
+    return "{" + ",".join(str(v) for v in values) + "}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def metadata_to_text(md: Metadata) -> str:
+    parts = []
+    if md.op_name:
+        parts.append(f'op_name="{_escape(md.op_name)}"')
+    if md.source_file:
+        parts.append(f'source_file="{_escape(md.source_file)}"')
+    if md.source_line:
+        parts.append(f"source_line={md.source_line}")
+    parts.extend(f"{k}={v}" for k, v in md.extra)
+    return "metadata={" + " ".join(parts) + "}"
+
+
+def _attributes(inst: Instruction) -> list[str]:
+    a = inst.attrs
+    op = inst.opcode
+    out: list[str] = []
+    if op == "iota":
+        out.append(f"iota_dimension={a['iota_dimension']}")
+    elif op == "compare":
+        out.append(f"direction={a['direction']}")
+        if a.get("type"):
+            out.append(f"type={a['type']}")
+    elif op in ("broadcast", "transpose", "reverse", "concatenate", "reduce"):
+        out.append(f"dimensions={_braced(a.get('dimensions', ()))}")
+    elif op == "slice":
+        ranges = ", ".join(
+            f"[{s}:{l}]" if st == 1 else f"[{s}:{l}:{st}]" for s, l, st in a["slice"])
+        out.append("slice={" + ranges + "}")
+    elif op == "pad":
+        out.append("padding=" + "x".join(
+            f"{lo}_{hi}" if not it else f"{lo}_{hi}_{it}" for lo, hi, it in a["padding"]))
+    elif op == "dot":
+        for key in _DOT_ATTRS:
+            if a.get(key):
+                out.append(f"{key}={_braced(a[key])}")
+        if a.get("operand_precision"):
+            out.append(f"operand_precision={{{','.join(a['operand_precision'])}}}")
+    elif op == "get-tuple-element":
+        out.append(f"index={a['index']}")
+    elif op == "fusion":
+        out.append(f"kind={a['kind']}, calls=%{a['calls'].name}")
+    if "to_apply" in a:
+        out.append(f"to_apply=%{a['to_apply'].name}")
+    return out
+
+
+def instruction_to_text(inst: Instruction, is_root: bool = False, metadata: bool = True) -> str:
+    if inst.opcode == "parameter":
+        args = str(inst.attrs["parameter_number"])
+    elif inst.opcode == "constant":
+        args = literal_to_text(inst.attrs["literal"])
+    else:
+        args = ", ".join(f"%{o.name}" for o in inst.operands)
+    attrs = _attributes(inst)
+    attrs.extend(f"{k}={v}" for k, v in inst.attrs.get("_raw", ()))
+    if metadata and inst.metadata is not None:
+        attrs.append(metadata_to_text(inst.metadata))
+    text = f"{'ROOT ' if is_root else ''}%{inst.name} = {inst.shape} {inst.opcode}({args})"
+    return text + "".join(", " + a for a in attrs)
+
+
+def computation_to_text(comp: Computation, is_entry: bool = False, metadata: bool = True) -> str:
+    params = ", ".join(f"{p.name}: {p.shape.to_text(layout=False)}" for p in comp.parameters)
+    head = f"{'ENTRY ' if is_entry else ''}%{comp.name} ({params}) -> {comp.root.shape.to_text(layout=False)} {{"
+    lines = [head]
+    for inst in comp.instructions:
+        lines.append("  " + instruction_to_text(inst, inst is comp.root, metadata))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def entry_computation_layout(module: Module) -> str:
+    params = ", ".join(str(p.shape) for p in module.entry.parameters)
+    return f"{{({params})->{module.entry.root.shape}}}"
+
+
+def module_to_text(module: Module, metadata: bool = True) -> str:
+    header = f"HloModule {module.name}"
+    attrs = [("entry_computation_layout", entry_computation_layout(module))]
+    attrs += [(k, v) for k, v in module.attributes if k != "entry_computation_layout"]
+    header += "".join(f", {k}={v}" for k, v in attrs)
+    blocks = [header]
+    for comp in module.computations:
+        blocks.append(computation_to_text(comp, comp is module.entry, metadata))
+    return "\n\n".join(blocks) + "\n"
+
+
+def check_printer_covers_ops() -> None:
+    """Raises if an op has attributes the printer does not know how to print."""
+    known = {"parameter_number", "literal", "iota_dimension", "direction", "type", "dimensions",
+             "slice", "padding", "index", "to_apply", "kind", "calls", "operand_precision", *_DOT_ATTRS}
+    from .ops import OPS
+
+    for name, op in OPS.items():
+        missing = set(opdef(name).attributes) - known
+        if missing:
+            raise AssertionError(f"printer cannot print {name} attributes {missing}")

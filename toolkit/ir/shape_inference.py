@@ -1,0 +1,354 @@
+"""Shape rules: one per op. Each rule takes the operand shapes, the attributes and the
+declared result shape (``None`` when the caller wants it inferred) and returns the result
+shape or raises ``ShapeError`` saying what does not fit."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from . import dtypes as dt
+from .ops import OPS, opdef
+from .shapes import AnyShape, Shape, TupleShape
+
+
+class ShapeError(ValueError):
+    """An instruction whose operands or attributes do not fit its op."""
+
+
+Rule = Callable[[Sequence[AnyShape], Mapping[str, Any], "AnyShape | None"], AnyShape]
+SHAPE_RULES: dict[str, Rule] = {}
+
+_FLOAT_ONLY = {
+    "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt", "cbrt",
+    "tanh", "logistic", "sine", "cosine", "tan", "erf", "floor", "ceil",
+    "round-nearest-even", "round-nearest-afz", "is-finite", "atan2",
+}
+_INT_ONLY = {"popcnt", "count-leading-zeros", "shift-left", "shift-right-arithmetic",
+             "shift-right-logical"}
+_INT_OR_PRED = {"not", "and", "or", "xor"}
+_NUMERIC = {"negate", "abs", "sign", "add", "subtract", "multiply", "divide", "remainder",
+            "power", "maximum", "minimum"}
+
+
+def _array(s: AnyShape, what: str) -> Shape:
+    if not isinstance(s, Shape):
+        raise ShapeError(f"{what} must be an array, got tuple {s}")
+    return s
+
+
+def _check_dtype(opcode: str, s: Shape) -> None:
+    t = s.dtype
+    if opcode in _FLOAT_ONLY and not t.is_float:
+        raise ShapeError(f"{opcode} needs a floating-point operand, got {s}")
+    if opcode in _INT_ONLY and not t.is_integer:
+        raise ShapeError(f"{opcode} needs an integer operand, got {s}")
+    if opcode in _INT_OR_PRED and t.is_float:
+        raise ShapeError(f"{opcode} needs an integer or pred operand, got {s}")
+    if opcode in _NUMERIC and t.is_bool and opcode not in ("maximum", "minimum"):
+        raise ShapeError(f"{opcode} is not defined on pred, got {s}")
+
+
+def _expect(declared: AnyShape | None, inferred: AnyShape, opcode: str) -> AnyShape:
+    if declared is not None and not inferred.same_type(declared):
+        raise ShapeError(
+            f"{opcode}: declared result {declared.to_text(False)} but operands give "
+            f"{inferred.to_text(False)}"
+        )
+    return declared if declared is not None else inferred
+
+
+def _need_declared(declared, opcode: str) -> Shape:
+    if declared is None:
+        raise ShapeError(f"{opcode} needs an explicit result shape")
+    return _array(declared, f"{opcode} result")
+
+
+def _dims_attr(attrs, key="dimensions") -> tuple[int, ...]:
+    return tuple(attrs.get(key, ()))
+
+
+def _unary(opcode: str) -> Rule:
+    def rule(ops, attrs, declared):
+        x = _array(ops[0], f"{opcode} operand")
+        _check_dtype(opcode, x)
+        out = x.with_dtype(dt.PRED) if opcode == "is-finite" else Shape(x.dtype, x.dims)
+        return _expect(declared, out, opcode)
+    return rule
+
+
+def _binary(opcode: str) -> Rule:
+    def rule(ops, attrs, declared):
+        a, b = (_array(s, f"{opcode} operand") for s in ops)
+        if a.dims != b.dims or a.dtype != b.dtype:
+            raise ShapeError(
+                f"{opcode} operands must have the same shape and type, got "
+                f"{a.to_text(False)} and {b.to_text(False)}"
+            )
+        _check_dtype(opcode, a)
+        if opcode == "compare":
+            direction = attrs.get("direction")
+            if direction not in ("EQ", "NE", "LT", "LE", "GT", "GE"):
+                raise ShapeError(f"compare needs direction=EQ|NE|LT|LE|GT|GE, got {direction!r}")
+            return _expect(declared, a.with_dtype(dt.PRED), opcode)
+        return _expect(declared, Shape(a.dtype, a.dims), opcode)
+    return rule
+
+
+def _select(ops, attrs, declared):
+    p, a, b = (_array(s, "select operand") for s in ops)
+    if not p.dtype.is_bool:
+        raise ShapeError(f"select predicate must be pred, got {p.to_text(False)}")
+    if a.dims != b.dims or a.dtype != b.dtype:
+        raise ShapeError(f"select branches differ: {a.to_text(False)} vs {b.to_text(False)}")
+    if p.dims != a.dims and p.rank != 0:
+        raise ShapeError(f"select predicate {p.to_text(False)} does not match {a.to_text(False)}")
+    return _expect(declared, Shape(a.dtype, a.dims), "select")
+
+
+def _clamp(ops, attrs, declared):
+    lo, x, hi = (_array(s, "clamp operand") for s in ops)
+    for bound in (lo, hi):
+        if bound.dtype != x.dtype or (bound.dims != x.dims and bound.rank != 0):
+            raise ShapeError(f"clamp bound {bound.to_text(False)} does not fit {x.to_text(False)}")
+    return _expect(declared, Shape(x.dtype, x.dims), "clamp")
+
+
+def _convert(ops, attrs, declared):
+    x = _array(ops[0], "convert operand")
+    out = _need_declared(declared, "convert")
+    if out.dims != x.dims:
+        raise ShapeError(f"convert cannot change dimensions: {x.to_text(False)} -> {out.to_text(False)}")
+    return out
+
+
+def _parameter(ops, attrs, declared):
+    if declared is None:
+        raise ShapeError("parameter needs an explicit shape")
+    return declared
+
+
+def _constant(ops, attrs, declared):
+    lit = attrs.get("literal")
+    if not isinstance(lit, np.ndarray):
+        raise ShapeError("constant needs a literal")
+    return _expect(declared, Shape(dt.from_numpy(lit.dtype), lit.shape), "constant")
+
+
+def _iota(ops, attrs, declared):
+    out = _need_declared(declared, "iota")
+    d = attrs.get("iota_dimension")
+    if not isinstance(d, int) or not 0 <= d < max(out.rank, 1) or out.rank == 0:
+        raise ShapeError(f"iota_dimension={d} is out of range for {out.to_text(False)}")
+    if out.dtype.is_bool:
+        raise ShapeError("iota cannot produce pred")
+    return out
+
+
+def _broadcast(ops, attrs, declared):
+    x = _array(ops[0], "broadcast operand")
+    out = _need_declared(declared, "broadcast")
+    dims = _dims_attr(attrs)
+    if len(dims) != x.rank:
+        raise ShapeError(f"broadcast dimensions={{{','.join(map(str, dims))}}} must name one output "
+                         f"dimension per operand dimension of {x.to_text(False)}")
+    if any(not 0 <= d < out.rank for d in dims) or list(dims) != sorted(set(dims)):
+        raise ShapeError(f"broadcast dimensions {dims} must be increasing and within rank {out.rank}")
+    for i, d in enumerate(dims):
+        if x.dims[i] != out.dims[d]:
+            raise ShapeError(f"broadcast of {x.to_text(False)} to {out.to_text(False)}: operand "
+                             f"dimension {i} ({x.dims[i]}) != output dimension {d} ({out.dims[d]})")
+    if out.dtype != x.dtype:
+        raise ShapeError("broadcast cannot change the element type")
+    return out
+
+
+def _reshape(opcode: str) -> Rule:
+    def rule(ops, attrs, declared):
+        x = _array(ops[0], f"{opcode} operand")
+        out = _need_declared(declared, opcode)
+        if out.size != x.size or out.dtype != x.dtype:
+            raise ShapeError(f"{opcode} {x.to_text(False)} -> {out.to_text(False)} changes the "
+                             "element count or type")
+        return out
+    return rule
+
+
+def _transpose(ops, attrs, declared):
+    x = _array(ops[0], "transpose operand")
+    perm = _dims_attr(attrs)
+    if sorted(perm) != list(range(x.rank)):
+        raise ShapeError(f"transpose dimensions {perm} are not a permutation of rank {x.rank}")
+    return _expect(declared, x.with_dims(x.dims[p] for p in perm), "transpose")
+
+
+def _slice(ops, attrs, declared):
+    x = _array(ops[0], "slice operand")
+    spec = tuple(attrs.get("slice", ()))
+    if len(spec) != x.rank:
+        raise ShapeError(f"slice needs {x.rank} ranges for {x.to_text(False)}, got {len(spec)}")
+    dims = []
+    for i, (start, limit, stride) in enumerate(spec):
+        if not (0 <= start <= limit <= x.dims[i]) or stride < 1:
+            raise ShapeError(f"slice [{start}:{limit}:{stride}] is out of bounds for dimension "
+                             f"{i} of {x.to_text(False)}")
+        dims.append(-(-(limit - start) // stride))
+    return _expect(declared, x.with_dims(dims), "slice")
+
+
+def _concatenate(ops, attrs, declared):
+    arrays = [_array(s, "concatenate operand") for s in ops]
+    if not arrays:
+        raise ShapeError("concatenate needs at least one operand")
+    (axis,) = _dims_attr(attrs) or (None,)
+    first = arrays[0]
+    if axis is None or not 0 <= axis < first.rank:
+        raise ShapeError(f"concatenate dimension {axis} is out of range for {first.to_text(False)}")
+    for a in arrays[1:]:
+        same = a.rank == first.rank and all(
+            a.dims[i] == first.dims[i] for i in range(a.rank) if i != axis)
+        if not same or a.dtype != first.dtype:
+            raise ShapeError(f"concatenate operands {first.to_text(False)} and {a.to_text(False)} "
+                             f"differ outside dimension {axis}")
+    dims = list(first.dims)
+    dims[axis] = sum(a.dims[axis] for a in arrays)
+    return _expect(declared, first.with_dims(dims), "concatenate")
+
+
+def _pad(ops, attrs, declared):
+    x = _array(ops[0], "pad operand")
+    value = _array(ops[1], "pad value")
+    if value.rank != 0 or value.dtype != x.dtype:
+        raise ShapeError(f"pad value must be a {x.dtype.name} scalar, got {value.to_text(False)}")
+    spec = tuple(attrs.get("padding", ()))
+    if len(spec) != x.rank:
+        raise ShapeError(f"padding needs {x.rank} entries for {x.to_text(False)}")
+    dims = []
+    for d, (lo, hi, interior) in zip(x.dims, spec):
+        if interior < 0:
+            raise ShapeError("interior padding must be non-negative")
+        n = lo + hi + d + max(d - 1, 0) * interior
+        if n < 0:
+            raise ShapeError(f"padding {lo}_{hi}_{interior} makes a negative dimension")
+        dims.append(n)
+    return _expect(declared, x.with_dims(dims), "pad")
+
+
+def _same_shape_with_dims(opcode: str) -> Rule:
+    def rule(ops, attrs, declared):
+        x = _array(ops[0], f"{opcode} operand")
+        dims = _dims_attr(attrs)
+        if any(not 0 <= d < x.rank for d in dims) or len(set(dims)) != len(dims):
+            raise ShapeError(f"{opcode} dimensions {dims} are invalid for {x.to_text(False)}")
+        return _expect(declared, Shape(x.dtype, x.dims), opcode)
+    return rule
+
+
+def _identity(opcode: str) -> Rule:
+    def rule(ops, attrs, declared):
+        x = _array(ops[0], f"{opcode} operand")
+        return _expect(declared, Shape(x.dtype, x.dims), opcode)
+    return rule
+
+
+def _reduce(ops, attrs, declared):
+    if len(ops) % 2 or not ops:
+        raise ShapeError("reduce needs inputs followed by as many init values")
+    n = len(ops) // 2
+    inputs = [_array(s, "reduce input") for s in ops[:n]]
+    inits = [_array(s, "reduce init value") for s in ops[n:]]
+    dims = _dims_attr(attrs)
+    first = inputs[0]
+    if any(not 0 <= d < first.rank for d in dims) or len(set(dims)) != len(dims):
+        raise ShapeError(f"reduce dimensions {dims} are invalid for {first.to_text(False)}")
+    outs = []
+    for x, init in zip(inputs, inits):
+        if x.dims != first.dims:
+            raise ShapeError("variadic reduce inputs must share dimensions")
+        if init.rank != 0 or init.dtype != x.dtype:
+            raise ShapeError(f"reduce init {init.to_text(False)} must be a {x.dtype.name} scalar")
+        outs.append(x.with_dims(d for i, d in enumerate(x.dims) if i not in dims))
+    comp = attrs.get("to_apply")
+    if comp is not None:
+        params = [p.shape for p in comp.parameters]
+        want = [Shape(s.dtype, ()) for s in inits] * 2
+        if len(params) != 2 * n or any(not p.same_type(w) for p, w in zip(params, want)):
+            raise ShapeError(f"reducer %{comp.name} must take {2 * n} scalars of the init types")
+    out = outs[0] if n == 1 else TupleShape(tuple(outs))
+    return _expect(declared, out, "reduce")
+
+
+def _dot(ops, attrs, declared):
+    lhs, rhs = (_array(s, "dot operand") for s in ops)
+    lb, lc = _dims_attr(attrs, "lhs_batch_dims"), _dims_attr(attrs, "lhs_contracting_dims")
+    rb, rc = _dims_attr(attrs, "rhs_batch_dims"), _dims_attr(attrs, "rhs_contracting_dims")
+    if len(lb) != len(rb) or len(lc) != len(rc):
+        raise ShapeError("dot needs as many lhs as rhs batch and contracting dimensions")
+    for side, shape, dims in (("lhs", lhs, lb + lc), ("rhs", rhs, rb + rc)):
+        if any(not 0 <= d < shape.rank for d in dims) or len(set(dims)) != len(dims):
+            raise ShapeError(f"dot {side} dimensions {dims} are invalid for {shape.to_text(False)}")
+    for a, b, what in [(x, y, "batch") for x, y in zip(lb, rb)] + [(x, y, "contracting") for x, y in zip(lc, rc)]:
+        if lhs.dims[a] != rhs.dims[b]:
+            raise ShapeError(f"dot {what} dimension mismatch: lhs {lhs.to_text(False)} dim {a} "
+                             f"vs rhs {rhs.to_text(False)} dim {b}")
+    if lhs.dtype != rhs.dtype:
+        raise ShapeError(f"dot operands differ in type: {lhs.to_text(False)} vs {rhs.to_text(False)}")
+    dims = [lhs.dims[d] for d in lb]
+    dims += [d for i, d in enumerate(lhs.dims) if i not in lb + lc]
+    dims += [d for i, d in enumerate(rhs.dims) if i not in rb + rc]
+    dtype = declared.dtype if isinstance(declared, Shape) else lhs.dtype
+    return _expect(declared, Shape(dtype, tuple(dims)), "dot")
+
+
+def _tuple(ops, attrs, declared):
+    return _expect(declared, TupleShape(tuple(ops)), "tuple")
+
+
+def _gte(ops, attrs, declared):
+    (t,) = ops
+    index = attrs.get("index")
+    if not isinstance(t, TupleShape) or not isinstance(index, int) or not 0 <= index < len(t.elements):
+        raise ShapeError(f"get-tuple-element index={index} is invalid for {t}")
+    return _expect(declared, t.elements[index], "get-tuple-element")
+
+
+def _calls(opcode: str, key: str) -> Rule:
+    def rule(ops, attrs, declared):
+        comp = attrs.get(key)
+        if comp is None:
+            raise ShapeError(f"{opcode} needs {key}=")
+        params = [p.shape for p in comp.parameters]
+        if len(params) != len(ops) or any(not p.same_type(o) for p, o in zip(params, ops)):
+            raise ShapeError(f"{opcode} operands do not match the parameters of %{comp.name}")
+        if opcode == "fusion" and attrs.get("kind") not in ("kLoop", "kInput", "kOutput", "kCustom"):
+            raise ShapeError(f"fusion kind must be kLoop|kInput|kOutput|kCustom, got {attrs.get('kind')!r}")
+        return _expect(declared, comp.root.shape, opcode)
+    return rule
+
+
+for _name, _op in OPS.items():
+    if _op.category == "unary":
+        SHAPE_RULES[_name] = _unary(_name)
+    elif _op.category == "binary":
+        SHAPE_RULES[_name] = _binary(_name)
+SHAPE_RULES.update({
+    "convert": _convert, "select": _select, "clamp": _clamp,
+    "parameter": _parameter, "constant": _constant, "iota": _iota,
+    "broadcast": _broadcast, "reshape": _reshape("reshape"), "bitcast": _reshape("bitcast"),
+    "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
+    "reverse": _same_shape_with_dims("reverse"), "copy": _identity("copy"),
+    "reduce": _reduce, "dot": _dot, "tuple": _tuple, "get-tuple-element": _gte, "call": _calls("call", "to_apply"), "fusion": _calls("fusion", "calls"),
+})
+
+
+def infer_shape(opcode: str, operand_shapes: Sequence[AnyShape], attrs: Mapping[str, Any],
+                declared: AnyShape | None = None) -> AnyShape:
+    op = opdef(opcode)
+    if op.arity is not None and len(operand_shapes) != op.arity:
+        raise ShapeError(f"{opcode} takes {op.arity} operand(s), got {len(operand_shapes)}")
+    return SHAPE_RULES[opcode](operand_shapes, attrs, declared)
+
+
+def element_count(shape: AnyShape) -> int:
+    return shape.size if isinstance(shape, Shape) else sum(math.prod(s.dims) for s in shape.leaves())

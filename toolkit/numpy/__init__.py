@@ -1,0 +1,46 @@
+"""``toolkit.numpy``: NumPy's API for traced code (``import toolkit.numpy as tnp``).
+
+Inside a jitted function these trace into HLO; called on plain arrays outside one, they are
+NumPy's own functions. Plain ``numpy`` calls on traced arrays trace too, through NumPy's
+``__array_ufunc__``/``__array_function__`` protocols."""
+from __future__ import annotations
+
+import numpy as _np
+
+from ..frontend import dispatch as _dispatch  # noqa: F401  (attaches the protocols)
+from ..frontend.numpy_functions import EXPORTS as _EXPORTS
+from ..frontend.ufuncs import UFUNCS as _UFUNCS, apply_ufunc as _apply_ufunc
+from ..frontend.tracer import Tracer as _Tracer
+
+bool_, int32, int64, float32, float64 = _np.bool_, _np.int32, _np.int64, _np.float32, _np.float64
+pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
+ndarray = _np.ndarray
+
+
+def _ufunc_wrapper(ufunc: _np.ufunc):
+    def fn(*args, **kwargs):
+        if any(isinstance(a, _Tracer) for a in args):
+            return _apply_ufunc(ufunc, args, kwargs)
+        return ufunc(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = ufunc.__name__
+    fn.__doc__ = f"Traced version of numpy.{ufunc.__name__}."
+    return fn
+
+
+for _ufunc in _UFUNCS:
+    globals()[_ufunc.__name__] = _ufunc_wrapper(_ufunc)
+globals().update(_EXPORTS)
+abs = globals()["absolute"]
+true_divide = globals()["divide"]
+mod = globals()["remainder"]
+concat = globals()["concatenate"]
+pow = globals()["power"]
+
+
+def supported_ufuncs() -> list[str]:
+    return sorted(u.__name__ for u in _UFUNCS)
+
+
+def supported_functions() -> list[str]:
+    return sorted(_EXPORTS)

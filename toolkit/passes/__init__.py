@@ -1,0 +1,1 @@
+"""Analyses and transformations over the IR."""
