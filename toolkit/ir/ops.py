@@ -33,7 +33,7 @@ _UNARY = [
     ("exponential", True), ("exponential-minus-one", True), ("log", True),
     ("log-plus-one", True), ("sqrt", True), ("rsqrt", True), ("cbrt", True),
     ("tanh", True), ("logistic", True), ("sine", True), ("cosine", True), ("tan", True),
-    ("erf", False),  # XLA's HloCostAnalysis counts erf as flops, not transcendentals
+    ("erf", True),
     ("popcnt", False), ("count-leading-zeros", False),
 ]
 _BINARY = [

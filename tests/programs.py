@@ -1,0 +1,89 @@
+"""Test programs shared by golden-text, round-trip and XLA-acceptance tests."""
+import numpy as np
+
+import toolkit.numpy as tnp
+
+
+def add_one(x):
+    return x + 1
+
+
+def softmax(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    e = tnp.exp(x - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x, gamma, beta):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+
+
+def mlp_layer(x, w, b):
+    return np.maximum(x @ w + b, 0.0)
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
+def integer_mix(a, b):
+    return a // b, a % b, (a << 2) ^ b, np.maximum(a, b) * 3, -a
+
+
+def shapes_mix(x):
+    return (np.concatenate([x, x[:, ::-1]], axis=1), np.pad(x, ((1, 2), (0, 3))), x[1:3, ::2],
+            x.T, x.reshape(2, -1)[None], np.flip(x, 0))
+
+
+def reductions(x):
+    return x.sum(), x.max(axis=0), x.min(axis=1, keepdims=True), x.prod(axis=1), np.argmax(x, axis=1), x.std()
+
+
+def dots(a, b, v):
+    return a @ b, np.einsum("ij,jk->ki", a, b), a @ v, np.outer(v, v), np.tensordot(a, b, axes=1)
+
+
+def batched(a, b):
+    return np.matmul(a, b), np.einsum("bij,bjk->bik", a, b)
+
+
+def selects(x, y):
+    return np.where(x > y, x, y), np.clip(x, -0.5, 0.5), (x == y) | (x < 0), np.isfinite(x)
+
+
+def conversions(x, i):
+    return x.astype(np.int32), i.astype(np.float32) * x, (x > 0).astype(np.float64), i.astype(bool)
+
+
+def creation(x):
+    return x + tnp.arange(x.shape[-1], dtype=np.float32), tnp.zeros_like(x), tnp.linspace(0.0, 1.0, 5), tnp.eye(3)
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def i32(rng, *shape, low=-50, high=50):
+    return rng.integers(low, high, shape).astype(np.int32)
+
+
+def make_cases(rng):
+    """name -> (function, arguments)."""
+    nonzero = i32(rng, 4, 5, low=1, high=9) * np.where(rng.random((4, 5)) < 0.5, -1, 1).astype(np.int32)
+    return {
+        "add_one": (add_one, (f32(rng, 10, 10),)),
+        "softmax": (softmax, (f32(rng, 8, 128),)),
+        "layernorm": (layernorm, (f32(rng, 16, 64), f32(rng, 64), f32(rng, 64))),
+        "mlp_layer": (mlp_layer, (f32(rng, 8, 32), f32(rng, 32, 16), f32(rng, 16))),
+        "gelu": (gelu, (f32(rng, 4, 33),)),
+        "integer_mix": (integer_mix, (i32(rng, 4, 5), nonzero)),
+        "shapes_mix": (shapes_mix, (f32(rng, 4, 6),)),
+        "reductions": (reductions, (f32(rng, 5, 7),)),
+        "dots": (dots, (f32(rng, 4, 5), f32(rng, 5, 3), f32(rng, 5))),
+        "batched": (batched, (f32(rng, 2, 3, 4), f32(rng, 2, 4, 5))),
+        "selects": (selects, (f32(rng, 3, 4), f32(rng, 3, 4))),
+        "conversions": (conversions, (f32(rng, 3, 4) * 10, i32(rng, 3, 4))),
+        "creation": (creation, (f32(rng, 3, 4),)),
+    }

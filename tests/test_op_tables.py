@@ -1,0 +1,40 @@
+"""Every table keyed by opcode covers exactly the closed op table."""
+import pytest
+
+from toolkit.backends.reference.interpreter import EVALUATORS
+from toolkit.ir.ops import CATEGORIES, OPS
+from toolkit.ir.printer import check_printer_covers_ops
+from toolkit.ir.shape_inference import SHAPE_RULES
+from toolkit.passes.cost_analysis import COST_RULES
+
+
+@pytest.mark.parametrize("table,name", [(SHAPE_RULES, "shape rules"), (EVALUATORS, "interpreter"),
+                                        (COST_RULES, "cost model")])
+def test_table_covers_every_op(table, name):
+    assert set(table) == set(OPS), f"{name}: missing {set(OPS) - set(table)}, extra {set(table) - set(OPS)}"
+
+
+def test_printer_knows_every_attribute():
+    check_printer_covers_ops()
+
+
+def test_op_definitions_are_consistent():
+    for name, op in OPS.items():
+        assert op.name == name
+        assert op.category in CATEGORIES
+        if op.category == "unary":
+            assert op.arity == 1
+        if op.category == "binary":
+            assert op.arity == 2
+
+
+def test_ufunc_table_only_emits_known_ops():
+    import inspect
+
+    from toolkit.frontend import ufuncs
+
+    source = inspect.getsource(ufuncs)
+    import re
+
+    for opcode in re.findall(r'elementwise\("([a-z\-]+)"', source) + re.findall(r'_op\("([a-z\-]+)"\)', source):
+        assert opcode in OPS, opcode
