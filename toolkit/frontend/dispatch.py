@@ -18,6 +18,8 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if method == "__call__":
         if ufunc is np.matmul:
             return nf.EXPORTS["matmul"](*inputs, **kwargs)
+        if ufunc is np.divmod:
+            return (apply_ufunc(np.floor_divide, inputs, kwargs), apply_ufunc(np.remainder, inputs, kwargs))
         return apply_ufunc(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in _REDUCE_METHODS:
         (x,) = inputs
@@ -78,7 +80,7 @@ def _rmatmul(self, other):
 
 
 def _divmod(self, other):
-    return apply_ufunc(np.floor_divide, (self, other)), apply_ufunc(np.remainder, (self, other))
+    return _array_ufunc(self, np.divmod, "__call__", self, other)
 
 
 Tracer.__matmul__ = _matmul

@@ -236,9 +236,12 @@ def _square(x, out):
 
 @_register(np.reciprocal)
 def _reciprocal(x, out):
-    if out.kind != "f":
-        raise UnsupportedNumpyError("np.reciprocal of integers is not supported; use 1 / x")
-    return lax.elementwise("divide", _const(x, 1.0), x)
+    if out.kind == "f":
+        return lax.elementwise("divide", _const(x, 1.0), x)
+    # NumPy's integer reciprocal is C's 1 / x: 1, -1, else 0; 1 / 0 gives INT_MIN on x86.
+    result = lax.select(lax.compare(x, _const(x, 0), "EQ"), _const(x, np.iinfo(out).min), _const(x, 0))
+    result = lax.select(lax.compare(x, _const(x, -1), "EQ"), _const(x, -1), result)
+    return lax.select(lax.compare(x, _const(x, 1), "EQ"), _const(x, 1), result)
 
 
 # ---- transcendental and rounding --------------------------------------------------------

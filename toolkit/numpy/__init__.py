@@ -32,6 +32,13 @@ for _ufunc in _UFUNCS:
     globals()[_ufunc.__name__] = _ufunc_wrapper(_ufunc)
 globals().update(_EXPORTS)
 abs = globals()["absolute"]
+
+
+def divmod(x1, x2):
+    """Traced version of numpy.divmod: (x1 // x2, x1 % x2)."""
+    return globals()["floor_divide"](x1, x2), globals()["remainder"](x1, x2)
+
+
 true_divide = globals()["divide"]
 mod = globals()["remainder"]
 concat = globals()["concatenate"]

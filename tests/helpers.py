@@ -1,0 +1,24 @@
+import numpy as np
+
+DTYPES = [np.dtype(t) for t in ("bool", "int32", "int64", "float32", "float64")]
+
+
+def assert_same(got, expected, approx: bool = False, rtol: float | None = None):
+    """Same dtype, shape and values (NaN equals NaN; -0.0 equals 0.0)."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.dtype == expected.dtype, f"dtype {got.dtype} != NumPy's {expected.dtype}"
+    assert got.shape == expected.shape, f"shape {got.shape} != NumPy's {expected.shape}"
+    if approx and expected.dtype.kind == "f":
+        tol = rtol if rtol is not None else (4e-7 if expected.dtype == np.float32 else 1e-15)
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=0, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+def run_both(fn, *args):
+    """(toolkit result, NumPy result) of ``fn``; toolkit through jit and the interpreter."""
+    import toolkit as tk
+
+    with np.errstate(all="ignore"):
+        expected = fn(*args)
+    return tk.jit(fn)(*args), expected
