@@ -9,7 +9,7 @@ import numpy as np
 
 from . import backends
 from .backends.base import Backend
-from .frontend.errors import ArgumentTypeError
+from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import TreeDef, flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify, check_hashable_static
 from .frontend.trace_function import TracedProgram, trace_program
@@ -206,10 +206,12 @@ class JitFunction:
         return trace_program(self.fn, self.fn_name, specs, rebuild)
 
     # ---- public -------------------------------------------------------------------------
+    @api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
         key, _, paths, args, kwargs = self._signature(args, kwargs)
         return Lowered(self._trace(key, paths, args, kwargs), self._backend, self.fn_name)
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if _contains_tracer(args, kwargs):  # nested jit: inline into the enclosing trace
             return self.fn(*args, **kwargs)

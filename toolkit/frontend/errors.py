@@ -40,6 +40,27 @@ def is_internal_file(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_TOOLKIT_DIR + os.sep)
 
 
+_USER_FACING = (ToolkitError, ValueError, TypeError, IndexError, OverflowError, NotImplementedError)
+
+
+def api_boundary(fn):
+    """Re-raise user-facing errors with toolkit's frames removed from the traceback, so the
+    user sees their own lines (set TOOLKIT_TRACEBACK=full to keep every frame)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841  (IPython and pytest hide this frame)
+        try:
+            return fn(*args, **kwargs)
+        except _USER_FACING as e:
+            if os.environ.get("TOOLKIT_TRACEBACK") == "full":
+                raise
+            raise e.with_traceback(user_traceback(e.__traceback__)) from None
+
+    return wrapper
+
+
 def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
     """``tb`` without toolkit's own frames, so a user sees their lines, not the tracer's."""
     frames = []

@@ -193,8 +193,8 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
 def _arg_reduce(a, axis, keepdims, opcode, name):
     a = _as_tracer(a)
     if axis is None:
-        a = lax.reshape(a, (a.size,))
-        axis = 0
+        flat = _arg_reduce(lax.reshape(a, (a.size,)), 0, False, opcode, name)
+        return lax.reshape(flat, (1,) * a.ndim) if keepdims else flat
     ax = normalize_axis(operator.index(axis), a.ndim)
     if a.shape[ax] == 0:
         raise ValueError(f"attempt to get {name} of an empty sequence ({a.describe()})")

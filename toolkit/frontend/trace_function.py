@@ -1,7 +1,6 @@
 """Tracing a Python function with abstract arguments into an HLO module."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -10,13 +9,10 @@ import numpy as np
 from ..ir.nodes import Module
 from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
-from .errors import LeakedTracerError, ToolkitError, user_traceback
+from .errors import LeakedTracerError
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
 from .tracer import Trace, Tracer
-
-_USER_FACING = (ToolkitError, ValueError, TypeError, IndexError, OverflowError, NotImplementedError)
-
 
 @dataclass(frozen=True)
 class TracedProgram:
@@ -31,23 +27,18 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
     """Trace ``fn`` on parameters described by ``specs``; ``rebuild`` turns the parameter
     tracers back into the call's (args, kwargs), static values included."""
     trace = Trace(name)
-    try:
-        with trace.activate():
-            params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
-                      for i, s in enumerate(specs)]
-            args, kwargs = rebuild(params)
-            result = fn(*args, **kwargs)
-            leaves, out_tree, out_paths = flatten(result)
-            outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
-            if len(outs) == 1 and out_tree.kind == "leaf":
-                root = outs[0].inst
-            else:
-                root = trace.builder.add("tuple", [o.inst for o in outs])
-            module = trace.module.build(trace.builder.build(root))
-    except _USER_FACING as e:
-        if os.environ.get("TOOLKIT_TRACEBACK") != "full":
-            raise e.with_traceback(user_traceback(e.__traceback__)) from None
-        raise
+    with trace.activate():
+        params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
+                  for i, s in enumerate(specs)]
+        args, kwargs = rebuild(params)
+        result = fn(*args, **kwargs)
+        leaves, out_tree, out_paths = flatten(result)
+        outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
+        if len(outs) == 1 and out_tree.kind == "leaf":
+            root = outs[0].inst
+        else:
+            root = trace.builder.add("tuple", [o.inst for o in outs])
+        module = trace.module.build(trace.builder.build(root))
     return TracedProgram(module, tuple(specs), out_tree, tuple(out_paths))
 
 

@@ -144,8 +144,19 @@ class Tracer:
         op = md.op_name.split("/", 1)[-1] if md is not None and md.op_name else self.inst.opcode
         return f"the result of '{op}'{where}"
 
+    def sources(self) -> list[str]:
+        """Names of the arguments this value was computed from (walks the IR; errors only)."""
+        from ..ir.nodes import post_order
+
+        return [i.metadata.op_name for i in post_order([self.inst])
+                if i.opcode == "parameter" and i.metadata is not None and i.metadata.op_name]
+
     def describe(self) -> str:
-        return f"{self.aval_text} ({self.origin})"
+        if self._origin:
+            return f"{self.aval_text} ({self._origin})"
+        sources = self.sources()
+        derived = f", computed from {', '.join(repr(s) for s in sources)}" if sources else ""
+        return f"{self.aval_text} ({self.origin}{derived})"
 
     def __repr__(self) -> str:
         return f"Tracer<{self.aval_text}, {self.origin}>"

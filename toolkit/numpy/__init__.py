@@ -5,6 +5,8 @@ NumPy's own functions. Plain ``numpy`` calls on traced arrays trace too, through
 ``__array_ufunc__``/``__array_function__`` protocols."""
 from __future__ import annotations
 
+import builtins as _builtins
+
 import numpy as _np
 
 from ..frontend import dispatch as _dispatch  # noqa: F401  (attaches the protocols)
@@ -19,7 +21,7 @@ ndarray = _np.ndarray
 
 def _ufunc_wrapper(ufunc: _np.ufunc):
     def fn(*args, **kwargs):
-        if any(isinstance(a, _Tracer) for a in args):
+        if _builtins.any(isinstance(a, _Tracer) for a in args):
             return _apply_ufunc(ufunc, args, kwargs)
         return ufunc(*args, **kwargs)
 

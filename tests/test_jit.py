@@ -1,0 +1,272 @@
+"""jit: caching by abstract signature, static arguments, pytrees, nesting, stages, errors."""
+import collections
+import traceback
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+import toolkit.numpy as tnp
+from toolkit.backends import BackendUnavailableError
+from toolkit.frontend.errors import (ArgumentTypeError, LeakedTracerError, ShapeMismatchError,
+                                     TracerConversionError, UnsupportedNumpyError)
+
+
+def counting(fn):
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    wrapped.calls = calls
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+def test_cache_hit_does_not_retrace():
+    f = counting(lambda x: x * 2)
+    jf = tk.jit(f)
+    x = np.ones((3, 4), np.float32)
+    jf(x)
+    jf(x + 1)
+    assert len(f.calls) == 1 and jf.cache_size == 1
+
+
+@pytest.mark.parametrize("second", [
+    np.ones((3, 5), np.float32),  # shape
+    np.ones((3, 4), np.float64),  # dtype
+])
+def test_new_signature_recompiles(second):
+    f = counting(lambda x: x * 2)
+    jf = tk.jit(f)
+    jf(np.ones((3, 4), np.float32))
+    jf(second)
+    assert len(f.calls) == 2
+
+
+def test_weak_type_is_part_of_the_key():
+    f = counting(lambda x, s: x * s)
+    jf = tk.jit(f)
+    x = np.ones(3, np.float32)
+    assert jf(x, 2.0).dtype == np.float32  # Python float: weak
+    assert jf(x, np.float64(2.0)).dtype == np.float64  # NumPy float64: strong
+    assert len(f.calls) == 2
+    jf(x, 3.0)
+    assert len(f.calls) == 2  # same weak signature, new value: no retrace
+
+
+def test_static_argnums_and_argnames():
+    f = counting(lambda x, n, scale=1.0: x * n * scale)
+    jf = tk.jit(f, static_argnums=1, static_argnames="scale")
+    x = np.ones(2, np.float32)
+    assert jf(x, 3)[0] == 3
+    assert jf(x, 3)[0] == 3
+    assert len(f.calls) == 1
+    assert jf(x, 4)[0] == 4
+    assert jf(x, n=4, scale=0.5)[0] == 2  # n by keyword is still static
+    assert len(f.calls) == 3
+    text = jf.lower(x, 5).as_text()
+    assert "parameter(1)" not in text  # static values are baked in
+
+
+def test_static_python_control_flow():
+    def f(x, mode):
+        if mode == "double":
+            return x * 2
+        return x
+
+    jf = tk.jit(f, static_argnames="mode")
+    np.testing.assert_array_equal(jf(np.ones(2), mode="double"), [2, 2])
+    np.testing.assert_array_equal(jf(np.ones(2), mode="id"), [1, 1])
+
+
+def test_unhashable_static_argument_is_named():
+    jf = tk.jit(lambda x, shape: x.reshape(shape), static_argnums=1)
+    with pytest.raises(ArgumentTypeError, match="static argument 'shape' has unhashable type list"):
+        jf(np.ones(4), [2, 2])
+    assert jf(np.ones(4), (2, 2)).shape == (2, 2)
+
+
+def test_pytrees_in_and_out():
+    Pair = collections.namedtuple("Pair", "a b")
+
+    @tk.jit
+    def f(params, batch):
+        h = batch[0] @ params["w"] + params["b"]
+        return {"out": h, "stats": Pair(h.sum(), None), "list": [batch[1] * 2]}
+
+    params = {"w": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32)}
+    out = f(params, (np.ones((4, 3), np.float32), np.arange(3)))
+    assert set(out) == {"out", "stats", "list"}
+    assert isinstance(out["stats"], Pair) and out["stats"].b is None
+    np.testing.assert_array_equal(out["out"], np.full((4, 2), 3.0, np.float32))
+    assert out["stats"].a == 24.0
+    np.testing.assert_array_equal(out["list"][0], [0, 2, 4])
+    text = f.lower(params, (np.ones((4, 3), np.float32), np.arange(3))).as_text()
+    assert 'metadata={op_name="params[\'w\']"}' in text
+    assert "%batch_0" in text
+
+
+def test_nested_jit_inlines():
+    inner = tk.jit(lambda x: np.sin(x) * 2)
+
+    @tk.jit
+    def outer(x):
+        return inner(x) + inner(x * 3)
+
+    x = np.linspace(0, 1, 5).astype(np.float32)
+    np.testing.assert_allclose(outer(x), np.sin(x) * 2 + np.sin(x * 3) * 2, rtol=1e-6)
+    assert inner.cache_size == 0  # never compiled on its own
+    assert outer.lower(x).as_text().count("sine(") == 2
+
+
+def test_methods_need_self_static():
+    class Model:
+        def __init__(self, scale):
+            self.scale = scale
+
+        @tk.jit
+        def apply(self, x):
+            return x * 2
+
+        def __hash__(self):
+            return hash(self.scale)
+
+    with pytest.raises(ArgumentTypeError, match="argument 'self' has type Model"):
+        Model(3).apply(np.ones(2))
+    static = tk.jit(lambda self, x: x * self.scale, static_argnums=0)
+    assert static(Model(3), np.ones(2))[0] == 3
+
+
+def test_outputs_can_be_constants_and_inputs():
+    f = tk.jit(lambda x: (x, 3.0, np.arange(3), None))
+    x, three, r, none = f(np.ones(2, np.float32))
+    assert three.dtype == np.float64 and three == 3.0
+    assert list(r) == [0, 1, 2] and none is None
+
+
+def test_results_are_fresh_writable_arrays():
+    x = np.ones(3, np.float32)
+    y = tk.jit(lambda a: a)(x)
+    y[0] = 5
+    assert x[0] == 1
+
+
+def test_stages():
+    x = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    f = tk.jit(lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True))
+    lowered = f.lower(x)
+    assert lowered.as_text().startswith("HloModule jit_lambda, entry_computation_layout={(f32[8,128]{1,0})->f32[8,128]{1,0}}")
+    compiled = lowered.compile()
+    assert compiled.as_text("hlo") == lowered.as_text()
+    assert compiled.as_text() == compiled.as_text("optimized_hlo")
+    cost = compiled.cost_analysis()
+    assert cost["transcendentals"] == 2 * 8 * 128
+    np.testing.assert_allclose(compiled(x), f(x))
+    with pytest.raises(ArgumentTypeError, match="must be f32\\[8,128\\]"):
+        compiled(np.ones((2, 2), np.float32))
+    with pytest.raises(ValueError, match="unknown stage"):
+        compiled.as_text("sass")
+
+
+def test_metadata_names_the_users_source_line():
+    def f(x):
+        y = x * 2  # line A
+        return np.exp(y)  # line B
+
+    import inspect
+
+    first = inspect.getsourcelines(f)[1]
+    text = tk.jit(f).lower(np.ones(3)).as_text()
+    assert f'op_name="jit(f)/multiply" source_file="{__file__}" source_line={first + 1}' in text
+    assert f'op_name="jit(f)/exp" source_file="{__file__}" source_line={first + 2}' in text
+
+
+# ---- errors a user can act on --------------------------------------------------------------
+def _internal_frames(exc: BaseException) -> list[str]:
+    return [f.filename for f in traceback.extract_tb(exc.__traceback__) if "/toolkit/" in f.filename]
+
+
+def test_python_if_on_traced_value_explains_and_points_at_the_line():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(TracerConversionError) as info:
+        tk.jit(f)(np.ones(3, np.float32))
+    msg = str(info.value)
+    assert "bool() was called on a traced value" in msg
+    assert "pred[] (the result of 'greater'" in msg and "computed from 'x'" in msg
+    assert "tnp.where" in msg and "static_argnums" in msg
+    assert f"{__file__}:" in msg
+    assert len(_internal_frames(info.value)) <= 1  # only the API boundary that re-raises
+
+
+def test_int_and_float_of_traced_argument_name_the_argument():
+    with pytest.raises(TracerConversionError, match="argument 'n'"):
+        tk.jit(lambda x, n: x * int(n))(np.ones(2), 3)
+    with pytest.raises(TracerConversionError, match="float\\(\\)"):
+        tk.jit(lambda x: float(x[0]))(np.ones(2))
+
+
+def test_unsupported_numpy_function_is_named():
+    with pytest.raises(UnsupportedNumpyError, match="np.cumsum is not supported"):
+        tk.jit(lambda x: np.cumsum(x))(np.ones(3))
+    with pytest.raises(UnsupportedNumpyError, match="np.arcsin is not supported"):
+        tk.jit(lambda x: np.arcsin(x))(np.ones(3))
+
+
+def test_shape_mismatch_names_both_shapes_and_the_line():
+    def f(x, y):
+        return x + y
+
+    with pytest.raises(ShapeMismatchError) as info:
+        tk.jit(f)(np.ones((8, 128), np.float32), np.ones(64, np.float32))
+    msg = str(info.value)
+    assert "f32[8,128] (argument 'x')" in msg and "f32[64] (argument 'y')" in msg
+    assert f"{__file__}:" in msg
+    with pytest.raises(ShapeMismatchError, match="contracting dimensions differ"):
+        tk.jit(lambda a, b: a @ b)(np.ones((2, 3)), np.ones((4, 2)))
+    with pytest.raises(ShapeMismatchError, match="cannot reshape"):
+        tk.jit(lambda a: a.reshape(5, -1))(np.ones(12))
+
+
+def test_unsupported_argument_types_are_named():
+    with pytest.raises(ArgumentTypeError, match="argument 'opts\\['name'\\]' has type str"):
+        tk.jit(lambda x, opts: x)(np.ones(1), {"name": "relu"})
+    with pytest.raises(ArgumentTypeError, match="argument 'x' has dtype complex128"):
+        tk.jit(lambda x: x)(np.ones(2, complex))
+    with pytest.raises(ArgumentTypeError, match="does not fit in int64"):
+        tk.jit(lambda x: x)(2**70)
+
+
+def test_leaked_tracer_is_reported():
+    leaked = []
+    tk.jit(lambda x: leaked.append(x) or x)(np.ones(2))
+    with pytest.raises(LeakedTracerError, match="after that trace ended"):
+        tk.jit(lambda y: y + leaked[0])(np.ones(2))
+
+
+def test_advanced_indexing_and_item_assignment_are_explained():
+    with pytest.raises(UnsupportedNumpyError, match="advanced indexing"):
+        tk.jit(lambda x: x[np.array([0, 1])])(np.ones(3))
+    with pytest.raises(TypeError, match="immutable"):
+        def f(x):
+            x[0] = 1
+            return x
+        tk.jit(f)(np.ones(3))
+
+
+def test_dtype_errors_follow_numpy():
+    with pytest.raises(TypeError, match="boolean subtract"):
+        tk.jit(lambda x: x - x)(np.ones(3, bool))
+    with pytest.raises(TypeError, match="float16"):
+        tk.jit(lambda x: np.exp(x))(np.ones(3, bool))
+
+
+def test_unknown_backend():
+    with pytest.raises(BackendUnavailableError, match="unknown backend 'tpu'"):
+        tk.jit(lambda x: x, backend="tpu")
+    assert "interpreter" in tk.backend_names()
