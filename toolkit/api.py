@@ -10,7 +10,8 @@ import numpy as np
 from . import backends
 from .backends.base import Backend
 from .frontend.errors import ArgumentTypeError, api_boundary
-from .frontend.pytree import TreeDef, flatten, unflatten
+from .frontend.promotion import SUPPORTED
+from .frontend.pytree import LEAF, flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify, check_hashable_static
 from .frontend.trace_function import TracedProgram, trace_program
 from .frontend.tracer import Tracer
@@ -18,6 +19,7 @@ from .ir.nodes import Module
 from .passes.cost_analysis import cost_analysis as _cost_analysis
 
 STAGES = ("hlo", "optimized_hlo")
+_FAST_DTYPES = frozenset(SUPPORTED)
 
 
 class Lowered:
@@ -64,6 +66,7 @@ class Compiled:
         self.backend = backend.name
         self.fn_name = fn_name
         self._out_tree = program.out_tree
+        self._single_output = program.out_tree.kind == "leaf"
 
     @property
     def hlo(self) -> Module:
@@ -86,7 +89,10 @@ class Compiled:
     def execute_flat(self, leaves: list) -> Any:
         arrays = [leaf if type(leaf) is np.ndarray else np.asarray(leaf, spec.dtype)
                   for leaf, spec in zip(leaves, self._program.in_specs)]
-        return unflatten(self._out_tree, self._executable(arrays))
+        results = self._executable(arrays)
+        if self._single_output:
+            return results[0]
+        return unflatten(self._out_tree, results)
 
     def __call__(self, *args, **kwargs):
         leaves, _, paths = flatten((args, kwargs))
@@ -110,8 +116,8 @@ def _normalize_statics(fn, static_argnums, static_argnames):
     names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames or ())
     try:
         sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return sig_none(nums, names)
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        return None, [], frozenset(nums), frozenset(names)
     params = list(sig.parameters.values())
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     for n in list(nums):
@@ -124,10 +130,6 @@ def _normalize_statics(fn, static_argnums, static_argnames):
         if i in nums:
             names.add(name)
     return sig, positional, frozenset(nums), frozenset(names)
-
-
-def sig_none(nums, names):
-    return None, [], frozenset(nums), frozenset(names)
 
 
 class JitFunction:
@@ -177,17 +179,29 @@ class JitFunction:
         return tuple(statics), dynamic
 
     def _signature(self, args: tuple, kwargs: dict):
+        """The cache key and the array leaves of a call. The hot path: plain ndarray arguments
+        skip pytree flattening; leaf paths are only computed when a trace needs them."""
         args, kwargs = self._canonical(args, kwargs)
         statics, dynamic = self._split(args, kwargs)
-        leaves, paths, trees = [], [], []
+        leaves: list = []
+        trees: list = []
+        avals: list = []
         for name, value in dynamic:
+            if type(value) is np.ndarray and value.dtype in _FAST_DTYPES:
+                leaves.append(value)
+                trees.append(LEAF)
+                avals.append((value.shape, value.dtype, False))
+                continue
             ls, td, ps = flatten(value, name)
             leaves.extend(ls)
-            paths.extend(ps)
             trees.append(td)
-        avals = tuple(abstractify(leaf, path) for leaf, path in zip(leaves, paths))
-        key = (tuple(trees), avals, statics, tuple(n for n, _ in dynamic))
-        return key, leaves, paths, args, kwargs
+            avals.extend(abstractify(leaf, path) for leaf, path in zip(ls, ps))
+        key = (tuple(trees), tuple(avals), statics, tuple(n for n, _ in dynamic))
+        return key, leaves, args, kwargs
+
+    def _paths(self, args: tuple, kwargs: dict) -> list[str]:
+        _, dynamic = self._split(args, kwargs)
+        return [p for name, value in dynamic for p in flatten(value, name)[2]]
 
     def _trace(self, key, paths, args, kwargs) -> TracedProgram:
         trees, avals, statics, names = key
@@ -208,18 +222,19 @@ class JitFunction:
     # ---- public -------------------------------------------------------------------------
     @api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
-        key, _, paths, args, kwargs = self._signature(args, kwargs)
-        return Lowered(self._trace(key, paths, args, kwargs), self._backend, self.fn_name)
+        key, _, args, kwargs = self._signature(args, kwargs)
+        program = self._trace(key, self._paths(args, kwargs), args, kwargs)
+        return Lowered(program, self._backend, self.fn_name)
 
     @api_boundary
     def __call__(self, *args, **kwargs):
-        if _contains_tracer(args, kwargs):  # nested jit: inline into the enclosing trace
-            return self.fn(*args, **kwargs)
-        key, leaves, paths, cargs, ckwargs = self._signature(args, kwargs)
+        key, leaves, cargs, ckwargs = self._signature(args, kwargs)
         compiled = self._cache.get(key)
         if compiled is None:
-            lowered = Lowered(self._trace(key, paths, cargs, ckwargs), self._backend, self.fn_name)
-            compiled = self._cache[key] = lowered.compile()
+            if any(isinstance(leaf, Tracer) for leaf in leaves):
+                return self.fn(*args, **kwargs)  # nested jit: inline into the enclosing trace
+            program = self._trace(key, self._paths(cargs, ckwargs), cargs, ckwargs)
+            compiled = self._cache[key] = Lowered(program, self._backend, self.fn_name).compile()
         return compiled.execute_flat(leaves)
 
     def __get__(self, obj, objtype=None):
@@ -234,11 +249,6 @@ class JitFunction:
 
     def __repr__(self) -> str:
         return f"<jit({self.fn_name}) backend={self._backend.name}, {len(self._cache)} compiled>"
-
-
-def _contains_tracer(args, kwargs) -> bool:
-    leaves, _, _ = flatten((args, kwargs))
-    return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),

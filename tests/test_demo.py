@@ -1,0 +1,21 @@
+"""The README's main job runs and writes a self-contained report."""
+import json
+
+from toolkit.__main__ import main
+
+
+def test_demo_writes_report(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path), "--scale", "0.01"]) == 0
+    report = (tmp_path / "report.html").read_text()
+    assert report.startswith("<!DOCTYPE html>") and "softmax" in report
+    assert "http://" not in report and "https://" not in report  # nothing loaded from the network
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {r["name"] for r in summary} == {"chain", "gelu", "softmax", "layernorm", "sum", "rowsum", "mlp"}
+    assert all(r["max_abs_error"] < 1e-3 for r in summary)
+    assert (tmp_path / "softmax.hlo").read_text().startswith("HloModule jit_softmax")
+    assert "report:" in capsys.readouterr().out
+
+
+def test_demo_reports_unknown_backend(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path), "--backend", "tpu"]) == 2
+    assert "unknown backend 'tpu'" in capsys.readouterr().err
