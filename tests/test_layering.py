@@ -9,9 +9,9 @@ GUI = {"IPython", "ipywidgets", "matplotlib"}
 ALLOWED = {
     "ir": set(),
     "profiler": set(),
-    "frontend": {"ir"},
-    "passes": {"ir"},
-    "backends": {"ir"},
+    "frontend": {"ir", "profiler"},
+    "passes": {"ir", "profiler"},
+    "backends": {"ir", "profiler"},
 }
 
 

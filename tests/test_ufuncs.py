@@ -77,6 +77,10 @@ def test_binary_ufunc_matches_numpy(ufunc, data):
         return
     if ufunc is np.power and out_dtype.kind in "iu":
         assume(not np.any(b < 0))  # NumPy raises for negative integer powers; XLA gives 0
+    if ufunc is np.power and out_dtype.kind == "f":
+        # NumPy's scalar-exponent fast path computes x ** 0.5 as sqrt(x): (-inf) ** 0.5 is nan
+        # there but +inf under IEEE pow (XLA, and NumPy itself with an array exponent).
+        assume(not (np.any(np.isneginf(a)) and np.any(b == 0.5)))
     if ufunc in SHIFTS:
         bits = out_dtype.itemsize * 8
         assume(np.all((b >= 0) & (b < bits)))  # out-of-range shifts are undefined in NumPy

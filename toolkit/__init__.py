@@ -6,12 +6,19 @@
     @tk.jit
     def f(x):
         return tnp.tanh(x) * 2
+
+    with tk.profile() as prof:
+        f(x)
+    print(prof.summary())
 """
 from . import hlo, numpy
-from .api import Compiled, JitFunction, Lowered, jit
+from .api import Compiled, JitFunction, Lowered, explain_recompiles, jit
 from .backends import backend_names
 from .frontend.errors import ToolkitError
+from .profiler import Profile, profile
+from .runtime.history import RecompileError, RecompileWarning
 
 __version__ = "0.1.0"
 __all__ = ["jit", "hlo", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
-           "backend_names", "__version__"]
+           "backend_names", "profile", "Profile", "explain_recompiles", "RecompileError",
+           "RecompileWarning", "__version__"]

@@ -1,8 +1,14 @@
-"""``jit`` and its stages: ``f.lower(*args)`` -> ``Lowered`` -> ``.compile()`` -> ``Compiled``."""
+"""``jit`` and its stages: ``f.lower(*args)`` -> ``Lowered`` -> ``.compile()`` -> ``Compiled``.
+
+A cache hit is one signature computation, one dict lookup and the executable call; when a
+profile is open it also records a DispatchEvent and the kernels' KernelEvents. A miss traces,
+compiles, explains itself if the function compiled before, and records a CompileEvent."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
+import threading
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -12,14 +18,23 @@ from .backends.base import Backend
 from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.promotion import SUPPORTED
 from .frontend.pytree import LEAF, flatten, unflatten
+from .frontend.recompile import SignatureRecord, captured_values, function_location, short_repr
 from .frontend.signature import ArgSpec, abstractify, check_hashable_static
+from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram, trace_program
 from .frontend.tracer import Tracer
 from .ir.nodes import Module
-from .passes.cost_analysis import cost_analysis as _cost_analysis
+from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
+from .profiler.events import CompileEvent, DispatchEvent, KernelEvent, Phase
+from .profiler.recorder import RECORDER
+from .runtime import history as _history
 
 STAGES = ("hlo", "optimized_hlo")
 _FAST_DTYPES = frozenset(SUPPORTED)
+
+
+def hlo_fingerprint(module: Module) -> str:
+    return hashlib.sha1(module.to_text(metadata=False).encode()).hexdigest()[:16]
 
 
 class Lowered:
@@ -46,10 +61,17 @@ class Lowered:
     def cost_analysis(self) -> dict[str, float]:
         return _cost_analysis(self.hlo)
 
-    def compile(self) -> Compiled:
+    def compile(self, compile_id: int = 0) -> Compiled:
+        clock = RECORDER.clock
+        start = clock.now()
         optimized = self.hlo  # the optimisation pipeline plugs in here
+        passes_end = clock.now()
         executable = self._backend.compile(optimized)
-        return Compiled(self._program, optimized, executable, self._backend, self.fn_name)
+        end = clock.now()
+        phases = (Phase("passes", start, passes_end - start),
+                  Phase("backend_compile", passes_end, end - passes_end))
+        return Compiled(self._program, optimized, executable, self._backend, self.fn_name,
+                        compile_id, phases)
 
     def __repr__(self) -> str:
         return f"<Lowered jit({self.fn_name}) {', '.join(s.text for s in self.in_specs)}>"
@@ -59,14 +81,17 @@ class Compiled:
     """An executable for one abstract signature, with its IR at every stage."""
 
     def __init__(self, program: TracedProgram, optimized: Module, executable, backend: Backend,
-                 fn_name: str):
+                 fn_name: str, compile_id: int = 0, phases: tuple[Phase, ...] = ()):
         self._program = program
         self.optimized_hlo = optimized
         self._executable = executable
         self.backend = backend.name
         self.fn_name = fn_name
+        self.compile_id = compile_id
+        self.phases = phases
         self._out_tree = program.out_tree
         self._single_output = program.out_tree.kind == "leaf"
+        self._kernel_info: dict | None = None
 
     @property
     def hlo(self) -> Module:
@@ -86,16 +111,49 @@ class Compiled:
     def cost_analysis(self) -> dict[str, float]:
         return _cost_analysis(self.optimized_hlo)
 
-    def execute_flat(self, leaves: list) -> Any:
-        arrays = [leaf if type(leaf) is np.ndarray else np.asarray(leaf, spec.dtype)
-                  for leaf, spec in zip(leaves, self._program.in_specs)]
-        results = self._executable(arrays)
-        if self._single_output:
-            return results[0]
-        return unflatten(self._out_tree, results)
+    def _arrays(self, leaves: list) -> list:
+        return [leaf if type(leaf) is np.ndarray else np.asarray(leaf, spec.dtype)
+                for leaf, spec in zip(leaves, self._program.in_specs)]
 
+    def _result(self, results) -> Any:
+        return results[0] if self._single_output else unflatten(self._out_tree, results)
+
+    def execute_flat(self, leaves: list) -> Any:
+        return self._result(self._executable(self._arrays(leaves)))
+
+    def execute_profiled(self, leaves: list) -> Any:
+        """As ``execute_flat``, recording a KernelEvent per kernel when the backend reports them."""
+        run_profiled = getattr(self._executable, "run_profiled", None)
+        if run_profiled is None:
+            return self.execute_flat(leaves)
+        info = self._kernel_info if self._kernel_info is not None else self._build_kernel_info()
+        events = []
+
+        def on_kernel(inst, start, duration):
+            flops, trans, nbytes, kind, source = info[inst.name]
+            events.append(KernelEvent(inst.name, self.backend, start, duration, flops=flops,
+                                      transcendentals=trans, bytes_accessed=nbytes,
+                                      launch="threads=1", compile_id=self.compile_id,
+                                      function=self.fn_name, kind=kind, source=source))
+
+        results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel)
+        for e in events:
+            RECORDER.record(e)
+        return self._result(results)
+
+    def _build_kernel_info(self) -> dict:
+        info = {}
+        for inst in self.optimized_hlo.entry.instructions:
+            c = instruction_cost(inst)
+            md = inst.metadata
+            info[inst.name] = (c["flops"], c["transcendentals"], c["bytes accessed"], inst.opcode,
+                               md.location if md is not None else "")
+        self._kernel_info = info
+        return info
+
+    @api_boundary
     def __call__(self, *args, **kwargs):
-        leaves, _, paths = flatten((args, kwargs))
+        leaves, _, _ = flatten((args, kwargs))
         specs = self._program.in_specs
         if len(leaves) != len(specs):
             raise ArgumentTypeError(f"compiled jit({self.fn_name}) takes {len(specs)} array "
@@ -105,7 +163,7 @@ class Compiled:
             if shape != spec.shape or dtype != spec.dtype:
                 raise ArgumentTypeError(f"argument '{spec.path}' must be {spec.text} for this "
                                         f"compiled program, got {dtype}{list(shape)}")
-        return self.execute_flat(leaves)
+        return self.execute_profiled(leaves) if RECORDER.active else self.execute_flat(leaves)
 
     def __repr__(self) -> str:
         return f"<Compiled jit({self.fn_name}) on {self.backend}>"
@@ -136,17 +194,24 @@ class JitFunction:
     """A function compiled once per abstract signature and cached."""
 
     def __init__(self, fn: Callable, static_argnums: int | Iterable[int] = (),
-                 static_argnames: str | Iterable[str] = (), backend: str | None = None):
+                 static_argnames: str | Iterable[str] = (), backend: str | None = None,
+                 on_recompile: str = "warn", max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES):
         if not callable(fn):
             raise TypeError(f"jit expects a callable, got {type(fn).__name__}")
+        if on_recompile not in _history.POLICIES:
+            raise ValueError(f"on_recompile must be one of {_history.POLICIES}, got {on_recompile!r}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.fn_name = getattr(fn, "__name__", "fn").replace("<lambda>", "lambda")
         self._sig, self._positional, self._static_nums, self._static_names = _normalize_statics(
             fn, static_argnums, static_argnames)
-        self._backend_name = backend
         self._backend = backends.get_backend(backend)
+        self.on_recompile = on_recompile
+        self.max_recompiles = int(max_recompiles)
+        self.location = function_location(fn)
+        self._history = _history.history_for(fn, self.fn_name, self.location)
         self._cache: dict[Any, Compiled] = {}
+        self._compile_lock = threading.Lock()
 
     # ---- argument handling --------------------------------------------------------------
     def _canonical(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -196,16 +261,18 @@ class JitFunction:
             leaves.extend(ls)
             trees.append(td)
             avals.extend(abstractify(leaf, path) for leaf, path in zip(ls, ps))
-        key = (tuple(trees), tuple(avals), statics, tuple(n for n, _ in dynamic))
+        key = (tuple(trees), tuple(avals), statics, tuple(n for n, _ in dynamic), self._backend.name)
         return key, leaves, args, kwargs
 
     def _paths(self, args: tuple, kwargs: dict) -> list[str]:
         _, dynamic = self._split(args, kwargs)
         return [p for name, value in dynamic for p in flatten(value, name)[2]]
 
+    def _specs(self, key, paths) -> list[ArgSpec]:
+        return [ArgSpec(p, shape, dtype, weak) for p, (shape, dtype, weak) in zip(paths, key[1])]
+
     def _trace(self, key, paths, args, kwargs) -> TracedProgram:
-        trees, avals, statics, names = key
-        specs = [ArgSpec(p, shape, dtype, weak) for p, (shape, dtype, weak) in zip(paths, avals)]
+        trees, _, statics, names, _ = key
         static_pos = {k: v for k, v in statics}
 
         def rebuild(params: list[Tracer]):
@@ -217,7 +284,51 @@ class JitFunction:
             new_kwargs = {k: static_pos[k] if k in static_pos else rebuilt[k] for k in kwargs}
             return tuple(new_args), new_kwargs
 
-        return trace_program(self.fn, self.fn_name, specs, rebuild)
+        return trace_program(self.fn, self.fn_name, self._specs(key, paths), rebuild)
+
+    def _record(self, key, paths, fingerprint: str) -> SignatureRecord:
+        trees, _, statics, names, backend = key
+        return SignatureRecord(
+            function_id=id(self.fn), location=self.location, arg_names=names,
+            trees=tuple(str(t) for t in trees), leaves=tuple(self._specs(key, paths)),
+            statics=tuple((self._arg_name(k) if isinstance(k, int) else k, short_repr(v), hash(v))
+                          for k, v in statics),
+            backend=backend, captured=captured_values(self.fn), hlo_fingerprint=fingerprint)
+
+    # ---- compilation ----------------------------------------------------------------------
+    def _compile_miss(self, key, cargs, ckwargs) -> Compiled:
+        clock = RECORDER.clock
+        start = clock.now()
+        loc = user_location(3)
+        call_site = f"{loc.file}:{loc.line}" if loc else ""
+        paths = self._paths(cargs, ckwargs)
+        program = self._trace(key, paths, cargs, ckwargs)
+        traced = clock.now()
+        record = self._record(key, paths, hlo_fingerprint(program.module))
+        compile_id = _history.next_compile_id()
+        recompile = self._history.explain(record, call_site, compile_id, start)
+        if recompile is not None:
+            try:
+                self._history.apply_policy(recompile, self.on_recompile, self.max_recompiles)
+            except _history.RecompileError:
+                self._history.add(record, None, recompile)
+                raise
+        compiled = Lowered(program, self._backend, self.fn_name).compile(compile_id)
+        end = clock.now()
+        event = CompileEvent(
+            function=self.fn_name, location=self.location, signature=record.text(),
+            backend=self._backend.name, compile_id=compile_id, start=start, duration=end - start,
+            phases=(Phase("trace", start, traced - start),) + compiled.phases,
+            hlo_fingerprint=record.hlo_fingerprint, call_site=call_site,
+            thread=threading.get_ident())
+        if recompile is not None:
+            recompile = _history.dataclasses.replace(recompile, duration=end - start)
+        self._history.add(record, event, recompile)
+        if RECORDER.active:
+            RECORDER.record(event)
+            if recompile is not None:
+                RECORDER.record(recompile)
+        return compiled
 
     # ---- public -------------------------------------------------------------------------
     @api_boundary
@@ -233,9 +344,22 @@ class JitFunction:
         if compiled is None:
             if any(isinstance(leaf, Tracer) for leaf in leaves):
                 return self.fn(*args, **kwargs)  # nested jit: inline into the enclosing trace
-            program = self._trace(key, self._paths(cargs, ckwargs), cargs, ckwargs)
-            compiled = self._cache[key] = Lowered(program, self._backend, self.fn_name).compile()
+            start = RECORDER.clock.now() if RECORDER.active else 0.0
+            with self._compile_lock:
+                compiled = self._cache.get(key)
+                if compiled is None:
+                    compiled = self._cache[key] = self._compile_miss(key, cargs, ckwargs)
+            if RECORDER.active:
+                return self._dispatch_profiled(compiled, leaves, start, hit=False)
+        elif RECORDER.active:
+            return self._dispatch_profiled(compiled, leaves, RECORDER.clock.now(), hit=True)
         return compiled.execute_flat(leaves)
+
+    def _dispatch_profiled(self, compiled: Compiled, leaves, start: float, hit: bool):
+        result = compiled.execute_profiled(leaves)
+        RECORDER.record(DispatchEvent(self.fn_name, start, RECORDER.clock.now() - start, hit,
+                                      compiled.compile_id, threading.get_ident()))
+        return result
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -243,6 +367,18 @@ class JitFunction:
     @property
     def cache_size(self) -> int:
         return len(self._cache)
+
+    @property
+    def recompiles(self):
+        """RecompileEvents of this function (and earlier function objects at the same source)."""
+        return list(self._history.recompiles)
+
+    @property
+    def compiles(self):
+        return list(self._history.compiles)
+
+    def explain_recompiles(self):
+        return self._history.report()
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -252,9 +388,23 @@ class JitFunction:
 
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
-        backend: str | None = None):
-    """Compile ``fn`` with toolkit. Usable as ``@jit`` or ``@jit(static_argnums=...)``."""
+        backend: str | None = None, on_recompile: str = "warn",
+        max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES):
+    """Compile ``fn`` with toolkit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
+
+    ``on_recompile`` decides what happens when the function recompiles more than
+    ``max_recompiles`` times: ``"warn"`` once with a summary (default), ``"error"`` raises
+    ``RecompileError`` (``max_recompiles=0`` forbids any recompilation), ``"ignore"``."""
     if fn is None:
-        return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, backend=backend)
-    return JitFunction(fn, static_argnums, static_argnames, backend)
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 backend=backend, on_recompile=on_recompile, max_recompiles=max_recompiles)
+    return JitFunction(fn, static_argnums, static_argnames, backend, on_recompile, max_recompiles)
+
+
+def explain_recompiles(fn=None):
+    """Report of recompilations (text and HTML) for ``fn``, or for every jitted function."""
+    if fn is not None:
+        if not isinstance(fn, JitFunction):
+            raise TypeError("explain_recompiles expects a function made by tk.jit")
+        return fn.explain_recompiles()
+    return _history.explain_recompiles(_history.all_histories(), "recompilations")

@@ -5,14 +5,27 @@ from ...ir.nodes import Module
 from ..base import Backend, register_backend
 from .interpreter import EVALUATORS, evaluate_computation, flatten_value, run
 
+# Instructions that are bookkeeping, not work: not reported as kernels.
+_NOT_KERNELS = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+
 
 class InterpreterExecutable:
+    """Runs the entry computation; each top-level instruction counts as one 'kernel'."""
+
     def __init__(self, module: Module):
         self.module = module
         self._entry = module.entry
 
     def __call__(self, args):
         return flatten_value(evaluate_computation(self._entry, args))
+
+    def run_profiled(self, args, clock, on_kernel):
+        """As ``__call__``, reporting ``on_kernel(instruction, start, duration)`` per instruction."""
+        def observe(inst, start, end):
+            if inst.opcode not in _NOT_KERNELS:
+                on_kernel(inst, start, end - start)
+
+        return flatten_value(evaluate_computation(self._entry, args, clock=clock, observe=observe))
 
 
 register_backend(Backend("interpreter", "NumPy reference interpreter (the oracle)", 0,

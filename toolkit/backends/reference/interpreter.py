@@ -192,7 +192,9 @@ EVALUATORS.update({
 assert set(EVALUATORS) == set(OPS), set(OPS) ^ set(EVALUATORS)
 
 
-def evaluate_computation(comp: Computation, args: Sequence[Any]) -> Any:
+def evaluate_computation(comp: Computation, args: Sequence[Any], clock=None, observe=None) -> Any:
+    """Values of ``comp`` on ``args``; with ``observe``, ``observe(inst, start, end)`` is called
+    for each instruction with times from ``clock.now()``."""
     values: dict[int, Any] = {}
     with np.errstate(all="ignore"):
         for inst in comp.instructions:
@@ -200,10 +202,13 @@ def evaluate_computation(comp: Computation, args: Sequence[Any]) -> Any:
                 values[id(inst)] = args[inst.attrs["parameter_number"]]
                 continue
             operands = [values[id(o)] for o in inst.operands]
+            start = clock.now() if observe is not None else 0.0
             try:
                 values[id(inst)] = EVALUATORS[inst.opcode](inst, operands)
             except Exception as e:  # internal errors name the instruction
                 raise RuntimeError(f"interpreter failed on %{inst.name} ({inst.opcode}): {e}") from e
+            if observe is not None:
+                observe(inst, start, clock.now())
     return values[id(comp.root)]
 
 

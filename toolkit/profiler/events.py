@@ -1,0 +1,208 @@
+"""Immutable event records, and their versioned JSON form.
+
+Every time is in seconds on the profile's clock (``start``) or seconds elapsed
+(``duration``). Schema (``Profile.save``)::
+
+    {"format": "toolkit-profile", "version": 1, "clock": "perf_counter",
+     "start": <s>, "end": <s>, "overhead_seconds": <s>,
+     "events": [{"type": "<EventClass>", <field>: <value>, ...}, ...]}
+
+Fields are those of the dataclasses below; tuples are JSON lists; nested records (``Phase``,
+``Cause``) are objects without a ``type``. Readers ignore unknown fields and reject a newer
+``version``."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+
+SCHEMA_FORMAT = "toolkit-profile"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One phase of a compilation: trace, passes, codegen, backend_compile, load."""
+
+    name: str
+    start: float
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompileEvent:
+    function: str
+    location: str  # where the function is defined
+    signature: str  # e.g. "x: f32[8,128], n=3"
+    backend: str
+    compile_id: int
+    start: float
+    duration: float
+    phases: tuple[Phase, ...] = ()
+    cache: str = "miss"  # "miss" (compiled) or "persistent_hit" (loaded from disk)
+    hlo_fingerprint: str = ""
+    call_site: str = ""
+    thread: int = 0
+
+    @property
+    def persistent_cache_hit(self) -> bool:
+        return self.cache == "persistent_hit"
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """One difference between a call's signature and the closest earlier one."""
+
+    code: str  # stable: SHAPE, RANK, DTYPE, WEAK_TYPE, TREE_STRUCTURE, STATIC_VALUE, ...
+    path: str  # the argument and pytree path: x, params['w1'], batch[0]
+    old: str
+    new: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecompileEvent:
+    function: str
+    location: str
+    call_site: str
+    compile_id: int
+    number: int  # this is the function's number-th compilation (2 = first recompile)
+    start: float
+    duration: float  # what the miss cost: trace + compile
+    causes: tuple[Cause, ...]
+    new_signature: str
+    closest_signature: str
+    other_closest: tuple[str, ...] = ()  # equally close earlier signatures
+    avoidable: bool = False  # the traced program equals an earlier one's
+    avoidable_reason: str = ""
+    suggestions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PassEvent:
+    pass_name: str
+    compile_id: int
+    start: float
+    duration: float
+    changed: bool
+    rewrites: tuple[tuple[str, int], ...] = ()  # (rule, count)
+
+
+@dataclass(frozen=True, slots=True)
+class FusionDecision:
+    producer: str
+    consumer: str
+    fused: bool
+    reason: str  # stable code: FUSED, EXPENSIVE_WOULD_DUPLICATE, NOT_FUSIBLE, ...
+    message: str
+    producer_location: str = ""
+    consumer_location: str = ""
+    bytes_saved: int = 0
+    fusion: str = ""
+    compile_id: int = 0
+    start: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEvent:
+    name: str
+    backend: str
+    start: float
+    duration: float
+    device: str = "cpu:0"
+    stream: int = 0
+    flops: float = 0.0
+    transcendentals: float = 0.0
+    bytes_accessed: float = 0.0
+    launch: str = ""  # "threads=2" or "grid=(64,1,1) block=(256,1,1)"
+    compile_id: int = 0
+    function: str = ""
+    kind: str = ""  # fusion kind (kLoop, kInput, ...) or opcode
+    source: str = ""  # user's source line(s)
+
+
+@dataclass(frozen=True, slots=True)
+class TransferEvent:
+    direction: str  # host_to_device | device_to_host | device_to_device
+    bytes: int
+    start: float
+    duration: float
+    what: str = ""  # the argument or result: "x", "result[0]"
+    location: str = ""  # the user's line that caused it
+    device: str = ""
+    stream: int = 0
+    function: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationEvent:
+    start: float
+    bytes: int  # positive: allocated; negative: freed
+    live_bytes: int
+    device: str = "cpu:0"
+    what: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchEvent:
+    """One call of a jitted function on the host: argument checks, cache lookup, launch."""
+
+    function: str
+    start: float
+    duration: float
+    cache_hit: bool
+    compile_id: int
+    thread: int = 0
+
+
+EVENT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
+    CompileEvent, RecompileEvent, PassEvent, FusionDecision, KernelEvent, TransferEvent,
+    AllocationEvent, DispatchEvent)}
+_NESTED = {"Phase": Phase, "Cause": Cause}
+
+
+def event_to_dict(event) -> dict:
+    out = {"type": type(event).__name__}
+    for f in dataclasses.fields(event):
+        out[f.name] = _plain(getattr(event, f.name))
+    return out
+
+
+def _plain(value):
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def event_from_dict(data: dict):
+    cls = EVENT_TYPES.get(data.get("type"))
+    if cls is None:
+        raise ValueError(f"unknown event type {data.get('type')!r}")
+    return _build(cls, data)
+
+
+def _build(cls, data: dict):
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _typed(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _typed(hint, value):
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        inner = args[0] if args else None
+        return tuple(_typed(inner, v) for v in value) if inner is not None else tuple(value)
+    if isinstance(hint, type) and hint.__name__ in _NESTED and isinstance(value, dict):
+        return _build(_NESTED[hint.__name__], value)
+    if hint is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+__all__ = [*EVENT_TYPES, "Phase", "Cause", "event_to_dict", "event_from_dict", "field"]

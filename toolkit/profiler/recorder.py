@@ -1,0 +1,56 @@
+"""The process-wide recorder. Off, it is one attribute read (``RECORDER.active``) at each
+instrumented site: no events are built, no clock is read, nothing is locked."""
+from __future__ import annotations
+
+import threading
+import time
+
+from .clock import DEFAULT_CLOCK
+
+
+class Recorder:
+    def __init__(self):
+        self.active = False
+        self.clock = DEFAULT_CLOCK
+        self._sessions: list = []
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def attach(self, session) -> None:
+        with self._lock:
+            if self._sessions and session.clock is not self.clock:
+                raise RuntimeError("nested profiles must share one clock")
+            self.clock = session.clock
+            self._sessions.append(session)
+            self.active = True
+
+    def detach(self, session) -> None:
+        with self._lock:
+            self._sessions.remove(session)
+            self.active = bool(self._sessions)
+            if not self._sessions:
+                self.clock = DEFAULT_CLOCK
+
+    def record(self, event) -> None:
+        """Deliver ``event`` to every active session (thread-safe); the time spent here is
+        charged to each session's overhead."""
+        t0 = time.perf_counter()
+        with self._lock:
+            sessions = list(self._sessions)
+        for s in sessions:
+            s._append(event)
+        spent = time.perf_counter() - t0
+        for s in sessions:
+            s._charge(spent)
+
+    def charge(self, seconds: float) -> None:
+        """Charge instrumentation time spent outside ``record`` (timers, event building)."""
+        with self._lock:
+            sessions = list(self._sessions)
+        for s in sessions:
+            s._charge(seconds)
+
+
+RECORDER = Recorder()

@@ -1,0 +1,159 @@
+"""Text and HTML reports over events: profile summaries and recompilation explanations.
+Every user string is HTML-escaped."""
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .events import CompileEvent, RecompileEvent
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
+
+
+def recompile_text(e: RecompileEvent) -> str:
+    lines = [f"RECOMPILE #{e.number} of {e.function} (defined {e.location or '?'}) at call site "
+             f"{e.call_site or '?'}: cost {_ms(e.duration)}"]
+    width = max((len(c.message) for c in e.causes), default=0)
+    for c in e.causes:
+        lines.append(f"  • {c.message.ljust(width)}  [{c.code}]")
+    lines.append(f"  now:     {e.new_signature}")
+    lines.append(f"  closest: {e.closest_signature}")
+    for other in e.other_closest:
+        lines.append(f"  (equally close: {other})")
+    if e.avoidable:
+        lines.append(f"  avoidable: {e.avoidable_reason}")
+    for s in e.suggestions:
+        lines.append(f"  fix: {s}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CauseTotal:
+    code: str
+    path: str
+    count: int
+    seconds: float
+    example: str
+
+
+def ranked_causes(recompiles: list[RecompileEvent]) -> list[CauseTotal]:
+    """Causes grouped by (code, argument path), ranked by the compile time they cost."""
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for e in recompiles:
+        seen = set()
+        for c in e.causes:
+            key = (c.code, c.path)
+            if key not in seen:
+                seen.add(key)
+                groups[key].append((e.duration, c.message))
+    totals = [CauseTotal(code, path, len(v), sum(d for d, _ in v), v[-1][1])
+              for (code, path), v in groups.items()]
+    return sorted(totals, key=lambda t: (-t.seconds, -t.count, t.code))
+
+
+class RecompileReport:
+    """The recompilations of one function or of every function: text and HTML."""
+
+    def __init__(self, recompiles: list[RecompileEvent], compiles: list[CompileEvent], title: str):
+        self.recompiles = list(recompiles)
+        self.compiles = list(compiles)
+        self.title = title
+
+    @property
+    def total_compile_seconds(self) -> float:
+        return sum(c.duration for c in self.compiles)
+
+    def causes(self) -> list[CauseTotal]:
+        return ranked_causes(self.recompiles)
+
+    def text(self) -> str:
+        if not self.compiles:
+            return f"{self.title}: nothing compiled yet"
+        functions = sorted({c.function for c in self.compiles})
+        wasted = sum(e.duration for e in self.recompiles)
+        head = (f"{self.title}: {len(self.compiles)} compiles of {len(functions)} function(s), "
+                f"{_ms(self.total_compile_seconds)} compiling; {len(self.recompiles)} recompiles cost {_ms(wasted)}")
+        if not self.recompiles:
+            return head + "\nno recompilations"
+        out = [head, "", "causes, by compile time spent:"]
+        for t in self.causes():
+            out.append(f"  {_ms(t.seconds):>10}  {t.count:>3}×  {t.code:<18} {t.path or '-':<16} e.g. {t.example}")
+        avoidable = [e for e in self.recompiles if e.avoidable]
+        if avoidable:
+            out.append(f"  {len(avoidable)} recompile(s) produced a program identical to an earlier one (avoidable)")
+        out.append("")
+        out.extend(recompile_text(e) + "\n" for e in self.recompiles)
+        return "\n".join(out).rstrip() + "\n"
+
+    __str__ = text
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        if not self.recompiles:
+            return f"<div class='toolkit-recompiles'><b>{e(self.title)}</b>: no recompilations " \
+                   f"({len(self.compiles)} compiles)</div>"
+        rows = "".join(f"<tr><td>{_ms(t.seconds)}</td><td>{t.count}</td><td><code>{e(t.code)}</code></td>"
+                       f"<td><code>{e(t.path)}</code></td><td>{e(t.example)}</td></tr>" for t in self.causes())
+        blocks = "".join(f"<pre>{e(recompile_text(ev))}</pre>" for ev in self.recompiles)
+        return (f"<div class='toolkit-recompiles'><h4>{e(self.title)}</h4>"
+                f"<p>{len(self.compiles)} compiles, {len(self.recompiles)} recompiles, "
+                f"{_ms(self.total_compile_seconds)} compiling</p>"
+                f"<table><tr><th>cost</th><th>count</th><th>cause</th><th>argument</th><th>example</th></tr>{rows}</table>"
+                f"{blocks}</div>")
+
+
+def kernel_table(kernels) -> list[dict]:
+    by_name: dict[str, dict] = {}
+    for k in kernels:
+        row = by_name.setdefault(k.name, {"name": k.name, "calls": 0, "seconds": 0.0, "flops": 0.0,
+                                          "bytes": 0.0, "kind": k.kind, "source": k.source})
+        row["calls"] += 1
+        row["seconds"] += k.duration
+        row["flops"] += k.flops + k.transcendentals
+        row["bytes"] += k.bytes_accessed
+    total = sum(r["seconds"] for r in by_name.values()) or 1.0
+    rows = sorted(by_name.values(), key=lambda r: -r["seconds"])
+    for r in rows:
+        r["share"] = r["seconds"] / total
+        r["gflops"] = r["flops"] / r["seconds"] / 1e9 if r["seconds"] > 0 else 0.0
+        r["gbps"] = r["bytes"] / r["seconds"] / 1e9 if r["seconds"] > 0 else 0.0
+    return rows
+
+
+def profile_summary_text(prof, top: int = 10) -> str:
+    compiles, recompiles, kernels = prof.compiles, prof.recompiles, prof.kernels
+    lines = [f"toolkit profile{(' ' + prof.name) if prof.name else ''}: {_ms(prof.wall_seconds)} wall; "
+             f"profiler overhead {_ms(prof.overhead_seconds)} ({prof.overhead_fraction:.1%})"]
+    lines.append(f"compiles: {len(compiles)} ({len(recompiles)} recompiles), "
+                 f"{_ms(sum(c.duration for c in compiles))} compiling")
+    for c in compiles:
+        phases = ", ".join(f"{p.name} {_ms(p.duration)}" for p in c.phases)
+        lines.append(f"  {c.function:<16} {c.signature:<40} {c.cache:<14} {_ms(c.duration):>9}  ({phases})")
+    if recompiles:
+        lines.append("recompilations:")
+        lines.extend("  " + line for e in recompiles for line in recompile_text(e).splitlines())
+    dispatches = prof.dispatches
+    if dispatches:
+        hits = sum(d.cache_hit for d in dispatches)
+        lines.append(f"calls: {len(dispatches)} ({hits} cache hits), host dispatch "
+                     f"{_ms(sum(d.duration for d in dispatches))}")
+    if kernels:
+        lines.append(f"kernels: {len(kernels)} launches, {_ms(sum(k.duration for k in kernels))}; top by time:")
+        lines.append(f"  {'kernel':<28} {'calls':>5} {'time':>10} {'share':>6} {'GFLOP/s':>8} {'GB/s':>7}  source")
+        for r in kernel_table(kernels)[:top]:
+            lines.append(f"  {r['name']:<28} {r['calls']:>5} {_ms(r['seconds']):>10} {r['share']:>6.1%} "
+                         f"{r['gflops']:>8.2f} {r['gbps']:>7.2f}  {r['source']}")
+    transfers = prof.transfers
+    if transfers:
+        lines.append(f"transfers: {len(transfers)}, {sum(t.bytes for t in transfers) / 1e6:.2f} MB")
+    return "\n".join(lines)
+
+
+def profile_summary_html(prof) -> str:
+    return f"<pre class='toolkit-profile'>{html.escape(profile_summary_text(prof))}</pre>"

@@ -1,0 +1,1 @@
+"""Runtime: compile history and recompilation policy (executor and caches join later)."""

@@ -1,0 +1,162 @@
+"""Per-function compile history, shared by every function object defined at the same source
+location, so a re-run notebook cell or a function re-created in a loop is recognised.
+Recompilations are explained here and the storm policy applied. Only misses touch this."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+import warnings
+
+from ..frontend.errors import ToolkitError
+from ..frontend.recompile import SignatureRecord, closest, suggestions
+from ..profiler.events import CompileEvent, RecompileEvent
+from ..profiler.report import RecompileReport, ranked_causes, recompile_text
+
+DEFAULT_MAX_RECOMPILES = 5
+# A miss is diffed against at most this many recent signatures (plus an exact-match index),
+# so a function re-created in a loop thousands of times stays cheap to explain.
+MAX_SIGNATURES_SCANNED = 256
+POLICIES = ("warn", "error", "ignore")
+_compile_ids = itertools.count(1)
+
+
+class RecompileError(ToolkitError, RuntimeError):
+    """A function recompiled more often than its ``max_recompiles`` with ``on_recompile='error'``."""
+
+
+class RecompileWarning(UserWarning):
+    """A recompilation storm: a function recompiled more than ``max_recompiles`` times."""
+
+
+def next_compile_id() -> int:
+    return next(_compile_ids)
+
+
+class FunctionHistory:
+    def __init__(self, name: str, location: str):
+        self.name = name
+        self.location = location
+        self.records: list[SignatureRecord] = []
+        self.compiles: list[CompileEvent] = []
+        self.recompiles: list[RecompileEvent] = []
+        self.storm_warned = False
+        self._by_signature: dict[tuple, SignatureRecord] = {}
+        self._fingerprints: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def total_compile_seconds(self) -> float:
+        return sum(c.duration for c in self.compiles)
+
+    def explain(self, record: SignatureRecord, call_site: str, compile_id: int,
+                start: float) -> RecompileEvent | None:
+        """The RecompileEvent for a miss with signature ``record`` (None for a first compile)."""
+        with self._lock:
+            count = len(self.records)
+            exact = self._by_signature.get(_signature_key(record))
+            recent = self.records[-MAX_SIGNATURES_SCANNED:]
+            same = self._fingerprints.get(record.hlo_fingerprint) if record.hlo_fingerprint else None
+        if not count:
+            return None
+        # Same signature from another function object: nothing can be closer than that.
+        nearest = closest(record, [exact] if exact is not None else recent)
+        old, causes = nearest[0]
+        avoidable_reason = ""
+        if same is not None:
+            changed = ", ".join(dict.fromkeys(c.path or c.code for c in causes)) or "nothing visible"
+            avoidable_reason = (f"the traced program is identical to compile #{same}'s; the change in "
+                                f"{changed} did not alter it")
+            if any(c.code == "STATIC_VALUE" for c in causes):
+                avoidable_reason += " (a static argument that does not affect the program need not be static)"
+        return RecompileEvent(
+            function=self.name, location=self.location, call_site=call_site, compile_id=compile_id,
+            number=count + 1, start=start, duration=0.0, causes=tuple(causes),
+            new_signature=record.text(), closest_signature=old.text(),
+            other_closest=tuple(o.text() for o, _ in nearest[1:]), avoidable=same is not None,
+            avoidable_reason=avoidable_reason, suggestions=tuple(suggestions(causes, recent, record)))
+
+    def add(self, record: SignatureRecord, compile_event: CompileEvent | None,
+            recompile: RecompileEvent | None) -> None:
+        with self._lock:
+            if compile_event is not None:
+                self.records.append(record)
+                self.compiles.append(compile_event)
+                self._by_signature[_signature_key(record)] = record
+                self._fingerprints.setdefault(record.hlo_fingerprint, len(self.records))
+            if recompile is not None:
+                self.recompiles.append(recompile)
+
+    def apply_policy(self, event: RecompileEvent, on_recompile: str, max_recompiles: int) -> None:
+        count = len(self.recompiles) + 1
+        if count <= max_recompiles or on_recompile == "ignore":
+            return
+        if on_recompile == "error":
+            raise RecompileError(
+                f"jit({self.name}) refused recompilation #{count} (compile #{count + 1}): "
+                f"max_recompiles={max_recompiles} with on_recompile='error'.\n" + recompile_text(event))
+        if not self.storm_warned:
+            self.storm_warned = True
+            file, _, line = event.call_site.rpartition(":")
+            warnings.warn_explicit(RecompileWarning(self.storm_summary(event, count, max_recompiles)),
+                                   RecompileWarning, file or "<unknown>", int(line) if line.isdigit() else 0)
+
+    def storm_summary(self, event: RecompileEvent, count: int, max_recompiles: int) -> str:
+        causes = ranked_causes(self.recompiles + [event])
+        lines = [f"jit({self.name}) (defined {self.location}) has recompiled {count} times "
+                 f"(max_recompiles={max_recompiles}); "
+                 f"{self.total_compile_seconds * 1e3:.1f} ms spent compiling so far. Top causes:"]
+        for t in causes[:3]:
+            lines.append(f"  {t.count}× [{t.code}] {t.example}")
+        lines.extend(f"  fix: {s}" for s in event.suggestions)
+        lines.append("Details: tk.explain_recompiles(f) or f.recompiles. Silence with "
+                     "tk.jit(..., on_recompile='ignore') or raise max_recompiles.")
+        return "\n".join(lines)
+
+    def report(self) -> RecompileReport:
+        return RecompileReport(self.recompiles, self.compiles, f"recompilations of {self.name}")
+
+
+def _signature_key(record: SignatureRecord) -> tuple:
+    return (record.arg_names, record.trees, record.leaves, record.statics, record.backend,
+            record.options)
+
+
+_HISTORIES: dict[tuple, FunctionHistory] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def history_key(fn) -> tuple:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ("object", id(fn))
+    return (code.co_filename, code.co_firstlineno, getattr(fn, "__qualname__", code.co_name))
+
+
+def history_for(fn, name: str, location: str) -> FunctionHistory:
+    key = history_key(fn)
+    with _REGISTRY_LOCK:
+        history = _HISTORIES.get(key)
+        if history is None:
+            history = _HISTORIES[key] = FunctionHistory(name, location)
+        return history
+
+
+def all_histories() -> list[FunctionHistory]:
+    with _REGISTRY_LOCK:
+        return list(_HISTORIES.values())
+
+
+def clear_histories() -> None:
+    with _REGISTRY_LOCK:
+        _HISTORIES.clear()
+
+
+def explain_recompiles(histories: list[FunctionHistory], title: str) -> RecompileReport:
+    recompiles = sorted((e for h in histories for e in h.recompiles), key=lambda e: e.start)
+    compiles = sorted((c for h in histories for c in h.compiles), key=lambda c: c.start)
+    return RecompileReport(recompiles, compiles, title)
+
+
+__all__ = ["RecompileError", "RecompileWarning", "FunctionHistory", "history_for", "all_histories",
+           "clear_histories", "explain_recompiles", "next_compile_id", "dataclasses"]
