@@ -9,6 +9,7 @@ import functools
 import hashlib
 import inspect
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -128,15 +129,20 @@ class Compiled:
             return self.execute_flat(leaves)
         info = self._kernel_info if self._kernel_info is not None else self._build_kernel_info()
         events = []
+        spent = [0.0]
 
         def on_kernel(inst, start, duration):
+            t0 = time.perf_counter()
             flops, trans, nbytes, kind, source = info[inst.name]
             events.append(KernelEvent(inst.name, self.backend, start, duration, flops=flops,
                                       transcendentals=trans, bytes_accessed=nbytes,
                                       launch="threads=1", compile_id=self.compile_id,
                                       function=self.fn_name, kind=kind, source=source))
+            spent[0] += time.perf_counter() - t0
 
         results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel)
+        # charged: building the events, plus the two clock reads taken around each kernel
+        RECORDER.charge(spent[0] + 2 * len(events) * RECORDER.clock_read_cost())
         for e in events:
             RECORDER.record(e)
         return self._result(results)
@@ -210,6 +216,8 @@ class JitFunction:
         self.max_recompiles = int(max_recompiles)
         self.location = function_location(fn)
         self._history = _history.history_for(fn, self.fn_name, self.location)
+        self._serial = _history.new_serial()
+        self._function_serial = _history.function_serial(fn)
         self._cache: dict[Any, Compiled] = {}
         self._compile_lock = threading.Lock()
 
@@ -289,7 +297,7 @@ class JitFunction:
     def _record(self, key, paths, fingerprint: str) -> SignatureRecord:
         trees, _, statics, names, backend = key
         return SignatureRecord(
-            function_id=id(self.fn), location=self.location, arg_names=names,
+            function_id=self._function_serial, jit_id=self._serial, location=self.location, arg_names=names,
             trees=tuple(str(t) for t in trees), leaves=tuple(self._specs(key, paths)),
             statics=tuple((self._arg_name(k) if isinstance(k, int) else k, short_repr(v), hash(v))
                           for k, v in statics),
@@ -357,8 +365,12 @@ class JitFunction:
 
     def _dispatch_profiled(self, compiled: Compiled, leaves, start: float, hit: bool):
         result = compiled.execute_profiled(leaves)
-        RECORDER.record(DispatchEvent(self.fn_name, start, RECORDER.clock.now() - start, hit,
-                                      compiled.compile_id, threading.get_ident()))
+        end = RECORDER.clock.now()
+        t0 = time.perf_counter()
+        event = DispatchEvent(self.fn_name, start, end - start, hit, compiled.compile_id,
+                              threading.get_ident())
+        RECORDER.charge(time.perf_counter() - t0 + 2 * RECORDER.clock_read_cost())
+        RECORDER.record(event)
         return result
 
     def __get__(self, obj, objtype=None):

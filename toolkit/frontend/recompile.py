@@ -3,7 +3,7 @@ signatures, and fix suggestions that fit the values actually seen.
 
 Cause codes are stable (tests and tools may rely on them):
 SHAPE, RANK, DTYPE, WEAK_TYPE, TREE_STRUCTURE, ARGUMENTS, STATIC_VALUE, BACKEND,
-COMPILE_OPTIONS, NEW_FUNCTION_OBJECT, CLOSURE_VALUE, GLOBAL_VALUE."""
+COMPILE_OPTIONS, NEW_FUNCTION_OBJECT, NEW_JIT_WRAPPER, CLOSURE_VALUE, GLOBAL_VALUE."""
 from __future__ import annotations
 
 import types
@@ -83,6 +83,7 @@ class SignatureRecord:
     """Everything a compiled program was keyed by, in explainable form."""
 
     function_id: int
+    jit_id: int  # the tk.jit wrapper: a new wrapper of the same function has an empty cache
     location: str
     arg_names: tuple[str, ...]
     trees: tuple[str, ...]  # the pytree structure of each named argument
@@ -117,6 +118,8 @@ def _leaf_differences(new: ArgSpec, old: ArgSpec):
 
 def differences(new: SignatureRecord, old: SignatureRecord):
     """Raw differences ``(code, path, old, new)``: cheap, for ranking many earlier signatures."""
+    if new.function_id == old.function_id and new.jit_id != old.jit_id:
+        yield ("NEW_JIT_WRAPPER", "", None, None)
     if new.function_id != old.function_id:
         yield ("NEW_FUNCTION_OBJECT", "", None, None)
         old_captured = {(k, n): fp for k, n, fp in old.captured}
@@ -160,6 +163,10 @@ def _cause(code: str, path: str, old, new, location: str) -> Cause:
                      f"a new function object for the same source ({location}): the cell was re-run "
                      "or the function is re-created on every call (e.g. in a loop), so its "
                      "compilation cache started empty")
+    if code == "NEW_JIT_WRAPPER":
+        return Cause(code, "", "earlier tk.jit wrapper", "new tk.jit wrapper",
+                     "tk.jit was applied to the same function again, making a new jitted function "
+                     "with an empty cache (e.g. tk.jit(f)(x) inside a loop or a function body)")
     if code in ("CLOSURE_VALUE", "GLOBAL_VALUE"):
         kind = "closure" if code == "CLOSURE_VALUE" else "global"
         return Cause(code, path, old, new, f"{kind} variable '{path}' captured at trace time: now {new}, was {old}")
@@ -244,6 +251,9 @@ def suggestions(causes: list[Cause], history: list[SignatureRecord], new: Signat
         elif c.code == "WEAK_TYPE":
             out.append(f"pass {c.path} consistently: always a Python scalar, or always a NumPy "
                        "scalar/array of one dtype")
+        elif c.code == "NEW_JIT_WRAPPER":
+            out.append("call tk.jit(f) once, keep the result (g = tk.jit(f)) and call g; every "
+                       "tk.jit(f) starts a new cache")
         elif c.code == "NEW_FUNCTION_OBJECT":
             out.append("define the jitted function once (at module level or in a cell of its own) and "
                        "reuse it; pass changing values as arguments (functools.partial for static ones)")

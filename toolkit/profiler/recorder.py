@@ -13,6 +13,7 @@ class Recorder:
         self.active = False
         self.clock = DEFAULT_CLOCK
         self._sessions: list = []
+        self._read_costs: dict[int, float] = {}
         self._lock = threading.Lock()
 
     def now(self) -> float:
@@ -44,6 +45,17 @@ class Recorder:
         spent = time.perf_counter() - t0
         for s in sessions:
             s._charge(spent)
+
+    def clock_read_cost(self) -> float:
+        """Seconds one ``clock.now()`` costs (calibrated once per clock), for overhead accounting."""
+        cost = self._read_costs.get(id(self.clock))
+        if cost is None:
+            now = self.clock.now
+            t0 = time.perf_counter()
+            for _ in range(200):
+                now()
+            cost = self._read_costs[id(self.clock)] = (time.perf_counter() - t0) / 200
+        return cost
 
     def charge(self, seconds: float) -> None:
         """Charge instrumentation time spent outside ``record`` (timers, event building)."""

@@ -64,7 +64,9 @@ class Profile:
 
     @property
     def overhead_fraction(self) -> float:
-        """Time the profiler itself spent recording, as a fraction of the session's wall time."""
+        """Time the profiler spent on its own bookkeeping (building and recording events, its
+        extra clock reads), as a fraction of the session's wall time. A lower bound: the
+        instrumented execution loop's own slowdown is not separable from its normal work."""
         wall = self.wall_seconds
         return self.overhead_seconds / wall if wall > 0 else 0.0
 

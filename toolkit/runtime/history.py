@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import threading
 import warnings
+import weakref
 
 from ..frontend.errors import ToolkitError
 from ..frontend.recompile import SignatureRecord, closest, suggestions
@@ -29,8 +30,29 @@ class RecompileWarning(UserWarning):
     """A recompilation storm: a function recompiled more than ``max_recompiles`` times."""
 
 
+_serials = itertools.count(1)
+_function_serials: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def next_compile_id() -> int:
     return next(_compile_ids)
+
+
+def new_serial() -> int:
+    """A number never reused in this process (``id()`` values are reused after collection)."""
+    return next(_serials)
+
+
+def function_serial(fn) -> int:
+    """A stable serial number for a function object while it lives, never reused after."""
+    try:
+        with _REGISTRY_LOCK:
+            serial = _function_serials.get(fn)
+            if serial is None:
+                serial = _function_serials[fn] = next(_serials)
+            return serial
+    except TypeError:  # not weak-referenceable
+        return id(fn)
 
 
 class FunctionHistory:
