@@ -25,13 +25,33 @@ from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram, trace_program
 from .frontend.tracer import Tracer
 from .ir.nodes import Module
+from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
+from .passes.manager import PassDump
+from .passes.memory_analysis import MemoryAnalysis, memory_analysis as _memory_analysis
+from .passes.pipeline import PIPELINES, make_pipeline
 from .profiler.events import CompileEvent, DispatchEvent, KernelEvent, Phase
 from .profiler.recorder import RECORDER
 from .runtime import history as _history
 
 STAGES = ("hlo", "optimized_hlo")
+DEFAULT_PIPELINE = "default"
 _FAST_DTYPES = frozenset(SUPPORTED)
+
+
+def source_lines(inst) -> str:
+    """The user's lines an instruction (or every instruction of a fusion) came from:
+    ``file.py:12,14`` (at most four lines, in order)."""
+    members = inst.attrs["calls"].instructions if inst.opcode == "fusion" else (inst,)
+    by_file: dict[str, list[int]] = {}
+    for m in members:
+        md = m.metadata
+        if md is not None and md.source_file and md.source_line:
+            lines = by_file.setdefault(md.source_file, [])
+            if md.source_line not in lines:
+                lines.append(md.source_line)
+    parts = [f"{f}:{','.join(map(str, sorted(ls)[:4]))}" for f, ls in by_file.items()]
+    return "; ".join(parts)
 
 
 def hlo_fingerprint(module: Module) -> str:
@@ -41,10 +61,13 @@ def hlo_fingerprint(module: Module) -> str:
 class Lowered:
     """A traced program for one abstract signature, before optimisation."""
 
-    def __init__(self, program: TracedProgram, backend: Backend, fn_name: str):
+    def __init__(self, program: TracedProgram, backend: Backend, fn_name: str,
+                 pipeline: str = DEFAULT_PIPELINE, dump_passes: str | None = None):
         self._program = program
         self._backend = backend
         self.fn_name = fn_name
+        self.pipeline = pipeline
+        self.dump_passes = dump_passes
 
     @property
     def hlo(self) -> Module:
@@ -65,14 +88,18 @@ class Lowered:
     def compile(self, compile_id: int = 0) -> Compiled:
         clock = RECORDER.clock
         start = clock.now()
-        optimized = self.hlo  # the optimisation pipeline plugs in here
+        pipeline = make_pipeline(self.pipeline, _REFERENCE_EVALUATORS)
+        optimized = pipeline.run(self.hlo, clock, self.dump_passes, compile_id=compile_id)
         passes_end = clock.now()
-        executable = self._backend.compile(optimized)
+        executable = self._backend.compile(optimized.module)
         end = clock.now()
         phases = (Phase("passes", start, passes_end - start),
                   Phase("backend_compile", passes_end, end - passes_end))
-        return Compiled(self._program, optimized, executable, self._backend, self.fn_name,
-                        compile_id, phases)
+        if RECORDER.active:
+            for event in optimized.passes + optimized.decisions:
+                RECORDER.record(event)
+        return Compiled(self._program, optimized.module, executable, self._backend, self.fn_name,
+                        compile_id, phases, optimized)
 
     def __repr__(self) -> str:
         return f"<Lowered jit({self.fn_name}) {', '.join(s.text for s in self.in_specs)}>"
@@ -82,8 +109,10 @@ class Compiled:
     """An executable for one abstract signature, with its IR at every stage."""
 
     def __init__(self, program: TracedProgram, optimized: Module, executable, backend: Backend,
-                 fn_name: str, compile_id: int = 0, phases: tuple[Phase, ...] = ()):
+                 fn_name: str, compile_id: int = 0, phases: tuple[Phase, ...] = (),
+                 pipeline_result=None):
         self._program = program
+        self._pipeline = pipeline_result
         self.optimized_hlo = optimized
         self._executable = executable
         self.backend = backend.name
@@ -109,8 +138,32 @@ class Compiled:
             return self.optimized_hlo.to_text(metadata=metadata)
         raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
 
-    def cost_analysis(self) -> dict[str, float]:
-        return _cost_analysis(self.optimized_hlo)
+    def cost_analysis(self, peak_flops: float | None = None,
+                      peak_bandwidth: float | None = None) -> dict[str, float]:
+        """XLA's cost properties of the optimised program (compiler estimates); with a device's
+        peak FLOP/s and bytes/s, ``optimal_seconds`` is its roofline bound."""
+        return _cost_analysis(self.optimized_hlo, peak_flops, peak_bandwidth)
+
+    def memory_analysis(self) -> MemoryAnalysis:
+        return _memory_analysis(self.optimized_hlo)
+
+    @property
+    def fusion_decisions(self) -> list:
+        """Every producer-consumer edge the fusion pass considered, fused or not, and why."""
+        return list(self._pipeline.decisions) if self._pipeline is not None else []
+
+    @property
+    def pass_events(self) -> list:
+        return list(self._pipeline.passes) if self._pipeline is not None else []
+
+    @property
+    def pass_dumps(self) -> list[PassDump]:
+        """The module after each pass matching ``dump_passes``, with a diff against the stage before."""
+        return list(self._pipeline.dumps) if self._pipeline is not None else []
+
+    @property
+    def rewrites(self):
+        return self._pipeline.rewrites if self._pipeline is not None else {}
 
     def _arrays(self, leaves: list) -> list:
         return [leaf if type(leaf) is np.ndarray else np.asarray(leaf, spec.dtype)
@@ -151,9 +204,9 @@ class Compiled:
         info = {}
         for inst in self.optimized_hlo.entry.instructions:
             c = instruction_cost(inst)
-            md = inst.metadata
-            info[inst.name] = (c["flops"], c["transcendentals"], c["bytes accessed"], inst.opcode,
-                               md.location if md is not None else "")
+            kind = inst.attrs["kind"] if inst.opcode == "fusion" else inst.opcode
+            info[inst.name] = (c["flops"], c["transcendentals"], c["bytes accessed"], kind,
+                               source_lines(inst))
         self._kernel_info = info
         return info
 
@@ -201,7 +254,8 @@ class JitFunction:
 
     def __init__(self, fn: Callable, static_argnums: int | Iterable[int] = (),
                  static_argnames: str | Iterable[str] = (), backend: str | None = None,
-                 on_recompile: str = "warn", max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES):
+                 on_recompile: str = "warn", max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES,
+                 pipeline: str = DEFAULT_PIPELINE, dump_passes: str | None = None):
         if not callable(fn):
             raise TypeError(f"jit expects a callable, got {type(fn).__name__}")
         if on_recompile not in _history.POLICIES:
@@ -212,6 +266,11 @@ class JitFunction:
         self._sig, self._positional, self._static_nums, self._static_names = _normalize_statics(
             fn, static_argnums, static_argnames)
         self._backend = backends.get_backend(backend)
+        if pipeline not in PIPELINES:
+            raise ValueError(f"unknown pipeline {pipeline!r}; available: {', '.join(PIPELINES)}")
+        self.pipeline = pipeline
+        self.dump_passes = dump_passes
+        self._options = (("pipeline", pipeline), ("dump_passes", str(dump_passes)))
         self.on_recompile = on_recompile
         self.max_recompiles = int(max_recompiles)
         self.location = function_location(fn)
@@ -301,7 +360,8 @@ class JitFunction:
             trees=tuple(str(t) for t in trees), leaves=tuple(self._specs(key, paths)),
             statics=tuple((self._arg_name(k) if isinstance(k, int) else k, short_repr(v), hash(v))
                           for k, v in statics),
-            backend=backend, captured=captured_values(self.fn), hlo_fingerprint=fingerprint)
+            backend=backend, options=self._options, captured=captured_values(self.fn),
+            hlo_fingerprint=fingerprint)
 
     # ---- compilation ----------------------------------------------------------------------
     def _compile_miss(self, key, cargs, ckwargs) -> Compiled:
@@ -321,7 +381,7 @@ class JitFunction:
             except _history.RecompileError:
                 self._history.add(record, None, recompile)
                 raise
-        compiled = Lowered(program, self._backend, self.fn_name).compile(compile_id)
+        compiled = self._lowered(program).compile(compile_id)
         end = clock.now()
         event = CompileEvent(
             function=self.fn_name, location=self.location, signature=record.text(),
@@ -342,8 +402,10 @@ class JitFunction:
     @api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
         key, _, args, kwargs = self._signature(args, kwargs)
-        program = self._trace(key, self._paths(args, kwargs), args, kwargs)
-        return Lowered(program, self._backend, self.fn_name)
+        return self._lowered(self._trace(key, self._paths(args, kwargs), args, kwargs))
+
+    def _lowered(self, program: TracedProgram) -> Lowered:
+        return Lowered(program, self._backend, self.fn_name, self.pipeline, self.dump_passes)
 
     @api_boundary
     def __call__(self, *args, **kwargs):
@@ -401,16 +463,22 @@ class JitFunction:
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
         backend: str | None = None, on_recompile: str = "warn",
-        max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES):
+        max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES, pipeline: str = DEFAULT_PIPELINE,
+        dump_passes: str | None = None):
     """Compile ``fn`` with toolkit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
 
     ``on_recompile`` decides what happens when the function recompiles more than
     ``max_recompiles`` times: ``"warn"`` once with a summary (default), ``"error"`` raises
-    ``RecompileError`` (``max_recompiles=0`` forbids any recompilation), ``"ignore"``."""
+    ``RecompileError`` (``max_recompiles=0`` forbids any recompilation), ``"ignore"``.
+    ``pipeline`` names the optimisation pipeline (``"default"``, ``"simplify-only"``, ``"none"``);
+    ``dump_passes`` is a regular expression: the module after each matching pass is kept, with
+    a diff, in ``Compiled.pass_dumps`` (as XLA's ``--xla_dump_hlo_pass_re``)."""
+    options = dict(static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
+                   on_recompile=on_recompile, max_recompiles=max_recompiles, pipeline=pipeline,
+                   dump_passes=dump_passes)
     if fn is None:
-        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
-                                 backend=backend, on_recompile=on_recompile, max_recompiles=max_recompiles)
-    return JitFunction(fn, static_argnums, static_argnames, backend, on_recompile, max_recompiles)
+        return functools.partial(jit, **options)
+    return JitFunction(fn, **options)
 
 
 def explain_recompiles(fn=None):

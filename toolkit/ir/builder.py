@@ -28,6 +28,16 @@ class NameUniquer:
         self._ids = itertools.count(1)
         self._used: set[str] = set()
 
+    @classmethod
+    def from_names(cls, names) -> NameUniquer:
+        """A uniquer that will not hand out any of ``names``."""
+        u = cls()
+        u._used.update(names)
+        return u
+
+    def is_used(self, name: str) -> bool:
+        return name in self._used
+
     def reserve(self, name: str) -> str:
         if name in self._used:
             raise ValueError(f"duplicate name %{name}")
@@ -72,6 +82,13 @@ class ComputationBuilder:
                                MappingProxyType({"parameter_number": number}), metadata)
             self._instructions.append(inst)
         self._parameters[number] = inst
+        return inst
+
+    def adopt(self, inst: Instruction) -> Instruction:
+        """Append an existing (immutable) instruction as is; parameters keep their number."""
+        self._instructions.append(inst)
+        if inst.opcode == "parameter":
+            self._parameters[inst.attrs["parameter_number"]] = inst
         return inst
 
     def constant(self, literal, metadata: Metadata | None = None) -> Instruction:

@@ -82,6 +82,7 @@ def instruction_cost(inst: Instruction) -> dict[str, float]:
     elif op == "fusion":  # only the fusion's parameters and outputs touch memory
         inner = computation_cost(inst.attrs["calls"])
         out[FLOPS], out[TRANSCENDENTALS] = inner[FLOPS], inner[TRANSCENDENTALS]
+        output_bytes = float(sum(s.nbytes for s in _leaves(inst.shape)))
     out[BYTES] = output_bytes + sum(operand_bytes)
     for i, b in enumerate(operand_bytes):
         out[f"{BYTES}{i}{{}}"] = b

@@ -1,0 +1,375 @@
+"""Fusion with a reason for every decision, in XLA's spirit.
+
+Producers are visited consumers-first. A producer fuses into all of its consumers or none
+(priority-fusion style): into one fusion it simply joins; into several it is duplicated,
+which is allowed only for cheap producers. An expensive producer read by a reduction fusion
+and by others becomes an extra output of the reduction fusion (producer-consumer multi-output
+fusion). Reductions stay fusion roots; dots stay library calls. Reduction fusions reading the
+same input are then merged into one multi-output fusion when neither depends on the other.
+Every producer-consumer edge considered leaves a FusionDecision with a stable reason code."""
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.nodes import Computation, Instruction, Module
+from ..ir.ops import OPS, is_elementwise
+from ..ir.shapes import Shape
+from ..profiler.events import FusionDecision
+from .rewriter import replace_entry, with_operands
+
+REASONS = {
+    "FUSED": "fused into its consumer",
+    "MULTI_OUTPUT": "fused as an extra output of a reduction fusion",
+    "SIBLING_MULTI_OUTPUT": "two reductions of the same input share one multi-output fusion",
+    "EXPENSIVE_WOULD_DUPLICATE": "an expensive producer would be recomputed in several fusions",
+    "CODE_DUPLICATION": "the producer would be copied into too many fusions",
+    "NOT_FUSIBLE": "the consumer cannot take producers",
+    "NOT_ALL_CONSUMERS": "a producer fuses into all its consumers or none",
+    "PRODUCER_IS_REDUCTION": "a reduction stays the root of its fusion",
+    "BOTH_REDUCTIONS": "two reductions are not fused into one kernel",
+    "LIBRARY_CALL": "dots are library calls",
+    "BUDGET_OPERANDS": "the fusion would read too many operands",
+    "BUDGET_INSTRUCTIONS": "the fusion would hold too many instructions",
+    "WOULD_CREATE_CYCLE": "fusing would create a cycle between kernels",
+    "DIFFERENT_SHAPES": "sibling reductions iterate over different shapes",
+    "ROOT": "the consumer is the computation's output tuple",
+}
+
+LOOP_FUSIBLE = {"broadcast", "reshape", "bitcast", "transpose", "slice", "iota", "constant",
+                "concatenate", "pad", "reverse", "copy"}
+_EXPENSIVE_EXTRA = {"divide", "remainder", "power", "reduce", "dot"}
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    max_operands: int = 32
+    max_instructions: int = 256
+    max_duplication: int = 8
+    multi_output: bool = True
+
+
+def is_expensive(inst: Instruction) -> bool:
+    return OPS[inst.opcode].transcendental or inst.opcode in _EXPENSIVE_EXTRA
+
+
+def is_fusible(inst: Instruction) -> bool:
+    return is_elementwise(inst.opcode) or inst.opcode in LOOP_FUSIBLE or inst.opcode == "reduce"
+
+
+@dataclass(eq=False)
+class Group:
+    gid: int
+    members: list[Instruction] = field(default_factory=list)
+    ids: set[int] = field(default_factory=set)
+
+    def add(self, inst: Instruction) -> None:
+        if id(inst) not in self.ids:
+            self.ids.add(id(inst))
+            self.members.append(inst)
+
+    @property
+    def heroes(self) -> list[Instruction]:
+        return [m for m in self.members if m.opcode == "reduce"]
+
+    @property
+    def kind(self) -> str:
+        return "kInput" if self.heroes else "kLoop"
+
+    def external_operands(self, extra: Instruction | None = None) -> set[int]:
+        ids = self.ids | ({id(extra)} if extra is not None else set())
+        members = self.members + ([extra] if extra is not None else [])
+        return {id(o) for m in members for o in m.operands
+                if id(o) not in ids and not (o.opcode == "constant" and o.shape.size <= 1)}
+
+
+@dataclass
+class FusionResult:
+    module: Module
+    decisions: list[FusionDecision]
+    counts: Counter
+    groups: list[Group]
+
+
+def _loc(inst: Instruction) -> str:
+    return inst.metadata.location if inst.metadata is not None else ""
+
+
+class _Fuser:
+    def __init__(self, comp: Computation, options: FusionOptions):
+        self.comp = comp
+        self.options = options
+        self.users = comp.users()
+        self.order = {id(i): n for n, i in enumerate(comp.instructions)}
+        self.homes: dict[int, list[Group]] = {}
+        self.groups: list[Group] = []
+        self.decisions: list[FusionDecision] = []
+        self._ids = itertools.count()
+        self._ancestors: dict[int, frozenset[int]] = {}
+
+    # ---- bookkeeping ----------------------------------------------------------------------
+    def decide(self, producer: Instruction, consumer: Instruction, fused: bool, code: str,
+               detail: str = "", saved: int = 0) -> None:
+        message = REASONS[code] + (f": {detail}" if detail else "")
+        self.decisions.append(FusionDecision(
+            producer=producer.name, consumer=consumer.name, fused=fused, reason=code, message=message,
+            producer_location=_loc(producer), consumer_location=_loc(consumer), bytes_saved=int(saved)))
+
+    def new_group(self, inst: Instruction) -> Group:
+        g = Group(next(self._ids))
+        g.add(inst)
+        self.groups.append(g)
+        self.homes[id(inst)] = [g]
+        return g
+
+    def ancestors(self, inst: Instruction) -> frozenset[int]:
+        memo = self._ancestors.get(id(inst))
+        if memo is None:
+            acc: set[int] = set()
+            for o in inst.operands:
+                acc.add(id(o))
+                acc |= self.ancestors(o)
+            memo = self._ancestors[id(inst)] = frozenset(acc)
+        return memo
+
+    def depends(self, a: Group, b: Group) -> bool:
+        """Does some member of ``a`` need a value computed by ``b`` (through anything)?"""
+        return any(self.ancestors(m) & b.ids for m in a.members if id(m) not in b.ids)
+
+    # ---- the producer decisions -----------------------------------------------------------
+    def visit(self, x: Instruction) -> None:
+        if x.opcode in ("parameter", "tuple", "get-tuple-element"):
+            return
+        users = self.users[x]
+        if x.opcode == "dot":
+            for u in users:
+                self.decide(x, u, False, "LIBRARY_CALL", f"%{x.name} is a dot, run by BLAS; its consumers fuse separately")
+            return
+        blocked: dict[int, tuple[str, str]] = {}
+        user_groups: list[Group] = []
+        for u in users:
+            homes = self.homes.get(id(u))
+            if homes:
+                user_groups.extend(g for g in homes if g not in user_groups)
+            elif u.opcode == "tuple" and u is self.comp.root:
+                blocked[id(u)] = ("ROOT", f"%{x.name} is an output of the computation")
+            elif u.opcode == "dot":
+                blocked[id(u)] = ("LIBRARY_CALL", f"%{u.name} is a dot, run by BLAS, which takes materialised operands")
+            else:
+                blocked[id(u)] = ("NOT_FUSIBLE", f"%{u.name} ({u.opcode}) is not fusible")
+        verdict = self.check(x, users, user_groups, blocked)
+        if verdict is None:  # fuse into every user's fusion
+            per_edge = x.shape.nbytes if isinstance(x.shape, Shape) else 0
+            for g in user_groups:
+                g.add(x)
+            self.homes[id(x)] = list(user_groups)
+            share = per_edge // max(len(users), 1)
+            for u in users:
+                self.decide(x, u, True, "FUSED", saved=per_edge + share)
+            return
+        if verdict == "multi-output":
+            return
+        for u in users:
+            code, detail = verdict.get(id(u), ("NOT_ALL_CONSUMERS", ""))
+            if code == "NOT_ALL_CONSUMERS" and not detail:
+                others = [v for v in users if id(v) in verdict]
+                detail = f"%{x.name} also feeds %{others[0].name}, which cannot fuse it" if others else ""
+            self.decide(x, u, False, code, detail)
+        if is_fusible(x) and x.opcode != "constant":
+            self.new_group(x)
+
+    def check(self, x, users, user_groups, blocked):
+        """None to fuse; 'multi-output' when handled as such; else {user id: (code, detail)}."""
+        if not users:
+            if is_fusible(x) and x.opcode != "constant":
+                self.new_group(x)
+            return "multi-output"  # nothing to decide: x is the computation's single output
+        if x.opcode == "reduce":
+            out = {}
+            for u in users:
+                homes = self.homes.get(id(u)) or []
+                if any(g.heroes for g in homes):
+                    out[id(u)] = ("BOTH_REDUCTIONS", f"%{x.name} and %{homes[0].heroes[0].name} are both reductions")
+                else:
+                    out[id(u)] = blocked.get(id(u), ("PRODUCER_IS_REDUCTION",
+                                                     f"fusing %{x.name} into %{u.name} would recompute the reduction per element"))
+            return out
+        if blocked:
+            return blocked
+        if len(user_groups) > 1 and is_expensive(x):
+            if self.try_multi_output(x, users, user_groups):
+                return "multi-output"
+            return {id(u): ("EXPENSIVE_WOULD_DUPLICATE",
+                            f"%{x.name} ({x.opcode}) feeds {len(user_groups)} fusions") for u in users}
+        if len(user_groups) > self.options.max_duplication:
+            return {id(u): ("CODE_DUPLICATION", f"%{x.name} feeds {len(user_groups)} fusions "
+                            f"(at most {self.options.max_duplication} copies)") for u in users}
+        for g in user_groups:
+            n_ops = len(g.external_operands(x))
+            if n_ops > self.options.max_operands:
+                return {id(u): ("BUDGET_OPERANDS", f"the fusion would read {n_ops} operands "
+                                f"(budget {self.options.max_operands})") for u in users}
+            if len(g.members) + 1 > self.options.max_instructions:
+                return {id(u): ("BUDGET_INSTRUCTIONS", f"the fusion would hold {len(g.members) + 1} "
+                                f"instructions (budget {self.options.max_instructions})") for u in users}
+        return None
+
+    def try_multi_output(self, x, users, user_groups) -> bool:
+        if not self.options.multi_output:
+            return False
+        reductions = [g for g in user_groups if g.heroes]
+        if len(reductions) != 1:
+            return False
+        red = reductions[0]
+        hero = red.heroes[0]
+        if not isinstance(x.shape, Shape) or hero.operands[0].shape.dims != x.shape.dims:
+            return False
+        others = [g for g in user_groups if g is not red]
+        trial = Group(-1, list(red.members) + [x], red.ids | {id(x)})
+        if any(self.depends(trial, g) for g in others):
+            for u in users:
+                self.decide(x, u, False, "WOULD_CREATE_CYCLE",
+                            f"%{hero.name}'s fusion would depend on a fusion that reads %{x.name}")
+            if is_fusible(x):
+                self.new_group(x)
+            return True
+        red.add(x)
+        self.homes[id(x)] = [red]
+        for u in users:
+            if id(u) in red.ids:
+                self.decide(x, u, True, "MULTI_OUTPUT", f"%{x.name} is computed once in the "
+                            f"fusion of %{hero.name} and also written out for its other consumers",
+                            saved=x.shape.nbytes)
+            else:
+                self.decide(x, u, False, "EXPENSIVE_WOULD_DUPLICATE",
+                            f"%{u.name} reads %{x.name} from the multi-output fusion of %{hero.name} instead")
+        return True
+
+    # ---- sibling reductions -------------------------------------------------------------
+    def merge_siblings(self) -> None:
+        reductions = [g for g in self.groups if g.heroes]
+        for a, b in itertools.combinations(reductions, 2):
+            if a.gid < 0 or b.gid < 0:
+                continue
+            ha, hb = a.heroes[0], b.heroes[0]
+            shared = a.external_operands() & b.external_operands()
+            if not shared:
+                continue
+            if ha.operands[0].shape.dims != hb.operands[0].shape.dims or \
+                    ha.attrs["dimensions"] != hb.attrs["dimensions"]:
+                self.decide(ha, hb, False, "DIFFERENT_SHAPES", f"%{ha.name} reduces {ha.operands[0].shape} "
+                            f"over {ha.attrs['dimensions']}, %{hb.name} {hb.operands[0].shape} over {hb.attrs['dimensions']}")
+                continue
+            if self.depends(a, b) or self.depends(b, a):
+                first, second = (ha, hb) if self.depends(b, a) else (hb, ha)
+                self.decide(first, second, False, "WOULD_CREATE_CYCLE",
+                            f"%{second.name} needs the result of %{first.name}, so they cannot share one kernel")
+                continue
+            for m in b.members:
+                a.add(m)
+                self.homes[id(m)] = [a if g is b else g for g in self.homes[id(m)]]
+            b.gid = -1
+            self.decide(ha, hb, True, "SIBLING_MULTI_OUTPUT",
+                        f"%{ha.name} and %{hb.name} both read the same input in one pass")
+        self.groups = [g for g in self.groups if g.gid >= 0]
+
+    def run(self) -> None:
+        for inst in reversed(self.comp.instructions):
+            self.visit(inst)
+        if self.options.multi_output:
+            self.merge_siblings()
+
+
+def _outputs(group: Group, fuser: _Fuser, root: Instruction) -> list[Instruction]:
+    outs = []
+    for m in group.members:
+        needed = m is root or any(
+            id(u) not in group.ids and not any(id(m) in g.ids for g in fuser.homes.get(id(u), []))
+            for u in fuser.users[m])
+        if needed:
+            outs.append(m)
+    return outs
+
+
+def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResult:
+    comp = module.entry
+    fuser = _Fuser(comp, options)
+    fuser.run()
+    order = fuser.order
+    groups = [g for g in fuser.groups if any(m.opcode != "constant" for m in g.members)]
+    for g in groups:
+        g.members.sort(key=lambda m: order[id(m)])
+    owner: dict[int, Group] = {}
+    for g in groups:
+        for out in _outputs(g, fuser, comp.root):
+            owner[id(out)] = g
+
+    entry_b = ComputationBuilder(comp.name, NameUniquer.from_names(i.name for i in comp.instructions))
+    comp_names = NameUniquer.from_names(c.name for c in module.computations)
+    mapping: dict[int, Instruction] = {}
+    emitted: set[int] = set()
+    fused_comps: list[Computation] = []
+    counts: Counter = Counter()
+
+    def resolve(inst: Instruction) -> Instruction:
+        if id(inst) not in mapping:
+            emit(inst)
+        return mapping[id(inst)]
+
+    def emit(inst: Instruction) -> None:
+        g = owner.get(id(inst))
+        if g is None:
+            mapping[id(inst)] = entry_b.adopt(with_operands(inst, [resolve(o) for o in inst.operands]))
+            return
+        if g.gid in emitted:
+            return
+        emitted.add(g.gid)
+        externals: list[Instruction] = []
+        for m in g.members:
+            for o in m.operands:
+                if id(o) not in g.ids and o not in externals:
+                    externals.append(o)
+        outs = _outputs(g, fuser, comp.root)
+        hero = g.heroes[0] if g.heroes else outs[0]
+        prefix = "input" if g.kind == "kInput" else "loop"
+        comp_name = _unused_name(comp_names, f"fused_{hero.opcode}")
+        comp_names.reserve(comp_name)
+        fb = ComputationBuilder(comp_name, NameUniquer.from_names(m.name for m in g.members))
+        local: dict[int, Instruction] = {}
+        for i, e in enumerate(externals):
+            local[id(e)] = fb.parameter(i, e.shape, _unused_name(fb.uniquer, f"param_{i}"), exact_name=True)
+        for m in g.members:
+            local[id(m)] = fb.adopt(with_operands(m, [local[id(o)] for o in m.operands]))
+        root = local[id(outs[0])] if len(outs) == 1 else fb.add("tuple", [local[id(o)] for o in outs])
+        fused = fb.build(root)
+        fused_comps.append(fused)
+        fusion = entry_b.add("fusion", [resolve(e) for e in externals], {"kind": g.kind, "calls": fused},
+                             shape=fused.root.shape, metadata=hero.metadata,
+                             name=_unused_name(entry_b.uniquer, f"{prefix}_{hero.opcode}_fusion"))
+        counts[f"{g.kind} fusions"] += 1
+        if len(outs) == 1:
+            mapping[id(outs[0])] = fusion
+        else:
+            counts["multi-output fusions"] += 1
+            for i, o in enumerate(outs):
+                mapping[id(o)] = entry_b.add("get-tuple-element", (fusion,), {"index": i},
+                                             metadata=o.metadata)
+
+    for p in comp.parameters:
+        resolve(p)
+    new_root = resolve(comp.root)
+    entry = entry_b.build(new_root)
+    for d in fuser.decisions:
+        counts[d.reason] += 1
+    return FusionResult(replace_entry(module, entry, tuple(fused_comps)), fuser.decisions, counts, groups)
+
+
+def _unused_name(uniquer: NameUniquer, base: str) -> str:
+    """``base``, or ``base.N``: XLA-style names without an id when the plain one is free."""
+    for n in itertools.count():
+        candidate = base if n == 0 else f"{base}.{n}"
+        if not uniquer.is_used(candidate):
+            return candidate
+    raise AssertionError

@@ -1,0 +1,102 @@
+"""The pass manager: runs a named pipeline, timing each pass (a PassEvent), verifying the
+module after each one, and keeping the text after every pass whose name matches a pattern
+(as XLA's --xla_dump_hlo_pass_re), with a unified diff against the stage before."""
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..ir.nodes import Module
+from ..ir.verifier import VerificationError, verify
+from ..profiler.events import FusionDecision, PassEvent
+
+PassFn = Callable[[Module], tuple[Module, Counter, list]]  # -> (module, rewrites, decisions)
+
+
+@dataclass(frozen=True)
+class PassDump:
+    pass_name: str
+    index: int
+    text: str  # the module after the pass
+    diff: str  # unified diff against the module before it
+
+
+@dataclass
+class PipelineResult:
+    module: Module
+    passes: list[PassEvent] = field(default_factory=list)
+    decisions: list[FusionDecision] = field(default_factory=list)
+    dumps: list[PassDump] = field(default_factory=list)
+
+    @property
+    def rewrites(self) -> Counter:
+        total: Counter = Counter()
+        for p in self.passes:
+            total.update(dict(p.rewrites))
+        return total
+
+
+class PassError(RuntimeError):
+    """A pass produced an invalid module (an internal error that names the pass)."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    passes: tuple[tuple[str, PassFn], ...]
+    fixed_point: tuple[str, ...] = ()  # these passes repeat, in order, until none changes
+    max_rounds: int = 4
+
+    def run(self, module: Module, clock=None, dump_pattern: str | None = None,
+            verify_each: bool = True, compile_id: int = 0) -> PipelineResult:
+        now = clock.now if clock is not None else time.perf_counter
+        result = PipelineResult(module)
+        pattern = re.compile(dump_pattern) if dump_pattern else None
+        text_before = module.to_text() if pattern else ""
+
+        def run_one(name: str, fn: PassFn) -> bool:
+            nonlocal text_before
+            start = now()
+            new, rewrites, decisions = fn(result.module)
+            duration = now() - start
+            changed = new is not result.module
+            if changed and verify_each:
+                try:
+                    verify(new)
+                except VerificationError as e:
+                    raise PassError(f"pass '{name}' produced an invalid module: {e}") from e
+            result.module = new
+            result.passes.append(PassEvent(name, compile_id, start, duration, changed,
+                                           tuple(sorted(rewrites.items()))))
+            result.decisions.extend(_with_compile(d, compile_id, start) for d in decisions)
+            if pattern is not None and pattern.search(name):
+                text = new.to_text()
+                diff = "".join(difflib.unified_diff(text_before.splitlines(True), text.splitlines(True),
+                                                    f"before {name}", f"after {name}"))
+                result.dumps.append(PassDump(name, len(result.passes), text, diff))
+                text_before = text
+            elif pattern is not None and changed:
+                text_before = new.to_text()
+            return changed
+
+        by_name = dict(self.passes)
+        for name, fn in self.passes:
+            if name in self.fixed_point:
+                if name != self.fixed_point[0]:
+                    continue
+                for _ in range(self.max_rounds):
+                    if not any([run_one(n, by_name[n]) for n in self.fixed_point]):
+                        break
+            else:
+                run_one(name, fn)
+        return result
+
+
+def _with_compile(d: FusionDecision, compile_id: int, start: float) -> FusionDecision:
+    import dataclasses
+
+    return dataclasses.replace(d, compile_id=compile_id, start=start)

@@ -1,0 +1,56 @@
+"""Small predicates the rewrite rules share."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.nodes import Instruction
+from ..ir.shapes import Shape
+
+
+def scalar_constant(inst: Instruction):
+    """The value of a scalar constant, or of a broadcast of one; None otherwise."""
+    if inst.opcode == "broadcast":
+        inst = inst.operands[0]
+    if inst.opcode == "constant" and isinstance(inst.shape, Shape) and inst.attrs["literal"].size == 1:
+        return inst.attrs["literal"].reshape(())[()]
+    return None
+
+
+def is_constant_value(inst: Instruction, value) -> bool:
+    v = scalar_constant(inst)
+    return v is not None and not (isinstance(v, float) and np.isnan(v)) and v == value
+
+
+def is_identity_dims(dims, rank: int) -> bool:
+    return tuple(dims) == tuple(range(rank))
+
+
+def same_array_type(a: Instruction, b: Instruction) -> bool:
+    return isinstance(a.shape, Shape) and a.shape.same_type(b.shape)
+
+
+def reducer_opcode(inst: Instruction) -> str | None:
+    """The binary op of a reduce whose to_apply is ``op(p0, p1)``, else None."""
+    comp = inst.attrs.get("to_apply")
+    if comp is None or len(comp.parameters) != 2 or len(comp.instructions) != 3:
+        return None
+    root = comp.root
+    if {id(o) for o in root.operands} == {id(p) for p in comp.parameters}:
+        return root.opcode
+    return None
+
+
+IDENTITIES = {
+    "add": lambda dt: 0, "multiply": lambda dt: 1, "or": lambda dt: 0, "xor": lambda dt: 0,
+    "and": lambda dt: (True if dt.kind == "b" else -1),
+    "maximum": lambda dt: (-np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)),
+    "minimum": lambda dt: (np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)),
+}
+
+
+def is_identity_init(reduce: Instruction) -> bool:
+    op = reducer_opcode(reduce)
+    if op not in IDENTITIES or len(reduce.operands) != 2:
+        return False
+    init = scalar_constant(reduce.operands[1])
+    return init is not None and init == IDENTITIES[op](reduce.shape.dtype.numpy)

@@ -1,0 +1,45 @@
+"""Named pipelines. ``default``: simplify, fold constants and CSE to a fixed point, DCE, then
+fuse. ``none``: no optimisation (the optimised HLO equals the traced HLO)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..ir.nodes import Module
+from .constant_folding import constant_folding
+from .cse import cse, dce
+from .fusion import FusionOptions, fuse
+from .manager import Pipeline
+from .simplify import simplify
+
+PIPELINES = ("default", "simplify-only", "none")
+
+
+def _plain(fn):
+    def run(module: Module):
+        new, counts = fn(module)
+        return new, counts, []
+    return run
+
+
+def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOptions()) -> Pipeline:
+    """``evaluators``: the reference interpreter's op table, used for constant folding."""
+    if name not in PIPELINES:
+        raise ValueError(f"unknown pipeline {name!r}; available: {', '.join(PIPELINES)}")
+    if name == "none":
+        return Pipeline("none", ())
+
+    def fold(module):
+        return constant_folding(module, evaluators)
+
+    def fusion_pass(module):
+        result = fuse(module, fusion)
+        return result.module, result.counts, result.decisions
+
+    passes = [("simplify", _plain(simplify)), ("constant-folding", _plain(fold)), ("cse", _plain(cse)),
+              ("dce", _plain(dce))]
+    if name == "default":
+        passes.append(("fusion", fusion_pass))
+    return Pipeline(name, tuple(passes), fixed_point=("simplify", "constant-folding", "cse"))
+
+
+__all__ = ["PIPELINES", "make_pipeline", "Counter"]

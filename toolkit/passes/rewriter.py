@@ -1,0 +1,66 @@
+"""Rebuilding computations: passes never edit nodes, they map old instructions to new ones.
+
+``rewrite_computation`` walks a computation in order; ``visit(inst, operands, builder)`` sees
+each instruction with its operands already rewritten and returns a replacement, or None to
+keep it. Unchanged instructions are shared, not copied."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.nodes import Computation, Instruction, Module
+
+Visit = Callable[[Instruction, list[Instruction], ComputationBuilder], "Instruction | None"]
+
+
+def with_operands(inst: Instruction, operands: list[Instruction]) -> Instruction:
+    if len(operands) == len(inst.operands) and all(a is b for a, b in zip(operands, inst.operands)):
+        return inst
+    return dataclasses.replace(inst, operands=tuple(operands))
+
+
+def rewrite_computation(comp: Computation, visit: Visit) -> tuple[Computation, bool]:
+    builder = ComputationBuilder(comp.name, NameUniquer.from_names(i.name for i in comp.instructions))
+    mapping: dict[int, Instruction] = {}
+    for inst in comp.instructions:
+        operands = [mapping[id(o)] for o in inst.operands]
+        new = visit(inst, operands, builder)
+        mapping[id(inst)] = builder.adopt(with_operands(inst, operands)) if new is None else new
+    if all(mapping[id(i)] is i for i in comp.instructions):
+        return comp, False
+    return builder.build(mapping[id(comp.root)]), True
+
+
+def replace_entry(module: Module, entry: Computation, extra: tuple[Computation, ...] = ()) -> Module:
+    """``module`` with a new entry computation, keeping only computations still called."""
+    called: list[Computation] = []
+    seen: set[int] = set()
+
+    def visit(comp: Computation) -> None:
+        for inst in comp.instructions:
+            for callee in inst.called_computations:
+                if id(callee) not in seen:
+                    seen.add(id(callee))
+                    visit(callee)
+                    called.append(callee)
+
+    visit(entry)
+    order = {id(c): i for i, c in enumerate(module.computations + extra)}
+    called.sort(key=lambda c: order.get(id(c), len(order)))
+    # callees must precede callers: a stable topological order over the call graph
+    ordered: list[Computation] = []
+    placed: set[int] = set()
+
+    def place(comp: Computation) -> None:
+        if id(comp) in placed:
+            return
+        for inst in comp.instructions:
+            for callee in inst.called_computations:
+                place(callee)
+        placed.add(id(comp))
+        ordered.append(comp)
+
+    for comp in called:
+        place(comp)
+    return Module(module.name, tuple(ordered) + (entry,), entry, module.attributes)

@@ -1,0 +1,251 @@
+"""The algebraic simplifier: a table of named local rewrites (pattern -> replacement),
+applied to a fixed point, each application counted.
+
+Floating-point rules stay within what XLA's simplifier does by default: ``x + 0 -> x`` and
+``x * 1 -> x`` hold up to the sign of zero; ``x * 0 -> 0`` is integer-only (NaN and inf);
+division by a power of two becomes an exact multiplication."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+
+from ..ir.builder import ComputationBuilder
+from ..ir.nodes import Instruction, Module
+from ..ir.ops import is_elementwise
+from ..ir.shapes import Shape
+from .patterns import (is_constant_value, is_identity_dims, is_identity_init, same_array_type,
+                       scalar_constant)
+from .rewriter import replace_entry, rewrite_computation
+
+Rule = Callable[[Instruction, list[Instruction], ComputationBuilder], "Instruction | None"]
+RULES: dict[str, tuple[str, Rule]] = {}  # name -> (opcode or '*', rule)
+
+
+def rule(name: str, opcode: str = "*"):
+    def deco(fn: Rule) -> Rule:
+        RULES[name] = (opcode, fn)
+        return fn
+    return deco
+
+
+def _other_if(ops, value, inst):
+    a, b = ops
+    if is_constant_value(b, value) and same_array_type(a, inst):
+        return a
+    if is_constant_value(a, value) and same_array_type(b, inst):
+        return b
+    return None
+
+
+@rule("add(x, 0) -> x", "add")
+def _add_zero(inst, ops, b):
+    return _other_if(ops, 0, inst)
+
+
+@rule("subtract(x, 0) -> x", "subtract")
+def _sub_zero(inst, ops, b):
+    return ops[0] if is_constant_value(ops[1], 0) else None
+
+
+@rule("multiply(x, 1) -> x", "multiply")
+def _mul_one(inst, ops, b):
+    return _other_if(ops, 1, inst)
+
+
+@rule("divide(x, 1) -> x", "divide")
+def _div_one(inst, ops, b):
+    return ops[0] if is_constant_value(ops[1], 1) else None
+
+
+@rule("integer multiply(x, 0) -> 0", "multiply")
+def _mul_zero(inst, ops, b):
+    if inst.shape.dtype.is_float or not any(is_constant_value(o, 0) for o in ops):
+        return None
+    zero = b.constant(np.zeros((), inst.shape.dtype.numpy), inst.metadata)
+    return b.add("broadcast", (zero,), {"dimensions": ()}, inst.shape, inst.metadata)
+
+
+@rule("divide(x, 2^k) -> multiply(x, 2^-k)", "divide")
+def _div_pow2(inst, ops, b):
+    c = scalar_constant(ops[1])
+    if not inst.shape.dtype.is_float or c is None or c == 0 or not np.isfinite(c):
+        return None
+    mantissa, _ = math.frexp(abs(float(c)))
+    if mantissa != 0.5:
+        return None
+    recip = b.constant(np.asarray(1.0 / float(c), inst.shape.dtype.numpy), inst.metadata)
+    bcast = b.add("broadcast", (recip,), {"dimensions": ()}, inst.shape, inst.metadata)
+    return b.add("multiply", (ops[0], bcast), metadata=inst.metadata)
+
+
+@rule("power(x, 1) -> x", "power")
+def _pow_one(inst, ops, b):
+    return ops[0] if is_constant_value(ops[1], 1) else None
+
+
+@rule("power(x, 2) -> multiply(x, x)", "power")
+def _pow_two(inst, ops, b):
+    if not is_constant_value(ops[1], 2):
+        return None
+    return b.add("multiply", (ops[0], ops[0]), metadata=inst.metadata)
+
+
+@rule("negate(negate(x)) -> x", "negate")
+def _double_negate(inst, ops, b):
+    return ops[0].operands[0] if ops[0].opcode == "negate" else None
+
+
+@rule("not(not(x)) -> x", "not")
+def _double_not(inst, ops, b):
+    return ops[0].operands[0] if ops[0].opcode == "not" else None
+
+
+@rule("no-op reshape -> x", "reshape")
+def _noop_reshape(inst, ops, b):
+    return ops[0] if same_array_type(ops[0], inst) else None
+
+
+@rule("reshape(reshape(x)) -> reshape(x)", "reshape")
+def _reshape_reshape(inst, ops, b):
+    if ops[0].opcode not in ("reshape", "bitcast"):
+        return None
+    return b.add("reshape", (ops[0].operands[0],), shape=inst.shape, metadata=inst.metadata)
+
+
+@rule("no-op transpose -> x", "transpose")
+def _noop_transpose(inst, ops, b):
+    return ops[0] if is_identity_dims(inst.attrs["dimensions"], inst.shape.rank) else None
+
+
+@rule("transpose(transpose(x)) -> transpose(x)", "transpose")
+def _transpose_transpose(inst, ops, b):
+    if ops[0].opcode != "transpose":
+        return None
+    inner, outer = ops[0].attrs["dimensions"], inst.attrs["dimensions"]
+    composed = tuple(inner[p] for p in outer)
+    source = ops[0].operands[0]
+    if is_identity_dims(composed, len(composed)):
+        return source
+    return b.add("transpose", (source,), {"dimensions": composed}, metadata=inst.metadata)
+
+
+@rule("no-op convert -> x", "convert")
+def _noop_convert(inst, ops, b):
+    return ops[0] if same_array_type(ops[0], inst) else None
+
+
+@rule("no-op slice -> x", "slice")
+def _noop_slice(inst, ops, b):
+    return ops[0] if same_array_type(ops[0], inst) else None
+
+
+@rule("no-op broadcast -> x", "broadcast")
+def _noop_broadcast(inst, ops, b):
+    if same_array_type(ops[0], inst) and is_identity_dims(inst.attrs["dimensions"], inst.shape.rank):
+        return ops[0]
+    return None
+
+
+@rule("broadcast(broadcast(x)) -> broadcast(x)", "broadcast")
+def _broadcast_broadcast(inst, ops, b):
+    if ops[0].opcode != "broadcast":
+        return None
+    outer = inst.attrs["dimensions"]
+    composed = tuple(outer[d] for d in ops[0].attrs["dimensions"])
+    return b.add("broadcast", (ops[0].operands[0],), {"dimensions": composed}, inst.shape, inst.metadata)
+
+
+@rule("no-op copy -> x", "copy")
+def _noop_copy(inst, ops, b):
+    return ops[0]
+
+
+@rule("concatenate(x) -> x", "concatenate")
+def _single_concat(inst, ops, b):
+    return ops[0] if len(ops) == 1 else None
+
+
+@rule("select(constant predicate) -> branch", "select")
+def _const_select(inst, ops, b):
+    p = scalar_constant(ops[0])
+    if p is None:
+        return None
+    chosen = ops[1] if bool(p) else ops[2]
+    return chosen if same_array_type(chosen, inst) else None
+
+
+@rule("reduce over size-1 dimensions -> reshape", "reduce")
+def _trivial_reduce(inst, ops, b):
+    if not isinstance(inst.shape, Shape) or not is_identity_init(inst):
+        return None
+    x = ops[0]
+    if any(x.shape.dims[d] != 1 for d in inst.attrs["dimensions"]):
+        return None
+    return b.add("reshape", (x,), shape=inst.shape, metadata=inst.metadata)
+
+
+def _sinkable(op: Instruction) -> tuple | None:
+    if op.opcode == "reshape":
+        return ("reshape", op.operands[0].shape.dims)
+    if op.opcode == "transpose":
+        return ("transpose", op.attrs["dimensions"])
+    return None
+
+
+@rule("elementwise(reshape(x), reshape(y)) -> reshape(elementwise(x, y))", "*")
+def _sink_reshapes(inst, ops, b):
+    """Move an equal reshape/transpose of every operand past an elementwise op, so fusible
+    chains are not broken by data movement (XLA's ReshapeMover)."""
+    if not is_elementwise(inst.opcode):
+        return None
+    movers = [op for op in ops if scalar_constant(op) is None]
+    if len(movers) < 2:
+        return None
+    kinds = {_sinkable(op) for op in movers}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    kind, how = kinds.pop()
+    source = movers[0].operands[0].shape
+    new_ops = []
+    for op in ops:
+        if scalar_constant(op) is None:
+            new_ops.append(op.operands[0])
+        else:  # a scalar broadcast: rebroadcast it to the source shape
+            value = op if op.opcode == "constant" else op.operands[0]
+            new_ops.append(b.add("broadcast", (value,), {"dimensions": ()},
+                                 Shape(op.shape.dtype, source.dims), op.metadata))
+    inner_shape = Shape(inst.shape.dtype, source.dims)
+    attrs = dict(inst.attrs)
+    inner = b.add(inst.opcode, new_ops, attrs, inner_shape, inst.metadata)
+    if kind == "reshape":
+        return b.add("reshape", (inner,), shape=inst.shape, metadata=inst.metadata)
+    return b.add("transpose", (inner,), {"dimensions": how}, metadata=inst.metadata)
+
+
+_BY_OPCODE: dict[str, list[tuple[str, Rule]]] = {}
+for _name, (_op, _fn) in RULES.items():
+    _BY_OPCODE.setdefault(_op, []).append((_name, _fn))
+
+
+def simplify(module: Module, max_rounds: int = 16) -> tuple[Module, Counter]:
+    """Apply the rule table to the entry computation until nothing changes."""
+    counts: Counter = Counter()
+    entry = module.entry
+    for _ in range(max_rounds):
+        def visit(inst, ops, builder):
+            for name, fn in _BY_OPCODE.get(inst.opcode, []) + _BY_OPCODE.get("*", []):
+                new = fn(inst, ops, builder)
+                if new is not None and new is not inst:
+                    counts[name] += 1
+                    return new
+            return None
+
+        entry, changed = rewrite_computation(entry, visit)
+        if not changed:
+            break
+    if entry is module.entry:
+        return module, counts
+    return replace_entry(module, entry), counts
