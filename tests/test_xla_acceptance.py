@@ -44,3 +44,13 @@ def test_xla_parses_compiles_and_agrees(name):
             np.testing.assert_allclose(o, t, rtol=3e-6, atol=1e-6)
         else:
             np.testing.assert_array_equal(o, t)
+
+
+@pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))
+def test_xla_parses_optimized_hlo(name):
+    """Optimised text (fusions, multi-output tuples) is accepted by XLA's parser. (XLA:CPU
+    will not compile fusions it did not make itself: they lack its backend configs.)"""
+    fn, args = programs.make_cases(np.random.default_rng(0))[name]
+    text = tk.jit(fn).lower(*args).compile().as_text()
+    module = xla_hlo.hlo_module_from_text(text)
+    assert "fusion(" in module.to_string() or "dot(" in module.to_string()

@@ -98,11 +98,15 @@ class ComputationBuilder:
         lit.flags.writeable = False
         return self.add("constant", (), {"literal": lit}, metadata=metadata)
 
-    def build(self, root: Instruction) -> Computation:
+    def build(self, root: Instruction, keep_dead: bool = False) -> Computation:
+        """The computation ending in ``root``; instructions it does not need are dropped unless
+        ``keep_dead`` (the parser keeps what the text says; DCE removes it)."""
         numbers = sorted(self._parameters)
         if numbers != list(range(len(numbers))):
             raise ValueError(f"%{self.name}: parameter numbers {numbers} are not 0..{len(numbers) - 1}")
         params = tuple(self._parameters[n] for n in numbers)
+        if keep_dead:
+            return Computation(self.name, params, tuple(self._instructions), root)
         live = {id(i) for i in post_order([root])}
         live.update(id(p) for p in params)
         kept = tuple(i for i in self._instructions if id(i) in live)

@@ -521,7 +521,7 @@ def _build(raw: _RawComputation, built: dict[str, Computation], parser: _Parser)
     for inst in raw.instructions:
         make(inst)
     root = made[roots[0].name] if roots else made[raw.instructions[-1].name]
-    return b.build(root)
+    return b.build(root, keep_dead=True)
 
 
 def parse_module(text: str) -> Module:

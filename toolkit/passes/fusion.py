@@ -135,8 +135,10 @@ class _Fuser:
         return memo
 
     def depends(self, a: Group, b: Group) -> bool:
-        """Does some member of ``a`` need a value computed by ``b`` (through anything)?"""
-        return any(self.ancestors(m) & b.ids for m in a.members if id(m) not in b.ids)
+        """Does some member of ``a`` need a value computed by ``b`` (through anything)?
+        Members both hold (duplicated cheap producers) are computed by each, not shared."""
+        own = b.ids - a.ids
+        return any(self.ancestors(m) & own for m in a.members if id(m) not in b.ids)
 
     # ---- the producer decisions -----------------------------------------------------------
     def visit(self, x: Instruction) -> None:

@@ -1,0 +1,167 @@
+"""Fusion: golden optimised HLO for the anchor workloads, and a reason for every decision."""
+import os
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.passes.fusion import REASONS, FusionOptions, fuse
+from toolkit.passes.simplify import simplify
+
+import programs
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+UPDATE = os.environ.get("TOOLKIT_UPDATE_GOLDEN") == "1"
+
+
+def compiled(fn, *args, **options):
+    return tk.jit(fn, **options).lower(*args).compile()
+
+
+def kernels(c):
+    return [i for i in c.optimized_hlo.entry.instructions if i.opcode in ("fusion", "dot")]
+
+
+def decisions(c, producer_op=None, consumer_op=None):
+    ops = {i.name: i.opcode for comp in (c.hlo.computations) for i in comp.instructions}
+    return [d for d in c.fusion_decisions
+            if (producer_op is None or ops.get(d.producer) == producer_op)
+            and (consumer_op is None or ops.get(d.consumer) == consumer_op)]
+
+
+@pytest.mark.parametrize("name", ["add_one", "softmax", "layernorm", "mlp_layer", "gelu"])
+def test_golden_optimized_hlo(name):
+    fn, args = programs.make_cases(np.random.default_rng(0))[name]
+    text = compiled(fn, *args).as_text(metadata=False)
+    path = GOLDEN / f"{name}.optimized.hlo"
+    if UPDATE or not path.exists():
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_add_one_is_one_loop_fusion_with_the_constant_inside():
+    c = compiled(programs.add_one, np.ones((10, 10), np.float32))
+    (k,) = kernels(c)
+    assert k.attrs["kind"] == "kLoop" and k.name == "loop_add_fusion"
+    assert [i.opcode for i in k.attrs["calls"].instructions] == ["parameter", "constant", "broadcast", "add"]
+    assert c.optimized_hlo.entry.root is k
+
+
+def test_gelu_is_one_fusion():
+    c = compiled(programs.gelu, np.ones((4, 33), np.float32))
+    assert len(kernels(c)) == 1 and kernels(c)[0].attrs["kind"] == "kLoop"
+
+
+def test_softmax_is_at_most_three_kernels_with_exp_computed_once():
+    c = compiled(programs.softmax, np.ones((8, 128), np.float32))
+    ks = kernels(c)
+    assert len(ks) == 3
+    assert [k.attrs["kind"] for k in ks] == ["kInput", "kInput", "kLoop"]
+    exp_kernels = [k for k in ks if any(i.opcode == "exponential" for i in k.attrs["calls"].instructions)]
+    assert len(exp_kernels) == 1  # exp is not duplicated: the sum's fusion also writes it out
+    assert [d.reason for d in decisions(c, "exponential", "divide")] == ["EXPENSIVE_WOULD_DUPLICATE"]
+    assert [d.reason for d in decisions(c, "exponential", "reduce")] == ["MULTI_OUTPUT"]
+
+
+def test_layernorm_mean_and_variance_rejection_is_explained():
+    fn, args = programs.make_cases(np.random.default_rng(0))["layernorm"]
+    c = compiled(fn, *args)
+    assert len(kernels(c)) == 3
+    (d,) = decisions(c, "reduce", "reduce")
+    assert d.reason == "WOULD_CREATE_CYCLE" and not d.fused
+    assert "needs the result of" in d.message
+    assert d.producer_location and d.consumer_location
+
+
+def test_independent_sibling_reductions_share_one_fusion():
+    c = compiled(lambda x: (x.sum(axis=1), (x * x).sum(axis=1)), np.ones((8, 16), np.float32))
+    (k,) = kernels(c)
+    assert k.attrs["kind"] == "kInput" and k.shape.is_tuple
+    assert [d.reason for d in decisions(c, "reduce", "reduce")] == ["SIBLING_MULTI_OUTPUT"]
+
+
+def test_mlp_keeps_the_dot_a_library_call_with_the_epilogue_fused():
+    fn, args = programs.make_cases(np.random.default_rng(0))["mlp_layer"]
+    c = compiled(fn, *args)
+    dot, epilogue = kernels(c)
+    assert dot.opcode == "dot"
+    assert epilogue.attrs["kind"] == "kLoop"
+    assert {i.opcode for i in epilogue.attrs["calls"].instructions} >= {"add", "maximum", "broadcast"}
+    assert [d.reason for d in decisions(c, "dot")] == ["LIBRARY_CALL"]
+
+
+def test_shared_exp_with_two_consumers_is_not_duplicated():
+    c = compiled(lambda x: (np.exp(x) + 1, np.exp(x) * 2), np.ones(8, np.float32))
+    got = {(d.reason, d.fused) for d in decisions(c, "exponential")}
+    assert got == {("EXPENSIVE_WOULD_DUPLICATE", False)}
+    assert len(kernels(c)) == 3
+
+
+def test_cheap_producer_is_duplicated_into_every_consumer():
+    c = compiled(lambda x: (x * 2 + 1, x * 2 - 1), np.ones(8, np.float32))
+    assert {d.reason for d in decisions(c, "multiply")} == {"FUSED"}
+    assert len(kernels(c)) == 2
+
+
+def test_reduction_feeding_a_reduction():
+    c = compiled(lambda x: x.sum(axis=1).max(), np.ones((4, 8), np.float32))
+    (d,) = decisions(c, "reduce", "reduce")
+    assert d.reason == "BOTH_REDUCTIONS" and not d.fused
+    assert len(kernels(c)) == 2
+
+
+def test_fusion_budget_on_operands():
+    def many(a, b, c, d, e):
+        return a + b + c + d + e
+
+    args = [np.ones(4, np.float32)] * 5
+    module, _ = simplify(tk.jit(many).lower(*args).hlo)
+    result = fuse(module, FusionOptions(max_operands=3))
+    reasons = {d.reason for d in result.decisions}
+    assert "BUDGET_OPERANDS" in reasons
+    message = next(d.message for d in result.decisions if d.reason == "BUDGET_OPERANDS")
+    assert "(budget 3)" in message
+    np.testing.assert_array_equal(tk.hlo.run(result.module, *args)[0], np.full(4, 5, np.float32))
+
+
+def test_outputs_and_library_call_consumers():
+    c = compiled(lambda x, w: (x * 2, (x * 3) @ w), np.ones((2, 3), np.float32), np.ones((3, 2), np.float32))
+    assert {d.reason for d in decisions(c, "multiply", "tuple")} == {"ROOT"}
+    assert {d.reason for d in decisions(c, "multiply", "dot")} == {"LIBRARY_CALL"}
+
+
+def test_every_decision_has_a_known_reason_and_locations():
+    for name, (fn, args) in programs.make_cases(np.random.default_rng(0)).items():
+        c = compiled(fn, *args)
+        for d in c.fusion_decisions:
+            assert d.reason in REASONS, d
+            assert d.message.startswith(REASONS[d.reason])
+            assert d.fused == (d.reason in ("FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT"))
+            assert d.bytes_saved >= 0
+
+
+def test_fused_computations_map_back_to_source_lines():
+    c = compiled(programs.softmax, np.ones((8, 128), np.float32))
+    for k in kernels(c):
+        members = [i for i in k.attrs["calls"].instructions if i.opcode not in ("parameter", "tuple")]
+        assert all(m.metadata.source_file.endswith("programs.py") for m in members if m.opcode != "constant")
+        assert re.fullmatch(r"(loop|input)_[a-z\-]+_fusion(\.\d+)?", k.name), k.name
+        assert k.attrs["calls"].name.startswith("fused_")
+
+
+def test_fusion_cost_counts_only_parameters_and_outputs():
+    c = compiled(programs.add_one, np.ones((10, 10), np.float32))
+    cost = c.cost_analysis()
+    assert cost["flops"] == 100
+    assert cost["bytes accessed"] == 400 + 400  # read x, write the result: the constant stays inside
+    assert compiled(programs.add_one, np.ones((10, 10), np.float32), pipeline="none").cost_analysis()["bytes accessed"] == (4 + 400) + 400 * 3  # broadcast, add
+
+
+def test_profile_records_fusion_decisions_and_pass_events():
+    f = tk.jit(programs.softmax)
+    with tk.profile() as prof:
+        f(np.ones((4, 16), np.float32))
+    assert {p.pass_name for p in prof.passes} == {"simplify", "constant-folding", "cse", "dce", "fusion"}
+    assert prof.fusion_decisions and all(d.compile_id == prof.compiles[0].compile_id for d in prof.fusion_decisions)

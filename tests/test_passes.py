@@ -1,0 +1,174 @@
+"""Passes: each rewrite rule, folding, CSE, DCE, the manager, memory analysis; and every pass
+leaves the interpreter's results unchanged on random programs."""
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+import toolkit as tk
+import toolkit.numpy as tnp
+from toolkit.backends.reference.interpreter import EVALUATORS
+from toolkit.ir.verifier import verify
+from toolkit.passes.constant_folding import constant_folding
+from toolkit.passes.cse import cse, dce
+from toolkit.passes.fusion import fuse
+from toolkit.passes.manager import PassError, Pipeline
+from toolkit.passes.memory_analysis import memory_analysis
+from toolkit.passes.pipeline import make_pipeline
+from toolkit.passes.simplify import RULES, simplify
+
+from test_random_programs import inputs_strategy, run_program, steps_strategy
+
+f32 = np.float32
+x34 = np.arange(12, dtype=f32).reshape(3, 4) - 5
+
+
+RULE_CASES = {
+    "add(x, 0) -> x": (lambda x: x + 0, x34),
+    "subtract(x, 0) -> x": (lambda x: x - 0, x34),
+    "multiply(x, 1) -> x": (lambda x: 1 * x, x34),
+    "divide(x, 1) -> x": (lambda x: x / 1, x34),
+    "integer multiply(x, 0) -> 0": (lambda x: x * 0, x34.astype(np.int32)),
+    "divide(x, 2^k) -> multiply(x, 2^-k)": (lambda x: x / 8.0, x34),
+    "power(x, 1) -> x": (lambda x: x ** 1, x34),
+    "power(x, 2) -> multiply(x, x)": (lambda x: x ** 2, x34),
+    "negate(negate(x)) -> x": (lambda x: -(-x), x34),
+    "not(not(x)) -> x": (lambda x: ~~x, x34.astype(np.int32)),
+    "no-op reshape -> x": ("  ROOT r = f32[3,4] reshape(p)", x34),
+    "reshape(reshape(x)) -> reshape(x)": (lambda x: x.reshape(12).reshape(2, 6), x34),
+    "no-op transpose -> x": ("  ROOT r = f32[3,4] transpose(p), dimensions={0,1}", x34),
+    "transpose(transpose(x)) -> transpose(x)": (lambda x: x.T.T + x.T[None].T[..., 0], x34),
+    "no-op convert -> x": ("  ROOT r = f32[3,4] convert(p)", x34),
+    "no-op slice -> x": ("  ROOT r = f32[3,4] slice(p), slice={[0:3], [0:4]}", x34),
+    "no-op broadcast -> x": ("  ROOT r = f32[3,4] broadcast(p), dimensions={0,1}", x34),
+    "broadcast(broadcast(x)) -> broadcast(x)": ("  s = f32[1,4] slice(p), slice={[0:1], [0:4]}\n"
+                                                "  r = f32[4] reshape(s)\n"
+                                                "  b1 = f32[3,4] broadcast(r), dimensions={1}\n"
+                                                "  ROOT b2 = f32[2,3,4] broadcast(b1), dimensions={1,2}", x34),
+    "no-op copy -> x": (lambda x: np.copy(x), x34),
+    "concatenate(x) -> x": ("  ROOT r = f32[3,4] concatenate(p), dimensions={0}", x34),
+    "select(constant predicate) -> branch": (lambda x: tnp.where(tnp.full((3, 4), True), x, -x), x34),
+    "reduce over size-1 dimensions -> reshape": (lambda x: x.reshape(3, 1, 4).sum(axis=1), x34),
+    "elementwise(reshape(x), reshape(y)) -> reshape(elementwise(x, y))":
+        (lambda x: x.reshape(12) * x.reshape(12), x34),
+}
+
+
+def test_every_rule_has_a_case():
+    assert set(RULE_CASES) == set(RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_CASES))
+def test_rule_fires_and_preserves_results(rule):
+    fn, x = RULE_CASES[rule]
+    if isinstance(fn, str):  # HLO text: shapes JAX prints and the tracer never emits
+        module = tk.hlo.parse(f"HloModule m\nENTRY e {{\n  p = f32[3,4] parameter(0)\n{fn}\n}}\n")
+    else:
+        module = tk.jit(fn).lower(x).hlo
+    simplified, counts = simplify(module)
+    assert counts[rule] >= 1, counts
+    verify(simplified)
+    expected = tk.hlo.run(module, x)
+    got = tk.hlo.run(simplified, x)
+    for e, g in zip(expected, got):
+        np.testing.assert_array_equal(e, g)
+
+
+def test_float_multiply_by_zero_is_kept():
+    module = tk.jit(lambda x: x * 0.0).lower(np.array([np.nan, np.inf, 1.0])).hlo
+    simplified, counts = simplify(module)
+    assert not counts
+    got = tk.hlo.run(simplified, np.array([np.nan, np.inf, 1.0]))[0]
+    assert np.isnan(got[0]) and np.isnan(got[1]) and got[2] == 0
+
+
+def test_division_by_non_power_of_two_is_kept():
+    _, counts = simplify(tk.jit(lambda x: x / 3.0).lower(x34).hlo)
+    assert not counts
+
+
+def test_constant_folding_and_broadcast_scalars():
+    module = tk.jit(lambda x: x + (tnp.full((3, 4), 2.0, np.float32) * 3 + 1)).lower(x34).hlo
+    folded, counts = constant_folding(module, EVALUATORS)
+    assert counts["fold elementwise op of broadcast scalars"] == 2
+    assert "constant(7)" in folded.to_text()
+    np.testing.assert_array_equal(tk.hlo.run(folded, x34)[0], x34 + 7)
+
+
+def test_cse_and_dce():
+    module = tk.jit(lambda x: np.exp(x) + np.exp(x)).lower(x34).hlo
+    deduped, counts = cse(module)
+    assert counts == Counter({"duplicate exponential": 1})
+    assert deduped.to_text().count("exponential(") == 1
+    text = """HloModule m
+    ENTRY e {
+      p = f32[2] parameter(0)
+      dead = f32[2] negate(p)
+      ROOT r = f32[2] abs(p)
+    }"""
+    from toolkit.ir.parser import parse_module
+
+    parsed = parse_module(text)
+    cleaned, counts = dce(parsed)
+    assert counts["dead instruction"] == 1 and "negate" not in cleaned.to_text()
+
+
+def test_manager_times_verifies_and_dumps():
+    f = tk.jit(lambda x: np.exp(x + 0) * 2, dump_passes="simplify|fusion")
+    c = f.lower(x34).compile()
+    names = [p.pass_name for p in c.pass_events]
+    assert names[:3] == ["simplify", "constant-folding", "cse"] and names[-2:] == ["dce", "fusion"]
+    assert all(p.duration >= 0 for p in c.pass_events)
+    assert dict(c.pass_events[0].rewrites) == {"add(x, 0) -> x": 1}
+    dumps = c.pass_dumps
+    assert [d.pass_name for d in dumps] == ["simplify", "simplify", "fusion"]
+    assert "-  %add" in dumps[0].diff and "+  ROOT %loop_multiply_fusion" in dumps[-1].diff
+    assert dumps[-1].text == c.as_text()
+    assert c.rewrites["add(x, 0) -> x"] == 1
+
+
+def test_a_broken_pass_is_named():
+    def breaks(module):
+        entry = module.entry
+        bad = type(entry)(entry.name, entry.parameters, entry.instructions[::-1], entry.root)
+        return type(module)(module.name, module.computations[:-1] + (bad,), bad), Counter({"x": 1}), []
+
+    module = tk.jit(lambda x: np.exp(x) * 2).lower(x34).hlo
+    with pytest.raises(PassError, match="pass 'breaker' produced an invalid module"):
+        Pipeline("test", (("breaker", breaks),)).run(module)
+
+
+def test_unknown_pipeline():
+    with pytest.raises(ValueError, match="unknown pipeline"):
+        tk.jit(lambda x: x, pipeline="O9")
+    assert tk.jit(lambda x: x + 0, pipeline="none").lower(x34).compile().as_text().count("add(") == 1
+
+
+def test_memory_analysis():
+    # broadcast(2) -> x*2 -> exp; log(x); exp*log: at most two f32[1000] temporaries are live
+    # at once (x*2 with exp, then exp with log), and the output joins exp and log at the end
+    c = tk.jit(lambda x: np.exp(x * 2) * np.log(x), pipeline="none").lower(np.ones(1000, f32)).compile()
+    m = c.memory_analysis()
+    assert m.argument_size_in_bytes == 4000 and m.output_size_in_bytes == 4000
+    assert m.temp_size_in_bytes == 2 * 4000
+    assert m.peak_memory_in_bytes == 4000 + 2 * 4000 + 4000
+    fused = tk.jit(lambda x: np.exp(x * 2) * np.log(x)).lower(np.ones(1000, f32)).compile()
+    assert fused.memory_analysis().temp_size_in_bytes == 0  # one fusion: no temporaries
+
+
+@given(steps=steps_strategy, data=inputs_strategy(np.float64))
+def test_every_pass_and_the_pipeline_preserve_results(steps, data):
+    x, y = data
+    module = tk.jit(lambda a, b: run_program(steps, a, b)).lower(x, y).hlo
+    expected = tk.hlo.run(module, x, y)
+    candidates = [simplify(module)[0], constant_folding(module, EVALUATORS)[0], cse(module)[0],
+                  dce(module)[0], fuse(simplify(module)[0]).module,
+                  make_pipeline("default", EVALUATORS).run(module).module]
+    for candidate in candidates:
+        verify(candidate)
+        got = tk.hlo.run(candidate, x, y)
+        for e, g in zip(expected, got):
+            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12, equal_nan=True)
+        again = tk.hlo.parse(candidate.to_text())
+        assert again.to_text() == candidate.to_text()
