@@ -1,6 +1,10 @@
 import os
 
-import numpy as np
+# Frontend, pass and profiler tests run on the interpreter (the oracle): LLVM compiles cost tens
+# of milliseconds each. CPU-backend tests ask for backend="cpu" explicitly.
+os.environ.setdefault("TOOLKIT_BACKEND", "interpreter")
+
+import numpy as np  # noqa: E402
 import pytest
 from hypothesis import HealthCheck, settings
 

@@ -34,7 +34,7 @@ from .profiler.events import CompileEvent, DispatchEvent, KernelEvent, Phase
 from .profiler.recorder import RECORDER
 from .runtime import history as _history
 
-STAGES = ("hlo", "optimized_hlo")
+STAGES = ("hlo", "optimized_hlo", "llvm", "asm")
 DEFAULT_PIPELINE = "default"
 _FAST_DTYPES = frozenset(SUPPORTED)
 
@@ -93,8 +93,15 @@ class Lowered:
         passes_end = clock.now()
         executable = self._backend.compile(optimized.module)
         end = clock.now()
-        phases = (Phase("passes", start, passes_end - start),
-                  Phase("backend_compile", passes_end, end - passes_end))
+        phases = [Phase("passes", start, passes_end - start)]
+        backend_phases = getattr(executable, "compile_phases", None) or []
+        t = passes_end
+        for name, seconds in backend_phases:  # codegen, optimisation, machine code
+            phases.append(Phase(name, t, seconds))
+            t += seconds
+        if not backend_phases:
+            phases.append(Phase("backend_compile", passes_end, end - passes_end))
+        phases = tuple(phases)
         if RECORDER.active:
             for event in optimized.passes + optimized.decisions:
                 RECORDER.record(event)
@@ -136,6 +143,12 @@ class Compiled:
             return self.hlo.to_text(metadata=metadata)
         if stage == "optimized_hlo":
             return self.optimized_hlo.to_text(metadata=metadata)
+        if stage in ("llvm", "asm"):
+            text = getattr(self._executable, "llvm_ir" if stage == "llvm" else "asm", None)
+            if text is None:
+                raise ValueError(f"stage {stage!r} is not available on the {self.backend} backend "
+                                 "(use backend='cpu')")
+            return text
         raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
 
     def cost_analysis(self, peak_flops: float | None = None,
@@ -184,12 +197,12 @@ class Compiled:
         events = []
         spent = [0.0]
 
-        def on_kernel(inst, start, duration):
+        def on_kernel(inst, start, duration, launch="threads=1"):
             t0 = time.perf_counter()
             flops, trans, nbytes, kind, source = info[inst.name]
             events.append(KernelEvent(inst.name, self.backend, start, duration, flops=flops,
                                       transcendentals=trans, bytes_accessed=nbytes,
-                                      launch="threads=1", compile_id=self.compile_id,
+                                      launch=launch, compile_id=self.compile_id,
                                       function=self.fn_name, kind=kind, source=source))
             spent[0] += time.perf_counter() - t0
 

@@ -1,6 +1,7 @@
 """The backend registry: backends register themselves; the runtime asks for one by name."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
@@ -41,6 +42,9 @@ def backend_names() -> list[str]:
 
 
 def get_backend(name: str | None = None) -> Backend:
+    """The named backend; without a name, $TOOLKIT_BACKEND or the best one available here."""
+    if name is None:
+        name = os.environ.get("TOOLKIT_BACKEND") or None
     if name is None:
         usable = [b for b in _REGISTRY.values() if b.available() is None]
         return max(usable, key=lambda b: b.priority)

@@ -54,11 +54,23 @@ def api_boundary(fn):
         try:
             return fn(*args, **kwargs)
         except _USER_FACING as e:
-            if os.environ.get("TOOLKIT_TRACEBACK") == "full":
+            if os.environ.get("TOOLKIT_TRACEBACK") == "full" or _raised_by_a_library(e):
                 raise
             raise e.with_traceback(user_traceback(e.__traceback__)) from None
 
     return wrapper
+
+
+def _raised_by_a_library(e: BaseException) -> bool:
+    """An error from inside a third-party library is an internal error: keep every frame.
+    (NumPy raising on the user's own call is the user's error, so NumPy counts as user code.)"""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    return "site-packages" in filename and not is_internal_file(filename) and "/numpy/" not in filename
 
 
 def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:

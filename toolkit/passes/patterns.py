@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.nodes import Instruction
+from ..ir.queries import reducer_opcode
 from ..ir.shapes import Shape
 
 
@@ -27,17 +28,6 @@ def is_identity_dims(dims, rank: int) -> bool:
 
 def same_array_type(a: Instruction, b: Instruction) -> bool:
     return isinstance(a.shape, Shape) and a.shape.same_type(b.shape)
-
-
-def reducer_opcode(inst: Instruction) -> str | None:
-    """The binary op of a reduce whose to_apply is ``op(p0, p1)``, else None."""
-    comp = inst.attrs.get("to_apply")
-    if comp is None or len(comp.parameters) != 2 or len(comp.instructions) != 3:
-        return None
-    root = comp.root
-    if {id(o) for o in root.operands} == {id(p) for p in comp.parameters}:
-        return root.opcode
-    return None
 
 
 IDENTITIES = {

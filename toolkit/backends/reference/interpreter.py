@@ -10,6 +10,7 @@ import numpy as np
 
 from ...ir.nodes import Computation, Instruction, Module
 from ...ir.ops import OPS
+from ...ir.queries import reducer_opcode
 from ...ir.shapes import Shape
 from . import semantics as sem
 
@@ -111,21 +112,12 @@ _REDUCER_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum
                    "xor": np.bitwise_xor}
 
 
-def _simple_reducer(comp: Computation):
-    root = comp.root
-    params = set(id(p) for p in comp.parameters)
-    if (len(comp.parameters) == 2 and root.opcode in _REDUCER_UFUNCS
-            and {id(o) for o in root.operands} == params and len(comp.instructions) == 3):
-        return _REDUCER_UFUNCS[root.opcode]
-    return None
-
-
 def _reduce(inst, args):
     comp: Computation = inst.attrs["to_apply"]
     dims = tuple(inst.attrs["dimensions"])
     n = len(args) // 2
     inputs, inits = args[:n], args[n:]
-    ufunc = _simple_reducer(comp) if n == 1 else None
+    ufunc = _REDUCER_UFUNCS.get(reducer_opcode(inst)) if n == 1 else None
     if ufunc is not None:
         x, init = inputs[0], inits[0]
         if x.dtype.kind == "b" and ufunc in (np.bitwise_and, np.bitwise_or, np.bitwise_xor):

@@ -1,0 +1,37 @@
+"""Dots as library calls: any dot_general becomes a (batched) matmul by NumPy's BLAS, written
+into the preallocated output buffer (XLA:CPU calls Eigen or oneDNN the same way)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.nodes import Instruction
+
+
+def make_dot(inst: Instruction):
+    a = inst.attrs
+    lhs, rhs = inst.operands
+    lb, lc = list(a.get("lhs_batch_dims", ())), list(a.get("lhs_contracting_dims", ()))
+    rb, rc = list(a.get("rhs_batch_dims", ())), list(a.get("rhs_contracting_dims", ()))
+    lf = [d for d in range(lhs.shape.rank) if d not in lb + lc]
+    rf = [d for d in range(rhs.shape.rank) if d not in rb + rc]
+    batch = math.prod(lhs.shape.dims[d] for d in lb)
+    m = math.prod(lhs.shape.dims[d] for d in lf)
+    k = math.prod(lhs.shape.dims[d] for d in lc)
+    n = math.prod(rhs.shape.dims[d] for d in rf)
+    lperm, rperm = lb + lf + lc, rb + rc + rf
+    ltrivial = lperm == list(range(len(lperm)))
+    rtrivial = rperm == list(range(len(rperm)))
+    dtype = inst.shape.dtype.numpy
+
+    def run(ins, out):
+        x, y = ins
+        x3 = (x if ltrivial else np.transpose(x, lperm)).reshape(batch, m, k)
+        y3 = (y if rtrivial else np.transpose(y, rperm)).reshape(batch, k, n)
+        o3 = out.reshape(batch, m, n)
+        if x3.dtype != dtype:
+            x3, y3 = x3.astype(dtype), y3.astype(dtype)
+        np.matmul(x3, y3, out=o3)
+
+    return run

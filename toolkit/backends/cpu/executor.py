@@ -1,0 +1,177 @@
+"""The CPU executable: a plan of steps over buffer slots, run per call.
+
+Steps are compiled kernels (split over threads when large), BLAS dots (NumPy's matmul into
+preallocated buffers), interpreter fallbacks for the rare instruction the emitter cannot lower,
+and aliases (tuple, get-tuple-element). Arguments are never written; outputs are fresh arrays
+each call; temporaries are reused across calls (per thread) since they never escape."""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir.nodes import Instruction, Module
+from ...ir.shapes import Shape
+
+PARALLEL_THRESHOLD = 1 << 16  # elements: below this a kernel runs on one thread
+
+
+def num_threads() -> int:
+    env = os.environ.get("TOOLKIT_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def pool(n: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < n:
+            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="toolkit-cpu")
+        return _pool
+
+
+@dataclass
+class Step:
+    kind: str  # kernel | dot | fallback | alias | constant
+    inst: Instruction
+    inputs: list[int]
+    outputs: list[int]
+    fn: object = None
+    extent: int = 0
+    work: int = 0
+    reducers: list[str] = field(default_factory=list)  # per output, for combining partials
+    full_reduction: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+_PARTIAL_COMBINE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
+                    "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
+                    "xor": np.bitwise_xor}
+
+
+class CpuExecutable:
+    def __init__(self, module: Module, steps: list[Step], slots: list[Shape | None],
+                 arg_slots: list[int], out_slots: list[int], temp_slots: set[int],
+                 constants: dict[int, np.ndarray], machine_code, fallbacks: list[str]):
+        self.module = module
+        self.steps = steps
+        self.slots = slots
+        self.arg_slots = arg_slots
+        self.out_slots = out_slots
+        self.temp_slots = temp_slots
+        self.constants = constants
+        self.machine_code = machine_code
+        self.fallbacks = fallbacks
+        self.threads = num_threads()
+        self._local = threading.local()
+
+    @property
+    def llvm_ir(self) -> str:
+        return self.machine_code.llvm_ir if self.machine_code else ""
+
+    @property
+    def asm(self) -> str:
+        return self.machine_code.asm if self.machine_code else ""
+
+    @property
+    def compile_phases(self):
+        return self.machine_code.phases if self.machine_code else []
+
+    def _buffers(self, args) -> list:
+        bufs: list = [None] * len(self.slots)
+        for slot, arg in zip(self.arg_slots, args):
+            bufs[slot] = np.ascontiguousarray(arg)
+        for slot, value in self.constants.items():
+            bufs[slot] = value
+        temps = getattr(self._local, "temps", None)
+        if temps is None:
+            temps = self._local.temps = {}
+        for slot in self.temp_slots:
+            arr = temps.get(slot)
+            if arr is None:
+                shape = self.slots[slot]
+                arr = temps[slot] = np.empty(shape.dims, shape.dtype.numpy)
+            bufs[slot] = arr
+        return bufs
+
+    def __call__(self, args):
+        return self.run(args, None, None)
+
+    def run_profiled(self, args, clock, on_kernel):
+        return self.run(args, clock, on_kernel)
+
+    def run(self, args, clock, on_kernel):
+        bufs = self._buffers(args)
+        for step in self.steps:
+            start = clock.now() if on_kernel is not None else 0.0
+            threads = self._execute(step, bufs)
+            if on_kernel is not None and step.kind in ("kernel", "dot", "fallback"):
+                on_kernel(step.inst, start, clock.now() - start, f"threads={threads}")
+        return tuple(self._result(bufs[s], s) for s in self.out_slots)
+
+    def _result(self, value, slot):
+        if slot in self.temp_slots or slot in self.constants or slot in self.arg_slots:
+            return np.array(value)  # a fresh array: callers may keep and mutate results
+        return value
+
+    def _alloc(self, bufs, slot):
+        if bufs[slot] is None:
+            shape = self.slots[slot]
+            bufs[slot] = np.empty(shape.dims, shape.dtype.numpy)
+        return bufs[slot]
+
+    def _execute(self, step: Step, bufs) -> int:
+        if step.kind == "alias":
+            bufs[step.outputs[0]] = step.extra["view"](bufs, step)
+            return 1
+        outs = [self._alloc(bufs, s) for s in step.outputs]
+        ins = [bufs[s] for s in step.inputs]
+        if step.kind == "dot":
+            step.extra["run"](ins, outs[0])
+            return 1
+        if step.kind == "fallback":
+            results = step.extra["run"](ins)
+            for o, r in zip(outs, results):
+                o[...] = r
+            return 1
+        pointers = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outs]
+        n = self.threads
+        if n > 1 and step.extent >= 2 and step.work >= PARALLEL_THRESHOLD:
+            return self._parallel(step, pointers, outs, min(n, step.extent))
+        step.fn(*pointers, 0, max(step.extent, 1))
+        return 1
+
+    def _parallel(self, step: Step, pointers, outs, n: int) -> int:
+        bounds = [step.extent * i // n for i in range(n + 1)]
+        if step.full_reduction:
+            # each chunk reduces into its own partial result; combined in a fixed order
+            partials = [np.empty_like(outs[i]) for i in range(len(outs)) for _ in range(n)]
+            per_out = len(outs)
+            calls = []
+            for c in range(n):
+                ptrs = pointers[: len(pointers) - per_out] + [partials[k * n + c].ctypes.data for k in range(per_out)]
+                calls.append((ptrs, bounds[c], bounds[c + 1]))
+            list(pool(n).map(lambda call: step.fn(*call[0], call[1], call[2]), calls))
+            for k, o in enumerate(outs):
+                combine = _PARTIAL_COMBINE[step.reducers[k]]
+                acc = partials[k * n]
+                for c in range(1, n):
+                    acc = combine(acc, partials[k * n + c])
+                o[...] = acc
+            return n
+        list(pool(n).map(lambda c: step.fn(*pointers, bounds[c], bounds[c + 1]), range(n)))
+        return n
+
+
+def ctypes_function(address: int, n_pointers: int):
+    proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_pointers), ctypes.c_int64, ctypes.c_int64)
+    return proto(address)

@@ -1,0 +1,181 @@
+"""toolkit's own branch-free float32 math, emitted inline as LLVM IR so the loop vectoriser can
+widen it (libm's scalar ``expf``/``tanhf`` calls cost 30-40 ns an element and block that).
+
+Range reduction plus polynomials, as XLA's CPU emitter does. Maximum errors against a float64
+reference, measured by tests/test_cpu_math.py over dense samples and special values:
+
+    exp 1 ulp · log 1 ulp · log1p 2 ulp · expm1 2 ulp · tanh 3 ulp · logistic 2 ulp
+    sin, cos 2 ulp for |x| < 8192 (Cody-Waite reduction; larger |x| lose accuracy)
+    erf 2 ulp for |x| < 0.5, 1e-7 absolute beyond
+
+float64 (and f32 pow, cbrt, tan, atan2) use LLVM's intrinsics, which call libm: exact to
+libm's accuracy, but scalar."""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from .types import F32, I32
+
+LOG2E = 1.4426950408889634
+LN2_HI, LN2_LO = 0.693145751953125, 1.428606765330187e-06
+
+
+def _f(v: float) -> ir.Constant:
+    return ir.Constant(F32, v)
+
+
+def _poly(b: ir.IRBuilder, x, coefficients):
+    """Horner evaluation; coefficients from the highest degree down."""
+    acc = _f(coefficients[0])
+    for c in coefficients[1:]:
+        acc = b.fadd(b.fmul(acc, x), _f(c))
+    return acc
+
+
+def declare(module: ir.Module, name: str, overloads, ret, params) -> ir.Function:
+    """An LLVM intrinsic with an explicit signature (llvmlite guesses one operand otherwise)."""
+    return module.declare_intrinsic(name, overloads, ir.FunctionType(ret, params))
+
+
+def _intrinsic(b: ir.IRBuilder, name: str, args, ty=F32):
+    return b.call(declare(b.module, name, [ty], ty, [a.type for a in args]), args)
+
+
+def _is_nan(b, x):
+    return b.fcmp_unordered("uno", x, x)
+
+
+def _pow2i(b: ir.IRBuilder, n):
+    """2**n for an i32 n in [-126, 127], built from the exponent bits."""
+    return b.bitcast(b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+
+
+def exp_f32(b: ir.IRBuilder, x):
+    clamped = _intrinsic(b, "llvm.minnum", [_intrinsic(b, "llvm.maxnum", [x, _f(-104.0)]), _f(89.0)])
+    k = _intrinsic(b, "llvm.roundeven", [b.fmul(clamped, _f(LOG2E))])
+    r = b.fsub(b.fsub(clamped, b.fmul(k, _f(LN2_HI))), b.fmul(k, _f(LN2_LO)))
+    p = _poly(b, r, [1 / 5040, 1 / 720, 1 / 120, 1 / 24, 1 / 6, 0.5, 1.0, 1.0])
+    n = b.fptosi(k, I32)
+    half = b.ashr(n, ir.Constant(I32, 1))
+    result = b.fmul(b.fmul(p, _pow2i(b, half)), _pow2i(b, b.sub(n, half)))
+    return b.select(_is_nan(b, x), x, result)
+
+
+def log_f32(b: ir.IRBuilder, x):
+    tiny = b.fcmp_ordered("<", x, _f(1.1754943508222875e-38))
+    scaled = b.select(tiny, b.fmul(x, _f(8388608.0)), x)  # denormals: scale by 2**23 first
+    bits = b.bitcast(scaled, I32)
+    e = b.sub(b.and_(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 255)), ir.Constant(I32, 127))
+    e = b.select(tiny, b.sub(e, ir.Constant(I32, 23)), e)
+    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0x3F800000)), F32)
+    big = b.fcmp_ordered(">", m, _f(1.4142135623730951))
+    m = b.select(big, b.fmul(m, _f(0.5)), m)
+    e = b.select(big, b.add(e, ir.Constant(I32, 1)), e)
+    f = b.fsub(m, _f(1.0))
+    s = b.fdiv(f, b.fadd(f, _f(2.0)))
+    s2 = b.fmul(s, s)
+    series = b.fmul(s, _poly(b, s2, [2 / 11, 2 / 9, 2 / 7, 2 / 5, 2 / 3, 2.0]))
+    ef = b.sitofp(e, F32)
+    result = b.fadd(b.fmul(ef, _f(LN2_HI)), b.fadd(b.fmul(ef, _f(LN2_LO)), series))
+    result = b.select(b.fcmp_ordered("==", x, _f(0.0)), _f(-math.inf), result)
+    result = b.select(b.fcmp_ordered("==", x, _f(math.inf)), x, result)
+    return b.select(b.fcmp_unordered("<", x, _f(0.0)), _f(math.nan), result)
+
+
+def log1p_f32(b: ir.IRBuilder, x):
+    u = b.fadd(x, _f(1.0))
+    correction = b.fdiv(b.fsub(b.fsub(u, _f(1.0)), x), u)
+    result = b.fsub(log_f32(b, u), correction)
+    exact = b.fcmp_ordered("==", u, _f(1.0))
+    result = b.select(exact, x, result)
+    return b.select(b.fcmp_ordered("==", x, _f(math.inf)), x, result)
+
+
+def expm1_f32(b: ir.IRBuilder, x):
+    u = exp_f32(b, x)
+    um1 = b.fsub(u, _f(1.0))
+    # Kahan: (u - 1) * x / log(u) cancels the rounding error of u
+    result = b.fdiv(b.fmul(um1, x), log_f32(b, u))
+    result = b.select(b.fcmp_ordered("==", u, _f(1.0)), x, result)
+    result = b.select(b.fcmp_ordered("==", um1, _f(-1.0)), _f(-1.0), result)
+    result = b.select(b.fcmp_ordered("==", u, _f(math.inf)), u, result)
+    return b.select(_is_nan(b, x), x, result)
+
+
+_TANH_P = [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+           5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03]
+_TANH_Q = [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03]
+
+
+def tanh_f32(b: ir.IRBuilder, x):
+    """A rational approximation on [-9, 9] (the same form as Eigen's and XLA's)."""
+    c = _intrinsic(b, "llvm.minnum", [_intrinsic(b, "llvm.maxnum", [x, _f(-9.0)]), _f(9.0)])
+    c2 = b.fmul(c, c)
+    p = b.fmul(c, _poly(b, c2, _TANH_P))
+    q = _poly(b, c2, _TANH_Q)
+    result = b.fdiv(p, q)
+    small = b.fcmp_ordered("<", _intrinsic(b, "llvm.fabs", [x]), _f(0.0004))
+    result = b.select(small, x, result)
+    return b.select(_is_nan(b, x), x, result)
+
+
+def logistic_f32(b: ir.IRBuilder, x):
+    e = exp_f32(b, b.fneg(x))
+    return b.fdiv(_f(1.0), b.fadd(_f(1.0), e))
+
+
+_PIO2_1, _PIO2_2, _PIO2_3 = 1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8
+
+
+def _sincos_reduce(b: ir.IRBuilder, x):
+    k = _intrinsic(b, "llvm.roundeven", [b.fmul(x, _f(2 / math.pi))])
+    r = b.fsub(b.fsub(b.fsub(x, b.fmul(k, _f(_PIO2_1))), b.fmul(k, _f(_PIO2_2))), b.fmul(k, _f(_PIO2_3)))
+    q = b.and_(b.fptosi(k, I32), ir.Constant(I32, 3))
+    r2 = b.fmul(r, r)
+    s = b.fmul(r, _poly(b, r2, [1 / 362880, -1 / 5040, 1 / 120, -1 / 6, 1.0]))
+    c = _poly(b, r2, [-1 / 3628800, 1 / 40320, -1 / 720, 1 / 24, -0.5, 1.0])
+    return q, s, c
+
+
+def _quadrant(b, q, v0, v1, v2, v3):
+    out = b.select(b.icmp_signed("==", q, ir.Constant(I32, 1)), v1, v0)
+    out = b.select(b.icmp_signed("==", q, ir.Constant(I32, 2)), v2, out)
+    return b.select(b.icmp_signed("==", q, ir.Constant(I32, 3)), v3, out)
+
+
+def _finite_or_nan(b, x, result):
+    inf = b.fcmp_ordered("==", _intrinsic(b, "llvm.fabs", [x]), _f(math.inf))
+    return b.select(b.or_(inf, _is_nan(b, x)), _f(math.nan), result)
+
+
+def sin_f32(b: ir.IRBuilder, x):
+    q, s, c = _sincos_reduce(b, x)
+    return _finite_or_nan(b, x, _quadrant(b, q, s, c, b.fneg(s), b.fneg(c)))
+
+
+def cos_f32(b: ir.IRBuilder, x):
+    q, s, c = _sincos_reduce(b, x)
+    return _finite_or_nan(b, x, _quadrant(b, q, c, b.fneg(s), b.fneg(c), s))
+
+
+_ERF_SMALL = [-1 / 1320, 1 / 216, -1 / 42, 1 / 10, -1 / 3, 1.0]  # x * P(x^2) * 2/sqrt(pi)
+_AS_P = 0.3275911
+_AS_A = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592]
+
+
+def erf_f32(b: ir.IRBuilder, x):
+    ax = _intrinsic(b, "llvm.fabs", [x])
+    x2 = b.fmul(x, x)
+    small = b.fmul(b.fmul(x, _poly(b, x2, _ERF_SMALL)), _f(2 / math.sqrt(math.pi)))
+    t = b.fdiv(_f(1.0), b.fadd(_f(1.0), b.fmul(_f(_AS_P), ax)))
+    tail = b.fsub(_f(1.0), b.fmul(b.fmul(t, _poly(b, t, _AS_A)), exp_f32(b, b.fneg(x2))))
+    signed = b.select(b.fcmp_ordered("<", x, _f(0.0)), b.fneg(tail), tail)
+    result = b.select(b.fcmp_ordered("<", ax, _f(0.5)), small, signed)
+    return b.select(_is_nan(b, x), x, result)
+
+
+OWN_F32 = {"exponential": exp_f32, "log": log_f32, "log-plus-one": log1p_f32,
+           "exponential-minus-one": expm1_f32, "tanh": tanh_f32, "logistic": logistic_f32,
+           "sine": sin_f32, "cosine": cos_f32, "erf": erf_f32}
