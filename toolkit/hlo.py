@@ -17,14 +17,18 @@ def to_text(module: Module, metadata: bool = True) -> str:
     return module_to_text(module, metadata=metadata)
 
 
-def run(module: Module, *args, backend: str = "interpreter") -> tuple:
-    """Execute ``module`` on NumPy arrays; returns a tuple of arrays (the flattened results)."""
-    if backend not in ("interpreter", "reference"):
-        from .backends import get_backend
-        from .backends.reference.interpreter import coerce_arguments
+def run(module: Module, *args, backend: str = "interpreter", pipeline: str = "default") -> tuple:
+    """Execute ``module`` on NumPy arrays; returns a tuple of arrays (the flattened results).
+    The reference interpreter runs the module as written; other backends compile it after the
+    optimisation ``pipeline``."""
+    if backend in ("interpreter", "reference"):
+        return _interpret(module, *args)
+    from .backends import get_backend
+    from .backends.reference.interpreter import EVALUATORS, coerce_arguments
+    from .passes.pipeline import make_pipeline
 
-        return get_backend(backend).compile(module)(coerce_arguments(module, args))
-    return _interpret(module, *args)
+    optimized = make_pipeline(pipeline, EVALUATORS).run(module).module
+    return get_backend(backend).compile(optimized)(coerce_arguments(module, args))
 
 
 __all__ = ["parse", "to_text", "run", "Module", "HloParseError", "VerificationError"]

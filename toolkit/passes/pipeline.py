@@ -1,5 +1,5 @@
-"""Named pipelines. ``default``: simplify, fold constants and CSE to a fixed point, DCE, then
-fuse. ``none``: no optimisation (the optimised HLO equals the traced HLO)."""
+"""Named pipelines. ``default``: inline calls; simplify, fold constants and CSE to a fixed
+point; DCE; then fuse. ``none``: no optimisation (the optimised HLO equals the traced HLO)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,6 +8,7 @@ from ..ir.nodes import Module
 from .constant_folding import constant_folding
 from .cse import cse, dce
 from .fusion import FusionOptions, fuse
+from .inline import inline_calls
 from .manager import Pipeline
 from .simplify import simplify
 
@@ -35,8 +36,8 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
         result = fuse(module, fusion)
         return result.module, result.counts, result.decisions
 
-    passes = [("simplify", _plain(simplify)), ("constant-folding", _plain(fold)), ("cse", _plain(cse)),
-              ("dce", _plain(dce))]
+    passes = [("call-inliner", _plain(inline_calls)), ("simplify", _plain(simplify)),
+              ("constant-folding", _plain(fold)), ("cse", _plain(cse)), ("dce", _plain(dce))]
     if name == "default":
         passes.append(("fusion", fusion_pass))
     return Pipeline(name, tuple(passes), fixed_point=("simplify", "constant-folding", "cse"))

@@ -163,6 +163,11 @@ def _noop_copy(inst, ops, b):
     return ops[0]
 
 
+@rule("get-tuple-element(tuple(...)) -> element", "get-tuple-element")
+def _gte_of_tuple(inst, ops, b):
+    return ops[0].operands[inst.attrs["index"]] if ops[0].opcode == "tuple" else None
+
+
 @rule("concatenate(x) -> x", "concatenate")
 def _single_concat(inst, ops, b):
     return ops[0] if len(ops) == 1 else None

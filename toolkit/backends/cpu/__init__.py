@@ -73,12 +73,13 @@ def compile_module(module: Module) -> CpuExecutable:
                     "run": (lambda c: lambda ins: flatten_value(evaluate_computation(c, ins)))(comp)}))
                 continue
             full = spec.kind == "row" and _is_full_reduction(spec)
-            extent = spec.extent
-            if full and not all(o.opcode == "reduce" for o in spec.outputs):
-                full, extent = False, 0  # extra outputs: partial results would be unsafe
-            step = Step("kernel", inst, inputs, outs, extent=extent, work=spec.work,
-                        reducers=[spec.reducers[id(o)] for o in spec.outputs] if full else [],
-                        full_reduction=full)
+            # a full reduction splits into partial results, unless it also writes extra
+            # outputs: then it runs on one thread (work 0 keeps it below the threshold)
+            partials = full and all(o.opcode == "reduce" for o in spec.outputs)
+            step = Step("kernel", inst, inputs, outs, extent=spec.extent,
+                        work=spec.work if partials or not full else 0,
+                        reducers=[spec.reducers[id(o)] for o in spec.outputs] if partials else [],
+                        full_reduction=partials)
             steps.append(step)
             kernels.append((step, spec.name, len(inputs) + len(outs)))
     root_slots = value_slots[id(entry.root)]

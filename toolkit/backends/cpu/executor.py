@@ -46,7 +46,7 @@ class Step:
     inputs: list[int]
     outputs: list[int]
     fn: object = None
-    extent: int = 0
+    extent: int | None = None  # the [begin, end) range the kernel takes; None: it ignores it
     work: int = 0
     reducers: list[str] = field(default_factory=list)  # per output, for combining partials
     full_reduction: bool = False
@@ -89,7 +89,8 @@ class CpuExecutable:
     def _buffers(self, args) -> list:
         bufs: list = [None] * len(self.slots)
         for slot, arg in zip(self.arg_slots, args):
-            bufs[slot] = np.ascontiguousarray(arg)
+            # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+            bufs[slot] = arg if arg.flags.c_contiguous else np.array(arg, order="C")
         for slot, value in self.constants.items():
             bufs[slot] = value
         temps = getattr(self._local, "temps", None)
@@ -145,9 +146,10 @@ class CpuExecutable:
             return 1
         pointers = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outs]
         n = self.threads
-        if n > 1 and step.extent >= 2 and step.work >= PARALLEL_THRESHOLD:
-            return self._parallel(step, pointers, outs, min(n, step.extent))
-        step.fn(*pointers, 0, max(step.extent, 1))
+        extent = step.extent
+        if n > 1 and extent is not None and extent >= 2 and step.work >= PARALLEL_THRESHOLD:
+            return self._parallel(step, pointers, outs, min(n, extent))
+        step.fn(*pointers, 0, 1 if extent is None else extent)  # an empty range stays empty
         return 1
 
     def _parallel(self, step: Step, pointers, outs, n: int) -> int:

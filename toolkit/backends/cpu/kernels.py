@@ -30,7 +30,7 @@ class KernelSpec:
     computation: Computation  # parameters are the kernel's inputs
     outputs: list[Instruction]  # instructions of the computation written to memory
     kind: str  # loop | row | general
-    extent: int  # size of the outermost parallel dimension (0: not splittable)
+    extent: int | None  # size of the dimension [begin, end) ranges over; None: ignores them
     work: int  # elements touched: decides whether threads pay off
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
     reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
@@ -54,7 +54,7 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
         shape = outputs[0].shape
         if any(o.shape.dims != shape.dims for o in outputs):
             raise CodegenUnsupported("loop fusion outputs of different shapes")
-        return KernelSpec(inst.name, comp, outputs, "loop", shape.dims[0] if shape.rank else 0,
+        return KernelSpec(inst.name, comp, outputs, "loop", shape.dims[0] if shape.rank else None,
                           max(shape.size, 1))
     hero = heroes[0]
     reducers = {}
@@ -73,12 +73,11 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
     rank = in_shape.rank
     row = dims == tuple(range(rank - len(dims), rank))
     if row:
-        kept = rank - len(dims)
-        extent = in_shape.dims[0] if kept else (in_shape.dims[0] if rank else 0)
         kind = "row"
+        extent = in_shape.dims[0] if rank else None
     else:
         kind = "general"
-        extent = in_shape.dims[0] if 0 not in dims else 0
+        extent = in_shape.dims[0] if 0 not in dims else None
     return KernelSpec(inst.name, comp, outputs, kind, extent, max(in_shape.size, 1),
                       reducers[id(hero)], reducers)
 

@@ -473,6 +473,8 @@ def _concatenate(e, inst, index):
             v = e.value(op, local)
             result = v if result is None else b.select(b.icmp_signed(">=", index[axis], i64(offset)), v, result)
         offset += n
+    if result is None:  # every operand is empty along the axis: no element is ever read
+        return constant(_dtype(inst), 0)
     return result
 
 

@@ -1,0 +1,216 @@
+"""The CPU backend against the reference interpreter: every op over dtypes and awkward shapes,
+every fusion kind, random programs, threads, dots, inspection, memory, fallbacks."""
+import gc
+import pathlib
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import toolkit as tk
+from toolkit.backends.cpu import compile_module
+from toolkit.backends.reference.interpreter import EVALUATORS
+from toolkit.passes.pipeline import make_pipeline
+from toolkit.frontend.promotion import SUPPORTED
+from toolkit.frontend.pytree import flatten
+from toolkit.frontend.ufuncs import UFUNCS
+
+import programs
+from helpers import DTYPES
+from test_random_programs import inputs_strategy, run_program, steps_strategy
+from test_ufuncs import arrays
+
+APPROX = {np.exp, np.expm1, np.log, np.log1p, np.log2, np.log10, np.tanh, np.sin, np.cos, np.tan,
+          np.exp2, np.power, np.cbrt, np.arctan2, np.floor_divide, np.remainder, np.divmod}
+TRIG = {np.sin, np.cos, np.tan}
+UNARY = sorted((u for u in UFUNCS if u.nin == 1), key=lambda u: u.__name__)
+BINARY = sorted((u for u in UFUNCS if u.nin == 2), key=lambda u: u.__name__)
+
+
+def both(fn, *args):
+    cpu = tk.jit(fn, backend="cpu", on_recompile="ignore")(*args)
+    ref = tk.jit(fn, backend="interpreter", on_recompile="ignore")(*args)
+    return cpu, ref
+
+
+def assert_close(cpu, ref, approx=False):
+    cpu, ref = flatten(cpu)[0], flatten(ref)[0]
+    assert len(cpu) == len(ref)
+    for c, r in zip(cpu, ref):
+        c, r = np.asarray(c), np.asarray(r)
+        assert c.dtype == r.dtype and c.shape == r.shape
+        if approx and r.dtype.kind == "f":
+            # a few ulp of own vector math; cancellations (1 + tanh(x) near -1) amplify it to
+            # absolute errors at the scale of the values
+            tol = 3e-6 if r.dtype == np.float32 else 1e-13
+            scale = max(1.0, float(np.max(np.abs(r[np.isfinite(r)]), initial=0.0)))
+            np.testing.assert_allclose(c, r, rtol=tol, atol=tol * scale, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(c, r)
+
+
+def _supported(ufunc, dtypes) -> bool:
+    try:
+        resolved = ufunc.resolve_dtypes(tuple(dtypes) + (None,) * ufunc.nout)
+    except TypeError:
+        return False
+    return all(d in SUPPORTED for d in resolved)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_every_unary_ufunc_matches_the_interpreter(data):
+    dtype = data.draw(st.sampled_from(DTYPES))
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=7))
+    x = data.draw(arrays(dtype, shape))
+    chosen = [u for u in UNARY if _supported(u, [dtype])]
+    exact = [u for u in chosen if u not in APPROX]
+    approx = [u for u in chosen if u in APPROX and u not in TRIG]
+    trig = [u for u in chosen if u in TRIG]
+    for group, is_approx in ((exact, False), (approx, True)):
+        if group:
+            assert_close(*both(lambda a: tuple(u(a) for u in group), x), approx=is_approx)
+    if trig:  # float32 sin/cos are accurate for |x| < 8192 (toolkit/backends/llvm/math.py)
+        xt = np.clip(x, -8192, 8192) if dtype == np.float32 else x
+        assert_close(*both(lambda a: tuple(u(a) for u in trig), xt), approx=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_every_binary_ufunc_matches_the_interpreter(data):
+    da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=6))
+    a = data.draw(arrays(da, shapes.input_shapes[0]))
+    b = data.draw(arrays(db, shapes.input_shapes[1]))
+    chosen = [u for u in BINARY if _supported(u, [da, db])]
+    if any(u in (np.left_shift, np.right_shift) for u in chosen):
+        b = np.clip(b, 0, 31) if np.asarray(b).dtype.kind == "i" else b
+    exact = [u for u in chosen if u not in APPROX]
+    approx = [u for u in chosen if u in APPROX]
+    for group, is_approx in ((exact, False), (approx, True)):
+        if group:
+            assert_close(*both(lambda x, y: tuple(u(x, y) for u in group), a, b), approx=is_approx)
+
+
+@pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))
+def test_programs_match_the_interpreter(name):
+    fn, args = programs.make_cases(np.random.default_rng(0))[name]
+    assert_close(*both(fn, *args), approx=True)
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (1, 1), (3, 17), (7, 33), (1, 1023), (2, 3, 65)])
+def test_awkward_shapes_for_every_fusion_kind(shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    fns = [lambda a: np.tanh(a * 2 + 1),  # kLoop
+           lambda a: np.exp(a - a.max(-1, keepdims=True)) if a.shape[-1] else a,  # kInput row
+           lambda a: a.sum(axis=0),  # column reduction
+           lambda a: (a.sum(axis=-1), (a * a).sum(axis=-1)),  # sibling multi-output
+           lambda a: a.sum()]  # full reduction
+    for fn in fns:
+        assert_close(*both(fn, x), approx=True)
+
+
+def test_non_contiguous_inputs():
+    base = np.arange(48, dtype=np.float32).reshape(6, 8)
+    for view in (base.T, base[::2, 1::3], base[:, ::-1]):
+        assert_close(*both(lambda a: a * 2 + 1, view))
+
+
+def test_threaded_and_single_threaded_results_are_identical(monkeypatch):
+    x = np.random.default_rng(2).standard_normal((512, 1024)).astype(np.float32)
+    fn = lambda a: (np.tanh(a) * 2, a.sum(axis=1), a.max(), np.exp(a - a.max(-1, keepdims=True)))  # noqa: E731
+    c = tk.jit(fn, backend="cpu").lower(x).compile()
+    exe = c._executable
+    monkeypatch.setattr(exe, "threads", 1)
+    single = c(x)
+    monkeypatch.setattr(exe, "threads", 4)
+    multi = c(x)
+    for s, m in zip(single, multi):
+        np.testing.assert_array_equal(s, m)  # row splits never reorder a row's sum
+    y = np.random.default_rng(3).standard_normal(1 << 20).astype(np.float32)
+    total = tk.jit(lambda a: a.sum(), backend="cpu").lower(y).compile()
+    monkeypatch.setattr(total._executable, "threads", 1)
+    one = total(y)
+    monkeypatch.setattr(total._executable, "threads", 4)
+    four = total(y)
+    np.testing.assert_allclose(one, four, rtol=1e-5)  # partial sums: a documented reassociation
+    np.testing.assert_allclose(four, y.astype(np.float64).sum(), rtol=1e-4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(steps=steps_strategy, data=inputs_strategy(np.float64))
+def test_random_programs_match_the_interpreter(steps, data):
+    x, y = data
+    assert_close(*both(lambda a, b: run_program(steps, a, b), x, y), approx=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_dots_are_library_calls(dtype):
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal((2, 3, 4)) * 4).astype(dtype)
+    b = (rng.standard_normal((2, 4, 5)) * 4).astype(dtype)
+    fn = lambda x, y: (x @ y, np.einsum("bij,bkj->bik", x, x), np.tensordot(x, y, axes=([2], [1])))  # noqa: E731
+    assert_close(*both(fn, a, b), approx=True)
+    c = tk.jit(fn, backend="cpu").lower(a, b).compile()
+    assert all(s.kind in ("dot", "kernel") for s in c._executable.steps)
+    assert sum(s.kind == "dot" for s in c._executable.steps) == 3
+
+
+def test_general_reducers_fall_back_to_the_interpreter():
+    text = (pathlib.Path(__file__).parent / "data" / "jax" / "argmax.hlo").read_text()
+    module = make_pipeline("default", EVALUATORS).run(tk.hlo.parse(text)).module  # inlines JAX's calls
+    exe = compile_module(module)
+    assert exe.fallbacks and all("reducer" in f for f in exe.fallbacks)  # variadic argmax reducers
+    x = np.random.default_rng(5).standard_normal((6, 9)).astype(np.float32)
+    np.testing.assert_array_equal(exe([x])[0], np.argmax(x, axis=1))
+    np.testing.assert_array_equal(tk.hlo.run(tk.hlo.parse(text), x, backend="cpu")[1], np.argmin(x, axis=0))
+
+
+def test_inspection_stages():
+    c = tk.jit(lambda x: np.tanh(x) + 1, backend="cpu").lower(np.ones(1024, np.float32)).compile()
+    llvm = c.as_text("llvm")
+    assert "define void @loop_add_fusion" in llvm and "<16 x float>" in llvm or "<8 x float>" in llvm
+    asm = c.as_text("asm")
+    assert "loop_add_fusion:" in asm and ("zmm" in asm or "ymm" in asm)
+    with pytest.raises(ValueError, match="not available on the interpreter backend"):
+        tk.jit(lambda x: x, backend="interpreter").lower(np.ones(2)).compile().as_text("llvm")
+
+
+def test_profile_records_cpu_kernels_and_compile_phases():
+    f = tk.jit(lambda x: (np.tanh(x) * 2).sum(axis=1), backend="cpu")
+    x = np.ones((256, 1024), np.float32)
+    with tk.profile() as prof:
+        f(x)
+        f(x)
+    (compile_event,) = prof.compiles
+    assert [p.name for p in compile_event.phases] == ["trace", "passes", "llvm_ir", "llvm_optimize", "machine_code"]
+    kernels = prof.kernels
+    assert len(kernels) == 2 and all(k.backend == "cpu" for k in kernels)
+    assert kernels[0].launch.startswith("threads=") and kernels[0].transcendentals == x.size
+
+
+def test_no_memory_growth_over_10000_cached_calls():
+    f = tk.jit(lambda x: x * 2 + 1, backend="cpu")
+    x = np.ones(16, np.float32)
+    for _ in range(200):
+        f(x)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for _ in range(10_000):
+        f(x)
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    growth = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert growth < 64 * 1024, growth
+
+
+def test_results_do_not_alias_inputs_or_each_other():
+    x = np.ones(8, np.float32)
+    a, b, c = tk.jit(lambda v: (v, v * 1, v * 1), backend="cpu")(x)
+    a[0] = 5
+    assert x[0] == 1
+    assert b is not c

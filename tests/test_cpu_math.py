@@ -1,0 +1,83 @@
+"""toolkit's own float32 vector math (CPU backend): measured error tables and special values."""
+import math
+
+import numpy as np
+import pytest
+
+from toolkit.backends.cpu import compile_module
+import toolkit as tk
+
+N = 100_000
+rng = np.random.default_rng(7)
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def run_op(opcode: str, x: np.ndarray) -> np.ndarray:
+    module = tk.hlo.parse(f"HloModule m\nENTRY e {{\n  p = f32[{x.size}] parameter(0)\n"
+                          f"  ROOT r = f32[{x.size}] {opcode}(p)\n}}\n")
+    return compile_module(module)([x.astype(np.float32)])[0]
+
+
+def max_ulp(got: np.ndarray, ref64: np.ndarray) -> float:
+    ref32 = ref64.astype(np.float32)
+    ok = np.isfinite(ref32) & np.isfinite(got)
+    spacing = np.maximum(np.spacing(np.abs(ref32[ok])).astype(np.float64),
+                         float(np.finfo(np.float32).smallest_subnormal))
+    return float(np.max(np.abs(got[ok].astype(np.float64) - ref64[ok]) / spacing))
+
+
+def log_uniform(lo, hi, n):
+    return np.exp(rng.uniform(np.log(lo), np.log(hi), n))
+
+
+CASES = {  # opcode: (reference, samples, documented bound in ulp)
+    "exponential": (np.exp, rng.uniform(-104, 89, N), 1.2),
+    "log": (np.log, log_uniform(1e-45, 3e38, N), 2.5),
+    "log-plus-one": (np.log1p, np.concatenate([rng.uniform(-0.999, 1, N), log_uniform(1e-30, 1e30, N)]), 3.5),
+    "exponential-minus-one": (np.expm1, np.concatenate([rng.uniform(-20, 88, N), rng.uniform(-1e-3, 1e-3, N)]), 4.0),
+    "tanh": (np.tanh, np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e-3, 1e-3, N)]), 6.0),
+    "logistic": (lambda x: 1 / (1 + np.exp(-x)), rng.uniform(-80, 80, N), 2.5),
+    "erf": (_erf, rng.uniform(-5, 5, N), 6.0),
+    "sine": (np.sin, rng.uniform(-np.pi, np.pi, N), 3.0),
+    "cosine": (np.cos, rng.uniform(-np.pi, np.pi, N), 3.0),
+}
+
+
+@pytest.mark.parametrize("opcode", sorted(CASES))
+def test_max_ulp_error_within_documented_bound(opcode):
+    ref, x, bound = CASES[opcode]
+    x = x.astype(np.float32)
+    got = run_op(opcode, x)
+    assert max_ulp(got, ref(x.astype(np.float64))) <= bound
+
+
+def test_sin_cos_large_arguments():
+    x = rng.uniform(-8192, 8192, N).astype(np.float32)
+    for opcode, ref in (("sine", np.sin), ("cosine", np.cos)):
+        assert max_ulp(run_op(opcode, x), ref(x.astype(np.float64))) <= 24
+
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1.17549435e-38,
+                    88.72, 88.73, -87.33, -103.9, -104.5, 1.0, -1.0, 3.4e38, -3.4e38], np.float32)
+
+
+@pytest.mark.parametrize("opcode,ref", [
+    ("exponential", np.exp), ("log", np.log), ("log-plus-one", np.log1p),
+    ("exponential-minus-one", np.expm1), ("tanh", np.tanh), ("sine", np.sin), ("cosine", np.cos),
+    ("erf", _erf), ("logistic", lambda x: 1 / (1 + np.exp(-x))),
+])
+def test_special_values(opcode, ref):
+    with np.errstate(all="ignore"):
+        expected = np.asarray(ref(SPECIAL.astype(np.float64))).astype(np.float32)
+    got = run_op(opcode, SPECIAL)
+    if opcode in ("sine", "cosine"):  # accurate for |x| < 8192 only; bounded beyond
+        huge = np.abs(SPECIAL) > 8192
+        assert np.all(np.abs(got[huge & np.isfinite(SPECIAL)]) <= 1)
+        got, expected = np.where(huge & np.isfinite(SPECIAL), 0, got), np.where(huge & np.isfinite(SPECIAL), 0, expected)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected), err_msg=opcode)
+    finite = np.isfinite(expected) & ~np.isnan(expected)
+    np.testing.assert_array_equal(np.isinf(got) & ~finite, np.isinf(expected), err_msg=opcode)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=2e-6, atol=2e-38, err_msg=opcode)
+    if opcode in ("exponential-minus-one", "log-plus-one", "tanh", "sine", "erf"):
+        zeros = SPECIAL == 0
+        np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(SPECIAL[zeros]), err_msg=opcode)
