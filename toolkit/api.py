@@ -37,6 +37,8 @@ from .runtime import history as _history
 STAGES = ("hlo", "optimized_hlo", "llvm", "asm")
 DEFAULT_PIPELINE = "default"
 _FAST_DTYPES = frozenset(SUPPORTED)
+_PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
+_INT64 = 2 ** 63
 
 
 def source_lines(inst) -> str:
@@ -332,10 +334,16 @@ class JitFunction:
         trees: list = []
         avals: list = []
         for name, value in dynamic:
-            if type(value) is np.ndarray and value.dtype in _FAST_DTYPES:
+            t = type(value)
+            if (t is np.ndarray or isinstance(value, np.generic)) and value.dtype in _FAST_DTYPES:
                 leaves.append(value)
                 trees.append(LEAF)
                 avals.append((value.shape, value.dtype, False))
+                continue
+            if t is float or t is int and -_INT64 <= value < _INT64:
+                leaves.append(value)
+                trees.append(LEAF)
+                avals.append(((), _PY_DTYPES[t], True))
                 continue
             ls, td, ps = flatten(value, name)
             leaves.extend(ls)

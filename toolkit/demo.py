@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from . import api
-from .workloads import WORKLOADS
+from .workloads import DEMO, scaled
 
 
 @dataclass
@@ -34,9 +34,11 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def run_workload(workload, rng, scale: float, backend: str | None) -> WorkloadResult:
-    args = workload.make_args(rng, scale)
-    f = api.jit(workload.fn, backend=backend)
+def run_workload(workload, scale: float, backend: str | None) -> WorkloadResult:
+    workload = scaled(workload, scale)
+    args = workload.args()
+    fn = workload.make(np)
+    f = api.jit(fn, backend=backend)
     t0 = time.perf_counter()
     lowered = f.lower(*args)
     trace_ms = _ms(t0)
@@ -47,11 +49,11 @@ def run_workload(workload, rng, scale: float, backend: str | None) -> WorkloadRe
     out = compiled(*args)
     run_ms = _ms(t0)
     t0 = time.perf_counter()
-    expected = workload.fn(*args)
+    expected = fn(*args)
     numpy_ms = _ms(t0)
     error = float(np.max(np.abs(np.asarray(out, np.float64) - np.asarray(expected, np.float64)))) if np.size(out) else 0.0
     shapes = ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in args)
-    return WorkloadResult(workload.name, workload.description, shapes, compiled.backend, trace_ms,
+    return WorkloadResult(workload.name, workload.name, shapes, compiled.backend, trace_ms,
                           compile_ms, run_ms, numpy_ms, error, compiled.cost_analysis(),
                           compiled.as_text("hlo"), compiled.as_text("optimized_hlo"))
 
@@ -84,14 +86,13 @@ td:first-child,th:first-child{{text-align:left}}pre{{background:#f6f8fa;padding:
 
 def main(out_dir: str = "toolkit-report", backend: str | None = None, scale: float = 0.25) -> list[WorkloadResult]:
     os.makedirs(out_dir, exist_ok=True)
-    rng = np.random.default_rng(0)
     results = []
-    for w in WORKLOADS:
-        r = run_workload(w, rng, scale, backend)
+    for w in DEMO:
+        r = run_workload(w, scale, backend)
         results.append(r)
-        with open(os.path.join(out_dir, f"{w.name}.hlo"), "w") as f:
+        with open(os.path.join(out_dir, f"{w.make.__name__}.hlo"), "w") as f:
             f.write(r.hlo)
-        print(f"  {r.name:<10} {r.shapes:<48} trace {r.trace_ms:6.1f} ms  run {r.run_ms:7.1f} ms  "
+        print(f"  {r.name:<22} {r.shapes:<48} trace {r.trace_ms:6.1f} ms  run {r.run_ms:7.1f} ms  "
               f"flops {r.cost['flops']:9.3g}  bytes {r.cost['bytes accessed']:9.3g}  "
               f"max|err| {r.max_abs_error:.1e}")
     report = os.path.join(out_dir, "report.html")

@@ -1,7 +1,7 @@
 """The standard workloads: the demo compiles them and the benchmark times them.
 
-Each is plain NumPy-style code (``np.*`` calls on traced arrays) so the same function runs
-eagerly with NumPy and traced under ``tk.jit``."""
+Each is written once against an array namespace ``xp``: with NumPy it runs eagerly and traces
+under ``tk.jit`` (plain ``np.*`` calls on traced arrays); with ``jax.numpy`` it is JAX's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,65 +10,95 @@ from typing import Callable
 import numpy as np
 
 
-def chain(x, a, b):
-    return np.tanh(x * a + b) * 0.5 + x
+def chain(xp):
+    def chain(x, a, b):
+        return xp.tanh(x * a + b) * 0.5 + x
+    return chain
 
 
-def gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+def gelu(xp):
+    def gelu(x):
+        return 0.5 * x * (1.0 + xp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return gelu
 
 
-def softmax(x):
-    m = np.max(x, axis=-1, keepdims=True)
-    e = np.exp(x - m)
-    return e / np.sum(e, axis=-1, keepdims=True)
+def softmax(xp):
+    def softmax(x):
+        m = xp.max(x, axis=-1, keepdims=True)
+        e = xp.exp(x - m)
+        return e / xp.sum(e, axis=-1, keepdims=True)
+    return softmax
 
 
-def layernorm(x, gamma, beta):
-    mean = np.mean(x, axis=-1, keepdims=True)
-    centred = x - mean
-    var = np.mean(centred * centred, axis=-1, keepdims=True)
-    return centred / np.sqrt(var + 1e-5) * gamma + beta
+def layernorm(xp):
+    def layernorm(x, gamma, beta):
+        mean = xp.mean(x, axis=-1, keepdims=True)
+        centred = x - mean
+        var = xp.mean(centred * centred, axis=-1, keepdims=True)
+        return centred / xp.sqrt(var + 1e-5) * gamma + beta
+    return layernorm
 
 
-def total(x):
-    return np.sum(x)
+def total(xp):
+    def total(x):
+        return xp.sum(x)
+    return total
 
 
-def rowsum(x):
-    return np.sum(x, axis=1)
+def rowsum(xp):
+    def rowsum(x):
+        return xp.sum(x, axis=1)
+    return rowsum
 
 
-def mlp(x, w, b):
-    return np.maximum(x @ w + b, 0.0)
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    fn: Callable
-    make_args: Callable[[np.random.Generator, float], tuple]  # (rng, scale) -> args
-    description: str
+def mlp(xp):
+    def mlp(x, w, b):
+        return xp.maximum(x @ w + b, 0.0)
+    return mlp
 
 
 def _f32(rng, *shape):
     return rng.standard_normal(shape, dtype=np.float32)
 
 
-def _n(base: int, scale: float) -> int:
-    return max(1, int(base * scale))
+@dataclass(frozen=True)
+class Workload:
+    name: str  # the benchmark row
+    make: Callable  # xp -> the function
+    make_args: Callable  # rng -> arguments
+    flops: float = 0.0  # for rows measured in FLOP/s
+
+    def args(self, seed: int = 0) -> tuple:
+        return self.make_args(np.random.default_rng(seed))
 
 
-WORKLOADS: tuple[Workload, ...] = (
-    Workload("chain", chain, lambda r, s: (_f32(r, _n(4 << 20, s)), np.float32(1.5), np.float32(0.25)),
-             "tanh(x*a+b)*0.5+x on 4M f32"),
-    Workload("gelu", gelu, lambda r, s: (_f32(r, _n(4096, s), 4096),), "GELU (tanh form) on 4096x4096"),
-    Workload("softmax", softmax, lambda r, s: (_f32(r, _n(4096, s), 1024),), "softmax over the last axis of 4096x1024"),
-    Workload("layernorm", layernorm,
-             lambda r, s: (_f32(r, _n(4096, s), 1024), _f32(r, 1024), _f32(r, 1024)),
-             "layernorm over the last axis of 4096x1024"),
-    Workload("sum", total, lambda r, s: (_f32(r, _n(16 << 20, s)),), "sum of 16M f32"),
-    Workload("rowsum", rowsum, lambda r, s: (_f32(r, _n(4096, s), 4096),), "row sums of 4096x4096"),
-    Workload("mlp", mlp, lambda r, s: (_f32(r, _n(1024, s), 1024), _f32(r, 1024, 1024) * np.float32(0.03),
-                                       _f32(r, 1024)), "relu(x@W+b), 1024^3"),
+def _chain_args(n):
+    return lambda r: (_f32(r, n), np.float32(1.5), np.float32(0.25))
+
+
+BENCHMARK: tuple[Workload, ...] = (
+    Workload("chain 1k", chain, _chain_args(1024)),
+    Workload("chain 4M", chain, _chain_args(4 << 20)),
+    Workload("chain 32M", chain, _chain_args(32 << 20)),
+    Workload("gelu 4096x4096", gelu, lambda r: (_f32(r, 4096, 4096),)),
+    Workload("softmax 4096x1024", softmax, lambda r: (_f32(r, 4096, 1024),)),
+    Workload("layernorm 4096x1024", layernorm, lambda r: (_f32(r, 4096, 1024), _f32(r, 1024), _f32(r, 1024))),
+    Workload("sum 16M", total, lambda r: (_f32(r, 16 << 20),)),
+    Workload("rowsum 4096x4096", rowsum, lambda r: (_f32(r, 4096, 4096),)),
+    Workload("mlp relu(x@W+b) 1024", mlp, lambda r: (_f32(r, 1024, 1024), _f32(r, 1024, 1024) * np.float32(0.03),
+                                                     _f32(r, 1024)), flops=2.0 * 1024 ** 3),
 )
+
+
+def scaled(workload: Workload, scale: float) -> Workload:
+    """The same workload on arrays ``scale`` times the size along the first axis (for demos)."""
+    def make_args(rng):
+        full = workload.make_args(rng)
+        first = full[0]
+        n = max(1, int(first.shape[0] * scale))
+        return (first[:n],) + tuple(full[1:])
+    return Workload(workload.name, workload.make, make_args, workload.flops * scale)
+
+
+# the demo's set: one of each kind, at a fraction of the benchmark's size
+DEMO = tuple(w for w in BENCHMARK if w.name not in ("chain 1k", "chain 32M"))
