@@ -3,6 +3,11 @@ import os
 # Frontend, pass and profiler tests run on the interpreter (the oracle): LLVM compiles cost tens
 # of milliseconds each. CPU-backend tests ask for backend="cpu" explicitly.
 os.environ.setdefault("TOOLKIT_BACKEND", "interpreter")
+# The persistent compilation cache goes to a fresh folder per test session, never ~/.cache.
+if "TOOLKIT_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["TOOLKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="toolkit-test-cache-")
 
 import numpy as np  # noqa: E402
 import pytest

@@ -214,3 +214,57 @@ def test_results_do_not_alias_inputs_or_each_other():
     a[0] = 5
     assert x[0] == 1
     assert b is not c
+
+
+def test_persistent_cache_hit_corruption_and_foreign_entries(tmp_path, monkeypatch):
+    from toolkit.backends.cpu import disk_cache
+
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", str(tmp_path))
+    x = np.linspace(-2, 2, 4096).astype(np.float32)
+
+    def fn(v):
+        return np.tanh(v) * 3 + 1
+
+    def compile_fresh():
+        with tk.profile() as prof:
+            out = tk.jit(fn, backend="cpu")(x)  # a new wrapper: nothing cached in memory
+        return out, prof.compiles[-1]
+
+    first, event = compile_fresh()
+    assert event.cache == "miss" and not event.persistent_cache_hit
+    (entry,) = list(tmp_path.rglob("*.o"))
+    second, event = compile_fresh()
+    assert event.cache == "persistent_hit" and event.persistent_cache_hit
+    assert [p.name for p in event.phases][-1] == "cache_load"
+    np.testing.assert_array_equal(first, second)
+
+    data = entry.read_bytes()
+    entry.write_bytes(data[:-7] + b"garbage")  # a corrupted payload: rebuilt, never run
+    third, event = compile_fresh()
+    assert event.cache == "miss (corrupt cache entry rebuilt)"
+    np.testing.assert_array_equal(first, third)
+    assert compile_fresh()[1].cache == "persistent_hit"  # the rebuilt entry is good
+
+    header_end = entry.read_bytes().index(b"\n", len(disk_cache.MAGIC))
+    payload = entry.read_bytes()[header_end + 1:]
+    forged = disk_cache.MAGIC + b'{"key": "someone-else", "sha256": "x", "size": 1}\n' + payload
+    entry.write_bytes(forged)
+    assert compile_fresh()[1].cache == "miss (foreign cache entry rebuilt)"
+
+
+def test_persistent_cache_key_changes_with_versions(monkeypatch):
+    from toolkit.backends.cpu import disk_cache
+
+    host = {"triple": "x86_64", "cpu": "znver4", "features": "+avx2"}
+    base = disk_cache.cache_key("HloModule m", host)
+    assert base == disk_cache.cache_key("HloModule m", dict(host))
+    assert base != disk_cache.cache_key("HloModule m2", host)
+    assert base != disk_cache.cache_key("HloModule m", {**host, "features": "+avx512f"})
+    monkeypatch.setattr(disk_cache, "_versions", lambda: {"toolkit": "9.9", "llvmlite": "0.50.0"})
+    assert base != disk_cache.cache_key("HloModule m", host)
+
+
+def test_persistent_cache_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+    tk.jit(lambda v: v * 7, backend="cpu")(np.ones(8, np.float32))
+    assert not list(tmp_path.rglob("*.o"))

@@ -19,3 +19,10 @@ def test_demo_writes_report(tmp_path, capsys):
 def test_demo_reports_unknown_backend(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path), "--backend", "tpu"]) == 2
     assert "unknown backend 'tpu'" in capsys.readouterr().err
+
+
+def test_demo_on_the_cpu_backend(tmp_path):
+    assert main(["demo", "--out", str(tmp_path), "--scale", "0.005", "--backend", "cpu"]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {r["backend"] for r in summary} == {"cpu"}
+    assert all(r["max_abs_error"] < 1e-2 for r in summary)

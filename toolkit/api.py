@@ -409,7 +409,8 @@ class JitFunction:
             backend=self._backend.name, compile_id=compile_id, start=start, duration=end - start,
             phases=(Phase("trace", start, traced - start),) + compiled.phases,
             hlo_fingerprint=record.hlo_fingerprint, call_site=call_site,
-            thread=threading.get_ident())
+            thread=threading.get_ident(),
+            cache=getattr(compiled._executable, "cache_status", "miss"))
         if recompile is not None:
             recompile = _history.dataclasses.replace(recompile, duration=end - start)
         self._history.add(record, event, recompile)

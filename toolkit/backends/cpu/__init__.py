@@ -1,5 +1,6 @@
 """The CPU backend: fused kernels emitted through llvmlite for the host CPU, dots on BLAS,
-an executor that splits large kernels over threads and times every kernel when asked."""
+an executor that splits large kernels over threads and times every kernel when asked, and a
+persistent compilation cache on disk."""
 from __future__ import annotations
 
 import time
@@ -12,28 +13,36 @@ from ...ir.shapes import Shape, TupleShape
 from ..base import Backend, register_backend
 from ..llvm.elemental import CodegenUnsupported
 from ..reference.interpreter import evaluate_computation, flatten_value
-from .compiler import compile_ir
+from . import disk_cache
+from .compiler import compile_ir, host_description, load_object
 from .dot import make_dot
 from .executor import CpuExecutable, Step, ctypes_function
-from .kernels import as_computation, emit_kernel, plan_kernel
-
-_ALIAS = {"tuple", "get-tuple-element", "parameter", "constant"}
+from .kernels import KernelSpec, as_computation, emit_kernel, plan_kernel
 
 
 def _leaf_shapes(shape) -> list[Shape]:
     return shape.leaves() if isinstance(shape, TupleShape) else [shape]
 
 
-def compile_module(module: Module) -> CpuExecutable:
-    t_start = time.perf_counter()
+def _fallback(step: Step, inst, reason: str, fallbacks: list[str]) -> None:
+    """Run ``inst`` with the reference interpreter (correct, slow) and say so."""
+    fallbacks.append(f"%{inst.name}: {reason}")
+    comp = inst.attrs["to_apply"] if inst.opcode == "call" else as_computation(inst)
+    step.kind = "fallback"
+    step.extra["run"] = lambda ins: flatten_value(evaluate_computation(comp, ins))
+
+
+def _is_full_reduction(spec: KernelSpec) -> bool:
+    hero = next(o for o in spec.outputs if o.opcode == "reduce")
+    return len(hero.attrs["dimensions"]) == hero.operands[0].shape.rank
+
+
+def _plan(module: Module, fallbacks: list[str]):
     entry = module.entry
     slots: list[Shape] = []
     value_slots: dict[int, list[int]] = {}  # instruction -> the slots holding its value(s)
     steps: list[Step] = []
     constants: dict[int, np.ndarray] = {}
-    fallbacks: list[str] = []
-    llvm_module = ir.Module(name=module.name)
-    kernels: list[tuple[Step, str, int]] = []
 
     def new_slots(shape) -> list[int]:
         out = []
@@ -61,44 +70,71 @@ def compile_module(module: Module) -> CpuExecutable:
             steps.append(Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)}))
         else:
             outs = value_slots[id(inst)] = new_slots(inst.shape)
+            step = Step("kernel", inst, inputs, outs)
+            steps.append(step)
             try:
                 if op == "call":
-                    raise CodegenUnsupported("call (inline it first)")
+                    raise CodegenUnsupported("call (the call-inliner pass removes these)")
                 spec = plan_kernel(inst)
-                emit_kernel(llvm_module, spec)
             except CodegenUnsupported as e:
-                fallbacks.append(f"%{inst.name}: {e}")
-                comp = inst.attrs["to_apply"] if op == "call" else as_computation(inst)
-                steps.append(Step("fallback", inst, inputs, outs, extra={
-                    "run": (lambda c: lambda ins: flatten_value(evaluate_computation(c, ins)))(comp)}))
+                _fallback(step, inst, str(e), fallbacks)
                 continue
             full = spec.kind == "row" and _is_full_reduction(spec)
             # a full reduction splits into partial results, unless it also writes extra
             # outputs: then it runs on one thread (work 0 keeps it below the threshold)
             partials = full and all(o.opcode == "reduce" for o in spec.outputs)
-            step = Step("kernel", inst, inputs, outs, extent=spec.extent,
-                        work=spec.work if partials or not full else 0,
-                        reducers=[spec.reducers[id(o)] for o in spec.outputs] if partials else [],
-                        full_reduction=partials)
-            steps.append(step)
-            kernels.append((step, spec.name, len(inputs) + len(outs)))
-    root_slots = value_slots[id(entry.root)]
-    codegen_seconds = time.perf_counter() - t_start
-    machine = compile_ir(str(llvm_module)) if kernels else None
-    if machine is not None:
+            step.extent = spec.extent
+            step.work = spec.work if partials or not full else 0
+            step.reducers = [spec.reducers[id(o)] for o in spec.outputs] if partials else []
+            step.full_reduction = partials
+            step.extra["spec"] = spec
+    return slots, value_slots, steps, constants, arg_slots
+
+
+def compile_module(module: Module) -> CpuExecutable:
+    t_start = time.perf_counter()
+    fallbacks: list[str] = []
+    slots, value_slots, steps, constants, arg_slots = _plan(module, fallbacks)
+    kernels = [s for s in steps if s.kind == "kernel"]
+    key = disk_cache.cache_key(module.to_text(metadata=False), host_description()) \
+        if kernels and disk_cache.cache_dir() else None
+    machine, status = None, "miss"
+    if key is not None:
+        object_code, found = disk_cache.load(key)
+        if object_code is not None:
+            try:
+                machine = load_object(object_code)
+            except Exception:  # noqa: BLE001 - an unloadable entry is rebuilt, never run
+                found = "corrupt"
+        if found in ("corrupt", "foreign"):
+            status = f"miss ({found} cache entry rebuilt)"
+    if machine is None and kernels:
+        llvm_module = ir.Module(name=module.name)
+        for step in list(kernels):
+            try:
+                emit_kernel(llvm_module, step.extra["spec"])
+            except CodegenUnsupported as e:
+                _fallback(step, step.inst, str(e), fallbacks)
+        codegen_seconds = time.perf_counter() - t_start
+        machine = compile_ir(str(llvm_module))
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
-    for step, name, n_ptrs in kernels:
-        step.fn = ctypes_function(machine.address(name), n_ptrs)
+        if key is not None and machine.object_code is not None:
+            disk_cache.store(key, machine.object_code)
+    for step in steps:
+        if step.kind != "kernel":
+            continue
+        addr = machine.address(step.inst.name)
+        if not addr:  # not in the cached object: it fell back when the entry was built
+            _fallback(step, step.inst, "not compiled (see the first compile's fallbacks)", fallbacks)
+            continue
+        step.fn = ctypes_function(addr, len(step.inputs) + len(step.outputs))
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
+    root_slots = value_slots[id(module.entry.root)]
     produced = {s for st in steps for s in st.outputs}
-    temp_slots = produced - set(root_slots)
-    return CpuExecutable(module, steps, slots, arg_slots, list(root_slots), temp_slots, constants,
-                         machine, fallbacks)
-
-
-def _is_full_reduction(spec) -> bool:
-    hero = next(o for o in spec.outputs if o.opcode == "reduce")
-    return len(hero.attrs["dimensions"]) == hero.operands[0].shape.rank
+    executable = CpuExecutable(module, steps, slots, arg_slots, list(root_slots),
+                               produced - set(root_slots), constants, machine, fallbacks)
+    executable.cache_status = "persistent_hit" if machine is not None and machine.cache == "persistent_hit" else status
+    return executable
 
 
 def _available() -> str | None:

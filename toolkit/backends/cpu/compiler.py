@@ -45,6 +45,8 @@ class MachineCode:
     phases: list[tuple[str, float]] = field(default_factory=list)
     _asm: str | None = None
     _module: object = None
+    cache: str = "miss"  # or "persistent_hit"
+    object_code: bytes | None = None
 
     def address(self, name: str) -> int:
         return self.engine.get_function_address(name)
@@ -52,6 +54,8 @@ class MachineCode:
     @property
     def asm(self) -> str:
         if self._asm is None:
+            if self._module is None:
+                return "; loaded from the persistent compilation cache: no assembly kept"
             self._asm = target_machine().emit_assembly(self._module)
         return self._asm
 
@@ -75,6 +79,21 @@ def compile_ir(ir_text: str) -> MachineCode:
         t1 = time.perf_counter()
         phases.append(("llvm_optimize", t1 - t0))
         engine = llvm.create_mcjit_compiler(mod, engine_machine)
+        captured: list[bytes] = []
+        engine.set_object_cache(notify_func=lambda module, buffer: captured.append(bytes(buffer)))
         engine.finalize_object()
         phases.append(("machine_code", time.perf_counter() - t1))
-    return MachineCode(engine, str(mod), phases, _module=mod)
+    return MachineCode(engine, str(mod), phases, _module=mod,
+                       object_code=captured[0] if captured else None)
+
+
+def load_object(object_code: bytes) -> MachineCode:
+    """Machine code from the persistent cache: no parsing, optimisation or codegen."""
+    t0 = time.perf_counter()
+    with _lock:
+        empty = llvm.parse_assembly("")
+        engine = llvm.create_mcjit_compiler(empty, new_target_machine())
+        engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        engine.finalize_object()
+    return MachineCode(engine, "; loaded from the persistent compilation cache",
+                       [("cache_load", time.perf_counter() - t0)], cache="persistent_hit")
