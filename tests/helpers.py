@@ -15,6 +15,18 @@ def assert_same(got, expected, approx: bool = False, rtol: float | None = None):
         np.testing.assert_array_equal(got, expected)
 
 
+def assert_outputs_match(got, expected, rtol: float = 3e-6, atol: float = 1e-6):
+    """Two sequences of arrays: same count, dtypes and shapes; floats close, the rest equal."""
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        g, e = np.asarray(g), np.asarray(e)
+        assert g.dtype == e.dtype and g.shape == e.shape
+        if e.dtype.kind == "f":
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, e)
+
+
 def run_both(fn, *args):
     """(toolkit result, NumPy result) of ``fn``; toolkit through jit and the interpreter."""
     import toolkit as tk

@@ -12,6 +12,7 @@ from toolkit.ir.parser import HloParseError
 from toolkit.passes.cost_analysis import cost_analysis
 
 import programs
+from helpers import assert_outputs_match
 
 HERE = pathlib.Path(__file__).parent
 GOLDEN = HERE / "golden"
@@ -78,14 +79,7 @@ def test_jax_printed_hlo_parses_round_trips_and_runs(name):
     printed = module.to_text()
     assert tk.hlo.parse(printed).to_text() == printed
     args, expected = _load_npz(name)
-    got = tk.hlo.run(module, *args)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        assert g.dtype == e.dtype and g.shape == e.shape
-        if e.dtype.kind == "f":
-            np.testing.assert_allclose(g, e, rtol=2e-6, atol=1e-6)
-        else:
-            np.testing.assert_array_equal(g, e)
+    assert_outputs_match(tk.hlo.run(module, *args), expected, rtol=2e-6)
 
 
 @pytest.mark.parametrize("name", JAX_PROGRAMS)

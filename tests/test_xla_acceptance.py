@@ -8,6 +8,7 @@ import pytest
 import toolkit as tk
 
 import programs
+from helpers import assert_outputs_match
 
 jax = pytest.importorskip("jax", reason="JAX not installed: pip install '.[bench]' to check HLO against XLA")
 pytestmark = pytest.mark.jax
@@ -36,14 +37,7 @@ def test_xla_parses_compiles_and_agrees(name):
     text = tk.jit(fn).lower(*args).as_text()
     ours = tk.jit(fn)(*args)
     ours = list(ours) if isinstance(ours, tuple) else [ours]
-    theirs = xla_run(text, args)
-    assert len(theirs) == len(ours)
-    for o, t in zip(ours, theirs):
-        assert o.dtype == t.dtype and o.shape == t.shape
-        if o.dtype.kind == "f":
-            np.testing.assert_allclose(o, t, rtol=3e-6, atol=1e-6)
-        else:
-            np.testing.assert_array_equal(o, t)
+    assert_outputs_match(ours, xla_run(text, args))
 
 
 @pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))
