@@ -16,9 +16,19 @@ from .api import Compiled, JitFunction, Lowered, explain_recompiles, jit
 from .backends import backend_names
 from .frontend.errors import ToolkitError
 from .profiler import Profile, profile
+from .profiler.compare import compare
 from .runtime.history import RecompileError, RecompileWarning
 
 __version__ = "0.1.0"
 __all__ = ["jit", "hlo", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
            "backend_names", "profile", "Profile", "explain_recompiles", "RecompileError",
-           "RecompileWarning", "__version__"]
+           "RecompileWarning", "compare", "plot", "roofline", "__version__"]
+
+
+def __getattr__(name: str):
+    # matplotlib is imported only when a plot is asked for, never by ``import toolkit``
+    import importlib
+
+    if name in ("plot", "roofline"):
+        return importlib.import_module("toolkit.plots" if name == "plot" else "toolkit.roofline")
+    raise AttributeError(f"module 'toolkit' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Data shipped with toolkit (installed as ``toolkit._data``): GPU spec sheets."""

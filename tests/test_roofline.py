@@ -1,0 +1,165 @@
+"""Ceilings (measured and spec sheets), roofline and timeline plots, run comparison."""
+import os
+import pathlib
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.testing.compare import compare_images  # noqa: E402
+
+import toolkit as tk  # noqa: E402
+from toolkit.profiler import Profile  # noqa: E402
+from toolkit.profiler.events import (Cause, CompileEvent, DispatchEvent, FusionDecision,  # noqa: E402
+                                     KernelEvent, Phase, RecompileEvent, TransferEvent)
+from toolkit.roofline import Ceiling, Ceilings, load_spec_sheets, measure_ceilings, spec_ceilings  # noqa: E402
+
+BASELINE = pathlib.Path(__file__).parent / "baseline"
+UPDATE = os.environ.get("TOOLKIT_UPDATE_GOLDEN") == "1"
+
+
+def test_measured_ceilings_are_sane(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", str(tmp_path))
+    n = 1 << 21
+    ceilings = measure_ceilings(elements=n, repeats=2, progress=False)
+    a, out = np.ones(n, np.float32), np.empty(n, np.float32)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        np.copyto(out, a)
+    numpy_copy = 2 * n * 4 * 5 / (time.perf_counter() - t0)
+    for c in ceilings.of_kind("bandwidth"):
+        assert c.source == "measured" and numpy_copy / 20 < c.value < numpy_copy * 20, (c, numpy_copy)
+    for c in ceilings.of_kind("compute"):
+        assert 1e8 < c.value < 2e13, c  # positive, and below any CPU's spec sheet
+    names = {c.name.split(" (")[0].split(",")[0] for c in ceilings.items}
+    assert {"STREAM copy", "STREAM triad", "FMA-bound kernel"} <= names
+    assert any(n.startswith("BLAS sgemm") for n in names)
+    t0 = time.perf_counter()
+    again = measure_ceilings(elements=n, repeats=2, progress=False)
+    assert again == ceilings and time.perf_counter() - t0 < 0.05  # reused from the per-machine cache
+    assert list(tmp_path.glob("ceilings-*.json"))
+
+
+def test_spec_sheets_are_complete_and_sourced():
+    sheets = load_spec_sheets()
+    for device in ("NVIDIA A100 SXM4 80GB", "NVIDIA H100 SXM5 80GB", "NVIDIA H100 PCIe 80GB",
+                   "NVIDIA H200 SXM 141GB", "NVIDIA L4", "NVIDIA GeForce RTX 4090"):
+        sheet = sheets[device]
+        assert sheet["source"].startswith("https://")
+        assert 1e11 <= sheet["memory_bandwidth"] <= 1e13
+        flops = sheet["flops_per_second"]
+        assert 1e12 <= flops["float32"] <= 1e15
+        assert all(v > 0 for v in flops.values())
+        for key, value in flops.items():
+            if key.endswith("_tensor") and key != "float64_tensor":
+                assert value >= flops["float32"] * 0.9, (device, key)
+    h100 = spec_ceilings("NVIDIA H100 SXM5 80GB")
+    assert {c.source for c in h100.items} == {"spec sheet"}
+    assert h100.best("bandwidth").value == 3.35e12
+    with pytest.raises(KeyError, match="known:"):
+        spec_ceilings("NVIDIA Z9000")
+
+
+def synthetic_profile(scale: float = 1.0) -> Profile:
+    p = Profile(name="synthetic")
+    p.start, p.end = 0.0, 0.02
+    p.extend([
+        CompileEvent("f", "a.py:1", "x: f32[1024]", "cpu", 1, 0.0, 0.006,
+                     (Phase("trace", 0.0, 0.001), Phase("passes", 0.001, 0.001), Phase("llvm_ir", 0.002, 0.001),
+                      Phase("llvm_optimize", 0.003, 0.002), Phase("machine_code", 0.005, 0.001))),
+        CompileEvent("f", "a.py:1", "x: f32[2048]", "cpu", 2, 0.008, 0.004, (Phase("trace", 0.008, 0.001),
+                                                                               Phase("machine_code", 0.009, 0.003))),
+        RecompileEvent("f", "a.py:1", "b.py:9", 2, 2, 0.008, 0.004,
+                       (Cause("SHAPE", "x.shape[0]", "1024", "2048", "x.shape[0]: now 2048, was 1024"),),
+                       "x: f32[2048]", "x: f32[1024]"),
+        DispatchEvent("f", 0.006, 0.001, False, 1), DispatchEvent("f", 0.012, 0.004, False, 2),
+        KernelEvent("loop_tanh_fusion", "cpu", 0.0062, 0.0007 * scale, flops=2e6, transcendentals=1e6,
+                    bytes_accessed=8e6, kind="kLoop", compile_id=1, source="a.py:3"),
+        KernelEvent("input_reduce_fusion", "cpu", 0.0122, 0.0010 * scale, flops=4e6, bytes_accessed=16e6,
+                    kind="kInput", compile_id=2, source="a.py:4"),
+        KernelEvent("dot.3", "cpu", 0.0133, 0.0020, flops=1e8, bytes_accessed=12e6, kind="dot",
+                    compile_id=2, source="a.py:5"),
+        TransferEvent("host_to_device", 8_000_000, 0.0140, 0.0008, "x", "b.py:9", "cpu:0"),
+        FusionDecision("exp.1", "divide.2", False, "EXPENSIVE_WOULD_DUPLICATE", "..."),
+    ])
+    return p
+
+
+CEILINGS = Ceilings("test machine", (
+    Ceiling("DRAM (measured)", "bandwidth", 20e9, "measured"),
+    Ceiling("FMA (measured)", "compute", 100e9, "measured"),
+    Ceiling("spec bandwidth", "bandwidth", 50e9, "spec sheet"),
+    Ceiling("spec peak", "compute", 400e9, "spec sheet"),
+))
+
+
+def test_roofline_artists(monkeypatch):
+    monkeypatch.setattr(plt, "show", lambda *a, **k: pytest.fail("plots must not call show()"))
+    art = tk.plot.roofline(synthetic_profile(), CEILINGS, top=2)
+    offsets = art["points"].get_offsets()
+    assert len(offsets) == 3 and len(art["roofs"]) == 4 and len(art["labels"]) == 2
+    assert [line.get_linestyle() for line in art["roofs"]] == ["-", "--", "-", "--"]  # measured solid, spec dashed
+    assert len(art["ridges"]) == 2
+    dot = next(r for r in art["rows"] if r["name"] == "dot.3")
+    assert dot["intensity"] == pytest.approx(1e8 / 12e6)
+    # intensity 8.3 FLOP/byte: bound = min(100 GFLOP/s, 20 GB/s * 8.3) from the measured ceilings
+    assert dot["percent_of_bound"] == pytest.approx(100 * (1e8 / 0.002) / 100e9)
+    assert "% of bound" in art["labels"][0].get_text()
+    ax = art["axes"]
+    assert "compiler estimate" in ax.get_xlabel() and "measured" in ax.get_ylabel()
+    plt.close("all")
+
+
+def test_roofline_comparison_draws_arrows():
+    art = tk.plot.roofline((synthetic_profile(1.0), synthetic_profile(0.5)), CEILINGS)
+    assert len(art["arrows"]) == 3
+    plt.close("all")
+
+
+def test_timeline_artists():
+    art = tk.plot.timeline(synthetic_profile(), min_label_fraction=0.01)
+    assert art["lanes"] == ["compilation", "host dispatch", "cpu:0 stream 0", "copy engine"]
+    assert len(art["phases"]) == 7 and len(art["dispatches"]) == 2 and len(art["kernels"]) == 3
+    assert len(art["transfers"]) == 1 and len(art["markers"]) == 1
+    texts = [t.get_text() for t in art["labels"]]
+    assert any(t.startswith("recompile: x.shape[0]: now 2048, was 1024") for t in texts)
+    assert not any("H→D" in t.get_text() for t in tk.plot.timeline(synthetic_profile())["labels"])  # too narrow
+    zoomed = tk.plot.timeline(synthetic_profile(), window=(12.0, 16.0))
+    assert zoomed["axes"].get_xlim() == (12.0, 16.0)
+    assert any("H→D 8.0 MB" in t.get_text() for t in zoomed["labels"])  # zoomed in, the label fits
+    plt.close("all")
+
+
+@pytest.mark.parametrize("name", ["roofline", "timeline"])
+def test_plots_match_stored_images(name, tmp_path):
+    plt.rcParams.update({"font.family": "DejaVu Sans", "svg.hashsalt": "toolkit"})
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=72)
+    if name == "roofline":
+        tk.plot.roofline(synthetic_profile(), CEILINGS, ax=ax)
+    else:
+        tk.plot.timeline(synthetic_profile(), ax=ax)
+    actual = tmp_path / f"{name}.png"
+    fig.savefig(actual)
+    plt.close(fig)
+    expected = BASELINE / f"{name}.png"
+    if UPDATE or not expected.exists():
+        expected.write_bytes(actual.read_bytes())
+    assert compare_images(str(expected), str(actual), tol=8) is None
+
+
+def test_compare_report():
+    before, after = synthetic_profile(1.0), synthetic_profile(0.5)
+    after.events = [e for e in after.events if not (isinstance(e, KernelEvent) and e.name == "dot.3")]
+    after.extend([KernelEvent("loop_new_fusion", "cpu", 0.015, 0.001, flops=1, bytes_accessed=1),
+                  FusionDecision("exp.1", "divide.2", True, "FUSED", "...")])
+    report = tk.compare(before, after)
+    text = report.text()
+    assert report.added == ["loop_new_fusion"] and report.removed == ["dot.3"]
+    assert "kernel time: 3.700 ms -> 1.850 ms (-1.850 ms)" in text
+    assert "fusion %exp.1 -> %divide.2: EXPENSIVE_WOULD_DUPLICATE -> FUSED" in text
+    deltas = {k.name: k.delta for k in report.kernels}
+    assert deltas["loop_tanh_fusion"] == pytest.approx(-0.00035)
+    assert "<table>" in report._repr_html_()

@@ -1,0 +1,71 @@
+"""The timeline: compilation phases, host dispatch, each device stream and the copy engine on
+one time axis, with recompilation markers and their causes."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from .style import PHASE_COLORS, kind_color
+
+
+def _lanes(profile) -> list[str]:
+    lanes = ["compilation", "host dispatch"]
+    streams = sorted({(k.device, k.stream) for k in profile.kernels})
+    lanes += [f"{d} stream {s}" for d, s in streams]
+    if profile.transfers:
+        lanes.append("copy engine")
+    return lanes
+
+
+def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_label_fraction: float = 0.06):
+    """Plot ``profile`` on a time axis in ms from its start; ``window`` (ms, ms) zooms in.
+    Labels appear only on bars wide enough to hold them. Returns the artists: ``lanes``,
+    ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``markers``, ``labels``."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 3.5))
+    origin = profile.start if profile.start is not None else min((e.start for e in profile.events), default=0.0)
+    lanes = _lanes(profile)
+    row = {name: i for i, name in enumerate(lanes)}
+    end = max([e.start + getattr(e, "duration", 0.0) for e in profile.events] + [origin])
+    lo, hi = window if window else (0.0, max((end - origin) * 1e3, 1e-3))
+    span = max(hi - lo, 1e-9)
+    artists = {"lanes": lanes, "phases": [], "dispatches": [], "kernels": [], "transfers": [],
+               "markers": [], "labels": []}
+
+    def ms(t: float) -> float:
+        return (t - origin) * 1e3
+
+    def bar(lane: str, start: float, duration: float, color: str, label: str, bucket: str):
+        y = row[lane]
+        coll = ax.broken_barh([(ms(start), max(duration * 1e3, span * 1e-4))], (y - 0.38, 0.76),
+                              facecolors=color, edgecolors="white", linewidth=0.3)
+        artists[bucket].append(coll)
+        # a label needs a bar wider than its text (about 1.1% of the axis per character)
+        if label and duration * 1e3 / span >= max(min_label_fraction, 0.011 * len(label)):
+            artists["labels"].append(ax.text(ms(start) + duration * 5e2, y, label, ha="center",
+                                             va="center", fontsize=6, clip_on=True))
+
+    for c in profile.compiles:
+        for p in c.phases:
+            bar("compilation", p.start, p.duration, PHASE_COLORS.get(p.name, "#cccccc"), p.name, "phases")
+    for d in profile.dispatches:
+        bar("host dispatch", d.start, d.duration, "#bdbdbd" if d.cache_hit else "#969696", d.function, "dispatches")
+    for k in profile.kernels:
+        bar(f"{k.device} stream {k.stream}", k.start, k.duration, kind_color(k.kind), k.name, "kernels")
+    for t in profile.transfers:
+        arrow = {"host_to_device": "H→D", "device_to_host": "D→H"}.get(t.direction, "D→D")
+        bar("copy engine", t.start, t.duration, "#74c476", f"{arrow} {t.bytes / 1e6:.1f} MB", "transfers")
+    for r in profile.recompiles:
+        x = ms(r.start)
+        artists["markers"].append(ax.axvline(x, color="#d62728", lw=1, ls="--"))
+        cause = r.causes[0].message if r.causes else "recompiled"
+        right = (x - lo) / span > 0.6  # keep the label inside the axes
+        artists["labels"].append(ax.text(x, -0.75, f"recompile: {cause} ", color="#d62728", fontsize=6,
+                                         ha="right" if right else "left", va="top", clip_on=True))
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(lanes, fontsize=7)
+    ax.set_ylim(len(lanes) - 0.5, -1.2)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("time (ms from the start of the profile)")
+    ax.grid(True, axis="x", alpha=0.2)
+    artists["axes"] = ax
+    return artists
