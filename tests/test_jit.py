@@ -270,3 +270,24 @@ def test_unknown_backend():
     with pytest.raises(BackendUnavailableError, match="unknown backend 'tpu'"):
         tk.jit(lambda x: x, backend="tpu")
     assert "interpreter" in tk.backend_names()
+
+
+def test_internal_errors_keep_every_frame(monkeypatch):
+    from toolkit.passes import fusion
+
+    def broken(*args, **kwargs):
+        return [][0]  # an IndexError raised inside toolkit: a bug, not the user's mistake
+
+    monkeypatch.setattr(fusion, "fuse", broken)
+    with pytest.raises(IndexError) as info:
+        tk.jit(lambda x: x + 1)(np.ones(2))
+    assert any(f.endswith("fusion.py") for f in _internal_frames(info.value))
+
+
+def test_user_code_errors_point_at_user_code():
+    def f(x):
+        raise ValueError("my own bug")
+
+    with pytest.raises(ValueError, match="my own bug") as info:
+        tk.jit(f)(np.ones(2))
+    assert len(_internal_frames(info.value)) <= 1

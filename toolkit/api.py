@@ -16,7 +16,7 @@ import numpy as np
 
 from . import backends
 from .backends.base import Backend
-from .frontend.errors import ArgumentTypeError, api_boundary
+from .frontend.errors import ArgumentTypeError, UserTypeError, api_boundary
 from .frontend.promotion import SUPPORTED
 from .frontend.pytree import LEAF, flatten, unflatten
 from .frontend.recompile import SignatureRecord, captured_values, function_location, short_repr
@@ -301,7 +301,7 @@ class JitFunction:
             try:
                 bound = self._sig.bind(*args, **kwargs)
             except TypeError as e:
-                raise TypeError(f"jit({self.fn_name}): {e}") from None
+                raise UserTypeError(f"jit({self.fn_name}): {e}") from None
             return bound.args, bound.kwargs
         return args, kwargs
 

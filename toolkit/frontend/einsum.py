@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import lax
-from .errors import ShapeMismatchError, UnsupportedNumpyError
+from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError
 from .tracer import Tracer
 
 
@@ -20,10 +20,10 @@ def _parse(subscripts: str, n: int) -> tuple[list[str], str]:
         output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     terms = inputs.split(",")
     if len(terms) != n:
-        raise ValueError(f"einsum '{subscripts}' names {len(terms)} operands but {n} were given")
+        raise UserValueError(f"einsum '{subscripts}' names {len(terms)} operands but {n} were given")
     for term in terms + [output]:
         if not term.isalpha() and term:
-            raise ValueError(f"einsum: invalid subscript '{term}' in '{subscripts}'")
+            raise UserValueError(f"einsum: invalid subscript '{term}' in '{subscripts}'")
         if len(set(term)) != len(term):
             raise UnsupportedNumpyError(
                 f"einsum: repeated index in '{term}' (diagonals/traces) is not supported")

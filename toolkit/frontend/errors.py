@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import types
 
+import numpy as np
+
 
 class ToolkitError(Exception):
     """Base class of errors raised to users about their traced code."""
@@ -33,6 +35,27 @@ class LeakedTracerError(ToolkitError, RuntimeError):
     """A traced value used outside the trace that created it."""
 
 
+# The user's mistake, reported as NumPy would report it (``except ValueError`` still works).
+class UserValueError(ToolkitError, ValueError):
+    pass
+
+
+class UserTypeError(ToolkitError, TypeError):
+    pass
+
+
+class UserIndexError(ToolkitError, IndexError):
+    pass
+
+
+class UserOverflowError(ToolkitError, OverflowError):
+    pass
+
+
+class UserAxisError(ToolkitError, np.exceptions.AxisError):
+    pass
+
+
 _TOOLKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -40,12 +63,11 @@ def is_internal_file(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_TOOLKIT_DIR + os.sep)
 
 
-_USER_FACING = (ToolkitError, ValueError, TypeError, IndexError, OverflowError, NotImplementedError)
-
-
 def api_boundary(fn):
-    """Re-raise user-facing errors with toolkit's frames removed from the traceback, so the
-    user sees their own lines (set TOOLKIT_TRACEBACK=full to keep every frame)."""
+    """Re-raise the user's errors with toolkit's frames removed from the traceback, so the user
+    sees their own lines: toolkit's ToolkitErrors, and errors raised in the user's code. An
+    error raised inside toolkit or a library that is not a ToolkitError is a bug in toolkit and
+    keeps every frame (as does everything with TOOLKIT_TRACEBACK=full)."""
     import functools
 
     @functools.wraps(fn)
@@ -53,24 +75,25 @@ def api_boundary(fn):
         __tracebackhide__ = True  # noqa: F841  (IPython and pytest hide this frame)
         try:
             return fn(*args, **kwargs)
-        except _USER_FACING as e:
-            if os.environ.get("TOOLKIT_TRACEBACK") == "full" or _raised_by_a_library(e):
+        except Exception as e:
+            if os.environ.get("TOOLKIT_TRACEBACK") == "full" or not _users_error(e):
                 raise
             raise e.with_traceback(user_traceback(e.__traceback__)) from None
 
     return wrapper
 
 
-def _raised_by_a_library(e: BaseException) -> bool:
-    """An error from inside a third-party library is an internal error: keep every frame.
-    (NumPy raising on the user's own call is the user's error, so NumPy counts as user code.)"""
+def _users_error(e: BaseException) -> bool:
+    if isinstance(e, ToolkitError):
+        return True
     tb = e.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     if tb is None:
         return False
     filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
-    return "site-packages" in filename and not is_internal_file(filename) and "/numpy/" not in filename
+    # raised in the user's own code (NumPy raising on the user's call counts as theirs)
+    return not is_internal_file(filename) and ("site-packages" not in filename or "/numpy/" in filename)
 
 
 def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:

@@ -6,7 +6,7 @@ import operator
 import numpy as np
 
 from . import lax
-from .errors import UnsupportedNumpyError
+from .errors import UnsupportedNumpyError, UserIndexError
 from .tracer import Tracer
 
 
@@ -20,10 +20,10 @@ def getitem(x: Tracer, key) -> Tracer:
                 f"is not supported on {x.describe()}; only ints, slices, None and ... are")
     n_ellipsis = sum(k is Ellipsis for k in key)
     if n_ellipsis > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise UserIndexError("an index can only have a single ellipsis ('...')")
     consumed = sum(k is not None and k is not Ellipsis for k in key)
     if consumed > x.ndim:
-        raise IndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {consumed} were indexed")
+        raise UserIndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {consumed} were indexed")
     if n_ellipsis:
         i = key.index(Ellipsis)
         key = key[:i] + (slice(None),) * (x.ndim - consumed) + key[i + 1:]
@@ -50,7 +50,7 @@ def getitem(x: Tracer, key) -> Tracer:
         else:
             i = operator.index(k)
             if not -size <= i < size:
-                raise IndexError(f"index {i} is out of bounds for axis {dim} with size {size} ({x.describe()})")
+                raise UserIndexError(f"index {i} is out of bounds for axis {dim} with size {size} ({x.describe()})")
             i %= size
             spec.append((i, i + 1, 1))
         dim += 1

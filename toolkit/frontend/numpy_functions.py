@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from . import lax
-from .errors import ShapeMismatchError, UnsupportedNumpyError
+from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError, UserAxisError
 from .tracer import Tracer, current_trace
 from .ufuncs import apply_ufunc, broadcast_all
 
@@ -66,7 +66,7 @@ def _as_tracer(x, what="operand") -> Tracer:
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
     if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise np.exceptions.AxisError(f"{what} {axis} is out of bounds for array of dimension {ndim}")
+        raise UserAxisError(f"{what} {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim if ndim else 0
 
 
@@ -77,7 +77,7 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
         raise UnsupportedNumpyError("axis must be a Python int or tuple, not a traced value")
     axes = tuple(normalize_axis(operator.index(a), ndim) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
     if len(set(axes)) != len(axes):
-        raise ValueError(f"duplicate value in 'axis': {axis}")
+        raise UserValueError(f"duplicate value in 'axis': {axis}")
     return axes
 
 
@@ -104,7 +104,7 @@ def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
     if dtype is not None:
         x = lax.convert(x, lax.check_supported_dtype(dtype, f"dtype= of {name}"))
     if opcode in ("maximum", "minimum") and builtins.any(x.shape[a] == 0 for a in axes):
-        raise ValueError(f"zero-size array to reduction operation {opcode} which has no identity "
+        raise UserValueError(f"zero-size array to reduction operation {opcode} which has no identity "
                          f"({name} of {x.describe()})")
     if x.dtype == np.bool_ and opcode in ("add", "multiply"):
         x = lax.convert(x, np.int64)
@@ -197,7 +197,7 @@ def _arg_reduce(a, axis, keepdims, opcode, name):
         return lax.reshape(flat, (1,) * a.ndim) if keepdims else flat
     ax = normalize_axis(operator.index(axis), a.ndim)
     if a.shape[ax] == 0:
-        raise ValueError(f"attempt to get {name} of an empty sequence ({a.describe()})")
+        raise UserValueError(f"attempt to get {name} of an empty sequence ({a.describe()})")
     extreme = lax.broadcast_to(_keepdims(lax.reduce(a, opcode, (ax,)), a.shape, (ax,), True), a.shape)
     hit = lax.compare(a, extreme, "EQ")
     if a.dtype.kind == "f":  # NumPy returns the first NaN, and max/min propagate NaN
@@ -257,7 +257,7 @@ def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
     unknown = [i for i, d in enumerate(shape) if d == -1]
     known = math.prod(d for d in shape if d != -1)
     if len(unknown) > 1 or builtins.any(d < -1 for d in shape):
-        raise ValueError(f"invalid shape {shape} for reshape of {what}")
+        raise UserValueError(f"invalid shape {shape} for reshape of {what}")
     if unknown:
         if known == 0 or size % known:
             raise ShapeMismatchError(f"cannot reshape {what} into shape {shape}")
@@ -285,7 +285,7 @@ def transpose(a, axes=None):
     a = _as_tracer(a)
     perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(normalize_axis(operator.index(p), a.ndim) for p in axes)
     if sorted(perm) != list(range(a.ndim)):
-        raise ValueError(f"axes {axes} don't match array of dimension {a.ndim}")
+        raise UserValueError(f"axes {axes} don't match array of dimension {a.ndim}")
     return lax.transpose(a, perm)
 
 
@@ -325,7 +325,7 @@ def squeeze(a, axis=None):
     axes = tuple(i for i, d in enumerate(a.shape) if d == 1) if axis is None else normalize_axes(axis, a.ndim)
     for ax in axes:
         if a.shape[ax] != 1:
-            raise ValueError(f"cannot select an axis to squeeze out which has size not equal to one ({a.describe()}, axis {ax})")
+            raise UserValueError(f"cannot select an axis to squeeze out which has size not equal to one ({a.describe()}, axis {ax})")
     return lax.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
 
 
@@ -338,7 +338,7 @@ def broadcast_to(array, shape, subok=False):
 def _common(arrays, what):
     arrays = list(arrays)
     if not arrays:
-        raise ValueError(f"{what} needs at least one array")
+        raise UserValueError(f"{what} needs at least one array")
     trace = lax.trace_of(arrays)
     dtype = lax.check_supported_dtype(result_dtype(arrays), what)
     return [lax.lift(trace, v, dtype, weak=False) for v in arrays]
@@ -352,7 +352,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
         ts = [lax.reshape(t, (t.size,)) for t in ts]
         axis = 0
     if builtins.any(t.ndim == 0 for t in ts):
-        raise ValueError("zero-dimensional arrays cannot be concatenated")
+        raise UserValueError("zero-dimensional arrays cannot be concatenated")
     ax = normalize_axis(axis, ts[0].ndim)
     for t in ts[1:]:
         if t.ndim != ts[0].ndim or builtins.any(t.shape[i] != ts[0].shape[i] for i in range(t.ndim) if i != ax):
@@ -425,7 +425,7 @@ def matmul(a, b, out=None, **kwargs):
     _reject(out=out)
     a, b = _promote_pair(a, b, "matmul")
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: input operand does not have enough dimensions (use * for scalars)")
+        raise UserValueError("matmul: input operand does not have enough dimensions (use * for scalars)")
     a2 = lax.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
     b2 = lax.reshape(b, b.shape + (1,)) if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:

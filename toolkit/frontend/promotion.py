@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import UserOverflowError
+
 SUPPORTED = tuple(np.dtype(t) for t in ("bool", "int32", "int64", "float32", "float64"))
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
 _DEFAULT = {0: np.dtype(bool), 1: np.dtype(np.int64), 2: np.dtype(np.float64)}
@@ -41,4 +43,4 @@ def check_int_fits(value: int, dtype: np.dtype, where: str) -> None:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
-            raise OverflowError(f"Python integer {value} out of bounds for {dtype}{where}")
+            raise UserOverflowError(f"Python integer {value} out of bounds for {dtype}{where}")

@@ -9,7 +9,7 @@ import numpy as np
 from ..ir.nodes import Module
 from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
-from .errors import LeakedTracerError
+from .errors import LeakedTracerError, UserTypeError
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
 from .tracer import Trace, Tracer
@@ -49,5 +49,5 @@ def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:
         return leaf
     if isinstance(leaf, (bool, int, float, np.ndarray, np.generic)):
         return lax.lift(trace, leaf, what=f"output{path}")
-    raise TypeError(f"jitted function returned output{path} of type {type(leaf).__name__}; "
+    raise UserTypeError(f"jitted function returned output{path} of type {type(leaf).__name__}; "
                     "return arrays, scalars, or tuples/lists/dicts of them")

@@ -12,7 +12,7 @@ from ..ir import dtypes as ir_dtypes
 from ..ir.builder import ComputationBuilder, ModuleBuilder
 from ..ir.nodes import Instruction, Metadata
 from ..ir.shapes import Shape
-from .errors import LeakedTracerError, TracerConversionError
+from .errors import LeakedTracerError, TracerConversionError, UserTypeError
 from .source_info import SourceLocation, user_location
 
 _local = threading.local()
@@ -163,12 +163,12 @@ class Tracer:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of unsized traced value (a scalar)")
+            raise UserTypeError("len() of unsized traced value (a scalar)")
         return self.shape[0]
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d traced array")
+            raise UserTypeError("iteration over a 0-d traced array")
         return (self[i] for i in range(self.shape[0]))
 
     # ---- concretisation is impossible: explain why and what to do ---------------------
@@ -209,7 +209,7 @@ class Tracer:
         raise self._concrete_error("item()")
 
     def __setitem__(self, key, value):
-        raise TypeError(
+        raise UserTypeError(
             "traced arrays are immutable: item assignment is not supported inside jit; "
             "build the new array with tnp.where(mask, new, x) or tnp.concatenate")
 

@@ -192,8 +192,9 @@ class _Fuser:
             out = {}
             for u in users:
                 homes = self.homes.get(id(u)) or []
-                if any(g.heroes for g in homes):
-                    out[id(u)] = ("BOTH_REDUCTIONS", f"%{x.name} and %{homes[0].heroes[0].name} are both reductions")
+                reductions = [g for g in homes if g.heroes]
+                if reductions:
+                    out[id(u)] = ("BOTH_REDUCTIONS", f"%{x.name} and %{reductions[0].heroes[0].name} are both reductions")
                 else:
                     out[id(u)] = blocked.get(id(u), ("PRODUCER_IS_REDUCTION",
                                                      f"fusing %{x.name} into %{u.name} would recompute the reduction per element"))
