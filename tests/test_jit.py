@@ -273,15 +273,15 @@ def test_unknown_backend():
 
 
 def test_internal_errors_keep_every_frame(monkeypatch):
-    from toolkit.passes import fusion
+    from toolkit.passes import pipeline
 
     def broken(*args, **kwargs):
         return [][0]  # an IndexError raised inside toolkit: a bug, not the user's mistake
 
-    monkeypatch.setattr(fusion, "fuse", broken)
+    monkeypatch.setattr(pipeline, "fuse", broken)
     with pytest.raises(IndexError) as info:
         tk.jit(lambda x: x + 1)(np.ones(2))
-    assert any(f.endswith("fusion.py") for f in _internal_frames(info.value))
+    assert any(f.endswith("manager.py") for f in _internal_frames(info.value))
 
 
 def test_user_code_errors_point_at_user_code():
