@@ -25,6 +25,13 @@ __all__ = ["jit", "hlo", "numpy", "Lowered", "Compiled", "JitFunction", "Toolkit
            "RecompileWarning", "compare", "plot", "roofline", "__version__"]
 
 
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext toolkit``: the magics (%%xla, %xla_profile, %xla_hlo, %xla_recompiles)."""
+    from .notebook import load_ipython_extension as load  # the entry point IPython asks for
+
+    load(ipython)
+
+
 def __getattr__(name: str):
     # matplotlib is imported only when a plot is asked for, never by ``import toolkit``
     import importlib

@@ -19,7 +19,8 @@ from .backends.base import Backend
 from .frontend.errors import ArgumentTypeError, UserTypeError, api_boundary
 from .frontend.promotion import SUPPORTED
 from .frontend.pytree import LEAF, flatten, unflatten
-from .frontend.recompile import SignatureRecord, captured_values, function_location, short_repr
+from .frontend.recompile import (SignatureRecord, captured_values, function_location, pretty_filename,
+                                 short_repr)
 from .frontend.signature import ArgSpec, abstractify, check_hashable_static
 from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram, trace_program
@@ -294,6 +295,7 @@ class JitFunction:
         self._function_serial = _history.function_serial(fn)
         self._cache: dict[Any, Compiled] = {}
         self._compile_lock = threading.Lock()
+        self.call_site_hint = ""  # where calls come from when no user frame exists (%%xla)
 
     # ---- argument handling --------------------------------------------------------------
     def _canonical(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -389,7 +391,7 @@ class JitFunction:
         clock = RECORDER.clock
         start = clock.now()
         loc = user_location(3)
-        call_site = f"{loc.file}:{loc.line}" if loc else ""
+        call_site = f"{pretty_filename(loc.file)}:{loc.line}" if loc else self.call_site_hint
         paths = self._paths(cargs, ckwargs)
         program = self._trace(key, paths, cargs, ckwargs)
         traced = clock.now()

@@ -75,6 +75,8 @@ def pretty_filename(filename: str) -> str:
     if filename.startswith("<ipython-input-"):
         parts = filename.split("-")
         return f"In [{parts[2]}]" if len(parts) > 2 else filename
+    if filename.startswith("<xla-cell-"):
+        return "%%xla cell"
     return filename
 
 

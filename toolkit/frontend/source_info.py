@@ -28,11 +28,17 @@ class SourceLocation:
         return f"{self.file}:{self.line}"
 
 
+# The notebook machinery between a user's cell and toolkit is never the user's code.
+_HOST_PACKAGES = tuple(f"{os.sep}{name}{os.sep}" for name in ("IPython", "ipykernel", "traitlets", "asyncio"))
+
+
 def _skip(filename: str) -> bool:
     hit = _internal_cache.get(filename)
     if hit is None:
-        hit = is_internal_file(filename) or os.path.abspath(filename).startswith(_NUMPY_DIR) \
-            or filename.startswith("<frozen") or filename in _STDLIB_WRAPPERS
+        path = os.path.abspath(filename)
+        hit = is_internal_file(filename) or path.startswith(_NUMPY_DIR) \
+            or filename.startswith("<frozen") or filename in _STDLIB_WRAPPERS \
+            or any(p in path for p in _HOST_PACKAGES)
         _internal_cache[filename] = hit
     return hit
 

@@ -140,7 +140,10 @@ class Tracer:
         if self._origin:
             return self._origin
         md = self.inst.metadata
-        where = f" at {md.location}" if md is not None and md.location else ""
+        where = ""
+        if md is not None and md.location:
+            where = f" at %%xla cell line {md.source_line}" if md.source_file.startswith("<xla-cell-") \
+                else f" at {md.location}"
         op = md.op_name.split("/", 1)[-1] if md is not None and md.op_name else self.inst.opcode
         return f"the result of '{op}'{where}"
 
@@ -174,7 +177,7 @@ class Tracer:
     # ---- concretisation is impossible: explain why and what to do ---------------------
     def _concrete_error(self, what: str) -> TracerConversionError:
         loc = user_location(3)
-        at = f" at {loc}" if loc else ""
+        at = f" at {_pretty(loc)}" if loc else ""
         return TracerConversionError(
             f"{what} was called on a traced value{at}: {self.describe()}.\n"
             "Inside a jitted function, arrays are abstract (only shape and dtype are known), so "
@@ -214,6 +217,12 @@ class Tracer:
             "build the new array with tnp.where(mask, new, x) or tnp.concatenate")
 
     # NumPy protocols and operators are attached by frontend.dispatch.
+
+
+def _pretty(loc) -> str:
+    if loc.file.startswith("<xla-cell-"):
+        return f"%%xla cell line {loc.line}"
+    return str(loc)
 
 
 def check_same_trace(t: Tracer) -> Trace:

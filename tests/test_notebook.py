@@ -1,0 +1,178 @@
+"""The notebook face through a real IPython shell: magics, dashboard widget, static HTML."""
+import html.parser
+import json
+
+import numpy as np
+import pytest
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+
+import toolkit as tk
+from toolkit.widgets.dashboard import Dashboard
+from toolkit.widgets.report import report_html
+
+TABS = "--show summary,recompilations,fusion,kernels,timeline,ir"  # Roofline measures ceilings: slow
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.display_formatter.active_types = shell.display_formatter.format_types  # as a notebook has
+    shell.run_cell("%load_ext toolkit")
+    shell.run_cell("import numpy as np\nimport toolkit as tk")
+    return shell
+
+
+def run(ip, code):
+    with capture_output() as out:
+        result = ip.run_cell(code)
+    return result, out
+
+
+def test_cell_magic_binds_outputs_and_shows_a_dashboard(ip):
+    ip.user_ns["x"] = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    ip.user_ns["scale"] = 2.0
+    result, out = run(ip, f"%%xla {TABS} -o res\nm = np.max(x, axis=-1, keepdims=True)\n"
+                          "e = np.exp(x - m) * scale\ny = e / e.sum(axis=-1, keepdims=True)\n")
+    assert result.error_in_exec is None, out.stderr
+    x = ip.user_ns["x"]
+    ref = np.exp(x - x.max(-1, keepdims=True)) * 2
+    np.testing.assert_allclose(ip.user_ns["y"], ref / ref.sum(-1, keepdims=True), rtol=1e-5)
+    res = ip.user_ns["res"]
+    assert set(res.outputs) == {"m", "e", "y"} and res.profile.compiles
+    bundle = out.outputs[-1].data
+    assert {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"} <= set(bundle)
+    assert "Fusion" in bundle["text/html"] and "toolkit profile" in bundle["text/plain"]
+
+
+def test_rerun_with_a_new_shape_leads_with_the_recompilation_cause(ip):
+    cell = "%%xla --quiet\nz = np.tanh(a) + 1\n"
+    ip.user_ns["a"] = np.ones((4, 4), np.float32)
+    run(ip, cell)
+    ip.user_ns["a"] = np.ones((6, 4), np.float32)
+    _, out = run(ip, cell)
+    first = out.stdout.splitlines()[0]
+    assert first.startswith("RECOMPILE #2 of xla_cell (defined %%xla cell:1) at call site In [")
+    assert "a.shape[0]: now 6, was 4" in out.stdout
+    assert ip.user_ns["z"].shape == (6, 4)
+
+
+def test_static_values_are_part_of_the_key(ip):
+    ip.user_ns["b"] = np.ones(3, np.float32)
+    for n in (2, 3):
+        ip.user_ns["n"] = n
+        run(ip, "%%xla --quiet -o r\nw = b * n\n")
+    assert list(ip.user_ns["w"]) == [3, 3, 3]
+    assert ip.user_ns["r"].recompiled
+
+
+def test_repeat_times_steady_state_runs(ip):
+    ip.user_ns["c"] = np.ones(1000, np.float32)
+    _, out = run(ip, "%%xla --quiet --repeat 5 --warmup 2 -o t\nd = np.exp(c)\n")
+    res = ip.user_ns["t"]
+    assert len(res.timings) == 5 and res.best <= res.median
+    assert "5 runs after 2 warm-up: best" in out.stdout and "compile time excluded" in out.stdout
+
+
+def test_trace_option_writes_a_chrome_trace(ip, tmp_path):
+    path = tmp_path / "cell.json"
+    ip.user_ns["c"] = np.ones(10, np.float32)
+    run(ip, f"%%xla --quiet --trace {path}\nd = c * 2\n")
+    assert "traceEvents" in json.loads(path.read_text())
+
+
+def test_errors_point_at_the_cell_line_without_a_traceback(ip):
+    ip.user_ns["q"] = np.ones(3, np.float32)
+    _, out = run(ip, "%%xla --quiet\nr = q * 2\nif r.sum() > 0:\n    s = r\n")
+    assert "TracerConversionError: bool() was called on a traced value at %%xla cell line 2" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_bad_options_print_usage_and_one_line(ip):
+    _, out = run(ip, "%%xla --bogus\ny = 1\n")
+    assert "usage" in out.stderr.lower() or "%xla [--backend" in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "UsageError: unrecognized arguments: --bogus"
+    _, out = run(ip, "%%xla --show nonsense\ny = 1\n")
+    assert "unknown tab(s) nonsense" in out.stderr
+
+
+def test_line_magics(ip):
+    run(ip, "f = tk.jit(lambda v: np.exp(v) * 2)\nv = np.ones(4, np.float32)\nf(v)\nf(np.ones(5, np.float32))")
+    _, out = run(ip, "%xla_hlo f(v) --stage optimized_hlo")
+    page = out.outputs[-1].data["text/html"]
+    assert "<b>HloModule</b>" in page and "kind=" in page and "<b>fusion</b>" in page
+    _, out = run(ip, "%xla_hlo --stage hlo f(v)")
+    assert "exponential" in out.outputs[-1].data["text/html"]
+    _, out = run(ip, "%xla_hlo g(v)")
+    assert "UsageError" in out.stderr
+    _, out = run(ip, "%xla_recompiles f")
+    assert "v.shape[0]: now 5, was 4" in out.outputs[-1].data["text/plain"]
+    _, out = run(ip, "%xla_profile f(v); f(v)")
+    assert "_xla_profile" in ip.user_ns and len(ip.user_ns["_xla_profile"].dispatches) == 2
+
+
+def _profile():
+    def evil(x):
+        return np.exp(x) / np.exp(x).sum()
+
+    evil.__name__ = "<script>alert(1)</script>"
+    f = tk.jit(evil)
+    with tk.profile() as prof:
+        f(np.ones(4, np.float32))
+        f(np.ones(5, np.float32))
+    return prof, {"<script>": f.lower(np.ones(4, np.float32)).compile()}
+
+
+class _Balance(html.parser.HTMLParser):
+    VOID = {"br", "img", "meta", "hr", "input", "link"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.errors = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag)
+        if tag == "script":
+            self.errors.append("script tag")
+        for k, v in attrs:
+            if k in ("src", "href") and v and not v.startswith("data:"):
+                self.errors.append(f"external reference {v}")
+
+    def handle_startendtag(self, tag, attrs):  # <img .../> opens and closes itself
+        self.handle_starttag(tag, attrs)
+        if tag not in self.VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack.pop() != tag:
+            self.errors.append(f"unbalanced </{tag}>")
+
+
+def test_static_html_is_well_formed_self_contained_and_escaped():
+    prof, compiled = _profile()
+    page = report_html(prof, None, compiled, full_document=True)
+    checker = _Balance()
+    checker.feed(page)
+    assert not checker.errors and not checker.stack, (checker.errors, checker.stack)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
+    assert "data:image/png;base64," in page  # plots inline
+
+
+def test_dashboard_widget_tree_and_state():
+    prof, compiled = _profile()
+    dash = Dashboard(prof, None, compiled)
+    tab = dash.widget()
+    state = tab.get_state()
+    assert state["titles"] == ("Summary", "Recompilations", "Fusion", "Kernels", "Timeline", "Roofline", "IR")
+    fusion = tab.children[2]
+    pick, table = fusion.children
+    reasons = [o for o in pick.options if o != "all"]
+    pick.value = reasons[0]
+    assert reasons[0] in table.value
+    ir = tab.children[6]
+    (program, stage), text = ir.children[0].children, ir.children[1]
+    stage.value = "hlo"
+    assert "HloModule" in text.value and "&lt;" in text.value or "HloModule" in text.value
+    bundle = dash._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == tab.model_id

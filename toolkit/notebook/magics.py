@@ -1,0 +1,238 @@
+"""IPython magics: ``%%xla``, ``%xla_profile``/``%%xla_profile``, ``%xla_hlo``, ``%xla_recompiles``."""
+from __future__ import annotations
+
+import ast
+import html
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import HTML, display
+
+from .. import api
+from ..frontend.errors import ToolkitError
+from ..profiler import Profile, profile
+from ..profiler.report import recompile_text
+from ..widgets.report import SECTIONS
+from .cell import analyze, build_function, is_array_value
+
+
+@dataclass
+class CellResult:
+    """What ``%%xla -o VAR`` stores: the outputs, the profile, the compiled program, timings."""
+
+    outputs: dict
+    profile: Profile
+    compiled: object
+    timings: list[float] = field(default_factory=list)  # seconds per steady-state run
+    recompiled: bool = False
+
+    @property
+    def best(self) -> float | None:
+        return min(self.timings) if self.timings else None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.timings) if self.timings else None
+
+    def __repr__(self) -> str:
+        t = f", best {self.best * 1e3:.3f} ms" if self.timings else ""
+        return f"<%%xla result: {', '.join(self.outputs)}{t}>"
+
+
+def _dashboard(prof, compiled, tabs, title):
+    from ..widgets.dashboard import Dashboard
+
+    ceilings = None
+    if "Roofline" in tabs and prof.kernels:
+        from ..roofline import measure_ceilings
+
+        ceilings = measure_ceilings(progress=False)
+    return Dashboard(prof, ceilings, compiled, title, tabs)
+
+
+def _tabs(spec: str | None) -> tuple:
+    if not spec:
+        return SECTIONS
+    wanted = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    by_name = {s.lower(): s for s in SECTIONS}
+    unknown = [w for w in wanted if w not in by_name]
+    if unknown:
+        raise ValueError(f"unknown tab(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    return tuple(by_name[w] for w in wanted)
+
+
+def _parse(magic, line: str):
+    """Options, or None after printing the usage and a one-line error (never a traceback)."""
+    try:
+        return parse_argstring(magic, line)
+    except UsageError as e:
+        usage = magic.parser.format_usage().strip()
+        print(f"{usage}\nUsageError: {e}", file=sys.stderr)
+        return None
+
+
+@magics_class
+class XlaMagics(Magics):
+    def __init__(self, shell):
+        super().__init__(shell)
+        self._cells: dict = {}  # (cell source, backend, static names) -> jitted function
+
+    @cell_magic
+    @magic_arguments()
+    @argument("--backend", default=None, help="cpu, interpreter (default: the best available)")
+    @argument("--repeat", type=int, default=0, help="time this many steady-state runs after warm-up")
+    @argument("--warmup", type=int, default=1, help="warm-up runs before --repeat timing")
+    @argument("--static", default="", help="comma-separated names to treat as static")
+    @argument("--show", default=None, help="comma-separated tabs: " + ", ".join(SECTIONS))
+    @argument("-o", dest="output", default=None, help="store the result object in this variable")
+    @argument("--quiet", action="store_true", help="no dashboard")
+    @argument("--trace", default=None, help="write a Chrome/Perfetto trace to this file")
+    def xla(self, line, cell):
+        """Compile the cell as one computation and run it; show what the compiler did."""
+        args = _parse(self.xla, line)
+        if args is None:
+            return None
+        try:
+            tabs = _tabs(args.show)
+        except ValueError as e:
+            print(f"UsageError: {e}", file=sys.stderr)
+            return None
+        ns = self.shell.user_ns
+        try:
+            info = analyze(cell)
+        except SyntaxError as e:
+            print(f"SyntaxError in the %%xla cell, line {e.lineno}: {e.msg}", file=sys.stderr)
+            return None
+        forced_static = {s.strip() for s in args.static.split(",") if s.strip()}
+        params, statics = [], []
+        for name in info.inputs:
+            if name not in ns:
+                continue  # a builtin or an error the cell itself will raise
+            value = ns[name]
+            if name in forced_static:
+                statics.append(name)
+            elif is_array_value(value):
+                params.append(name)
+            elif isinstance(value, (int, float, bool, str, tuple, type(None))):
+                statics.append(name)
+        key = (cell, args.backend, tuple(statics))
+        fn = self._cells.get(key)
+        if fn is None:
+            raw = build_function(info, params + statics, ns)
+            fn = self._cells[key] = api.jit(raw, static_argnames=tuple(statics), backend=args.backend,
+                                            on_recompile="ignore")
+            fn.call_site_hint = "%%xla cell"
+        call_args = [ns[n] for n in params] + [ns[n] for n in statics]
+        before = len(fn.recompiles)
+        try:
+            with profile(name="%%xla") as prof:
+                outputs = fn(*call_args)
+                timings = []
+                if args.repeat:
+                    for _ in range(args.warmup):
+                        fn(*call_args)
+                    for _ in range(args.repeat):
+                        t0 = time.perf_counter()
+                        fn(*call_args)
+                        timings.append(time.perf_counter() - t0)
+        except ToolkitError as e:
+            print(f"{type(e).__name__}: {e}", file=sys.stderr)
+            return None
+        ns.update(outputs)
+        compiled = fn._cache[next(k for k in fn._cache if fn._cache[k].compile_id ==
+                                   max(c.compile_id for c in fn._cache.values()))] if fn._cache else None
+        recompiled = len(fn.recompiles) > before
+        if recompiled:
+            print(recompile_text(fn.recompiles[-1]))
+        if timings:
+            print(f"{len(timings)} runs after {args.warmup} warm-up: best {min(timings) * 1e3:.3f} ms, "
+                  f"median {statistics.median(timings) * 1e3:.3f} ms, spread "
+                  f"{(max(timings) - min(timings)) * 1e3:.3f} ms (compile time excluded)")
+        if args.trace:
+            prof.to_chrome_trace(args.trace)
+            print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
+        result = CellResult(outputs, prof, compiled, timings, recompiled)
+        if args.output:
+            ns[args.output] = result
+        if not args.quiet:
+            display(_dashboard(prof, {"cell": compiled} if compiled else {}, tabs, "%%xla"))
+        return None
+
+    @line_cell_magic
+    def xla_profile(self, line, cell=None):
+        """Run Python code and profile every tk.jit function it calls."""
+        code = cell if cell is not None else line
+        with profile(name="%xla_profile") as prof:
+            self.shell.run_cell(code, store_history=False)
+        self.shell.user_ns["_xla_profile"] = prof
+        display(_dashboard(prof, {}, SECTIONS[:-1], "%xla_profile"))
+
+    @line_magic
+    @magic_arguments()
+    @argument("--stage", default="optimized_hlo", choices=["hlo", "optimized_hlo", "llvm", "asm"])
+    @argument("expression", nargs="+", help="a call of a jitted function, e.g. f(x, y)")
+    def xla_hlo(self, line):
+        """The IR of a jitted call at a stage, highlighted."""
+        args = _parse(self.xla_hlo, line)
+        if args is None:
+            return None
+        source = " ".join(args.expression)
+        try:
+            call = ast.parse(source, mode="eval").body
+            if not isinstance(call, ast.Call):
+                raise ValueError
+        except (SyntaxError, ValueError):
+            print(f"UsageError: %xla_hlo expects a call such as f(x), got {source!r}", file=sys.stderr)
+            return None
+        ns = self.shell.user_ns
+        try:
+            fn = eval(compile(ast.Expression(call.func), "<xla_hlo>", "eval"), ns)  # noqa: S307
+            values = [eval(compile(ast.Expression(a), "<xla_hlo>", "eval"), ns) for a in call.args]  # noqa: S307
+        except Exception as e:  # noqa: BLE001 - the user's expression: one line, no traceback
+            print(f"UsageError: cannot evaluate {source!r}: {type(e).__name__}: {e}", file=sys.stderr)
+            return None
+        if not isinstance(fn, api.JitFunction):
+            print(f"UsageError: {ast.unparse(call.func)} is not a function made by tk.jit", file=sys.stderr)
+            return None
+        try:
+            text = fn.lower(*values).compile().as_text(args.stage)
+        except (ToolkitError, ValueError) as e:
+            print(f"{type(e).__name__}: {e}", file=sys.stderr)
+            return None
+        display(HTML(highlight(text)))
+        return None
+
+    @line_magic
+    def xla_recompiles(self, line):
+        """The session's recompilation report, or one function's."""
+        name = line.strip()
+        fn = None
+        if name:
+            fn = self.shell.user_ns.get(name)
+            if not isinstance(fn, api.JitFunction):
+                print(f"UsageError: {name} is not a function made by tk.jit", file=sys.stderr)
+                return None
+        display(api.explain_recompiles(fn))
+        return None
+
+
+_KEYWORDS = ("ENTRY", "ROOT", "HloModule", "define", "ret", "fusion", "kind=")
+
+
+def highlight(text: str) -> str:
+    """HLO/LLVM text as HTML: opcodes after '=' in bold, comments grey; everything escaped."""
+    out = []
+    for line in text.splitlines():
+        esc = html.escape(line)
+        if line.lstrip().startswith((";", "//", "#")):
+            out.append(f"<span style='color:#6a737d'>{esc}</span>")
+            continue
+        for kw in _KEYWORDS:
+            esc = esc.replace(kw, f"<b>{kw}</b>")
+        out.append(esc)
+    return "<pre style='font-size:11px'>" + "\n".join(out) + "</pre>"

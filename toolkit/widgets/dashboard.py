@@ -1,0 +1,100 @@
+"""The dashboard widget: an ipywidgets Tab over a profile (Summary, Recompilations, Fusion with
+a reason filter, Kernels with a sort order, Timeline, Roofline, IR with a stage selector).
+
+Displayed, it is a mimebundle: the live widget, the static HTML report (for nbconvert,
+nbviewer, GitHub, VS Code without a kernel) and a plain-text summary."""
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+from . import report
+
+
+class Dashboard:
+    def __init__(self, prof, ceilings=None, compiled: dict | None = None, title: str = "toolkit profile",
+                 sections=report.SECTIONS):
+        self.profile = prof
+        self.ceilings = ceilings
+        self.compiled = compiled or {}
+        self.title = title
+        self.sections = tuple(sections)
+        self._widget = None
+
+    # ---- the live widget ------------------------------------------------------------------
+    def _fusion_tab(self) -> widgets.Widget:
+        reasons = sorted({d.reason for d in self.profile.fusion_decisions})
+        pick = widgets.Dropdown(options=["all"] + reasons, value="all", description="reason")
+        body = widgets.HTML(report.fusion_section(self.profile))
+
+        def changed(change):
+            body.value = report.fusion_section(self.profile, None if change["new"] == "all" else change["new"])
+
+        pick.observe(changed, names="value")
+        return widgets.VBox([pick, body])
+
+    def _kernel_tab(self) -> widgets.Widget:
+        order = widgets.Dropdown(options=[("time", "seconds"), ("GFLOP/s", "gflops"), ("GB/s", "gbps"),
+                                          ("calls", "calls")], value="seconds", description="sort by")
+        body = widgets.HTML(report.kernel_section(self.profile, self.ceilings))
+
+        def changed(change):
+            body.value = report.kernel_section(self.profile, self.ceilings, change["new"])
+
+        order.observe(changed, names="value")
+        return widgets.VBox([order, body])
+
+    def _ir_tab(self) -> widgets.Widget:
+        if not self.compiled:
+            return widgets.HTML(report.ir_section({}))
+        names = list(self.compiled)
+        stages = ["hlo", "optimized_hlo", "llvm", "asm"]
+        which = widgets.Dropdown(options=names, value=names[0], description="program")
+        stage = widgets.Dropdown(options=stages, value="optimized_hlo", description="stage")
+        body = widgets.HTML()
+
+        def show(_=None):
+            try:
+                text = self.compiled[which.value].as_text(stage.value)
+            except ValueError as err:
+                text = str(err)
+            body.value = f"<pre style='font-size:11px;max-height:480px;overflow:auto'>{html.escape(text)}</pre>"
+
+        which.observe(show, names="value")
+        stage.observe(show, names="value")
+        show()
+        return widgets.VBox([widgets.HBox([which, stage]), body])
+
+    def widget(self) -> widgets.Tab:
+        if self._widget is None:
+            children = []
+            for name in self.sections:
+                if name == "Fusion":
+                    children.append(self._fusion_tab())
+                elif name == "Kernels":
+                    children.append(self._kernel_tab())
+                elif name == "IR":
+                    children.append(self._ir_tab())
+                else:
+                    children.append(widgets.HTML(report.STYLE + "<div class='tk-report'>" + report.section_html(
+                        name, self.profile, self.ceilings, self.compiled) + "</div>"))
+            tab = widgets.Tab(children=children)
+            for i, name in enumerate(self.sections):
+                tab.set_title(i, name)
+            self._widget = tab
+        return self._widget
+
+    # ---- static forms -----------------------------------------------------------------------
+    def to_html(self, full_document: bool = False) -> str:
+        return report.report_html(self.profile, self.ceilings, self.compiled, self.title, full_document, self.sections)
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            f.write(self.to_html(full_document=True))
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = {"text/plain": report.report_text(self.profile), "text/html": self.to_html()}
+        widget_bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle.update({k: v for k, v in widget_bundle.items() if k != "text/plain"})
+        return bundle

@@ -1,0 +1,141 @@
+"""The static dashboard: one self-contained HTML document (tables and inline PNG plots, no
+network references, every user string escaped) that survives nbconvert, nbviewer, GitHub and
+VS Code without a kernel. The widget dashboard shows the same sections."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections import Counter
+
+from ..profiler.report import RecompileReport, kernel_table, profile_summary_text
+from ..roofline import Ceilings
+
+e = html.escape
+STYLE = """<style>
+.tk-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;max-width:1200px}
+.tk-report table{border-collapse:collapse;margin:6px 0}
+.tk-report td,.tk-report th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+.tk-report td:first-child,.tk-report th:first-child{text-align:left}
+.tk-report pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:11px;max-height:480px}
+.tk-report h3{margin:14px 0 4px}.tk-report .tk-note{color:#666}
+.tk-report .tk-side{display:flex;gap:8px}.tk-report .tk-side>div{flex:1;min-width:0}
+</style>"""
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{e(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def figure_png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def summary_section(prof) -> str:
+    compile_s = sum(c.duration for c in prof.compiles)
+    kernels = prof.kernels
+    run_s = sum(k.duration for k in kernels)
+    moved = sum(k.bytes_accessed for k in kernels)
+    fusions = len({k.name for k in kernels if k.kind in ("kLoop", "kInput", "kOutput", "kCustom")})
+    rows = [["compile time", f"{compile_s * 1e3:.1f} ms ({len(prof.compiles)} compiles, {len(prof.recompiles)} recompiles)"],
+            ["kernel time", f"{run_s * 1e3:.3f} ms ({len(kernels)} launches of {len({k.name for k in kernels})} kernels, {fusions} fusions)"],
+            ["bytes moved by kernels", f"{moved / 1e6:.2f} MB (compiler estimate)"],
+            ["host dispatch", f"{sum(d.duration for d in prof.dispatches) * 1e3:.3f} ms ({len(prof.dispatches)} calls)"],
+            ["profiler overhead", f"{prof.overhead_seconds * 1e3:.3f} ms ({prof.overhead_fraction:.1%} of the session, a lower bound)"]]
+    top = kernel_table(kernels)[:5]
+    top_rows = [[r["name"], r["kind"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.0%}", r["source"]] for r in top]
+    return (_table(["", ""], rows) + "<h3>top kernels</h3>"
+            + _table(["kernel", "kind", "ms", "share", "source"], top_rows))
+
+
+def recompile_section(prof) -> str:
+    return RecompileReport(prof.recompiles, prof.compiles, "recompilations")._repr_html_()
+
+
+def fusion_section(prof, reason: str | None = None) -> str:
+    decisions = [d for d in prof.fusion_decisions if reason is None or d.reason == reason]
+    counts = Counter(d.reason for d in prof.fusion_decisions)
+    summary = ", ".join(f"{n}× {r}" for r, n in counts.most_common())
+    rows = [[d.producer, d.consumer, "fused" if d.fused else "not fused", d.reason, d.message,
+             d.producer_location, d.bytes_saved] for d in decisions]
+    return (f"<p>{e(summary) or 'no fusion decisions recorded'}</p>"
+            + _table(["producer", "consumer", "", "reason", "why", "source", "bytes saved (est.)"], rows))
+
+
+def kernel_section(prof, ceilings: Ceilings | None = None, sort: str = "seconds") -> str:
+    rows = kernel_table(prof.kernels)
+    rows.sort(key=lambda r: -r.get(sort, 0) if isinstance(r.get(sort, 0), (int, float)) else r.get(sort))
+    out = []
+    for r in rows:
+        intensity = r["flops"] / r["bytes"] if r["bytes"] else 0.0
+        attained = r["flops"] / r["seconds"] if r["seconds"] else 0.0
+        bound = ceilings.attainable(intensity) if ceilings and intensity else float("nan")
+        pct = f"{100 * attained / bound:.0f}%" if bound == bound and bound else ""
+        out.append([r["name"], r["kind"], r["calls"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.1%}",
+                    f"{r['gflops']:.2f}", f"{r['gbps']:.2f}", f"{intensity:.3f}", pct, r["source"]])
+    return _table(["kernel", "kind", "calls", "ms", "% of time", "GFLOP/s", "GB/s", "FLOP/byte",
+                   "% of roofline", "source"], out)
+
+
+def plot_section(prof, which: str, ceilings: Ceilings | None = None) -> str:
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
+
+    from .. import plots
+
+    if which == "roofline" and not prof.kernels:
+        return "<p class='tk-note'>no kernels recorded</p>"
+    fig = Figure(figsize=(9, 3.6 if which == "timeline" else 5))
+    ax = fig.subplots()
+    if which == "timeline":
+        plots.timeline(prof, ax=ax)
+    else:
+        plots.roofline(prof, ceilings, ax=ax)
+    note = ("Intensity and FLOPs are compiler estimates; time is measured." if which == "roofline" else "")
+    return f"<img alt='{which}' src='{figure_png(fig)}'/><p class='tk-note'>{note}</p>"
+
+
+def ir_section(compiled: dict) -> str:
+    """``compiled``: name -> Compiled. HLO before and after optimisation, side by side."""
+    parts = []
+    for name, c in compiled.items():
+        parts.append(f"<h3>{e(name)}</h3><div class='tk-side'><div><b>hlo</b><pre>{e(c.as_text('hlo'))}</pre></div>"
+                     f"<div><b>optimized_hlo</b><pre>{e(c.as_text('optimized_hlo'))}</pre></div></div>")
+    return "".join(parts) or "<p class='tk-note'>no compiled programs</p>"
+
+
+SECTIONS = ("Summary", "Recompilations", "Fusion", "Kernels", "Timeline", "Roofline", "IR")
+
+
+def section_html(name: str, prof, ceilings=None, compiled=None) -> str:
+    if name == "Summary":
+        return summary_section(prof)
+    if name == "Recompilations":
+        return recompile_section(prof)
+    if name == "Fusion":
+        return fusion_section(prof)
+    if name == "Kernels":
+        return kernel_section(prof, ceilings)
+    if name == "Timeline":
+        return plot_section(prof, "timeline")
+    if name == "Roofline":
+        return plot_section(prof, "roofline", ceilings)
+    return ir_section(compiled or {})
+
+
+def report_html(prof, ceilings: Ceilings | None = None, compiled: dict | None = None,
+                title: str = "toolkit profile", full_document: bool = False,
+                sections=SECTIONS) -> str:
+    body = "".join(f"<h2>{e(s)}</h2>{section_html(s, prof, ceilings, compiled)}" for s in sections)
+    fragment = f"{STYLE}<div class='tk-report'><h1>{e(title)}</h1>{body}</div>"
+    if not full_document:
+        return fragment
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(title)}</title></head>"
+            f"<body>{fragment}</body></html>")
+
+
+def report_text(prof) -> str:
+    return profile_summary_text(prof)
