@@ -462,6 +462,16 @@ class JitFunction:
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
+    @api_boundary
+    def compiled(self, *args, **kwargs) -> Compiled:
+        """The Compiled program for these arguments: the cached one, or compiled (and cached) now."""
+        key, leaves, cargs, ckwargs = self._signature(args, kwargs)
+        found = self._cache.get(key)
+        if found is None:
+            with self._compile_lock:
+                found = self._cache.get(key) or self._cache.setdefault(key, self._compile_miss(key, cargs, ckwargs))
+        return found
+
     @property
     def cache_size(self) -> int:
         return len(self._cache)

@@ -59,8 +59,13 @@ class UserAxisError(ToolkitError, np.exceptions.AxisError):
 _TOOLKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# The demo and its workloads play the user's part: their lines are the "user's lines".
+_PLAYS_USER = {os.path.join(_TOOLKIT_DIR, name) for name in ("workloads.py", "demo.py")}
+
+
 def is_internal_file(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_TOOLKIT_DIR + os.sep)
+    path = os.path.abspath(filename)
+    return path.startswith(_TOOLKIT_DIR + os.sep) and path not in _PLAYS_USER
 
 
 def api_boundary(fn):

@@ -57,13 +57,25 @@ def recompile_section(prof) -> str:
 
 
 def fusion_section(prof, reason: str | None = None) -> str:
+    """Every decision: the rejections first (the user's question is why something did not
+    fuse), the fused edges folded below."""
     decisions = [d for d in prof.fusion_decisions if reason is None or d.reason == reason]
     counts = Counter(d.reason for d in prof.fusion_decisions)
     summary = ", ".join(f"{n}× {r}" for r, n in counts.most_common())
-    rows = [[d.producer, d.consumer, "fused" if d.fused else "not fused", d.reason, d.message,
-             d.producer_location, d.bytes_saved] for d in decisions]
-    return (f"<p>{e(summary) or 'no fusion decisions recorded'}</p>"
-            + _table(["producer", "consumer", "", "reason", "why", "source", "bytes saved (est.)"], rows))
+    header = ["producer", "consumer", "reason", "why", "source", "bytes saved (est.)"]
+
+    def rows(ds):
+        return [[d.producer, d.consumer, d.reason, d.message, d.producer_location, d.bytes_saved] for d in ds]
+
+    rejected = [d for d in decisions if not d.fused]
+    fused = [d for d in decisions if d.fused]
+    out = f"<p>{e(summary) or 'no fusion decisions recorded'}</p>"
+    if rejected:
+        out += f"<h3>not fused ({len(rejected)})</h3>" + _table(header, rows(rejected))
+    if fused:
+        out += (f"<details><summary>fused ({len(fused)} edges)</summary>"
+                + _table(header, rows(fused)) + "</details>")
+    return out
 
 
 def kernel_section(prof, ceilings: Ceilings | None = None, sort: str = "seconds") -> str:
