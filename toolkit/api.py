@@ -35,7 +35,7 @@ from .profiler.events import CompileEvent, DispatchEvent, KernelEvent, Phase
 from .profiler.recorder import RECORDER
 from .runtime import history as _history
 
-STAGES = ("hlo", "optimized_hlo", "llvm", "asm")
+STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx")
 DEFAULT_PIPELINE = "default"
 _FAST_DTYPES = frozenset(SUPPORTED)
 _PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
@@ -146,6 +146,10 @@ class Compiled:
             return self.hlo.to_text(metadata=metadata)
         if stage == "optimized_hlo":
             return self.optimized_hlo.to_text(metadata=metadata)
+        if stage == "ptx" or stage.startswith("ptx:"):  # PTX needs no GPU: any backend can show it
+            from .backends.gpu import compile_ptx
+
+            return compile_ptx(self.optimized_hlo, stage.split(":", 1)[1] if ":" in stage else "sm_80").ptx
         if stage in ("llvm", "asm"):
             text = getattr(self._executable, "llvm_ir" if stage == "llvm" else "asm", None)
             if text is None:

@@ -17,6 +17,7 @@ from . import disk_cache
 from .compiler import compile_ir, host_description, load_object
 from .dot import make_dot
 from .executor import CpuExecutable, Step, ctypes_function
+from ..llvm.planning import emit_or_discard
 from .kernels import KernelSpec, as_computation, emit_kernel, plan_kernel
 
 
@@ -112,7 +113,7 @@ def compile_module(module: Module) -> CpuExecutable:
         llvm_module = ir.Module(name=module.name)
         for step in list(kernels):
             try:
-                emit_kernel(llvm_module, step.extra["spec"])
+                emit_or_discard(llvm_module, emit_kernel, step.extra["spec"])
             except CodegenUnsupported as e:
                 _fallback(step, step.inst, str(e), fallbacks)
         codegen_seconds = time.perf_counter() - t_start

@@ -8,109 +8,15 @@ vectorises it) and ``general`` (any other reduction: accumulates into the output
 order, so the inner loop stays contiguous)."""
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
 from llvmlite import ir
 
-from ...ir.builder import ComputationBuilder, NameUniquer
-from ...ir.nodes import Computation, Instruction
-from ...ir.queries import reducer_opcode
 from ...ir.shapes import Shape
-from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, emit_binary, i64
+from ..llvm.elemental import ElementalEmitter, emit_binary
+from ..llvm.loops import for_range, nest  # noqa: F401
+from ..llvm.planning import SIMPLE_REDUCERS, KernelSpec, as_computation, plan_kernel  # noqa: F401
 from ..llvm.types import I64, storage_type, value_type
 
 FAST = ("reassoc", "nsz", "contract")
-SIMPLE_REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
-
-
-@dataclass
-class KernelSpec:
-    name: str
-    computation: Computation  # parameters are the kernel's inputs
-    outputs: list[Instruction]  # instructions of the computation written to memory
-    kind: str  # loop | row | general
-    extent: int | None  # size of the dimension [begin, end) ranges over; None: ignores them
-    work: int  # elements touched: decides whether threads pay off
-    reducer: str | None = None  # for reductions: the first hero's reducer opcode
-    reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
-
-
-def as_computation(inst: Instruction) -> Computation:
-    """A single unfused instruction as a computation of its own (pipeline 'none')."""
-    if inst.opcode == "fusion":
-        return inst.attrs["calls"]
-    b = ComputationBuilder(f"kernel_{inst.name}", NameUniquer())
-    params = [b.parameter(i, o.shape, f"param_{i}", exact_name=True) for i, o in enumerate(inst.operands)]
-    return b.build(b.adopt(dataclasses.replace(inst, operands=tuple(params))))
-
-
-def plan_kernel(inst: Instruction) -> KernelSpec:
-    comp = as_computation(inst)
-    root = comp.root
-    outputs = list(root.operands) if root.opcode == "tuple" else [root]
-    heroes = [o for o in outputs if o.opcode == "reduce"]
-    if not heroes:
-        shape = outputs[0].shape
-        if any(o.shape.dims != shape.dims for o in outputs):
-            raise CodegenUnsupported("loop fusion outputs of different shapes")
-        return KernelSpec(inst.name, comp, outputs, "loop", shape.dims[0] if shape.rank else None,
-                          max(shape.size, 1))
-    hero = heroes[0]
-    reducers = {}
-    for h in heroes:
-        reducers[id(h)] = reducer_opcode(h)
-        if reducers[id(h)] not in SIMPLE_REDUCERS or len(h.operands) != 2:
-            raise CodegenUnsupported(f"reducer of %{h.name} is not a single elementwise op")
-    in_shape = hero.operands[0].shape
-    dims = tuple(sorted(hero.attrs["dimensions"]))
-    for h in heroes:
-        if h.operands[0].shape.dims != in_shape.dims or tuple(sorted(h.attrs["dimensions"])) != dims:
-            raise CodegenUnsupported("sibling reductions over different shapes")
-    for o in outputs:
-        if o.opcode != "reduce" and o.shape.dims != in_shape.dims:
-            raise CodegenUnsupported(f"extra output %{o.name} does not have the reduction's input shape")
-    rank = in_shape.rank
-    row = dims == tuple(range(rank - len(dims), rank))
-    if row:
-        kind = "row"
-        extent = in_shape.dims[0] if rank else None
-    else:
-        kind = "general"
-        extent = in_shape.dims[0] if 0 not in dims else None
-    return KernelSpec(inst.name, comp, outputs, kind, extent, max(in_shape.size, 1),
-                      reducers[id(hero)], reducers)
-
-
-# ---- loop nests -------------------------------------------------------------------------
-def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i"):
-    """``for i in range(start, stop): body(i)`` with a phi-based loop (skipped when empty)."""
-    fn = b.function
-    pre = b.block
-    head = fn.append_basic_block(f"{name}.body")
-    done = fn.append_basic_block(f"{name}.done")
-    b.cbranch(b.icmp_signed("<", start, stop), head, done)
-    b.position_at_end(head)
-    i = b.phi(I64, name=name)
-    i.add_incoming(start, pre)
-    body(i)
-    nxt = b.add(i, i64(1), name=f"{name}.next")
-    i.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, stop), head, done)
-    b.position_at_end(done)
-
-
-def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d"):
-    """Nested loops over ``dims``; the outermost over [begin, end) when given."""
-    def level(k: int, index: list):
-        if k == len(dims):
-            body(index)
-            return
-        lo = begin if (k == 0 and begin is not None) else i64(0)
-        hi = end if (k == 0 and end is not None) else i64(dims[k])
-        for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}")
-
-    level(0, [])
 
 
 # ---- kernel emission ----------------------------------------------------------------------

@@ -42,12 +42,17 @@ def delinearize(b: ir.IRBuilder, linear, dims) -> list:
 
 class ElementalEmitter:
     def __init__(self, builder: ir.IRBuilder, inputs: dict[int, tuple[ir.Value, Shape]],
-                 module: ir.Module, fast_math: bool = True):
+                 module: ir.Module, target: str = "cpu"):
         self.b = builder
         self.inputs = inputs  # id(parameter instruction) -> (pointer, shape)
         self.module = module
         self.memo: dict[tuple, ir.Value] = {}
-        self.fast_math = fast_math
+        self.target = target  # "cpu" may call libm; "gpu" (NVPTX) has no libm to call
+
+    def libm(self, what: str) -> None:
+        if self.target != "cpu":
+            raise CodegenUnsupported(f"{what} needs a math library call, which the {self.target} "
+                                     "backend does not provide yet (float32 has toolkit's own)")
 
     def reset(self) -> None:
         self.memo.clear()
@@ -148,6 +153,7 @@ def _transcendental(opcode, intrinsic=None, libm=None):
         if t.name == "f32" and opcode in lmath.OWN_F32:
             return lmath.OWN_F32[opcode](e.b, x)
         ty = value_type(t)
+        e.libm(f"{opcode} on {t.name}")
         if intrinsic is not None:
             return _intrinsic(e, intrinsic, [x], ty)
         name = libm + ("f" if t.name == "f32" else "")
@@ -216,6 +222,7 @@ UNARY = {
 def _logistic(e, x, t):
     if t.name == "f32":
         return lmath.logistic_f32(e.b, x)
+    e.libm(f"logistic on {t.name}")
     one = ir.Constant(x.type, 1.0)
     return e.b.fdiv(one, e.b.fadd(one, _intrinsic(e, "llvm.exp", [e.b.fneg(x)], x.type)))
 
@@ -279,6 +286,9 @@ def _int_power(e, a, y, t):
 
 
 def _float_power(e, a, y, t):
+    if e.target == "gpu" and t.name == "f32":
+        return lmath.pow_f32(e.b, a, y)
+    e.libm(f"power on {t.name}")
     return _intrinsic(e, "llvm.pow", [a, y], value_type(t))
 
 
@@ -293,6 +303,7 @@ def _minmax(which):
 
 
 def _atan2(e, a, c, t):
+    e.libm(f"atan2 on {t.name}")
     ty = value_type(t)
     name = "atan2f" if t.name == "f32" else "atan2"
     fn = e.module.globals.get(name) or ir.Function(e.module, ir.FunctionType(ty, [ty, ty]), name)

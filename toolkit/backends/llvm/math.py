@@ -186,6 +186,22 @@ def erf_f32(b: ir.IRBuilder, x):
     return b.select(_is_nan(b, x), x, result)
 
 
+def pow_f32(b: ir.IRBuilder, x, y):
+    """exp(y * log|x|) with IEEE pow's special cases (negative x with integer y, zeros, ones).
+    Its relative error grows with |y * log2 x| (about 1 ulp per unit); the GPU backend uses it,
+    the CPU backend calls libm's powf."""
+    ax = _intrinsic(b, "llvm.fabs", [x])
+    magnitude = exp_f32(b, b.fmul(y, log_f32(b, ax)))
+    y_int = b.fcmp_ordered("==", _intrinsic(b, "llvm.roundeven", [y]), y)
+    half = b.fmul(y, _f(0.5))
+    y_odd = b.and_(y_int, b.fcmp_ordered("!=", _intrinsic(b, "llvm.roundeven", [half]), half))
+    negative = b.fcmp_ordered("<", x, _f(0.0))
+    result = b.select(b.and_(negative, y_odd), b.fneg(magnitude), magnitude)
+    result = b.select(b.and_(negative, b.not_(y_int)), _f(math.nan), result)
+    result = b.select(b.fcmp_ordered("==", x, _f(1.0)), _f(1.0), result)
+    return b.select(b.fcmp_ordered("==", y, _f(0.0)), _f(1.0), result)
+
+
 OWN_F32 = {"exponential": exp_f32, "log": log_f32, "log-plus-one": log1p_f32,
            "exponential-minus-one": expm1_f32, "tanh": tanh_f32, "logistic": logistic_f32,
            "sine": sin_f32, "cosine": cos_f32, "erf": erf_f32}

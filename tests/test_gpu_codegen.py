@@ -1,0 +1,106 @@
+"""GPU code generation without a GPU: PTX for every fusion kind, assembled by ptxas for sm_80
+and sm_90 when ptxas is on the PATH. Execution on a device is not part of this build."""
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.backends import BackendUnavailableError
+from toolkit.backends.gpu import compile_ptx
+
+import programs
+
+PTXAS = shutil.which("ptxas")
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on the PATH")
+
+FUSION_KINDS = {
+    "kLoop": lambda x: np.tanh(x * 2 + 1),
+    "kInput row": lambda x: x.sum(axis=-1),
+    "kInput column": lambda x: x.max(axis=0),
+    "full reduction": lambda x: x.sum(),
+    "multi-output (softmax)": lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
+    "sibling multi-output": lambda x: (x.sum(axis=1), (x * x).sum(axis=1)),
+    "data movement": lambda x: (x.T * 2, np.concatenate([x, x[:, ::-1]], axis=1), np.pad(x, 1)),
+    "integers": lambda x: (x.astype(np.int32) // 3, x.astype(np.int64) % 7, x > 0),
+    "float32 math": lambda x: (np.log1p(np.abs(x)), np.expm1(x), np.sin(x), np.cos(x), np.abs(x) ** 1.5),
+}
+
+
+def optimized(fn, *args):
+    return tk.jit(fn, backend="interpreter").compiled(*args).optimized_hlo
+
+
+def assemble(ptx: str, arch: str, tmp_path) -> None:
+    path = tmp_path / f"kernel_{arch}.ptx"
+    path.write_text(ptx)
+    done = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "out.cubin")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("kind", sorted(FUSION_KINDS))
+def test_every_fusion_kind_assembles(kind, arch, tmp_path):
+    x = np.random.default_rng(0).standard_normal((64, 96)).astype(np.float32)
+    program = compile_ptx(optimized(FUSION_KINDS[kind], x), arch)
+    assert program.kernels and not program.unsupported, program.unsupported
+    assert f".target {arch}" in program.ptx
+    assemble(program.ptx, arch, tmp_path)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))
+def test_test_programs_assemble(name, tmp_path):
+    fn, args = programs.make_cases(np.random.default_rng(0))[name]
+    program = compile_ptx(optimized(fn, *args), "sm_90")
+    assert not program.unsupported
+    assemble(program.ptx, "sm_90", tmp_path)
+
+
+def test_loop_fusion_ptx_snippets():
+    ptx = compile_ptx(optimized(lambda x: x * 2 + 1, np.ones(1000, np.float32)), "sm_80").ptx
+    assert ".visible .entry loop_add_fusion(" in ptx
+    for snippet in ("mov.u32", "%ctaid.x", "%ntid.x", "%tid.x", "%nctaid.x",  # grid-stride indexing
+                    "ld.global", "st.global"):
+        assert snippet in ptx, snippet
+    # mul then add, never contracted to fma: contraction changes rounding (toolkit does not allow it)
+    assert re.search(r"\bmul(\.rn)?\.f32", ptx) and re.search(r"\badd(\.rn)?\.f32", ptx)
+
+
+def test_row_reduction_ptx_snippets():
+    ptx = compile_ptx(optimized(lambda x: x.max(axis=-1), np.ones((32, 64), np.float32)), "sm_80").ptx
+    assert ".visible .entry input_reduce_fusion(" in ptx
+    assert "max.NaN.f32" in ptx  # NaN-propagating maximum, as XLA
+    assert "ld.global" in ptx and "st.global.b32" in ptx or "st.global.f32" in ptx
+
+
+def test_float64_transcendentals_are_reported_not_miscompiled():
+    program = compile_ptx(optimized(lambda x: np.exp(x) + 1, np.ones(8, np.float64)), "sm_80")
+    assert program.unsupported and "needs a math library call" in program.unsupported[0]
+
+
+def test_launch_dimensions():
+    program = compile_ptx(optimized(lambda x: x + 1, np.ones(1 << 20, np.float32)), "sm_80")
+    (kernel,) = program.kernels
+    grid, block = kernel.launch(sm_count=132)
+    assert block == (256, 1, 1) and grid == (1056, 1, 1)  # 8 blocks per SM; a grid-stride loop covers the rest
+    small = compile_ptx(optimized(lambda x: x + 1, np.ones(100, np.float32)), "sm_80").kernels[0]
+    assert small.launch()[0] == (1, 1, 1)
+
+
+def test_ptx_stage_on_any_backend_and_the_gpu_backend_says_what_is_missing():
+    c = tk.jit(lambda x: x * 3, backend="interpreter").compiled(np.ones(4, np.float32))
+    assert c.as_text("ptx").lstrip().startswith("//") and ".target sm_80" in c.as_text("ptx")
+    assert ".target sm_90" in c.as_text("ptx:sm_90")
+    with pytest.raises(BackendUnavailableError, match="backend 'gpu' cannot run here"):
+        tk.jit(lambda x: x, backend="gpu")
+
+
+@pytest.mark.gpu
+def test_gpu_execution():
+    pytest.importorskip("cupy", reason="CuPy is not installed: GPU execution tests need it and a device")
+    pytest.skip("the GPU runtime (CuPy launch, device arrays, transfers) is not part of this build yet")

@@ -1,0 +1,170 @@
+"""GPU code generation: the shared elemental emitter wrapped for the ``nvptx64-nvidia-cuda``
+triple, one kernel per fusion, emitted as PTX by LLVM's NVPTX back end through llvmlite.
+
+Kernels take ``(ptr in0, ..., ptr out0, ..., i64 count)`` and use a grid-stride loop over
+``count`` work items, so any launch size covers any problem. Loop fusions give one output
+element per item. Reductions give one output element per item and loop over the reduced
+dimensions inside the thread, writing extra (multi-output) results on the way: correct for
+every reduction kind; warp-shuffle row reductions are the planned next step."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ...ir.nodes import Module
+from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary
+from ..llvm.loops import nest
+from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
+from ..llvm.types import I32, I64, storage_type, value_type
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+ARCHES = {"sm_80": "+ptx75", "sm_90": "+ptx78"}
+THREADS_PER_BLOCK = 256
+
+
+@dataclass
+class GpuKernel:
+    name: str  # the HLO instruction
+    symbol: str  # the PTX entry (PTX names cannot contain '.' or '-')
+    spec: KernelSpec
+    work_items: int  # the count the grid-stride loop covers
+
+    def launch(self, sm_count: int = 132, blocks_per_sm: int = 8) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(grid, block): enough blocks to fill the device, no more than the work needs."""
+        blocks = max(1, min(math.ceil(self.work_items / THREADS_PER_BLOCK), sm_count * blocks_per_sm))
+        return (blocks, 1, 1), (THREADS_PER_BLOCK, 1, 1)
+
+
+def _sreg(b: ir.IRBuilder, name: str) -> ir.Value:
+    fn = b.module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}") or ir.Function(
+        b.module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
+    return b.zext(b.call(fn, []), I64)
+
+
+def _grid_stride(b: ir.IRBuilder, count: ir.Value, body) -> None:
+    """for (i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)"""
+    start = b.add(b.mul(_sreg(b, "ctaid.x"), _sreg(b, "ntid.x")), _sreg(b, "tid.x"))
+    stride = b.mul(_sreg(b, "nctaid.x"), _sreg(b, "ntid.x"))
+    fn = b.function
+    pre = b.block
+    loop = fn.append_basic_block("grid.body")
+    done = fn.append_basic_block("grid.done")
+    b.cbranch(b.icmp_signed("<", start, count), loop, done)
+    b.position_at_end(loop)
+    i = b.phi(I64, name="item")
+    i.add_incoming(start, pre)
+    body(i)
+    nxt = b.add(i, stride)
+    i.add_incoming(nxt, b.block)
+    b.cbranch(b.icmp_signed("<", nxt, count), loop, done)
+    b.position_at_end(done)
+
+
+def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
+    comp = spec.computation
+    shapes = [p.shape for p in comp.parameters] + [o.shape for o in spec.outputs]
+    symbol = spec.name.replace(".", "_").replace("-", "_")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [storage_type(s.dtype).as_pointer() for s in shapes] + [I64]),
+                     symbol)
+    for arg in fn.args[:-1]:
+        arg.add_attribute("noalias")
+    count = fn.args[-1]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    inputs = {id(p): (fn.args[i], p.shape) for i, p in enumerate(comp.parameters)}
+    outs = {id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)}
+    e = ElementalEmitter(b, inputs, module, target="gpu")
+    heroes = [o for o in spec.outputs if o.opcode == "reduce"]
+    if not heroes:
+        shape = spec.outputs[0].shape
+        work = max(shape.size, 1)
+
+        def item(i):
+            e.reset()
+            index = delinearize(b, i, shape.dims) if shape.rank else []
+            for o in spec.outputs:
+                ptr, s = outs[id(o)]
+                e.store(ptr, s, index, e.value(o, index))
+
+        _grid_stride(b, count, item)
+    else:
+        in_shape = heroes[0].operands[0].shape
+        reduced = sorted(heroes[0].attrs["dimensions"])
+        kept = [d for d in range(in_shape.rank) if d not in reduced]
+        kept_dims = [in_shape.dims[d] for d in kept]
+        red_dims = [in_shape.dims[d] for d in reduced]
+        work = max(math.prod(kept_dims), 1)
+        extras = [o for o in spec.outputs if o.opcode != "reduce"]
+        accs = [b.alloca(value_type(h.shape.dtype)) for h in heroes]
+
+        def item(i):
+            e.reset()
+            kept_index = delinearize(b, i, kept_dims) if kept_dims else []
+            for h, acc in zip(heroes, accs):
+                b.store(e.value(h.operands[1], []), acc)
+
+            def inner(red_index):
+                full = [None] * in_shape.rank
+                for d, v in zip(kept, kept_index):
+                    full[d] = v
+                for d, v in zip(reduced, red_index):
+                    full[d] = v
+                e.memo = {k: v for k, v in e.memo.items() if k[1] == ()}
+                for o in extras:
+                    ptr, s = outs[id(o)]
+                    e.store(ptr, s, full, e.value(o, full))
+                for h, acc in zip(heroes, accs):
+                    op = spec.reducers[id(h)]
+                    b.store(emit_binary(e, op, b.load(acc), e.value(h.operands[0], full), h.shape.dtype), acc)
+
+            if red_dims:
+                nest(b, red_dims, inner, prefix="r")
+            else:
+                inner([])
+            for h, acc in zip(heroes, accs):
+                ptr, s = outs[id(h)]
+                e.store(ptr, s, kept_index, b.load(acc))
+
+        _grid_stride(b, count, item)
+    b.ret_void()
+    md = module.add_metadata([fn, "kernel", ir.Constant(I32, 1)])
+    module.add_named_metadata("nvvm.annotations", md)
+    return GpuKernel(spec.name, symbol, spec, work)
+
+
+@dataclass
+class PtxProgram:
+    ptx: str
+    arch: str
+    kernels: list[GpuKernel]
+    unsupported: list[str]  # kernels the emitter could not lower, with the reason
+
+
+def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
+    """PTX for every kernel of an optimised module (fusions and unfused instructions)."""
+    if arch not in ARCHES:
+        raise ValueError(f"unsupported GPU architecture {arch!r}; toolkit emits {', '.join(ARCHES)}")
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    ir_module = ir.Module(name=module.name)
+    ir_module.triple = TRIPLE
+    ir_module.data_layout = DATA_LAYOUT
+    kernels, unsupported = [], []
+    for inst in module.entry.instructions:
+        if inst.opcode in ("parameter", "constant", "tuple", "get-tuple-element", "dot"):
+            continue  # dots go to cuBLAS
+        try:
+            kernels.append(emit_or_discard(ir_module, emit_gpu_kernel, plan_kernel(inst)))
+        except CodegenUnsupported as err:
+            unsupported.append(f"%{inst.name}: {err}")
+    parsed = llvm.parse_assembly(str(ir_module))
+    parsed.verify()
+    target = llvm.Target.from_triple(TRIPLE)
+    tm = target.create_target_machine(cpu=arch, features=ARCHES[arch], opt=3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(parsed, pb)
+    return PtxProgram(tm.emit_assembly(parsed), arch, kernels, unsupported)

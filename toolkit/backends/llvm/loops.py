@@ -1,0 +1,37 @@
+"""Counted loops and loop nests in LLVM IR (phi-based), shared by the CPU and GPU emitters."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .elemental import i64
+from .types import I64
+
+
+def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i"):
+    """``for i in range(start, stop): body(i)`` with a phi-based loop (skipped when empty)."""
+    fn = b.function
+    pre = b.block
+    head = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.done")
+    b.cbranch(b.icmp_signed("<", start, stop), head, done)
+    b.position_at_end(head)
+    i = b.phi(I64, name=name)
+    i.add_incoming(start, pre)
+    body(i)
+    nxt = b.add(i, i64(1), name=f"{name}.next")
+    i.add_incoming(nxt, b.block)
+    b.cbranch(b.icmp_signed("<", nxt, stop), head, done)
+    b.position_at_end(done)
+
+
+def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d"):
+    """Nested loops over ``dims``; the outermost over [begin, end) when given."""
+    def level(k: int, index: list):
+        if k == len(dims):
+            body(index)
+            return
+        lo = begin if (k == 0 and begin is not None) else i64(0)
+        hi = end if (k == 0 and end is not None) else i64(dims[k])
+        for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}")
+
+    level(0, [])

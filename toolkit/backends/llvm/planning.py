@@ -1,0 +1,84 @@
+"""Target-neutral kernel planning: what one fusion (or unfused instruction) computes, whether
+it is a loop or a reduction and over which dimensions. Shared by the CPU and GPU emitters."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ...ir.builder import ComputationBuilder, NameUniquer
+from ...ir.nodes import Computation, Instruction
+from ...ir.queries import reducer_opcode
+from .elemental import CodegenUnsupported
+
+SIMPLE_REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
+
+
+@dataclass
+class KernelSpec:
+    name: str
+    computation: Computation  # parameters are the kernel's inputs
+    outputs: list[Instruction]  # instructions of the computation written to memory
+    kind: str  # loop | row | general
+    extent: int | None  # size of the dimension [begin, end) ranges over; None: ignores them
+    work: int  # elements touched: decides whether threads pay off
+    reducer: str | None = None  # for reductions: the first hero's reducer opcode
+    reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
+
+
+def emit_or_discard(module, emit, spec):
+    """Run ``emit(module, spec)``; if lowering fails halfway, remove the half-built function
+    so the module stays valid, and re-raise."""
+    before = set(module.globals)
+    try:
+        return emit(module, spec)
+    except CodegenUnsupported:
+        for name in set(module.globals) - before:
+            if not name.startswith("llvm."):  # intrinsic declarations are harmless and shared
+                del module.globals[name]
+        raise
+
+
+def as_computation(inst: Instruction) -> Computation:
+    """A single unfused instruction as a computation of its own (pipeline 'none')."""
+    if inst.opcode == "fusion":
+        return inst.attrs["calls"]
+    b = ComputationBuilder(f"kernel_{inst.name}", NameUniquer())
+    params = [b.parameter(i, o.shape, f"param_{i}", exact_name=True) for i, o in enumerate(inst.operands)]
+    return b.build(b.adopt(dataclasses.replace(inst, operands=tuple(params))))
+
+
+def plan_kernel(inst: Instruction) -> KernelSpec:
+    comp = as_computation(inst)
+    root = comp.root
+    outputs = list(root.operands) if root.opcode == "tuple" else [root]
+    heroes = [o for o in outputs if o.opcode == "reduce"]
+    if not heroes:
+        shape = outputs[0].shape
+        if any(o.shape.dims != shape.dims for o in outputs):
+            raise CodegenUnsupported("loop fusion outputs of different shapes")
+        return KernelSpec(inst.name, comp, outputs, "loop", shape.dims[0] if shape.rank else None,
+                          max(shape.size, 1))
+    hero = heroes[0]
+    reducers = {}
+    for h in heroes:
+        reducers[id(h)] = reducer_opcode(h)
+        if reducers[id(h)] not in SIMPLE_REDUCERS or len(h.operands) != 2:
+            raise CodegenUnsupported(f"reducer of %{h.name} is not a single elementwise op")
+    in_shape = hero.operands[0].shape
+    dims = tuple(sorted(hero.attrs["dimensions"]))
+    for h in heroes:
+        if h.operands[0].shape.dims != in_shape.dims or tuple(sorted(h.attrs["dimensions"])) != dims:
+            raise CodegenUnsupported("sibling reductions over different shapes")
+    for o in outputs:
+        if o.opcode != "reduce" and o.shape.dims != in_shape.dims:
+            raise CodegenUnsupported(f"extra output %{o.name} does not have the reduction's input shape")
+    rank = in_shape.rank
+    row = dims == tuple(range(rank - len(dims), rank))
+    if row:
+        kind = "row"
+        extent = in_shape.dims[0] if rank else None
+    else:
+        kind = "general"
+        extent = in_shape.dims[0] if 0 not in dims else None
+    return KernelSpec(inst.name, comp, outputs, kind, extent, max(in_shape.size, 1),
+                      reducers[id(hero)], reducers)
