@@ -62,7 +62,7 @@ def test_test_programs_assemble(name, tmp_path):
 
 
 def test_loop_fusion_ptx_snippets():
-    ptx = compile_ptx(optimized(lambda x: x * 2 + 1, np.ones(1000, np.float32)), "sm_80").ptx
+    ptx = compile_ptx(optimized(lambda x: x * 3 + 1, np.ones(1000, np.float32)), "sm_80").ptx
     assert ".visible .entry loop_add_fusion(" in ptx
     for snippet in ("mov.u32", "%ctaid.x", "%ntid.x", "%tid.x", "%nctaid.x",  # grid-stride indexing
                     "ld.global", "st.global"):
