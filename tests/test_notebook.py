@@ -166,10 +166,13 @@ def test_dashboard_widget_tree_and_state():
     state = tab.get_state()
     assert state["titles"] == ("Summary", "Recompilations", "Fusion", "Kernels", "Timeline", "Roofline", "IR")
     fusion = tab.children[2]
-    pick, table = fusion.children
+    pick, table = fusion.children[:2]
     reasons = [o for o in pick.options if o != "all"]
     pick.value = reasons[0]
     assert reasons[0] in table.value
+    chooser, detail = fusion.children[2], fusion.children[3]
+    assert "exponential" in detail.value and "source" in detail.value  # the fusion's instructions
+    assert len(chooser.options) >= 1
     ir = tab.children[6]
     (program, stage), text = ir.children[0].children, ir.children[1]
     stage.value = "hlo"

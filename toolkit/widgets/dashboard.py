@@ -32,7 +32,19 @@ class Dashboard:
             body.value = report.fusion_section(self.profile, None if change["new"] == "all" else change["new"])
 
         pick.observe(changed, names="value")
-        return widgets.VBox([pick, body])
+        children = [pick, body]
+        fusions = report.fusions_of(self.compiled)
+        if fusions:
+            labels = [(f"{prog}: {inst.name} ({inst.attrs['kind']})", i) for i, (prog, inst) in enumerate(fusions)]
+            chooser = widgets.Dropdown(options=labels, value=0, description="fusion")
+            detail = widgets.HTML(report.fusion_detail(fusions[0][1]))
+
+            def chosen(change):
+                detail.value = report.fusion_detail(fusions[change["new"]][1])
+
+            chooser.observe(chosen, names="value")
+            children += [chooser, detail]
+        return widgets.VBox(children)
 
     def _kernel_tab(self) -> widgets.Widget:
         order = widgets.Dropdown(options=[("time", "seconds"), ("GFLOP/s", "gflops"), ("GB/s", "gbps"),

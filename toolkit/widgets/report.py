@@ -78,6 +78,31 @@ def fusion_section(prof, reason: str | None = None) -> str:
     return out
 
 
+def fusions_of(compiled: dict) -> list[tuple[str, object]]:
+    """(program name, fusion instruction) for every fusion of the optimised programs."""
+    return [(name, inst) for name, c in (compiled or {}).items()
+            for inst in c.optimized_hlo.entry.instructions if inst.opcode == "fusion"]
+
+
+def fusion_detail(inst) -> str:
+    """One fusion: its kind, the instructions it holds with their source lines, its computation."""
+    comp = inst.attrs["calls"]
+    members = [[m.name, m.opcode, str(m.shape), m.metadata.op_name if m.metadata else "",
+                m.metadata.location if m.metadata else ""]
+               for m in comp.instructions if m.opcode not in ("parameter", "tuple")]
+    from ..ir.printer import computation_to_text
+
+    return (f"<p>{e(inst.name)}: {e(inst.attrs['kind'])}, {len(members)} instructions, reads "
+            f"{len(inst.operands)} operand(s)</p>" + _table(["instruction", "op", "shape", "op_name", "source"], members)
+            + f"<pre>{e(computation_to_text(comp, metadata=False))}</pre>")
+
+
+def fusion_list_section(compiled: dict) -> str:
+    items = fusions_of(compiled)
+    return "".join(f"<details><summary>{e(prog)}: {e(inst.name)} ({e(inst.attrs['kind'])})</summary>"
+                   f"{fusion_detail(inst)}</details>" for prog, inst in items)
+
+
 def kernel_section(prof, ceilings: Ceilings | None = None, sort: str = "seconds") -> str:
     rows = kernel_table(prof.kernels)
     rows.sort(key=lambda r: -r.get(sort, 0) if isinstance(r.get(sort, 0), (int, float)) else r.get(sort))
@@ -128,7 +153,8 @@ def section_html(name: str, prof, ceilings=None, compiled=None) -> str:
     if name == "Recompilations":
         return recompile_section(prof)
     if name == "Fusion":
-        return fusion_section(prof)
+        listed = fusion_list_section(compiled or {})
+        return fusion_section(prof) + (f"<h3>fusions</h3>{listed}" if listed else "")
     if name == "Kernels":
         return kernel_section(prof, ceilings)
     if name == "Timeline":
