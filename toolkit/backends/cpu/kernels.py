@@ -13,6 +13,7 @@ from llvmlite import ir
 from ...ir.shapes import Shape
 from ..llvm.elemental import ElementalEmitter, emit_binary
 from ..llvm.loops import for_range, nest  # noqa: F401
+from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import SIMPLE_REDUCERS, KernelSpec, as_computation, plan_kernel  # noqa: F401
 from ..llvm.types import I64, storage_type, value_type
 
@@ -75,20 +76,15 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
     # the entry block is still empty here: the allocas come first, where mem2reg expects them
     accs = [b.alloca(value_type(h.shape.dtype), name=f"acc.{h.name}") for h in heroes]
 
+    def combine(h, acc, v):
+        return _reduce(e, spec, h, acc, v, h.shape.dtype)
+
     def outer(kept_index):
         e.reset()
-        for h, acc in zip(heroes, accs):
-            b.store(e.value(h.operands[1], []), acc)
+        start_accumulators(e, heroes, accs)
 
         def inner(red_index):
-            full = kept_index + red_index
-            e.memo = {k: v for k, v in e.memo.items() if k[1] == ()}  # keep scalars across iterations
-            for o in extras:
-                ptr, s = out_ptrs[id(o)]
-                e.store(ptr, s, full, e.value(o, full))
-            for h, acc in zip(heroes, accs):
-                v = e.value(h.operands[0], full)
-                b.store(_reduce(e, spec, h, b.load(acc), v, h.shape.dtype), acc)
+            fold_element(e, heroes, accs, extras, out_ptrs, kept_index + red_index, combine)
 
         if n_kept == 0 and red_dims:
             nest(b, red_dims, inner, begin, end, prefix="r")
@@ -96,9 +92,7 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
             nest(b, red_dims, inner, prefix="r")
         else:
             inner([])
-        for h, acc in zip(heroes, accs):
-            ptr, s = out_ptrs[id(h)]
-            e.store(ptr, s, kept_index, b.load(acc))
+        store_accumulators(e, heroes, accs, out_ptrs, kept_index)
 
     if n_kept:
         nest(b, kept_dims, outer, begin, end, prefix="k")

@@ -17,6 +17,7 @@ from llvmlite import ir
 from ...ir.nodes import Module
 from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary
 from ..llvm.loops import nest
+from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
 
@@ -100,11 +101,13 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         extras = [o for o in spec.outputs if o.opcode != "reduce"]
         accs = [b.alloca(value_type(h.shape.dtype)) for h in heroes]
 
+        def combine(h, acc, v):
+            return emit_binary(e, spec.reducers[id(h)], acc, v, h.shape.dtype)
+
         def item(i):
             e.reset()
             kept_index = delinearize(b, i, kept_dims) if kept_dims else []
-            for h, acc in zip(heroes, accs):
-                b.store(e.value(h.operands[1], []), acc)
+            start_accumulators(e, heroes, accs)
 
             def inner(red_index):
                 full = [None] * in_shape.rank
@@ -112,21 +115,13 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
                     full[d] = v
                 for d, v in zip(reduced, red_index):
                     full[d] = v
-                e.memo = {k: v for k, v in e.memo.items() if k[1] == ()}
-                for o in extras:
-                    ptr, s = outs[id(o)]
-                    e.store(ptr, s, full, e.value(o, full))
-                for h, acc in zip(heroes, accs):
-                    op = spec.reducers[id(h)]
-                    b.store(emit_binary(e, op, b.load(acc), e.value(h.operands[0], full), h.shape.dtype), acc)
+                fold_element(e, heroes, accs, extras, outs, full, combine)
 
             if red_dims:
                 nest(b, red_dims, inner, prefix="r")
             else:
                 inner([])
-            for h, acc in zip(heroes, accs):
-                ptr, s = outs[id(h)]
-                e.store(ptr, s, kept_index, b.load(acc))
+            store_accumulators(e, heroes, accs, outs, kept_index)
 
         _grid_stride(b, count, item)
     b.ret_void()
