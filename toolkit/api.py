@@ -300,6 +300,7 @@ class JitFunction:
         self._cache: dict[Any, Compiled] = {}
         self._compile_lock = threading.Lock()
         self.call_site_hint = ""  # where calls come from when no user frame exists (%%xla)
+        self._plain_keys: dict[int, tuple] = {}
 
     # ---- argument handling --------------------------------------------------------------
     def _canonical(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -310,6 +311,12 @@ class JitFunction:
                 raise UserTypeError(f"jit({self.fn_name}): {e}") from None
             return bound.args, bound.kwargs
         return args, kwargs
+
+    def _plain_key_parts(self, n: int) -> tuple[tuple, tuple]:
+        parts = self._plain_keys.get(n)
+        if parts is None:
+            parts = self._plain_keys[n] = ((LEAF,) * n, tuple(self._arg_name(i) for i in range(n)))
+        return parts
 
     def _arg_name(self, i: int) -> str:
         return self._positional[i] if i < len(self._positional) else f"args[{i}]"
@@ -437,6 +444,14 @@ class JitFunction:
 
     @api_boundary
     def __call__(self, *args, **kwargs):
+        if not kwargs and not self._static_nums and all(
+                (type(a) is np.ndarray or isinstance(a, np.generic)) and a.dtype in _FAST_DTYPES for a in args):
+            # the commonest call: positional NumPy arrays; the same key _signature would build
+            trees, names = self._plain_key_parts(len(args))
+            key = (trees, tuple((a.shape, a.dtype, False) for a in args), (), names, self._backend.name)
+            compiled = self._cache.get(key)
+            if compiled is not None and not RECORDER.active:
+                return compiled.execute_flat(list(args))
         key, leaves, cargs, ckwargs = self._signature(args, kwargs)
         compiled = self._cache.get(key)
         if compiled is None:

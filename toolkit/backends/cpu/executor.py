@@ -43,7 +43,7 @@ def pool(n: int) -> ThreadPoolExecutor:
 
 @dataclass
 class Step:
-    kind: str  # kernel | dot | fallback | alias | constant
+    kind: str  # kernel | dot | fallback
     inst: Instruction
     inputs: list[int]
     outputs: list[int]
@@ -75,6 +75,14 @@ class CpuExecutable:
         self.fallbacks = fallbacks
         self.threads = num_threads()
         self._local = threading.local()
+        # a result is copied when the caller could otherwise alias something: an argument, a
+        # constant, a reused temporary, or the same buffer returned twice
+        seen: set[int] = set()
+        self._copy_out = []
+        for slot in out_slots:
+            self._copy_out.append(slot in seen or slot in temp_slots or slot in constants or slot in arg_slots)
+            seen.add(slot)
+        self._constant_items = list(constants.items())
 
     @property
     def llvm_ir(self) -> str:
@@ -93,7 +101,7 @@ class CpuExecutable:
         for slot, arg in zip(self.arg_slots, args):
             # (np.ascontiguousarray would turn a 0-d array into shape (1,))
             bufs[slot] = arg if arg.flags.c_contiguous else np.array(arg, order="C")
-        for slot, value in self.constants.items():
+        for slot, value in self._constant_items:
             bufs[slot] = value
         temps = getattr(self._local, "temps", None)
         if temps is None:
@@ -107,7 +115,17 @@ class CpuExecutable:
         return bufs
 
     def __call__(self, args):
-        return self.run(args, None, None)
+        """The unprofiled hot path: no clock, no callbacks."""
+        bufs = self._buffers(args)
+        single = self.threads == 1
+        for step in self.steps:
+            if step.kind == "kernel" and (single or step.work < PARALLEL_THRESHOLD):
+                outs = [bufs[s] if bufs[s] is not None else self._alloc(bufs, s) for s in step.outputs]
+                step.fn(*[address(bufs[s]) for s in step.inputs], *[address(o) for o in outs],
+                        0, 1 if step.extent is None else step.extent)
+            else:
+                self._execute(step, bufs)
+        return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
     def run_profiled(self, args, clock, on_kernel):
         return self.run(args, clock, on_kernel)
@@ -119,12 +137,7 @@ class CpuExecutable:
             threads = self._execute(step, bufs)
             if on_kernel is not None and step.kind in ("kernel", "dot", "fallback"):
                 on_kernel(step.inst, start, clock.now() - start, f"threads={threads}")
-        return tuple(self._result(bufs[s], s) for s in self.out_slots)
-
-    def _result(self, value, slot):
-        if slot in self.temp_slots or slot in self.constants or slot in self.arg_slots:
-            return np.array(value)  # a fresh array: callers may keep and mutate results
-        return value
+        return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
     def _alloc(self, bufs, slot):
         if bufs[slot] is None:
@@ -133,9 +146,6 @@ class CpuExecutable:
         return bufs[slot]
 
     def _execute(self, step: Step, bufs) -> int:
-        if step.kind == "alias":
-            bufs[step.outputs[0]] = step.extra["view"](bufs, step)
-            return 1
         outs = [self._alloc(bufs, s) for s in step.outputs]
         ins = [bufs[s] for s in step.inputs]
         if step.kind == "dot":
