@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lax
 from . import numpy_functions as nf
-from .errors import ToolkitError, UnsupportedNumpyError
+from .errors import UnsupportedNumpyError
 from .indexing import getitem
 from .tracer import Tracer
-from .ufuncs import UFUNCS, apply_ufunc
+from .ufuncs import apply_ufunc
 
 _REDUCE_METHODS = {np.add: nf.sum, np.multiply: nf.prod, np.maximum: nf.max,
                    np.minimum: nf.min, np.logical_and: nf.all, np.logical_or: nf.any}
@@ -131,4 +130,4 @@ Tracer.T = property(lambda self: nf.EXPORTS["transpose"](self))
 Tracer.mT = property(lambda self: nf.EXPORTS["swapaxes"](self, -1, -2))
 Tracer.flatten = lambda self, order="C": nf.EXPORTS["ravel"](self, order)
 
-__all__ = ["UFUNCS", "ToolkitError", "lax"]
+__all__: list[str] = []  # importing this module attaches the protocols to Tracer

@@ -312,7 +312,6 @@ class _Parser:
         raw: list[tuple[str, str]] = []
         metadata = None
         while self.accept(","):
-            key_pos = self.pos
             key = self.word()
             if not key:
                 raise self.error("expected an attribute name")
@@ -337,7 +336,6 @@ class _Parser:
                 attrs[key] = tuple(self.raw_value().strip("{}").split(","))
             else:
                 raw.append((key, self.raw_value()))
-            del key_pos
         return _RawInstruction(name, shape, opcode, operands, payload, attrs, raw, metadata, is_root, pos)
 
     def literal_text(self) -> str:

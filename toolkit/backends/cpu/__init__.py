@@ -18,7 +18,8 @@ from .compiler import compile_ir, host_description, load_object
 from .dot import make_dot
 from .executor import CpuExecutable, Step, ctypes_function
 from ..llvm.planning import emit_or_discard
-from .kernels import KernelSpec, as_computation, emit_kernel, plan_kernel
+from ..llvm.planning import KernelSpec, as_computation, plan_kernel
+from .kernels import emit_kernel
 
 
 def _leaf_shapes(shape) -> list[Shape]:

@@ -12,9 +12,9 @@ from llvmlite import ir
 
 from ...ir.shapes import Shape
 from ..llvm.elemental import ElementalEmitter, emit_binary
-from ..llvm.loops import for_range, nest  # noqa: F401
+from ..llvm.loops import nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
-from ..llvm.planning import SIMPLE_REDUCERS, KernelSpec, as_computation, plan_kernel  # noqa: F401
+from ..llvm.planning import KernelSpec
 from ..llvm.types import I64, storage_type, value_type
 
 FAST = ("reassoc", "nsz", "contract")

@@ -14,7 +14,7 @@ from ...ir.nodes import Instruction
 from ...ir.ops import OPS
 from ...ir.shapes import Shape
 from . import math as lmath
-from .types import I1, I32, I64, constant, storage_type, value_type
+from .types import I1, I64, constant, storage_type, value_type
 
 
 class CodegenUnsupported(NotImplementedError):
