@@ -194,3 +194,21 @@ def test_events_are_immutable():
     assert KernelEvent("k", "cpu", 0.0, 1.0).device == "cpu:0"
     assert DispatchEvent("f", 0.0, 1.0, True, 1).cache_hit
     assert RecompileEvent("f", "", "", 1, 2, 0.0, 0.0, (), "", "").number == 2
+
+
+def test_debug_session_prints_compiles_and_kernels():
+    import io
+
+    from toolkit.profiler.debug import PrintingSession
+
+    out = io.StringIO()
+    session = PrintingSession(2, out)
+    f = tk.jit(lambda x: np.tanh(x) * 2)
+    with session:
+        f(np.ones(64, np.float32))
+        f(np.ones(32, np.float32))
+    text = out.getvalue()
+    assert "[toolkit] compile lambda(x: f32[64])" in text
+    assert "[toolkit] RECOMPILE #2 of lambda" in text and "x.shape[0]: now 32, was 64" in text
+    assert "GFLOP/s" in text and "GB/s" in text
+    assert not session.events  # it prints, it does not keep

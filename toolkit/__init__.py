@@ -20,6 +20,11 @@ from .profiler.compare import compare
 from .runtime.history import RecompileError, RecompileWarning
 
 __version__ = "0.1.0"
+
+from .profiler.debug import install_from_environment as _debug_from_environment  # noqa: E402
+from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402
+
+_debug_from_environment(_RECORDER)
 __all__ = ["jit", "hlo", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
            "backend_names", "profile", "Profile", "explain_recompiles", "RecompileError",
            "RecompileWarning", "compare", "plot", "roofline", "__version__"]

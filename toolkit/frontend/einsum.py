@@ -38,7 +38,8 @@ def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
 
 
 def einsum(subscripts: str, *operands) -> Tracer:
-    from .numpy_functions import _promote_pair, result_dtype
+    from .linalg import _promote_pair
+    from .numpy_functions import result_dtype
 
     if len(operands) not in (1, 2):
         raise UnsupportedNumpyError("einsum supports one or two operands")
