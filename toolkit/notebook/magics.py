@@ -144,8 +144,7 @@ class XlaMagics(Magics):
             print(f"{type(e).__name__}: {e}", file=sys.stderr)
             return None
         ns.update(outputs)
-        compiled = fn._cache[next(k for k in fn._cache if fn._cache[k].compile_id ==
-                                   max(c.compile_id for c in fn._cache.values()))] if fn._cache else None
+        compiled = fn.compiled(*call_args)  # the program this run used (cached: no compile)
         recompiled = len(fn.recompiles) > before
         if recompiled:
             print(recompile_text(fn.recompiles[-1]))
