@@ -38,3 +38,10 @@ def test_ufunc_table_only_emits_known_ops():
 
     for opcode in re.findall(r'elementwise\("([a-z\-]+)"', source) + re.findall(r'_op\("([a-z\-]+)"\)', source):
         assert opcode in OPS, opcode
+
+
+def test_llvm_elemental_table_covers_every_op_a_kernel_computes():
+    from toolkit.backends.llvm.elemental import ELEMENTAL
+
+    structural = {"reduce", "dot", "tuple", "get-tuple-element", "call", "fusion"}  # kernels, BLAS, plumbing
+    assert set(ELEMENTAL) == set(OPS) - structural
