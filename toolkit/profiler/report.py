@@ -108,11 +108,18 @@ class RecompileReport:
                 f"{blocks}</div>")
 
 
+def kernel_label(k) -> str:
+    """Kernel names repeat across programs (every softmax has an input_reduce_fusion): the
+    function's name keeps them apart."""
+    return f"{k.function}/{k.name}" if k.function else k.name
+
+
 def kernel_table(kernels) -> list[dict]:
     by_name: dict[str, dict] = {}
     for k in kernels:
-        row = by_name.setdefault(k.name, {"name": k.name, "calls": 0, "seconds": 0.0, "flops": 0.0,
-                                          "bytes": 0.0, "kind": k.kind, "source": k.source})
+        label = kernel_label(k)
+        row = by_name.setdefault(label, {"name": label, "calls": 0, "seconds": 0.0, "flops": 0.0,
+                                         "bytes": 0.0, "kind": k.kind, "source": k.source})
         row["calls"] += 1
         row["seconds"] += k.duration
         row["flops"] += k.flops + k.transcendentals
