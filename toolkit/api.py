@@ -61,7 +61,21 @@ def hlo_fingerprint(module: Module) -> str:
     return hashlib.sha1(module.to_text(metadata=False).encode()).hexdigest()[:16]
 
 
-class Lowered:
+class _TracedStage:
+    """What every stage knows: the traced program it came from."""
+
+    _program: TracedProgram
+
+    @property
+    def hlo(self) -> Module:
+        return self._program.module
+
+    @property
+    def in_specs(self) -> tuple[ArgSpec, ...]:
+        return self._program.in_specs
+
+
+class Lowered(_TracedStage):
     """A traced program for one abstract signature, before optimisation."""
 
     def __init__(self, program: TracedProgram, backend: Backend, fn_name: str,
@@ -71,14 +85,6 @@ class Lowered:
         self.fn_name = fn_name
         self.pipeline = pipeline
         self.dump_passes = dump_passes
-
-    @property
-    def hlo(self) -> Module:
-        return self._program.module
-
-    @property
-    def in_specs(self) -> tuple[ArgSpec, ...]:
-        return self._program.in_specs
 
     def as_text(self, dialect: str = "hlo", metadata: bool = True) -> str:
         if dialect != "hlo":
@@ -115,7 +121,7 @@ class Lowered:
         return f"<Lowered jit({self.fn_name}) {', '.join(s.text for s in self.in_specs)}>"
 
 
-class Compiled:
+class Compiled(_TracedStage):
     """An executable for one abstract signature, with its IR at every stage."""
 
     def __init__(self, program: TracedProgram, optimized: Module, executable, backend: Backend,
@@ -132,14 +138,6 @@ class Compiled:
         self._out_tree = program.out_tree
         self._single_output = program.out_tree.kind == "leaf"
         self._kernel_info: dict | None = None
-
-    @property
-    def hlo(self) -> Module:
-        return self._program.module
-
-    @property
-    def in_specs(self) -> tuple[ArgSpec, ...]:
-        return self._program.in_specs
 
     def as_text(self, stage: str = "optimized_hlo", metadata: bool = True) -> str:
         if stage == "hlo":
