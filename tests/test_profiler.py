@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
-from toolkit.api import Compiled
+from toolkit.stages import Compiled
 from toolkit.profiler import (RECORDER, CompileEvent, DispatchEvent, KernelEvent, ManualClock,
                               Profile, RecompileEvent)
 from toolkit.profiler.events import Cause, Phase, TransferEvent, AllocationEvent

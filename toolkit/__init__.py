@@ -12,7 +12,8 @@
     print(prof.summary())
 """
 from . import hlo, numpy
-from .api import Compiled, JitFunction, Lowered, explain_recompiles, jit
+from .api import JitFunction, explain_recompiles, jit
+from .stages import Compiled, Lowered
 from .backends import backend_names
 from .frontend.errors import ToolkitError
 from .profiler import Profile, profile

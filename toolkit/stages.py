@@ -1,0 +1,231 @@
+"""The stages of a jitted function: ``f.lower(*args)`` -> ``Lowered`` -> ``.compile()`` ->
+``Compiled``, which runs the program and shows it at every stage (HLO before and after the
+passes, LLVM IR, assembly, PTX)."""
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import numpy as np
+
+from .backends.base import Backend
+from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
+from .frontend.errors import ArgumentTypeError, api_boundary
+from .frontend.pytree import flatten, unflatten
+from .frontend.signature import ArgSpec, abstractify
+from .frontend.trace_function import TracedProgram
+from .ir.nodes import Module
+from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
+from .passes.manager import PassDump
+from .passes.memory_analysis import MemoryAnalysis, memory_analysis as _memory_analysis
+from .passes.pipeline import make_pipeline
+from .profiler.events import KernelEvent, Phase
+from .profiler.recorder import RECORDER
+
+STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx")
+DEFAULT_PIPELINE = "default"
+
+
+def source_lines(inst) -> str:
+    """The user's lines an instruction (or every instruction of a fusion) came from:
+    ``file.py:12,14`` (at most four lines, in order)."""
+    members = inst.attrs["calls"].instructions if inst.opcode == "fusion" else (inst,)
+    by_file: dict[str, list[int]] = {}
+    for m in members:
+        md = m.metadata
+        if md is not None and md.source_file and md.source_line:
+            lines = by_file.setdefault(md.source_file, [])
+            if md.source_line not in lines:
+                lines.append(md.source_line)
+    parts = [f"{f}:{','.join(map(str, sorted(ls)[:4]))}" for f, ls in by_file.items()]
+    return "; ".join(parts)
+
+
+def hlo_fingerprint(module: Module) -> str:
+    return hashlib.sha1(module.to_text(metadata=False).encode()).hexdigest()[:16]
+
+
+class _TracedStage:
+    """What every stage knows: the traced program it came from."""
+
+    _program: TracedProgram
+
+    @property
+    def hlo(self) -> Module:
+        return self._program.module
+
+    @property
+    def in_specs(self) -> tuple[ArgSpec, ...]:
+        return self._program.in_specs
+
+
+class Lowered(_TracedStage):
+    """A traced program for one abstract signature, before optimisation."""
+
+    def __init__(self, program: TracedProgram, backend: Backend, fn_name: str,
+                 pipeline: str = DEFAULT_PIPELINE, dump_passes: str | None = None):
+        self._program = program
+        self._backend = backend
+        self.fn_name = fn_name
+        self.pipeline = pipeline
+        self.dump_passes = dump_passes
+
+    def as_text(self, dialect: str = "hlo", metadata: bool = True) -> str:
+        if dialect != "hlo":
+            raise ValueError(f"unknown dialect {dialect!r}; toolkit prints 'hlo'")
+        return self.hlo.to_text(metadata=metadata)
+
+    def cost_analysis(self) -> dict[str, float]:
+        return _cost_analysis(self.hlo)
+
+    def compile(self, compile_id: int = 0) -> Compiled:
+        clock = RECORDER.clock
+        start = clock.now()
+        pipeline = make_pipeline(self.pipeline, _REFERENCE_EVALUATORS)
+        optimized = pipeline.run(self.hlo, clock, self.dump_passes, compile_id=compile_id)
+        passes_end = clock.now()
+        executable = self._backend.compile(optimized.module)
+        end = clock.now()
+        phases = [Phase("passes", start, passes_end - start)]
+        backend_phases = getattr(executable, "compile_phases", None) or []
+        t = passes_end
+        for name, seconds in backend_phases:  # codegen, optimisation, machine code
+            phases.append(Phase(name, t, seconds))
+            t += seconds
+        if not backend_phases:
+            phases.append(Phase("backend_compile", passes_end, end - passes_end))
+        phases = tuple(phases)
+        if RECORDER.active:
+            for event in optimized.passes + optimized.decisions:
+                RECORDER.record(event)
+        return Compiled(self._program, optimized.module, executable, self._backend, self.fn_name,
+                        compile_id, phases, optimized)
+
+    def __repr__(self) -> str:
+        return f"<Lowered jit({self.fn_name}) {', '.join(s.text for s in self.in_specs)}>"
+
+
+class Compiled(_TracedStage):
+    """An executable for one abstract signature, with its IR at every stage."""
+
+    def __init__(self, program: TracedProgram, optimized: Module, executable, backend: Backend,
+                 fn_name: str, compile_id: int = 0, phases: tuple[Phase, ...] = (),
+                 pipeline_result=None):
+        self._program = program
+        self._pipeline = pipeline_result
+        self.optimized_hlo = optimized
+        self._executable = executable
+        self.backend = backend.name
+        self.fn_name = fn_name
+        self.compile_id = compile_id
+        self.phases = phases
+        self._out_tree = program.out_tree
+        self._single_output = program.out_tree.kind == "leaf"
+        self._kernel_info: dict | None = None
+
+    def as_text(self, stage: str = "optimized_hlo", metadata: bool = True) -> str:
+        if stage == "hlo":
+            return self.hlo.to_text(metadata=metadata)
+        if stage == "optimized_hlo":
+            return self.optimized_hlo.to_text(metadata=metadata)
+        if stage == "ptx" or stage.startswith("ptx:"):  # PTX needs no GPU: any backend can show it
+            from .backends.gpu import compile_ptx
+
+            return compile_ptx(self.optimized_hlo, stage.split(":", 1)[1] if ":" in stage else "sm_80").ptx
+        if stage in ("llvm", "asm"):
+            text = getattr(self._executable, "llvm_ir" if stage == "llvm" else "asm", None)
+            if text is None:
+                raise ValueError(f"stage {stage!r} is not available on the {self.backend} backend "
+                                 "(use backend='cpu')")
+            return text
+        raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
+
+    def cost_analysis(self, peak_flops: float | None = None,
+                      peak_bandwidth: float | None = None) -> dict[str, float]:
+        """XLA's cost properties of the optimised program (compiler estimates); with a device's
+        peak FLOP/s and bytes/s, ``optimal_seconds`` is its roofline bound."""
+        return _cost_analysis(self.optimized_hlo, peak_flops, peak_bandwidth)
+
+    def memory_analysis(self) -> MemoryAnalysis:
+        return _memory_analysis(self.optimized_hlo)
+
+    @property
+    def fusion_decisions(self) -> list:
+        """Every producer-consumer edge the fusion pass considered, fused or not, and why."""
+        return list(self._pipeline.decisions) if self._pipeline is not None else []
+
+    @property
+    def pass_events(self) -> list:
+        return list(self._pipeline.passes) if self._pipeline is not None else []
+
+    @property
+    def pass_dumps(self) -> list[PassDump]:
+        """The module after each pass matching ``dump_passes``, with a diff against the stage before."""
+        return list(self._pipeline.dumps) if self._pipeline is not None else []
+
+    @property
+    def rewrites(self):
+        return self._pipeline.rewrites if self._pipeline is not None else {}
+
+    def _arrays(self, leaves: list) -> list:
+        return [leaf if type(leaf) is np.ndarray else np.asarray(leaf, spec.dtype)
+                for leaf, spec in zip(leaves, self._program.in_specs)]
+
+    def _result(self, results) -> Any:
+        return results[0] if self._single_output else unflatten(self._out_tree, results)
+
+    def execute_flat(self, leaves: list) -> Any:
+        return self._result(self._executable(self._arrays(leaves)))
+
+    def execute_profiled(self, leaves: list) -> Any:
+        """As ``execute_flat``, recording a KernelEvent per kernel when the backend reports them."""
+        run_profiled = getattr(self._executable, "run_profiled", None)
+        if run_profiled is None:
+            return self.execute_flat(leaves)
+        info = self._kernel_info if self._kernel_info is not None else self._build_kernel_info()
+        events = []
+        spent = [0.0]
+
+        def on_kernel(inst, start, duration, launch="threads=1"):
+            t0 = time.perf_counter()
+            flops, trans, nbytes, kind, source = info[inst.name]
+            events.append(KernelEvent(inst.name, self.backend, start, duration, flops=flops,
+                                      transcendentals=trans, bytes_accessed=nbytes,
+                                      launch=launch, compile_id=self.compile_id,
+                                      function=self.fn_name, kind=kind, source=source))
+            spent[0] += time.perf_counter() - t0
+
+        results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel)
+        # charged: building the events, plus the two clock reads taken around each kernel
+        RECORDER.charge(spent[0] + 2 * len(events) * RECORDER.clock_read_cost())
+        for e in events:
+            RECORDER.record(e)
+        return self._result(results)
+
+    def _build_kernel_info(self) -> dict:
+        info = {}
+        for inst in self.optimized_hlo.entry.instructions:
+            c = instruction_cost(inst)
+            kind = inst.attrs["kind"] if inst.opcode == "fusion" else inst.opcode
+            info[inst.name] = (c["flops"], c["transcendentals"], c["bytes accessed"], kind,
+                               source_lines(inst))
+        self._kernel_info = info
+        return info
+
+    @api_boundary
+    def __call__(self, *args, **kwargs):
+        leaves, _, _ = flatten((args, kwargs))
+        specs = self._program.in_specs
+        if len(leaves) != len(specs):
+            raise ArgumentTypeError(f"compiled jit({self.fn_name}) takes {len(specs)} array "
+                                    f"argument(s), got {len(leaves)}")
+        for leaf, spec in zip(leaves, specs):
+            shape, dtype, weak = abstractify(leaf, spec.path)
+            if shape != spec.shape or dtype != spec.dtype:
+                raise ArgumentTypeError(f"argument '{spec.path}' must be {spec.text} for this "
+                                        f"compiled program, got {dtype}{list(shape)}")
+        return self.execute_profiled(leaves) if RECORDER.active else self.execute_flat(leaves)
+
+    def __repr__(self) -> str:
+        return f"<Compiled jit({self.fn_name}) on {self.backend}>"
