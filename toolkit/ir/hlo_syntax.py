@@ -1,0 +1,401 @@
+"""The syntax of HLO text: a hand-written recursive-descent reader that turns the text into raw
+computations and instructions (names, shapes, operand names, attribute text), with errors that
+carry line and column. ``parser`` turns those into IR nodes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import dtypes as dt
+from .nodes import Metadata
+from .ops import OPS
+from .shapes import AnyShape, Shape, TupleShape
+
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_INT_LIST_ATTRS = {"dimensions", "lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
+                   "rhs_contracting_dims"}
+_TABLE_SECTIONS = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
+
+
+class HloParseError(ValueError):
+    def __init__(self, message: str, text: str, pos: int):
+        line = text.count("\n", 0, pos) + 1
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        col = pos - start + 1
+        src = text[start: end if end >= 0 else len(text)]
+        super().__init__(f"{line}:{col}: {message}\n  {src}\n  {' ' * (col - 1)}^")
+        self.line, self.column, self.reason = line, col, message
+
+
+@dataclass
+class RawInstruction:
+    name: str
+    shape: AnyShape
+    opcode: str
+    operands: list[str]
+    payload: Any  # parameter number or constant literal text span
+    attrs: dict[str, Any]
+    raw_attrs: list[tuple[str, str]]
+    metadata: Metadata | None
+    is_root: bool
+    pos: int
+
+
+@dataclass
+class RawComputation:
+    name: str
+    is_entry: bool
+    instructions: list[RawInstruction] = field(default_factory=list)
+    pos: int = 0
+
+
+class HloReader:
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    # ---- characters -------------------------------------------------------------------
+    def error(self, message: str, pos: int | None = None) -> HloParseError:
+        return HloParseError(message, self.text, self.pos if pos is None else pos)
+
+    def skip(self) -> None:
+        t = self.text
+        while self.pos < len(t):
+            c = t[self.pos]
+            if c in " \t\r\n":
+                self.pos += 1
+            elif t.startswith("/*", self.pos):
+                end = t.find("*/", self.pos)
+                if end < 0:
+                    raise self.error("unterminated /* comment")
+                self.pos = end + 2
+            elif t.startswith("//", self.pos) or c == "#":
+                end = t.find("\n", self.pos)
+                self.pos = len(t) if end < 0 else end
+            else:
+                break
+
+    def peek(self) -> str:
+        self.skip()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def accept(self, s: str) -> bool:
+        self.skip()
+        if self.text.startswith(s, self.pos):
+            self.pos += len(s)
+            return True
+        return False
+
+    def expect(self, s: str, what: str = "") -> None:
+        if not self.accept(s):
+            found = self.text[self.pos: self.pos + 12].split("\n")[0] or "end of input"
+            raise self.error(f"expected '{s}'{' ' + what if what else ''}, found '{found}'")
+
+    def word(self) -> str:
+        self.skip()
+        start = self.pos
+        while self.pos < len(self.text) and self.text[self.pos] in _NAME_CHARS:
+            self.pos += 1
+        return self.text[start: self.pos]
+
+    def name(self, what: str = "a name") -> str:
+        self.accept("%")
+        n = self.word()
+        if not n:
+            raise self.error(f"expected {what}")
+        return n
+
+    def integer(self) -> int:
+        self.skip()
+        start = self.pos
+        if self.text.startswith("-", self.pos):
+            self.pos += 1
+        while self.pos < len(self.text) and self.text[self.pos].isdigit():
+            self.pos += 1
+        try:
+            return int(self.text[start: self.pos])
+        except ValueError:
+            self.pos = start
+            raise self.error("expected an integer") from None
+
+    def int_list(self) -> tuple[int, ...]:
+        self.expect("{")
+        values: list[int] = []
+        while not self.accept("}"):
+            values.append(self.integer())
+            if not self.accept(","):
+                self.expect("}")
+                break
+        return tuple(values)
+
+    def string(self) -> str:
+        self.expect('"')
+        out = []
+        t = self.text
+        while self.pos < len(t) and t[self.pos] != '"':
+            if t[self.pos] == "\\" and self.pos + 1 < len(t):
+                nxt = t[self.pos + 1]
+                out.append({"n": "\n", "t": "\t"}.get(nxt, nxt))
+                self.pos += 2
+            else:
+                out.append(t[self.pos])
+                self.pos += 1
+        self.expect('"')
+        return "".join(out)
+
+    def raw_value(self) -> str:
+        """Text of a value up to the next top-level ',' or line end, with balanced brackets."""
+        self.skip()
+        start, depth, t = self.pos, 0, self.text
+        while self.pos < len(t):
+            c = t[self.pos]
+            if c == '"':
+                self.string()
+                continue
+            if c in "{([":
+                depth += 1
+            elif c in "})]":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and c in ",\n":
+                break
+            self.pos += 1
+        return t[start: self.pos].strip()
+
+    # ---- shapes -------------------------------------------------------------------------
+    def shape(self) -> AnyShape:
+        if self.accept("("):
+            elements = []
+            while not self.accept(")"):
+                elements.append(self.shape())
+                if not self.accept(","):
+                    self.expect(")")
+                    break
+            return TupleShape(tuple(elements))
+        start = self.pos
+        type_name = self.word()
+        if type_name not in dt.BY_NAME:
+            raise self.error(f"unsupported or unknown element type '{type_name}'"
+                             if type_name else "expected a shape", start)
+        self.expect("[")
+        dims: list[int] = []
+        while not self.accept("]"):
+            if self.peek() == "<":
+                raise self.error("dynamic (bounded) dimensions are not supported")
+            dims.append(self.integer())
+            if not self.accept(","):
+                self.expect("]")
+                break
+        layout = None
+        if self.text.startswith("{", self.pos):  # a layout is printed right after ']'
+            layout = self.layout()
+        if layout is not None and (len(layout) != len(dims) or sorted(layout) != list(range(len(dims)))):
+            raise self.error(f"layout {{{','.join(map(str, layout))}}} does not fit rank {len(dims)}", start)
+        default = tuple(range(len(dims) - 1, -1, -1))
+        return Shape(dt.from_name(type_name), tuple(dims), None if layout in (None, default) else layout)
+
+    def layout(self) -> tuple[int, ...]:
+        self.expect("{")
+        values: list[int] = []
+        while self.peek() not in ("}", ":", ""):
+            values.append(self.integer())
+            self.accept(",")
+        if self.accept(":"):  # tiling and memory-space annotations: not modelled
+            depth = 1
+            while depth and self.pos < len(self.text):
+                c = self.text[self.pos]
+                depth += (c == "{") - (c == "}")
+                self.pos += 1
+            return tuple(values)
+        self.expect("}")
+        return tuple(values)
+
+    def looks_like_shape(self) -> bool:
+        self.skip()
+        if self.peek() == "(":
+            return True
+        save = self.pos
+        w = self.word()
+        ok = w in dt.BY_NAME and self.text.startswith("[", self.pos)
+        self.pos = save
+        return ok
+
+    # ---- module -------------------------------------------------------------------------
+    def module(self) -> tuple[str, list[tuple[str, str]], list[RawComputation]]:
+        start = self.pos
+        if self.word() != "HloModule":
+            raise self.error("expects HloModule", start)
+        name = self.name("a module name")
+        attrs = []
+        while self.accept(","):
+            key = self.word()
+            self.expect("=")
+            attrs.append((key, self.raw_value()))
+        comps = []
+        while self.peek():
+            save = self.pos
+            w = self.word()
+            if w in _TABLE_SECTIONS:
+                end = self.text.find("\n\n", self.pos)
+                self.pos = len(self.text) if end < 0 else end
+                continue
+            self.pos = save
+            comps.append(self.computation())
+        return name, attrs, comps
+
+    def computation(self) -> RawComputation:
+        self.skip()
+        pos = self.pos
+        save = self.pos
+        is_entry = self.word() == "ENTRY"
+        if not is_entry:
+            self.pos = save
+        comp = RawComputation(self.name("a computation name"), is_entry, pos=pos)
+        if self.peek() == "(":  # long form: (p: shape, ...) -> shape
+            self.expect("(")
+            while not self.accept(")"):
+                self.name("a parameter name")
+                self.expect(":")
+                self.shape()
+                self.accept(",")
+            self.expect("->")
+            self.shape()
+        self.expect("{", "to open the computation body")
+        while not self.accept("}"):
+            if not self.peek():
+                raise self.error(f"computation %{comp.name} is not closed with '}}'")
+            comp.instructions.append(self.instruction())
+        return comp
+
+    def instruction(self) -> RawInstruction:
+        self.skip()
+        pos = self.pos
+        save = self.pos
+        is_root = self.word() == "ROOT"
+        if not is_root:
+            self.pos = save
+        name = self.name("an instruction name")
+        self.expect("=", "in instruction")
+        shape = self.shape()
+        self.skip()
+        op_pos = self.pos
+        opcode = self.word()
+        if opcode not in OPS:
+            raise self.error(f"unknown opcode '{opcode}'" if opcode else "expected an opcode", op_pos)
+        self.expect("(")
+        operands: list[str] = []
+        payload: Any = None
+        if opcode == "parameter":
+            payload = self.integer()
+            self.expect(")")
+        elif opcode == "constant":
+            payload = (self.pos, self.literal_text())
+        else:
+            while not self.accept(")"):
+                if self.looks_like_shape():
+                    self.shape()
+                operands.append(self.name("an operand name"))
+                if not self.accept(","):
+                    self.expect(")", "after operands")
+                    break
+        attrs: dict[str, Any] = {}
+        raw: list[tuple[str, str]] = []
+        metadata = None
+        while self.accept(","):
+            key = self.word()
+            if not key:
+                raise self.error("expected an attribute name")
+            self.expect("=", f"after attribute '{key}'")
+            if key in _INT_LIST_ATTRS:
+                attrs[key] = self.int_list()
+            elif key in ("iota_dimension", "index"):
+                attrs[key] = self.integer()
+            elif key in ("direction", "type") and opcode == "compare":
+                attrs[key] = self.word()
+            elif key == "kind" and opcode == "fusion":
+                attrs[key] = self.word()
+            elif key in ("to_apply", "calls"):
+                attrs[key] = self.name("a computation name")
+            elif key == "slice":
+                attrs[key] = self.slice_spec()
+            elif key == "padding":
+                attrs[key] = self.padding_spec()
+            elif key == "metadata":
+                metadata = self.metadata()
+            elif key == "operand_precision" and opcode == "dot":
+                attrs[key] = tuple(self.raw_value().strip("{}").split(","))
+            else:
+                raw.append((key, self.raw_value()))
+        return RawInstruction(name, shape, opcode, operands, payload, attrs, raw, metadata, is_root, pos)
+
+    def literal_text(self) -> str:
+        depth, start, t = 1, self.pos, self.text
+        while self.pos < len(t) and depth:
+            c = t[self.pos]
+            depth += (c == "(") - (c == ")")
+            self.pos += 1
+        if depth:
+            raise self.error("unterminated constant literal", start)
+        return t[start: self.pos - 1]
+
+    def slice_spec(self) -> tuple[tuple[int, int, int], ...]:
+        self.expect("{")
+        out = []
+        while not self.accept("}"):
+            self.expect("[")
+            start = self.integer()
+            self.expect(":")
+            limit = self.integer()
+            stride = self.integer() if self.accept(":") else 1
+            self.expect("]")
+            out.append((start, limit, stride))
+            self.accept(",")
+        return tuple(out)
+
+    def padding_spec(self) -> tuple[tuple[int, int, int], ...]:
+        start = self.pos
+        text = self.raw_value()
+        out = []
+        try:
+            for part in text.split("x"):
+                nums = [int(v) for v in part.split("_")]
+                if len(nums) not in (2, 3):
+                    raise ValueError
+                out.append((nums[0], nums[1], nums[2] if len(nums) == 3 else 0))
+        except ValueError:
+            raise self.error(f"bad padding '{text}' (want lo_hi[_interior] joined by 'x')", start) from None
+        return tuple(out)
+
+    def metadata(self) -> Metadata:
+        self.expect("{")
+        fields: dict[str, Any] = {}
+        extra = []
+        while not self.accept("}"):
+            key = self.word()
+            if not key:
+                raise self.error("expected a metadata key")
+            self.expect("=")
+            if self.peek() == '"':
+                value: Any = self.string()
+                text = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            else:
+                value = self.raw_metadata_value()
+                text = value
+            if key in ("op_name", "source_file"):
+                fields[key] = value
+            elif key == "source_line":
+                fields[key] = int(value)
+            else:
+                extra.append((key, text))
+            self.accept(",")
+        return Metadata(fields.get("op_name", ""), fields.get("source_file", ""),
+                        fields.get("source_line", 0), tuple(extra))
+
+    def raw_metadata_value(self) -> str:
+        self.skip()
+        start, t = self.pos, self.text
+        while self.pos < len(t) and t[self.pos] not in " \t\n,}":
+            self.pos += 1
+        return t[start: self.pos]
