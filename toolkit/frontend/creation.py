@@ -10,7 +10,8 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError
-from .numpy_functions import _as_tracer, _has_tracer, numpy_function, stack
+from .numpy_functions import _as_tracer, _has_tracer, numpy_function
+from .shape_functions import stack
 from .tracer import Tracer, current_trace
 
 

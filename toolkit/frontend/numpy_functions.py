@@ -1,4 +1,5 @@
-"""NumPy functions on traced arrays: reductions, shape manipulation, creation, selection.
+"""NumPy functions on traced arrays: reductions and selection here; shape manipulation,
+creation and linear algebra in their own modules.
 
 Each is registered for ``__array_function__`` (so ``np.sum(x)`` traces) and exported by
 ``toolkit.numpy``. Called without traced arguments outside a trace, they are NumPy's own."""
@@ -13,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from . import lax
-from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError, UserAxisError
+from .errors import UnsupportedNumpyError, UserValueError, UserAxisError
 from .tracer import Tracer, current_trace
 from .ufuncs import apply_ufunc, broadcast_all
 
@@ -251,150 +252,6 @@ def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue, 
     return result
 
 
-# ---- shape manipulation ----------------------------------------------------------------------
-def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
-    shape = tuple(operator.index(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    unknown = [i for i, d in enumerate(shape) if d == -1]
-    known = math.prod(d for d in shape if d != -1)
-    if len(unknown) > 1 or builtins.any(d < -1 for d in shape):
-        raise UserValueError(f"invalid shape {shape} for reshape of {what}")
-    if unknown:
-        if known == 0 or size % known:
-            raise ShapeMismatchError(f"cannot reshape {what} into shape {shape}")
-        shape = tuple(size // known if d == -1 else d for d in shape)
-    if math.prod(shape) != size:
-        raise ShapeMismatchError(f"cannot reshape {what} ({size} elements) into shape {shape}")
-    return shape
-
-
-@numpy_function(np.reshape)
-def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    if order != "C":
-        raise UnsupportedNumpyError("reshape supports only order='C'")
-    a = _as_tracer(a)
-    return lax.reshape(a, _resolve_shape(shape if shape is not None else newshape, a.size, a.describe()))
-
-
-@numpy_function(np.ravel)
-def ravel(a, order="C"):
-    return reshape(a, (-1,), order)
-
-
-@numpy_function(np.transpose)
-def transpose(a, axes=None):
-    a = _as_tracer(a)
-    perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(normalize_axis(operator.index(p), a.ndim) for p in axes)
-    if sorted(perm) != list(range(a.ndim)):
-        raise UserValueError(f"axes {axes} don't match array of dimension {a.ndim}")
-    return lax.transpose(a, perm)
-
-
-@numpy_function(np.swapaxes)
-def swapaxes(a, axis1, axis2):
-    a = _as_tracer(a)
-    perm = list(range(a.ndim))
-    i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)
-    perm[i], perm[j] = perm[j], perm[i]
-    return lax.transpose(a, perm)
-
-
-@numpy_function(np.moveaxis)
-def moveaxis(a, source, destination):
-    a = _as_tracer(a)
-    src = normalize_axes(source, a.ndim)
-    dst = normalize_axes(destination, a.ndim)
-    order = [i for i in range(a.ndim) if i not in src]
-    for d, s in sorted(zip(dst, src)):
-        order.insert(d, s)
-    return lax.transpose(a, order)
-
-
-@numpy_function(np.expand_dims)
-def expand_dims(a, axis):
-    a = _as_tracer(a)
-    axes = normalize_axes(axis, a.ndim + len(axis if isinstance(axis, (tuple, list)) else (axis,)))
-    shape = list(a.shape)
-    for ax in sorted(axes):
-        shape.insert(ax, 1)
-    return lax.reshape(a, shape)
-
-
-@numpy_function(np.squeeze)
-def squeeze(a, axis=None):
-    a = _as_tracer(a)
-    axes = tuple(i for i, d in enumerate(a.shape) if d == 1) if axis is None else normalize_axes(axis, a.ndim)
-    for ax in axes:
-        if a.shape[ax] != 1:
-            raise UserValueError(f"cannot select an axis to squeeze out which has size not equal to one ({a.describe()}, axis {ax})")
-    return lax.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
-
-
-@numpy_function(np.broadcast_to)
-def broadcast_to(array, shape, subok=False):
-    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    return lax.broadcast_to(_as_tracer(array), shape)
-
-
-def _common(arrays, what):
-    arrays = list(arrays)
-    if not arrays:
-        raise UserValueError(f"{what} needs at least one array")
-    trace = lax.trace_of(arrays)
-    dtype = lax.check_supported_dtype(result_dtype(arrays), what)
-    return [lax.lift(trace, v, dtype, weak=False) for v in arrays]
-
-
-@numpy_function(np.concatenate)
-def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
-    _reject(out=out)
-    ts = _common(arrays, "concatenate")
-    if axis is None:
-        ts = [lax.reshape(t, (t.size,)) for t in ts]
-        axis = 0
-    if builtins.any(t.ndim == 0 for t in ts):
-        raise UserValueError("zero-dimensional arrays cannot be concatenated")
-    ax = normalize_axis(axis, ts[0].ndim)
-    for t in ts[1:]:
-        if t.ndim != ts[0].ndim or builtins.any(t.shape[i] != ts[0].shape[i] for i in range(t.ndim) if i != ax):
-            raise ShapeMismatchError(f"concatenate: {ts[0].describe()} and {t.describe()} differ "
-                                     f"outside axis {ax}")
-    result = lax.concatenate(ts, ax)
-    return lax.convert(result, dtype) if dtype is not None else result
-
-
-@numpy_function(np.stack)
-def stack(arrays, axis=0, out=None, dtype=None, casting=None):
-    ts = _common(arrays, "stack")
-    for t in ts[1:]:
-        if t.shape != ts[0].shape:
-            raise ShapeMismatchError(f"stack: all input arrays must have the same shape, got "
-                                     f"{ts[0].describe()} and {t.describe()}")
-    ax = normalize_axis(axis, ts[0].ndim + 1)
-    return concatenate([expand_dims(t, ax) for t in ts], ax, out, dtype)
-
-
-@numpy_function(np.pad)
-def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
-    if mode != "constant":
-        raise UnsupportedNumpyError(f"np.pad mode={mode!r} is not supported (only 'constant')")
-    a = _as_tracer(array)
-    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
-    value = lax.lift(a.trace, constant_values, a.dtype, weak=False)
-    return lax.pad(a, value, [(int(lo), int(hi), 0) for lo, hi in widths])
-
-
-@numpy_function(np.flip)
-def flip(m, axis=None):
-    m = _as_tracer(m)
-    return lax.rev(m, normalize_axes(axis, m.ndim))
-
-
-@numpy_function(np.copy)
-def copy(a, order="K", subok=False):
-    a = _as_tracer(a)
-    return a.trace.emit("copy", (a,), weak=a.weak_type)
-
-
 def astype(x, dtype, copy=True):
     return lax.convert(_as_tracer(x), lax.check_supported_dtype(dtype, "astype target"))
 
@@ -431,4 +288,5 @@ EXPORTS.update(ndim=ndim, shape=shape, size=size)
 
 
 # Registered through @numpy_function when imported (kept apart to keep modules small).
+from . import shape_functions as _shape_functions  # noqa: E402,F401  (before creation: it stacks)
 from . import creation as _creation, linalg as _linalg  # noqa: E402,F401
