@@ -260,6 +260,8 @@ def test_persistent_cache_key_changes_with_versions(monkeypatch):
     assert base == disk_cache.cache_key("HloModule m", dict(host))
     assert base != disk_cache.cache_key("HloModule m2", host)
     assert base != disk_cache.cache_key("HloModule m", {**host, "features": "+avx512f"})
+    monkeypatch.setattr(disk_cache, "_codegen_fingerprint", lambda: "an-edited-emitter")
+    assert base != disk_cache.cache_key("HloModule m", host)
     monkeypatch.setattr(disk_cache, "_versions", lambda: {"toolkit": "9.9", "llvmlite": "0.50.0"})
     assert base != disk_cache.cache_key("HloModule m", host)
 

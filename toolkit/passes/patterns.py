@@ -17,9 +17,16 @@ def scalar_constant(inst: Instruction):
     return None
 
 
+def same_value(v, value) -> bool:
+    """``v == value``, except that zeros of different sign differ: ``x + 0.0`` is not ``x``
+    when ``x`` is -0.0 (it is +0.0), while ``x + -0.0`` always is."""
+    if v is None or not v == value:  # NaN equals nothing
+        return False
+    return not (v == 0 and np.asarray(v).dtype.kind == "f" and np.signbit(v) != np.signbit(value))
+
+
 def is_constant_value(inst: Instruction, value) -> bool:
-    v = scalar_constant(inst)
-    return v is not None and not (isinstance(v, float) and np.isnan(v)) and v == value
+    return same_value(scalar_constant(inst), value)
 
 
 def is_identity_dims(dims, rank: int) -> bool:
@@ -31,7 +38,7 @@ def same_array_type(a: Instruction, b: Instruction) -> bool:
 
 
 IDENTITIES = {
-    "add": lambda dt: 0, "multiply": lambda dt: 1, "or": lambda dt: 0, "xor": lambda dt: 0,
+    "add": lambda dt: (-0.0 if dt.kind == "f" else 0), "multiply": lambda dt: 1, "or": lambda dt: 0, "xor": lambda dt: 0,
     "and": lambda dt: (True if dt.kind == "b" else -1),
     "maximum": lambda dt: (-np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)),
     "minimum": lambda dt: (np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)),
@@ -42,5 +49,4 @@ def is_identity_init(reduce: Instruction) -> bool:
     op = reducer_opcode(reduce)
     if op not in IDENTITIES or len(reduce.operands) != 2:
         return False
-    init = scalar_constant(reduce.operands[1])
-    return init is not None and init == IDENTITIES[op](reduce.shape.dtype.numpy)
+    return same_value(scalar_constant(reduce.operands[1]), IDENTITIES[op](reduce.shape.dtype.numpy))

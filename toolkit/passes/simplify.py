@@ -40,9 +40,9 @@ def _other_if(ops, value, inst):
     return None
 
 
-@rule("add(x, 0) -> x", "add")
+@rule("add(x, -0.0 or integer 0) -> x", "add")
 def _add_zero(inst, ops, b):
-    return _other_if(ops, 0, inst)
+    return _other_if(ops, -0.0 if inst.shape.dtype.is_float else 0, inst)
 
 
 @rule("subtract(x, 0) -> x", "subtract")

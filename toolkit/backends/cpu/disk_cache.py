@@ -2,14 +2,16 @@
 
 Entries live in ``$TOOLKIT_CACHE_DIR`` (default: ``$XDG_CACHE_HOME/toolkit`` or
 ``~/.cache/toolkit``); ``TOOLKIT_CACHE_DIR=off`` disables the cache. An entry is keyed by the
-optimised HLO (without metadata), the target triple, CPU name and features, and the toolkit,
-llvmlite and LLVM versions. Each file starts with a header naming its key and the SHA-256 of
+optimised HLO (without metadata), the target triple, CPU name and features, the toolkit,
+llvmlite and LLVM versions, and a hash of the code generator's own source. Each file starts with a header naming its key and the SHA-256 of
 its payload: a corrupted or foreign entry is rebuilt and overwritten, never executed."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import pathlib
 import tempfile
 
 MAGIC = b"toolkit-object-cache 1\n"
@@ -32,7 +34,20 @@ def _versions() -> dict:
         toolkit_version = metadata.version("toolkit")
     except metadata.PackageNotFoundError:  # running from a source tree
         toolkit_version = "source"
-    return {"toolkit": toolkit_version, "llvmlite": llvmlite.__version__}
+    return {"toolkit": toolkit_version, "llvmlite": llvmlite.__version__,
+            "codegen": _codegen_fingerprint()}
+
+
+@functools.lru_cache(maxsize=None)
+def _codegen_fingerprint() -> str:
+    """A hash of the modules that decide what machine code a program becomes: a change to them
+    (a fast-math flag, a loop schedule) must never load code an older emitter produced, even
+    under the same version number, as in a source checkout."""
+    backends = pathlib.Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted([*backends.glob("llvm/*.py"), *backends.glob("cpu/*.py")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cache_key(module_text: str, host: dict) -> str:

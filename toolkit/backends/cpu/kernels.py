@@ -17,7 +17,7 @@ from ..llvm.reduction import fold_element, start_accumulators, store_accumulator
 from ..llvm.planning import KernelSpec
 from ..llvm.types import I64, storage_type, value_type
 
-FAST = ("reassoc", "nsz", "contract")
+FAST = ("reassoc", "contract")  # no nsz: 0.0 + -0.0 must stay +0.0, as in NumPy
 
 
 # ---- kernel emission ----------------------------------------------------------------------
