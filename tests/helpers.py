@@ -4,7 +4,7 @@ DTYPES = [np.dtype(t) for t in ("bool", "int32", "int64", "float32", "float64")]
 
 
 def assert_same(got, expected, approx: bool = False, rtol: float | None = None):
-    """Same dtype, shape and values (NaN equals NaN; -0.0 equals 0.0)."""
+    """Same dtype, shape and values (NaN equals NaN); exact results keep the sign of zero."""
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.dtype == expected.dtype, f"dtype {got.dtype} != NumPy's {expected.dtype}"
     assert got.shape == expected.shape, f"shape {got.shape} != NumPy's {expected.shape}"
@@ -13,6 +13,10 @@ def assert_same(got, expected, approx: bool = False, rtol: float | None = None):
         np.testing.assert_allclose(got, expected, rtol=tol, atol=0, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, expected)
+        if expected.dtype.kind == "f":
+            zeros = expected == 0
+            np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]),
+                                          err_msg="the sign of a zero differs from NumPy's")
 
 
 def assert_outputs_match(got, expected, rtol: float = 3e-6, atol: float = 1e-6):

@@ -270,3 +270,15 @@ def test_persistent_cache_can_be_turned_off(tmp_path, monkeypatch):
     monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
     tk.jit(lambda v: v * 7, backend="cpu")(np.ones(8, np.float32))
     assert not list(tmp_path.rglob("*.o"))
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("ufunc", [np.sign, np.maximum, np.minimum], ids=lambda u: u.__name__)
+def test_signed_zeros_and_nans_match_numpy(ufunc, backend):
+    # NumPy: sign(-0.0) is +0.0; maximum/minimum of an equal pair (+0.0, -0.0) give the second
+    a = np.array([-0.0, 0.0, -0.0, 0.0, np.nan, 1.0, 2.0, -np.inf], np.float32)
+    b = np.array([0.0, -0.0, -0.0, 0.0, 1.0, np.nan, 1.0, np.inf], np.float32)
+    args = (a,) if ufunc.nin == 1 else (a, b)
+    got, expected = tk.jit(ufunc, backend=backend)(*args), ufunc(*args)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))

@@ -147,7 +147,11 @@ def _absolute(x, out):
     return x if x.dtype == np.bool_ else _op("abs")(x, out=out)
 
 
-UFUNCS[np.sign] = _op("sign")
+@_register(np.sign)
+def _sign(x, out):
+    s = _op("sign")(x, out=out)
+    # HLO's sign keeps -0.0 (as XLA's does); NumPy's gives +0.0, which -0.0 + 0.0 is
+    return lax.elementwise("add", s, _const(s, 0.0), weak=s.weak_type) if s.dtype.kind == "f" else s
 
 
 def _int_floor_divide(a, b):

@@ -293,10 +293,13 @@ def _float_power(e, a, y, t):
 
 
 def _minmax(which):
+    """NumPy's maximum/minimum: NaN from either side, and of two equal values (+0.0 and -0.0)
+    the second, as the reference interpreter gives."""
     def emit(e, a, c, t):
         b = e.b
         if t.is_float:
-            return _intrinsic(e, "llvm.maximum" if which == "max" else "llvm.minimum", [a, c], value_type(t))
+            wins = b.fcmp_ordered(">" if which == "max" else "<", a, c)
+            return b.select(b.fcmp_unordered("uno", a, a), a, b.select(wins, a, c))
         cmp = (b.icmp_unsigned if t.kind in "ub" else b.icmp_signed)(">" if which == "max" else "<", a, c)
         return b.select(cmp, a, c)
     return emit
@@ -335,7 +338,14 @@ _FCMP = {"EQ": ("oeq", True), "NE": ("une", False), "LT": ("olt", True), "LE": (
 _ICMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
 
+_REDUCING_MINMAX = {"maximum": "llvm.maximum", "minimum": "llvm.minimum"}
+
+
 def emit_binary(e: ElementalEmitter, opcode: str, a, c, t):
+    """A reduction's combiner. Float max/min use LLVM's maximum/minimum, which vectorise: which
+    of a +0.0/-0.0 tie a reduction keeps depends on its visiting order, unspecified anyway."""
+    if t.is_float and opcode in _REDUCING_MINMAX:
+        return _intrinsic(e, _REDUCING_MINMAX[opcode], [a, c], value_type(t))
     return BINARY[opcode](e, a, c, t)
 
 
