@@ -3,8 +3,10 @@ import numpy as np
 DTYPES = [np.dtype(t) for t in ("bool", "int32", "int64", "float32", "float64")]
 
 
-def assert_same(got, expected, approx: bool = False, rtol: float | None = None):
-    """Same dtype, shape and values (NaN equals NaN); exact results keep the sign of zero."""
+def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
+                signed_zeros: bool = True):
+    """Same dtype, shape and values (NaN equals NaN); exact results keep the sign of zero
+    unless ``signed_zeros`` is False (where NumPy itself does not pin it down)."""
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.dtype == expected.dtype, f"dtype {got.dtype} != NumPy's {expected.dtype}"
     assert got.shape == expected.shape, f"shape {got.shape} != NumPy's {expected.shape}"
@@ -13,7 +15,7 @@ def assert_same(got, expected, approx: bool = False, rtol: float | None = None):
         np.testing.assert_allclose(got, expected, rtol=tol, atol=0, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, expected)
-        if expected.dtype.kind == "f":
+        if signed_zeros and expected.dtype.kind == "f":
             zeros = expected == 0
             np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]),
                                           err_msg="the sign of a zero differs from NumPy's")
