@@ -99,6 +99,14 @@ class HloReader:
             self.pos += 1
         return self.text[start: self.pos]
 
+    def accept_keyword(self, keyword: str) -> bool:
+        """Consume ``keyword`` as a whole word if it comes next (``ENTRY``, ``ROOT``)."""
+        save = self.pos
+        if self.word() == keyword:
+            return True
+        self.pos = save
+        return False
+
     def name(self, what: str = "a name") -> str:
         self.accept("%")
         n = self.word()
@@ -248,10 +256,7 @@ class HloReader:
     def computation(self) -> RawComputation:
         self.skip()
         pos = self.pos
-        save = self.pos
-        is_entry = self.word() == "ENTRY"
-        if not is_entry:
-            self.pos = save
+        is_entry = self.accept_keyword("ENTRY")
         comp = RawComputation(self.name("a computation name"), is_entry, pos=pos)
         if self.peek() == "(":  # long form: (p: shape, ...) -> shape
             self.expect("(")
@@ -272,10 +277,7 @@ class HloReader:
     def instruction(self) -> RawInstruction:
         self.skip()
         pos = self.pos
-        save = self.pos
-        is_root = self.word() == "ROOT"
-        if not is_root:
-            self.pos = save
+        is_root = self.accept_keyword("ROOT")
         name = self.name("an instruction name")
         self.expect("=", "in instruction")
         shape = self.shape()
