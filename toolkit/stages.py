@@ -10,10 +10,13 @@ from typing import Any
 import numpy as np
 
 from .backends.base import Backend
+from .backends.gpu import arrays as _device_arrays
 from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
 from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
+from .frontend.recompile import pretty_filename
+from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
@@ -40,6 +43,14 @@ def source_lines(inst) -> str:
                 lines.append(md.source_line)
     parts = [f"{f}:{','.join(map(str, sorted(ls)[:4]))}" for f, ls in by_file.items()]
     return "; ".join(parts)
+
+
+def _caller_line() -> str:
+    loc = user_location(2)
+    return f"{pretty_filename(loc.file)}:{loc.line}" if loc else ""
+
+
+_device_arrays.locate_caller = _caller_line  # the line that fetched a device array, in its events
 
 
 def hlo_fingerprint(module: Module) -> str:
@@ -123,6 +134,10 @@ class Compiled(_TracedStage):
         self._out_tree = program.out_tree
         self._single_output = program.out_tree.kind == "leaf"
         self._kernel_info: dict | None = None
+        describe = getattr(executable, "describe", None)
+        self._keeps_device_arrays = describe is not None
+        if describe is not None:  # names for the device's transfer events and results
+            describe(fn_name, [spec.path for spec in program.in_specs])
 
     def as_text(self, stage: str = "optimized_hlo", metadata: bool = True) -> str:
         if stage == "hlo":
@@ -169,8 +184,10 @@ class Compiled(_TracedStage):
         return self._pipeline.rewrites if self._pipeline is not None else {}
 
     def _arrays(self, leaves: list) -> list:
-        return [leaf if type(leaf) is np.ndarray else np.asarray(leaf, spec.dtype)
-                for leaf, spec in zip(leaves, self._program.in_specs)]
+        """Host arrays of the argument leaves; device arrays stay as they are on a device backend."""
+        keep_device = self._keeps_device_arrays
+        return [leaf if type(leaf) is np.ndarray or keep_device and getattr(type(leaf), "__toolkit_array__", False)
+                else np.asarray(leaf, spec.dtype) for leaf, spec in zip(leaves, self._program.in_specs)]
 
     def _result(self, results) -> Any:
         return results[0] if self._single_output else unflatten(self._out_tree, results)
@@ -187,16 +204,20 @@ class Compiled(_TracedStage):
         events = []
         spent = [0.0]
 
-        def on_kernel(inst, start, duration, launch="threads=1"):
+        def on_kernel(inst, start, duration, launch="threads=1", device="cpu:0", stream=0):
             t0 = time.perf_counter()
             flops, trans, nbytes, kind, source = info[inst.name]
-            events.append(KernelEvent(inst.name, self.backend, start, duration, flops=flops,
-                                      transcendentals=trans, bytes_accessed=nbytes,
-                                      launch=launch, compile_id=self.compile_id,
+            events.append(KernelEvent(inst.name, self.backend, start, duration, device=device,
+                                      stream=stream, flops=flops, transcendentals=trans,
+                                      bytes_accessed=nbytes, launch=launch, compile_id=self.compile_id,
                                       function=self.fn_name, kind=kind, source=source))
             spent[0] += time.perf_counter() - t0
 
-        results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel)
+        if self._keeps_device_arrays:
+            context = {"function": self.fn_name, "location": _caller_line()}
+            results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel, context)
+        else:
+            results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel)
         # charged: building the events, plus the two clock reads taken around each kernel
         RECORDER.charge(spent[0] + 2 * len(events) * RECORDER.clock_read_cost())
         for e in events:

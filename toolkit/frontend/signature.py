@@ -48,6 +48,8 @@ def abstractify(leaf: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:
         return abstractify(np.asarray(leaf), path)
     if isinstance(leaf, Tracer):
         return leaf.shape, leaf.dtype, leaf.weak_type
+    if getattr(t, "__toolkit_array__", False):  # a device array: its shape, without a copy
+        return tuple(leaf.shape), np.dtype(leaf.dtype), False
     if hasattr(leaf, "__array__") and not isinstance(leaf, (str, bytes)):
         return abstractify(np.asarray(leaf), path)
     raise ArgumentTypeError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.nodes import Instruction
-from ..ir.queries import reducer_opcode
+from ..ir.queries import IDENTITIES, reducer_opcode
 from ..ir.shapes import Shape
 
 
@@ -37,12 +37,6 @@ def same_array_type(a: Instruction, b: Instruction) -> bool:
     return isinstance(a.shape, Shape) and a.shape.same_type(b.shape)
 
 
-IDENTITIES = {
-    "add": lambda dt: (-0.0 if dt.kind == "f" else 0), "multiply": lambda dt: 1, "or": lambda dt: 0, "xor": lambda dt: 0,
-    "and": lambda dt: (True if dt.kind == "b" else -1),
-    "maximum": lambda dt: (-np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)),
-    "minimum": lambda dt: (np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)),
-}
 
 
 def is_identity_init(reduce: Instruction) -> bool:

@@ -132,6 +132,7 @@ class TransferEvent:
     device: str = ""
     stream: int = 0
     function: str = ""
+    avoidable: str = ""  # why this copy need not happen (a round trip through the host), or ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,10 +156,26 @@ def profile_summary_text(prof, top: int = 10) -> str:
         for r in kernel_table(kernels)[:top]:
             lines.append(f"  {r['name']:<28} {r['calls']:>5} {_ms(r['seconds']):>10} {r['share']:>6.1%} "
                          f"{r['gflops']:>8.2f} {r['gbps']:>7.2f}  {r['source']}")
-    transfers = prof.transfers
-    if transfers:
-        lines.append(f"transfers: {len(transfers)}, {sum(t.bytes for t in transfers) / 1e6:.2f} MB")
+    lines.extend(transfer_lines(prof.transfers))
     return "\n".join(lines)
+
+
+def transfer_lines(transfers) -> list[str]:
+    """Copies by direction (count, MB, device time, GB/s), then every avoidable round trip."""
+    if not transfers:
+        return []
+    lines = [f"transfers: {len(transfers)}, {sum(t.bytes for t in transfers) / 1e6:.2f} MB"]
+    for direction in ("host_to_device", "device_to_host", "device_to_device"):
+        group = [t for t in transfers if t.direction == direction]
+        if group:
+            nbytes, seconds = sum(t.bytes for t in group), sum(t.duration for t in group)
+            rate = f", {nbytes / seconds / 1e9:.1f} GB/s" if seconds > 0 else ""
+            lines.append(f"  {direction:<16} {len(group):>5} copies {nbytes / 1e6:>10.2f} MB {_ms(seconds):>10}{rate}")
+    avoidable = [t for t in transfers if t.avoidable]
+    if avoidable:
+        lines.append(f"  {len(avoidable)} avoidable round trip(s) through the host:")
+        lines.extend(f"    {t.function or '?'} at {t.location or '?'}: {t.avoidable}" for t in avoidable[:10])
+    return lines
 
 
 def profile_summary_html(prof) -> str:

@@ -5,25 +5,20 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 from llvmlite import ir
 
 from ...ir.nodes import Module
-from ...ir.shapes import Shape, TupleShape
 from ..base import Backend, register_backend
+from ..buffer_plan import BufferPlan, plan_buffers
+from ..library_dot import make_dot
 from ..llvm.elemental import CodegenUnsupported
 from ..reference.interpreter import evaluate_computation, flatten_value
 from . import disk_cache
 from .compiler import compile_ir, host_description, load_object
-from .dot import make_dot
 from .executor import CpuExecutable, Step, ctypes_function
 from ..llvm.planning import emit_or_discard
 from ..llvm.planning import KernelSpec, as_computation, plan_kernel
 from .kernels import emit_kernel
-
-
-def _leaf_shapes(shape) -> list[Shape]:
-    return shape.leaves() if isinstance(shape, TupleShape) else [shape]
 
 
 def _fallback(step: Step, inst, reason: str, fallbacks: list[str]) -> None:
@@ -39,64 +34,37 @@ def _is_full_reduction(spec: KernelSpec) -> bool:
     return len(hero.attrs["dimensions"]) == hero.operands[0].shape.rank
 
 
-def _plan(module: Module, fallbacks: list[str]):
-    entry = module.entry
-    slots: list[Shape] = []
-    value_slots: dict[int, list[int]] = {}  # instruction -> the slots holding its value(s)
-    steps: list[Step] = []
-    constants: dict[int, np.ndarray] = {}
+def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
+    def make_step(inst, inputs, outs) -> Step:
+        if inst.opcode == "dot":
+            return Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)})
+        step = Step("kernel", inst, inputs, outs)
+        try:
+            if inst.opcode == "call":
+                raise CodegenUnsupported("call (the call-inliner pass removes these)")
+            spec = plan_kernel(inst)
+        except CodegenUnsupported as e:
+            _fallback(step, inst, str(e), fallbacks)
+            return step
+        full = spec.kind == "row" and _is_full_reduction(spec)
+        # a full reduction splits into partial results, unless it also writes extra
+        # outputs: then it runs on one thread (work 0 keeps it below the threshold)
+        partials = full and all(o.opcode == "reduce" for o in spec.outputs)
+        step.extent = spec.extent
+        step.work = spec.work if partials or not full else 0
+        step.reducers = [spec.reducers[id(o)] for o in spec.outputs] if partials else []
+        step.full_reduction = partials
+        step.extra["spec"] = spec
+        return step
 
-    def new_slots(shape) -> list[int]:
-        out = []
-        for s in _leaf_shapes(shape):
-            slots.append(s)
-            out.append(len(slots) - 1)
-        return out
-
-    arg_slots = [0] * len(entry.parameters)
-    for inst in entry.instructions:
-        op = inst.opcode
-        inputs = [s for o in inst.operands for s in value_slots[id(o)]]
-        if op == "parameter":
-            (slot,) = value_slots[id(inst)] = new_slots(inst.shape)
-            arg_slots[inst.attrs["parameter_number"]] = slot
-        elif op == "constant":
-            (slot,) = value_slots[id(inst)] = new_slots(inst.shape)
-            constants[slot] = np.array(inst.attrs["literal"])
-        elif op == "tuple":
-            value_slots[id(inst)] = inputs
-        elif op == "get-tuple-element":
-            value_slots[id(inst)] = [value_slots[id(inst.operands[0])][inst.attrs["index"]]]
-        elif op == "dot":
-            outs = value_slots[id(inst)] = new_slots(inst.shape)
-            steps.append(Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)}))
-        else:
-            outs = value_slots[id(inst)] = new_slots(inst.shape)
-            step = Step("kernel", inst, inputs, outs)
-            steps.append(step)
-            try:
-                if op == "call":
-                    raise CodegenUnsupported("call (the call-inliner pass removes these)")
-                spec = plan_kernel(inst)
-            except CodegenUnsupported as e:
-                _fallback(step, inst, str(e), fallbacks)
-                continue
-            full = spec.kind == "row" and _is_full_reduction(spec)
-            # a full reduction splits into partial results, unless it also writes extra
-            # outputs: then it runs on one thread (work 0 keeps it below the threshold)
-            partials = full and all(o.opcode == "reduce" for o in spec.outputs)
-            step.extent = spec.extent
-            step.work = spec.work if partials or not full else 0
-            step.reducers = [spec.reducers[id(o)] for o in spec.outputs] if partials else []
-            step.full_reduction = partials
-            step.extra["spec"] = spec
-    return slots, value_slots, steps, constants, arg_slots
+    return plan_buffers(module, make_step)
 
 
 def compile_module(module: Module) -> CpuExecutable:
     t_start = time.perf_counter()
     fallbacks: list[str] = []
-    slots, value_slots, steps, constants, arg_slots = _plan(module, fallbacks)
+    plan = _plan(module, fallbacks)
+    steps = plan.steps
     kernels = [s for s in steps if s.kind == "kernel"]
     key = disk_cache.cache_key(module.to_text(metadata=False), host_description()) \
         if kernels and disk_cache.cache_dir() else None
@@ -131,10 +99,8 @@ def compile_module(module: Module) -> CpuExecutable:
             continue
         step.fn = ctypes_function(addr, len(step.inputs) + len(step.outputs))
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
-    root_slots = value_slots[id(module.entry.root)]
-    produced = {s for st in steps for s in st.outputs}
-    executable = CpuExecutable(module, steps, slots, arg_slots, list(root_slots),
-                               produced - set(root_slots), constants, machine, fallbacks)
+    executable = CpuExecutable(module, steps, plan.slots, plan.arg_slots, plan.out_slots,
+                               plan.temp_slots, plan.constants, machine, fallbacks)
     executable.cache_status = "persistent_hit" if machine is not None and machine.cache == "persistent_hit" else status
     return executable
 

@@ -3,9 +3,9 @@ triple, one kernel per fusion, emitted as PTX by LLVM's NVPTX back end through l
 
 Kernels take ``(ptr in0, ..., ptr out0, ..., i64 count)`` and use a grid-stride loop over
 ``count`` work items, so any launch size covers any problem. Loop fusions give one output
-element per item. Reductions give one output element per item and loop over the reduced
-dimensions inside the thread, writing extra (multi-output) results on the way: correct for
-every reduction kind; warp-shuffle row reductions are the planned next step."""
+element per thread. Column and other reductions give one output element per thread and loop over the reduced
+dimensions inside the thread, writing extra (multi-output) results on the way; row reductions
+of more than a few elements give a row to a warp or a block (``reductions.py``)."""
 from __future__ import annotations
 
 import math
@@ -20,6 +20,7 @@ from ..llvm.loops import nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
+from .reductions import BLOCK_WARPS, emit_cooperative_row, ptx_name, row_mode, sreg, strided_loop
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -32,43 +33,28 @@ class GpuKernel:
     name: str  # the HLO instruction
     symbol: str  # the PTX entry (PTX names cannot contain '.' or '-')
     spec: KernelSpec
-    work_items: int  # the count the grid-stride loop covers
+    work_items: int  # the count the grid-stride loop covers: elements, or rows of a reduction
+    mode: str = "thread"  # a work item per thread, per warp or per block
 
     def launch(self, sm_count: int = 132, blocks_per_sm: int = 8) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """(grid, block): enough blocks to fill the device, no more than the work needs."""
-        blocks = max(1, min(math.ceil(self.work_items / THREADS_PER_BLOCK), sm_count * blocks_per_sm))
+        """(grid, block): enough blocks to fill the device (8 blocks of 256 threads per SM is
+        full occupancy on sm_80/sm_90), no more than the work needs."""
+        per_block = {"thread": THREADS_PER_BLOCK, "warp": BLOCK_WARPS, "block": 1}[self.mode]
+        blocks = max(1, min(math.ceil(self.work_items / per_block), sm_count * blocks_per_sm))
         return (blocks, 1, 1), (THREADS_PER_BLOCK, 1, 1)
-
-
-def _sreg(b: ir.IRBuilder, name: str) -> ir.Value:
-    fn = b.module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}") or ir.Function(
-        b.module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
-    return b.zext(b.call(fn, []), I64)
 
 
 def _grid_stride(b: ir.IRBuilder, count: ir.Value, body) -> None:
     """for (i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)"""
-    start = b.add(b.mul(_sreg(b, "ctaid.x"), _sreg(b, "ntid.x")), _sreg(b, "tid.x"))
-    stride = b.mul(_sreg(b, "nctaid.x"), _sreg(b, "ntid.x"))
-    fn = b.function
-    pre = b.block
-    loop = fn.append_basic_block("grid.body")
-    done = fn.append_basic_block("grid.done")
-    b.cbranch(b.icmp_signed("<", start, count), loop, done)
-    b.position_at_end(loop)
-    i = b.phi(I64, name="item")
-    i.add_incoming(start, pre)
-    body(i)
-    nxt = b.add(i, stride)
-    i.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, count), loop, done)
-    b.position_at_end(done)
+    start = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
+    stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
+    strided_loop(b, start, count, stride, body, "item")
 
 
 def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     comp = spec.computation
     shapes = [p.shape for p in comp.parameters] + [o.shape for o in spec.outputs]
-    symbol = spec.name.replace(".", "_").replace("-", "_")
+    symbol = ptx_name(spec.name)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [storage_type(s.dtype).as_pointer() for s in shapes] + [I64]),
                      symbol)
     for arg in fn.args[:-1]:
@@ -79,6 +65,7 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     outs = {id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)}
     e = ElementalEmitter(b, inputs, module, target="gpu")
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
+    mode = "thread"
     if not heroes:
         shape = spec.outputs[0].shape
         work = max(shape.size, 1)
@@ -99,6 +86,11 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         red_dims = [in_shape.dims[d] for d in reduced]
         work = max(math.prod(kept_dims), 1)
         extras = [o for o in spec.outputs if o.opcode != "reduce"]
+        if spec.kind == "row":
+            mode = row_mode(work, math.prod(red_dims))
+        if mode != "thread":
+            emit_cooperative_row(e, spec, heroes, extras, outs, count, mode)
+            return _finish(module, fn, b, spec, symbol, work, mode)
         accs = [b.alloca(value_type(h.shape.dtype)) for h in heroes]
 
         def combine(h, acc, v):
@@ -124,10 +116,16 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
             store_accumulators(e, heroes, accs, outs, kept_index)
 
         _grid_stride(b, count, item)
+    return _finish(module, fn, b, spec, symbol, work, mode)
+
+
+def _finish(module, fn, b, spec, symbol, work, mode) -> GpuKernel:
     b.ret_void()
     md = module.add_metadata([fn, "kernel", ir.Constant(I32, 1)])
     module.add_named_metadata("nvvm.annotations", md)
-    return GpuKernel(spec.name, symbol, spec, work)
+    # every mode launches 256-thread blocks
+    module.add_named_metadata("nvvm.annotations", module.add_metadata([fn, "maxntidx", ir.Constant(I32, THREADS_PER_BLOCK)]))
+    return GpuKernel(spec.name, symbol, spec, work, mode)
 
 
 @dataclass

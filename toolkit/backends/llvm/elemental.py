@@ -4,6 +4,7 @@ backend wraps it in loop nests, the GPU backend in grid-stride loops. One entry 
 ``ELEMENTAL``; values memoised per (instruction, index) within a loop body."""
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Callable
 
@@ -116,7 +117,8 @@ def _constant(e, inst, index):
     t = _dtype(inst)
     if lit.size == 1:
         return constant(t, lit.reshape(())[()])
-    name = f"const_{id(inst):x}"
+    # named by content: the same text every run, one global for equal constants
+    name = f"const_{hashlib.sha1(lit.dtype.str.encode() + str(lit.shape).encode() + lit.tobytes()).hexdigest()[:16]}"
     g = e.module.globals.get(name)
     if g is None:
         st = storage_type(t)

@@ -1,15 +1,16 @@
-"""Dots as library calls: any dot_general becomes a (batched) matmul by NumPy's BLAS, written
-into the preallocated output buffer (XLA:CPU calls Eigen or oneDNN the same way)."""
+"""Dots as library calls: any dot_general becomes a (batched) matmul written into the
+preallocated output buffer, by NumPy's BLAS on the CPU or CuPy's cuBLAS on the GPU (XLA calls
+Eigen/oneDNN and cuBLAS the same way). ``xp`` is the array module: numpy or cupy."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from ...ir.nodes import Instruction
+from ..ir.nodes import Instruction
 
 
-def make_dot(inst: Instruction):
+def make_dot(inst: Instruction, xp=np):
     a = inst.attrs
     lhs, rhs = inst.operands
     lb, lc = list(a.get("lhs_batch_dims", ())), list(a.get("lhs_contracting_dims", ()))
@@ -27,11 +28,11 @@ def make_dot(inst: Instruction):
 
     def run(ins, out):
         x, y = ins
-        x3 = (x if ltrivial else np.transpose(x, lperm)).reshape(batch, m, k)
-        y3 = (y if rtrivial else np.transpose(y, rperm)).reshape(batch, k, n)
+        x3 = (x if ltrivial else xp.transpose(x, lperm)).reshape(batch, m, k)
+        y3 = (y if rtrivial else xp.transpose(y, rperm)).reshape(batch, k, n)
         o3 = out.reshape(batch, m, n)
         if x3.dtype != dtype:
             x3, y3 = x3.astype(dtype), y3.astype(dtype)
-        np.matmul(x3, y3, out=o3)
+        xp.matmul(x3, y3, out=o3)
 
     return run

@@ -1,0 +1,114 @@
+"""A stand-in CUDA device for testing the GPU runtime on machines without one.
+
+It implements the device interface of ``toolkit.backends.gpu.device`` with NumPy memory and
+the reference interpreter: a "launch" evaluates the kernel's own fusion computation into the
+output buffers. What it checks is the executor's side of the contract: only device buffers
+reach kernels (host arrays never do), every launch gets the pointers and work count its PTX
+entry takes, and every copy is counted by direction and bytes. It cannot check the PTX itself:
+ptxas does that (test_gpu_codegen.py), and a real device runs it (the ``gpu``-marked tests)."""
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import numpy as np
+
+from toolkit.backends.reference.interpreter import evaluate_computation, flatten_value
+
+
+class DeviceBuffer(np.ndarray):
+    """Memory of the simulated device: a distinct type, so host arrays are told apart."""
+
+
+class SimulatedKernel:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+
+class SimulatedDevice:
+    name = "simulated CUDA device"
+    arch = "sm_90"
+    sm_count = 4
+    copy_stream_id = 1
+    xp = np
+    _ordinals = itertools.count()
+
+    def __init__(self):
+        self.label = f"sim:{next(self._ordinals)}"
+        self.uploads: list[int] = []  # bytes of each host-to-device copy
+        self.downloads: list[int] = []
+        self.launches: list[str] = []  # kernel symbols and "dot", in launch order
+        self.loaded_programs = 0
+        self._live = 0
+        self._time = 0.0
+
+    # ---- memory -------------------------------------------------------------------------
+    def _new(self, shape, dtype) -> DeviceBuffer:
+        buffer = np.empty(shape, dtype).view(DeviceBuffer)
+        self._live += buffer.nbytes
+        weakref.finalize(buffer, self._free, buffer.nbytes)
+        return buffer
+
+    def _free(self, nbytes: int) -> None:
+        self._live -= nbytes
+
+    def empty(self, shape, dtype):
+        return self._new(shape, dtype)
+
+    def upload(self, host):
+        assert type(host) is np.ndarray, f"upload of {type(host).__name__}, not a host array"
+        buffer = self._new(host.shape, host.dtype)
+        buffer[...] = host
+        self.uploads.append(host.nbytes)
+        return buffer
+
+    def download(self, buffer) -> np.ndarray:
+        assert isinstance(buffer, DeviceBuffer), "download of memory that is not the device's"
+        self.downloads.append(buffer.nbytes)
+        return np.array(buffer.view(np.ndarray))
+
+    def copy(self, buffer):
+        out = self._new(buffer.shape, buffer.dtype)
+        out[...] = buffer
+        return out
+
+    def used_bytes(self) -> int:
+        return self._live
+
+    # ---- kernels ------------------------------------------------------------------------
+    def load(self, program) -> dict:
+        self.loaded_programs += 1
+        return {k.symbol: SimulatedKernel(k) for k in program.kernels}
+
+    def launch(self, function: SimulatedKernel, grid, block, buffers, count: int) -> None:
+        kernel = function.kernel
+        comp = kernel.spec.computation
+        params, outputs = comp.parameters, kernel.spec.outputs
+        assert len(buffers) == len(params) + len(outputs), f"{kernel.symbol}: wrong number of pointers"
+        assert all(isinstance(b, DeviceBuffer) for b in buffers), f"{kernel.symbol}: a host array reached a kernel"
+        for buffer, inst in zip(buffers, [*params, *outputs]):
+            assert buffer.shape == inst.shape.dims and buffer.dtype == inst.shape.dtype.numpy, \
+                f"{kernel.symbol}: buffer {buffer.dtype}{buffer.shape} for %{inst.name} {inst.shape}"
+        assert count == kernel.work_items and grid[0] >= 1 and block[0] >= 32
+        results = flatten_value(evaluate_computation(comp, [b.view(np.ndarray) for b in buffers[:len(params)]]))
+        for out, value in zip(buffers[len(params):], results):
+            out[...] = value
+        self.launches.append(kernel.symbol)
+        self._time += 1e-6
+
+    def matmul(self, run, ins, out) -> None:
+        assert all(isinstance(b, DeviceBuffer) for b in (*ins, out)), "a host array reached cuBLAS"
+        run([b.view(np.ndarray) for b in ins], out.view(np.ndarray))
+        self.launches.append("dot")
+        self._time += 1e-6
+
+    # ---- time ---------------------------------------------------------------------------
+    def timer(self) -> float:
+        self._time += 1e-7
+        return self._time
+
+    def elapsed(self, start: float, end: float) -> float:
+        return end - start
+
+    def synchronize(self) -> None:
+        pass

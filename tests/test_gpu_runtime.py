@@ -1,0 +1,237 @@
+"""The GPU runtime: device arrays, copies, timings and the executor's plan.
+
+Every test runs on the simulated device (tests/simulated_gpu.py), which checks the executor's
+side of the launch contract and counts copies; the same tests run on a real CUDA device,
+marked ``gpu``, where CuPy and a device exist, and skip with the reason otherwise."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.backends import Backend, register_backend
+from toolkit.backends.gpu import DeviceArray, compile_module
+from toolkit.backends.gpu.device import cupy_or_reason
+
+import programs
+from helpers import assert_same
+from simulated_gpu import SimulatedDevice
+
+SIMULATED = SimulatedDevice()
+register_backend(Backend("gpu-simulated", "the GPU executor on a simulated device (tests)", -1,
+                         lambda module: compile_module(module, device=SIMULATED)))
+
+_cupy, _why_no_gpu = cupy_or_reason()
+
+
+@pytest.fixture(params=["gpu-simulated", pytest.param("gpu", marks=pytest.mark.gpu)])
+def backend(request):
+    if request.param == "gpu" and _why_no_gpu:
+        pytest.skip(f"GPU execution: {_why_no_gpu}")
+    return request.param
+
+
+def interpreter_results(fn, args):
+    out = tk.jit(fn, backend="interpreter")(*args)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def device_results(fn, args, backend):
+    out = tk.jit(fn, backend=backend)(*args)
+    out = out if isinstance(out, tuple) else (out,)
+    assert all(isinstance(o, DeviceArray) for o in out), [type(o) for o in out]
+    return tuple(np.asarray(o) for o in out)
+
+
+@pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))
+def test_test_programs_match_the_interpreter(name, backend):
+    fn, args = programs.make_cases(np.random.default_rng(0))[name]
+    # exact but for dots (BLAS/cuBLAS sum in their own order) and, on a device, its math library
+    has_dot = " dot(" in tk.jit(fn, backend="interpreter").compiled(*args).as_text()
+    for got, want in zip(device_results(fn, args, backend), interpreter_results(fn, args)):
+        if has_dot:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(initial=1))
+        else:
+            assert_same(got, want, approx=backend == "gpu", rtol=2e-6)
+
+
+FUSION_KINDS = {
+    "kLoop": lambda x: np.tanh(x * 2 + 1),
+    "row": lambda x: x.sum(axis=-1),
+    "column": lambda x: x.max(axis=0),
+    "full": lambda x: x.sum(),
+    "softmax": lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
+    "siblings": lambda x: (x.sum(axis=1), (x * x).sum(axis=1)),
+    "data movement": lambda x: (x.T * 2, np.concatenate([x, x[:, ::-1]], axis=1), np.pad(x, 1)),
+    "integers": lambda x: (x.astype(np.int32) // 3, x.astype(np.int64) % 7, x > 0),
+    "dot": lambda x: x @ x.T + 1,
+    "empty": lambda x: x[:0] * 2,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FUSION_KINDS))
+def test_every_fusion_kind_matches_the_interpreter(kind, backend):
+    x = np.random.default_rng(1).standard_normal((64, 96)).astype(np.float32)
+    for got, want in zip(device_results(FUSION_KINDS[kind], (x,), backend),
+                         interpreter_results(FUSION_KINDS[kind], (x,))):
+        if kind == "dot":  # cuBLAS (and BLAS) sum in their own order
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        else:
+            assert_same(got, want, approx=True, rtol=2e-6)
+
+
+def transfers(prof):
+    return [(t.direction, t.bytes, t.what) for t in prof.transfers]
+
+
+def test_numpy_arguments_are_copied_once_per_call_and_results_stay(backend):
+    f = tk.jit(lambda x, y: x * y + 1, backend=backend)
+    x = np.ones((256, 64), np.float32)
+    y = np.full((256, 64), 2.0, np.float32)
+    f(x, y)  # compiled outside the profile
+    with tk.profile() as prof:
+        out = f(x, y)
+    assert transfers(prof) == [("host_to_device", x.nbytes, "x"), ("host_to_device", y.nbytes, "y")]
+    assert isinstance(out, DeviceArray) and out.shape == (256, 64) and out.dtype == np.float32
+    with tk.profile() as prof:
+        host = np.asarray(out)
+    assert transfers(prof) == [("device_to_host", x.nbytes, "lambda result")]
+    assert prof.transfers[0].location.endswith(f"test_gpu_runtime.py:{_line_of('host = np.asarray(out)')}")
+    assert_same(host, x * y + 1)
+
+
+def _line_of(text: str) -> int:
+    import inspect
+    return next(i for i, line in enumerate(inspect.getsource(inspect.getmodule(_line_of)).splitlines(), 1)
+                if text in line)
+
+
+def test_device_arrays_passed_between_functions_are_not_copied(backend):
+    f = tk.jit(lambda x: x * 3, backend=backend)
+    g = tk.jit(lambda a, b: (a + b).sum(axis=-1), backend=backend)
+    x = np.arange(4096, dtype=np.float32).reshape(64, 64)
+    g(f(x), f(x))
+    with tk.profile() as prof:
+        a = f(x)
+        b = f(x)
+        total = g(a, b)
+    assert transfers(prof) == [("host_to_device", x.nbytes, "x")] * 2  # g copies nothing
+    assert len(prof.kernels) == 3 and all(k.device == a.device for k in prof.kernels)
+    assert_same(np.asarray(total), (x * 3 + x * 3).sum(axis=-1))
+
+
+def test_a_fetched_result_sent_back_unchanged_is_flagged(backend):
+    f = tk.jit(lambda x: x + 1, backend=backend)
+    x = np.zeros(1000, np.float32)
+    with tk.profile() as prof:
+        y = np.asarray(f(x))  # fetched...
+        f(y)  # ...and sent back: a round trip
+        z = np.asarray(f(x)).copy()
+        z[0] = 5.0
+        f(z)  # changed on the host first: a real copy, not flagged
+    flags = [t.avoidable for t in prof.transfers if t.direction == "host_to_device"]
+    assert flags[0] == "" and flags[2] == "" and flags[3] == ""
+    assert "unchanged host copy of lambda result" in flags[1] and "pass the device array" in flags[1]
+    assert "round trip" in tk.profiler.report.profile_summary_text(prof)
+
+
+def test_constants_are_uploaded_once_per_compiled_program(backend):
+    weights = np.linspace(0, 1, 64 * 8).astype(np.float32).reshape(64, 8)
+    table = np.linspace(0, 1, 8).astype(np.float32)
+    f = tk.jit(lambda x: (x @ weights) * table, backend=backend)  # closure constants
+    x = np.ones((4, 64), np.float32)
+    with tk.profile() as prof:
+        first = f(x)
+        f(x)
+    # the dot's operand is a buffer of the program, copied once; the fused table is data of
+    # the kernel's PTX module, loaded with it
+    constant = [t for t in prof.transfers if t.what.startswith("constant")]
+    assert [t.bytes for t in constant] == [weights.nbytes]
+    assert len([t for t in prof.transfers if t.what == "x"]) == 2
+    np.testing.assert_allclose(np.asarray(first), (x @ weights) * table, rtol=1e-5)
+
+
+def test_profile_puts_kernels_and_copies_on_separate_device_tracks(backend):
+    f = tk.jit(programs.softmax, backend=backend)
+    x = np.random.default_rng(0).standard_normal((128, 256)).astype(np.float32)
+    f(x)
+    with tk.profile() as prof:
+        np.asarray(f(x))
+    kernels, copies = prof.kernels, prof.transfers
+    assert kernels and all(k.backend == backend and k.device != "cpu:0" for k in kernels)
+    assert all(k.launch.startswith("grid=(") and "block=(" in k.launch for k in kernels)
+    assert [c.direction for c in copies] == ["host_to_device", "device_to_host"]
+    # device times are ordered as the stream ran them: copy in, kernels, copy out
+    order = [copies[0].start, *[k.start for k in kernels], copies[1].start]
+    assert order == sorted(order) and all(e.duration > 0 for e in [*kernels, *copies])
+    trace = prof.to_chrome_trace()
+    device_rows = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e.get("cat") == "kernel"}
+    copy_rows = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e.get("cat") == "gpu_memcpy"}
+    assert len(device_rows) == 1 and len(copy_rows) == 1 and device_rows != copy_rows
+    assert {p for p, _ in device_rows} == {p for p, _ in copy_rows}  # one device process
+    live = [a for a in prof.allocations if a.device == kernels[0].device]
+    assert live and live[-1].bytes < 0  # temporaries go back to the pool
+
+
+def test_without_a_profile_nothing_is_recorded_or_synchronised(backend, monkeypatch):
+    f = tk.jit(lambda x: x - 1, backend=backend)
+    x = np.ones(64, np.float32)
+    f(x)
+    compiled = f.compiled(x)
+    device = compiled._executable.device
+    monkeypatch.setattr(device, "synchronize", lambda: pytest.fail("synchronised without a profile"))
+    monkeypatch.setattr(device, "timer", lambda: pytest.fail("timed without a profile"))
+    assert isinstance(f(x), DeviceArray)
+
+
+def test_host_fallback_is_correct_and_its_copies_are_shown(backend):
+    x = np.linspace(-2, 2, 300)  # float64 transcendentals need a math library the PTX lacks
+    f = tk.jit(lambda x: np.exp(x) * 2, backend=backend)
+    assert_same(np.asarray(f(x)), np.exp(x) * 2, approx=True)
+    with tk.profile() as prof:
+        f(x)
+    fallback = [t for t in prof.transfers if t.what.startswith("host fallback")]
+    assert [t.direction for t in fallback] == ["device_to_host", "host_to_device"]
+    assert any(k.launch == "host fallback" and k.device == "cpu:0" for k in prof.kernels)
+    assert f.compiled(x)._executable.fallbacks
+
+
+def test_device_array_behaves(backend):
+    f = tk.jit(lambda x: (x * 2, x.sum()), backend=backend)
+    a, s = f(np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert a.shape == (2, 3) and a.ndim == 2 and a.size == 6 and a.nbytes == 24 and len(a) == 2
+    assert a.block_until_ready() is a
+    assert repr(a).startswith("DeviceArray(int32[2, 3]")
+    assert int(s) == 15 and float(s) == 15.0
+    host_a, (host_s,) = tk.device_get((a, [s]))
+    assert type(host_a) is np.ndarray and not host_a.flags.writeable
+    assert_same(host_a, np.arange(6, dtype=np.int32).reshape(2, 3) * 2)
+    assert host_s == 15
+    with pytest.raises(ValueError, match="without a copy"):
+        np.asarray(a, copy=False)
+    # the CPU backend takes a device array by fetching it
+    assert_same(tk.jit(lambda v: v + 1, backend="cpu")(a), host_a + 1)
+
+
+def test_arrays_of_another_device_are_refused_with_the_argument_named():
+    other = SimulatedDevice()
+    register_backend(Backend("gpu-simulated-2", "a second simulated device", -1,
+                             lambda module: compile_module(module, device=other)))
+    a = tk.jit(lambda x: x + 1, backend="gpu-simulated")(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=r"argument 'weights' lives on sim:\d+; this program runs on sim:\d+"):
+        tk.jit(lambda weights: weights * 2, backend="gpu-simulated-2")(a)
+
+
+def test_simulated_counters_agree_with_the_profile():
+    before_up, before_down = len(SIMULATED.uploads), len(SIMULATED.downloads)
+    f = tk.jit(lambda x: x * x, backend="gpu-simulated")
+    x = np.ones((32, 32), np.float64)
+    with tk.profile() as prof:
+        np.asarray(f(f(x)))
+    assert SIMULATED.uploads[before_up:] == [x.nbytes] and SIMULATED.downloads[before_down:] == [x.nbytes]
+    assert [t.bytes for t in prof.transfers] == [x.nbytes, x.nbytes]
+
+
+def test_gpu_backend_without_a_device_says_what_is_missing():
+    if not _why_no_gpu:
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(tk.backends.BackendUnavailableError, match="backend 'gpu' cannot run here: (CuPy|the GPU)"):
+        tk.jit(lambda x: x, backend="gpu")

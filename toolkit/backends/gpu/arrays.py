@@ -1,0 +1,137 @@
+"""Device arrays: results of GPU programs, which stay on the device until asked for.
+
+A ``DeviceArray`` holds a device buffer and where it came from (function and result). Passing
+it to another GPU program copies nothing; ``np.asarray(a)``, ``a.get()`` or
+``tk.device_get(a)`` copy it to the host once, and a profile records that copy. A host array
+fetched that way and sent back to the device unchanged by a later call is a round trip the
+profile flags as avoidable."""
+from __future__ import annotations
+
+import weakref
+from typing import Callable
+
+import numpy as np
+
+from ...profiler.events import TransferEvent
+from ...profiler.recorder import RECORDER
+
+# The user's source line for an event: installed by the layer that knows how to find it
+# (the runtime may not import the frontend from here).
+locate_caller: Callable[[], str] = lambda: ""
+
+# id(host array) -> (weak reference to it, what it was fetched from): fetches while profiling
+_fetched: dict[int, tuple[weakref.ref, str]] = {}
+_FETCHED_LIMIT = 4096
+
+
+def fetched_from(host: np.ndarray) -> str | None:
+    """What device result ``host`` was fetched from, if it is an unchanged fetched copy."""
+    entry = _fetched.get(id(host))
+    if entry is None or entry[0]() is not host:
+        return None
+    return entry[1] if host.flags.writeable is False else None
+
+
+def _remember_fetch(host: np.ndarray, what: str) -> None:
+    if len(_fetched) >= _FETCHED_LIMIT:
+        for key in [k for k, (ref, _) in _fetched.items() if ref() is None] or list(_fetched)[:_FETCHED_LIMIT // 2]:
+            _fetched.pop(key, None)
+    key = id(host)
+    _fetched[key] = (weakref.ref(host, lambda _, key=key: _fetched.pop(key, None)), what)
+
+
+class DeviceArray:
+    """An array in GPU memory. Read it with ``np.asarray``; pass it to jitted functions as is."""
+
+    __toolkit_array__ = True  # what the tracer checks to take shape and dtype without a copy
+    __array_priority__ = 100
+
+    def __init__(self, buffer, device, origin: str = ""):
+        self._buffer = buffer
+        self._device = device
+        self.origin = origin  # "f result[0]": what produced it, for transfer events
+        self.shape = tuple(buffer.shape)
+        self.dtype = np.dtype(buffer.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def device(self) -> str:
+        return self._device.label
+
+    @property
+    def buffer(self):
+        """The underlying device buffer (a CuPy array on a CUDA device): shares memory."""
+        return self._buffer
+
+    @property
+    def __cuda_array_interface__(self):  # zero-copy hand-off to CuPy, PyTorch, Numba
+        return self._buffer.__cuda_array_interface__
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d device array")
+        return self.shape[0]
+
+    def block_until_ready(self) -> DeviceArray:
+        """Wait for the kernels that produce this array; returns it (as JAX's arrays do)."""
+        self._device.synchronize()
+        return self
+
+    def get(self) -> np.ndarray:
+        """A host copy (read-only: writing to it would not change the device array)."""
+        if not RECORDER.active:
+            host = self._device.download(self._buffer)
+            host.flags.writeable = False
+            return host
+        start_event = self._device.timer()
+        host = self._device.download(self._buffer)
+        end_event = self._device.timer()
+        duration = self._device.elapsed(start_event, end_event)
+        host.flags.writeable = False
+        what = self.origin or "device array"
+        _remember_fetch(host, what)
+        RECORDER.record(TransferEvent("device_to_host", self.nbytes, RECORDER.clock.now() - duration, duration,
+                                      what=what, location=locate_caller(), device=self._device.label,
+                                      stream=self._device.copy_stream_id))
+        return host
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a device array cannot be viewed as a host array without a copy")
+        host = self.get()
+        return host if dtype is None else host.astype(dtype)
+
+    def __repr__(self) -> str:
+        kind = self.dtype.name
+        return f"DeviceArray({kind}{list(self.shape)}, device={self.device!r})"
+
+    def __bool__(self) -> bool:
+        return bool(self.get())
+
+    def __float__(self) -> float:
+        return float(self.get())
+
+    def __int__(self) -> int:
+        return int(self.get())
+
+
+def device_get(tree):
+    """Host copies of every device array in a pytree (tuples, lists, dicts); other leaves as is."""
+    if isinstance(tree, DeviceArray):
+        return tree.get()
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(device_get(t) for t in tree)
+    if isinstance(tree, dict):
+        return {k: device_get(v) for k, v in tree.items()}
+    return tree

@@ -1,0 +1,205 @@
+"""The GPU executable: a buffer plan run on a device, kernel by kernel, in stream order.
+
+NumPy arguments are copied to the device once per call; device arrays are used in place.
+Results come back as ``DeviceArray``s and stay on the device. Dots are cuBLAS calls. An
+instruction the emitter cannot lower runs on the host through the interpreter, and the copies
+that costs are recorded like any other. Without a profile session nothing is timed and
+nothing waits; with one, CUDA events bracket every kernel and copy, and the run synchronises
+once at the end to read them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir.nodes import Instruction, Module
+from ...profiler.events import AllocationEvent, TransferEvent
+from ...profiler.recorder import RECORDER
+from ..buffer_plan import BufferPlan
+from .arrays import DeviceArray, fetched_from
+
+
+@dataclass
+class GpuStep:
+    kind: str  # kernel | dot | host (an interpreter fallback between two copies)
+    inst: Instruction
+    inputs: list[int]
+    outputs: list[int]
+    symbol: str = ""
+    function: object = None
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    count: int = 0
+    run: object = None  # dot: run(ins, out); host: run(host_ins) -> host outs
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def launch_text(self) -> str:
+        if self.kind == "kernel":
+            return f"grid={self.grid} block={self.block}"
+        return "cuBLAS" if self.kind == "dot" else "host fallback"
+
+
+class _Probe:
+    """Device-side timings of one profiled run: CUDA events around each operation, read after
+    one synchronisation at the end and placed on the profile's clock."""
+
+    def __init__(self, device, clock, on_kernel, context: dict):
+        self.device, self.clock, self.on_kernel = device, clock, on_kernel
+        self.function = context.get("function", "")
+        self.location = context.get("location", "")
+        device.synchronize()
+        self.anchor = device.timer()
+        self.anchor_host = clock.now()
+        self.pending: list = []
+
+    def around(self, action, *record):
+        start = self.device.timer()
+        result = action()
+        self.pending.append((start, self.device.timer(), record))
+        return result
+
+    def allocation(self, nbytes: int, what: str) -> None:
+        RECORDER.record(AllocationEvent(self.clock.now(), nbytes, self.device.used_bytes(),
+                                        self.device.label, what))
+
+    def finish(self) -> None:
+        d = self.device
+        d.synchronize()
+        for start, end, record in self.pending:
+            at = self.anchor_host + d.elapsed(self.anchor, start)
+            seconds = d.elapsed(start, end)
+            if record[0] == "kernel":
+                _, step = record
+                self.on_kernel(step.inst, at, seconds, step.launch_text, device=d.label, stream=0)
+            else:
+                _, direction, nbytes, what, avoidable = record
+                RECORDER.record(TransferEvent(direction, nbytes, at, seconds, what=what,
+                                              location=self.location, device=d.label,
+                                              stream=d.copy_stream_id, function=self.function,
+                                              avoidable=avoidable))
+
+
+class GpuExecutable:
+    def __init__(self, module: Module, plan: BufferPlan[GpuStep], program, device,
+                 fallbacks: list[str], phases: list[tuple[str, float]]):
+        self.module = module
+        self.plan = plan
+        self.steps = plan.steps
+        self.program = program
+        self.device = device
+        self.fallbacks = fallbacks
+        self.compile_phases = phases
+        self.function_name = module.name
+        self.arg_names = [f"args[{i}]" for i in range(len(plan.arg_slots))]
+        self._device_constants: dict[int, object] | None = None
+        out_slots = plan.out_slots
+        self._copy_out = [s in plan.constants for s in out_slots]
+        self._origins = [f"{self.function_name} result[{i}]" for i in range(len(out_slots))]
+
+    def describe(self, function_name: str, arg_names: list[str]) -> None:
+        """Names for events and results: the jitted function and its argument paths."""
+        self.function_name = function_name
+        self.arg_names = list(arg_names)
+        n = len(self.plan.out_slots)
+        self._origins = [f"{function_name} result" if n == 1 else f"{function_name} result[{i}]"
+                         for i in range(n)]
+
+    @property
+    def ptx(self) -> str:
+        return self.program.ptx
+
+    # ---- running ------------------------------------------------------------------------
+    def __call__(self, args):
+        return self._run(args, None)
+
+    def run_profiled(self, args, clock, on_kernel, context: dict | None = None):
+        probe = _Probe(self.device, clock, on_kernel, context or {})
+        try:
+            return self._run(args, probe)
+        finally:
+            probe.finish()
+
+    def _run(self, args, probe: _Probe | None):
+        d = self.device
+        plan = self.plan
+        bufs: list = [None] * len(plan.slots)
+        for i, (slot, arg) in enumerate(zip(plan.arg_slots, args)):
+            bufs[slot] = self._argument(i, arg, probe)
+        for slot, buffer in self._constants(probe).items():
+            bufs[slot] = buffer
+        for step in self.steps:
+            ins = [bufs[s] for s in step.inputs]
+            if step.kind == "host":
+                outs = self._host_fallback(step, ins, probe)
+            else:
+                outs = [d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy) for s in step.outputs]
+                self._launch(step, ins, outs, probe)
+            if probe is not None:
+                for out in outs:
+                    probe.allocation(out.nbytes, f"%{step.inst.name}")
+            for slot, out in zip(step.outputs, outs):
+                bufs[slot] = out
+        results = []
+        for slot, copy, origin in zip(plan.out_slots, self._copy_out, self._origins):
+            buffer = d.copy(bufs[slot]) if copy else bufs[slot]
+            results.append(DeviceArray(buffer, d, origin))
+        if probe is not None:
+            for slot in plan.temp_slots:
+                nbytes = bufs[slot].nbytes
+                bufs[slot] = None  # back to the pool: stream-ordered, so safe before the kernels end
+                probe.allocation(-nbytes, "temporary freed")
+        return tuple(results)
+
+    def _argument(self, i: int, arg, probe):
+        d = self.device
+        if isinstance(arg, DeviceArray):
+            if arg._device is not d:
+                raise ValueError(f"argument '{self.arg_names[i]}' lives on {arg.device}; this "
+                                 f"program runs on {d.label}: copy it with np.asarray first")
+            return arg._buffer
+        if probe is None:
+            return d.upload(arg)
+        origin = fetched_from(arg)
+        avoidable = (f"'{self.arg_names[i]}' is the unchanged host copy of {origin}: pass the device "
+                     "array itself and nothing is copied") if origin else ""
+        return probe.around(lambda: d.upload(arg), "transfer", "host_to_device", arg.nbytes,
+                            self.arg_names[i], avoidable)
+
+    def _constants(self, probe) -> dict:
+        if self._device_constants is None:
+            d = self.device
+            uploaded = {}
+            for slot, value in self.plan.constants.items():
+                what = f"constant of {self.function_name} (once per compiled program)"
+                uploaded[slot] = d.upload(value) if probe is None else probe.around(
+                    lambda value=value: d.upload(value), "transfer", "host_to_device", value.nbytes, what, "")
+            self._device_constants = uploaded
+        return self._device_constants
+
+    def _launch(self, step: GpuStep, ins, outs, probe) -> None:
+        d = self.device
+        if step.kind == "kernel":
+            def launch():
+                d.launch(step.function, step.grid, step.block, [*ins, *outs], step.count)
+        else:
+            def launch():
+                d.matmul(step.run, ins, outs[0])
+        if probe is None:
+            launch()
+        else:
+            probe.around(launch, "kernel", step)
+
+    def _host_fallback(self, step: GpuStep, ins, probe) -> list:
+        """Inputs to the host, the interpreter, results back: correct, and every copy shown."""
+        d = self.device
+        what = f"host fallback %{step.inst.name}"
+        if probe is None:
+            return [d.upload(np.asarray(v)) for v in step.run([d.download(b) for b in ins])]
+        host_ins = [probe.around(lambda b=b: d.download(b), "transfer", "device_to_host", b.nbytes, what, "")
+                    for b in ins]
+        start = probe.clock.now()
+        results = [np.asarray(v) for v in step.run(host_ins)]
+        probe.on_kernel(step.inst, start, probe.clock.now() - start, step.launch_text, device="cpu:0", stream=0)
+        return [probe.around(lambda v=v: d.upload(v), "transfer", "host_to_device", v.nbytes, what, "")
+                for v in results]
