@@ -61,6 +61,58 @@ def test_test_programs_assemble(name, tmp_path):
     assemble(program.ptx, "sm_90", tmp_path)
 
 
+ROW_REDUCTIONS = {  # (rows, row length): the mode each takes
+    "warp per row": ((64, 96), "warp"),
+    "block per row": ((4, 50000), "block"),
+    "thread per row": ((300, 6), "thread"),
+}
+SHUFFLED_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype", SHUFFLED_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("case", sorted(ROW_REDUCTIONS))
+def test_cooperative_row_reductions_assemble_for_every_width(case, dtype, tmp_path):
+    shape, mode = ROW_REDUCTIONS[case]
+    x = np.ones(shape, dtype)
+    fn = (lambda v: (v.any(axis=-1), v.all(axis=-1))) if dtype == np.bool_ else \
+        (lambda v: (v.sum(axis=-1, dtype=v.dtype), v.max(axis=-1), v * 2))  # siblings + an extra output
+    program = compile_ptx(optimized(fn, x), "sm_80")
+    assert not program.unsupported, program.unsupported
+    reductions = [k for k in program.kernels if any(o.opcode == "reduce" for o in k.spec.outputs)]
+    assert reductions and {k.mode for k in reductions} == {mode}
+    assert ("shfl.sync.bfly.b32" in program.ptx) == (mode != "thread")
+    assert ("bar.sync" in program.ptx and ".shared" in program.ptx) == (mode == "block")
+    assemble(program.ptx, "sm_80", tmp_path)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("hlo_type", ["f16", "s8", "u16", "u64"])
+def test_narrow_and_unsigned_shuffles_assemble(hlo_type, tmp_path):
+    # types the NumPy frontend does not trace, as parsed HLO (what JAX prints) carries them
+    module = tk.hlo.parse(f"""HloModule narrow
+%add (a: {hlo_type}[], b: {hlo_type}[]) -> {hlo_type}[] {{
+  %a = {hlo_type}[] parameter(0)
+  %b = {hlo_type}[] parameter(1)
+  ROOT %sum = {hlo_type}[] add(%a, %b)
+}}
+ENTRY %main (x: {hlo_type}[16,100000]) -> {hlo_type}[16] {{
+  %x = {hlo_type}[16,100000] parameter(0)
+  %zero = {hlo_type}[] constant(0)
+  ROOT %r = {hlo_type}[16] reduce(%x, %zero), dimensions={{1}}, to_apply=%add
+}}""")
+    program = compile_ptx(module, "sm_90")
+    assert [k.mode for k in program.kernels] == ["block"]
+    assemble(program.ptx, "sm_90", tmp_path)
+
+
+def test_row_reduction_launches_a_warp_or_a_block_per_row():
+    warp = compile_ptx(optimized(lambda x: x.sum(-1), np.ones((1000, 512), np.float32)), "sm_90").kernels[0]
+    assert warp.mode == "warp" and warp.launch(sm_count=132) == ((125, 1, 1), (256, 1, 1))  # 8 rows a block
+    block = compile_ptx(optimized(lambda x: x.sum(), np.ones(1 << 20, np.float32)), "sm_90").kernels[0]
+    assert block.mode == "block" and block.launch(sm_count=132) == ((1, 1, 1), (256, 1, 1))
+
+
 def test_loop_fusion_ptx_snippets():
     ptx = compile_ptx(optimized(lambda x: x * 3 + 1, np.ones(1000, np.float32)), "sm_80").ptx
     assert ".visible .entry loop_add_fusion(" in ptx
@@ -73,9 +125,12 @@ def test_loop_fusion_ptx_snippets():
 
 def test_row_reduction_ptx_snippets():
     ptx = compile_ptx(optimized(lambda x: x.max(axis=-1), np.ones((32, 64), np.float32)), "sm_80").ptx
-    assert ".visible .entry input_reduce_fusion(" in ptx
+    assert ".visible .entry input_reduce_fusion(" in ptx and ".maxntid 256" in ptx
     assert "max.NaN.f32" in ptx  # NaN-propagating maximum, as XLA
-    assert "ld.global" in ptx and "st.global.b32" in ptx or "st.global.f32" in ptx
+    assert "ld.global" in ptx and ("st.global.b32" in ptx or "st.global.f32" in ptx)
+    # a warp per row: five butterfly steps over the full warp (offsets 16, 8, 4, 2, 1)
+    offsets = re.findall(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, (\d+), 31, -1;", ptx)
+    assert offsets == ["16", "8", "4", "2", "1"]
 
 
 def test_float64_transcendentals_are_reported_not_miscompiled():
