@@ -63,7 +63,8 @@ def test_test_programs_assemble(name, tmp_path):
 
 ROW_REDUCTIONS = {  # (rows, row length): the mode each takes
     "warp per row": ((64, 96), "warp"),
-    "block per row": ((4, 50000), "block"),
+    "block per row": ((1024, 50000), "block"),
+    "rows split over blocks": ((4, 50000), "split"),
     "thread per row": ((300, 6), "thread"),
 }
 SHUFFLED_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
@@ -82,35 +83,41 @@ def test_cooperative_row_reductions_assemble_for_every_width(case, dtype, tmp_pa
     reductions = [k for k in program.kernels if any(o.opcode == "reduce" for o in k.spec.outputs)]
     assert reductions and {k.mode for k in reductions} == {mode}
     assert ("shfl.sync.bfly.b32" in program.ptx) == (mode != "thread")
-    assert ("bar.sync" in program.ptx and ".shared" in program.ptx) == (mode == "block")
+    assert ("bar.sync" in program.ptx and ".shared" in program.ptx) == (mode in ("block", "split"))
+    assert ("atom.global.add" in program.ptx and "membar.gl" in program.ptx) == (mode == "split")
     assemble(program.ptx, "sm_80", tmp_path)
 
 
 @needs_ptxas
-@pytest.mark.parametrize("hlo_type", ["f16", "s8", "u16", "u64"])
-def test_narrow_and_unsigned_shuffles_assemble(hlo_type, tmp_path):
+@pytest.mark.parametrize("rows, mode", [(1024, "block"), (2, "split")])
+@pytest.mark.parametrize("hlo_type", ["f16", "s8", "u16", "u64", "pred"])
+def test_narrow_and_unsigned_shuffles_assemble(hlo_type, rows, mode, tmp_path):
     # types the NumPy frontend does not trace, as parsed HLO (what JAX prints) carries them
     module = tk.hlo.parse(f"""HloModule narrow
 %add (a: {hlo_type}[], b: {hlo_type}[]) -> {hlo_type}[] {{
   %a = {hlo_type}[] parameter(0)
   %b = {hlo_type}[] parameter(1)
-  ROOT %sum = {hlo_type}[] add(%a, %b)
+  ROOT %sum = {hlo_type}[] {"or" if hlo_type == "pred" else "add"}(%a, %b)
 }}
-ENTRY %main (x: {hlo_type}[16,100000]) -> {hlo_type}[16] {{
-  %x = {hlo_type}[16,100000] parameter(0)
-  %zero = {hlo_type}[] constant(0)
-  ROOT %r = {hlo_type}[16] reduce(%x, %zero), dimensions={{1}}, to_apply=%add
+ENTRY %main (x: {hlo_type}[{rows},50000]) -> {hlo_type}[{rows}] {{
+  %x = {hlo_type}[{rows},50000] parameter(0)
+  %zero = {hlo_type}[] constant({"false" if hlo_type == "pred" else 0})
+  ROOT %r = {hlo_type}[{rows}] reduce(%x, %zero), dimensions={{1}}, to_apply=%add
 }}""")
     program = compile_ptx(module, "sm_90")
-    assert [k.mode for k in program.kernels] == ["block"]
+    assert [k.mode for k in program.kernels] == [mode]
     assemble(program.ptx, "sm_90", tmp_path)
 
 
 def test_row_reduction_launches_a_warp_or_a_block_per_row():
     warp = compile_ptx(optimized(lambda x: x.sum(-1), np.ones((1000, 512), np.float32)), "sm_90").kernels[0]
     assert warp.mode == "warp" and warp.launch(sm_count=132) == ((125, 1, 1), (256, 1, 1))  # 8 rows a block
-    block = compile_ptx(optimized(lambda x: x.sum(), np.ones(1 << 20, np.float32)), "sm_90").kernels[0]
-    assert block.mode == "block" and block.launch(sm_count=132) == ((1, 1, 1), (256, 1, 1))
+    block = compile_ptx(optimized(lambda x: x.sum(-1), np.ones((1024, 8192), np.float32)), "sm_90").kernels[0]
+    assert block.mode == "block" and block.launch(sm_count=132) == ((1024, 1, 1), (256, 1, 1))
+    # a full reduction of 1M elements: 256 pieces of 4096, combined by the last block to finish
+    split = compile_ptx(optimized(lambda x: x.sum(), np.ones(1 << 20, np.float32)), "sm_90").kernels[0]
+    assert split.mode == "split" and split.work_items == 256
+    assert split.launch(sm_count=132) == ((256, 1, 1), (256, 1, 1))
 
 
 def test_loop_fusion_ptx_snippets():

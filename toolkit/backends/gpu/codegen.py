@@ -34,12 +34,12 @@ class GpuKernel:
     symbol: str  # the PTX entry (PTX names cannot contain '.' or '-')
     spec: KernelSpec
     work_items: int  # the count the grid-stride loop covers: elements, or rows of a reduction
-    mode: str = "thread"  # a work item per thread, per warp or per block
+    mode: str = "thread"  # a work item per thread, per warp, per block, per piece of a row (split)
 
     def launch(self, sm_count: int = 132, blocks_per_sm: int = 8) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(grid, block): enough blocks to fill the device (8 blocks of 256 threads per SM is
         full occupancy on sm_80/sm_90), no more than the work needs."""
-        per_block = {"thread": THREADS_PER_BLOCK, "warp": BLOCK_WARPS, "block": 1}[self.mode]
+        per_block = {"thread": THREADS_PER_BLOCK, "warp": BLOCK_WARPS, "block": 1, "split": 1}[self.mode]
         blocks = max(1, min(math.ceil(self.work_items / per_block), sm_count * blocks_per_sm))
         return (blocks, 1, 1), (THREADS_PER_BLOCK, 1, 1)
 
@@ -87,10 +87,10 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         work = max(math.prod(kept_dims), 1)
         extras = [o for o in spec.outputs if o.opcode != "reduce"]
         if spec.kind == "row":
-            mode = row_mode(work, math.prod(red_dims))
+            mode, pieces = row_mode(work, math.prod(red_dims))
         if mode != "thread":
-            emit_cooperative_row(e, spec, heroes, extras, outs, count, mode)
-            return _finish(module, fn, b, spec, symbol, work, mode)
+            emit_cooperative_row(e, spec, heroes, extras, outs, count, mode, pieces)
+            return _finish(module, fn, b, spec, symbol, work * pieces, mode)
         accs = [b.alloca(value_type(h.shape.dtype)) for h in heroes]
 
         def combine(h, acc, v):

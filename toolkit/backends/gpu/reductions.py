@@ -16,20 +16,26 @@ from llvmlite import ir
 from ...ir.queries import IDENTITIES
 from ..llvm.elemental import delinearize, emit_binary, i64
 from ..llvm.reduction import fold_element
-from ..llvm.types import I32, I64, constant, value_type
+from ..llvm.types import I8, I32, I64, constant, value_type
 
 WARP = 32
 BLOCK_WARPS = 8  # 256 threads per block in every mode
 FULL_MASK = 0xFFFFFFFF
+TARGET_BLOCKS = 1024  # a split reduction aims at about this many blocks: ~8 per SM on an H100
+MIN_PIECE = 4096  # elements: at least 16 per thread of a 256-thread block
+MAX_PIECES = 1024
 
 
-def row_mode(rows: int, row_length: int) -> str:
-    """thread (a thread per row: short rows), warp (a warp per row) or block (a block per row)."""
+def row_mode(rows: int, row_length: int) -> tuple[str, int]:
+    """(mode, pieces per row). thread: a thread per row (short rows); warp: a warp per row;
+    block: a block per row; split: a row in several blocks' pieces, the last block to finish
+    combining the pieces' partial results (few long rows: a full reduction, say)."""
     if row_length <= 8:
-        return "thread"
+        return "thread", 1
     if row_length <= 4096 or rows >= 4096:
-        return "warp"
-    return "block"
+        return "warp", 1
+    pieces = min(-(-TARGET_BLOCKS // rows), -(-row_length // MIN_PIECE), MAX_PIECES)
+    return ("split", pieces) if pieces > 1 else ("block", 1)
 
 
 def ptx_name(name: str) -> str:
@@ -87,43 +93,165 @@ def identity(h, reducer: str) -> ir.Constant:
     return constant(t, IDENTITIES[reducer](t.numpy))
 
 
-def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str) -> None:
-    """The body of a row-reduction kernel over ``count`` rows, each warp (or block) taking
-    every n-th row."""
+def _shared(b: ir.IRBuilder, t: ir.Type, n: int, name: str) -> ir.GlobalVariable:
+    g = ir.GlobalVariable(b.module, ir.ArrayType(t, n), name, addrspace=3)
+    g.linkage = "internal"
+    g.initializer = ir.Constant(ir.ArrayType(t, n), None)
+    return g
+
+
+def _device_global(b: ir.IRBuilder, t: ir.Type, n: int, name: str) -> ir.GlobalVariable:
+    g = ir.GlobalVariable(b.module, ir.ArrayType(t, n), name, addrspace=1)
+    g.linkage = "internal"
+    g.initializer = ir.Constant(ir.ArrayType(t, n), [ir.Constant(t, 0)] * n)  # zero at module load
+    return g
+
+
+def _memory_type(t: ir.Type) -> ir.Type:
+    return I8 if t == ir.IntType(1) else t  # predicates live in memory as bytes
+
+
+class _Block:
+    """Combining one value per thread of a 256-thread block into thread 0's value."""
+
+    def __init__(self, e, spec, heroes, types, lane, warp):
+        self.e, self.spec, self.heroes, self.lane, self.warp = e, spec, heroes, lane, warp
+        prefix = ptx_name(spec.name)
+        self.partials = [_shared(e.b, _memory_type(t), BLOCK_WARPS, f"{prefix}_{ptx_name(h.name)}_warps")
+                         for h, t in zip(heroes, types)]
+
+    def allreduce(self, values: list) -> list:
+        e, b = self.e, self.e.b
+        values = [warp_allreduce(e, self.spec.reducers[id(h)], v, h.shape.dtype) for h, v in zip(self.heroes, values)]
+        with b.if_then(b.icmp_unsigned("==", self.lane, i64(0))):
+            for g, v in zip(self.partials, values):
+                b.store(_to_memory(b, v, g), b.gep(g, [i64(0), self.warp], inbounds=True))
+        barrier(b)
+        in_range = b.icmp_unsigned("<", self.lane, i64(BLOCK_WARPS))
+        slot = b.select(in_range, self.lane, i64(0))
+        out = []
+        for h, g, v in zip(self.heroes, self.partials, values):
+            mine = _from_memory(b, b.load(b.gep(g, [i64(0), slot], inbounds=True)), v.type)
+            mine = b.select(in_range, mine, identity(h, self.spec.reducers[id(h)]))
+            out.append(warp_allreduce(e, self.spec.reducers[id(h)], mine, h.shape.dtype))
+        barrier(b)  # every warp has read the partials before they are written again
+        return out
+
+
+def _bytes(t: ir.Type) -> int:
+    return t.width // 8 if isinstance(t, ir.IntType) else {"half": 2, "float": 4, "double": 8}[str(t)]
+
+
+def _to_memory(b, v, g):
+    return b.zext(v, I8) if v.type == ir.IntType(1) else v
+
+
+def _from_memory(b, v, t):
+    return b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if t == ir.IntType(1) else v
+
+
+def _product(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
+
+
+class _Split:
+    """A row reduced by several blocks: each writes its piece's partial result to global
+    scratch and counts itself in; the block that arrives last combines the row's partials,
+    writes the result and resets the count for the next launch (the threadfence reduction of
+    the CUDA samples). Launches of one kernel never overlap: toolkit runs one stream per
+    device, so the module's scratch is the running launch's alone."""
+
+    def __init__(self, b, spec, heroes, types, pieces: int, rows: int):
+        prefix = ptx_name(spec.name)
+        self.spec, self.heroes, self.pieces = spec, heroes, pieces
+        self.types = types
+        self.scratch = [_device_global(b, _memory_type(t), rows * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
+                        for h, t in zip(heroes, types)]
+        self.arrivals = _device_global(b, I32, rows, f"{prefix}_arrivals")
+        self.last_flag = _shared(b, I32, 1, f"{prefix}_last")
+
+    def finish(self, e, block: _Block, totals, tid, p, r, store) -> None:
+        b = e.b
+        first_thread = b.icmp_unsigned("==", tid, i64(0))
+        flag = b.gep(self.last_flag, [i64(0), i64(0)], inbounds=True)
+        with b.if_then(first_thread):
+            for g, total in zip(self.scratch, totals):
+                b.store(_to_memory(b, total, g), b.gep(g, [i64(0), p], inbounds=True))
+            fence(b)  # the partial is visible device-wide before the count says so
+            counter = b.gep(self.arrivals, [i64(0), r], inbounds=True)
+            before = b.atomic_rmw("add", counter, ir.Constant(I32, 1), "monotonic")
+            b.store(b.zext(b.icmp_unsigned("==", before, ir.Constant(I32, self.pieces - 1)), I32), flag)
+        barrier(b)
+        last = b.icmp_unsigned("!=", b.load(flag), ir.Constant(I32, 0))
+        with b.if_then(last):  # the same branch for every thread of the block
+            fence(b)
+            accs = [b.alloca(t) for t in self.types]
+            for h, acc in zip(self.heroes, accs):
+                b.store(identity(h, self.spec.reducers[id(h)]), acc)
+            base = b.mul(r, i64(self.pieces))
+
+            def gather(t):
+                for h, g, acc, ty in zip(self.heroes, self.scratch, accs, self.types):
+                    ptr = b.gep(g, [i64(0), b.add(base, t)], inbounds=True)
+                    v = _from_memory(b, b.load_atomic(ptr, "monotonic", _bytes(_memory_type(ty))), ty)
+                    b.store(emit_binary(e, self.spec.reducers[id(h)], b.load(acc), v, h.shape.dtype), acc)
+
+            strided_loop(b, tid, i64(self.pieces), i64(WARP * BLOCK_WARPS), gather, "piece")
+            store(block.allreduce([b.load(acc) for acc in accs]))
+            with b.if_then(first_thread):
+                b.store(ir.Constant(I32, 0), b.gep(self.arrivals, [i64(0), r], inbounds=True))
+
+
+def fence(b: ir.IRBuilder) -> None:
+    fn = b.module.globals.get("llvm.nvvm.membar.gl") or ir.Function(
+        b.module, ir.FunctionType(ir.VoidType(), []), "llvm.nvvm.membar.gl")
+    b.call(fn, [])
+
+
+def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces: int = 1) -> None:
+    """The body of a row-reduction kernel over ``count`` work items: rows (warp, block) or
+    pieces of rows (split), each warp or block taking every n-th item."""
     b = e.b
     in_shape = heroes[0].operands[0].shape
     reduced = sorted(heroes[0].attrs["dimensions"])
     kept_dims = [in_shape.dims[d] for d in range(in_shape.rank) if d not in reduced]
     red_dims = [in_shape.dims[d] for d in reduced]
-    row_length = 1
-    for d in red_dims:
-        row_length *= d
+    row_length = _product(red_dims)
     tid = sreg(b, "tid.x")
     lane = b.and_(tid, i64(WARP - 1))
     warp = b.lshr(tid, i64(5))
     types = [value_type(h.shape.dtype) for h in heroes]
+    reducers = [spec.reducers[id(h)] for h in heroes]
     accs = [b.alloca(t) for t in types]
     if mode == "warp":
         start = b.add(b.mul(sreg(b, "ctaid.x"), i64(BLOCK_WARPS)), warp)
         stride = b.mul(sreg(b, "nctaid.x"), i64(BLOCK_WARPS))
-        first, step = lane, i64(WARP)
+        me, threads = lane, WARP
     else:
         start, stride = sreg(b, "ctaid.x"), sreg(b, "nctaid.x")
-        first, step = tid, i64(WARP * BLOCK_WARPS)
-        partials = []
-        for h, t in zip(heroes, types):
-            arr = ir.ArrayType(t, BLOCK_WARPS)
-            g = ir.GlobalVariable(b.module, arr, f"{ptx_name(spec.name)}_{ptx_name(h.name)}_partials", addrspace=3)
-            g.linkage = "internal"
-            g.initializer = ir.Constant(arr, None)
-            partials.append(g)
-    is_first_lane = b.icmp_unsigned("==", first, i64(0))
+        me, threads = tid, WARP * BLOCK_WARPS
+        block = _Block(e, spec, heroes, types, lane, warp)
+    if mode == "split":
+        chunk = -(-row_length // pieces)
+        split = _Split(b, spec, heroes, types, pieces, max(1, _product(kept_dims)))
 
-    def row(r):
+    def item(p):
         e.reset()
+        if mode == "split":
+            r, piece = b.udiv(p, i64(pieces)), b.urem(p, i64(pieces))
+            lo = b.mul(piece, i64(chunk))
+            hi = b.select(b.icmp_unsigned("<", b.add(lo, i64(chunk)), i64(row_length)), b.add(lo, i64(chunk)),
+                          i64(row_length))
+            starts_row = b.and_(b.icmp_unsigned("==", piece, i64(0)), b.icmp_unsigned("==", me, i64(0)))
+        else:
+            r, lo, hi = p, i64(0), i64(row_length)
+            starts_row = b.icmp_unsigned("==", me, i64(0))
         kept_index = delinearize(b, r, kept_dims) if kept_dims else []
-        for h, acc in zip(heroes, accs):
-            b.store(b.select(is_first_lane, e.value(h.operands[1], []), identity(h, spec.reducers[id(h)])), acc)
+        for h, acc, op in zip(heroes, accs, reducers):
+            b.store(b.select(starts_row, e.value(h.operands[1], []), identity(h, op)), acc)
 
         def element(j):
             full = [None] * in_shape.rank
@@ -134,28 +262,24 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str) -> Non
             fold_element(e, heroes, accs, extras, outs, full,
                          lambda h, a, v: emit_binary(e, spec.reducers[id(h)], a, v, h.shape.dtype))
 
-        strided_loop(b, first, i64(row_length), step, element, "lane")
-        totals = [warp_allreduce(e, spec.reducers[id(h)], b.load(acc), h.shape.dtype) for h, acc in zip(heroes, accs)]
-        if mode == "block":
-            lane0 = b.icmp_unsigned("==", lane, i64(0))
-            with b.if_then(lane0):
-                for g, total in zip(partials, totals):
-                    b.store(total, b.gep(g, [i64(0), warp], inbounds=True))
-            barrier(b)
-            in_range = b.icmp_unsigned("<", lane, i64(BLOCK_WARPS))
-            slot = b.select(in_range, lane, i64(0))
-            totals = [warp_allreduce(e, spec.reducers[id(h)],
-                                     b.select(in_range, b.load(b.gep(g, [i64(0), slot], inbounds=True)), identity(h, spec.reducers[id(h)])),
-                                     h.shape.dtype) for h, g in zip(heroes, partials)]
-        writer = b.icmp_unsigned("==", tid if mode == "block" else lane, i64(0))
-        with b.if_then(writer):
-            for h, total in zip(heroes, totals):
-                ptr, s = outs[id(h)]
-                e.store(ptr, s, kept_index, total)
-        if mode == "block":
-            barrier(b)  # the partials are read before the next row overwrites them
+        strided_loop(b, b.add(lo, me), hi, i64(threads), element, "elem")
+        values = [b.load(acc) for acc in accs]
+        if mode == "warp":
+            totals = [warp_allreduce(e, op, v, h.shape.dtype) for h, op, v in zip(heroes, reducers, values)]
+        else:
+            totals = block.allreduce(values)
+        def store(totals):
+            with b.if_then(b.icmp_unsigned("==", me, i64(0))):
+                for h, total in zip(heroes, totals):
+                    ptr, s = outs[id(h)]
+                    e.store(ptr, s, kept_index, total)
 
-    strided_loop(b, start, count, stride, row, "row")
+        if mode == "split":
+            split.finish(e, block, totals, tid, p, r, store)
+        else:
+            store(totals)
+
+    strided_loop(b, start, count, stride, item, "item")
 
 
 def strided_loop(b: ir.IRBuilder, start, stop, step, body, name: str) -> None:
