@@ -162,3 +162,18 @@ def test_ptx_stage_on_any_backend_and_the_gpu_backend_says_what_is_missing():
     if cupy_or_reason()[1] is not None:
         with pytest.raises(BackendUnavailableError, match="backend 'gpu' cannot run here"):
             tk.jit(lambda x: x, backend="gpu")
+
+
+
+def test_sass_stage_shows_machine_code_and_resource_usage():
+    from toolkit.backends.gpu.sass import missing_tools
+    c = tk.jit(lambda x: (x * 2).sum(-1), backend="interpreter").compiled(np.ones((64, 128), np.float32))
+    reason = missing_tools()
+    if reason is not None:
+        with pytest.raises(RuntimeError, match="stage 'sass' needs"):
+            c.as_text("sass")
+        pytest.skip(reason)
+    text = c.as_text("sass:sm_90")
+    assert text.startswith("// SASS for sm_90")
+    assert re.search(r"Used \d+ registers", text)  # ptxas -v, per kernel
+    assert "input_reduce_fusion" in text and "SHFL.BFLY" in text and "EXIT" in text

@@ -26,7 +26,7 @@ from .passes.pipeline import make_pipeline
 from .profiler.events import KernelEvent, Phase
 from .profiler.recorder import RECORDER
 
-STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx")
+STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass")
 DEFAULT_PIPELINE = "default"
 
 
@@ -144,10 +144,15 @@ class Compiled(_TracedStage):
             return self.hlo.to_text(metadata=metadata)
         if stage == "optimized_hlo":
             return self.optimized_hlo.to_text(metadata=metadata)
-        if stage == "ptx" or stage.startswith("ptx:"):  # PTX needs no GPU: any backend can show it
+        kind, _, arch = stage.partition(":")
+        if kind in ("ptx", "sass"):  # PTX needs no GPU, SASS only the CUDA tools: any backend shows them
             from .backends.gpu import compile_ptx
+            from .backends.gpu.sass import sass
 
-            return compile_ptx(self.optimized_hlo, stage.split(":", 1)[1] if ":" in stage else "sm_80").ptx
+            program = getattr(self._executable, "program", None)  # what the GPU backend runs
+            if program is None or arch and arch != program.arch:
+                program = compile_ptx(self.optimized_hlo, arch or "sm_80")
+            return program.ptx if kind == "ptx" else sass(program.ptx, program.arch)
         if stage in ("llvm", "asm"):
             text = getattr(self._executable, "llvm_ir" if stage == "llvm" else "asm", None)
             if text is None:

@@ -173,7 +173,7 @@ class XlaMagics(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument("--stage", default="optimized_hlo", choices=["hlo", "optimized_hlo", "llvm", "asm"])
+    @argument("--stage", default="optimized_hlo", choices=["hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass"])
     @argument("expression", nargs="+", help="a call of a jitted function, e.g. f(x, y)")
     def xla_hlo(self, line):
         """The IR of a jitted call at a stage, highlighted."""
@@ -200,7 +200,7 @@ class XlaMagics(Magics):
             return None
         try:
             text = fn.lower(*values).compile().as_text(args.stage)
-        except (ToolkitError, ValueError) as e:
+        except (ToolkitError, ValueError, RuntimeError) as e:
             print(f"{type(e).__name__}: {e}", file=sys.stderr)
             return None
         display(HTML(highlight(text)))

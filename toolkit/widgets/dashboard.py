@@ -61,7 +61,7 @@ class Dashboard:
         if not self.compiled:
             return widgets.HTML(report.ir_section({}))
         names = list(self.compiled)
-        stages = ["hlo", "optimized_hlo", "llvm", "asm"]
+        stages = ["hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass"]
         which = widgets.Dropdown(options=names, value=names[0], description="program")
         stage = widgets.Dropdown(options=stages, value="optimized_hlo", description="stage")
         body = widgets.HTML()
@@ -69,7 +69,7 @@ class Dashboard:
         def show(_=None):
             try:
                 text = self.compiled[which.value].as_text(stage.value)
-            except ValueError as err:
+            except (ValueError, RuntimeError) as err:  # a stage this backend or machine lacks
                 text = str(err)
             body.value = f"<pre style='font-size:11px;max-height:480px;overflow:auto'>{html.escape(text)}</pre>"
 
