@@ -235,3 +235,16 @@ def test_gpu_backend_without_a_device_says_what_is_missing():
         pytest.skip("a CUDA device is present")
     with pytest.raises(tk.backends.BackendUnavailableError, match="backend 'gpu' cannot run here: (CuPy|the GPU)"):
         tk.jit(lambda x: x, backend="gpu")
+
+
+def test_device_put_makes_an_argument_that_is_never_copied_again(backend):
+    f = tk.jit(lambda x: x * 2, backend=backend)
+    x = np.arange(10, dtype=np.float32)
+    device = SIMULATED if backend == "gpu-simulated" else None
+    d = tk.device_put(x, device)
+    assert isinstance(d, DeviceArray) and tk.device_put(d) is d
+    f(d)
+    with tk.profile() as prof:
+        out = f(d)
+    assert prof.transfers == []
+    assert_same(np.asarray(out), x * 2)

@@ -15,7 +15,7 @@ from . import hlo, numpy
 from .api import JitFunction, explain_recompiles, jit
 from .stages import Compiled, Lowered
 from .backends import backend_names
-from .backends.gpu import DeviceArray, device_get
+from .backends.gpu import DeviceArray, device_get, device_put
 from .frontend.errors import ToolkitError
 from .profiler import Profile, profile
 from .profiler.compare import compare
@@ -28,7 +28,7 @@ from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402
 
 _debug_from_environment(_RECORDER)
 __all__ = ["jit", "hlo", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
-           "backend_names", "DeviceArray", "device_get", "profile", "Profile", "explain_recompiles", "RecompileError",
+           "backend_names", "DeviceArray", "device_get", "device_put", "profile", "Profile", "explain_recompiles", "RecompileError",
            "RecompileWarning", "compare", "plot", "roofline", "__version__"]
 
 

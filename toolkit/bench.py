@@ -171,7 +171,38 @@ def combine(runs: list[dict]) -> dict:
                 side[key] = min(side.get(key, float("inf")), run[key])
         if "ceiling_bytes_per_second" in run:
             side["ceiling"] = max(side.get("ceiling", 0.0), run["ceiling_bytes_per_second"])
+        if "device" in run:
+            side["device"] = run["device"]
     return best
+
+
+def run_workers(module: str, sides: list[str], rows: list[str], scale: float, processes: int,
+                env: dict | None = None, skip_failed: bool = False) -> list[dict] | None:
+    """Each side's worker in ``processes`` fresh processes, interleaved; their JSON results.
+    A failed worker stops the run (None), or with ``skip_failed`` leaves that process out."""
+    runs = []
+    for i in range(processes):
+        for side in sides:
+            cmd = [sys.executable, "-m", module, "--worker", side, "--rows", ",".join(rows), "--scale", str(scale)]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            if done.returncode != 0:
+                print(f"{side} worker failed{' (left out)' if skip_failed else ''}:\n{done.stderr[-2000:]}",
+                      file=sys.stderr)
+                if skip_failed:
+                    continue
+                return None
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"  process {i + 1}/{processes}: {side} done", file=sys.stderr)
+    return runs
+
+
+def write_results(out: str, runs: list[dict], best: dict, table: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "benchmark.md"), "w") as f:
+        f.write(table)
+    with open(os.path.join(out, "benchmark.json"), "w") as f:
+        json.dump({"runs": runs, "best": best}, f, indent=1)
+    print(table)
 
 
 def markdown(best: dict, rows: list[str]) -> str:
@@ -222,25 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(args.worker, rows, args.scale)))
         return 0
     sides = [s for s in args.sides.split(",") if s in SIDES and (s != "jax" or _have_jax())]
-    runs = []
-    for i in range(args.processes):
-        for side in sides:
-            cmd = [sys.executable, "-m", "toolkit.bench", "--worker", side, "--rows", ",".join(rows),
-                   "--scale", str(args.scale)]
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                print(f"{side} worker failed:\n{done.stderr[-2000:]}", file=sys.stderr)
-                return 1
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"  process {i + 1}/{args.processes}: {side} done", file=sys.stderr)
+    runs = run_workers("toolkit.bench", sides, rows, args.scale, args.processes)
+    if runs is None:
+        return 1
     best = combine(runs)
-    table = markdown(best, rows)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "benchmark.md"), "w") as f:
-        f.write(table)
-    with open(os.path.join(args.out, "benchmark.json"), "w") as f:
-        json.dump({"runs": runs, "best": best}, f, indent=1)
-    print(table)
+    write_results(args.out, runs, best, markdown(best, rows))
     if "jax" not in sides:
         print("(JAX is not installed: pip install '.[bench]' for the JAX column)")
     return 0

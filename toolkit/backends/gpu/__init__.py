@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import time
 
+import numpy as np
+
 from ...ir.nodes import Module
 from ..base import Backend, register_backend
 from ..buffer_plan import plan_buffers
@@ -54,6 +56,19 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
     return executable
 
 
+def device_put(x, device=None) -> DeviceArray:
+    """``x`` copied to the GPU (the default CUDA device when None): an argument that jitted GPU
+    functions then use without copying. A device array is returned as is."""
+    if isinstance(x, DeviceArray):
+        return x
+    reason = None if device is not None else _available()
+    if reason is not None:
+        raise RuntimeError(f"device_put needs a GPU: {reason}")
+    device = device if device is not None else default_device()
+    host = np.asarray(x)
+    return DeviceArray(device.upload(host), device, "device_put")
+
+
 @functools.cache
 def _available() -> str | None:
     return cupy_or_reason()[1]
@@ -67,4 +82,4 @@ def _compile(module: Module) -> GpuExecutable:
 register_backend(Backend("gpu", "NVIDIA GPUs through PTX and CuPy", 5, _compile, _available),
                  aliases=("cuda",))
 
-__all__ = ["ARCHES", "DeviceArray", "GpuExecutable", "compile_module", "compile_ptx", "device_get"]
+__all__ = ["ARCHES", "DeviceArray", "GpuExecutable", "compile_module", "compile_ptx", "device_get", "device_put"]

@@ -1,0 +1,50 @@
+"""The benchmarks' bookkeeping: best-of-processes, ratios and ceilings in the tables. (The
+timings themselves are the benchmark's job, never a test's.)"""
+import numpy as np
+import pytest
+
+from toolkit import bench, bench_gpu
+
+
+def _run(side, seconds, **extra):
+    return {"side": side, "rows": {"sum 16M": {"seconds": seconds, "bytes": 64e6, "flops": 0.0}}, **extra}
+
+
+def test_cpu_table_takes_the_best_process_and_divides_the_right_way():
+    runs = [_run("numpy", 4e-3), _run("toolkit", 2e-3, ceiling_bytes_per_second=40e9),
+            _run("numpy", 3e-3), _run("toolkit", 1e-3, ceiling_bytes_per_second=30e9)]
+    best = bench.combine(runs)
+    assert best["toolkit"]["rows"]["sum 16M"]["seconds"] == 1e-3 and best["toolkit"]["processes"] == 2
+    assert best["toolkit"]["ceiling"] == 40e9
+    row = next(line for line in bench.markdown(best, ["sum 16M"]).splitlines() if line.startswith("| sum 16M"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == ["3.000", "1.000"]  # NumPy ms, toolkit ms
+    assert cells[3] == "64.0" and cells[5] == "3.00x"  # GB/s; NumPy's time over toolkit's
+    assert cells[7] == "160%"  # of the 40 GB/s ceiling: the row fits in cache
+
+
+def test_gpu_table_compares_with_cupy_and_jax_against_the_copy_ceiling():
+    runs = [_run("toolkit", 25e-6), _run("cupy", 50e-6, ceiling_bytes_per_second=3.0e12, device="NVIDIA H100"),
+            _run("jax", 20e-6)]
+    best = bench.combine(runs)
+    text = bench_gpu.markdown(best, ["sum 16M"])
+    row = next(line for line in text.splitlines() if line.startswith("| sum 16M"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["0.025", "0.050", "0.020"]
+    assert cells[4:] == ["2560", "85%", "2.00x", "0.80x"]
+    assert "Device: NVIDIA H100" in text and "3000 GB/s" in text
+
+
+def test_gpu_benchmark_without_a_gpu_says_why(capsys):
+    from toolkit.backends.gpu import _available
+    if _available() is None:
+        pytest.skip("a GPU is present: the benchmark would run")
+    assert bench_gpu.main(["--out", "unused"]) == 2
+    assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_synchronised_timer_waits_for_the_work():
+    pending = []
+    seconds = bench_gpu._time_synchronised(lambda: pending.append(1), pending.clear, min_seconds=0.001, repeats=3)
+    assert 0 < seconds < 1e-3 and pending == []
+    assert np.isfinite(seconds)

@@ -1,0 +1,169 @@
+"""``python -m toolkit.bench_gpu``: the benchmark's workloads on an NVIDIA GPU, side by side:
+toolkit (fused kernels, ``backend="gpu"``), CuPy (its own kernel per NumPy call: unfused) and
+JAX on the GPU when installed, with the device-to-device copy bandwidth as the ceiling.
+
+Inputs are on the device before timing (``tk.device_put``, CuPy arrays, ``jax.device_put``);
+every call allocates its output; a cell is the median over repeats of the mean time per call
+of a loop of calls followed by one synchronisation, best over processes. GB/s counts each
+input read once and the output written once."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from .bench import combine, run_workers, write_results
+from .workloads import BENCHMARK, Workload, scaled
+
+SIDES = ("toolkit", "cupy", "jax")
+
+
+def _time_synchronised(call, sync, min_seconds: float = 0.05, repeats: int = 7) -> float:
+    call()
+    sync()
+    t0 = time.perf_counter()
+    call()
+    sync()
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = max(3, int(min_seconds / one))
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            out = call()
+        sync()
+        samples.append((time.perf_counter() - t0) / number)
+    del out
+    return statistics.median(samples)
+
+
+def _side(side: str, w: Workload):
+    """(call, sync, host result) for one workload on one side, inputs already on the device."""
+    host_args = w.args()
+    if side == "toolkit":
+        from . import api
+        from .backends.gpu import device_put
+        from .backends.gpu.device import default_device
+
+        fn = api.jit(w.make(__import__("numpy")), backend="gpu")
+        args = [device_put(a) for a in host_args]
+        return (lambda: fn(*args)), default_device().synchronize, fn(*args)
+    if side == "cupy":
+        import cupy
+
+        fn = w.make(cupy)
+        args = [cupy.asarray(a) for a in host_args]
+        return (lambda: fn(*args)), cupy.cuda.Stream.null.synchronize, cupy.asnumpy(fn(*args))
+    import jax
+    import jax.numpy as jnp
+
+    fn = jax.jit(w.make(jnp))
+    args = [jax.device_put(a) for a in host_args]
+    state = {}
+
+    def call():
+        state["out"] = fn(*args)
+        return state["out"]
+
+    return call, lambda: state["out"].block_until_ready(), fn(*args)
+
+
+def _copy_ceiling() -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second) of 1 GiB through
+    cudaMemcpyAsync: the ceiling for memory-bound kernels."""
+    import cupy
+
+    n = 1 << 28
+    src = cupy.ones(n, cupy.float32)
+    dst = cupy.empty_like(src)
+    stream = cupy.cuda.Stream.null
+
+    def copy():
+        cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
+                                      cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+    seconds = _time_synchronised(copy, stream.synchronize)
+    return 2 * src.nbytes / seconds
+
+
+def _bytes_moved(w: Workload, result) -> int:
+    import numpy as np
+
+    leaves = result if isinstance(result, tuple) else (result,)
+    return sum(np.asarray(a).nbytes for a in w.args()) + sum(np.asarray(o).nbytes for o in leaves)
+
+
+def worker(side: str, rows: list[str], scale: float) -> dict:
+    out: dict = {"side": side, "rows": {}}
+    for w in BENCHMARK:
+        if w.name not in rows:
+            continue
+        w = scaled(w, scale) if scale != 1 else w
+        call, sync, result = _side(side, w)
+        seconds = _time_synchronised(call, sync)
+        out["rows"][w.name] = {"seconds": seconds, "bytes": _bytes_moved(w, result), "flops": w.flops}
+    if side == "cupy":
+        out["ceiling_bytes_per_second"] = _copy_ceiling()
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        out["device"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return out
+
+
+def markdown(best: dict, rows: list[str]) -> str:
+    sides = [s for s in SIDES if s in best]
+    ceiling = best.get("cupy", {}).get("ceiling")
+    lines = ["| workload | " + " | ".join(f"{s} ms" for s in sides)
+             + " | toolkit GB/s | % of copy | vs CuPy | vs JAX |", "|" + "---|" * (len(sides) + 5)]
+    for name in rows:
+        cells = {s: best[s]["rows"].get(name) for s in sides}
+        mine = cells.get("toolkit")
+        if mine is None:
+            continue
+        t = mine["seconds"]
+        gbs = mine["bytes"] / t
+        pct = f"{100 * gbs / ceiling:.0f}%" if ceiling and not mine["flops"] else ""
+        ratio = {s: f"{cells[s]['seconds'] / t:.2f}x" if cells.get(s) else "n/a" for s in ("cupy", "jax")}
+        times = " | ".join(f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides)
+        lines.append(f"| {name} | {times} | {gbs / 1e9:.0f} | {pct} | {ratio['cupy']} | {ratio['jax']} |")
+    lines.append("")
+    device = best.get("cupy", {}).get("device", "unknown GPU")
+    if ceiling:
+        lines.append(f"Device: {device}. Ceiling: device-to-device copy, {ceiling / 1e9:.0f} GB/s "
+                     "(bytes read + written).")
+    lines.append("vs CuPy / vs JAX: their time over toolkit's (above 1x: toolkit is faster).")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m toolkit.bench_gpu", description=__doc__)
+    p.add_argument("--processes", type=int, default=2)
+    p.add_argument("--rows", default=",".join(w.name for w in BENCHMARK))
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--sides", default=",".join(SIDES))
+    p.add_argument("--out", default="toolkit-bench-gpu")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    rows = [r for r in args.rows.split(",") if r]
+    if args.worker:
+        print(json.dumps(worker(args.worker, rows, args.scale)))
+        return 0
+    from .backends.gpu import _available
+
+    reason = _available()
+    if reason is not None:
+        print(f"python -m toolkit.bench_gpu needs an NVIDIA GPU: {reason}", file=sys.stderr)
+        return 2
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")  # JAX would take 75% of the GPU
+    sides = [s for s in args.sides.split(",") if s in SIDES]
+    runs = run_workers("toolkit.bench_gpu", sides, rows, args.scale, args.processes, env, skip_failed=True)
+    best = combine(runs)
+    write_results(args.out, runs, best, markdown(best, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
