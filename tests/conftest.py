@@ -13,6 +13,17 @@ import numpy as np  # noqa: E402
 import pytest
 from hypothesis import HealthCheck, settings
 
+from toolkit.backends import Backend, register_backend  # noqa: E402
+from toolkit.backends.gpu import compile_module as _compile_for_gpu  # noqa: E402
+
+from simulated_gpu import SimulatedDevice  # noqa: E402
+
+# The GPU executor on a simulated device (tests/simulated_gpu.py), so that any suite can run
+# through it: TOOLKIT_BACKEND=gpu-simulated python -m pytest tests/test_ufuncs.py
+SIMULATED_GPU = SimulatedDevice()
+register_backend(Backend("gpu-simulated", "the GPU executor on a simulated device (tests)", -1,
+                         lambda module: _compile_for_gpu(module, device=SIMULATED_GPU)))
+
 # The default profile draws the same examples on every run, so CI passes or fails on the code,
 # not on the draw; "thorough" explores with fresh random examples (HYPOTHESIS_PROFILE=thorough).
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,

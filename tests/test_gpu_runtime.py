@@ -5,6 +5,7 @@ side of the launch contract and counts copies; the same tests run on a real CUDA
 marked ``gpu``, where CuPy and a device exist, and skip with the reason otherwise."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 import toolkit as tk
 from toolkit.backends import Backend, register_backend
@@ -12,12 +13,10 @@ from toolkit.backends.gpu import DeviceArray, compile_module
 from toolkit.backends.gpu.device import cupy_or_reason
 
 import programs
+import test_random_programs as random_programs
+from conftest import SIMULATED_GPU as SIMULATED
 from helpers import assert_same
 from simulated_gpu import SimulatedDevice
-
-SIMULATED = SimulatedDevice()
-register_backend(Backend("gpu-simulated", "the GPU executor on a simulated device (tests)", -1,
-                         lambda module: compile_module(module, device=SIMULATED)))
 
 _cupy, _why_no_gpu = cupy_or_reason()
 
@@ -248,3 +247,15 @@ def test_device_put_makes_an_argument_that_is_never_copied_again(backend):
         out = f(d)
     assert prof.transfers == []
     assert_same(np.asarray(out), x * 2)
+
+
+@settings(max_examples=25)
+@given(steps=random_programs.steps_strategy, data=random_programs.inputs_strategy(np.float32))
+def test_random_programs_on_the_gpu_executor(steps, data):
+    x, y = data
+    fn = lambda a, b: random_programs.run_program(steps, a, b)  # noqa: E731
+    want = tk.jit(fn, backend="interpreter", on_recompile="ignore")(x, y)
+    got = tk.jit(fn, backend="gpu-simulated", on_recompile="ignore")(x, y)
+    for g, w in zip([got[0], *got[1]], [want[0], *want[1]]):
+        assert isinstance(g, DeviceArray)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5, equal_nan=True)

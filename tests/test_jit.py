@@ -167,7 +167,7 @@ def test_stages():
     with pytest.raises(ArgumentTypeError, match="must be f32\\[8,128\\]"):
         compiled(np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="unknown stage"):
-        compiled.as_text("sass")
+        compiled.as_text("cubin")
 
 
 def test_metadata_names_the_users_source_line():

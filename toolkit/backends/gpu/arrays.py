@@ -7,6 +7,7 @@ fetched that way and sent back to the device unchanged by a later call is a roun
 profile flags as avoidable."""
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import Callable
 
@@ -116,6 +117,21 @@ class DeviceArray:
         kind = self.dtype.name
         return f"DeviceArray({kind}{list(self.shape)}, device={self.device!r})"
 
+    def __getitem__(self, index):
+        return self.get()[index]
+
+    def __setitem__(self, index, value):
+        raise TypeError("device arrays are immutable: np.array(a) makes a writable host copy, or "
+                        "compute the new value in a jitted function")
+
+    def __iter__(self):
+        return iter(self.get())
+
+    def tolist(self):
+        return self.get().tolist()
+
+    __hash__ = None  # compared elementwise, as ndarray
+
     def __bool__(self) -> bool:
         return bool(self.get())
 
@@ -126,10 +142,39 @@ class DeviceArray:
         return int(self.get())
 
 
+def _host_operator(name: str, reflected: bool = False):
+    op = getattr(operator, name)
+
+    def apply(self, other=None):
+        if name in _UNARY:
+            return op(self.get())
+        other = other.get() if isinstance(other, DeviceArray) else other
+        return op(other, self.get()) if reflected else op(self.get(), other)
+
+    apply.__name__ = f"__{'r' if reflected else ''}{name.strip('_')}__"
+    apply.__doc__ = "On a host copy (one recorded device-to-host copy): jit the expression to keep it on the GPU."
+    return apply
+
+
+# NumPy's operators on a host copy, so that a result can be inspected like an ndarray; every
+# one fetches (and a profile shows the copy), so device-side work belongs in a jitted function
+_UNARY = {"neg", "pos", "abs", "invert"}
+_BINARY = ["add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
+           "lshift", "rshift"]
+for _name in _BINARY:
+    _dunder = _name.rstrip("_")
+    setattr(DeviceArray, f"__{_dunder}__", _host_operator(_name))
+    setattr(DeviceArray, f"__r{_dunder}__", _host_operator(_name, reflected=True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge", *_UNARY):
+    setattr(DeviceArray, f"__{_name}__", _host_operator(_name))
+
+
 def device_get(tree):
     """Host copies of every device array in a pytree (tuples, lists, dicts); other leaves as is."""
     if isinstance(tree, DeviceArray):
         return tree.get()
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
+        return type(tree)(*(device_get(t) for t in tree))
     if isinstance(tree, (tuple, list)):
         return type(tree)(device_get(t) for t in tree)
     if isinstance(tree, dict):
