@@ -124,7 +124,9 @@ def test_loop_fusion_ptx_snippets():
     ptx = compile_ptx(optimized(lambda x: x * 3 + 1, np.ones(1000, np.float32)), "sm_80").ptx
     assert ".visible .entry loop_add_fusion(" in ptx
     for snippet in ("mov.u32", "%ctaid.x", "%ntid.x", "%tid.x", "%nctaid.x",  # grid-stride indexing
-                    "ld.global", "st.global"):
+                    "ld.global.nc",  # inputs through the read-only data cache (invariant loads)
+                    ".param .u64 .ptr .align 16",  # whole pool buffers: 16-byte aligned
+                    "st.global"):
         assert snippet in ptx, snippet
     # mul then add, never contracted to fma: contraction changes rounding (toolkit does not allow it)
     assert re.search(r"\bmul(\.rn)?\.f32", ptx) and re.search(r"\badd(\.rn)?\.f32", ptx)

@@ -70,8 +70,12 @@ def device_put(x, device=None) -> DeviceArray:
 
 
 @functools.cache
-def _available() -> str | None:
+def why_unavailable() -> str | None:
+    """None when GPU programs can run here, else what is missing (CuPy, a device, ...)."""
     return cupy_or_reason()[1]
+
+
+_available = why_unavailable
 
 
 def _compile(module: Module) -> GpuExecutable:
@@ -82,4 +86,5 @@ def _compile(module: Module) -> GpuExecutable:
 register_backend(Backend("gpu", "NVIDIA GPUs through PTX and CuPy", 5, _compile, _available),
                  aliases=("cuda",))
 
-__all__ = ["ARCHES", "DeviceArray", "GpuExecutable", "compile_module", "compile_ptx", "device_get", "device_put"]
+__all__ = ["ARCHES", "DeviceArray", "GpuExecutable", "compile_module", "compile_ptx", "device_get", "device_put",
+           "why_unavailable"]

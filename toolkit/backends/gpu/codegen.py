@@ -59,6 +59,8 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
                      symbol)
     for arg in fn.args[:-1]:
         arg.add_attribute("noalias")
+        # CuPy's pool hands out 256-byte-aligned buffers, and kernels only ever get whole ones
+        arg.attributes.align = 16
     count = fn.args[-1]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     inputs = {id(p): (fn.args[i], p.shape) for i, p in enumerate(comp.parameters)}

@@ -47,6 +47,7 @@ class ElementalEmitter:
         self.b = builder
         self.inputs = inputs  # id(parameter instruction) -> (pointer, shape)
         self.module = module
+        self._invariant = None  # the empty metadata node !{} that marks invariant loads
         self.memo: dict[tuple, ir.Value] = {}
         self.target = target  # "cpu" may call libm; "gpu" (NVPTX) has no libm to call
 
@@ -62,6 +63,10 @@ class ElementalEmitter:
         b = self.b
         addr = b.gep(ptr, [linearize(b, index, shape.dims)], inbounds=True)
         v = b.load(addr)
+        if self.target == "gpu":  # inputs never change during a kernel: the read-only cache (ld.global.nc) may serve them
+            if self._invariant is None:
+                self._invariant = self.module.add_metadata([])
+            v.set_metadata("invariant.load", self._invariant)
         return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)) if shape.dtype.is_bool else v
 
     def store(self, ptr, shape: Shape, index, value) -> None:
