@@ -111,7 +111,7 @@ class DeviceArray:
         if copy is False:
             raise ValueError("a device array cannot be viewed as a host array without a copy")
         host = self.get()
-        return host if dtype is None else host.astype(dtype)
+        return host if dtype is None else host.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
         kind = self.dtype.name
