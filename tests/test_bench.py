@@ -36,7 +36,7 @@ def test_gpu_table_compares_with_cupy_and_jax_against_the_copy_ceiling():
 
 
 def test_gpu_benchmark_without_a_gpu_says_why(capsys):
-    from toolkit.backends.gpu import _available
+    from toolkit.backends.gpu import why_unavailable as _available
     if _available() is None:
         pytest.skip("a GPU is present: the benchmark would run")
     assert bench_gpu.main(["--out", "unused"]) == 2

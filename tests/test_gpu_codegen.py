@@ -16,17 +16,7 @@ import programs
 PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on the PATH")
 
-FUSION_KINDS = {
-    "kLoop": lambda x: np.tanh(x * 2 + 1),
-    "kInput row": lambda x: x.sum(axis=-1),
-    "kInput column": lambda x: x.max(axis=0),
-    "full reduction": lambda x: x.sum(),
-    "multi-output (softmax)": lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
-    "sibling multi-output": lambda x: (x.sum(axis=1), (x * x).sum(axis=1)),
-    "data movement": lambda x: (x.T * 2, np.concatenate([x, x[:, ::-1]], axis=1), np.pad(x, 1)),
-    "integers": lambda x: (x.astype(np.int32) // 3, x.astype(np.int64) % 7, x > 0),
-    "float32 math": lambda x: (np.log1p(np.abs(x)), np.expm1(x), np.sin(x), np.cos(x), np.abs(x) ** 1.5),
-}
+FUSION_KINDS = programs.FUSION_KINDS
 
 
 def optimized(fn, *args):

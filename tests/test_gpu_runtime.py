@@ -52,18 +52,8 @@ def test_test_programs_match_the_interpreter(name, backend):
             assert_same(got, want, approx=backend == "gpu", rtol=2e-6)
 
 
-FUSION_KINDS = {
-    "kLoop": lambda x: np.tanh(x * 2 + 1),
-    "row": lambda x: x.sum(axis=-1),
-    "column": lambda x: x.max(axis=0),
-    "full": lambda x: x.sum(),
-    "softmax": lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
-    "siblings": lambda x: (x.sum(axis=1), (x * x).sum(axis=1)),
-    "data movement": lambda x: (x.T * 2, np.concatenate([x, x[:, ::-1]], axis=1), np.pad(x, 1)),
-    "integers": lambda x: (x.astype(np.int32) // 3, x.astype(np.int64) % 7, x > 0),
-    "dot": lambda x: x @ x.T + 1,
-    "empty": lambda x: x[:0] * 2,
-}
+FUSION_KINDS = {**programs.FUSION_KINDS, "dot": lambda x: x @ x.T + 1, "empty": lambda x: x[:0] * 2,
+                "rows split over blocks": lambda x: np.concatenate([x] * 200, axis=1).sum(-1)}
 
 
 @pytest.mark.parametrize("kind", sorted(FUSION_KINDS))

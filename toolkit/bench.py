@@ -34,12 +34,16 @@ def _bytes_moved(args, out) -> int:
     return sum(np.asarray(a).nbytes for a in args) + sum(np.asarray(o).nbytes for o in leaves)
 
 
-def _time(call, min_seconds: float = 0.02, repeats: int = 7) -> float:
-    """Median seconds per call over ``repeats`` runs of enough calls to last ``min_seconds``."""
+def _time(call, min_seconds: float = 0.02, repeats: int = 7, sync=None) -> float:
+    """Median seconds per call over ``repeats`` runs of enough calls to last ``min_seconds``;
+    with ``sync`` (a GPU's wait-for-the-device), each run ends with one ``sync()``."""
+    sync = sync or (lambda: None)
     call()
     call()
+    sync()
     t0 = time.perf_counter()
     call()
+    sync()
     one = max(time.perf_counter() - t0, 1e-7)
     number = max(1, int(min_seconds / one))
     samples = []
@@ -47,6 +51,7 @@ def _time(call, min_seconds: float = 0.02, repeats: int = 7) -> float:
         t0 = time.perf_counter()
         for _ in range(number):
             call()
+        sync()
         samples.append((time.perf_counter() - t0) / number)
     return statistics.median(samples)
 
@@ -238,16 +243,20 @@ def markdown(best: dict, rows: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m toolkit.bench", description=__doc__)
-    p.add_argument("--processes", type=int, default=3)
+def argument_parser(module: str, doc: str, sides, processes: int, out: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc)
+    p.add_argument("--processes", type=int, default=processes)
     p.add_argument("--rows", default=",".join(w.name for w in BENCHMARK),
                    help="comma-separated row names (default: all)")
     p.add_argument("--scale", type=float, default=1.0, help="fraction of the full sizes (e.g. 0.05 to smoke-test)")
-    p.add_argument("--sides", default=",".join(SIDES))
-    p.add_argument("--out", default="toolkit-bench")
+    p.add_argument("--sides", default=",".join(sides))
+    p.add_argument("--out", default=out)
     p.add_argument("--worker", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser("toolkit.bench", __doc__, SIDES, 3, "toolkit-bench").parse_args(argv)
     rows = [r for r in args.rows.split(",") if r]
     if args.worker:
         print(json.dumps(worker(args.worker, rows, args.scale)))

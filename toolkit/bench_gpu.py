@@ -8,36 +8,18 @@ of a loop of calls followed by one synchronisation, best over processes. GB/s co
 input read once and the output written once."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
-from .bench import combine, run_workers, write_results
+from .bench import _time, argument_parser, combine, run_workers, write_results
 from .workloads import BENCHMARK, Workload, scaled
 
 SIDES = ("toolkit", "cupy", "jax")
 
 
 def _time_synchronised(call, sync, min_seconds: float = 0.05, repeats: int = 7) -> float:
-    call()
-    sync()
-    t0 = time.perf_counter()
-    call()
-    sync()
-    one = max(time.perf_counter() - t0, 1e-7)
-    number = max(3, int(min_seconds / one))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            out = call()
-        sync()
-        samples.append((time.perf_counter() - t0) / number)
-    del out
-    return statistics.median(samples)
+    return _time(call, min_seconds, repeats, sync)
 
 
 def _side(side: str, w: Workload):
@@ -139,21 +121,14 @@ def markdown(best: dict, rows: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m toolkit.bench_gpu", description=__doc__)
-    p.add_argument("--processes", type=int, default=2)
-    p.add_argument("--rows", default=",".join(w.name for w in BENCHMARK))
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--sides", default=",".join(SIDES))
-    p.add_argument("--out", default="toolkit-bench-gpu")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    args = argument_parser("toolkit.bench_gpu", __doc__, SIDES, 2, "toolkit-bench-gpu").parse_args(argv)
     rows = [r for r in args.rows.split(",") if r]
     if args.worker:
         print(json.dumps(worker(args.worker, rows, args.scale)))
         return 0
-    from .backends.gpu import _available
+    from .backends.gpu import why_unavailable
 
-    reason = _available()
+    reason = why_unavailable()
     if reason is not None:
         print(f"python -m toolkit.bench_gpu needs an NVIDIA GPU: {reason}", file=sys.stderr)
         return 2

@@ -16,11 +16,11 @@ from llvmlite import ir
 
 from ...ir.nodes import Module
 from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary
-from ..llvm.loops import nest
+from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
-from .reductions import BLOCK_WARPS, emit_cooperative_row, ptx_name, row_mode, sreg, strided_loop
+from .reductions import BLOCK_WARPS, emit_cooperative_row, ptx_name, row_mode, sreg
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -48,7 +48,7 @@ def _grid_stride(b: ir.IRBuilder, count: ir.Value, body) -> None:
     """for (i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)"""
     start = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
     stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
-    strided_loop(b, start, count, stride, body, "item")
+    for_range(b, start, count, body, "item", step=stride)
 
 
 def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:

@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from ...ir.queries import IDENTITIES
 from ..llvm.elemental import delinearize, emit_binary, i64
+from ..llvm.loops import for_range
 from ..llvm.reduction import fold_element
 from ..llvm.types import I8, I32, I64, constant, value_type
 
@@ -199,7 +200,7 @@ class _Split:
                     v = _from_memory(b, b.load_atomic(ptr, "monotonic", _bytes(_memory_type(ty))), ty)
                     b.store(emit_binary(e, self.spec.reducers[id(h)], b.load(acc), v, h.shape.dtype), acc)
 
-            strided_loop(b, tid, i64(self.pieces), i64(WARP * BLOCK_WARPS), gather, "piece")
+            for_range(b, tid, i64(self.pieces), gather, "piece", step=i64(WARP * BLOCK_WARPS))
             store(block.allreduce([b.load(acc) for acc in accs]))
             with b.if_then(first_thread):
                 b.store(ir.Constant(I32, 0), b.gep(self.arrivals, [i64(0), r], inbounds=True))
@@ -262,7 +263,7 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces
             fold_element(e, heroes, accs, extras, outs, full,
                          lambda h, a, v: emit_binary(e, spec.reducers[id(h)], a, v, h.shape.dtype))
 
-        strided_loop(b, b.add(lo, me), hi, i64(threads), element, "elem")
+        for_range(b, b.add(lo, me), hi, element, "elem", step=i64(threads))
         values = [b.load(acc) for acc in accs]
         if mode == "warp":
             totals = [warp_allreduce(e, op, v, h.shape.dtype) for h, op, v in zip(heroes, reducers, values)]
@@ -279,21 +280,4 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces
         else:
             store(totals)
 
-    strided_loop(b, start, count, stride, item, "item")
-
-
-def strided_loop(b: ir.IRBuilder, start, stop, step, body, name: str) -> None:
-    """for (i = start; i < stop; i += step) body(i)"""
-    fn = b.function
-    pre = b.block
-    loop = fn.append_basic_block(f"{name}.body")
-    done = fn.append_basic_block(f"{name}.done")
-    b.cbranch(b.icmp_signed("<", start, stop), loop, done)
-    b.position_at_end(loop)
-    i = b.phi(I64, name=name)
-    i.add_incoming(start, pre)
-    body(i)
-    nxt = b.add(i, step)
-    i.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, stop), loop, done)
-    b.position_at_end(done)
+    for_range(b, start, count, item, "item", step=stride)

@@ -7,8 +7,9 @@ from .elemental import i64
 from .types import I64
 
 
-def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i"):
-    """``for i in range(start, stop): body(i)`` with a phi-based loop (skipped when empty)."""
+def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None):
+    """``for i in range(start, stop, step): body(i)`` with a phi-based loop (skipped when
+    empty); ``step`` (default 1) may be a runtime value, as in a GPU grid-stride loop."""
     fn = b.function
     pre = b.block
     head = fn.append_basic_block(f"{name}.body")
@@ -18,7 +19,7 @@ def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i"):
     i = b.phi(I64, name=name)
     i.add_incoming(start, pre)
     body(i)
-    nxt = b.add(i, i64(1), name=f"{name}.next")
+    nxt = b.add(i, i64(1) if step is None else step, name=f"{name}.next")
     i.add_incoming(nxt, b.block)
     b.cbranch(b.icmp_signed("<", nxt, stop), head, done)
     b.position_at_end(done)
