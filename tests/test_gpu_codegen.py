@@ -99,6 +99,21 @@ ENTRY %main (x: {hlo_type}[{rows},50000]) -> {hlo_type}[{rows}] {{
     assemble(program.ptx, "sm_90", tmp_path)
 
 
+@needs_ptxas
+@pytest.mark.parametrize("dtype", SHUFFLED_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_column_reductions_of_few_outputs_split_over_threads(dtype, tmp_path):
+    x = np.ones((1 << 16, 16), dtype)
+    fn = (lambda v: (v.any(axis=0), v.all(axis=0))) if dtype == np.bool_ else \
+        (lambda v: (v.sum(axis=0, dtype=v.dtype), v.min(axis=0)))
+    program = compile_ptx(optimized(fn, x), "sm_90")
+    (kernel,) = program.kernels
+    assert kernel.mode == "thread_split" and kernel.work_items == 16 * 256  # 256 pieces of 256 rows
+    assert "atom.global.add" in program.ptx and "bar.sync" not in program.ptx
+    assemble(program.ptx, "sm_90", tmp_path)
+    # many outputs: a thread per output, as before
+    assert compile_ptx(optimized(fn, np.ones((4096, 1 << 16), dtype)), "sm_90").kernels[0].mode == "thread"
+
+
 def test_row_reduction_launches_a_warp_or_a_block_per_row():
     warp = compile_ptx(optimized(lambda x: x.sum(-1), np.ones((1000, 512), np.float32)), "sm_90").kernels[0]
     assert warp.mode == "warp" and warp.launch(sm_count=132) == ((125, 1, 1), (256, 1, 1))  # 8 rows a block

@@ -53,7 +53,8 @@ def test_test_programs_match_the_interpreter(name, backend):
 
 
 FUSION_KINDS = {**programs.FUSION_KINDS, "dot": lambda x: x @ x.T + 1, "empty": lambda x: x[:0] * 2,
-                "rows split over blocks": lambda x: np.concatenate([x] * 200, axis=1).sum(-1)}
+                "rows split over blocks": lambda x: np.concatenate([x] * 200, axis=1).sum(-1),
+                "columns split over threads": lambda x: np.concatenate([x] * 100, axis=0).max(0)}
 
 
 @pytest.mark.parametrize("kind", sorted(FUSION_KINDS))

@@ -20,7 +20,8 @@ from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
-from .reductions import BLOCK_WARPS, emit_cooperative_row, ptx_name, row_mode, sreg
+from .reductions import (BLOCK_WARPS, emit_cooperative_row, emit_thread_split, ptx_name, row_mode, sreg,
+                         thread_pieces)
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -34,12 +35,15 @@ class GpuKernel:
     symbol: str  # the PTX entry (PTX names cannot contain '.' or '-')
     spec: KernelSpec
     work_items: int  # the count the grid-stride loop covers: elements, or rows of a reduction
-    mode: str = "thread"  # a work item per thread, per warp, per block, per piece of a row (split)
+    # a work item per thread, per warp, per block, per block-sized piece of a row (split), or
+    # per thread-sized piece of an output's reduction (thread_split)
+    mode: str = "thread"
 
     def launch(self, sm_count: int = 132, blocks_per_sm: int = 8) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(grid, block): enough blocks to fill the device (8 blocks of 256 threads per SM is
         full occupancy on sm_80/sm_90), no more than the work needs."""
-        per_block = {"thread": THREADS_PER_BLOCK, "warp": BLOCK_WARPS, "block": 1, "split": 1}[self.mode]
+        per_block = {"thread": THREADS_PER_BLOCK, "thread_split": THREADS_PER_BLOCK, "warp": BLOCK_WARPS,
+                     "block": 1, "split": 1}[self.mode]
         blocks = max(1, min(math.ceil(self.work_items / per_block), sm_count * blocks_per_sm))
         return (blocks, 1, 1), (THREADS_PER_BLOCK, 1, 1)
 
@@ -93,6 +97,10 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         if mode != "thread":
             emit_cooperative_row(e, spec, heroes, extras, outs, count, mode, pieces)
             return _finish(module, fn, b, spec, symbol, work * pieces, mode)
+        pieces = thread_pieces(work, math.prod(red_dims))
+        if pieces > 1:
+            emit_thread_split(e, spec, heroes, extras, outs, count, pieces, _grid_stride)
+            return _finish(module, fn, b, spec, symbol, work * pieces, "thread_split")
         accs = [b.alloca(value_type(h.shape.dtype)) for h in heroes]
 
         def combine(h, acc, v):
