@@ -147,9 +147,33 @@ def test_row_reduction_ptx_snippets():
     assert offsets == ["16", "8", "4", "2", "1"]
 
 
-def test_float64_transcendentals_are_reported_not_miscompiled():
-    program = compile_ptx(optimized(lambda x: np.exp(x) + 1, np.ones(8, np.float64)), "sm_80")
+def test_float64_transcendentals_without_libdevice_are_reported_not_miscompiled(monkeypatch):
+    from toolkit.backends.gpu.libdevice import find_libdevice
+    monkeypatch.setenv("TOOLKIT_LIBDEVICE", "/nonexistent/libdevice.10.bc")
+    find_libdevice.cache_clear()
+    try:
+        program = compile_ptx(optimized(lambda x: np.exp(x) + 1, np.ones(8, np.float64)), "sm_80")
+    finally:
+        find_libdevice.cache_clear()
     assert program.unsupported and "needs a math library call" in program.unsupported[0]
+    assert "libdevice" in program.unsupported[0]
+
+
+F64_MATH = lambda x: (np.exp(x) + np.tanh(x), np.arctan2(x, x + 1), np.abs(x) ** 1.5, np.log1p(np.abs(x)),  # noqa: E731
+                      np.sin(x) * np.cos(x), np.expm1(x), np.tan(x.astype(np.float32)), np.cbrt(x))
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_float64_math_links_libdevice(arch, tmp_path):
+    from toolkit.backends.gpu.libdevice import find_libdevice
+    if find_libdevice() is None:
+        pytest.skip("libdevice (the CUDA toolkit's nvvm/libdevice/libdevice.10.bc) is not on this machine")
+    program = compile_ptx(optimized(F64_MATH, np.ones(8, np.float64)), arch)
+    assert not program.unsupported, program.unsupported
+    assert ".extern" not in program.ptx  # every __nv_* call resolved: linked, inlined or internal
+    assert len(program.ptx) < 200_000  # the ~500 functions the kernels do not call are gone
+    assemble(program.ptx, arch, tmp_path)
 
 
 def test_launch_dimensions():

@@ -20,6 +20,7 @@ from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
+from .libdevice import find_libdevice, link_libdevice, needs_libdevice
 from .reductions import (BLOCK_WARPS, emit_cooperative_row, emit_thread_split, ptx_name, row_mode, sreg,
                          thread_pieces)
 
@@ -69,7 +70,7 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     inputs = {id(p): (fn.args[i], p.shape) for i, p in enumerate(comp.parameters)}
     outs = {id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)}
-    e = ElementalEmitter(b, inputs, module, target="gpu")
+    e = ElementalEmitter(b, inputs, module, target="gpu", device_math=find_libdevice() is not None)
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     mode = "thread"
     if not heroes:
@@ -163,8 +164,11 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
             kernels.append(emit_or_discard(ir_module, emit_gpu_kernel, plan_kernel(inst)))
         except CodegenUnsupported as err:
             unsupported.append(f"%{inst.name}: {err}")
-    parsed = llvm.parse_assembly(str(ir_module))
+    text = str(ir_module)
+    parsed = llvm.parse_assembly(text)
     parsed.verify()
+    if needs_libdevice(text):
+        link_libdevice(parsed, find_libdevice())
     target = llvm.Target.from_triple(TRIPLE)
     tm = target.create_target_machine(cpu=arch, features=ARCHES[arch], opt=3)
     pto = llvm.create_pipeline_tuning_options(speed_level=3)

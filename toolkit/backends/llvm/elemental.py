@@ -43,18 +43,29 @@ def delinearize(b: ir.IRBuilder, linear, dims) -> list:
 
 class ElementalEmitter:
     def __init__(self, builder: ir.IRBuilder, inputs: dict[int, tuple[ir.Value, Shape]],
-                 module: ir.Module, target: str = "cpu"):
+                 module: ir.Module, target: str = "cpu", device_math: bool = False):
         self.b = builder
         self.inputs = inputs  # id(parameter instruction) -> (pointer, shape)
         self.module = module
         self._invariant = None  # the empty metadata node !{} that marks invariant loads
         self.memo: dict[tuple, ir.Value] = {}
-        self.target = target  # "cpu" may call libm; "gpu" (NVPTX) has no libm to call
+        self.target = target  # "cpu" calls libm; "gpu" (NVPTX) calls libdevice's __nv_* when linked
+        self.device_math = device_math  # libdevice will be linked into the GPU module
 
     def libm(self, what: str) -> None:
-        if self.target != "cpu":
-            raise CodegenUnsupported(f"{what} needs a math library call, which the {self.target} "
-                                     "backend does not provide yet (float32 has toolkit's own)")
+        if self.target != "cpu" and not self.device_math:
+            raise CodegenUnsupported(f"{what} needs a math library call: the GPU's is libdevice "
+                                     "(the CUDA toolkit's nvvm/libdevice/libdevice.10.bc), not found here; "
+                                     "set CUDA_HOME (float32 has toolkit's own)")
+
+    def math_call(self, stem: str, args, t) -> ir.Value:
+        """``stem`` (exp, log1p, pow, ...) from the target's math library, for type ``t``:
+        libm's exp/expf on the CPU, libdevice's __nv_exp/__nv_expf on the GPU."""
+        ty = value_type(t)
+        f32 = t.name == "f32"
+        name = f"__nv_{stem}{'f' if f32 else ''}" if self.target == "gpu" else stem + ("f" if f32 else "")
+        fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(ty, [ty] * len(args)), name)
+        return self.b.call(fn, args)
 
     def reset(self) -> None:
         self.memo.clear()
@@ -161,11 +172,11 @@ def _transcendental(opcode, intrinsic=None, libm=None):
             return lmath.OWN_F32[opcode](e.b, x)
         ty = value_type(t)
         e.libm(f"{opcode} on {t.name}")
+        if e.target == "gpu":  # NVPTX lowers none of LLVM's math intrinsics
+            return e.math_call(libm or intrinsic.removeprefix("llvm."), [x], t)
         if intrinsic is not None:
             return _intrinsic(e, intrinsic, [x], ty)
-        name = libm + ("f" if t.name == "f32" else "")
-        fn = e.module.globals.get(name) or ir.Function(e.module, ir.FunctionType(ty, [ty]), name)
-        return e.b.call(fn, [x])
+        return e.math_call(libm, [x], t)
     return emit
 
 
@@ -231,7 +242,8 @@ def _logistic(e, x, t):
         return lmath.logistic_f32(e.b, x)
     e.libm(f"logistic on {t.name}")
     one = ir.Constant(x.type, 1.0)
-    return e.b.fdiv(one, e.b.fadd(one, _intrinsic(e, "llvm.exp", [e.b.fneg(x)], x.type)))
+    exp = e.math_call("exp", [e.b.fneg(x)], t) if e.target == "gpu" else _intrinsic(e, "llvm.exp", [e.b.fneg(x)], x.type)
+    return e.b.fdiv(one, e.b.fadd(one, exp))
 
 
 UNARY["logistic"] = _logistic
@@ -296,6 +308,8 @@ def _float_power(e, a, y, t):
     if e.target == "gpu" and t.name == "f32":
         return lmath.pow_f32(e.b, a, y)
     e.libm(f"power on {t.name}")
+    if e.target == "gpu":
+        return e.math_call("pow", [a, y], t)
     return _intrinsic(e, "llvm.pow", [a, y], value_type(t))
 
 
@@ -314,10 +328,7 @@ def _minmax(which):
 
 def _atan2(e, a, c, t):
     e.libm(f"atan2 on {t.name}")
-    ty = value_type(t)
-    name = "atan2f" if t.name == "f32" else "atan2"
-    fn = e.module.globals.get(name) or ir.Function(e.module, ir.FunctionType(ty, [ty, ty]), name)
-    return e.b.call(fn, [a, c])
+    return e.math_call("atan2", [a, c], t)
 
 
 def _arith(float_op, int_op):
