@@ -1,0 +1,85 @@
+"""Every op on the GPU executor against the interpreter, over dtypes, broadcasting and awkward
+shapes (0-size dims, single rows, odd widths): on the simulated device everywhere, on a CUDA
+device (marked ``gpu``) where there is one. The tolerances are the CPU backend's: the GPU runs
+the same float32 math code, and libdevice's float64 functions are within 2 ulp."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import toolkit as tk
+from toolkit.backends.gpu.device import cupy_or_reason
+
+from helpers import DTYPES
+from test_cpu_backend import APPROX, BINARY, TRIG, UNARY, _supported, assert_close
+from test_ufuncs import arrays
+
+_why_no_gpu = cupy_or_reason()[1]
+BACKENDS = ["gpu-simulated", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    _why_no_gpu is not None, reason=f"GPU execution: {_why_no_gpu}")])]
+
+
+def both(backend, fn, *args):
+    got = tk.jit(fn, backend=backend, on_recompile="ignore")(*args)
+    want = tk.jit(fn, backend="interpreter", on_recompile="ignore")(*args)
+    return tk.device_get(got), want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_every_unary_ufunc(backend, data):
+    dtype = data.draw(st.sampled_from(DTYPES))
+    x = data.draw(arrays(dtype, data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=7))))
+    chosen = [u for u in UNARY if _supported(u, [dtype])]
+    exact = [u for u in chosen if u not in APPROX]
+    approx = [u for u in chosen if u in APPROX and u not in TRIG]
+    trig = [u for u in chosen if u in TRIG]
+    for group, is_approx in ((exact, False), (approx, True)):
+        if group:
+            assert_close(*both(backend, lambda a: tuple(u(a) for u in group), x), approx=is_approx)
+    if trig:
+        xt = np.clip(x, -8192, 8192) if dtype == np.float32 else x
+        assert_close(*both(backend, lambda a: tuple(u(a) for u in trig), xt), approx=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_every_binary_ufunc(backend, data):
+    da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=6))
+    a = data.draw(arrays(da, shapes.input_shapes[0]))
+    b = data.draw(arrays(db, shapes.input_shapes[1]))
+    chosen = [u for u in BINARY if _supported(u, [da, db])]
+    if any(u in (np.left_shift, np.right_shift) for u in chosen):
+        b = np.clip(b, 0, 31) if np.asarray(b).dtype.kind == "i" else b
+    for group, is_approx in (([u for u in chosen if u not in APPROX], False), ([u for u in chosen if u in APPROX], True)):
+        if group:
+            assert_close(*both(backend, lambda x, y: tuple(u(x, y) for u in group), a, b), approx=is_approx)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (1, 1), (3, 17), (7, 33), (1, 1023), (2, 3, 65),
+                                   (3, 9000), (20000, 3)])
+def test_awkward_shapes_for_every_reduction_mode(backend, shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    fns = [lambda a: np.tanh(a * 2 + 1),
+           lambda a: np.exp(a - a.max(-1, keepdims=True)) if a.shape[-1] else a,
+           lambda a: a.sum(axis=0),
+           lambda a: (a.sum(axis=-1), (a * a).sum(axis=-1)),
+           lambda a: a.sum(),
+           lambda a: (a > 0).any(axis=-1)]
+    for fn in fns:
+        assert_close(*both(backend, fn, x), approx=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("ufunc", [np.sign, np.maximum, np.minimum], ids=lambda u: u.__name__)
+def test_signed_zeros_and_nans_match_numpy(ufunc, backend):
+    a = np.array([-0.0, 0.0, -0.0, 0.0, np.nan, 1.0, 2.0, -np.inf], np.float32)
+    b = np.array([0.0, -0.0, -0.0, 0.0, 1.0, np.nan, 1.0, np.inf], np.float32)
+    args = (a,) if ufunc.nin == 1 else (a, b)
+    got, expected = np.asarray(tk.jit(ufunc, backend=backend)(*args)), ufunc(*args)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
