@@ -29,6 +29,7 @@ class SimulatedDevice:
     name = "simulated CUDA device"
     arch = "sm_90"
     sm_count = 4
+    blocks_per_sm = 8
     copy_stream_id = 1
     xp = np
     _ordinals = itertools.count()

@@ -45,7 +45,7 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
             if inst.opcode == "call":
                 fallbacks.append(f"%{inst.name}: call (the call-inliner pass removes these)")
             return GpuStep("host", inst, inputs, outs, run=_host_run(inst))
-        grid, block = kernel.launch(device.sm_count)
+        grid, block = kernel.launch(device.sm_count, device.blocks_per_sm)
         return GpuStep("kernel", inst, inputs, outs, symbol=kernel.symbol, function=functions[kernel.symbol],
                        grid=grid, block=block, count=kernel.work_items)
 

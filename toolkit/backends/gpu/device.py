@@ -4,7 +4,7 @@ device-side timings. The only module of toolkit that imports CuPy.
 
 The executor needs just these members, so a device is anything that has them::
 
-    label, name, arch, sm_count, copy_stream_id, xp
+    label, name, arch, sm_count, blocks_per_sm, copy_stream_id, xp
     empty(shape, dtype) / upload(host) / download(buffer) / copy(buffer) / used_bytes()
     load(program) -> {symbol: function};  launch(function, grid, block, buffers, count)
     timer() -> event;  elapsed(start_event, end_event) -> seconds;  synchronize()
@@ -61,6 +61,8 @@ class CudaDevice:
         self.name = name.decode() if isinstance(name, bytes) else str(name)
         self.label = f"cuda:{ordinal}"
         self.sm_count = int(props["multiProcessorCount"])
+        # resident 256-thread blocks per SM at full occupancy: 8 on A100 and H100, 6 on sm_86/89
+        self.blocks_per_sm = max(1, int(props.get("maxThreadsPerMultiProcessor", 2048)) // 256)
         self.arch = arch_for(self._device.compute_capability)
         with self._device:
             self.stream = cupy.cuda.Stream(non_blocking=True)
