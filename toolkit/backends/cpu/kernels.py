@@ -11,11 +11,12 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.shapes import Shape
-from ..llvm.elemental import ElementalEmitter, emit_binary
-from ..llvm.loops import nest
+from ...ir.queries import IDENTITIES
+from ..llvm.elemental import ElementalEmitter, emit_binary, i64
+from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec
-from ..llvm.types import I64, storage_type, value_type
+from ..llvm.types import F64, I64, constant, storage_type, value_type
 
 FAST = ("reassoc", "contract")  # no nsz: 0.0 + -0.0 must stay +0.0, as in NumPy
 
@@ -66,6 +67,17 @@ def _reduce(e, spec, hero, acc, v, t):
     return emit_binary(e, op, acc, v, t)
 
 
+# Float sums are accumulated in blocks: a block's elements in vector registers (reassociated,
+# so LLVM vectorises them), each block's total into a float64 running sum. A float32 sum of 16M
+# normal values is then within ~1e-7 (relative) of the exact sum, where one long vectorised
+# accumulation was 3e-4 off (NumPy's pairwise sum: 4e-6).
+SUM_BLOCK = 2048
+
+
+def _blocked_sum(spec, h) -> bool:
+    return h.shape.dtype.is_float and spec.reducers[id(h)] == "add"
+
+
 def _emit_row(b, e, spec, out_ptrs, begin, end):
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     extras = [o for o in spec.outputs if o.opcode != "reduce"]
@@ -75,29 +87,85 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
     kept_dims, red_dims = in_shape.dims[:n_kept], in_shape.dims[n_kept:]
     # the entry block is still empty here: the allocas come first, where mem2reg expects them
     accs = [b.alloca(value_type(h.shape.dtype), name=f"acc.{h.name}") for h in heroes]
+    blocked = [_blocked_sum(spec, h) for h in heroes]
+    totals = [b.alloca(F64, name=f"total.{h.name}") if blk else None for h, blk in zip(heroes, blocked)]
 
     def combine(h, acc, v):
         return _reduce(e, spec, h, acc, v, h.shape.dtype)
 
+    def start_block():
+        for h, acc, blk in zip(heroes, accs, blocked):
+            if blk:
+                b.store(constant(h.shape.dtype, IDENTITIES["add"](h.shape.dtype.numpy)), acc)
+
+    def end_block():
+        for h, acc, total in zip(heroes, accs, totals):
+            if total is not None:
+                b.store(b.fadd(b.load(total), _to_f64(b, b.load(acc))), total)
+
     def outer(kept_index):
         e.reset()
         start_accumulators(e, heroes, accs)
+        for h, acc, total in zip(heroes, accs, totals):
+            if total is not None:  # the init value starts the running total
+                b.store(_to_f64(b, b.load(acc)), total)
 
         def inner(red_index):
             fold_element(e, heroes, accs, extras, out_ptrs, kept_index + red_index, combine)
 
-        if n_kept == 0 and red_dims:
-            nest(b, red_dims, inner, begin, end, prefix="r")
-        elif red_dims:
-            nest(b, red_dims, inner, prefix="r")
+        if red_dims:
+            first = (begin, end) if n_kept == 0 else (None, None)
+            _blocked_nest(b, red_dims, inner, first, start_block, end_block if any(blocked) else None)
         else:
             inner([])
+        for h, acc, total in zip(heroes, accs, totals):
+            if total is not None:
+                b.store(_from_f64(b, b.load(total), acc.type.pointee), acc)
         store_accumulators(e, heroes, accs, out_ptrs, kept_index)
 
     if n_kept:
         nest(b, kept_dims, outer, begin, end, prefix="k")
     else:
         outer([])
+
+
+def _to_f64(b, v):
+    return v if v.type == F64 else b.fpext(v, F64)
+
+
+def _from_f64(b, v, ty):
+    return v if ty == F64 else b.fptrunc(v, ty)
+
+
+def _blocked_nest(b, dims, body, first, start_block, end_block) -> None:
+    """Nested loops over ``dims`` (the outermost over ``first`` = (begin, end) when given);
+    with ``end_block``, the innermost loop runs in blocks of SUM_BLOCK, ``start_block()``
+    before each and ``end_block()`` after."""
+    lo, hi = first
+
+    def level(k: int, index: list):
+        last = k == len(dims) - 1
+        start = lo if (k == 0 and lo is not None) else i64(0)
+        stop = hi if (k == 0 and hi is not None) else i64(dims[k])
+        if not last:
+            for_range(b, start, stop, lambda i: level(k + 1, index + [i]), f"r{k}")
+        elif end_block is None:
+            for_range(b, start, stop, lambda i: body(index + [i]), f"r{k}")
+        else:
+            count = b.sub(stop, start)
+            blocks = b.udiv(b.add(count, i64(SUM_BLOCK - 1)), i64(SUM_BLOCK))
+
+            def block(j):
+                first_item = b.add(start, b.mul(j, i64(SUM_BLOCK)))
+                limit = b.add(first_item, i64(SUM_BLOCK))
+                last_item = b.select(b.icmp_signed("<", limit, stop), limit, stop)
+                start_block()
+                for_range(b, first_item, last_item, lambda i: body(index + [i]), f"r{k}")
+                end_block()
+
+            for_range(b, i64(0), blocks, block, f"blk{k}")
+
+    level(0, [])
 
 
 def _emit_general(b, e, spec, out_ptrs, begin, end):
