@@ -19,6 +19,7 @@ from .executor import CpuExecutable, Step, ctypes_function
 from ..llvm.planning import emit_or_discard
 from ..llvm.planning import KernelSpec, as_computation, plan_kernel
 from .kernels import emit_kernel
+from .row_groups import RowGroup, emit_driver, find_row_groups
 
 
 def _fallback(step: Step, inst, reason: str, fallbacks: list[str]) -> None:
@@ -60,6 +61,21 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
     return plan_buffers(module, make_step)
 
 
+def _with_groups(steps, groups, machine) -> list[Step]:
+    """``steps`` with each row group's members replaced by one step that calls its driver."""
+    for group in groups:
+        addr = machine.address(group.symbol)
+        if not addr:  # a cached object built without this group (another threshold): run ungrouped
+            continue
+        first = steps.index(group.members[0])
+        member_ids = {id(m) for m in group.members}
+        step = Step("group", group.members[-1].inst, list(group.slots), [s for m in group.members for s in m.outputs],
+                    fn=ctypes_function(addr, len(group.slots)), extent=group.rows,
+                    work=sum(m.work for m in group.members), extra={"group": group, "machine": machine})
+        steps = steps[:first] + [step] + [s for s in steps[first:] if id(s) not in member_ids]
+    return steps
+
+
 def compile_module(module: Module) -> CpuExecutable:
     t_start = time.perf_counter()
     fallbacks: list[str] = []
@@ -78,6 +94,7 @@ def compile_module(module: Module) -> CpuExecutable:
                 found = "corrupt"
         if found in ("corrupt", "foreign"):
             status = f"miss ({found} cache entry rebuilt)"
+    groups: list[RowGroup] = []
     if machine is None and kernels:
         llvm_module = ir.Module(name=module.name)
         for step in list(kernels):
@@ -85,6 +102,9 @@ def compile_module(module: Module) -> CpuExecutable:
                 emit_or_discard(llvm_module, emit_kernel, step.extra["spec"])
             except CodegenUnsupported as e:
                 _fallback(step, step.inst, str(e), fallbacks)
+        groups = find_row_groups(steps, plan.slots, plan.out_slots)
+        for group in groups:
+            emit_driver(llvm_module, group)
         codegen_seconds = time.perf_counter() - t_start
         machine = compile_ir(str(llvm_module))
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
@@ -99,8 +119,12 @@ def compile_module(module: Module) -> CpuExecutable:
             continue
         step.fn = ctypes_function(addr, len(step.inputs) + len(step.outputs))
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
+    if machine is not None and not groups:  # loaded from the disk cache: the same plan finds the same groups
+        groups = find_row_groups(steps, plan.slots, plan.out_slots)
+    steps = _with_groups(steps, groups, machine)
+    scratch = {s for st in steps if st.kind == "group" for s in st.extra["group"].scratch}
     executable = CpuExecutable(module, steps, plan.slots, plan.arg_slots, plan.out_slots,
-                               plan.temp_slots, plan.constants, machine, fallbacks)
+                               plan.temp_slots - scratch, plan.constants, machine, fallbacks)
     executable.cache_status = "persistent_hit" if machine is not None and machine.cache == "persistent_hit" else status
     return executable
 

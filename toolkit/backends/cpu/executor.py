@@ -133,6 +133,9 @@ class CpuExecutable:
     def run(self, args, clock, on_kernel):
         bufs = self._buffers(args)
         for step in self.steps:
+            if step.kind == "group" and on_kernel is not None:
+                self._group_profiled(step, bufs, clock, on_kernel)
+                continue
             start = clock.now() if on_kernel is not None else 0.0
             threads = self._execute(step, bufs)
             if on_kernel is not None and step.kind in ("kernel", "dot", "fallback"):
@@ -146,6 +149,8 @@ class CpuExecutable:
         return bufs[slot]
 
     def _execute(self, step: Step, bufs) -> int:
+        if step.kind == "group":
+            return self._group(step, bufs)
         outs = [self._alloc(bufs, s) for s in step.outputs]
         ins = [bufs[s] for s in step.inputs]
         if step.kind == "dot":
@@ -184,6 +189,81 @@ class CpuExecutable:
             return n
         _fork_join(n, lambda c: step.fn(*pointers, bounds[c], bounds[c + 1]))
         return n
+
+
+    # ---- row groups (row_groups.py) ------------------------------------------------------
+    def _group_threads(self, step: Step) -> int:
+        return max(1, min(self.threads, step.extent)) if self.threads > 1 and step.work >= PARALLEL_THRESHOLD else 1
+
+    def _scratch(self, group, c: int) -> dict:
+        """Thread ``c``'s block-sized buffers for the group's scratch slots (kept per calling thread)."""
+        cache = getattr(self._local, "scratch", None)
+        if cache is None:
+            cache = self._local.scratch = {}
+        key = (group.symbol, c)
+        buffers = cache.get(key)
+        if buffers is None:
+            buffers = cache[key] = {}
+            for slot in group.scratch:
+                shape = self.slots[slot]
+                buffers[slot] = np.empty((group.block_rows, *shape.dims[1:]), shape.dtype.numpy)
+        return buffers
+
+    def _group(self, step: Step, bufs) -> int:
+        group = step.extra["group"]
+        for s in step.outputs:
+            if s not in group.scratch:
+                self._alloc(bufs, s)
+        n = self._group_threads(step)
+        bounds = [group.rows * i // n for i in range(n + 1)]
+
+        def run(c):
+            scratch = self._scratch(group, c)
+            step.fn(*[address(scratch[s] if s in scratch else bufs[s]) for s in group.slots], bounds[c], bounds[c + 1])
+
+        if n == 1:
+            run(0)
+        else:
+            _fork_join(n, run)
+        return n
+
+    def _group_profiled(self, step: Step, bufs, clock, on_kernel) -> None:
+        """The group block by block from Python, timing each member: each member's event gets
+        its share of the group's wall time in proportion to the time its blocks took."""
+        group = step.extra["group"]
+        for s in step.outputs:
+            if s not in group.scratch:
+                self._alloc(bufs, s)
+        n = self._group_threads(step)
+        bounds = [group.rows * i // n for i in range(n + 1)]
+        spent = [[0.0] * len(group.members) for _ in range(n)]
+
+        def run(c):
+            scratch = self._scratch(group, c)
+            for first in range(bounds[c], bounds[c + 1], group.block_rows):
+                last = min(first + group.block_rows, bounds[c + 1])
+                for k, member in enumerate(group.members):
+                    pointers = [address(scratch[s]) - first * group.row_bytes[s] if s in scratch else address(bufs[s])
+                                for s in (*member.inputs, *member.outputs)]
+                    t0 = clock.now()
+                    member.fn(*pointers, first, last)
+                    spent[c][k] += clock.now() - t0
+
+        start = clock.now()
+        if n == 1:
+            run(0)
+        else:
+            _fork_join(n, run)
+        wall = clock.now() - start
+        per_member = [sum(spent[c][k] for c in range(n)) for k in range(len(group.members))]
+        total = sum(per_member) or 1.0
+        blocks = -(-group.rows // group.block_rows)
+        t = start
+        for member, seconds in zip(group.members, per_member):
+            share = wall * seconds / total
+            on_kernel(member.inst, t, share, f"threads={n} row group of {len(group.members)} "
+                      f"({group.names}): {blocks} blocks of {group.block_rows} rows")
+            t += share
 
 
 def _fork_join(n: int, run_chunk) -> None:
