@@ -21,8 +21,9 @@ from ..llvm.reduction import fold_element, start_accumulators, store_accumulator
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
 from .libdevice import find_libdevice, link_libdevice, needs_libdevice
-from .reductions import (BLOCK_WARPS, emit_cooperative_row, emit_thread_split, ptx_name, row_mode, sreg,
-                         thread_pieces)
+from .primitives import ptx_name, sreg
+from .reductions import BLOCK_WARPS, emit_cooperative_row, row_mode
+from .thread_split import emit_thread_split, thread_pieces
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"

@@ -11,23 +11,21 @@ identity, so the result is init ⊕ all elements in some order, as XLA allows fo
 Extra outputs of a multi-output fusion are written by whichever lane visits their element."""
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
-from ...ir.queries import IDENTITIES
 from ..llvm.elemental import delinearize, emit_binary, i64
 from ..llvm.loops import for_range
 from ..llvm.reduction import fold_element
-from ..llvm.types import I8, I32, I64, constant, value_type
+from ..llvm.types import I32, value_type
+from .primitives import (WARP, barrier, byte_size, fence, from_memory, global_array, identity, memory_type,
+                         ptx_name, shared_array, sreg, to_memory, warp_allreduce)
 
-WARP = 32
 BLOCK_WARPS = 8  # 256 threads per block in every mode
-FULL_MASK = 0xFFFFFFFF
 TARGET_BLOCKS = 1024  # a split reduction aims at about this many blocks: ~8 per SM on an H100
 MIN_PIECE = 4096  # elements: at least 16 per thread of a 256-thread block
 MAX_PIECES = 1024
-TARGET_THREADS = 1 << 18  # a split thread-per-output reduction aims at this many threads
-# one thread combines an output's pieces, one load each: this bounds that serial tail
-MAX_THREAD_PIECES = 512
 
 
 def row_mode(rows: int, row_length: int) -> tuple[str, int]:
@@ -42,95 +40,13 @@ def row_mode(rows: int, row_length: int) -> tuple[str, int]:
     return ("split", pieces) if pieces > 1 else ("block", 1)
 
 
-def thread_pieces(outputs: int, reduced: int) -> int:
-    """Pieces per output element for a reduction with a thread per output (columns, say):
-    few outputs over long reductions leave the device idle, so each output's reduction is cut
-    into pieces, one thread each, ~256K threads in all."""
-    if reduced < 2048 or outputs >= TARGET_THREADS // 4:
-        return 1
-    return min(-(-TARGET_THREADS // outputs), -(-reduced // 256), MAX_THREAD_PIECES)
-
-
-def ptx_name(name: str) -> str:
-    """PTX identifiers cannot contain '.' or '-'."""
-    return name.replace(".", "_").replace("-", "_")
-
-
-def _intrinsic(b: ir.IRBuilder, name: str, ret, args):
-    fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(ret, [a.type for a in args]), name)
-    return b.call(fn, args)
-
-
-def sreg(b: ir.IRBuilder, name: str) -> ir.Value:
-    fn = b.module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}") or ir.Function(
-        b.module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
-    return b.zext(b.call(fn, []), I64)
-
-
-def barrier(b: ir.IRBuilder) -> None:
-    fn = b.module.globals.get("llvm.nvvm.barrier0") or ir.Function(
-        b.module, ir.FunctionType(ir.VoidType(), []), "llvm.nvvm.barrier0")
-    b.call(fn, [])
-
-
-def _shuffle_word(b: ir.IRBuilder, word: ir.Value, lane_mask: int) -> ir.Value:
-    return _intrinsic(b, "llvm.nvvm.shfl.sync.bfly.i32", I32,
-                      [ir.Constant(I32, FULL_MASK), word, ir.Constant(I32, lane_mask), ir.Constant(I32, WARP - 1)])
-
-
-def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
-    """The ``value`` of lane ``lane ^ lane_mask``, for any scalar type (in 32-bit words)."""
-    t = value.type
-    width = t.width if isinstance(t, ir.IntType) else {"half": 16, "float": 32, "double": 64}[str(t)]
-    bits = value if isinstance(t, ir.IntType) else b.bitcast(value, ir.IntType(width))
-    if width <= 32:
-        word = bits if width == 32 else b.zext(bits, I32)
-        moved = _shuffle_word(b, word, lane_mask)
-        moved = moved if width == 32 else b.trunc(moved, ir.IntType(width))
-    else:
-        lo = _shuffle_word(b, b.trunc(bits, I32), lane_mask)
-        hi = _shuffle_word(b, b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32), lane_mask)
-        moved = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
-    return moved if isinstance(t, ir.IntType) else b.bitcast(moved, t)
-
-
-def warp_allreduce(e, reducer: str, value: ir.Value, dtype) -> ir.Value:
-    """Every lane ends with the combination of all 32 lanes' values."""
-    for lane_mask in (16, 8, 4, 2, 1):
-        value = emit_binary(e, reducer, value, shuffle_xor(e.b, value, lane_mask), dtype)
-    return value
-
-
-def identity(h, reducer: str) -> ir.Constant:
-    t = h.shape.dtype
-    return constant(t, IDENTITIES[reducer](t.numpy))
-
-
-def _shared(b: ir.IRBuilder, t: ir.Type, n: int, name: str) -> ir.GlobalVariable:
-    g = ir.GlobalVariable(b.module, ir.ArrayType(t, n), name, addrspace=3)
-    g.linkage = "internal"
-    g.initializer = ir.Constant(ir.ArrayType(t, n), None)
-    return g
-
-
-def _device_global(b: ir.IRBuilder, t: ir.Type, n: int, name: str) -> ir.GlobalVariable:
-    g = ir.GlobalVariable(b.module, ir.ArrayType(t, n), name, addrspace=1)
-    g.linkage = "internal"
-    g.initializer = ir.Constant(ir.ArrayType(t, n), [ir.Constant(t, 0)] * n)  # zero at module load
-    return g
-
-
-def _memory_type(t: ir.Type) -> ir.Type:
-    return I8 if t == ir.IntType(1) else t  # predicates live in memory as bytes
-
-
 class _Block:
     """Combining one value per thread of a 256-thread block into thread 0's value."""
 
     def __init__(self, e, spec, heroes, types, lane, warp):
         self.e, self.spec, self.heroes, self.lane, self.warp = e, spec, heroes, lane, warp
         prefix = ptx_name(spec.name)
-        self.partials = [_shared(e.b, _memory_type(t), BLOCK_WARPS, f"{prefix}_{ptx_name(h.name)}_warps")
+        self.partials = [shared_array(e.b, memory_type(t), BLOCK_WARPS, f"{prefix}_{ptx_name(h.name)}_warps")
                          for h, t in zip(heroes, types)]
 
     def allreduce(self, values: list) -> list:
@@ -138,36 +54,17 @@ class _Block:
         values = [warp_allreduce(e, self.spec.reducers[id(h)], v, h.shape.dtype) for h, v in zip(self.heroes, values)]
         with b.if_then(b.icmp_unsigned("==", self.lane, i64(0))):
             for g, v in zip(self.partials, values):
-                b.store(_to_memory(b, v, g), b.gep(g, [i64(0), self.warp], inbounds=True))
+                b.store(to_memory(b, v, g), b.gep(g, [i64(0), self.warp], inbounds=True))
         barrier(b)
         in_range = b.icmp_unsigned("<", self.lane, i64(BLOCK_WARPS))
         slot = b.select(in_range, self.lane, i64(0))
         out = []
         for h, g, v in zip(self.heroes, self.partials, values):
-            mine = _from_memory(b, b.load(b.gep(g, [i64(0), slot], inbounds=True)), v.type)
+            mine = from_memory(b, b.load(b.gep(g, [i64(0), slot], inbounds=True)), v.type)
             mine = b.select(in_range, mine, identity(h, self.spec.reducers[id(h)]))
             out.append(warp_allreduce(e, self.spec.reducers[id(h)], mine, h.shape.dtype))
         barrier(b)  # every warp has read the partials before they are written again
         return out
-
-
-def _bytes(t: ir.Type) -> int:
-    return t.width // 8 if isinstance(t, ir.IntType) else {"half": 2, "float": 4, "double": 8}[str(t)]
-
-
-def _to_memory(b, v, g):
-    return b.zext(v, I8) if v.type == ir.IntType(1) else v
-
-
-def _from_memory(b, v, t):
-    return b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if t == ir.IntType(1) else v
-
-
-def _product(dims) -> int:
-    out = 1
-    for d in dims:
-        out *= d
-    return out
 
 
 class _Split:
@@ -181,10 +78,10 @@ class _Split:
         prefix = ptx_name(spec.name)
         self.spec, self.heroes, self.pieces = spec, heroes, pieces
         self.types = types
-        self.scratch = [_device_global(b, _memory_type(t), rows * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
+        self.scratch = [global_array(b, memory_type(t), rows * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
                         for h, t in zip(heroes, types)]
-        self.arrivals = _device_global(b, I32, rows, f"{prefix}_arrivals")
-        self.last_flag = _shared(b, I32, 1, f"{prefix}_last")
+        self.arrivals = global_array(b, I32, rows, f"{prefix}_arrivals")
+        self.last_flag = shared_array(b, I32, 1, f"{prefix}_last")
 
     def finish(self, e, block: _Block, totals, tid, p, r, store) -> None:
         b = e.b
@@ -192,7 +89,7 @@ class _Split:
         flag = b.gep(self.last_flag, [i64(0), i64(0)], inbounds=True)
         with b.if_then(first_thread):
             for g, total in zip(self.scratch, totals):
-                b.store(_to_memory(b, total, g), b.gep(g, [i64(0), p], inbounds=True))
+                b.store(to_memory(b, total, g), b.gep(g, [i64(0), p], inbounds=True))
             fence(b)  # the partial is visible device-wide before the count says so
             counter = b.gep(self.arrivals, [i64(0), r], inbounds=True)
             before = b.atomic_rmw("add", counter, ir.Constant(I32, 1), "monotonic")
@@ -209,19 +106,13 @@ class _Split:
             def gather(t):
                 for h, g, acc, ty in zip(self.heroes, self.scratch, accs, self.types):
                     ptr = b.gep(g, [i64(0), b.add(base, t)], inbounds=True)
-                    v = _from_memory(b, b.load_atomic(ptr, "monotonic", _bytes(_memory_type(ty))), ty)
+                    v = from_memory(b, b.load_atomic(ptr, "monotonic", byte_size(memory_type(ty))), ty)
                     b.store(emit_binary(e, self.spec.reducers[id(h)], b.load(acc), v, h.shape.dtype), acc)
 
             for_range(b, tid, i64(self.pieces), gather, "piece", step=i64(WARP * BLOCK_WARPS))
             store(block.allreduce([b.load(acc) for acc in accs]))
             with b.if_then(first_thread):
                 b.store(ir.Constant(I32, 0), b.gep(self.arrivals, [i64(0), r], inbounds=True))
-
-
-def fence(b: ir.IRBuilder) -> None:
-    fn = b.module.globals.get("llvm.nvvm.membar.gl") or ir.Function(
-        b.module, ir.FunctionType(ir.VoidType(), []), "llvm.nvvm.membar.gl")
-    b.call(fn, [])
 
 
 def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces: int = 1) -> None:
@@ -232,7 +123,7 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces
     reduced = sorted(heroes[0].attrs["dimensions"])
     kept_dims = [in_shape.dims[d] for d in range(in_shape.rank) if d not in reduced]
     red_dims = [in_shape.dims[d] for d in reduced]
-    row_length = _product(red_dims)
+    row_length = math.prod(red_dims)
     tid = sreg(b, "tid.x")
     lane = b.and_(tid, i64(WARP - 1))
     warp = b.lshr(tid, i64(5))
@@ -249,7 +140,7 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces
         block = _Block(e, spec, heroes, types, lane, warp)
     if mode == "split":
         chunk = -(-row_length // pieces)
-        split = _Split(b, spec, heroes, types, pieces, max(1, _product(kept_dims)))
+        split = _Split(b, spec, heroes, types, pieces, max(1, math.prod(kept_dims)))
 
     def item(p):
         e.reset()
@@ -295,69 +186,3 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces
     for_range(b, start, count, item, "item", step=stride)
 
 
-def emit_thread_split(e, spec, heroes, extras, outs, count, pieces: int, grid_stride) -> None:
-    """A reduction with a thread per (output element, piece of its reduced elements), in
-    the order that keeps a warp's loads together: item i is output i % K, piece i // K. Each
-    thread writes its piece's partial and counts itself in; the last of an output's pieces to
-    arrive combines them (the per-block scheme of ``_Split``, one thread at a time)."""
-    b = e.b
-    in_shape = heroes[0].operands[0].shape
-    reduced = sorted(heroes[0].attrs["dimensions"])
-    kept = [d for d in range(in_shape.rank) if d not in reduced]
-    kept_dims = [in_shape.dims[d] for d in kept]
-    red_dims = [in_shape.dims[d] for d in reduced]
-    outputs, length = max(1, _product(kept_dims)), _product(red_dims)
-    chunk = -(-length // pieces)
-    prefix = ptx_name(spec.name)
-    types = [value_type(h.shape.dtype) for h in heroes]
-    reducers = [spec.reducers[id(h)] for h in heroes]
-    scratch = [_device_global(b, _memory_type(t), outputs * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
-               for h, t in zip(heroes, types)]
-    arrivals = _device_global(b, I32, outputs, f"{prefix}_arrivals")
-    accs = [b.alloca(t) for t in types]
-
-    def item(i):
-        e.reset()
-        out, piece = b.urem(i, i64(outputs)), b.udiv(i, i64(outputs))
-        kept_index = delinearize(b, out, kept_dims) if kept_dims else []
-        first = b.icmp_unsigned("==", piece, i64(0))
-        for h, acc, op in zip(heroes, accs, reducers):
-            b.store(b.select(first, e.value(h.operands[1], []), identity(h, op)), acc)
-        lo = b.mul(piece, i64(chunk))
-        hi = b.select(b.icmp_unsigned("<", b.add(lo, i64(chunk)), i64(length)), b.add(lo, i64(chunk)), i64(length))
-
-        def element(j):
-            full = [None] * in_shape.rank
-            for d, v in zip(kept, kept_index):
-                full[d] = v
-            for d, v in zip(reduced, delinearize(b, j, red_dims)):
-                full[d] = v
-            fold_element(e, heroes, accs, extras, outs, full,
-                         lambda h, a, v: emit_binary(e, spec.reducers[id(h)], a, v, h.shape.dtype))
-
-        for_range(b, lo, hi, element, "elem")
-        slot = b.add(b.mul(out, i64(pieces)), piece)
-        for g, acc in zip(scratch, accs):
-            b.store(_to_memory(b, b.load(acc), g), b.gep(g, [i64(0), slot], inbounds=True))
-        fence(b)
-        counter = b.gep(arrivals, [i64(0), out], inbounds=True)
-        before = b.atomic_rmw("add", counter, ir.Constant(I32, 1), "monotonic")
-        with b.if_then(b.icmp_unsigned("==", before, ir.Constant(I32, pieces - 1))):
-            fence(b)
-            for h, acc, op in zip(heroes, accs, reducers):
-                b.store(identity(h, op), acc)
-            base = b.mul(out, i64(pieces))
-
-            def gather(t):
-                for h, g, acc, ty, op in zip(heroes, scratch, accs, types, reducers):
-                    ptr = b.gep(g, [i64(0), b.add(base, t)], inbounds=True)
-                    v = _from_memory(b, b.load_atomic(ptr, "monotonic", _bytes(_memory_type(ty))), ty)
-                    b.store(emit_binary(e, op, b.load(acc), v, h.shape.dtype), acc)
-
-            for_range(b, i64(0), i64(pieces), gather, "piece")
-            for h, acc in zip(heroes, accs):
-                ptr, s = outs[id(h)]
-                e.store(ptr, s, kept_index, b.load(acc))
-            b.store(ir.Constant(I32, 0), counter)
-
-    grid_stride(b, count, item)
