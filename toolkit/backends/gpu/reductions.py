@@ -1,10 +1,13 @@
-"""Row reductions in which threads cooperate: a warp per row, or a block per row.
+"""Row reductions in which threads cooperate: a warp per row, a block per row, or a row split
+into pieces over several blocks.
 
 A row is the ``L`` contiguous input elements one output element reduces. With a warp per row
 (rows of moderate length, or many rows) lane ``k`` folds elements k, k+32, ... (coalesced:
 a warp reads 32 neighbours at a time), then five butterfly shuffles (``shfl.sync.bfly``)
 combine the lanes and lane 0 writes. With a block per row (few, long rows) the block's
-warps do the same, write one partial each to shared memory, and warp 0 combines those.
+warps do the same, write one partial each to shared memory, and warp 0 combines those. With
+few long rows (a full sum) each row is cut into pieces, a block each, and the last block to
+finish a row combines its pieces' partial results (``_Split``).
 
 Lane 0 starts from the reduction's init value, every other lane from the reducer's
 identity, so the result is init ⊕ all elements in some order, as XLA allows for reductions.
