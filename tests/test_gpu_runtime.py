@@ -260,3 +260,15 @@ def test_random_programs_on_the_gpu_executor(steps, data):
     for g, w in zip([got[0], *got[1]], [want[0], *want[1]]):
         assert isinstance(g, DeviceArray)
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_dashboard_summary_lists_copies_and_round_trips():
+    from toolkit.widgets.report import report_html
+    f = tk.jit(lambda x: x * 2, backend="gpu-simulated")
+    x = np.ones(256, np.float32)
+    with tk.profile() as prof:
+        y = np.asarray(f(x))
+        f(y)
+    html_text = report_html(prof, sections=("Summary",))
+    assert "host/device copies" in html_text and "3 (2 host to device, 1 device to host)" in html_text
+    assert "avoidable round trips" in html_text and "<h3>copies</h3>" in html_text

@@ -48,8 +48,30 @@ def summary_section(prof) -> str:
             ["profiler overhead", f"{prof.overhead_seconds * 1e3:.3f} ms ({prof.overhead_fraction:.1%} of the session, a lower bound)"]]
     top = kernel_table(kernels)[:5]
     top_rows = [[r["name"], r["kind"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.0%}", r["source"]] for r in top]
-    return (_table(["", ""], rows) + "<h3>top kernels</h3>"
-            + _table(["kernel", "kind", "ms", "share", "source"], top_rows))
+    return (_table(["", ""], rows + _transfer_rows(prof.transfers)) + "<h3>top kernels</h3>"
+            + _table(["kernel", "kind", "ms", "share", "source"], top_rows) + transfer_section(prof.transfers))
+
+
+def _transfer_rows(transfers) -> list[list[str]]:
+    if not transfers:
+        return []
+    by_direction = Counter(t.direction.replace("_", " ") for t in transfers)
+    rows = [["host/device copies", f"{len(transfers)} ({', '.join(f'{n} {d}' for d, n in by_direction.items())}), "
+             f"{sum(t.bytes for t in transfers) / 1e6:.2f} MB, {sum(t.duration for t in transfers) * 1e3:.3f} ms"]]
+    avoidable = [t for t in transfers if t.avoidable]
+    if avoidable:
+        rows.append(["avoidable round trips", f"{len(avoidable)}: {avoidable[0].avoidable}"])
+    return rows
+
+
+def transfer_section(transfers, limit: int = 20) -> str:
+    """The copies between host and device: what moved, where it was asked for, and why not to."""
+    if not transfers:
+        return ""
+    rows = [[t.direction.replace("_", " "), f"{t.bytes / 1e6:.3f}", f"{t.duration * 1e6:.1f}", t.what, t.location,
+             t.avoidable or ""] for t in transfers[:limit]]
+    more = f"<p class='tk-note'>… and {len(transfers) - limit} more</p>" if len(transfers) > limit else ""
+    return "<h3>copies</h3>" + _table(["direction", "MB", "µs", "what", "line", "avoidable"], rows) + more
 
 
 def recompile_section(prof) -> str:
