@@ -272,3 +272,12 @@ def test_dashboard_summary_lists_copies_and_round_trips():
     html_text = report_html(prof, sections=("Summary",))
     assert "host/device copies" in html_text and "3 (2 host to device, 1 device to host)" in html_text
     assert "avoidable round trips" in html_text and "<h3>copies</h3>" in html_text
+
+
+def test_every_stage_of_a_gpu_program(backend):
+    c = tk.jit(lambda x: np.exp(x).sum(-1), backend=backend).compiled(np.ones((64, 128), np.float32))
+    assert ".visible .entry input_reduce_fusion(" in c.as_text("ptx")
+    assert c.as_text("ptx") == c._executable.ptx  # the PTX it runs, for the device's architecture
+    assert 'target triple = "nvptx64-nvidia-cuda"' in c.as_text("llvm")
+    with pytest.raises(ValueError, match="its machine code 'sass'"):
+        c.as_text("asm")

@@ -156,8 +156,9 @@ class Compiled(_TracedStage):
         if stage in ("llvm", "asm"):
             text = getattr(self._executable, "llvm_ir" if stage == "llvm" else "asm", None)
             if text is None:
-                raise ValueError(f"stage {stage!r} is not available on the {self.backend} backend "
-                                 "(use backend='cpu')")
+                hint = "the GPU's assembly is stage 'ptx', its machine code 'sass'" if hasattr(
+                    self._executable, "ptx") else "use backend='cpu'"
+                raise ValueError(f"stage {stage!r} is not available on the {self.backend} backend ({hint})")
             return text
         raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
 

@@ -146,6 +146,7 @@ class PtxProgram:
     arch: str
     kernels: list[GpuKernel]
     unsupported: list[str]  # kernels the emitter could not lower, with the reason
+    llvm_ir: str = ""  # the NVPTX module after optimisation (libdevice linked in, if it was needed)
 
 
 def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
@@ -175,4 +176,4 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(parsed, pb)
-    return PtxProgram(tm.emit_assembly(parsed), arch, kernels, unsupported)
+    return PtxProgram(tm.emit_assembly(parsed), arch, kernels, unsupported, str(parsed))

@@ -109,6 +109,10 @@ class GpuExecutable:
     def ptx(self) -> str:
         return self.program.ptx
 
+    @property
+    def llvm_ir(self) -> str:
+        return self.program.llvm_ir
+
     # ---- running ------------------------------------------------------------------------
     def __call__(self, args):
         return self._run(args, None)
