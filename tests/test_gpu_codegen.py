@@ -208,3 +208,10 @@ def test_sass_stage_shows_machine_code_and_resource_usage():
     assert text.startswith("// SASS for sm_90")
     assert re.search(r"Used \d+ registers", text)  # ptxas -v, per kernel
     assert "input_reduce_fusion" in text and "SHFL.BFLY" in text and "EXIT" in text
+
+
+def test_empty_outputs_launch_no_work():
+    # a kernel for an empty output used to claim one work item and store out of bounds
+    program = compile_ptx(optimized(lambda x: (x * 2, x.sum(axis=0), x.sum(axis=1)), np.ones((5, 0), np.float32)))
+    work = {k.name: k.work_items for k in program.kernels}
+    assert sorted(work.values()) == [0, 0, 5], work  # x*2 and the column sums are empty; 5 row sums of nothing

@@ -76,7 +76,7 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     mode = "thread"
     if not heroes:
         shape = spec.outputs[0].shape
-        work = max(shape.size, 1)
+        work = shape.size  # 0 for an empty output: the launch's threads all skip the loop
 
         def item(i):
             e.reset()
@@ -92,7 +92,7 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         kept = [d for d in range(in_shape.rank) if d not in reduced]
         kept_dims = [in_shape.dims[d] for d in kept]
         red_dims = [in_shape.dims[d] for d in reduced]
-        work = max(math.prod(kept_dims), 1)
+        work = math.prod(kept_dims)  # 1 for a full reduction, 0 when there is no output element
         extras = [o for o in spec.outputs if o.opcode != "reduce"]
         if spec.kind == "row":
             mode, pieces = row_mode(work, math.prod(red_dims))
@@ -147,6 +147,7 @@ class PtxProgram:
     kernels: list[GpuKernel]
     unsupported: list[str]  # kernels the emitter could not lower, with the reason
     llvm_ir: str = ""  # the NVPTX module after optimisation (libdevice linked in, if it was needed)
+    source_ir: str = ""  # the emitters' module, before optimisation
 
 
 def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
@@ -176,4 +177,4 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(parsed, pb)
-    return PtxProgram(tm.emit_assembly(parsed), arch, kernels, unsupported, str(parsed))
+    return PtxProgram(tm.emit_assembly(parsed), arch, kernels, unsupported, str(parsed), text)

@@ -184,6 +184,9 @@ class GpuExecutable:
     def _launch(self, step: GpuStep, ins, outs, probe) -> None:
         d = self.device
         if step.kind == "kernel":
+            if step.count == 0:  # an empty output: nothing to launch
+                return
+
             def launch():
                 d.launch(step.function, step.grid, step.block, [*ins, *outs], step.count)
         else:

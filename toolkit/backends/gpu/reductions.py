@@ -35,7 +35,7 @@ def row_mode(rows: int, row_length: int) -> tuple[str, int]:
     """(mode, pieces per row). thread: a thread per row (short rows); warp: a warp per row;
     block: a block per row; split: a row in several blocks' pieces, the last block to finish
     combining the pieces' partial results (few long rows: a full reduction, say)."""
-    if row_length <= 8:
+    if row_length <= 8 or rows == 0:
         return "thread", 1
     if row_length <= 4096 or rows >= 4096:
         return "warp", 1

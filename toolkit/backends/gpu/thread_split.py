@@ -21,7 +21,7 @@ def thread_pieces(outputs: int, reduced: int) -> int:
     """Pieces per output element for a reduction with a thread per output: few outputs over
     long reductions leave the device idle, so each output's reduction is cut into pieces,
     one thread each, ~256K threads in all."""
-    if reduced < 2048 or outputs >= TARGET_THREADS // 4:
+    if reduced < 2048 or outputs == 0 or outputs >= TARGET_THREADS // 4:
         return 1
     return min(-(-TARGET_THREADS // outputs), -(-reduced // 256), MAX_THREAD_PIECES)
 

@@ -1,0 +1,118 @@
+"""The GPU backend's own emitted kernels, run on the host one simulated thread at a time
+(tests/host_simt.py): loop kernels, thread-per-output and thread-split reductions against the
+interpreter. Cooperative kernels (warp shuffles, block barriers) are left to the interpreter
+there; ptxas checks them here, and a GPU runs them (test_gpu_runtime.py, marked gpu)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import toolkit as tk
+from toolkit.backends import Backend, register_backend
+from toolkit.backends.gpu import compile_module
+
+import programs
+from helpers import DTYPES
+from host_simt import EmulatedDevice
+from test_cpu_backend import APPROX, BINARY, TRIG, UNARY, _supported, assert_close
+from test_random_programs import inputs_strategy, run_program, steps_strategy
+from test_ufuncs import arrays
+
+DEVICE = EmulatedDevice()
+register_backend(Backend("gpu-emulated", "emitted GPU kernels run on the host (tests)", -1,
+                         lambda module: compile_module(module, device=DEVICE)))
+
+
+def both(fn, *args):
+    got = tk.jit(fn, backend="gpu-emulated", on_recompile="ignore")(*args)
+    return tk.device_get(got), tk.jit(fn, backend="interpreter", on_recompile="ignore")(*args)
+
+
+def emulated_during(call) -> list[str]:
+    before = len(DEVICE.emulated)
+    call()
+    return DEVICE.emulated[before:]
+
+
+@pytest.mark.parametrize("kind", sorted(programs.FUSION_KINDS))
+def test_every_fusion_kind(kind):
+    x = np.random.default_rng(1).standard_normal((64, 96)).astype(np.float32)
+    assert_close(*both(programs.FUSION_KINDS[kind], x), approx=True)
+
+
+@pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))
+def test_programs(name):
+    fn, args = programs.make_cases(np.random.default_rng(0))[name]
+    assert_close(*both(fn, *args), approx=True)
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (1, 1), (3, 17), (7, 33), (2, 3, 65), (20000, 3),
+                                   (5000, 40), (2, 9000)])
+def test_awkward_shapes(shape):
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    for fn in (lambda a: np.tanh(a * 2 + 1), lambda a: a.sum(axis=0), lambda a: (a.max(axis=0) if a.shape[0] else a),
+               lambda a: (a > 0).any(axis=0), lambda a: a[::-1] * 2):
+        assert_close(*both(fn, x), approx=True)
+
+
+def test_thread_split_reductions_run_their_own_code_and_reset_their_counts():
+    x = np.random.default_rng(3).standard_normal((50000, 7)).astype(np.float32)
+    f = tk.jit(lambda a: (a.sum(axis=0), a.min(axis=0)), backend="gpu-emulated")
+    (kernel,) = [k for k in f.compiled(x)._executable.program.kernels]
+    assert kernel.mode == "thread_split"
+    ran = emulated_during(lambda: f(x))
+    assert ran == [kernel.symbol]
+    first = tk.device_get(f(x))
+    second = tk.device_get(f(x * 2))  # the arrival counts went back to 0: the next launch combines again
+    np.testing.assert_allclose(first[0], x.astype(np.float64).sum(axis=0), rtol=1e-4)
+    np.testing.assert_array_equal(first[1], x.min(axis=0))
+    np.testing.assert_allclose(second[0], 2 * x.astype(np.float64).sum(axis=0), rtol=1e-4)
+
+
+def test_float64_math_runs_the_libdevice_calls_as_libm():
+    x = np.linspace(-3, 3, 1001)
+    fn = lambda a: (np.exp(a), np.tanh(a), np.arctan2(a, a + 0.5), np.abs(a) ** 1.5, np.log1p(np.abs(a)))  # noqa: E731
+    assert_close(*both(fn, x), approx=True)
+
+
+@settings(max_examples=8, deadline=None)  # each example compiles ~20 kernels twice (PTX, host)
+@given(data=st.data())
+def test_every_unary_ufunc(data):
+    dtype = data.draw(st.sampled_from(DTYPES))
+    x = data.draw(arrays(dtype, data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=7))))
+    chosen = [u for u in UNARY if _supported(u, [dtype])]
+    groups = (([u for u in chosen if u not in APPROX], False), ([u for u in chosen if u in APPROX and u not in TRIG], True))
+    for group, is_approx in groups:
+        if group:
+            assert_close(*both(lambda a: tuple(u(a) for u in group), x), approx=is_approx)
+    trig = [u for u in chosen if u in TRIG]
+    if trig:
+        xt = np.clip(x, -8192, 8192) if dtype == np.float32 else x
+        assert_close(*both(lambda a: tuple(u(a) for u in trig), xt), approx=True)
+
+
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_every_binary_ufunc(data):
+    da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=6))
+    a = data.draw(arrays(da, shapes.input_shapes[0]))
+    b = data.draw(arrays(db, shapes.input_shapes[1]))
+    chosen = [u for u in BINARY if _supported(u, [da, db])]
+    if any(u in (np.left_shift, np.right_shift) for u in chosen):
+        b = np.clip(b, 0, 31) if np.asarray(b).dtype.kind == "i" else b
+    for group, is_approx in (([u for u in chosen if u not in APPROX], False), ([u for u in chosen if u in APPROX], True)):
+        if group:
+            assert_close(*both(lambda x, y: tuple(u(x, y) for u in group), a, b), approx=is_approx)
+
+
+@settings(max_examples=20, deadline=None)
+@given(steps=steps_strategy, data=inputs_strategy(np.float32))
+def test_random_programs(steps, data):
+    x, y = data
+    assert_close(*both(lambda a, b: run_program(steps, a, b), x, y), approx=True)
+
+
+def test_most_kernels_ran_their_emitted_code():
+    # after the tests above: the interpreter stood in only for the cooperative (warp/block) kernels
+    assert len(DEVICE.emulated) > len(DEVICE.interpreted) > 0
