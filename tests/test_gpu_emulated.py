@@ -1,7 +1,8 @@
-"""The GPU backend's own emitted kernels, run on the host one simulated thread at a time
-(tests/host_simt.py): loop kernels, thread-per-output and thread-split reductions against the
-interpreter. Cooperative kernels (warp shuffles, block barriers) are left to the interpreter
-there; ptxas checks them here, and a GPU runs them (test_gpu_runtime.py, marked gpu)."""
+"""The GPU backend's own emitted kernels run on the host (tests/host_simt.py) against the
+interpreter: loop kernels and thread-per-output reductions one simulated thread at a time;
+warp, block and split reductions with every thread of a block an OS thread, shuffles and
+__syncthreads as waits on pthread barriers. What is left to a GPU (test_gpu_runtime.py,
+marked gpu) is LLVM's NVPTX back end and the hardware; ptxas checks the PTX here."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -9,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import toolkit as tk
 from toolkit.backends import Backend, register_backend
-from toolkit.backends.gpu import compile_module
+from toolkit.backends.gpu import compile_module, reductions
 
 import programs
 from helpers import DTYPES
@@ -113,6 +114,34 @@ def test_random_programs(steps, data):
     assert_close(*both(lambda a, b: run_program(steps, a, b), x, y), approx=True)
 
 
-def test_most_kernels_ran_their_emitted_code():
-    # after the tests above: the interpreter stood in only for the cooperative (warp/block) kernels
-    assert len(DEVICE.emulated) > len(DEVICE.interpreted) > 0
+COOPERATIVE = {  # (shape, mode): small enough for 256 OS threads a block on 2 cores
+    "warp": ((40, 100), "warp"),
+    "block": ((6, 5000), "block"),
+    "split": ((3, 5000), "split"),
+    "full split": ((20000,), "split"),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("case", sorted(COOPERATIVE))
+def test_cooperative_reductions_run_their_own_code(case, dtype, monkeypatch):
+    shape, mode = COOPERATIVE[case]
+    if mode == "block":
+        monkeypatch.setattr(reductions, "TARGET_BLOCKS", 1)  # one block a row even for few rows
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal(shape) * 100).astype(dtype) if dtype != np.bool_ else rng.random(shape) > 0.9
+    if dtype == np.bool_:
+        fn = lambda a: (a.any(axis=-1), a.all(axis=-1), ~a)  # noqa: E731  (and an extra output)
+    else:
+        fn = lambda a: (a.sum(axis=-1, dtype=a.dtype), a.max(axis=-1), a * 2)  # noqa: E731
+    f = tk.jit(fn, backend="gpu-emulated", on_recompile="ignore")
+    modes = {k.mode for k in f.compiled(x)._executable.program.kernels if k.spec.kind == "row"}
+    assert modes == {mode}
+    before = len(DEVICE.interpreted)
+    got = tk.device_get(f(x))
+    assert len(DEVICE.interpreted) == before
+    assert_close(got, tk.jit(fn, backend="interpreter", on_recompile="ignore")(x), approx=True)
+
+
+def test_every_kernel_ran_its_emitted_code():
+    assert DEVICE.emulated and DEVICE.interpreted == []
