@@ -281,3 +281,11 @@ def test_every_stage_of_a_gpu_program(backend):
     assert 'target triple = "nvptx64-nvidia-cuda"' in c.as_text("llvm")
     with pytest.raises(ValueError, match="its machine code 'sass'"):
         c.as_text("asm")
+
+
+def test_demo_runs_on_the_gpu_executor(tmp_path, capsys):
+    from toolkit import demo
+    result = demo.main(str(tmp_path), backend="gpu-simulated", scale=0.02, measure=False)
+    assert all(s["backend"] == "gpu-simulated" and s["max_abs_error"] < 1e-3 for s in result["summary"])
+    assert result["profile"].transfers  # the inputs went to the device, results were fetched
+    assert "host/device copies" in (tmp_path / "report.html").read_text()
