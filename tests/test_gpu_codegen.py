@@ -177,8 +177,9 @@ def test_float64_math_links_libdevice(arch, tmp_path):
 
 
 def test_launch_dimensions():
-    program = compile_ptx(optimized(lambda x: x + 1, np.ones(1 << 20, np.float32)), "sm_80")
+    program = compile_ptx(optimized(lambda x: x + 1, np.ones(1 << 22, np.float32)), "sm_80")
     (kernel,) = program.kernels
+    assert kernel.work_items == 1 << 20  # four float32s a thread: one 16-byte load and store
     grid, block = kernel.launch(sm_count=132)
     assert block == (256, 1, 1) and grid == (1056, 1, 1)  # 8 blocks per SM; a grid-stride loop covers the rest
     small = compile_ptx(optimized(lambda x: x + 1, np.ones(100, np.float32)), "sm_80").kernels[0]
@@ -215,3 +216,16 @@ def test_empty_outputs_launch_no_work():
     program = compile_ptx(optimized(lambda x: (x * 2, x.sum(axis=0), x.sum(axis=1)), np.ones((5, 0), np.float32)))
     work = {k.name: k.work_items for k in program.kernels}
     assert sorted(work.values()) == [0, 0, 5], work  # x*2 and the column sums are empty; 5 row sums of nothing
+
+
+@pytest.mark.parametrize("dtype, width", [(np.float32, 4), (np.float64, 2), (np.bool_, 16), (np.int32, 4)])
+def test_loop_kernels_move_16_bytes_a_thread(dtype, width):
+    x = np.ones((256, 64), dtype)
+    program = compile_ptx(optimized(lambda a: (a * 2) if dtype != np.bool_ else ~a, x), "sm_90")
+    (kernel,) = program.kernels
+    assert kernel.work_items == x.size // width
+    if dtype != np.bool_:
+        assert re.search(r"ld\.global\.nc\.v[24]\.b(32|64)", program.ptx) and re.search(r"st\.global\.v[24]\.b(32|64)", program.ptx)
+    # rows that no whole vector divides fall back to narrower items, never crossing a row
+    odd = compile_ptx(optimized(lambda a: a * 2 if dtype != np.bool_ else ~a, np.ones((5, 6), dtype)), "sm_90").kernels[0]
+    assert odd.work_items == 30 // min(width, 2)

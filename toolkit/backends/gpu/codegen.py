@@ -15,7 +15,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...ir.nodes import Module
-from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary
+from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary, i64
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
@@ -50,6 +50,20 @@ class GpuKernel:
         return (blocks, 1, 1), (THREADS_PER_BLOCK, 1, 1)
 
 
+VECTOR_BYTES = 16  # one ld.global.v4.b32 / v2.b64: what 16-byte-aligned pointers allow
+
+
+def vector_width(shape) -> int:
+    """Elements a loop-kernel thread takes per item: 16 bytes' worth when whole vectors fit
+    in the last dimension (so an item never crosses a row), else 1."""
+    if not shape.rank or shape.size == 0:
+        return 1
+    width = max(1, VECTOR_BYTES // shape.dtype.numpy.itemsize)
+    while width > 1 and shape.dims[-1] % width:
+        width //= 2
+    return width
+
+
 def _grid_stride(b: ir.IRBuilder, count: ir.Value, body) -> None:
     """for (i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)"""
     start = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
@@ -76,14 +90,17 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     mode = "thread"
     if not heroes:
         shape = spec.outputs[0].shape
-        work = shape.size  # 0 for an empty output: the launch's threads all skip the loop
+        width = vector_width(shape)
+        work = shape.size // width  # 0 for an empty output: the launch's threads all skip the loop
 
         def item(i):
             e.reset()
-            index = delinearize(b, i, shape.dims) if shape.rank else []
-            for o in spec.outputs:
-                ptr, s = outs[id(o)]
-                e.store(ptr, s, index, e.value(o, index))
+            first = delinearize(b, b.mul(i, i64(width)) if width > 1 else i, shape.dims) if shape.rank else []
+            for k in range(width):  # neighbours in the last dimension: loads and stores LLVM can vectorise
+                index = first if k == 0 else first[:-1] + [b.add(first[-1], i64(k))]
+                for o in spec.outputs:
+                    ptr, s = outs[id(o)]
+                    e.store(ptr, s, index, e.value(o, index))
 
         _grid_stride(b, count, item)
     else:
