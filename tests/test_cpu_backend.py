@@ -7,27 +7,15 @@ import tracemalloc
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from hypothesis.extra import numpy as hnp
 
 import toolkit as tk
 from toolkit.backends.cpu import compile_module
 from toolkit.backends.reference.interpreter import EVALUATORS
 from toolkit.passes.pipeline import make_pipeline
-from toolkit.frontend.promotion import SUPPORTED
-from toolkit.frontend.pytree import flatten
-from toolkit.frontend.ufuncs import UFUNCS
 
 import programs
-from helpers import DTYPES
+from backend_checks import assert_close, check_every_binary_ufunc, check_every_unary_ufunc
 from test_random_programs import inputs_strategy, run_program, steps_strategy
-from test_ufuncs import arrays
-
-APPROX = {np.exp, np.expm1, np.log, np.log1p, np.log2, np.log10, np.tanh, np.sin, np.cos, np.tan,
-          np.exp2, np.power, np.cbrt, np.arctan2, np.floor_divide, np.remainder, np.divmod}
-TRIG = {np.sin, np.cos, np.tan}
-UNARY = sorted((u for u in UFUNCS if u.nin == 1), key=lambda u: u.__name__)
-BINARY = sorted((u for u in UFUNCS if u.nin == 2), key=lambda u: u.__name__)
-
 
 def both(fn, *args):
     cpu = tk.jit(fn, backend="cpu", on_recompile="ignore")(*args)
@@ -35,63 +23,16 @@ def both(fn, *args):
     return cpu, ref
 
 
-def assert_close(cpu, ref, approx=False):
-    cpu, ref = flatten(cpu)[0], flatten(ref)[0]
-    assert len(cpu) == len(ref)
-    for c, r in zip(cpu, ref):
-        c, r = np.asarray(c), np.asarray(r)
-        assert c.dtype == r.dtype and c.shape == r.shape
-        if approx and r.dtype.kind == "f":
-            # a few ulp of own vector math; cancellations (1 + tanh(x) near -1) amplify it to
-            # absolute errors at the scale of the values
-            tol = 3e-6 if r.dtype == np.float32 else 1e-13
-            scale = max(1.0, float(np.max(np.abs(r[np.isfinite(r)]), initial=0.0)))
-            np.testing.assert_allclose(c, r, rtol=tol, atol=tol * scale, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(c, r)
-
-
-def _supported(ufunc, dtypes) -> bool:
-    try:
-        resolved = ufunc.resolve_dtypes(tuple(dtypes) + (None,) * ufunc.nout)
-    except TypeError:
-        return False
-    return all(d in SUPPORTED for d in resolved)
-
-
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_every_unary_ufunc_matches_the_interpreter(data):
-    dtype = data.draw(st.sampled_from(DTYPES))
-    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=7))
-    x = data.draw(arrays(dtype, shape))
-    chosen = [u for u in UNARY if _supported(u, [dtype])]
-    exact = [u for u in chosen if u not in APPROX]
-    approx = [u for u in chosen if u in APPROX and u not in TRIG]
-    trig = [u for u in chosen if u in TRIG]
-    for group, is_approx in ((exact, False), (approx, True)):
-        if group:
-            assert_close(*both(lambda a: tuple(u(a) for u in group), x), approx=is_approx)
-    if trig:  # float32 sin/cos are accurate for |x| < 8192 (toolkit/backends/llvm/math.py)
-        xt = np.clip(x, -8192, 8192) if dtype == np.float32 else x
-        assert_close(*both(lambda a: tuple(u(a) for u in trig), xt), approx=True)
+    check_every_unary_ufunc(data, both)
 
 
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_every_binary_ufunc_matches_the_interpreter(data):
-    da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
-    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=6))
-    a = data.draw(arrays(da, shapes.input_shapes[0]))
-    b = data.draw(arrays(db, shapes.input_shapes[1]))
-    chosen = [u for u in BINARY if _supported(u, [da, db])]
-    if any(u in (np.left_shift, np.right_shift) for u in chosen):
-        b = np.clip(b, 0, 31) if np.asarray(b).dtype.kind == "i" else b
-    exact = [u for u in chosen if u not in APPROX]
-    approx = [u for u in chosen if u in APPROX]
-    for group, is_approx in ((exact, False), (approx, True)):
-        if group:
-            assert_close(*both(lambda x, y: tuple(u(x, y) for u in group), a, b), approx=is_approx)
+    check_every_binary_ufunc(data, both)
 
 
 @pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))

@@ -6,18 +6,15 @@ marked gpu) is LLVM's NVPTX back end and the hardware; ptxas checks the PTX here
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from hypothesis.extra import numpy as hnp
 
 import toolkit as tk
 from toolkit.backends import Backend, register_backend
 from toolkit.backends.gpu import compile_module, reductions
 
 import programs
-from helpers import DTYPES
 from host_simt import EmulatedDevice
-from test_cpu_backend import APPROX, BINARY, TRIG, UNARY, _supported, assert_close
+from backend_checks import assert_close, check_every_binary_ufunc, check_every_unary_ufunc
 from test_random_programs import inputs_strategy, run_program, steps_strategy
-from test_ufuncs import arrays
 
 DEVICE = EmulatedDevice()
 register_backend(Backend("gpu-emulated", "emitted GPU kernels run on the host (tests)", -1,
@@ -79,32 +76,13 @@ def test_float64_math_runs_the_libdevice_calls_as_libm():
 @settings(max_examples=8, deadline=None)  # each example compiles ~20 kernels twice (PTX, host)
 @given(data=st.data())
 def test_every_unary_ufunc(data):
-    dtype = data.draw(st.sampled_from(DTYPES))
-    x = data.draw(arrays(dtype, data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=7))))
-    chosen = [u for u in UNARY if _supported(u, [dtype])]
-    groups = (([u for u in chosen if u not in APPROX], False), ([u for u in chosen if u in APPROX and u not in TRIG], True))
-    for group, is_approx in groups:
-        if group:
-            assert_close(*both(lambda a: tuple(u(a) for u in group), x), approx=is_approx)
-    trig = [u for u in chosen if u in TRIG]
-    if trig:
-        xt = np.clip(x, -8192, 8192) if dtype == np.float32 else x
-        assert_close(*both(lambda a: tuple(u(a) for u in trig), xt), approx=True)
+    check_every_unary_ufunc(data, both)
 
 
 @settings(max_examples=8, deadline=None)
 @given(data=st.data())
 def test_every_binary_ufunc(data):
-    da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
-    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=6))
-    a = data.draw(arrays(da, shapes.input_shapes[0]))
-    b = data.draw(arrays(db, shapes.input_shapes[1]))
-    chosen = [u for u in BINARY if _supported(u, [da, db])]
-    if any(u in (np.left_shift, np.right_shift) for u in chosen):
-        b = np.clip(b, 0, 31) if np.asarray(b).dtype.kind == "i" else b
-    for group, is_approx in (([u for u in chosen if u not in APPROX], False), ([u for u in chosen if u in APPROX], True)):
-        if group:
-            assert_close(*both(lambda x, y: tuple(u(x, y) for u in group), a, b), approx=is_approx)
+    check_every_binary_ufunc(data, both)
 
 
 @settings(max_examples=20, deadline=None)

@@ -5,14 +5,11 @@ the same float32 math code, and libdevice's float64 functions are within 2 ulp."
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from hypothesis.extra import numpy as hnp
 
 import toolkit as tk
 from toolkit.backends.gpu.device import cupy_or_reason
 
-from helpers import DTYPES
-from test_cpu_backend import APPROX, BINARY, TRIG, UNARY, _supported, assert_close
-from test_ufuncs import arrays
+from backend_checks import assert_close, check_every_binary_ufunc, check_every_unary_ufunc
 
 _why_no_gpu = cupy_or_reason()[1]
 BACKENDS = ["gpu-simulated", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(
@@ -29,34 +26,14 @@ def both(backend, fn, *args):
 @settings(max_examples=15, deadline=None)
 @given(data=st.data())
 def test_every_unary_ufunc(backend, data):
-    dtype = data.draw(st.sampled_from(DTYPES))
-    x = data.draw(arrays(dtype, data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=7))))
-    chosen = [u for u in UNARY if _supported(u, [dtype])]
-    exact = [u for u in chosen if u not in APPROX]
-    approx = [u for u in chosen if u in APPROX and u not in TRIG]
-    trig = [u for u in chosen if u in TRIG]
-    for group, is_approx in ((exact, False), (approx, True)):
-        if group:
-            assert_close(*both(backend, lambda a: tuple(u(a) for u in group), x), approx=is_approx)
-    if trig:
-        xt = np.clip(x, -8192, 8192) if dtype == np.float32 else x
-        assert_close(*both(backend, lambda a: tuple(u(a) for u in trig), xt), approx=True)
+    check_every_unary_ufunc(data, lambda fn, *a: both(backend, fn, *a))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=15, deadline=None)
 @given(data=st.data())
 def test_every_binary_ufunc(backend, data):
-    da, db = data.draw(st.sampled_from(DTYPES)), data.draw(st.sampled_from(DTYPES))
-    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=6))
-    a = data.draw(arrays(da, shapes.input_shapes[0]))
-    b = data.draw(arrays(db, shapes.input_shapes[1]))
-    chosen = [u for u in BINARY if _supported(u, [da, db])]
-    if any(u in (np.left_shift, np.right_shift) for u in chosen):
-        b = np.clip(b, 0, 31) if np.asarray(b).dtype.kind == "i" else b
-    for group, is_approx in (([u for u in chosen if u not in APPROX], False), ([u for u in chosen if u in APPROX], True)):
-        if group:
-            assert_close(*both(backend, lambda x, y: tuple(u(x, y) for u in group), a, b), approx=is_approx)
+    check_every_binary_ufunc(data, lambda fn, *a: both(backend, fn, *a))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

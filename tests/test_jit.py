@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import toolkit as tk
-import toolkit.numpy as tnp
 from toolkit.backends import BackendUnavailableError
 from toolkit.frontend.errors import (ArgumentTypeError, LeakedTracerError, ShapeMismatchError,
                                      TracerConversionError, UnsupportedNumpyError)

@@ -174,7 +174,7 @@ def test_dashboard_widget_tree_and_state():
     assert "exponential" in detail.value and "source" in detail.value  # the fusion's instructions
     assert len(chooser.options) >= 1
     ir = tab.children[6]
-    (program, stage), text = ir.children[0].children, ir.children[1]
+    (_, stage), text = ir.children[0].children, ir.children[1]
     stage.value = "hlo"
     assert "HloModule" in text.value and "&lt;" in text.value or "HloModule" in text.value
     bundle = dash._repr_mimebundle_()

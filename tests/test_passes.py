@@ -14,7 +14,6 @@ from toolkit.passes.constant_folding import constant_folding
 from toolkit.passes.cse import cse, dce
 from toolkit.passes.fusion import fuse
 from toolkit.passes.manager import PassError, Pipeline
-from toolkit.passes.memory_analysis import memory_analysis
 from toolkit.passes.pipeline import make_pipeline
 from toolkit.passes.simplify import RULES, simplify
 

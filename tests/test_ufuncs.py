@@ -106,7 +106,7 @@ def test_python_scalars_are_weak(dtype, scalar, op):
     with np.errstate(all="ignore"):
         try:
             expected = fn(x)
-        except TypeError as e:  # e.g. bool - array
+        except TypeError:  # e.g. bool - array
             with pytest.raises(TypeError):
                 tk.jit(fn)(x)
             return

@@ -209,13 +209,17 @@ class CpuExecutable:
                 buffers[slot] = np.empty((group.block_rows, *shape.dims[1:]), shape.dtype.numpy)
         return buffers
 
-    def _group(self, step: Step, bufs) -> int:
+    def _group_start(self, step: Step, bufs):
+        """The group, its thread count and each thread's [begin, end) rows; outputs allocated."""
         group = step.extra["group"]
         for s in step.outputs:
             if s not in group.scratch:
                 self._alloc(bufs, s)
         n = self._group_threads(step)
-        bounds = [group.rows * i // n for i in range(n + 1)]
+        return group, n, [group.rows * i // n for i in range(n + 1)]
+
+    def _group(self, step: Step, bufs) -> int:
+        group, n, bounds = self._group_start(step, bufs)
 
         def run(c):
             scratch = self._scratch(group, c)
@@ -230,12 +234,7 @@ class CpuExecutable:
     def _group_profiled(self, step: Step, bufs, clock, on_kernel) -> None:
         """The group block by block from Python, timing each member: each member's event gets
         its share of the group's wall time in proportion to the time its blocks took."""
-        group = step.extra["group"]
-        for s in step.outputs:
-            if s not in group.scratch:
-                self._alloc(bufs, s)
-        n = self._group_threads(step)
-        bounds = [group.rows * i // n for i in range(n + 1)]
+        group, n, bounds = self._group_start(step, bufs)
         spent = [[0.0] * len(group.members) for _ in range(n)]
 
         def run(c):
