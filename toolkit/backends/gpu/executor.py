@@ -8,7 +8,7 @@ nothing waits; with one, CUDA events bracket every kernel and copy, and the run 
 once at the end to read them."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,7 +31,6 @@ class GpuStep:
     block: tuple[int, int, int] = (1, 1, 1)
     count: int = 0
     run: object = None  # dot: run(ins, out); host: run(host_ins) -> host outs
-    extra: dict = field(default_factory=dict)
 
     @property
     def launch_text(self) -> str:
