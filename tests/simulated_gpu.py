@@ -19,6 +19,11 @@ from toolkit.backends.reference.interpreter import evaluate_computation, flatten
 class DeviceBuffer(np.ndarray):
     """Memory of the simulated device: a distinct type, so host arrays are told apart."""
 
+    @property
+    def __cuda_array_interface__(self):  # what CuPy exports, without a device behind it
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ctypes.data, False),
+                "version": 2, "strides": None}
+
 
 class SimulatedKernel:
     def __init__(self, kernel):
@@ -31,6 +36,7 @@ class SimulatedDevice:
     sm_count = 4
     blocks_per_sm = 8
     copy_stream_id = 1
+    stream_handle = 1  # a nonzero handle, as a created CUDA stream has
     xp = np
     _ordinals = itertools.count()
 

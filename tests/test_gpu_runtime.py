@@ -289,3 +289,10 @@ def test_demo_runs_on_the_gpu_executor(tmp_path, capsys):
     assert all(s["backend"] == "gpu-simulated" and s["max_abs_error"] < 1e-3 for s in result["summary"])
     assert result["profile"].transfers  # the inputs went to the device, results were fetched
     assert "host/device copies" in (tmp_path / "report.html").read_text()
+
+
+def test_cuda_array_interface_names_toolkits_stream():
+    a = tk.jit(lambda x: x + 1, backend="gpu-simulated")(np.ones((2, 3), np.float32))
+    interface = a.__cuda_array_interface__
+    assert interface["version"] == 3 and interface["stream"] == SIMULATED.stream_handle
+    assert interface["shape"] == (2, 3) and interface["typestr"] == "<f4"

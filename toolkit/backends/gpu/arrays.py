@@ -76,8 +76,13 @@ class DeviceArray:
         return self._buffer
 
     @property
-    def __cuda_array_interface__(self):  # zero-copy hand-off to CuPy, PyTorch, Numba
-        return self._buffer.__cuda_array_interface__
+    def __cuda_array_interface__(self):
+        """Zero-copy hand-off to CuPy, PyTorch, Numba (version 3): ``stream`` names the stream
+        toolkit's kernels write on, so the consumer waits for them before reading."""
+        interface = dict(self._buffer.__cuda_array_interface__)
+        interface["version"] = 3
+        interface["stream"] = self._device.stream_handle
+        return interface
 
     def __len__(self) -> int:
         if not self.shape:

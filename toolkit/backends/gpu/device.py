@@ -4,7 +4,7 @@ device-side timings. The only module of toolkit that imports CuPy.
 
 The executor needs just these members, so a device is anything that has them::
 
-    label, name, arch, sm_count, blocks_per_sm, copy_stream_id, xp
+    label, name, arch, sm_count, blocks_per_sm, copy_stream_id, stream_handle, xp
     empty(shape, dtype) / upload(host) / download(buffer) / copy(buffer) / used_bytes()
     load(program) -> {symbol: function};  launch(function, grid, block, buffers, count)
     timer() -> event;  elapsed(start_event, end_event) -> seconds;  synchronize()
@@ -90,6 +90,11 @@ class CudaDevice:
 
     def used_bytes(self) -> int:
         return int(self._pool.used_bytes())
+
+    @property
+    def stream_handle(self) -> int:
+        """The CUDA stream everything runs on, as __cuda_array_interface__ reports it."""
+        return int(self.stream.ptr)
 
     # ---- kernels ------------------------------------------------------------------------
     def load(self, program: PtxProgram) -> dict:
