@@ -48,3 +48,15 @@ def test_synchronised_timer_waits_for_the_work():
     seconds = bench_gpu._time_synchronised(lambda: pending.append(1), pending.clear, min_seconds=0.001, repeats=3)
     assert 0 < seconds < 1e-3 and pending == []
     assert np.isfinite(seconds)
+
+
+def test_gpu_benchmark_toolkit_side_runs_on_the_gpu_executor():
+    from conftest import SIMULATED_GPU
+    from toolkit.workloads import BENCHMARK, scaled
+    for w in BENCHMARK:
+        w = scaled(w, 0.002)
+        call, sync, result = bench_gpu._side("toolkit", w, backend="gpu-simulated", device=SIMULATED_GPU)
+        seconds = bench_gpu._time_synchronised(call, sync, min_seconds=0.0005, repeats=2)
+        expected = w.make(np)(*w.args())
+        np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+        assert seconds > 0 and bench_gpu._bytes_moved(w, result) >= np.asarray(expected).nbytes

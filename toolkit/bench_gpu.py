@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+import numpy as np
+
 from .bench import _time, argument_parser, combine, run_workers, write_results
 from .workloads import BENCHMARK, Workload, scaled
 
@@ -22,17 +24,19 @@ def _time_synchronised(call, sync, min_seconds: float = 0.05, repeats: int = 7) 
     return _time(call, min_seconds, repeats, sync)
 
 
-def _side(side: str, w: Workload):
-    """(call, sync, host result) for one workload on one side, inputs already on the device."""
+def _side(side: str, w: Workload, backend: str = "gpu", device=None):
+    """(call, sync, result) for one workload on one side, inputs already on the device
+    (``backend`` and ``device`` are toolkit's: the default CUDA device unless given)."""
     host_args = w.args()
     if side == "toolkit":
         from . import api
         from .backends.gpu import device_put
         from .backends.gpu.device import default_device
 
-        fn = api.jit(w.make(__import__("numpy")), backend="gpu")
-        args = [device_put(a) for a in host_args]
-        return (lambda: fn(*args)), default_device().synchronize, fn(*args)
+        device = device if device is not None else default_device()
+        fn = api.jit(w.make(np), backend=backend)
+        args = [device_put(a, device) for a in host_args]
+        return (lambda: fn(*args)), device.synchronize, fn(*args)
     if side == "cupy":
         import cupy
 
@@ -71,8 +75,6 @@ def _copy_ceiling() -> float:
 
 
 def _bytes_moved(w: Workload, result) -> int:
-    import numpy as np
-
     leaves = result if isinstance(result, tuple) else (result,)
     return sum(np.asarray(a).nbytes for a in w.args()) + sum(np.asarray(o).nbytes for o in leaves)
 
