@@ -296,3 +296,18 @@ def test_cuda_array_interface_names_toolkits_stream():
     interface = a.__cuda_array_interface__
     assert interface["version"] == 3 and interface["stream"] == SIMULATED.stream_handle
     assert interface["shape"] == (2, 3) and interface["typestr"] == "<f4"
+
+
+def test_timeline_draws_device_kernels_and_copies_on_their_own_lanes(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    f = tk.jit(programs.softmax, backend="gpu-simulated")
+    x = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
+    f(x)
+    with tk.profile() as prof:
+        np.asarray(f(x))
+    artists = tk.plot.timeline(prof)
+    device = SIMULATED.label
+    assert f"{device} stream 0" in artists["lanes"] and f"{device} copy engine" in artists["lanes"]
+    assert len(artists["kernels"]) == 3 and len(artists["transfers"]) == 2
+    artists["axes"].figure.savefig(tmp_path / "timeline.png")

@@ -121,7 +121,7 @@ def test_roofline_comparison_draws_arrows():
 
 def test_timeline_artists():
     art = tk.plot.timeline(synthetic_profile(), min_label_fraction=0.01)
-    assert art["lanes"] == ["compilation", "host dispatch", "cpu:0 stream 0", "copy engine"]
+    assert art["lanes"] == ["compilation", "host dispatch", "cpu:0 stream 0", "cpu:0 copy engine"]
     assert len(art["phases"]) == 7 and len(art["dispatches"]) == 2 and len(art["kernels"]) == 3
     assert len(art["transfers"]) == 1 and len(art["markers"]) == 1
     texts = [t.get_text() for t in art["labels"]]

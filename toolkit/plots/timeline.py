@@ -11,9 +11,12 @@ def _lanes(profile) -> list[str]:
     lanes = ["compilation", "host dispatch"]
     streams = sorted({(k.device, k.stream) for k in profile.kernels})
     lanes += [f"{d} stream {s}" for d, s in streams]
-    if profile.transfers:
-        lanes.append("copy engine")
+    lanes += sorted({_copy_lane(t) for t in profile.transfers})
     return lanes
+
+
+def _copy_lane(transfer) -> str:
+    return f"{transfer.device} copy engine" if transfer.device else "copy engine"
 
 
 def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_label_fraction: float = 0.06):
@@ -53,7 +56,7 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
         bar(f"{k.device} stream {k.stream}", k.start, k.duration, kind_color(k.kind), k.name, "kernels")
     for t in profile.transfers:
         arrow = {"host_to_device": "H→D", "device_to_host": "D→H"}.get(t.direction, "D→D")
-        bar("copy engine", t.start, t.duration, "#74c476", f"{arrow} {t.bytes / 1e6:.1f} MB", "transfers")
+        bar(_copy_lane(t), t.start, t.duration, "#74c476", f"{arrow} {t.bytes / 1e6:.1f} MB", "transfers")
     for r in profile.recompiles:
         x = ms(r.start)
         artists["markers"].append(ax.axvline(x, color="#d62728", lw=1, ls="--"))
