@@ -32,17 +32,22 @@ EMULATED_MODES = ("thread", "thread_split")
 _REGISTERS = ("tid.x", "ctaid.x", "ntid.x", "nctaid.x")
 
 
-def _host_source(source: str) -> str:
+def _for_the_host(source: str) -> str:
+    """What every host form of a GPU module needs: no NVVM declarations, libdevice's functions
+    as libm's (same names), one address space, no target, no kernel annotations."""
     text = re.sub(r'declare [^\n]*@"llvm\.nvvm\.[^\n]*\n', "", source)
-    text = re.sub(r'@"llvm\.nvvm\.read\.ptx\.sreg\.([a-z.]+)"', r'@"sim.sreg.\1"', text)
-    text = text.replace('@"llvm.nvvm.membar.gl"', '@"sim.membar"').replace('@"llvm.nvvm.barrier0"', '@"sim.barrier"')
-    text = text.replace('@"llvm.nvvm.shfl.sync.bfly.i32"', '@"sim.shuffle"')
-    text = re.sub(r'@"__nv_(\w+)"', r'@"\1"', text)  # libdevice's functions are libm's, by name
+    text = re.sub(r'@"__nv_(\w+)"', r'@"\1"', text)
     text = text.replace(" addrspace(1)", "").replace(" addrspace(3)", "")
     text = re.sub(r'target (triple|datalayout) = "[^"]*"\n', "", text)
     # LLVM upgrades the "kernel" annotation to the PTX kernel calling convention, and a call
     # from the host driver across calling conventions is undefined: the optimiser deletes it
-    text = re.sub(r"!nvvm\.annotations = [^\n]*\n", "", text)
+    return re.sub(r"!nvvm\.annotations = [^\n]*\n", "", text)
+
+
+def _host_source(source: str) -> str:
+    text = re.sub(r'@"llvm\.nvvm\.read\.ptx\.sreg\.([a-z.]+)"', r'@"sim.sreg.\1"', _for_the_host(source))
+    text = text.replace('@"llvm.nvvm.membar.gl"', '@"sim.membar"').replace('@"llvm.nvvm.barrier0"', '@"sim.barrier"')
+    text = text.replace('@"llvm.nvvm.shfl.sync.bfly.i32"', '@"sim.shuffle"')
     runtime = [f'@"sim.{r}" = global i32 0\ndefine i32 @"sim.sreg.{r}"() {{\n  %v = load i32, i32* @"sim.{r}"\n  ret i32 %v\n}}'
                for r in _REGISTERS]
     runtime.append('define void @"sim.membar"() {\n  ret void\n}\ndefine void @"sim.barrier"() {\n  ret void\n}')
@@ -65,9 +70,6 @@ def _driver(kernel) -> str:
     b.store(b.trunc(grid, I32), registers["nctaid.x"])
     b.store(ir.Constant(I32, THREADS_PER_BLOCK), registers["ntid.x"])
     args = [b.bitcast(b.load(b.gep(pointers, [ir.Constant(I64, i)])), t) for i, t in enumerate(types)]
-    with b.goto_block(b.block):
-        pass
-
     def loop(n, body, name):
         pre = b.block
         head = fn.append_basic_block(f"{name}.body")
@@ -163,20 +165,15 @@ define i32 @"sim.shuffle"(i8* %ctx, i32 %mask, i32 %v, i32 %lanemask, i32 %clamp
 
 
 def _cooperative_source(source: str) -> str:
-    text = re.sub(r'declare [^\n]*@"llvm\.nvvm\.[^\n]*\n', "", source)
-    text = re.sub(r'(define void @"\w+"\([^)]*)\)', r'\1, i8* %"sim.ctx")', text)
+    text = re.sub(r'(define void @"\w+"\([^)]*)\)', r'\1, i8* %"sim.ctx")', _for_the_host(source))
     text = re.sub(r'call i32 @"llvm\.nvvm\.read\.ptx\.sreg\.([a-z.]+)"\(\)',
                   lambda m: f'call i32 @"sim.reg"(i8* %"sim.ctx", i32 {_REGISTER_FIELD[m.group(1)]})', text)
     text = text.replace('call i32 @"llvm.nvvm.shfl.sync.bfly.i32"(', 'call i32 @"sim.shuffle"(i8* %"sim.ctx", ')
     text = text.replace('call void @"llvm.nvvm.barrier0"()', 'call void @"sim.block_barrier"(i8* %"sim.ctx")')
     text = text.replace('call void @"llvm.nvvm.membar.gl"()', "fence seq_cst")
-    text = re.sub(r'@"__nv_(\w+)"', r'@"\1"', text)
-    text = text.replace(" addrspace(1)", "").replace(" addrspace(3)", "")
     # shared memory and scratch as ordinary globals the barrier calls may touch, so that the
     # optimiser keeps every load and store of them on its side of a barrier
     text = text.replace("= internal global", "= global")
-    text = re.sub(r'target (triple|datalayout) = "[^"]*"\n', "", text)
-    text = re.sub(r"!nvvm\.annotations = [^\n]*\n", "", text)
     return text + _COOPERATIVE_RUNTIME
 
 

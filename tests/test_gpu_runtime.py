@@ -251,7 +251,7 @@ def test_device_put_makes_an_argument_that_is_never_copied_again(backend):
 
 
 @settings(max_examples=25)
-@given(steps=random_programs.steps_strategy, data=random_programs.inputs_strategy(np.float32))
+@given(steps=random_programs.steps_strategy, data=random_programs.inputs_strategy(np.float64))
 def test_random_programs_on_the_gpu_executor(steps, data):
     x, y = data
     fn = lambda a, b: random_programs.run_program(steps, a, b)  # noqa: E731

@@ -87,8 +87,8 @@ def test_softmax_grouped_matches_ungrouped_exactly(always_group, monkeypatch):
 
 
 @settings(max_examples=30, deadline=None)
-@given(steps=steps_strategy, data=inputs_strategy(np.float32))
-def test_random_programs_grouped(steps, data):
+@given(steps=steps_strategy, data=inputs_strategy(np.float64))  # float32 dots differ from the interpreter's
+def test_random_programs_grouped(steps, data):  # by an ulp, which sin(113.1) turns into 1e-3 relative
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(row_groups, "MIN_GROUP_BYTES", 0)
         mp.setattr(row_groups, "BLOCK_BYTES", 64)

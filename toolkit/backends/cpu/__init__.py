@@ -119,7 +119,7 @@ def compile_module(module: Module) -> CpuExecutable:
             continue
         step.fn = ctypes_function(addr, len(step.inputs) + len(step.outputs))
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
-    if machine is not None and not groups:  # loaded from the disk cache: the same plan finds the same groups
+    if machine is not None and machine.cache == "persistent_hit":  # the same plan finds the same groups
         groups = find_row_groups(steps, plan.slots, plan.out_slots)
     steps = _with_groups(steps, groups, machine)
     scratch = {s for st in steps if st.kind == "group" for s in st.extra["group"].scratch}

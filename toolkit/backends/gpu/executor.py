@@ -89,12 +89,9 @@ class GpuExecutable:
         self.device = device
         self.fallbacks = fallbacks
         self.compile_phases = phases
-        self.function_name = module.name
-        self.arg_names = [f"args[{i}]" for i in range(len(plan.arg_slots))]
         self._device_constants: dict[int, object] | None = None
-        out_slots = plan.out_slots
-        self._copy_out = [s in plan.constants for s in out_slots]
-        self._origins = [f"{self.function_name} result[{i}]" for i in range(len(out_slots))]
+        self._copy_out = [s in plan.constants for s in plan.out_slots]
+        self.describe(module.name, [f"args[{i}]" for i in range(len(plan.arg_slots))])
 
     def describe(self, function_name: str, arg_names: list[str]) -> None:
         """Names for events and results: the jitted function and its argument paths."""
