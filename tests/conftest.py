@@ -8,6 +8,12 @@ if "TOOLKIT_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["TOOLKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="toolkit-test-cache-")
+# ... and its HMAC key to a fresh one outside it, never ~/.config.
+if "TOOLKIT_CACHE_KEY_FILE" not in os.environ:
+    import tempfile
+
+    os.environ["TOOLKIT_CACHE_KEY_FILE"] = os.path.join(
+        tempfile.mkdtemp(prefix="toolkit-test-key-"), "cache-key")
 
 import numpy as np  # noqa: E402
 import pytest

@@ -182,13 +182,13 @@ def test_persistent_cache_hit_corruption_and_foreign_entries(tmp_path, monkeypat
     data = entry.read_bytes()
     entry.write_bytes(data[:-7] + b"garbage")  # a corrupted payload: rebuilt, never run
     third, event = compile_fresh()
-    assert event.cache == "miss (corrupt cache entry rebuilt)"
+    assert event.cache == "miss (unauthenticated cache entry rebuilt)"
     np.testing.assert_array_equal(first, third)
     assert compile_fresh()[1].cache == "persistent_hit"  # the rebuilt entry is good
 
     header_end = entry.read_bytes().index(b"\n", len(disk_cache.MAGIC))
     payload = entry.read_bytes()[header_end + 1:]
-    forged = disk_cache.MAGIC + b'{"key": "someone-else", "sha256": "x", "size": 1}\n' + payload
+    forged = disk_cache.MAGIC + b'{"key": "someone-else", "hmac": "x", "size": 1}\n' + payload
     entry.write_bytes(forged)
     assert compile_fresh()[1].cache == "miss (foreign cache entry rebuilt)"
 

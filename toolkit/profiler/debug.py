@@ -4,9 +4,9 @@ It is an ordinary profile session that prints instead of keeping, so it costs wh
 costs, and nothing when the variable is unset."""
 from __future__ import annotations
 
-import os
 import sys
 
+from ..config import env_int
 from .events import CompileEvent, KernelEvent, RecompileEvent
 from .report import recompile_text
 from .session import Profile
@@ -34,10 +34,7 @@ class PrintingSession(Profile):
 
 
 def install_from_environment(recorder) -> PrintingSession | None:
-    try:
-        level = int(os.environ.get("TOOLKIT_DEBUG", "0") or 0)
-    except ValueError:
-        return None
+    level = env_int("TOOLKIT_DEBUG", 0, 0, 2)
     if level <= 0:
         return None
     session = PrintingSession(level)

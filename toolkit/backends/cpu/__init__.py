@@ -92,7 +92,7 @@ def compile_module(module: Module) -> CpuExecutable:
                 machine = load_object(object_code)
             except Exception:  # noqa: BLE001 - an unloadable entry is rebuilt, never run
                 found = "corrupt"
-        if found in ("corrupt", "foreign"):
+        if found in ("corrupt", "foreign", "unsafe", "unauthenticated"):
             status = f"miss ({found} cache entry rebuilt)"
     groups: list[RowGroup] = []
     if machine is None and kernels:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...config import env_int
 from ...ir.nodes import Instruction, Module
 from ...ir.shapes import Shape
 
@@ -22,11 +23,15 @@ from ...ir.shapes import Shape
 PARALLEL_THRESHOLD = 1 << 20
 
 
-def num_threads() -> int:
-    env = os.environ.get("TOOLKIT_NUM_THREADS")
-    if env:
-        return max(1, int(env))
+def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def num_threads() -> int:
+    """$TOOLKIT_NUM_THREADS, at most the cores this process may run on (more threads than cores
+    only add hand-off cost to compute-bound kernels), or all of those cores."""
+    cores = available_cores()
+    return env_int("TOOLKIT_NUM_THREADS", cores, 1, cores)
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -14,10 +14,11 @@ thread runs the whole group; scratch buffers are passed per thread and addressed
 were the full array (their pointer shifted back by the block's first row)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from llvmlite import ir
+
+from ...config import env_bytes
 
 from ..llvm.elemental import i64
 from ..llvm.loops import for_range
@@ -26,7 +27,7 @@ from ..llvm.types import I8, I64
 
 BLOCK_BYTES = 256 << 10  # a block's rows across all the group's arrays: well inside a 1 MB L2
 # Below this many bytes touched the arrays stay in cache anyway and grouping only adds calls.
-MIN_GROUP_BYTES = int(os.environ.get("TOOLKIT_ROW_GROUP_MIN_BYTES", 4 << 20))
+MIN_GROUP_BYTES = env_bytes("TOOLKIT_ROW_GROUP_MIN_BYTES", 4 << 20)
 
 
 @dataclass
