@@ -184,7 +184,10 @@ def test_metadata_names_the_users_source_line():
 
 # ---- errors a user can act on --------------------------------------------------------------
 def _internal_frames(exc: BaseException) -> list[str]:
-    return [f.filename for f in traceback.extract_tb(exc.__traceback__) if "/toolkit/" in f.filename]
+    """toolkit's own frames (by toolkit's rule, so the name of the clone's folder does not matter)."""
+    from toolkit.frontend.errors import is_internal_file
+
+    return [f.filename for f in traceback.extract_tb(exc.__traceback__) if is_internal_file(f.filename)]
 
 
 def test_python_if_on_traced_value_explains_and_points_at_the_line():

@@ -23,7 +23,7 @@ from .frontend.recompile import (SignatureRecord, captured_values, function_loca
 from .frontend.signature import ArgSpec, abstractify, check_hashable_static
 from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram, trace_program
-from .frontend.tracer import Tracer
+from .frontend.tracer import Tracer, current_trace
 from .passes.pipeline import PIPELINES
 from .profiler.events import CompileEvent, DispatchEvent, Phase
 from .profiler.recorder import RECORDER
@@ -35,6 +35,7 @@ __all__ = ["jit", "explain_recompiles", "JitFunction", "Lowered", "Compiled"]
 _FAST_DTYPES = frozenset(SUPPORTED)
 _PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
 _INT64 = 2 ** 63
+MAX_INLINE_DEPTH = 64
 
 
 def _normalize_statics(fn, static_argnums, static_argnames):
@@ -46,6 +47,18 @@ def _normalize_statics(fn, static_argnums, static_argnames):
         return None, [], frozenset(nums), frozenset(names)
     params = list(sig.parameters.values())
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_positional = any(p.kind == p.VAR_POSITIONAL for p in params)
+    var_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+    name = getattr(fn, "__name__", "fn")
+    bad_nums = sorted(n for n in nums if not -len(positional) <= n < len(positional))
+    if bad_nums and not var_positional:
+        raise ValueError(f"jit({name}) has static_argnums={tuple(sorted(nums))}, but {name} accepts "
+                         f"only {len(positional)} positional argument(s): {', '.join(positional) or 'none'}")
+    keyword_names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    bad_names = sorted(names - keyword_names)
+    if bad_names and not var_keyword:
+        raise ValueError(f"jit({name}) has static_argnames {bad_names} that {name} does not take; "
+                         f"its arguments are: {', '.join(sig.parameters) or 'none'}")
     for n in list(nums):
         if n < 0:
             nums.discard(n)
@@ -90,6 +103,7 @@ class JitFunction:
         self._compile_lock = threading.Lock()
         self.call_site_hint = ""  # where calls come from when no user frame exists (%%xla)
         self._plain_keys: dict[int, tuple] = {}
+        self._inline_depth = threading.local()
 
     # ---- argument handling --------------------------------------------------------------
     def _canonical(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -241,11 +255,11 @@ class JitFunction:
             compiled = self._cache.get(key)
             if compiled is not None and not RECORDER.active:
                 return compiled.execute_flat(list(args))
+        if current_trace() is not None:
+            return self._inline(args, kwargs)
         key, leaves, cargs, ckwargs = self._signature(args, kwargs)
         compiled = self._cache.get(key)
         if compiled is None:
-            if any(isinstance(leaf, Tracer) for leaf in leaves):
-                return self.fn(*args, **kwargs)  # nested jit: inline into the enclosing trace
             start = RECORDER.clock.now() if RECORDER.active else 0.0
             with self._compile_lock:
                 compiled = self._cache.get(key)
@@ -256,6 +270,24 @@ class JitFunction:
         elif RECORDER.active:
             return self._dispatch_profiled(compiled, leaves, RECORDER.clock.now(), hit=True)
         return compiled.execute_flat(leaves)
+
+    def _inline(self, args, kwargs):
+        """Called while a function is being traced (nested jit, or this function calling itself):
+        its Python body runs inside the enclosing trace, as JAX inlines nested jits. Running a
+        compiled program on tracers is impossible, and compiling here would wait on the lock
+        the enclosing compile holds."""
+        depth = getattr(self._inline_depth, "value", 0)
+        if depth >= MAX_INLINE_DEPTH:
+            raise UserTypeError(
+                f"jit({self.fn_name}) calls itself more than {MAX_INLINE_DEPTH} levels deep while "
+                "being traced. Recursion is unrolled at trace time, so it must end on static "
+                "facts (shapes, static arguments); for loops over data use a Python loop with a "
+                "static bound.")
+        self._inline_depth.value = depth + 1
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self._inline_depth.value = depth
 
     def _dispatch_profiled(self, compiled: Compiled, leaves, start: float, hit: bool):
         result = compiled.execute_profiled(leaves)

@@ -199,6 +199,8 @@ class Compiled(_TracedStage):
         return results[0] if self._single_output else unflatten(self._out_tree, results)
 
     def execute_flat(self, leaves: list) -> Any:
+        if self._program.int_limits:
+            self._program.check_int_limits(leaves)
         return self._result(self._executable(self._arrays(leaves)))
 
     def execute_profiled(self, leaves: list) -> Any:
@@ -206,6 +208,8 @@ class Compiled(_TracedStage):
         run_profiled = getattr(self._executable, "run_profiled", None)
         if run_profiled is None:
             return self.execute_flat(leaves)
+        if self._program.int_limits:
+            self._program.check_int_limits(leaves)
         info = self._kernel_info if self._kernel_info is not None else self._build_kernel_info()
         events = []
         spent = [0.0]

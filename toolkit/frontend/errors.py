@@ -36,6 +36,25 @@ class LeakedTracerError(ToolkitError, RuntimeError):
 
 
 # The user's mistake, reported as NumPy would report it (``except ValueError`` still works).
+def subclass_problem(value, what: str) -> "ArgumentTypeError | None":
+    """An error for an ndarray subclass whose semantics toolkit does not implement (masked
+    arrays, np.matrix, ...): converting it with np.asarray would silently drop its mask or
+    change what ``*`` means. np.memmap is a plain array in a file, and passes."""
+    t = type(value)
+    if t is np.ndarray or not isinstance(value, np.ndarray) or isinstance(value, np.memmap):
+        return None
+    if isinstance(value, np.ma.MaskedArray):
+        fix = ("compute on the data with the masked entries replaced, x.filled(fill_value), or "
+               "pass the mask as a second array and use np.where(mask, ...)")
+    elif isinstance(value, np.matrix):
+        fix = "pass np.asarray(x) and write matrix products with @"
+    else:
+        fix = "pass np.asarray(x) if its values are all that matter"
+    return ArgumentTypeError(
+        f"{what} is a {t.__module__}.{t.__name__}, an ndarray subclass whose semantics toolkit "
+        f"does not implement (np.asarray would silently change the result); {fix}")
+
+
 class UserValueError(ToolkitError, ValueError):
     pass
 

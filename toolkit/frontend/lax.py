@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir import dtypes as ir_dtypes
 from ..ir.shapes import Shape
-from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError
+from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, subclass_problem
 from .promotion import SUPPORTED, check_int_fits
 from .tracer import Trace, Tracer, check_same_trace, current_trace
 
@@ -43,6 +43,9 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
         check_same_trace(value)
         return value if dtype is None or value.dtype == dtype else convert(value, dtype, value.weak_type)
     is_python = isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
+    problem = subclass_problem(value, what)
+    if problem is not None:
+        raise problem
     if dtype is None:
         from .promotion import python_scalar_dtype
 
@@ -62,6 +65,8 @@ def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x if x.weak_type == weak else Tracer(x.trace, x.inst, weak)
+    if x.weak_type and x.dtype.kind in "iu" and dtype.kind in "iu" and dtype.itemsize < x.dtype.itemsize:
+        x.trace.note_weak_narrowing(x, dtype)
     return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
 
 

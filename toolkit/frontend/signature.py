@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentTypeError
+from .errors import ArgumentTypeError, subclass_problem
 from .promotion import SUPPORTED
 from .tracer import Tracer
 
@@ -45,6 +45,11 @@ def abstractify(leaf: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:
             raise ArgumentTypeError(f"argument '{path}' = {leaf} does not fit in int64")
         return (), dtype, t is not bool
     if isinstance(leaf, np.generic):
+        return abstractify(np.asarray(leaf), path)
+    problem = subclass_problem(leaf, f"argument '{path}'")
+    if problem is not None:
+        raise problem
+    if isinstance(leaf, np.ndarray):  # np.memmap
         return abstractify(np.asarray(leaf), path)
     if isinstance(leaf, Tracer):
         return leaf.shape, leaf.dtype, leaf.weak_type

@@ -9,7 +9,7 @@ import numpy as np
 from ..ir.nodes import Module
 from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
-from .errors import LeakedTracerError, UserTypeError
+from .errors import LeakedTracerError, UserOverflowError, UserTypeError
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
 from .tracer import Trace, Tracer
@@ -20,6 +20,20 @@ class TracedProgram:
     in_specs: tuple[ArgSpec, ...]
     out_tree: TreeDef
     out_paths: tuple[str, ...]
+    # (leaf index, lowest, highest, dtype, where): Python-int arguments that meet narrower arrays
+    int_limits: tuple[tuple[int, int, int, np.dtype, str], ...] = ()
+
+    def check_int_limits(self, leaves) -> None:
+        """NumPy 2 raises OverflowError when a Python int does not fit the array it meets; the
+        compiled program would wrap it, so every call checks its weak integer arguments."""
+        for index, lo, hi, dtype, where in self.int_limits:
+            value = leaves[index]
+            if type(value) is int and not lo <= value <= hi:
+                raise UserOverflowError(
+                    f"Python integer {value} out of bounds for {dtype}: argument "
+                    f"'{self.in_specs[index].path}' meets an array of dtype {dtype}{where}, as NumPy 2 "
+                    "(NEP 50) refuses too. Pass it as np.int64(...) or a wider array to compute "
+                    "in int64.")
 
 
 def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
@@ -39,7 +53,9 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         else:
             root = trace.builder.add("tuple", [o.inst for o in outs])
         module = trace.module.build(trace.builder.build(root))
-    return TracedProgram(module, tuple(specs), out_tree, tuple(out_paths))
+    limits = tuple((number, lo, hi, dtype, where)
+                   for number, (lo, hi, dtype, where) in sorted(trace.int_limits.items()))
+    return TracedProgram(module, tuple(specs), out_tree, tuple(out_paths), limits)
 
 
 def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:

@@ -41,6 +41,33 @@ class Trace:
         self._op_name: str | None = None
         self._location: SourceLocation | None = None
         self._constants: dict[tuple, Instruction] = {}
+        # parameter number -> (lowest, highest, dtype, where): the range of integers that a weak
+        # (Python int) argument must lie in, because it meets an array of a narrower dtype
+        self.int_limits: dict[int, tuple[int, int, np.dtype, str]] = {}
+
+    def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
+        """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2
+        raises OverflowError when the Python int does not fit; the compiled program would wrap
+        it. Record the bound on the arguments it comes from, to check on every call. The walk
+        is bounded: weak values derived from Python-int arguments are small scalar chains."""
+        info = np.iinfo(dtype)
+        seen, stack, budget = set(), [value.inst], 64
+        while stack and budget:
+            inst = stack.pop()
+            if id(inst) in seen or getattr(inst.shape, "dims", (1,)):
+                continue
+            seen.add(id(inst))
+            budget -= 1
+            if inst.opcode == "parameter":
+                number = inst.attrs["parameter_number"]
+                lo, hi, narrowest, where = self.int_limits.get(number, (info.min, info.max, dtype, ""))
+                if info.max - info.min <= hi - lo:
+                    narrowest = dtype
+                    loc = self.location()
+                    where = f" at {_pretty(loc)}" if loc else ""
+                self.int_limits[number] = (max(lo, int(info.min)), min(hi, int(info.max)), narrowest, where)
+            else:
+                stack.extend(inst.operands)
 
     @contextlib.contextmanager
     def activate(self):

@@ -72,11 +72,13 @@ class ComputationBuilder:
         return inst
 
     def parameter(self, number: int, shape: AnyShape, name: str | None = None,
-                  metadata: Metadata | None = None, exact_name: bool = False) -> Instruction:
+                  metadata: Metadata | None = None, exact_name: bool = False,
+                  attrs: Mapping[str, Any] | None = None) -> Instruction:
         if number in self._parameters:
             raise ValueError(f"parameter({number}) defined twice in %{self.name}")
         if exact_name:
-            inst = self.add("parameter", (), {"parameter_number": number}, shape, metadata, name)
+            inst = self.add("parameter", (), {**(attrs or {}), "parameter_number": number}, shape,
+                            metadata, name)
         else:
             inst = Instruction(self.uniquer.fresh(name or f"Arg_{number}"), "parameter", shape, (),
                                MappingProxyType({"parameter_number": number}), metadata)

@@ -8,13 +8,15 @@ from typing import Any
 
 from . import dtypes as dt
 from .nodes import Metadata
-from .ops import OPS
+from .ops import KEPT_VERBATIM, OPS
 from .shapes import AnyShape, Shape, TupleShape
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _INT_LIST_ATTRS = {"dimensions", "lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
                    "rhs_contracting_dims"}
 _TABLE_SECTIONS = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
+MAX_TUPLE_DEPTH = 64  # XLA's tuples nest a few levels; deeper text is hostile, not a program
+MAX_DIMENSION = 2 ** 63 - 1
 
 
 class HloParseError(ValueError):
@@ -54,6 +56,7 @@ class HloReader:
     def __init__(self, text: str):
         self.text = text
         self.pos = 0
+        self._tuple_depth = 0
 
     # ---- characters -------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> HloParseError:
@@ -174,15 +177,20 @@ class HloReader:
 
     # ---- shapes -------------------------------------------------------------------------
     def shape(self) -> AnyShape:
+        self.skip()
+        start = self.pos
         if self.accept("("):
+            if self._tuple_depth >= MAX_TUPLE_DEPTH:
+                raise self.error(f"tuple shape nested deeper than {MAX_TUPLE_DEPTH} levels", start)
+            self._tuple_depth += 1
             elements = []
             while not self.accept(")"):
                 elements.append(self.shape())
                 if not self.accept(","):
                     self.expect(")")
                     break
+            self._tuple_depth -= 1
             return TupleShape(tuple(elements))
-        start = self.pos
         type_name = self.word()
         if type_name not in dt.BY_NAME:
             raise self.error(f"unsupported or unknown element type '{type_name}'"
@@ -192,7 +200,11 @@ class HloReader:
         while not self.accept("]"):
             if self.peek() == "<":
                 raise self.error("dynamic (bounded) dimensions are not supported")
-            dims.append(self.integer())
+            dim_pos = self.pos
+            dim = self.integer()
+            if not 0 <= dim <= MAX_DIMENSION:
+                raise self.error(f"dimension {dim} is not a size from 0 to 2^63-1", dim_pos)
+            dims.append(dim)
             if not self.accept(","):
                 self.expect("]")
                 break
@@ -290,7 +302,11 @@ class HloReader:
         operands: list[str] = []
         payload: Any = None
         if opcode == "parameter":
+            self.skip()
+            number_pos = self.pos
             payload = self.integer()
+            if not 0 <= payload < 2 ** 31:
+                raise self.error(f"parameter number {payload} must be from 0 to 2^31-1", number_pos)
             self.expect(")")
         elif opcode == "constant":
             payload = (self.pos, self.literal_text())
@@ -306,6 +322,8 @@ class HloReader:
         raw: list[tuple[str, str]] = []
         metadata = None
         while self.accept(","):
+            self.skip()
+            key_pos = self.pos
             key = self.word()
             if not key:
                 raise self.error("expected an attribute name")
@@ -328,8 +346,12 @@ class HloReader:
                 metadata = self.metadata()
             elif key == "operand_precision" and opcode == "dot":
                 attrs[key] = tuple(self.raw_value().strip("{}").split(","))
-            else:
+            elif key in KEPT_VERBATIM:
                 raw.append((key, self.raw_value()))
+            else:
+                from .shape_inference import unknown_attribute_message
+
+                raise self.error(unknown_attribute_message(opcode, key), key_pos)
         return RawInstruction(name, shape, opcode, operands, payload, attrs, raw, metadata, is_root, pos)
 
     def literal_text(self) -> str:
@@ -379,7 +401,9 @@ class HloReader:
             if not key:
                 raise self.error("expected a metadata key")
             self.expect("=")
+            value_pos = self.pos
             if self.peek() == '"':
+                value_pos = self.pos
                 value: Any = self.string()
                 text = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
             else:
@@ -388,6 +412,8 @@ class HloReader:
             if key in ("op_name", "source_file"):
                 fields[key] = value
             elif key == "source_line":
+                if not (isinstance(value, str) and value.isdigit() and len(value) < 10):
+                    raise self.error(f"source_line must be a line number, got {text}", value_pos)
                 fields[key] = int(value)
             else:
                 extra.append((key, text))

@@ -43,6 +43,12 @@ def _literal(text: str, shape: Shape, parser: HloReader, pos: int) -> np.ndarray
                     values.append(int(tok, 0) if tok.lower().startswith(("0x", "-0x")) else int(tok))
             except ValueError:
                 raise parser.error(f"bad {shape.dtype.name} literal '{tok}'", pos) from None
+        if shape.dtype.is_integer:
+            info = np.iinfo(shape.dtype.numpy)
+            bad = next((v for v in values if not info.min <= v <= info.max), None)
+            if bad is not None:
+                raise parser.error(f"{shape.dtype.name} literal {bad} is out of range "
+                                   f"[{info.min}, {info.max}]", pos)
     if len(values) != shape.size and not (shape.rank == 0 and len(values) == 1):
         raise parser.error(f"constant has {len(values)} values but {shape.to_text(False)} needs "
                            f"{shape.size}", pos)
@@ -54,28 +60,40 @@ def _literal(text: str, shape: Shape, parser: HloReader, pos: int) -> np.ndarray
 
 
 def _topological(comps: list[RawComputation], parser: HloReader) -> list[RawComputation]:
+    """Computations callees first (an iterative depth-first walk: no recursion limit)."""
     by_name = {c.name: c for c in comps}
     order: list[RawComputation] = []
-    state: dict[str, int] = {}
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: done
 
-    def visit(c: RawComputation) -> None:
-        if state.get(c.name) == 2:
-            return
-        if state.get(c.name) == 1:
-            raise parser.error(f"computation %{c.name} calls itself", c.pos)
-        state[c.name] = 1
+    def callees(c: RawComputation) -> list[RawComputation]:
+        out = []
         for inst in c.instructions:
             for callee in (inst.attrs.get(k) for k in ("to_apply", "calls")):
                 if callee is None:
                     continue
                 if callee not in by_name:
                     raise parser.error(f"unknown computation %{callee}", inst.pos)
-                visit(by_name[callee])
-        state[c.name] = 2
-        order.append(c)
+                out.append(by_name[callee])
+        return out
 
-    for c in comps:
-        visit(c)
+    for start in comps:
+        if state.get(start.name) == 2:
+            continue
+        state[start.name] = 1
+        stack = [(start, iter(callees(start)))]
+        while stack:
+            comp, pending = stack[-1]
+            for callee in pending:
+                if state.get(callee.name) == 1:
+                    raise parser.error(f"computation %{callee.name} calls itself", callee.pos)
+                if state.get(callee.name) != 2:
+                    state[callee.name] = 1
+                    stack.append((callee, iter(callees(callee))))
+                    break
+            else:
+                stack.pop()
+                state[comp.name] = 2
+                order.append(comp)
     return order
 
 
@@ -94,16 +112,8 @@ def _build(raw: RawComputation, built: dict[str, Computation], parser: HloReader
     if not raw.instructions:
         raise parser.error(f"computation %{raw.name} is empty", raw.pos)
 
-    def make(inst: RawInstruction, chain: tuple[str, ...] = ()):
-        if inst.name in made:
-            return made[inst.name]
-        if inst.name in chain:
-            raise parser.error(f"%{inst.name} depends on itself", inst.pos)
-        operands = []
-        for op in inst.operands:
-            if op not in by_name:
-                raise parser.error(f"%{inst.name} uses undefined operand %{op}", inst.pos)
-            operands.append(make(by_name[op], chain + (inst.name,)))
+    def make(inst: RawInstruction):
+        operands = [made[op] for op in inst.operands]
         attrs = dict(inst.attrs)
         for key in ("to_apply", "calls"):
             if key in attrs:
@@ -112,33 +122,67 @@ def _build(raw: RawComputation, built: dict[str, Computation], parser: HloReader
             attrs["_raw"] = tuple(inst.raw_attrs)
         try:
             if inst.opcode == "parameter":
-                node = b.parameter(inst.payload, inst.shape, inst.name, inst.metadata, exact_name=True)
-            else:
-                if inst.opcode == "constant":
-                    if not isinstance(inst.shape, Shape):
-                        raise parser.error("tuple constants are not supported", inst.pos)
-                    pos, text = inst.payload
-                    attrs["literal"] = _literal(text, inst.shape, parser, pos)
-                node = b.add(inst.opcode, operands, attrs, inst.shape, inst.metadata, inst.name)
+                return b.parameter(inst.payload, inst.shape, inst.name, inst.metadata, exact_name=True,
+                                   attrs=attrs)
+            if inst.opcode == "constant":
+                if not isinstance(inst.shape, Shape):
+                    raise parser.error("tuple constants are not supported", inst.pos)
+                pos, text = inst.payload
+                attrs["literal"] = _literal(text, inst.shape, parser, pos)
+            return b.add(inst.opcode, operands, attrs, inst.shape, inst.metadata, inst.name)
         except (ShapeError, ValueError) as e:
             if isinstance(e, HloParseError):
                 raise
             raise parser.error(f"in %{inst.name}: {e}", inst.pos) from None
-        made[inst.name] = node
-        return node
 
-    for inst in raw.instructions:
-        make(inst)
+    # Operands may be written after their users (XLA's parser allows it): build in a post-order
+    # found by an explicit stack, so a long chain written users-first cannot hit a recursion limit.
+    on_path: set[str] = set()
+    for first in raw.instructions:
+        if first.name in made:
+            continue
+        stack = [(first, iter(first.operands))]
+        on_path.add(first.name)
+        while stack:
+            inst, pending = stack[-1]
+            for op in pending:
+                if op not in by_name:
+                    raise parser.error(f"%{inst.name} uses undefined operand %{op}", inst.pos)
+                if op in on_path:
+                    raise parser.error(f"%{op} depends on itself", by_name[op].pos)
+                if op not in made:
+                    on_path.add(op)
+                    stack.append((by_name[op], iter(by_name[op].operands)))
+                    break
+            else:
+                stack.pop()
+                on_path.discard(inst.name)
+                made[inst.name] = make(inst)
     root = made[roots[0].name] if roots else made[raw.instructions[-1].name]
     return b.build(root, keep_dead=True)
 
 
-def parse_module(text: str) -> Module:
-    """Parse HLO text into a verified Module. Errors carry line and column."""
+def parse_module(text: str | bytes) -> Module:
+    """Parse HLO text (str, or UTF-8 bytes) into a Module. Every malformed input raises
+    HloParseError with line and column."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        raw = bytes(text)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            good = raw[:e.start].decode("utf-8")
+            raise HloParseError("HLO text is not valid UTF-8", good + "?", len(good)) from None
+    if not isinstance(text, str):
+        raise TypeError(f"parse expects HLO text (str or bytes), got {type(text).__name__}")
     parser = HloReader(text)
     name, attrs, raw_comps = parser.module()
     if not raw_comps:
         raise parser.error("module has no computations")
+    seen: set[str] = set()
+    for comp in raw_comps:
+        if comp.name in seen:
+            raise parser.error(f"computation %{comp.name} is defined twice", comp.pos)
+        seen.add(comp.name)
     entries = [c for c in raw_comps if c.is_entry]
     if len(entries) > 1:
         raise parser.error("expects only one ENTRY", entries[1].pos)

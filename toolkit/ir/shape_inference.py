@@ -9,7 +9,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from . import dtypes as dt
-from .ops import OPS, opdef
+import difflib
+
+from .ops import KEPT_VERBATIM, OPS, RAW_ATTRIBUTES, opdef
 from .shapes import AnyShape, Shape, TupleShape
 
 
@@ -298,6 +300,9 @@ def _dot(ops, attrs, declared):
     dims += [d for i, d in enumerate(lhs.dims) if i not in lb + lc]
     dims += [d for i, d in enumerate(rhs.dims) if i not in rb + rc]
     dtype = declared.dtype if isinstance(declared, Shape) else lhs.dtype
+    if dtype.is_bool != lhs.dtype.is_bool or dtype.is_float != lhs.dtype.is_float:
+        raise ShapeError(f"dot of {lhs.to_text(False)} operands cannot produce {dtype.name} "
+                         "(the result type may only widen within the operands' kind)")
     return _expect(declared, Shape(dtype, tuple(dims)), "dot")
 
 
@@ -342,11 +347,39 @@ SHAPE_RULES.update({
 })
 
 
+def unknown_attribute_message(opcode: str, name: str) -> str:
+    """'reduce has no attribute 'dimnsions' (did you mean 'dimensions'?)'."""
+    known = [*OPS[opcode].attributes, *sorted(KEPT_VERBATIM)] if opcode in OPS else sorted(KEPT_VERBATIM)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else \
+        f"; it takes {', '.join(OPS[opcode].attributes) or 'none of its own'}" if opcode in OPS else ""
+    return f"{opcode} has no attribute '{name}'{hint}"
+
+
+def _check_declared(declared: AnyShape, opcode: str) -> None:
+    """Dimensions are sizes: never negative (an iterative walk, however deep the tuple)."""
+    stack = [declared]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, TupleShape):
+            stack.extend(s.elements)
+        elif any(type(d) is not int or d < 0 for d in s.dims):
+            raise ShapeError(f"{opcode}: result shape {s.to_text(False)} has a negative dimension")
+
+
 def infer_shape(opcode: str, operand_shapes: Sequence[AnyShape], attrs: Mapping[str, Any],
                 declared: AnyShape | None = None) -> AnyShape:
     op = opdef(opcode)
     if op.arity is not None and len(operand_shapes) != op.arity:
         raise ShapeError(f"{opcode} takes {op.arity} operand(s), got {len(operand_shapes)}")
+    for name in attrs:
+        if name not in op.attributes and name != RAW_ATTRIBUTES:
+            raise ShapeError(unknown_attribute_message(opcode, name))
+    for name, _ in attrs.get(RAW_ATTRIBUTES, ()):
+        if name not in KEPT_VERBATIM:
+            raise ShapeError(unknown_attribute_message(opcode, name))
+    if declared is not None:
+        _check_declared(declared, opcode)
     return SHAPE_RULES[opcode](operand_shapes, attrs, declared)
 
 

@@ -12,7 +12,11 @@ class VerificationError(ValueError):
 
 def verify(module: Module) -> Module:
     known = set()
+    comp_names: set[str] = set()
     for comp in module.computations:
+        if comp.name in comp_names:
+            raise VerificationError(f"two computations are named %{comp.name}")
+        comp_names.add(comp.name)
         seen: set[int] = set()
         names: set[str] = set()
         for inst in comp.instructions:

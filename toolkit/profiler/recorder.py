@@ -12,7 +12,10 @@ class Recorder:
     def __init__(self):
         self.active = False
         self.clock = DEFAULT_CLOCK
-        self._sessions: list = []
+        # open sessions by identity (two sessions may compare equal); a tuple snapshot is what
+        # record() reads, so delivering an event takes no lock and closing a session is O(1)
+        self._sessions: dict[int, object] = {}
+        self._snapshot: tuple = ()
         self._read_costs: dict[int, float] = {}
         self._lock = threading.Lock()
 
@@ -23,13 +26,18 @@ class Recorder:
         with self._lock:
             if self._sessions and session.clock is not self.clock:
                 raise RuntimeError("nested profiles must share one clock")
+            if id(session) in self._sessions:
+                raise RuntimeError("this profile is already open")
             self.clock = session.clock
-            self._sessions.append(session)
+            self._sessions[id(session)] = session
+            self._snapshot = tuple(self._sessions.values())
             self.active = True
 
     def detach(self, session) -> None:
         with self._lock:
-            self._sessions.remove(session)
+            if self._sessions.pop(id(session), None) is None:
+                return
+            self._snapshot = tuple(self._sessions.values())
             self.active = bool(self._sessions)
             if not self._sessions:
                 self.clock = DEFAULT_CLOCK
@@ -38,8 +46,7 @@ class Recorder:
         """Deliver ``event`` to every active session (thread-safe); the time spent here is
         charged to each session's overhead."""
         t0 = time.perf_counter()
-        with self._lock:
-            sessions = list(self._sessions)
+        sessions = self._snapshot
         for s in sessions:
             s._append(event)
         spent = time.perf_counter() - t0
@@ -59,9 +66,7 @@ class Recorder:
 
     def charge(self, seconds: float) -> None:
         """Charge instrumentation time spent outside ``record`` (timers, event building)."""
-        with self._lock:
-            sessions = list(self._sessions)
-        for s in sessions:
+        for s in self._snapshot:
             s._charge(seconds)
 
 

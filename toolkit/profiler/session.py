@@ -13,7 +13,11 @@ from .recorder import RECORDER
 
 
 class Profile:
-    """A profiling session: open it as a context manager; query, report, save or export it."""
+    """A profiling session: open it as a context manager; query, report, save or export it.
+
+    A session sees the events of every thread of the process while it is open (compiles and
+    calls made by worker threads included); sessions may nest, and each open one gets every
+    event. Events carry the thread that made them (``event.thread``) to tell them apart."""
 
     def __init__(self, clock=None, name: str = ""):
         self.clock = clock or DEFAULT_CLOCK

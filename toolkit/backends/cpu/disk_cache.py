@@ -178,7 +178,8 @@ def _mac(secret: bytes, key: str, payload: bytes) -> str:
 
 
 # ---- keys ----------------------------------------------------------------------------------
-def _versions() -> dict:
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> tuple[str, str]:
     from importlib import metadata
 
     import llvmlite
@@ -187,8 +188,12 @@ def _versions() -> dict:
         toolkit_version = metadata.version("toolkit")
     except metadata.PackageNotFoundError:  # running from a source tree
         toolkit_version = "source"
-    return {"toolkit": toolkit_version, "llvmlite": llvmlite.__version__,
-            "codegen": _codegen_fingerprint()}
+    return toolkit_version, llvmlite.__version__
+
+
+def _versions() -> dict:
+    toolkit_version, llvmlite_version = _package_versions()
+    return {"toolkit": toolkit_version, "llvmlite": llvmlite_version, "codegen": _codegen_fingerprint()}
 
 
 def codegen_sources() -> list[pathlib.Path]:
