@@ -152,3 +152,78 @@ def test_a_session_cannot_be_opened_twice_at_once():
     with session:
         with pytest.raises(RuntimeError, match="already open"):
             session.__enter__()
+
+
+# ---- small differences from NumPy ------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("lo, hi", [(-1.0, 0.0), (-0.0, 0.0), (0.0, -0.0), (1.0, 0.0), (np.nan, 2.0),
+                                    (0.0, np.nan), (-1, 0)])
+def test_clip_keeps_numpys_zero_signs_and_nans(backend, lo, hi):
+    x = np.array([1.0, np.nan, -0.0, 0.0, 5.0, -5.0, 0.5, -0.5])
+    f = tk.jit(lambda x, lo, hi: np.clip(x, lo, hi), backend=backend)
+    for bounds in [(lo, hi), (np.full(x.size, lo), np.full(x.size, hi)), (np.full(x.size, lo), hi)]:
+        got, want = f(x, *bounds), np.clip(x, *bounds)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        assert got.dtype == want.dtype
+
+
+def test_power_follows_ndarray_pow_fast_path():
+    b = np.array([True, False])
+    i = np.array([3, -2], np.int32)
+    f32 = np.array([3.0, -0.5], np.float32)
+    with pytest.raises(TypeError, match="int8"):  # NumPy: bool ** 2 is np.square, int8
+        tk.jit(lambda b: b ** 2)(b)
+    for x, e in [(i, 2), (f32, 2), (f32, -1), (f32, 0.5), (i, 0.5), (b, 2.0), (i, 1)]:
+        got, want = tk.jit(lambda x: x ** e)(x), x ** e
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want)
+    for x in (i, b):
+        with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+            tk.jit(lambda x: x ** -1)(x)
+
+
+@pytest.mark.parametrize("spec, sa, sb", [("ij,ij->ij", (3, 1), (1, 4)), ("ij,jk->ik", (3, 1), (4, 5)),
+                                          ("ij,ij->i", (3, 1), (3, 4)), ("bij,bjk->bik", (1, 2, 3), (4, 3, 5)),
+                                          ("i,i->", (1,), (5,))])
+def test_einsum_broadcasts_size_one_indices_as_numpy_does(spec, sa, sb, rng):
+    a, b = rng.normal(size=sa), rng.normal(size=sb)
+    np.testing.assert_allclose(tk.jit(lambda a, b: np.einsum(spec, a, b))(a, b), np.einsum(spec, a, b))
+
+
+def test_einsum_still_rejects_sizes_that_do_not_broadcast():
+    with pytest.raises(ValueError, match="sizes 3 and 2"):
+        tk.jit(lambda a, b: np.einsum("ij,ij->ij", a, b))(np.ones((3, 2)), np.ones((2, 2)))
+
+
+def test_a_list_of_python_numbers_warns_that_it_is_a_pytree():
+    with pytest.warns(tk.ScalarListWarning, match="argument 'x' is a list of 3 Python numbers"):
+        tk.jit(lambda x: x[0])([1, 2, 3])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tk.jit(lambda x: x[0])((1, 2, 3))  # a tuple: separate scalars on purpose
+        tk.jit(lambda x: x[0])([np.ones(2), np.ones(2)])  # a list of arrays: a pytree on purpose
+
+
+def test_dollar_signs_in_user_strings_do_not_reach_math_text(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from toolkit.plots.timeline import timeline
+    from toolkit.widgets.dashboard import Dashboard
+
+    f = tk.jit(lambda d: d["$x^{2$"] * 2, on_recompile="ignore")
+    with tk.profile() as prof:
+        f({"$x^{2$": np.ones(3)})
+        f({"$x^{2$": np.ones(4)})  # a recompile whose cause names the argument
+    assert any("$x^{2$" in r.causes[0].message for r in prof.recompiles)
+    fig, ax = plt.subplots()
+    artists = timeline(prof, ax=ax, min_label_fraction=0.0)
+    fig.canvas.draw()  # math text would raise here
+    plt.close(fig)
+    assert artists["labels"]
+    Dashboard(prof).save(str(tmp_path / "report.html"))

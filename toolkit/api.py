@@ -9,13 +9,15 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import sys
 import time
+import warnings
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from . import backends
-from .frontend.errors import UserTypeError, api_boundary
+from .frontend.errors import UserTypeError, api_boundary, is_internal_file
 from .frontend.promotion import SUPPORTED
 from .frontend.pytree import LEAF, flatten, unflatten
 from .frontend.recompile import (SignatureRecord, captured_values, function_location, pretty_filename,
@@ -30,12 +32,24 @@ from .profiler.recorder import RECORDER
 from .runtime import history as _history
 from .stages import DEFAULT_PIPELINE, Compiled, Lowered, hlo_fingerprint
 
-__all__ = ["jit", "explain_recompiles", "JitFunction", "Lowered", "Compiled"]
+__all__ = ["jit", "explain_recompiles", "JitFunction", "Lowered", "Compiled", "ScalarListWarning"]
 
 _FAST_DTYPES = frozenset(SUPPORTED)
 _PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
 _INT64 = 2 ** 63
 MAX_INLINE_DEPTH = 64
+
+
+class ScalarListWarning(UserWarning):
+    """A list of Python numbers was passed where an array was probably meant."""
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the user's line, past toolkit's frames."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and is_internal_file(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _normalize_statics(fn, static_argnums, static_argnames):
@@ -207,6 +221,7 @@ class JitFunction:
         loc = user_location(3)
         call_site = f"{pretty_filename(loc.file)}:{loc.line}" if loc else self.call_site_hint
         paths = self._paths(cargs, ckwargs)
+        self._warn_scalar_lists(cargs, ckwargs, call_site)
         program = self._trace(key, paths, cargs, ckwargs)
         traced = clock.now()
         record = self._record(key, paths, hlo_fingerprint(program.module))
@@ -235,6 +250,20 @@ class JitFunction:
             if recompile is not None:
                 RECORDER.record(recompile)
         return compiled
+
+    def _warn_scalar_lists(self, args, kwargs, call_site: str) -> None:
+        """A list of Python numbers is a pytree of separate scalars (as in JAX), not an array:
+        ``x * 2`` then repeats the list and ``x + y`` concatenates. Say so once per compile."""
+        _, dynamic = self._split(args, kwargs)
+        for name, value in dynamic:
+            if type(value) is list and value and all(type(v) in (int, float, bool) for v in value):
+                warnings.warn(
+                    f"jit({self.fn_name}): argument '{name}' is a list of {len(value)} Python numbers"
+                    f"{' (called at ' + call_site + ')' if call_site else ''}. jit treats a list as "
+                    f"a pytree of {len(value)} separate scalar arguments, as JAX does, not as one "
+                    "array: operators act on the list. Pass np.asarray(...) for an array, or a "
+                    "tuple to keep separate scalars without this warning.",
+                    ScalarListWarning, stacklevel=_user_stacklevel())
 
     # ---- public -------------------------------------------------------------------------
     @api_boundary

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numpy_functions as nf
-from .errors import UnsupportedNumpyError
+from .errors import UnsupportedNumpyError, UserValueError
 from .indexing import getitem
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
@@ -64,6 +64,22 @@ for _name, _ufunc in _OPERATORS.items():
 for _name, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater,
                       "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}.items():
     setattr(Tracer, f"__{_name}__", _binary(_ufunc))
+_power = Tracer.__pow__
+
+
+def _pow(self, other):
+    """``x ** n`` as ``ndarray.__pow__`` computes it: NumPy's fast path sends an exponent of
+    exactly the Python int 2 to np.square (so ``bool_array ** 2`` is int8, not int64), and an
+    integer array to a negative Python int power is an error."""
+    if type(other) is int:
+        if other == 2:
+            return apply_ufunc(np.square, (self,))
+        if other < 0 and self.dtype.kind in "biu" and not self.weak_type:
+            raise UserValueError("Integers to negative integer powers are not allowed.")
+    return _power(self, other)
+
+
+Tracer.__pow__ = _pow
 Tracer.__neg__ = _unary(np.negative)
 Tracer.__pos__ = _unary(np.positive)
 Tracer.__abs__ = _unary(np.absolute)

@@ -37,6 +37,16 @@ def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
     return lax.reduce(x, "add", axes), "".join(c for c in term if c in keep)
 
 
+def _drop_broadcast(x: Tracer, term: str, sizes: dict[str, int]) -> tuple[Tracer, str]:
+    kept = [i for i, c in enumerate(term) if not (x.shape[i] == 1 and sizes[c] > 1)]
+    if len(kept) == len(term):
+        return x, term
+    return lax.reshape(x, [x.shape[i] for i in kept]), "".join(term[i] for i in kept)
+
+
+builtins_max = max
+
+
 def einsum(subscripts: str, *operands) -> Tracer:
     from .linalg import _promote_pair
     from .numpy_functions import result_dtype
@@ -57,8 +67,14 @@ def einsum(subscripts: str, *operands) -> Tracer:
     sizes: dict[str, int] = {}
     for t, x in ((ta, a), (tb, b)):
         for c, d in zip(t, x.shape):
-            if sizes.setdefault(c, d) != d:
-                raise ShapeMismatchError(f"einsum: index '{c}' has sizes {sizes[c]} and {d} in '{subscripts}'")
+            known = sizes.setdefault(c, d)
+            if known != d and 1 not in (known, d):
+                raise ShapeMismatchError(f"einsum: index '{c}' has sizes {known} and {d} in '{subscripts}'")
+            sizes[c] = builtins_max(known, d)
+    # NumPy broadcasts an index of size 1 against the other operand's size: drop it from the
+    # operand that has it with size 1, which then repeats along it, as broadcasting does.
+    a, ta = _drop_broadcast(a, ta, sizes)
+    b, tb = _drop_broadcast(b, tb, sizes)
     out_set = set(output)
     a, ta = _sum_out(a, ta, out_set | set(tb))
     b, tb = _sum_out(b, tb, out_set | set(ta))

@@ -244,12 +244,39 @@ def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue, 
     _reject(out=out)
     lo = a_min if a_min is not np._NoValue else min
     hi = a_max if a_max is not np._NoValue else max
-    result = a
-    if lo is not np._NoValue and lo is not None:
-        result = apply_ufunc(np.maximum, [result, lo])
-    if hi is not np._NoValue and hi is not None:
-        result = apply_ufunc(np.minimum, [result, hi])
-    return result
+    lo = None if lo is np._NoValue else lo
+    hi = None if hi is np._NoValue else hi
+    if lo is None or hi is None:  # NumPy 2 computes a one-sided clip with np.maximum/np.minimum
+        result = a
+        if lo is not None:
+            result = apply_ufunc(np.maximum, [result, lo])
+        if hi is not None:
+            result = apply_ufunc(np.minimum, [result, hi])
+        return result
+    return _clip_both(a, lo, hi)
+
+
+def _clip_both(a, lo, hi):
+    """NumPy's clip ufunc, zeros' signs and NaNs included. Its loop has two behaviours: with
+    bounds constant over the loop (scalars) it keeps ``x`` when ``x`` equals a bound and any NaN
+    bound makes every element NaN; with bounds that vary it is MIN(MAX(x, lo), hi) where
+    MAX(a, b) = a if isnan(a) or a > b else b, so a bound equal to ``x`` is what comes out."""
+    trace = lax.trace_of([a, lo, hi])
+    with trace.op_scope("clip"):
+        dtype = result_dtype([a, lo, hi])
+        lax.check_supported_dtype(dtype, "the result of np.clip")
+        weak = builtins.all(isinstance(v, Tracer) and v.weak_type or type(v) in (int, float) for v in (a, lo, hi))
+        x, l, h = broadcast_all([lax.lift(trace, v, dtype, weak=weak, what="operand of np.clip")
+                                 for v in (a, lo, hi)], "np.clip", [a, lo, hi])
+        if dtype.kind != "f":  # no signed zeros or NaNs: the order of comparisons is invisible
+            return lax.elementwise("minimum", lax.elementwise("maximum", x, l, weak=weak), h, weak=weak)
+        if builtins.all(np.size(v) == 1 for v in (lo, hi)):
+            t = lax.select(lax.compare(x, l, "LT"), l, x)
+            clipped = lax.select(lax.compare(t, h, "GT"), h, t)
+            nan_bound = lax.elementwise("or", lax.compare(l, l, "NE"), lax.compare(h, h, "NE"))
+            return lax.select(nan_bound, lax.elementwise("add", l, h, weak=weak), clipped)
+        t = lax.select(lax.elementwise("or", lax.compare(x, x, "NE"), lax.compare(x, l, "GT")), x, l)
+        return lax.select(lax.elementwise("or", lax.compare(t, t, "NE"), lax.compare(t, h, "LT")), t, h)
 
 
 def astype(x, dtype, copy=True):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..profiler.report import kernel_table
 from ..roofline import Ceilings
-from .style import kind_color
+from .style import kind_color, literal
 
 
 def _points(profile) -> list[dict]:
@@ -53,12 +53,12 @@ def roofline(profile, ceilings: Ceilings | None = None, ax=None, top: int = 5):
     for bw in ceilings.of_kind("bandwidth"):
         style = "-" if bw.source == "measured" else "--"
         (line,) = ax.plot(grid, bw.value * grid, style, color="#555555", lw=1,
-                          label=f"{bw.name}: {bw.value / 1e9:.0f} GB/s ({bw.source})")
+                          label=literal(f"{bw.name}: {bw.value / 1e9:.0f} GB/s ({bw.source})"))
         roofs.append(line)
     for peak in ceilings.of_kind("compute"):
         style = "-" if peak.source == "measured" else "--"
         line = ax.axhline(peak.value, ls=style, color="#222222", lw=1,
-                          label=f"{peak.name}: {peak.value / 1e9:.0f} GFLOP/s ({peak.source})")
+                          label=literal(f"{peak.name}: {peak.value / 1e9:.0f} GFLOP/s ({peak.source})"))
         roofs.append(line)
     for source in ("measured", "spec sheet"):
         bw, peak = ceilings.best("bandwidth", source), ceilings.best("compute", source)
@@ -76,7 +76,7 @@ def roofline(profile, ceilings: Ceilings | None = None, ax=None, top: int = 5):
     for r in sorted(rows, key=lambda r: -r["seconds"])[:top]:
         where = r["source"].rsplit("/", 1)[-1] if r["source"] else ""
         text = f"{r['name']} ({r['percent_of_bound']:.0f}% of bound)" + (f"\n{where}" if where else "")
-        labels.append(ax.annotate(text, (r["intensity"], r["attained"]), xytext=(6, 6),
+        labels.append(ax.annotate(literal(text), (r["intensity"], r["attained"]), xytext=(6, 6),
                                   textcoords="offset points", fontsize=7))
     arrows = []
     for r in rows:
@@ -95,7 +95,7 @@ def roofline(profile, ceilings: Ceilings | None = None, ax=None, top: int = 5):
         ax.set_ylim(10 ** math.floor(math.log10(min(ys) / 4)), 10 ** math.ceil(math.log10(max(ys) * 2)))
     ax.set_xlabel("arithmetic intensity (FLOP/byte, compiler estimate)")
     ax.set_ylabel("attained FLOP/s (measured time)")
-    ax.set_title(f"roofline: {ceilings.device}", fontsize=10)
+    ax.set_title(literal(f"roofline: {ceilings.device}"), fontsize=10)
     ax.legend(fontsize=6, loc="lower right")
     ax.grid(True, which="both", alpha=0.2)
     return {"points": points, "roofs": roofs, "ridges": ridges, "labels": labels, "arrows": arrows,

@@ -11,3 +11,10 @@ OTHER = "#999999"
 
 def kind_color(kind: str) -> str:
     return KIND_COLORS.get(kind, OTHER)
+
+
+def literal(text: str) -> str:
+    """User text (function, kernel and file names, recompile causes, device names) shown as
+    typed: matplotlib reads ``$...$`` as math text, and a name like ``cost$`` would otherwise
+    make drawing raise."""
+    return str(text).replace("$", r"\$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from .style import PHASE_COLORS, kind_color
+from .style import PHASE_COLORS, kind_color, literal
 
 
 def _lanes(profile) -> list[str]:
@@ -44,7 +44,7 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
         artists[bucket].append(coll)
         # a label needs a bar wider than its text (about 1.1% of the axis per character)
         if label and duration * 1e3 / span >= max(min_label_fraction, 0.011 * len(label)):
-            artists["labels"].append(ax.text(ms(start) + duration * 5e2, y, label, ha="center",
+            artists["labels"].append(ax.text(ms(start) + duration * 5e2, y, literal(label), ha="center",
                                              va="center", fontsize=6, clip_on=True))
 
     for c in profile.compiles:
@@ -62,10 +62,10 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
         artists["markers"].append(ax.axvline(x, color="#d62728", lw=1, ls="--"))
         cause = r.causes[0].message if r.causes else "recompiled"
         right = (x - lo) / span > 0.6  # keep the label inside the axes
-        artists["labels"].append(ax.text(x, -0.75, f"recompile: {cause} ", color="#d62728", fontsize=6,
+        artists["labels"].append(ax.text(x, -0.75, literal(f"recompile: {cause} "), color="#d62728", fontsize=6,
                                          ha="right" if right else "left", va="top", clip_on=True))
     ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(lanes, fontsize=7)
+    ax.set_yticklabels([literal(lane) for lane in lanes], fontsize=7)
     ax.set_ylim(len(lanes) - 0.5, -1.2)
     ax.set_xlim(lo, hi)
     ax.set_xlabel("time (ms from the start of the profile)")
