@@ -36,9 +36,11 @@ def trace_of(values: Sequence) -> Trace:
     return trace
 
 
-def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = "operand") -> Tracer:
+def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = "operand",
+         wrap_ints: bool = False) -> Tracer:
     """A tracer for ``value``: tracers pass through (converted to ``dtype`` if given), Python
-    scalars and NumPy arrays become constants."""
+    scalars and NumPy arrays become constants. A Python int that does not fit ``dtype`` is an
+    OverflowError, as in NumPy's ufuncs, unless ``wrap_ints`` (NumPy's casts, as np.where's)."""
     if isinstance(value, Tracer):
         check_same_trace(value)
         return value if dtype is None or value.dtype == dtype else convert(value, dtype, value.weak_type)
@@ -52,7 +54,10 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
         dtype = python_scalar_dtype(value) if is_python else np.asarray(value).dtype
     dtype = check_supported_dtype(dtype, what)
     if is_python and isinstance(value, int) and not isinstance(value, bool):
-        check_int_fits(value, dtype, f" (a Python int used as {what})")
+        if wrap_ints and dtype.kind in "iu":
+            value = np.array(value, dtype=np.int64 if value < 2 ** 63 else np.uint64).astype(dtype)
+        else:
+            check_int_fits(value, dtype, f" (a Python int used as {what})")
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
     if isinstance(value, np.ndarray) and value.dtype.kind not in "biuf":
@@ -65,8 +70,6 @@ def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x if x.weak_type == weak else Tracer(x.trace, x.inst, weak)
-    if x.weak_type and x.dtype.kind in "iu" and dtype.kind in "iu" and dtype.itemsize < x.dtype.itemsize:
-        x.trace.note_weak_narrowing(x, dtype)
     return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
 
 

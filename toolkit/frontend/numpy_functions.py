@@ -233,8 +233,9 @@ def where(condition, x=None, y=None):
     trace = cond.trace
     dtype = result_dtype([x, y])
     weak = builtins.all(isinstance(v, Tracer) and v.weak_type or type(v) in (int, float) for v in (x, y))
-    a = lax.lift(trace, x, dtype, weak=weak)
-    b = lax.lift(trace, y, dtype, weak=weak)
+    # np.where casts its branches (unsafely): a Python int that does not fit wraps, as in NumPy
+    a = lax.lift(trace, x, dtype, weak=weak, wrap_ints=True)
+    b = lax.lift(trace, y, dtype, weak=weak, wrap_ints=True)
     cond, a, b = broadcast_all([cond, a, b], "np.where", [condition, x, y])
     return lax.select(cond, a, b)
 

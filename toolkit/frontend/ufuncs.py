@@ -77,12 +77,20 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                 f"np.{name} does not accept {' and '.join(_describe(v) for v in inputs)}: {e}"
                 + _where(trace)) from None
         in_dtypes, out_dtype = dtypes[: ufunc.nin], dtypes[-1]
+        if ufunc in _COMPARISONS and _compares_python_int_to_narrow_int(inputs, in_dtypes):
+            # NumPy 2 compares a Python int with a narrower integer array exactly (2**40 > any
+            # int32) rather than raising: compare in int64, where both fit.
+            in_dtypes = (np.dtype(np.int64),) * ufunc.nin
         for v, d in zip(inputs, in_dtypes):
             lax.check_supported_dtype(d, f"np.{name} of {_describe(v)} (NumPy computes it in {d})")
         lax.check_supported_dtype(out_dtype, f"the result of np.{name}")
         weak = all(isinstance(v, Tracer) and v.weak_type or
                    (isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic)))
                    for v in inputs)
+        for v, d in zip(inputs, in_dtypes):
+            if isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu" and d.kind in "iu" \
+                    and d.itemsize < v.dtype.itemsize:
+                trace.note_weak_narrowing(v, d)  # NEP 50: checked against the value on each call
         operands = [lax.lift(trace, v, d, weak=weak, what=f"operand of np.{name}")
                     for v, d in zip(inputs, in_dtypes)]
         operands = broadcast_all(operands, f"np.{name}", inputs)
@@ -91,6 +99,19 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         if dtype is not None:
             result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
         return result
+
+
+_COMPARISONS = frozenset({np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal})
+
+
+def _compares_python_int_to_narrow_int(inputs, in_dtypes) -> bool:
+    """A Python int that may not fit the narrow integer type the comparison resolved to: a
+    constant out of its range, or a weak traced int (an argument, whose value varies)."""
+    if not all(d.kind in "iu" and d.itemsize < 8 for d in in_dtypes):
+        return False
+    info = np.iinfo(in_dtypes[0])
+    return any(type(v) is int and not info.min <= v <= info.max
+               or isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu" for v in inputs)
 
 
 def _where(trace) -> str:
