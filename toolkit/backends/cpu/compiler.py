@@ -40,11 +40,13 @@ def host_description() -> dict:
 
 @dataclass
 class MachineCode:
+    """Loaded machine code: an MCJIT engine holding only the object file (the LLVM module is
+    disposed once the object is emitted, so a compiled program costs tens of KB, not the ~700 KB
+    an engine that keeps its module holds), the optimised IR as text, and the object's bytes."""
     engine: object
     llvm_ir: str  # optimised
     phases: list[tuple[str, float]] = field(default_factory=list)
     _asm: str | None = None
-    _module: object = None
     cache: str = "miss"  # or "persistent_hit"
     object_code: bytes | None = None
 
@@ -53,47 +55,71 @@ class MachineCode:
 
     @property
     def asm(self) -> str:
+        """The assembly, printed on demand from the optimised IR (deterministic: the same code)."""
         if self._asm is None:
-            if self._module is None:
+            if self.cache == "persistent_hit":
                 return "; loaded from the persistent compilation cache: no assembly kept"
-            self._asm = target_machine().emit_assembly(self._module)
+            tm = target_machine()
+            with _lock:
+                module = llvm.parse_assembly(self.llvm_ir)
+                try:
+                    self._asm = tm.emit_assembly(module)
+                finally:
+                    module.close()
         return self._asm
+
+
+def _optimize(module, tm) -> None:
+    """O3 with the loop and SLP vectorisers. Every pass-manager object is disposed here: left to
+    the garbage collector they hold their analyses (and LLVM memory) for a while after each compile."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(module, pb)
+    finally:
+        mpm.close()
+        pb.close()
+        pto.close()
 
 
 def compile_ir(ir_text: str) -> MachineCode:
     tm = target_machine()
     phases = []
     t0 = time.perf_counter()
-    engine_machine = new_target_machine()
     with _lock:
         mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-        mod.triple = llvm.get_process_triple()
-        mod.data_layout = str(tm.target_data)
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-        t1 = time.perf_counter()
-        phases.append(("llvm_optimize", t1 - t0))
-        engine = llvm.create_mcjit_compiler(mod, engine_machine)
-        captured: list[bytes] = []
-        engine.set_object_cache(notify_func=lambda module, buffer: captured.append(bytes(buffer)))
-        engine.finalize_object()
-        phases.append(("machine_code", time.perf_counter() - t1))
-    return MachineCode(engine, str(mod), phases, _module=mod,
-                       object_code=captured[0] if captured else None)
+        try:
+            mod.verify()
+            mod.triple = llvm.get_process_triple()
+            mod.data_layout = str(tm.target_data)
+            _optimize(mod, tm)
+            t1 = time.perf_counter()
+            phases.append(("llvm_optimize", t1 - t0))
+            optimized = str(mod)
+            object_code = tm.emit_object(mod)
+        finally:
+            mod.close()
+    machine = _load(object_code)
+    phases.append(("machine_code", time.perf_counter() - t1))
+    return MachineCode(machine, optimized, phases, object_code=object_code)
 
 
-def load_object(object_code: bytes) -> MachineCode:
-    """Machine code from the persistent cache: no parsing, optimisation or codegen."""
-    t0 = time.perf_counter()
+def _load(object_code: bytes):
     with _lock:
         empty = llvm.parse_assembly("")
         engine = llvm.create_mcjit_compiler(empty, new_target_machine())
         engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         engine.finalize_object()
+    return engine
+
+
+def load_object(object_code: bytes) -> MachineCode:
+    """Machine code from the persistent cache: no parsing, optimisation or codegen."""
+    t0 = time.perf_counter()
+    engine = _load(object_code)
     return MachineCode(engine, "; loaded from the persistent compilation cache",
                        [("cache_load", time.perf_counter() - t0)], cache="persistent_hit")
