@@ -68,7 +68,9 @@ def test_softmax_is_at_most_three_kernels_with_exp_computed_once():
 def test_layernorm_mean_and_variance_rejection_is_explained():
     fn, args = programs.make_cases(np.random.default_rng(0))["layernorm"]
     c = compiled(fn, *args)
-    assert len(kernels(c)) == 3
+    assert len(kernels(c)) == 4  # mean, variance, the per-row sqrt, the normalisation
+    (sqrt,) = decisions(c, "sqrt")
+    assert sqrt.reason == "EXPENSIVE_BROADCAST" and "broadcast" in sqrt.message
     (d,) = decisions(c, "reduce", "reduce")
     assert d.reason == "WOULD_CREATE_CYCLE" and not d.fused
     assert "needs the result of" in d.message
@@ -165,3 +167,53 @@ def test_profile_records_fusion_decisions_and_pass_events():
         f(np.ones((4, 16), np.float32))
     assert {p.pass_name for p in prof.passes} == {"call-inliner", "simplify", "constant-folding", "cse", "dce", "fusion"}
     assert prof.fusion_decisions and all(d.compile_id == prof.compiles[0].compile_id for d in prof.fusion_decisions)
+
+
+# ---- limits that keep fusion linear in program size -------------------------------------------
+def _stencil(steps):
+    def f(a):
+        for _ in range(steps):
+            a = 0.33333 * (a[:-2] + a[1:-1] + a[2:])
+        return a
+    return f
+
+
+def test_a_stencil_step_is_one_kernel_and_the_previous_step_is_stored():
+    x = np.linspace(0, 1, 64)
+    c = compiled(_stencil(6), x)
+    assert len(kernels(c)) == 6  # one per time step, not one kernel recomputing 3**6 paths
+    reuse = [d for d in c.fusion_decisions if d.reason == "REUSES_ELEMENTS"]
+    assert len(reuse) == 5 * 3 and "3 different index maps" in reuse[0].message
+    np.testing.assert_allclose(tk.jit(_stencil(6), backend="cpu")(x), _stencil(6)(x))
+
+
+def test_stencil_compile_work_grows_linearly_with_steps():
+    sizes = {}
+    for steps in (10, 20, 40):
+        c = compiled(_stencil(steps), np.linspace(0, 1, 128))
+        sizes[steps] = sum(len(comp.instructions) for comp in c.optimized_hlo.computations)
+    assert sizes[40] - sizes[20] == 2 * (sizes[20] - sizes[10])
+
+
+def test_an_expensive_scalar_is_not_recomputed_per_broadcast_element():
+    c = compiled(lambda a, d: a + np.tanh(np.tanh(d[0])), np.ones((64, 64)), np.ones(3))
+    (d,) = [d for d in c.fusion_decisions if d.reason == "EXPENSIVE_BROADCAST"]
+    assert not d.fused
+    assert len(kernels(c)) == 2
+
+
+def test_a_cheap_producer_read_once_per_element_still_fuses():
+    c = compiled(lambda x: np.exp(x * 2.0) + x[::-1], np.ones(32))
+    assert len(kernels(c)) == 1
+    assert not [d for d in c.fusion_decisions if d.reason in ("REUSES_ELEMENTS", "EXPENSIVE_BROADCAST")]
+
+
+def test_a_long_chain_of_dots_compiles_without_recursion_limits():
+    def f(m, v):
+        for _ in range(1500):
+            v = m @ v
+        return v
+
+    m, v = np.eye(4) * 0.5, np.ones(4)
+    out = tk.jit(f, backend="cpu").lower(m, v).compile()
+    np.testing.assert_allclose(out(m, v), f(m, v))

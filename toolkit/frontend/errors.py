@@ -7,6 +7,21 @@ import types
 import numpy as np
 
 
+class LazyText:
+    """Error text built only if an error is raised: describing a traced value walks the program
+    (the arguments it came from), which must not cost anything on the success path."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make):
+        self._make = make
+
+    def __str__(self) -> str:
+        return str(self._make())
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
 class ToolkitError(Exception):
     """Base class of errors raised to users about their traced code."""
 

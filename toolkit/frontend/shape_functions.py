@@ -9,7 +9,7 @@ import operator
 import numpy as np
 
 from . import lax
-from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError
+from .errors import LazyText, ShapeMismatchError, UnsupportedNumpyError, UserValueError
 from .numpy_functions import (_as_tracer, _reject, normalize_axes, normalize_axis, numpy_function,
                               result_dtype)
 
@@ -34,7 +34,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if order != "C":
         raise UnsupportedNumpyError("reshape supports only order='C'")
     a = _as_tracer(a)
-    return lax.reshape(a, _resolve_shape(shape if shape is not None else newshape, a.size, a.describe()))
+    return lax.reshape(a, _resolve_shape(shape if shape is not None else newshape, a.size, LazyText(a.describe)))
 
 
 @numpy_function(np.ravel)

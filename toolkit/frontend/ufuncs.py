@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import lax
-from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError
+from .errors import DTypeMismatchError, LazyText, ShapeMismatchError, UnsupportedNumpyError
 from .tracer import Tracer
 
 Impl = Callable[..., Tracer]  # (operands converted and broadcast, out dtype) -> Tracer
@@ -82,7 +82,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
             # int32) rather than raising: compare in int64, where both fit.
             in_dtypes = (np.dtype(np.int64),) * ufunc.nin
         for v, d in zip(inputs, in_dtypes):
-            lax.check_supported_dtype(d, f"np.{name} of {_describe(v)} (NumPy computes it in {d})")
+            lax.check_supported_dtype(d, LazyText(
+                lambda v=v, d=d: f"np.{name} of {_describe(v)} (NumPy computes it in {d})"))
         lax.check_supported_dtype(out_dtype, f"the result of np.{name}")
         weak = all(isinstance(v, Tracer) and v.weak_type or
                    (isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic)))

@@ -36,6 +36,8 @@ REASONS = {
     "WOULD_CREATE_CYCLE": "fusing would create a cycle between kernels",
     "DIFFERENT_SHAPES": "sibling reductions iterate over different shapes",
     "ROOT": "the consumer is the computation's output tuple",
+    "REUSES_ELEMENTS": "the fusion would compute the producer more than once per output element",
+    "EXPENSIVE_BROADCAST": "an expensive producer would be recomputed for every element it is broadcast to",
 }
 
 LOOP_FUSIBLE = {"broadcast", "reshape", "bitcast", "transpose", "slice", "iota", "constant",
@@ -51,8 +53,28 @@ class FusionOptions:
     multi_output: bool = True
 
 
+# Index paths: how a fusion reads a member. A path is the tuple of index-changing instructions
+# (slices, transposes, broadcasts ...) between the fusion's output and the member; elementwise
+# users keep their user's paths, since the emitter computes a value once per (instruction,
+# index). A member reached by two different paths is computed twice per output element (a
+# stencil's three slices of one array: three times), and fusing that compounds over time steps
+# (3^T); XLA's ReusesOperandElements check exists for this. Sets are capped: more than one path
+# is all the decision needs.
+_MAX_PATHS = 4
+_ELEMENTWISE_CATEGORIES = ("unary", "binary", "ternary")
+Paths = frozenset  # of tuples of (instruction id, expands) pairs
+
+
 def is_expensive(inst: Instruction) -> bool:
     return OPS[inst.opcode].transcendental or inst.opcode in _EXPENSIVE_EXTRA
+
+
+def is_free_to_duplicate(inst: Instruction) -> bool:
+    """A value every fusion can make from nothing: a constant, an iota, or a broadcast or reshape
+    of a scalar constant (XLA duplicates these into every consumer)."""
+    while inst.opcode in ("broadcast", "reshape", "bitcast"):
+        inst = inst.operands[0]
+    return inst.opcode == "iota" or inst.opcode == "constant" and inst.shape.size <= 1
 
 
 def is_fusible(inst: Instruction) -> bool:
@@ -64,11 +86,13 @@ class Group:
     gid: int
     members: list[Instruction] = field(default_factory=list)
     ids: set[int] = field(default_factory=set)
+    paths: dict[int, Paths] = field(default_factory=dict)  # member id -> its index paths
 
-    def add(self, inst: Instruction) -> None:
+    def add(self, inst: Instruction, paths: Paths = Paths({()})) -> None:
         if id(inst) not in self.ids:
             self.ids.add(id(inst))
             self.members.append(inst)
+        self.paths[id(inst)] = _capped(self.paths.get(id(inst), Paths()) | paths)
 
     @property
     def heroes(self) -> list[Instruction]:
@@ -93,6 +117,23 @@ class FusionResult:
     groups: list[Group]
 
 
+def _capped(paths) -> Paths:
+    return Paths(paths) if len(paths) <= _MAX_PATHS else Paths(sorted(paths, key=len)[:_MAX_PATHS + 1])
+
+
+def _through(user: Instruction, paths: Paths) -> Paths:
+    """The paths of an operand of ``user``, given ``user``'s own."""
+    if OPS[user.opcode].category in _ELEMENTWISE_CATEGORIES:
+        return paths
+    expands = user.opcode == "broadcast" and user.shape.size > user.operands[0].shape.size
+    return _capped({p + ((id(user), expands),) for p in paths})
+
+
+def _is_compute(inst: Instruction) -> bool:
+    """Does evaluating ``inst`` cost arithmetic (rather than only moving an index)?"""
+    return OPS[inst.opcode].category in _ELEMENTWISE_CATEGORIES
+
+
 def _loc(inst: Instruction) -> str:
     return inst.metadata.location if inst.metadata is not None else ""
 
@@ -107,7 +148,6 @@ class _Fuser:
         self.groups: list[Group] = []
         self.decisions: list[FusionDecision] = []
         self._ids = itertools.count()
-        self._ancestors: dict[int, frozenset[int]] = {}
 
     # ---- bookkeeping ----------------------------------------------------------------------
     def decide(self, producer: Instruction, consumer: Instruction, fused: bool, code: str,
@@ -124,21 +164,36 @@ class _Fuser:
         self.homes[id(inst)] = [g]
         return g
 
-    def ancestors(self, inst: Instruction) -> frozenset[int]:
-        memo = self._ancestors.get(id(inst))
-        if memo is None:
-            acc: set[int] = set()
-            for o in inst.operands:
-                acc.add(id(o))
-                acc |= self.ancestors(o)
-            memo = self._ancestors[id(inst)] = frozenset(acc)
-        return memo
-
     def depends(self, a: Group, b: Group) -> bool:
         """Does some member of ``a`` need a value computed by ``b`` (through anything)?
-        Members both hold (duplicated cheap producers) are computed by each, not shared."""
+        Members both hold (duplicated cheap producers) are computed by each, not shared.
+        An iterative walk up from ``a``'s own members, pruned below ``b``'s first instruction in
+        program order (nothing earlier can depend on it)."""
         own = b.ids - a.ids
-        return any(self.ancestors(m) & own for m in a.members if id(m) not in b.ids)
+        if not own:
+            return False
+        order = self.order
+        floor = min(order[i] for i in own)
+        stack = [o for m in a.members if id(m) not in b.ids for o in m.operands]
+        seen: set[int] = set()
+        while stack:
+            inst = stack.pop()
+            key = id(inst)
+            if key in seen or order.get(key, -1) < floor:
+                continue
+            if key in own:
+                return True
+            seen.add(key)
+            stack.extend(inst.operands)
+        return False
+
+    def paths_in(self, x: Instruction, g: Group) -> Paths:
+        """The index paths by which ``g`` would read ``x`` if ``x`` joined it."""
+        found: set = set()
+        for u in self.users[x]:
+            if id(u) in g.ids:
+                found |= _through(u, g.paths.get(id(u), Paths({()})))
+        return _capped(found) if found else Paths({()})
 
     # ---- the producer decisions -----------------------------------------------------------
     def visit(self, x: Instruction) -> None:
@@ -165,7 +220,7 @@ class _Fuser:
         if verdict is None:  # fuse into every user's fusion
             per_edge = x.shape.nbytes if isinstance(x.shape, Shape) else 0
             for g in user_groups:
-                g.add(x)
+                g.add(x, self.paths_in(x, g))
             self.homes[id(x)] = list(user_groups)
             share = per_edge // max(len(users), 1)
             for u in users:
@@ -206,7 +261,19 @@ class _Fuser:
                 return "multi-output"
             return {id(u): ("EXPENSIVE_WOULD_DUPLICATE",
                             f"%{x.name} ({x.opcode}) feeds {len(user_groups)} fusions") for u in users}
-        if len(user_groups) > self.options.max_duplication:
+        for g in user_groups:
+            paths = self.paths_in(x, g)
+            if _is_compute(x) and len(paths) > 1:
+                many = "more than " + str(_MAX_PATHS) if len(paths) > _MAX_PATHS else str(len(paths))
+                return {id(u): ("REUSES_ELEMENTS", f"%{x.name} ({x.opcode}) is read through {many} "
+                                f"different index maps per element of the fusion (e.g. the slices of a "
+                                f"stencil); fused it would be recomputed for each, compounding over "
+                                f"repeated steps, so it is computed once and stored") for u in users}
+            if is_expensive(x) and any(expands for path in paths for _, expands in path):
+                return {id(u): ("EXPENSIVE_BROADCAST", f"%{x.name} ({x.opcode}) reaches the fusion "
+                                f"through a broadcast: fused it would be recomputed for every element "
+                                f"it is broadcast to, so it is computed once") for u in users}
+        if len(user_groups) > self.options.max_duplication and not is_free_to_duplicate(x):
             return {id(u): ("CODE_DUPLICATION", f"%{x.name} feeds {len(user_groups)} fusions "
                             f"(at most {self.options.max_duplication} copies)") for u in users}
         for g in user_groups:
@@ -238,7 +305,7 @@ class _Fuser:
             if is_fusible(x):
                 self.new_group(x)
             return True
-        red.add(x)
+        red.add(x, self.paths_in(x, red))
         self.homes[id(x)] = [red]
         for u in users:
             if id(u) in red.ids:
@@ -253,11 +320,31 @@ class _Fuser:
     # ---- sibling reductions -------------------------------------------------------------
     def merge_siblings(self) -> None:
         reductions = [g for g in self.groups if g.heroes]
-        for a, b in itertools.combinations(reductions, 2):
-            if a.gid < 0 or b.gid < 0:
+        # Only reductions that read a common operand can merge: find those pairs through an
+        # index by operand (linear), not by testing every pair (quadratic in a long program).
+        readers: dict[int, list[int]] = {}
+        operands_by_id = {id(i): i for i in self.comp.instructions}
+        for n, g in enumerate(reductions):
+            for operand in g.external_operands():
+                if not is_free_to_duplicate(operands_by_id[operand]):
+                    readers.setdefault(operand, []).append(n)
+        candidates = sorted({(i, j) for ns in readers.values() for i, j in itertools.combinations(ns, 2)})
+        merged_into: dict[int, int] = {}
+
+        def representative(n: int) -> int:
+            while n in merged_into:
+                n = merged_into[n]
+            return n
+
+        for i, j in candidates:
+            i, j = representative(i), representative(j)
+            if i == j:
                 continue
+            (i, j) = (i, j) if i < j else (j, i)
+            a, b = reductions[i], reductions[j]
             ha, hb = a.heroes[0], b.heroes[0]
-            shared = a.external_operands() & b.external_operands()
+            shared = {o for o in a.external_operands() & b.external_operands()
+                      if not is_free_to_duplicate(operands_by_id[o])}
             if not shared:
                 continue
             if ha.operands[0].shape.dims != hb.operands[0].shape.dims or \
@@ -271,9 +358,10 @@ class _Fuser:
                             f"%{second.name} needs the result of %{first.name}, so they cannot share one kernel")
                 continue
             for m in b.members:
-                a.add(m)
+                a.add(m, b.paths.get(id(m), Paths({()})))
                 self.homes[id(m)] = [a if g is b else g for g in self.homes[id(m)]]
             b.gid = -1
+            merged_into[j] = i
             self.decide(ha, hb, True, "SIBLING_MULTI_OUTPUT",
                         f"%{ha.name} and %{hb.name} both read the same input in one pass")
         self.groups = [g for g in self.groups if g.gid >= 0]
@@ -288,6 +376,8 @@ class _Fuser:
 def _outputs(group: Group, fuser: _Fuser, root: Instruction) -> list[Instruction]:
     outs = []
     for m in group.members:
+        if m is not root and is_free_to_duplicate(m):
+            continue  # every fusion makes its own copy; an unfused reader makes one too
         needed = m is root or any(
             id(u) not in group.ids and not any(id(m) in g.ids for g in fuser.homes.get(id(u), []))
             for u in fuser.users[m])
@@ -316,24 +406,7 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
     fused_comps: list[Computation] = []
     counts: Counter = Counter()
 
-    def resolve(inst: Instruction) -> Instruction:
-        if id(inst) not in mapping:
-            emit(inst)
-        return mapping[id(inst)]
-
-    def emit(inst: Instruction) -> None:
-        g = owner.get(id(inst))
-        if g is None:
-            mapping[id(inst)] = entry_b.adopt(with_operands(inst, [resolve(o) for o in inst.operands]))
-            return
-        if g.gid in emitted:
-            return
-        emitted.add(g.gid)
-        externals: list[Instruction] = []
-        for m in g.members:
-            for o in m.operands:
-                if id(o) not in g.ids and o not in externals:
-                    externals.append(o)
+    def emit_group(g: Group, externals: list[Instruction]) -> None:
         outs = _outputs(g, fuser, comp.root)
         hero = g.heroes[0] if g.heroes else outs[0]
         prefix = "input" if g.kind == "kInput" else "loop"
@@ -348,7 +421,7 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
         root = local[id(outs[0])] if len(outs) == 1 else fb.add("tuple", [local[id(o)] for o in outs])
         fused = fb.build(root)
         fused_comps.append(fused)
-        fusion = entry_b.add("fusion", [resolve(e) for e in externals], {"kind": g.kind, "calls": fused},
+        fusion = entry_b.add("fusion", [mapping[id(e)] for e in externals], {"kind": g.kind, "calls": fused},
                              shape=fused.root.shape, metadata=hero.metadata,
                              name=_unused_name(entry_b.uniquer, f"{prefix}_{hero.opcode}_fusion"))
         counts[f"{g.kind} fusions"] += 1
@@ -360,10 +433,62 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
                 mapping[id(o)] = entry_b.add("get-tuple-element", (fusion,), {"index": i},
                                              metadata=o.metadata)
 
+    def group_externals(g: Group) -> list[Instruction]:
+        externals: list[Instruction] = []
+        seen: set[int] = set()
+        for m in g.members:
+            for o in m.operands:
+                if id(o) not in g.ids and id(o) not in seen:
+                    seen.add(id(o))
+                    externals.append(o)
+        return externals
+
+    def resolve(start: Instruction) -> None:
+        """Emit ``start`` after everything it needs: an iterative post-order over units (a fusion
+        group, or an instruction that is not fused), so program depth meets no recursion limit."""
+        stack: list[tuple[object, list[Instruction], int]] = []
+
+        def unit_of(inst: Instruction):
+            g = owner.get(id(inst))
+            if g is None:
+                return inst, list(inst.operands)
+            return g, group_externals(g)
+
+        def done(unit) -> bool:
+            return unit.gid in emitted if isinstance(unit, Group) else id(unit) in mapping
+
+        first = unit_of(start)
+        if done(first[0]):
+            return
+        stack.append((first[0], first[1], 0))
+        active = {id(first[0])}
+        while stack:
+            unit, needs, i = stack[-1]
+            while i < len(needs):
+                dep = unit_of(needs[i])
+                i += 1
+                if not done(dep[0]):
+                    if id(dep[0]) in active:
+                        raise AssertionError(f"fusion made a cycle through %{needs[i - 1].name}")
+                    active.add(id(dep[0]))
+                    stack[-1] = (unit, needs, i)
+                    stack.append((dep[0], dep[1], 0))
+                    break
+            else:
+                stack.pop()
+                active.discard(id(unit))
+                if done(unit):
+                    continue
+                if isinstance(unit, Group):
+                    emitted.add(unit.gid)
+                    emit_group(unit, needs)
+                else:
+                    mapping[id(unit)] = entry_b.adopt(with_operands(unit, [mapping[id(o)] for o in unit.operands]))
+
     for p in comp.parameters:
         resolve(p)
-    new_root = resolve(comp.root)
-    entry = entry_b.build(new_root)
+    resolve(comp.root)
+    entry = entry_b.build(mapping[id(comp.root)])
     for d in fuser.decisions:
         counts[d.reason] += 1
     return FusionResult(replace_entry(module, entry, tuple(fused_comps)), fuser.decisions, counts, groups)
