@@ -3,6 +3,7 @@ import html.parser
 import json
 
 import numpy as np
+from IPython import get_ipython
 import pytest
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
@@ -16,7 +17,7 @@ TABS = "--show summary,recompilations,fusion,kernels,timeline,ir"  # Roofline me
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # one shell per process, whoever starts it
     shell.display_formatter.active_types = shell.display_formatter.format_types  # as a notebook has
     shell.run_cell("%load_ext toolkit")
     shell.run_cell("import numpy as np\nimport toolkit as tk")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections import OrderedDict
 import threading
 import sys
 import time
@@ -27,7 +28,7 @@ from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram, trace_program
 from .frontend.tracer import Tracer, current_trace
 from .passes.pipeline import PIPELINES
-from .profiler.events import CompileEvent, DispatchEvent, Phase
+from .profiler.events import Cause, CompileEvent, DispatchEvent, Phase
 from .profiler.recorder import RECORDER
 from .runtime import history as _history
 from .stages import DEFAULT_PIPELINE, Compiled, Lowered, hlo_fingerprint
@@ -38,6 +39,10 @@ _FAST_DTYPES = frozenset(SUPPORTED)
 _PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
 _INT64 = 2 ** 63
 MAX_INLINE_DEPTH = 64
+# Compiled programs kept per jitted function (least recently used go first; each holds its
+# machine code, ~0.2 MB on the CPU). An eviction is named as the cause of a later recompile.
+DEFAULT_CACHE_SIZE = 256
+_EVICTED_REMEMBERED = 1024
 
 
 class ScalarListWarning(UserWarning):
@@ -91,7 +96,8 @@ class JitFunction:
     def __init__(self, fn: Callable, static_argnums: int | Iterable[int] = (),
                  static_argnames: str | Iterable[str] = (), backend: str | None = None,
                  on_recompile: str = "warn", max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES,
-                 pipeline: str = DEFAULT_PIPELINE, dump_passes: str | None = None):
+                 pipeline: str = DEFAULT_PIPELINE, dump_passes: str | None = None,
+                 cache_size: int = DEFAULT_CACHE_SIZE):
         if not callable(fn):
             raise TypeError(f"jit expects a callable, got {type(fn).__name__}")
         if on_recompile not in _history.POLICIES:
@@ -113,7 +119,11 @@ class JitFunction:
         self._history = _history.history_for(fn, self.fn_name, self.location)
         self._serial = _history.new_serial()
         self._function_serial = _history.function_serial(fn)
-        self._cache: dict[Any, Compiled] = {}
+        if int(cache_size) < 1:
+            raise ValueError(f"cache_size must be at least 1, got {cache_size}")
+        self.cache_size_limit = int(cache_size)
+        self._cache: OrderedDict[Any, Compiled] = OrderedDict()
+        self._evicted: OrderedDict[Any, str] = OrderedDict()  # key -> its signature text
         self._compile_lock = threading.Lock()
         self.call_site_hint = ""  # where calls come from when no user frame exists (%%xla)
         self._plain_keys: dict[int, tuple] = {}
@@ -233,7 +243,15 @@ class JitFunction:
             except _history.RecompileError:
                 self._history.add(record, None, recompile)
                 raise
+        if key in self._evicted and recompile is not None:
+            evicted = Cause("EVICTED", "", "", "", (
+                f"this signature was compiled before and evicted: jit keeps the "
+                f"{self.cache_size_limit} most recently compiled programs of a function "
+                f"(tk.jit(..., cache_size=N) keeps more)"))
+            recompile = _history.dataclasses.replace(recompile, causes=(evicted,) + recompile.causes)
         compiled = self._lowered(program).compile(compile_id)
+        compiled._signature_text = record.text()
+        victim = next(iter(self._cache.values())) if len(self._cache) >= self.cache_size_limit else None
         end = clock.now()
         event = CompileEvent(
             function=self.fn_name, location=self.location, signature=record.text(),
@@ -241,7 +259,8 @@ class JitFunction:
             phases=(Phase("trace", start, traced - start),) + compiled.phases,
             hlo_fingerprint=record.hlo_fingerprint, call_site=call_site,
             thread=threading.get_ident(),
-            cache=getattr(compiled._executable, "cache_status", "miss"))
+            cache=getattr(compiled._executable, "cache_status", "miss"),
+            evicted=victim._signature_text if victim is not None else "")
         if recompile is not None:
             recompile = _history.dataclasses.replace(recompile, duration=end - start)
         self._history.add(record, event, recompile)
@@ -293,7 +312,7 @@ class JitFunction:
             with self._compile_lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
-                    compiled = self._cache[key] = self._compile_miss(key, cargs, ckwargs)
+                    compiled = self._insert(key, self._compile_miss(key, cargs, ckwargs))
             if RECORDER.active:
                 return self._dispatch_profiled(compiled, leaves, start, hit=False)
         elif RECORDER.active:
@@ -338,8 +357,20 @@ class JitFunction:
         found = self._cache.get(key)
         if found is None:
             with self._compile_lock:
-                found = self._cache.get(key) or self._cache.setdefault(key, self._compile_miss(key, cargs, ckwargs))
+                found = self._cache.get(key) or self._insert(key, self._compile_miss(key, cargs, ckwargs))
         return found
+
+    def _insert(self, key, compiled: Compiled) -> Compiled:
+        """Cache ``compiled``; past ``cache_size`` the least recently compiled program goes.
+        (Hits do not reorder: the hot path stays one dict lookup.)"""
+        self._cache[key] = compiled
+        self._evicted.pop(key, None)
+        while len(self._cache) > self.cache_size_limit:
+            old_key, old = self._cache.popitem(last=False)
+            self._evicted[old_key] = old._signature_text
+            if len(self._evicted) > _EVICTED_REMEMBERED:
+                self._evicted.popitem(last=False)
+        return compiled
 
     @property
     def cache_size(self) -> int:
@@ -349,6 +380,11 @@ class JitFunction:
     def recompiles(self):
         """RecompileEvents of this function (and earlier function objects at the same source)."""
         return list(self._history.recompiles)
+
+    @property
+    def recompile_count(self) -> int:
+        """Recompilations ever (``recompiles`` keeps the most recent 1000)."""
+        return self._history.recompile_count
 
     @property
     def compiles(self):
@@ -367,8 +403,11 @@ class JitFunction:
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
         backend: str | None = None, on_recompile: str = "warn",
         max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES, pipeline: str = DEFAULT_PIPELINE,
-        dump_passes: str | None = None):
+        dump_passes: str | None = None, cache_size: int = DEFAULT_CACHE_SIZE):
     """Compile ``fn`` with toolkit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
+
+    ``cache_size`` bounds the compiled programs kept for ``fn`` (default 256, least recently
+    compiled evicted first; a recompile caused by an eviction says so, code ``EVICTED``).
 
     ``on_recompile`` decides what happens when the function recompiles more than
     ``max_recompiles`` times: ``"warn"`` once with a summary (default), ``"error"`` raises
@@ -378,7 +417,7 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
     a diff, in ``Compiled.pass_dumps`` (as XLA's ``--xla_dump_hlo_pass_re``)."""
     options = dict(static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
                    on_recompile=on_recompile, max_recompiles=max_recompiles, pipeline=pipeline,
-                   dump_passes=dump_passes)
+                   dump_passes=dump_passes, cache_size=cache_size)
     if fn is None:
         return functools.partial(jit, **options)
     return JitFunction(fn, **options)

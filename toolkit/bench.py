@@ -3,7 +3,8 @@
 Each side runs in several fresh processes; a cell is the best of the per-process medians
 (process-to-process noise on this class of machine is 5-20%, and jax.jit is bimodal between
 processes). Every side allocates its output on every call, as a user's code would. Writes
-a markdown table and JSON to --out."""
+a markdown table and JSON to --out. ``--compile`` measures compile time and memory for
+programs of 1k-16k instructions instead (``toolkit.bench_compile``)."""
 from __future__ import annotations
 
 import argparse
@@ -256,6 +257,11 @@ def argument_parser(module: str, doc: str, sides, processes: int, out: str) -> a
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--compile" in argv:  # compile time and memory at scale: toolkit.bench_compile
+        from .bench_compile import main as compile_main
+
+        return compile_main([a for a in argv if a != "--compile"])
     args = argument_parser("toolkit.bench", __doc__, SIDES, 3, "toolkit-bench").parse_args(argv)
     rows = [r for r in args.rows.split(",") if r]
     if args.worker:

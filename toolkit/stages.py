@@ -120,6 +120,8 @@ class Lowered(_TracedStage):
 class Compiled(_TracedStage):
     """An executable for one abstract signature, with its IR at every stage."""
 
+    _signature_text = ""  # set by jit: names this program when the cache evicts it
+
     def __init__(self, program: TracedProgram, optimized: Module, executable, backend: Backend,
                  fn_name: str, compile_id: int = 0, phases: tuple[Phase, ...] = (),
                  pipeline_result=None):

@@ -6,6 +6,7 @@ import html
 import statistics
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
@@ -76,11 +77,48 @@ def _parse(magic, line: str):
         return None
 
 
+MAX_CELLS = 32  # %%xla cells whose compiled functions are kept (least recently run go first)
+
+
+def _cell_id(shell) -> str | None:
+    """The notebook cell being run, where the front end says (JupyterLab and Notebook 7 send
+    ``cellId`` in the request's metadata); None in terminal IPython."""
+    kernel = getattr(shell, "kernel", None)
+    try:
+        parent = kernel.get_parent() if kernel is not None else None
+    except Exception:  # noqa: BLE001 - older kernels keep it elsewhere; the LRU bound still holds
+        parent = None
+    metadata = (parent or {}).get("metadata") or {}
+    cell_id = metadata.get("cellId")
+    return cell_id if isinstance(cell_id, str) else None
+
+
 @magics_class
 class XlaMagics(Magics):
     def __init__(self, shell):
         super().__init__(shell)
-        self._cells: dict = {}  # (cell source, backend, static names) -> jitted function
+        # (cell source, backend, static names) -> jitted function, least recently run first
+        self._cells: OrderedDict = OrderedDict()
+        self._key_of_cell: dict[str, tuple] = {}  # notebook cell id -> its current key
+
+    def _function_for(self, key: tuple, make):
+        """The jitted function of a cell: an edited cell drops its old function (and the
+        compiled programs it holds); past MAX_CELLS cells the least recently run goes."""
+        cell_id = _cell_id(self.shell)
+        if cell_id is not None:
+            previous = self._key_of_cell.get(cell_id)
+            if previous is not None and previous != key:
+                self._cells.pop(previous, None)
+            self._key_of_cell[cell_id] = key
+        fn = self._cells.get(key)
+        if fn is None:
+            fn = self._cells[key] = make()
+        self._cells.move_to_end(key)
+        while len(self._cells) > MAX_CELLS:
+            dropped, _ = self._cells.popitem(last=False)
+            for cid in [c for c, k in self._key_of_cell.items() if k == dropped]:
+                del self._key_of_cell[cid]
+        return fn
 
     @cell_magic
     @magic_arguments()
@@ -121,14 +159,15 @@ class XlaMagics(Magics):
             elif isinstance(value, (int, float, bool, str, tuple, type(None))):
                 statics.append(name)
         key = (cell, args.backend, tuple(statics))
-        fn = self._cells.get(key)
-        if fn is None:
-            raw = build_function(info, params + statics, ns)
-            fn = self._cells[key] = api.jit(raw, static_argnames=tuple(statics), backend=args.backend,
-                                            on_recompile="ignore")
-            fn.call_site_hint = "%%xla cell"
+        def make():
+            made = api.jit(build_function(info, params + statics, ns), static_argnames=tuple(statics),
+                           backend=args.backend, on_recompile="ignore")
+            made.call_site_hint = "%%xla cell"
+            return made
+
+        fn = self._function_for(key, make)
         call_args = [ns[n] for n in params] + [ns[n] for n in statics]
-        before = len(fn.recompiles)
+        before = fn.recompile_count
         try:
             with profile(name="%%xla") as prof:
                 outputs = fn(*call_args)
@@ -145,7 +184,7 @@ class XlaMagics(Magics):
             return None
         ns.update(outputs)
         compiled = fn.compiled(*call_args)  # the program this run used (cached: no compile)
-        recompiled = len(fn.recompiles) > before
+        recompiled = fn.recompile_count > before
         if recompiled:
             print(recompile_text(fn.recompiles[-1]))
         if timings:

@@ -130,8 +130,9 @@ def _through(user: Instruction, paths: Paths) -> Paths:
 
 
 def _is_compute(inst: Instruction) -> bool:
-    """Does evaluating ``inst`` cost arithmetic (rather than only moving an index)?"""
-    return OPS[inst.opcode].category in _ELEMENTWISE_CATEGORIES
+    """Does evaluating ``inst`` cost arithmetic or a choice per element (rather than only moving
+    an index)? Concatenate and pad choose between their operands for every element."""
+    return OPS[inst.opcode].category in _ELEMENTWISE_CATEGORIES or inst.opcode in ("concatenate", "pad")
 
 
 def _loc(inst: Instruction) -> str:

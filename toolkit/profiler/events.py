@@ -43,6 +43,7 @@ class CompileEvent:
     hlo_fingerprint: str = ""
     call_site: str = ""
     thread: int = 0
+    evicted: str = ""  # the signature this compile pushed out of the function's bounded cache
 
     @property
     def persistent_cache_hit(self) -> bool:

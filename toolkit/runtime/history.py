@@ -4,7 +4,9 @@ Recompilations are explained here and the storm policy applied. Only misses touc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+from collections import OrderedDict
 import threading
 import warnings
 import weakref
@@ -18,6 +20,11 @@ DEFAULT_MAX_RECOMPILES = 5
 # A miss is diffed against at most this many recent signatures (plus an exact-match index),
 # so a function re-created in a loop thousands of times stays cheap to explain.
 MAX_SIGNATURES_SCANNED = 256
+# What a function's history keeps: its most recent compiles, signatures and recompilations
+# (older ones are dropped; the count of compiles stays exact), and the most recently used
+# function histories of the process.
+MAX_HISTORY = 1000
+MAX_FUNCTIONS = 4096
 POLICIES = ("warn", "error", "ignore")
 _compile_ids = itertools.count(1)
 
@@ -63,8 +70,10 @@ class FunctionHistory:
         self.compiles: list[CompileEvent] = []
         self.recompiles: list[RecompileEvent] = []
         self.storm_warned = False
-        self._by_signature: dict[tuple, SignatureRecord] = {}
-        self._fingerprints: dict[str, int] = {}
+        self.count = 0  # every compile ever, also those dropped from the lists above
+        self.recompile_count = 0
+        self._by_signature: OrderedDict[tuple, SignatureRecord] = OrderedDict()
+        self._fingerprints: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -75,7 +84,7 @@ class FunctionHistory:
                 start: float) -> RecompileEvent | None:
         """The RecompileEvent for a miss with signature ``record`` (None for a first compile)."""
         with self._lock:
-            count = len(self.records)
+            count = self.count
             exact = self._by_signature.get(_signature_key(record))
             recent = self.records[-MAX_SIGNATURES_SCANNED:]
             same = self._fingerprints.get(record.hlo_fingerprint) if record.hlo_fingerprint else None
@@ -102,15 +111,24 @@ class FunctionHistory:
             recompile: RecompileEvent | None) -> None:
         with self._lock:
             if compile_event is not None:
+                self.count += 1
                 self.records.append(record)
                 self.compiles.append(compile_event)
                 self._by_signature[_signature_key(record)] = record
-                self._fingerprints.setdefault(record.hlo_fingerprint, len(self.records))
+                self._by_signature.move_to_end(_signature_key(record))
+                self._fingerprints.setdefault(record.hlo_fingerprint, self.count)
+                for kept in (self.records, self.compiles):
+                    del kept[:-MAX_HISTORY]
+                for index in (self._by_signature, self._fingerprints):
+                    while len(index) > MAX_HISTORY:
+                        index.popitem(last=False)
             if recompile is not None:
+                self.recompile_count += 1
                 self.recompiles.append(recompile)
+                del self.recompiles[:-MAX_HISTORY]
 
     def apply_policy(self, event: RecompileEvent, on_recompile: str, max_recompiles: int) -> None:
-        count = len(self.recompiles) + 1
+        count = self.recompile_count + 1
         if count <= max_recompiles or on_recompile == "ignore":
             return
         if on_recompile == "error":
@@ -144,14 +162,22 @@ def _signature_key(record: SignatureRecord) -> tuple:
             record.options)
 
 
-_HISTORIES: dict[tuple, FunctionHistory] = {}
+_HISTORIES: OrderedDict[tuple, FunctionHistory] = OrderedDict()
 _REGISTRY_LOCK = threading.Lock()
 
 
 def history_key(fn) -> tuple:
+    """Functions defined at one place share a history (a re-run cell, a function re-created in
+    a loop). A partial is keyed by what it wraps; a callable object by its class's __call__;
+    anything else by a serial number that, unlike ``id()``, no later object can inherit."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     code = getattr(fn, "__code__", None)
     if code is None:
-        return ("object", id(fn))
+        code = getattr(getattr(type(fn), "__call__", None), "__code__", None)
+        if code is None:
+            return ("object", function_serial(fn))
+        return (code.co_filename, code.co_firstlineno, type(fn).__qualname__ + ".__call__")
     return (code.co_filename, code.co_firstlineno, getattr(fn, "__qualname__", code.co_name))
 
 
@@ -161,6 +187,10 @@ def history_for(fn, name: str, location: str) -> FunctionHistory:
         history = _HISTORIES.get(key)
         if history is None:
             history = _HISTORIES[key] = FunctionHistory(name, location)
+            while len(_HISTORIES) > MAX_FUNCTIONS:
+                _HISTORIES.popitem(last=False)
+        else:
+            _HISTORIES.move_to_end(key)
         return history
 
 
