@@ -260,7 +260,8 @@ class JitFunction:
             hlo_fingerprint=record.hlo_fingerprint, call_site=call_site,
             thread=threading.get_ident(),
             cache=getattr(compiled._executable, "cache_status", "miss"),
-            evicted=victim._signature_text if victim is not None else "")
+            evicted=victim._signature_text if victim is not None else "",
+            mutated_arguments=tuple(program.in_specs[i].path for i in program.mutated))
         if recompile is not None:
             recompile = _history.dataclasses.replace(recompile, duration=end - start)
         self._history.add(record, event, recompile)

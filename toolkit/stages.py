@@ -201,8 +201,12 @@ class Compiled(_TracedStage):
         return results[0] if self._single_output else unflatten(self._out_tree, results)
 
     def execute_flat(self, leaves: list) -> Any:
-        if self._program.int_limits:
-            self._program.check_int_limits(leaves)
+        program = self._program
+        if program.int_limits:
+            program.check_int_limits(leaves)
+        if program.mutated:
+            program.check_mutable(leaves)
+            return self._result(program.split_results(leaves, self._executable(self._arrays(leaves))))
         return self._result(self._executable(self._arrays(leaves)))
 
     def execute_profiled(self, leaves: list) -> Any:
@@ -212,6 +216,7 @@ class Compiled(_TracedStage):
             return self.execute_flat(leaves)
         if self._program.int_limits:
             self._program.check_int_limits(leaves)
+        self._program.check_mutable(leaves)
         info = self._kernel_info if self._kernel_info is not None else self._build_kernel_info()
         events = []
         spent = [0.0]
@@ -234,7 +239,7 @@ class Compiled(_TracedStage):
         RECORDER.charge(spent[0] + 2 * len(events) * RECORDER.clock_read_cost())
         for e in events:
             RECORDER.record(e)
-        return self._result(results)
+        return self._result(self._program.split_results(leaves, results))
 
     def _build_kernel_info(self) -> dict:
         info = {}

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import numpy_functions as nf
 from .errors import UnsupportedNumpyError, UserValueError
+from . import inplace
 from .indexing import getitem
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
@@ -14,6 +15,14 @@ _REDUCE_METHODS = {np.add: nf.sum, np.multiply: nf.prod, np.maximum: nf.max,
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    out = kwargs.get("out")
+    if isinstance(out, tuple) and len(out) == 1:
+        out = out[0]
+    if method == "__call__" and isinstance(out, Tracer) and ufunc.nout == 1:
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+        with out.trace.op_scope(ufunc.__name__):
+            return inplace.store_result(out, _array_ufunc(self, ufunc, method, *inputs, **kwargs),
+                                        f"np.{ufunc.__name__}(..., out=)")
     if method == "__call__":
         if ufunc is np.matmul:
             return nf.EXPORTS["matmul"](*inputs, **kwargs)
@@ -58,6 +67,22 @@ _OPERATORS = {
     "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
     "lshift": np.left_shift, "rshift": np.right_shift,
 }
+def _inplace(ufunc, name):
+    forward = _binary(ufunc)
+
+    def op(self, other):
+        if self.weak_type:  # a Python scalar argument: ``s += 1`` rebinds, as for Python numbers
+            return NotImplemented
+        with self.trace.op_scope(ufunc.__name__):
+            result = (_pow if name == "pow" else forward)(self, other)
+            if result is NotImplemented:
+                return result
+            return inplace.store_result(self, result, f"x {_SYMBOLS[name]}= ...")
+    return op
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+            "pow": "**", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
 for _name, _ufunc in _OPERATORS.items():
     setattr(Tracer, f"__{_name}__", _binary(_ufunc))
     setattr(Tracer, f"__r{_name}__", _binary(_ufunc, reflected=True))
@@ -80,6 +105,8 @@ def _pow(self, other):
 
 
 Tracer.__pow__ = _pow
+for _name, _ufunc in _OPERATORS.items():
+    setattr(Tracer, f"__i{_name}__", _inplace(_ufunc, _name))
 Tracer.__neg__ = _unary(np.negative)
 Tracer.__pos__ = _unary(np.positive)
 Tracer.__abs__ = _unary(np.absolute)
@@ -107,10 +134,24 @@ Tracer.__array_function__ = _array_function
 
 def _getitem(self, key):
     with self.trace.op_scope("getitem"):
-        return getitem(self, key)
+        if isinstance(key, Tracer) or isinstance(key, np.ndarray) and key.dtype == np.bool_:
+            return getitem(self, key)  # the advanced-indexing error, naming the index
+        return inplace.view_of(self, key, getitem(self, key))
+
+
+def _setitem(self, key, value):
+    with self.trace.op_scope("setitem"):
+        inplace.assign(self, key, value)
+
+
+def _fill(self, value):
+    with self.trace.op_scope("fill"):
+        inplace.assign(self, Ellipsis, value)
 
 
 Tracer.__getitem__ = _getitem
+Tracer.__setitem__ = _setitem
+Tracer.fill = _fill
 
 
 def _method(name):

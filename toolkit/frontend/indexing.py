@@ -10,7 +10,9 @@ from .errors import UnsupportedNumpyError, UserIndexError
 from .tracer import Tracer
 
 
-def getitem(x: Tracer, key) -> Tracer:
+def decompose(x: Tracer, key):
+    """A basic index of ``x`` as (slice spec per dimension of ``x``, dimensions to reverse,
+    the result's shape). Advanced indices are an UnsupportedNumpyError naming the index."""
     key = key if isinstance(key, tuple) else (key,)
     for k in key:
         if isinstance(k, Tracer) or isinstance(k, (list, np.ndarray)) or (
@@ -54,8 +56,15 @@ def getitem(x: Tracer, key) -> Tracer:
             i %= size
             spec.append((i, i + 1, 1))
         dim += 1
-    result = lax.rev(lax.slice_(x, spec), reverse)
-    return lax.reshape(result, out_shape)
+    return spec, reverse, out_shape
+
+
+def getitem(x: Tracer, key) -> Tracer:
+    spec, reverse, out_shape = decompose(x, key)
+    result = lax.reshape(lax.rev(lax.slice_(x, spec), reverse), out_shape)
+    if result is x:  # x[...] and x[:] are views of x too
+        result = Tracer(x.trace, x.inst, x.weak_type)
+    return result
 
 
 def _key_text(key) -> str:

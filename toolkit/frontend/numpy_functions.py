@@ -15,6 +15,7 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError, UserAxisError
+from .inplace import VIEW_FUNCTIONS, mark_untracked_view, store_result
 from .tracer import Tracer, current_trace
 from .ufuncs import apply_ufunc, broadcast_all
 
@@ -48,7 +49,10 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
             if trace is None:
                 trace = lax.trace_of(list(args) + [a for v in args if isinstance(v, (list, tuple)) for a in v])
             with trace.op_scope(public_name):
-                return impl(*args, **kwargs)
+                result = impl(*args, **kwargs)
+            if public_name in VIEW_FUNCTIONS and args:
+                mark_untracked_view(result, args[0], public_name)
+            return result
 
         wrapper.__name__ = wrapper.__qualname__ = public_name
         if np_func is not None:
@@ -313,6 +317,24 @@ def size(a) -> int:
 
 FUNCTIONS[np.ndim], FUNCTIONS[np.shape], FUNCTIONS[np.size] = ndim, shape, size
 EXPORTS.update(ndim=ndim, shape=shape, size=size)
+
+
+@numpy_function(np.copyto)
+def copyto(dst, src, casting="same_kind", where=True):
+    if where is not True:
+        raise UnsupportedNumpyError("np.copyto(..., where=) is not supported on traced arrays; "
+                                    "use dst[...] = np.where(where, src, dst)")
+    if not isinstance(dst, Tracer):
+        raise UnsupportedNumpyError(
+            "np.copyto of a traced value into a NumPy array: the array is not part of the traced "
+            "program. Make it with toolkit.numpy (tnp.zeros, tnp.empty ...) or return the value")
+    trace = dst.trace
+    value = src if isinstance(src, Tracer) else lax.lift(trace, src, what="np.copyto source")
+    if value.dtype != dst.dtype and not np.can_cast(value.dtype, dst.dtype, casting):
+        raise UnsupportedNumpyError(f"np.copyto: Cannot cast array data from dtype('{value.dtype}') to "
+                                    f"dtype('{dst.dtype}') according to the rule '{casting}'")
+    store_result(dst, lax.convert(value, dst.dtype, value.weak_type) if casting != "same_kind" else value,
+                 "np.copyto")
 
 
 # Registered through @numpy_function when imported (kept apart to keep modules small).

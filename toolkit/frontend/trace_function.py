@@ -10,6 +10,7 @@ from ..ir.nodes import Module
 from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
 from .errors import LeakedTracerError, UserOverflowError, UserTypeError
+from .inplace import check_mutation_targets, write_back
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
 from .tracer import Trace, Tracer
@@ -22,6 +23,21 @@ class TracedProgram:
     out_paths: tuple[str, ...]
     # (leaf index, lowest, highest, dtype, where): Python-int arguments that meet narrower arrays
     int_limits: tuple[tuple[int, int, int, np.dtype, str], ...] = ()
+    # leaf indices of arguments written in place; their new values are the last outputs
+    mutated: tuple[int, ...] = ()
+
+    def split_results(self, leaves, results):
+        """The user's results; the new values of arguments written in place are copied into the
+        caller's arrays (after checking, before the call, that they can be: ``check_mutable``)."""
+        if not self.mutated:
+            return results
+        k = len(self.mutated)
+        write_back(leaves, self.mutated, list(results)[-k:])
+        return list(results)[:-k]
+
+    def check_mutable(self, leaves) -> None:
+        if self.mutated:
+            check_mutation_targets(leaves, self.mutated, [s.path for s in self.in_specs])
 
     def check_int_limits(self, leaves) -> None:
         """NumPy 2 raises OverflowError when a Python int does not fit the array it meets; the
@@ -48,14 +64,18 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         result = fn(*args, **kwargs)
         leaves, out_tree, out_paths = flatten(result)
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
-        if len(outs) == 1 and out_tree.kind == "leaf":
+        mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]
+        if len(outs) == 1 and out_tree.kind == "leaf" and not mutated:
             root = outs[0].inst
         else:
-            root = trace.builder.add("tuple", [o.inst for o in outs])
-        module = trace.module.build(trace.builder.build(root))
+            root = trace.builder.add("tuple", [o.inst for o in outs] + [t.inst for _, t in mutated])
+        aliases = ", ".join(f"{{{len(outs) + k}}}: ({n}, {{}}, may-alias)" for k, (n, _) in enumerate(mutated))
+        attributes = ((("input_output_alias", f"{{ {aliases} }}"),) if mutated else ())
+        module = trace.module.build(trace.builder.build(root), attributes)
     limits = tuple((number, lo, hi, dtype, where)
                    for number, (lo, hi, dtype, where) in sorted(trace.int_limits.items()))
-    return TracedProgram(module, tuple(specs), out_tree, tuple(out_paths), limits)
+    return TracedProgram(module, tuple(specs), out_tree, tuple(out_paths), limits,
+                         tuple(n for n, _ in mutated))
 
 
 def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:

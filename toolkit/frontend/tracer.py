@@ -44,6 +44,7 @@ class Trace:
         # parameter number -> (lowest, highest, dtype, where): the range of integers that a weak
         # (Python int) argument must lie in, because it meets an array of a narrower dtype
         self.int_limits: dict[int, tuple[int, int, np.dtype, str]] = {}
+        self.parameters: list[Tracer] = []
 
     def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
         """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2
@@ -112,7 +113,14 @@ class Trace:
                   path: str) -> Tracer:
         ir_shape = Shape(ir_dtypes.from_numpy(dtype), tuple(shape))
         inst = self.builder.parameter(number, ir_shape, path or f"Arg_{number}", Metadata(path))
-        return Tracer(self, inst, weak, origin=f"argument '{path}'" if path else f"argument {number}")
+        tracer = Tracer(self, inst, weak, origin=f"argument '{path}'" if path else f"argument {number}")
+        self.parameters.append(tracer)
+        return tracer
+
+    def mutated_parameters(self) -> list[tuple[int, Tracer]]:
+        """(number, tracer) of the parameters written in place (``x += y``, ``x[i] = v``)."""
+        return [(n, t) for n, t in enumerate(self.parameters)
+                if t.inst is not self.builder._parameters.get(n)]
 
     def constant(self, value, dtype: np.dtype, weak: bool = False) -> Tracer:
         array = np.asarray(value, dtype=dtype)
@@ -130,7 +138,11 @@ class Trace:
 class Tracer:
     """A traced array: its shape, dtype and weak-typedness, and the instruction that makes it."""
 
-    __slots__ = ("trace", "inst", "weak_type", "_origin")
+    # _view: (parent tracer, basic index) when this is a view made by basic indexing, so writes
+    # reach the parent as in NumPy; _views: weak references to the views taken of this one;
+    # _alias_of: what this aliases when made by a view function toolkit does not track (reshape,
+    # transpose ...), so writing through it is an error rather than a lost mutation.
+    __slots__ = ("trace", "inst", "weak_type", "_origin", "_view", "_views", "_alias_of", "__weakref__")
     __array_priority__ = 1000
     __hash__ = None  # traced arrays are not dict keys, as NumPy arrays are not
 
@@ -140,6 +152,9 @@ class Tracer:
         self.inst = inst
         self.weak_type = weak_type
         self._origin = origin
+        self._view = None
+        self._views = None
+        self._alias_of = None
 
     # ---- abstract value ---------------------------------------------------------------
     @property
@@ -237,11 +252,6 @@ class Tracer:
 
     def item(self):
         raise self._concrete_error("item()")
-
-    def __setitem__(self, key, value):
-        raise UserTypeError(
-            "traced arrays are immutable: item assignment is not supported inside jit; "
-            "build the new array with tnp.where(mask, new, x) or tnp.concatenate")
 
     # NumPy protocols and operators are attached by frontend.dispatch.
 

@@ -94,8 +94,10 @@ def entry_computation_layout(module: Module) -> str:
 
 def module_to_text(module: Module, metadata: bool = True) -> str:
     header = f"HloModule {module.name}"
-    attrs = [("entry_computation_layout", entry_computation_layout(module))]
-    attrs += [(k, v) for k, v in module.attributes if k != "entry_computation_layout"]
+    # XLA's order: input_output_alias before entry_computation_layout
+    attrs = [(k, v) for k, v in module.attributes if k == "input_output_alias"]
+    attrs += [("entry_computation_layout", entry_computation_layout(module))]
+    attrs += [(k, v) for k, v in module.attributes if k not in ("entry_computation_layout", "input_output_alias")]
     header += "".join(f", {k}={v}" for k, v in attrs)
     blocks = [header]
     for comp in module.computations:

@@ -44,6 +44,7 @@ class CompileEvent:
     call_site: str = ""
     thread: int = 0
     evicted: str = ""  # the signature this compile pushed out of the function's bounded cache
+    mutated_arguments: tuple[str, ...] = ()  # arguments the program writes in place (x += y ...)
 
     @property
     def persistent_cache_hit(self) -> bool:

@@ -1,0 +1,188 @@
+"""In-place NumPy under jit: augmented assignment, item assignment through basic indices and
+views, out=, np.copyto, fill and masked assignment. The caller's arrays end exactly as NumPy
+leaves them; what toolkit cannot express raises, naming the operation."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import toolkit as tk
+from toolkit.frontend.errors import UnsupportedNumpyError
+
+BACKENDS = ["interpreter", "cpu", "gpu-simulated"]
+
+
+def _same_as_numpy(fn, *args, backend="interpreter"):
+    ours = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    theirs = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    got = tk.jit(fn, backend=backend)(*ours)
+    want = fn(*theirs)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_array_equal(o, t)  # the arguments, after the call
+    if want is not None:
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(g, w)
+    return got
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_augmented_assignment_writes_the_callers_array(backend):
+    def k(x, y):
+        x += y
+        x *= 2
+
+    _same_as_numpy(k, np.ones(3), np.arange(3.0), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_row_updates_and_a_stencil_into_the_argument(backend):
+    def rows(a):
+        for i in range(1, a.shape[0]):
+            a[i, :] = a[i - 1, :] * 0.5 + a[i, :]
+        a[1:-1, 1:-1] += 0.25 * (a[:-2, 1:-1] + a[2:, 1:-1])
+        a[::2, -1] = -1
+        a[:, ::-2] *= 3
+        return a.sum()
+
+    _same_as_numpy(rows, np.arange(20.0).reshape(4, 5), backend=backend)
+
+
+def test_writes_through_views_reach_their_base_and_later_reads_agree():
+    def views(a):
+        b = a[1:]
+        c = b[:, ::-1]
+        b[0] = 7.0
+        c[1, 0] = -3.0
+        d = a[None, 2]
+        a[2, 1] = 11.0  # the view d sees it
+        return b.sum(), c.copy(), d + 0
+
+    _same_as_numpy(views, np.arange(12.0).reshape(4, 3))
+
+
+def test_out_copyto_fill_and_masked_assignment():
+    def misc(x, y):
+        np.multiply(x, 2, out=x)
+        np.add(x, y, out=y)
+        x[x > 3] = 0
+        z = np.zeros_like(y)
+        np.copyto(z, y)
+        y.fill(5)
+        return z
+
+    _same_as_numpy(misc, np.arange(4.0), np.ones(4))
+
+
+def test_python_scalar_arguments_rebind_as_python_numbers_do():
+    def f(x, s):
+        s += 1
+        x += s
+        return s
+
+    x = np.zeros(2)
+    assert tk.jit(f)(x, 2) == 3
+    np.testing.assert_array_equal(x, [3, 3])
+
+
+def test_dtype_rules_of_in_place_writes_are_numpys():
+    def int_plus_float(x):
+        x += 0.5
+
+    with pytest.raises(TypeError):
+        int_plus_float(np.ones(2, np.int64))
+    with pytest.raises(TypeError, match="same_kind"):
+        tk.jit(int_plus_float)(np.ones(2, np.int64))
+
+    def assign_float_to_int(x):
+        x[0] = 2.7
+
+    _same_as_numpy(assign_float_to_int, np.ones(2, np.int64))
+
+    def too_big(x):
+        x[0] = 2 ** 40
+
+    with pytest.raises(OverflowError):
+        tk.jit(too_big)(np.ones(2, np.int32))
+
+
+def test_read_only_and_aliased_arguments_are_refused():
+    def k(x, y):
+        x += y
+
+    ro = np.ones(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        tk.jit(k)(ro, np.ones(3))
+    a = np.ones(3)
+    with pytest.raises(ValueError, match="shares memory"):
+        tk.jit(k)(a, a)
+    np.testing.assert_array_equal(a, np.ones(3))
+
+
+def test_writing_through_an_untracked_view_is_an_error_not_a_lost_write():
+    def f(x):
+        y = x.reshape(2, 2)
+        y[0, 0] = 5
+
+    with pytest.raises(UnsupportedNumpyError, match="np.reshape"):
+        tk.jit(f)(np.zeros(4))
+
+
+def test_mutated_arguments_print_as_input_output_alias_and_parse_back():
+    def k(x, y):
+        x += y
+        return y * 2
+
+    lowered = tk.jit(k).lower(np.ones(3, np.float32), np.ones(3, np.float32))
+    text = lowered.as_text()
+    assert text.splitlines()[0] == ("HloModule jit_k, input_output_alias={ {1}: (0, {}, may-alias) }, "
+                                    "entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[3]{0}, f32[3]{0})}")
+    module = tk.hlo.parse(text)
+    x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    out = tk.hlo.run(module, x, y)
+    np.testing.assert_array_equal(out[1], x + y)
+
+
+def test_the_profile_records_the_mutated_arguments():
+    def k(x, y):
+        x += y
+
+    with tk.profile() as prof:
+        tk.jit(k)(np.ones(2), np.ones(2))
+    assert prof.compiles[-1].mutated_arguments == ("x",)
+
+
+# ---- random writes through random views, against NumPy ---------------------------------------
+_slices = st.builds(slice, st.integers(-5, 5) | st.none(), st.integers(-5, 5) | st.none(),
+                    st.sampled_from([None, 1, 2, -1, -2]))
+_index = st.one_of(st.integers(-4, 3), _slices, st.just(Ellipsis))
+_steps = st.lists(st.tuples(st.sampled_from(["view", "set", "iadd"]), st.tuples(_index, _slices),
+                            st.floats(-3, 3)), min_size=1, max_size=6)
+
+
+def _run(steps, a):
+    arrays = [a]
+    for kind, key, value in steps:
+        target = arrays[-1]
+        try:
+            if kind == "view":
+                view = target[key]
+                if np.ndim(view) == 0:
+                    continue
+                arrays.append(view)
+            elif kind == "set":
+                target[key] = value
+            else:
+                target[key] += value
+        except IndexError:
+            continue
+    return a.sum() + sum(v.sum() for v in arrays[1:])
+
+
+@given(_steps)
+def test_random_writes_through_views_match_numpy(steps):
+    a = np.arange(20.0).reshape(4, 5)
+    theirs, ours = a.copy(), a.copy()
+    want = _run(steps, theirs)
+    got = tk.jit(lambda x: _run(steps, x), on_recompile="ignore")(ours)
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_allclose(got, want)

@@ -1,0 +1,179 @@
+"""In-place NumPy on traced arrays, functionalized.
+
+HLO values are immutable, so ``x[k] = v``, ``x += y``, ``np.add(a, b, out=x)``, ``np.copyto``
+and ``x.fill`` compute a new value and rebind the traced array to it: ``Tracer.inst`` moves to
+the new instruction, so every later read of that Python object sees the write, as in NumPy.
+
+Views: a basic index (ints, slices, None, ...) of a traced array is a view. A write through it
+is written into its parent (and so on up to the array that owns the data), and every live view
+of that array is re-derived, so ``b = a[1:]; b[0] = 1`` changes ``a`` and later reads of ``a``
+and ``b`` agree. Views made by functions toolkit does not track (reshape, transpose, ravel,
+squeeze, swapaxes, flip, broadcast_to ...) cannot be written: that is an error naming the
+function, never a lost write.
+
+Arguments written in place become extra outputs of the program (printed as XLA's
+``input_output_alias``) and are copied back into the caller's arrays after each call."""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import lax
+from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, UserValueError
+from .indexing import decompose, getitem
+from .tracer import Tracer
+
+# np.* functions whose result is a view of their first argument in NumPy (when it can be):
+# writing through them is refused rather than silently not reaching the original.
+VIEW_FUNCTIONS = frozenset({"reshape", "ravel", "transpose", "swapaxes", "moveaxis", "squeeze",
+                            "expand_dims", "broadcast_to", "flip", "fliplr", "flipud", "atleast_1d",
+                            "atleast_2d", "atleast_3d", "diagonal", "real"})
+
+
+def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
+    """Register ``view`` (``parent[key]``) so that writes through it reach ``parent``."""
+    view._view = (parent, key)
+    if parent._views is None:
+        parent._views = []
+    parent._views.append(weakref.ref(view))
+    return view
+
+
+def mark_untracked_view(result, source, function: str):
+    if isinstance(result, Tracer) and isinstance(source, Tracer) and result is not source:
+        result._alias_of = f"np.{function}"
+    return result
+
+
+def _check_writable(target: Tracer, what: str) -> None:
+    if target._alias_of is not None:
+        raise UnsupportedNumpyError(
+            f"{what}: this array was made by {target._alias_of}, which in NumPy may be a view of "
+            f"another array, so writing into it would change that array too; toolkit does not "
+            f"track views made by {target._alias_of}. Write into the original array through an "
+            f"index, or copy first (y = {target._alias_of}(...).copy()).")
+
+
+def _cast_value(target: Tracer, value) -> Tracer:
+    """``value`` in ``target``'s dtype, as NumPy's item assignment casts it."""
+    trace = target.trace
+    if isinstance(value, Tracer):
+        return lax.convert(value, target.dtype, target.weak_type)
+    return lax.lift(trace, value, target.dtype, weak=target.weak_type, what="assigned value")
+
+
+def updated(x: Tracer, key, value) -> Tracer:
+    """The value of ``x`` after ``x[key] = value`` (a new tracer; ``x`` is unchanged)."""
+    if isinstance(key, Tracer) or isinstance(key, np.ndarray) and key.dtype == np.bool_:
+        return _masked(x, key, value)
+    spec, reverse, out_shape = decompose(x, key)
+    v = _cast_value(x, value)
+    try:
+        v = lax.broadcast_to(v, out_shape)
+    except ShapeMismatchError:
+        raise ShapeMismatchError(f"could not broadcast input array from shape {tuple(v.shape)} into "
+                                 f"shape {tuple(out_shape)} (assigning to {x.describe()})") from None
+    sliced = [len(range(start, limit, stride)) for start, limit, stride in spec]
+    if 0 in sliced:
+        return x
+    v = lax.rev(lax.reshape(v, sliced), reverse)
+    padding = [(start, size - limit, stride - 1) for (start, limit, stride), size in zip(spec, x.shape)]
+    if all(p == (0, 0, 0) for p in padding):
+        return v
+    trace = x.trace
+    placed = lax.pad(v, lax.full(trace, (), 0, x.dtype, x.weak_type), padding)
+    inside = lax.pad(lax.full(trace, sliced, True, np.bool_), lax.full(trace, (), False, np.bool_), padding)
+    return lax.select(inside, placed, x)
+
+
+def _masked(x: Tracer, mask, value) -> Tracer:
+    """``x[mask] = value`` with a boolean mask of ``x``'s shape and a scalar value."""
+    trace = x.trace
+    m = lax.lift(trace, mask, what="mask") if not isinstance(mask, Tracer) else mask
+    if m.dtype != np.bool_ or tuple(m.shape) != tuple(x.shape):
+        raise UnsupportedNumpyError(
+            f"x[index] = value with a traced or array index: only a boolean mask of the array's own "
+            f"shape {tuple(x.shape)} is supported (got {m.describe()}); use np.where(mask, value, x)")
+    v = _cast_value(x, value)
+    if v.size != 1:
+        raise UnsupportedNumpyError(
+            f"x[mask] = values with an array of values depends on how many entries the mask "
+            f"selects; use x = np.where(mask, values_of_x_shape, x) (got values {v.describe()})")
+    return lax.select(m, lax.broadcast_to(lax.reshape(v, ()), x.shape), x)
+
+
+def write(target: Tracer, new_value: Tracer) -> None:
+    """Make ``new_value`` the whole value of ``target``; through views, up to their owner."""
+    node, value = target, new_value
+    while node._view is not None:
+        parent, key = node._view
+        value = updated(parent, key, value)
+        node = parent
+    node.inst = value.inst
+    _refresh_views(node)
+
+
+def _refresh_views(owner: Tracer) -> None:
+    stack = [owner]
+    while stack:
+        t = stack.pop()
+        alive = []
+        for ref in t._views or ():
+            view = ref()
+            if view is None:
+                continue
+            alive.append(ref)
+            view.inst = getitem(t, view._view[1]).inst
+            stack.append(view)
+        t._views = alive or None
+
+
+def assign(target: Tracer, key, value) -> None:
+    """``target[key] = value``."""
+    _check_writable(target, "item assignment")
+    write(target, updated(target, key, value))
+
+
+def store_result(out: Tracer, result: Tracer, what: str) -> Tracer:
+    """``out`` := ``result`` for ``out=`` and augmented assignment, with NumPy's same_kind rule."""
+    _check_writable(out, what)
+    if tuple(result.shape) != tuple(out.shape):
+        try:
+            result = lax.broadcast_to(result, out.shape)
+        except ShapeMismatchError:
+            raise ShapeMismatchError(f"{what}: non-broadcastable output operand with shape "
+                                     f"{tuple(out.shape)} doesn't match the broadcast shape "
+                                     f"{tuple(result.shape)}") from None
+    if result.dtype != out.dtype and not np.can_cast(result.dtype, out.dtype, "same_kind"):
+        raise DTypeMismatchError(f"{what}: Cannot cast ufunc output from dtype('{result.dtype}') "
+                                 f"to dtype('{out.dtype}') with casting rule 'same_kind'")
+    write(out, lax.convert(result, out.dtype, out.weak_type))
+    return out
+
+
+def check_mutation_targets(leaves, mutated, paths) -> None:
+    """Before a call that writes arguments: each must be a writable array that shares no memory
+    with another argument (toolkit cannot reproduce NumPy's aliasing between arguments)."""
+    arrays = [(i, leaf) for i, leaf in enumerate(leaves) if isinstance(leaf, np.ndarray)]
+    for i in mutated:
+        leaf = leaves[i]
+        if isinstance(leaf, np.ndarray):
+            if not leaf.flags.writeable:
+                raise UserValueError(f"output array is read-only: argument '{paths[i]}' is written in place")
+            for j, other in arrays:
+                if j != i and np.may_share_memory(leaf, other):
+                    raise UserValueError(
+                        f"argument '{paths[i]}' is written in place and shares memory with argument "
+                        f"'{paths[j]}'; NumPy would see the write through both, toolkit cannot: pass a copy")
+        elif getattr(type(leaf), "__toolkit_array__", False):
+            raise UserValueError(f"argument '{paths[i]}' is a device array, which is immutable, but the "
+                                 "function writes it in place; pass np.asarray(x) or return the new value")
+
+
+def write_back(leaves, mutated, results) -> None:
+    """Copy the new values of arguments written in place into the caller's arrays."""
+    for i, value in zip(mutated, results):
+        leaf = leaves[i]
+        if isinstance(leaf, np.ndarray):  # scalars are immutable: the write was a rebinding
+            np.copyto(leaf, np.asarray(value), casting="unsafe")
