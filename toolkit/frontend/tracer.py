@@ -245,7 +245,12 @@ class Tracer:
         raise self._concrete_error("use as an index (__index__)")
 
     def __array__(self, dtype=None, copy=None):
-        raise self._concrete_error("np.asarray() / conversion to a NumPy array")
+        error = self._concrete_error("np.asarray() / conversion to a NumPy array")
+        error.args = (error.args[0] + "\nIf this is a traced value written into a NumPy array made "
+                      "inside the function (a = np.zeros(...); a[i] = ...), make that array with "
+                      "toolkit.numpy instead (a = tnp.zeros(...), tnp.empty, tnp.ones, tnp.full, "
+                      "tnp.zeros_like ...): it is then traced, and writes into it are too.",)
+        raise error
 
     def tolist(self):
         raise self._concrete_error("tolist()")
