@@ -29,3 +29,37 @@ def test_a_20000_instruction_program_compiles_runs_and_matches_numpy():
     assert compiled.memory_analysis() is not None
     again = tk.hlo.run(tk.hlo.parse(lowered.as_text()), x, y)  # print, parse and interpret
     np.testing.assert_allclose(again[0], want[0], rtol=1e-9)
+
+
+def test_a_long_compile_shows_its_phases_and_size(monkeypatch, capsys):
+    from toolkit.profiler import progress
+
+    monkeypatch.setattr(progress, "DELAY_SECONDS", 0.0)
+    seen = []
+    original = progress.CompileProgress._show
+
+    def show_and_remember(self):
+        original(self)
+        seen.append(self.current)
+
+    monkeypatch.setattr(progress.CompileProgress, "_show", show_and_remember)
+    monkeypatch.setattr(progress.CompileProgress, "line", lambda self: f"compiling {self.name}: "
+                        f"{self.instructions:,} instructions, {self.current}")
+    import time
+
+    real_optimize = tk.backends.cpu.compiler._optimize
+
+    def slow_optimize(module, tm):  # long enough for the watcher to look twice
+        time.sleep(0.7)
+        real_optimize(module, tm)
+
+    monkeypatch.setattr(tk.backends.cpu.compiler, "_optimize", slow_optimize)
+    tk.jit(lambda v: np.tanh(v) + 1, backend="cpu").lower(np.ones(8)).compile()
+    err = capsys.readouterr().err
+    assert "compiling jit(lambda)" in err and "instructions" in err
+    assert "LLVM O3 optimisation" in seen and err.rstrip().endswith("done")
+
+
+def test_short_compiles_print_nothing(capsys):
+    tk.jit(lambda v: v + 1, backend="cpu").lower(np.ones(8)).compile()
+    assert "compiling" not in capsys.readouterr().err

@@ -23,6 +23,7 @@ from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_c
 from .passes.manager import PassDump
 from .passes.memory_analysis import MemoryAnalysis, memory_analysis as _memory_analysis
 from .passes.pipeline import make_pipeline
+from .profiler.progress import phase as progress_phase, watch_compile
 from .profiler.events import KernelEvent, Phase
 from .profiler.recorder import RECORDER
 
@@ -94,9 +95,13 @@ class Lowered(_TracedStage):
         clock = RECORDER.clock
         start = clock.now()
         pipeline = make_pipeline(self.pipeline, _REFERENCE_EVALUATORS)
-        optimized = pipeline.run(self.hlo, clock, self.dump_passes, compile_id=compile_id)
-        passes_end = clock.now()
-        executable = self._backend.compile(optimized.module)
+        size = sum(len(c.instructions) for c in self.hlo.computations)
+        with watch_compile(f"jit({self.fn_name})", size):
+            optimized = pipeline.run(self.hlo, clock, self.dump_passes, compile_id=compile_id)
+            passes_end = clock.now()
+            progress_phase(f"{self._backend.name} code generation "
+                           f"({sum(i.opcode in ('fusion', 'dot') for i in optimized.module.entry.instructions)} kernels)")
+            executable = self._backend.compile(optimized.module)
         end = clock.now()
         phases = [Phase("passes", start, passes_end - start)]
         backend_phases = getattr(executable, "compile_phases", None) or []

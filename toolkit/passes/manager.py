@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import difflib
 import re
+
+from ..profiler.progress import phase as progress_phase
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,6 +62,7 @@ class Pipeline:
 
         def run_one(name: str, fn: PassFn) -> bool:
             nonlocal text_before
+            progress_phase(f"pass {name}")
             start = now()
             new, rewrites, decisions = fn(result.module)
             duration = now() - start

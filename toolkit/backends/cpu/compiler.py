@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
+from ...profiler.progress import phase as progress_phase
+
 _lock = threading.Lock()
 _target_machine = None
 
@@ -96,10 +98,12 @@ def compile_ir(ir_text: str) -> MachineCode:
             mod.verify()
             mod.triple = llvm.get_process_triple()
             mod.data_layout = str(tm.target_data)
+            progress_phase("LLVM O3 optimisation")
             _optimize(mod, tm)
             t1 = time.perf_counter()
             phases.append(("llvm_optimize", t1 - t0))
             optimized = str(mod)
+            progress_phase("LLVM machine code")
             object_code = tm.emit_object(mod)
         finally:
             mod.close()
