@@ -178,11 +178,19 @@ def _run(steps, a):
     return a.sum() + sum(v.sum() for v in arrays[1:])
 
 
-@given(_steps)
-def test_random_writes_through_views_match_numpy(steps):
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_random_writes_through_views_match_numpy(backend):
+    @given(_steps)
+    def check(steps):
+        _check_steps(steps, backend)
+
+    check()
+
+
+def _check_steps(steps, backend):
     a = np.arange(20.0).reshape(4, 5)
     theirs, ours = a.copy(), a.copy()
     want = _run(steps, theirs)
-    got = tk.jit(lambda x: _run(steps, x), on_recompile="ignore")(ours)
+    got = tk.jit(lambda x: _run(steps, x), on_recompile="ignore", backend=backend)(ours)
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_allclose(got, want)
