@@ -194,3 +194,28 @@ def _check_steps(steps, backend):
     got = tk.jit(lambda x: _run(steps, x), on_recompile="ignore", backend=backend)(ours)
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_allclose(got, want)
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.copy(), lambda x: np.copy(x), lambda x: x.astype(x.dtype), lambda x: +x,
+    lambda x: np.positive(x), lambda x: np.concatenate([x]), lambda x: np.where(True, x, x),
+    lambda x: x.reshape(3), lambda x: x.T, lambda x: np.squeeze(x), lambda x: x[:], lambda x: x[...],
+    lambda x: np.moveaxis(x, 0, 0), lambda x: np.clip(x, -1, 1),
+])
+def test_writing_into_a_result_reaches_the_input_exactly_when_numpy_returns_a_view(make):
+    def f(x):
+        y = make(x)
+        y[0] = 99.0
+
+    _same_as_numpy(f, np.zeros(3))
+
+
+def test_writes_into_read_only_or_untracked_views_raise():
+    with pytest.raises(ValueError, match="read-only"):
+        tk.jit(lambda x: np.broadcast_to(x, (3,)).__setitem__(0, 1.0))(np.zeros(3))
+
+    def through_a_view_of_an_untracked_view(x):
+        np.expand_dims(x, 0)[0][1] = 5.0
+
+    with pytest.raises(UnsupportedNumpyError, match="np.expand_dims"):
+        tk.jit(through_a_view_of_an_untracked_view)(np.zeros(3))

@@ -40,19 +40,52 @@ def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
     return view
 
 
+READ_ONLY_VIEWS = frozenset({"broadcast_to"})
+
+
 def mark_untracked_view(result, source, function: str):
-    if isinstance(result, Tracer) and isinstance(source, Tracer) and result is not source:
+    if not (isinstance(result, Tracer) and isinstance(source, Tracer)):
+        return result
+    if function in READ_ONLY_VIEWS:  # NumPy's result is a read-only view, even of the same shape
+        result = Tracer(result.trace, result.inst, result.weak_type)
+        result._alias_of = f"np.{function} (a read-only view)"
+    elif result is not source:
         result._alias_of = f"np.{function}"
     return result
 
 
+def fresh_results(result, inputs):
+    """A function that is not a view in NumPy returns a new array: when toolkit's version hands
+    back an input tracer unchanged (an identity cast, ``+x``, a one-array concatenate), give it
+    a new identity, so writing into the result does not write into the input."""
+    if isinstance(result, Tracer):
+        return Tracer(result.trace, result.inst, result.weak_type) if _is_one_of(result, inputs) else result
+    if isinstance(result, (tuple, list)) and any(isinstance(r, Tracer) for r in result):
+        return type(result)(fresh_results(r, inputs) for r in result)
+    return result
+
+
+def _is_one_of(t: Tracer, inputs) -> bool:
+    for v in inputs:
+        if v is t or isinstance(v, (list, tuple)) and any(u is t for u in v):
+            return True
+    return False
+
+
 def _check_writable(target: Tracer, what: str) -> None:
-    if target._alias_of is not None:
-        raise UnsupportedNumpyError(
-            f"{what}: this array was made by {target._alias_of}, which in NumPy may be a view of "
-            f"another array, so writing into it would change that array too; toolkit does not "
-            f"track views made by {target._alias_of}. Write into the original array through an "
-            f"index, or copy first (y = {target._alias_of}(...).copy()).")
+    node = target
+    while node is not None:  # the array written, and every array it is a view of
+        if node._alias_of is not None:
+            if "read-only" in node._alias_of:
+                raise UserValueError(f"{what}: assignment destination is read-only "
+                                     f"(made by {node._alias_of})")
+            raise UnsupportedNumpyError(
+                f"{what}: this array is {'' if node is target else 'a view of one '}made by "
+                f"{node._alias_of}, which in NumPy may be a view of another array, so writing into "
+                f"it would change that array too; toolkit does not track views made by "
+                f"{node._alias_of}. Write into the original array through an index, or copy first "
+                f"(y = {node._alias_of}(...).copy()).")
+        node = node._view[0] if node._view is not None else None
 
 
 def _cast_value(target: Tracer, value) -> Tracer:

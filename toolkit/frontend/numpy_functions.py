@@ -15,7 +15,7 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError, UserAxisError
-from .inplace import VIEW_FUNCTIONS, mark_untracked_view, store_result
+from .inplace import VIEW_FUNCTIONS, fresh_results, mark_untracked_view, store_result
 from .tracer import Tracer, current_trace
 from .ufuncs import apply_ufunc, broadcast_all
 
@@ -51,8 +51,8 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
             with trace.op_scope(public_name):
                 result = impl(*args, **kwargs)
             if public_name in VIEW_FUNCTIONS and args:
-                mark_untracked_view(result, args[0], public_name)
-            return result
+                return mark_untracked_view(result, args[0], public_name)
+            return fresh_results(result, list(args) + list(kwargs.values()))
 
         wrapper.__name__ = wrapper.__qualname__ = public_name
         if np_func is not None:
@@ -285,7 +285,9 @@ def _clip_both(a, lo, hi):
 
 
 def astype(x, dtype, copy=True):
-    return lax.convert(_as_tracer(x), lax.check_supported_dtype(dtype, "astype target"))
+    x = _as_tracer(x)
+    result = lax.convert(x, lax.check_supported_dtype(dtype, "astype target"))
+    return result if not copy and result is x else fresh_results(result, [x])
 
 
 EXPORTS["astype"] = astype

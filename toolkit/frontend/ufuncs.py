@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import lax
+from .inplace import fresh_results
 from .errors import DTypeMismatchError, LazyText, ShapeMismatchError, UnsupportedNumpyError
 from .tracer import Tracer
 
@@ -99,7 +100,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         result = lax.convert(result, out_dtype, weak)
         if dtype is not None:
             result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
-        return result
+        return fresh_results(result, inputs)
 
 
 _COMPARISONS = frozenset({np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal})
