@@ -219,3 +219,19 @@ def test_writes_into_read_only_or_untracked_views_raise():
 
     with pytest.raises(UnsupportedNumpyError, match="np.expand_dims"):
         tk.jit(through_a_view_of_an_untracked_view)(np.zeros(3))
+
+
+def test_a_python_int_argument_stored_into_a_narrower_array_is_checked_on_every_call():
+    def store(x, s):
+        x[0] = s
+        x[1:].fill(s)
+
+    f = tk.jit(store)
+    a = np.zeros(3, np.int32)
+    f(a, 5)
+    np.testing.assert_array_equal(a, [5, 5, 5])
+    with pytest.raises(OverflowError):
+        store(np.zeros(3, np.int32), 2 ** 40)
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        f(a, 2 ** 40)
+    np.testing.assert_array_equal(a, [5, 5, 5])  # nothing was written

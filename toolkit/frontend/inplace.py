@@ -92,6 +92,7 @@ def _cast_value(target: Tracer, value) -> Tracer:
     """``value`` in ``target``'s dtype, as NumPy's item assignment casts it."""
     trace = target.trace
     if isinstance(value, Tracer):
+        _note_narrowing(value, target.dtype)
         return lax.convert(value, target.dtype, target.weak_type)
     return lax.lift(trace, value, target.dtype, weak=target.weak_type, what="assigned value")
 
@@ -181,8 +182,17 @@ def store_result(out: Tracer, result: Tracer, what: str) -> Tracer:
     if result.dtype != out.dtype and not np.can_cast(result.dtype, out.dtype, "same_kind"):
         raise DTypeMismatchError(f"{what}: Cannot cast ufunc output from dtype('{result.dtype}') "
                                  f"to dtype('{out.dtype}') with casting rule 'same_kind'")
+    _note_narrowing(result, out.dtype)
     write(out, lax.convert(result, out.dtype, out.weak_type))
     return out
+
+
+def _note_narrowing(value: Tracer, dtype) -> None:
+    """A Python-int argument stored into a narrower integer array: NumPy raises OverflowError
+    when it does not fit, so its value is checked on every call (as for ufunc operands)."""
+    dtype = np.dtype(dtype)
+    if value.weak_type and value.dtype.kind in "iu" and dtype.kind in "iu" and dtype.itemsize < value.dtype.itemsize:
+        value.trace.note_weak_narrowing(value, dtype)
 
 
 def check_mutation_targets(leaves, mutated, paths) -> None:
