@@ -35,22 +35,29 @@ def env_str(name: str) -> str | None:
     return value if value is None else value.strip()
 
 
-def env_int(name: str, default: int | None, minimum: int, maximum: int) -> int | None:
-    """An integer variable; unset or empty gives ``default``."""
+def _env_number(name: str, default, parse, expected: str, minimum: int, maximum: int, unit: str = ""):
+    """A numeric variable: unset or empty gives ``default``; unreadable warns and gives
+    ``default``; out of range warns and is clamped."""
     raw = env_str(name)
     if not raw:
         return default
     try:
-        value = int(raw, 10)
+        value = parse(raw)
     except ValueError:
-        warn_once(name, raw, f"expected a whole number from {minimum} to {maximum}; "
-                             f"using the default ({'automatic' if default is None else default})")
+        warn_once(name, raw, f"expected {expected}; using the default "
+                             f"({'automatic' if default is None else default})")
         return default
     if not minimum <= value <= maximum:
         clamped = min(max(value, minimum), maximum)
-        warn_once(name, raw, f"outside {minimum}..{maximum}; using {clamped}")
+        warn_once(name, raw, f"outside {minimum}..{maximum}{unit}; using {clamped}")
         return clamped
     return value
+
+
+def env_int(name: str, default: int | None, minimum: int, maximum: int) -> int | None:
+    """An integer variable; unset or empty gives ``default``."""
+    return _env_number(name, default, lambda raw: int(raw, 10),
+                       f"a whole number from {minimum} to {maximum}", minimum, maximum)
 
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000 ** 2, "mb": 1000 ** 2,
@@ -70,17 +77,5 @@ def parse_bytes(text: str) -> int:
 
 def env_bytes(name: str, default: int, minimum: int = 0, maximum: int = 1 << 50) -> int:
     """A size in bytes: a plain number or one with a unit (``4MiB``, ``2GB``)."""
-    raw = env_str(name)
-    if not raw:
-        return default
-    try:
-        value = parse_bytes(raw)
-    except ValueError:
-        warn_once(name, raw, f"expected a size in bytes such as 4194304, 4MiB or 2GB; using the "
-                             f"default ({default})")
-        return default
-    if not minimum <= value <= maximum:
-        clamped = min(max(value, minimum), maximum)
-        warn_once(name, raw, f"outside {minimum}..{maximum} bytes; using {clamped}")
-        return clamped
-    return value
+    return _env_number(name, default, parse_bytes, "a size in bytes such as 4194304, 4MiB or 2GB",
+                       minimum, maximum, " bytes")

@@ -19,7 +19,8 @@ class LazyText:
     def __str__(self) -> str:
         return str(self._make())
 
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 class ToolkitError(Exception):
