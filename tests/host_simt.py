@@ -28,7 +28,7 @@ from toolkit.backends.llvm.types import I32, I64, storage_type
 
 from simulated_gpu import SimulatedDevice
 
-EMULATED_MODES = ("thread", "thread_split")
+EMULATED_MODES = ("thread", "thread_split", "serial")
 _REGISTERS = ("tid.x", "ctaid.x", "ntid.x", "nctaid.x")
 
 

@@ -61,6 +61,21 @@ def creation(x):
     return x + tnp.arange(x.shape[-1], dtype=np.float32), tnp.zeros_like(x), tnp.linspace(0.0, 1.0, 5), tnp.eye(3)
 
 
+def indexing(table, ids, i):
+    """Reads: an embedding lookup (gather), a traced scalar index (dynamic-slice), mixed indices."""
+    return table[ids], table[i], table[ids[:2], 1:3], np.take_along_axis(table[:5], ids[:, None] % 3, axis=1)
+
+
+def scatters(table, ids, v):
+    """Writes into a copy: x[idx] = v (scatter, last write wins), np.add.at (scatter-add), and a
+    box of a basic index (dynamic-update-slice)."""
+    out = table.copy()
+    out[ids] = v
+    np.add.at(out, ids, 1.0)
+    out[1:3, :2] = -1.0
+    return out
+
+
 def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -86,6 +101,8 @@ def make_cases(rng):
         "selects": (selects, (f32(rng, 3, 4), f32(rng, 3, 4))),
         "conversions": (conversions, (f32(rng, 3, 4) * 10, i32(rng, 3, 4))),
         "creation": (creation, (f32(rng, 3, 4),)),
+        "indexing": (indexing, (f32(rng, 6, 4), np.array([5, 0, -1, 2, 5], np.int32), np.int64(3))),
+        "scatters": (scatters, (f32(rng, 6, 4), np.array([5, 0, -1, 5], np.int64), f32(rng, 4, 4))),
     }
 
 

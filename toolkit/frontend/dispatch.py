@@ -6,7 +6,7 @@ import numpy as np
 from . import numpy_functions as nf
 from .errors import UnsupportedNumpyError, UserValueError
 from . import inplace
-from .indexing import getitem
+from .indexing import getitem, is_advanced
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
@@ -33,6 +33,9 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         (x,) = inputs
         axis = kwargs.pop("axis", 0)
         return nf.EXPORTS[_REDUCE_METHODS[ufunc].__name__](x, axis=axis, **kwargs)
+    if method == "at":
+        from .indexing_functions import ufunc_at
+        return ufunc_at(ufunc, *inputs, **kwargs)
     raise UnsupportedNumpyError(f"np.{ufunc.__name__}.{method} is not supported on traced arrays")
 
 
@@ -134,8 +137,8 @@ Tracer.__array_function__ = _array_function
 
 def _getitem(self, key):
     with self.trace.op_scope("getitem"):
-        if isinstance(key, Tracer) or isinstance(key, np.ndarray) and key.dtype == np.bool_:
-            return getitem(self, key)  # the advanced-indexing error, naming the index
+        if is_advanced(key):  # a copy in NumPy, never a view
+            return getitem(self, key)
         return inplace.view_of(self, key, getitem(self, key))
 
 

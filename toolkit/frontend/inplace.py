@@ -20,8 +20,8 @@ import weakref
 import numpy as np
 
 from . import lax
-from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, UserValueError
-from .indexing import decompose, getitem
+from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, UserIndexError, UserValueError
+from .indexing import decompose, getitem, is_advanced, scatter_into
 from .tracer import Tracer
 
 # np.* functions whose result is a view of their first argument in NumPy (when it can be):
@@ -72,7 +72,7 @@ def _is_one_of(t: Tracer, inputs) -> bool:
     return False
 
 
-def _check_writable(target: Tracer, what: str) -> None:
+def check_writable(target: Tracer, what: str) -> None:
     node = target
     while node is not None:  # the array written, and every array it is a view of
         if node._alias_of is not None:
@@ -99,8 +99,11 @@ def _cast_value(target: Tracer, value) -> Tracer:
 
 def updated(x: Tracer, key, value) -> Tracer:
     """The value of ``x`` after ``x[key] = value`` (a new tracer; ``x`` is unchanged)."""
-    if isinstance(key, Tracer) or isinstance(key, np.ndarray) and key.dtype == np.bool_:
-        return _masked(x, key, value)
+    mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+    if _is_mask(mask) and (isinstance(mask, Tracer) or _is_scalar_value(value)):
+        return _masked(x, mask, value)
+    if is_advanced(key):
+        return scatter_into(x, key, _cast_value(x, value), "assign")
     spec, reverse, out_shape = decompose(x, key)
     v = _cast_value(x, value)
     try:
@@ -112,28 +115,39 @@ def updated(x: Tracer, key, value) -> Tracer:
     if 0 in sliced:
         return x
     v = lax.rev(lax.reshape(v, sliced), reverse)
-    padding = [(start, size - limit, stride - 1) for (start, limit, stride), size in zip(spec, x.shape)]
-    if all(p == (0, 0, 0) for p in padding):
+    if sliced == list(x.shape):
         return v
     trace = x.trace
+    if all(stride == 1 for _, _, stride in spec):  # a box: dynamic-update-slice at constant starts
+        starts = [lax.full(trace, (), start, np.int64) for start, _, _ in spec]
+        return lax.dynamic_update_slice(x, v, starts)
+    padding = [(start, size - limit, stride - 1) for (start, limit, stride), size in zip(spec, x.shape)]
     placed = lax.pad(v, lax.full(trace, (), 0, x.dtype, x.weak_type), padding)
     inside = lax.pad(lax.full(trace, sliced, True, np.bool_), lax.full(trace, (), False, np.bool_), padding)
     return lax.select(inside, placed, x)
 
 
+def _is_mask(key) -> bool:
+    return (isinstance(key, Tracer) or isinstance(key, np.ndarray)) and key.dtype == np.bool_ and key.ndim > 0
+
+
+def _is_scalar_value(value) -> bool:
+    return np.ndim(value) == 0 if not isinstance(value, Tracer) else value.size == 1
+
+
 def _masked(x: Tracer, mask, value) -> Tracer:
-    """``x[mask] = value`` with a boolean mask of ``x``'s shape and a scalar value."""
+    """``x[mask] = value`` with a boolean mask over the leading dimensions of ``x`` and a
+    scalar value: a select."""
     trace = x.trace
     m = lax.lift(trace, mask, what="mask") if not isinstance(mask, Tracer) else mask
-    if m.dtype != np.bool_ or tuple(m.shape) != tuple(x.shape):
-        raise UnsupportedNumpyError(
-            f"x[index] = value with a traced or array index: only a boolean mask of the array's own "
-            f"shape {tuple(x.shape)} is supported (got {m.describe()}); use np.where(mask, value, x)")
+    if tuple(m.shape) != tuple(x.shape)[:m.ndim]:
+        raise UserIndexError(f"boolean index did not match indexed array: mask {m.describe()} against {x.describe()}")
     v = _cast_value(x, value)
     if v.size != 1:
         raise UnsupportedNumpyError(
             f"x[mask] = values with an array of values depends on how many entries the mask "
             f"selects; use x = np.where(mask, values_of_x_shape, x) (got values {v.describe()})")
+    m = lax.broadcast_in_dim(m, x.shape, range(m.ndim))
     return lax.select(m, lax.broadcast_to(lax.reshape(v, ()), x.shape), x)
 
 
@@ -165,13 +179,13 @@ def _refresh_views(owner: Tracer) -> None:
 
 def assign(target: Tracer, key, value) -> None:
     """``target[key] = value``."""
-    _check_writable(target, "item assignment")
+    check_writable(target, "item assignment")
     write(target, updated(target, key, value))
 
 
 def store_result(out: Tracer, result: Tracer, what: str) -> Tracer:
     """``out`` := ``result`` for ``out=`` and augmented assignment, with NumPy's same_kind rule."""
-    _check_writable(out, what)
+    check_writable(out, what)
     if tuple(result.shape) != tuple(out.shape):
         try:
             result = lax.broadcast_to(result, out.shape)

@@ -188,3 +188,31 @@ def dot_general(lhs: Tracer, rhs: Tracer, contracting: tuple[Sequence[int], Sequ
     if lhs.dtype == np.bool_:
         raise DTypeMismatchError(f"dot/matmul of bool arrays is not supported: {lhs.describe()}")
     return lhs.trace.emit("dot", (lhs, rhs), attrs)
+
+
+# ---- indexing ------------------------------------------------------------------------------
+def gather(x: Tracer, indices: Tracer, *, offset_dims, collapsed_slice_dims, start_index_map,
+           slice_sizes, index_vector_dim: int) -> Tracer:
+    attrs = {"offset_dims": tuple(offset_dims), "collapsed_slice_dims": tuple(collapsed_slice_dims),
+             "start_index_map": tuple(start_index_map), "index_vector_dim": index_vector_dim,
+             "slice_sizes": tuple(slice_sizes)}
+    return x.trace.emit("gather", (x, indices), attrs, weak=x.weak_type)
+
+
+def scatter(x: Tracer, indices: Tracer, updates: Tracer, combiner: str, *, update_window_dims,
+            inserted_window_dims, scatter_dims_to_operand_dims, index_vector_dim: int) -> Tracer:
+    """``combiner``: 'assign' (the update replaces the element) or a binary opcode ('add' ...)."""
+    trace = x.trace
+    attrs = {"update_window_dims": tuple(update_window_dims), "inserted_window_dims": tuple(inserted_window_dims),
+             "scatter_dims_to_operand_dims": tuple(scatter_dims_to_operand_dims),
+             "index_vector_dim": index_vector_dim,
+             "to_apply": trace.module.scalar_reducer(combiner, ir_dtypes.from_numpy(x.dtype))}
+    return trace.emit("scatter", (x, indices, updates), attrs, weak=x.weak_type)
+
+
+def dynamic_slice(x: Tracer, starts: Sequence[Tracer], sizes: Sequence[int]) -> Tracer:
+    return x.trace.emit("dynamic-slice", (x, *starts), {"dynamic_slice_sizes": tuple(sizes)}, weak=x.weak_type)
+
+
+def dynamic_update_slice(x: Tracer, update: Tracer, starts: Sequence[Tracer]) -> Tracer:
+    return x.trace.emit("dynamic-update-slice", (x, update, *starts), weak=x.weak_type)

@@ -342,3 +342,4 @@ def copyto(dst, src, casting="same_kind", where=True):
 # Registered through @numpy_function when imported (kept apart to keep modules small).
 from . import shape_functions as _shape_functions  # noqa: E402,F401  (before creation: it stacks)
 from . import creation as _creation, linalg as _linalg  # noqa: E402,F401
+from . import indexing_functions as _indexing_functions  # noqa: E402,F401

@@ -11,6 +11,7 @@ from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
 from .errors import LeakedTracerError, UserOverflowError, UserTypeError
 from .inplace import check_mutation_targets, write_back
+from .namespace import numpy_buffers_traced
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
 from .tracer import Trace, Tracer
@@ -61,7 +62,8 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
                   for i, s in enumerate(specs)]
         args, kwargs = rebuild(params)
-        result = fn(*args, **kwargs)
+        with numpy_buffers_traced(fn):
+            result = fn(*args, **kwargs)
         leaves, out_tree, out_paths = flatten(result)
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]

@@ -3,6 +3,7 @@ one traced array and answers NumPy's protocols (``__array_ufunc__``, ``__array_f
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from typing import Any
 
@@ -10,12 +11,14 @@ import numpy as np
 
 from ..ir import dtypes as ir_dtypes
 from ..ir.builder import ComputationBuilder, ModuleBuilder
+from ..ir.evaluator import EVALUATORS
 from ..ir.nodes import Instruction, Metadata
 from ..ir.shapes import Shape
 from .errors import LeakedTracerError, TracerConversionError, UserTypeError
 from .source_info import SourceLocation, user_location
 
 _local = threading.local()
+KNOWN_VALUE_LIMIT = 4096  # instructions walked to evaluate an argument-free traced value
 
 
 def _stack() -> list[Trace]:
@@ -41,6 +44,7 @@ class Trace:
         self._op_name: str | None = None
         self._location: SourceLocation | None = None
         self._constants: dict[tuple, Instruction] = {}
+        self._known: dict[int, tuple[Instruction, object]] = {}  # id -> (instruction kept alive, value)
         # parameter number -> (lowest, highest, dtype, where): the range of integers that a weak
         # (Python int) argument must lie in, because it meets an array of a narrower dtype
         self.int_limits: dict[int, tuple[int, int, np.dtype, str]] = {}
@@ -121,6 +125,32 @@ class Trace:
         """(number, tracer) of the parameters written in place (``x += y``, ``x[i] = v``)."""
         return [(n, t) for n, t in enumerate(self.parameters)
                 if t.inst is not self.builder._parameters.get(n)]
+
+    def known_value(self, inst: Instruction):
+        """The value of ``inst`` when it depends on no argument (made only from constants, as
+        an ``np.zeros`` buffer filled with constants is), else None. Evaluated with the IR
+        layer's evaluator; the walk is iterative and bounded, values are remembered."""
+        if id(inst) in self._known:
+            return self._known[id(inst)][1]
+        order, seen, stack = [], set(), [(inst, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen or id(node) in self._known:
+                continue
+            if node.opcode == "parameter" or len(seen) >= KNOWN_VALUE_LIMIT:
+                return None
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((o, False) for o in node.operands)
+        with np.errstate(all="ignore"):
+            for node in order:
+                if id(node) not in self._known:
+                    args = [self._known[id(o)][1] for o in node.operands]
+                    self._known[id(node)] = (node, EVALUATORS[node.opcode](node, args))
+        return self._known[id(inst)][1]
 
     def constant(self, value, dtype: np.dtype, weak: bool = False) -> Tracer:
         array = np.asarray(value, dtype=dtype)
@@ -229,22 +259,45 @@ class Tracer:
             "static_argnums=/static_argnames=."
         )
 
+    # A traced array that depends on no argument (np.zeros(3) made inside the function, then
+    # filled with constants) has a value now: Python may use it, as NumPy would.
+    def _known(self):
+        return self.trace.known_value(self.inst) if self.trace.active else None
+
     def __bool__(self):
-        raise self._concrete_error("bool()")
+        value = self._known()
+        if value is None:
+            raise self._concrete_error("bool()")
+        return bool(value)
 
     def __int__(self):
-        raise self._concrete_error("int()")
+        value = self._known()
+        if value is None:
+            raise self._concrete_error("int()")
+        return int(value)
 
     def __float__(self):
-        raise self._concrete_error("float()")
+        value = self._known()
+        if value is None:
+            raise self._concrete_error("float()")
+        return float(value)
 
     def __complex__(self):
-        raise self._concrete_error("complex()")
+        value = self._known()
+        if value is None:
+            raise self._concrete_error("complex()")
+        return complex(value)
 
     def __index__(self):
-        raise self._concrete_error("use as an index (__index__)")
+        value = self._known()
+        if value is None or self.dtype.kind not in "iub":
+            raise self._concrete_error("use as an index (__index__)")
+        return operator.index(value[()] if isinstance(value, np.ndarray) else value)
 
     def __array__(self, dtype=None, copy=None):
+        value = self._known()
+        if value is not None:
+            return np.array(value, dtype=dtype)
         error = self._concrete_error("np.asarray() / conversion to a NumPy array")
         error.args = (error.args[0] + "\nIf this is a traced value written into a NumPy array made "
                       "inside the function (a = np.zeros(...); a[i] = ...), make that array with "
@@ -253,10 +306,16 @@ class Tracer:
         raise error
 
     def tolist(self):
-        raise self._concrete_error("tolist()")
+        value = self._known()
+        if value is None:
+            raise self._concrete_error("tolist()")
+        return np.asarray(value).tolist()
 
-    def item(self):
-        raise self._concrete_error("item()")
+    def item(self, *args):
+        value = self._known()
+        if value is None:
+            raise self._concrete_error("item()")
+        return np.asarray(value).item(*args)
 
     # NumPy protocols and operators are attached by frontend.dispatch.
 

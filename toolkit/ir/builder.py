@@ -137,7 +137,8 @@ class ModuleBuilder:
             scalar = Shape(dtype, ())
             lhs = b.parameter(0, scalar, "Arg_0")
             rhs = b.parameter(1, scalar, "Arg_1")
-            self._reducers[key] = self.add_computation(b.build(b.add(opcode, (lhs, rhs))))
+            root = rhs if opcode == "assign" else b.add(opcode, (lhs, rhs))  # assign: a scatter's overwrite
+            self._reducers[key] = self.add_computation(b.build(root))
         return self._reducers[key]
 
     def build(self, entry: Computation, attributes=()) -> Module:

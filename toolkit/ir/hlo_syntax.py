@@ -13,7 +13,11 @@ from .shapes import AnyShape, Shape, TupleShape
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _INT_LIST_ATTRS = {"dimensions", "lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
-                   "rhs_contracting_dims"}
+                   "rhs_contracting_dims", "offset_dims", "collapsed_slice_dims", "start_index_map",
+                   "operand_batching_dims", "start_indices_batching_dims", "slice_sizes",
+                   "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                   "input_batching_dims", "scatter_indices_batching_dims", "dynamic_slice_sizes"}
+_BOOL_ATTRS = {"indices_are_sorted", "unique_indices"}
 _TABLE_SECTIONS = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
 MAX_TUPLE_DEPTH = 64  # XLA's tuples nest a few levels; deeper text is hostile, not a program
 MAX_DIMENSION = 2 ** 63 - 1
@@ -330,7 +334,12 @@ class HloReader:
             self.expect("=", f"after attribute '{key}'")
             if key in _INT_LIST_ATTRS:
                 attrs[key] = self.int_list()
-            elif key in ("iota_dimension", "index"):
+            elif key in _BOOL_ATTRS:
+                flag = self.word()
+                if flag not in ("true", "false"):
+                    raise self.error(f"{key} must be true or false, found '{flag}'", key_pos)
+                attrs[key] = flag == "true"
+            elif key in ("iota_dimension", "index", "index_vector_dim"):
                 attrs[key] = self.integer()
             elif key in ("direction", "type") and opcode == "compare":
                 attrs[key] = self.word()

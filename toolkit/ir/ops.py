@@ -21,6 +21,7 @@ CATEGORIES = (
     "ternary",  # elementwise, three operands (select, clamp)
     "layout",  # data movement: broadcast, reshape, transpose, slice ...
     "reduce",
+    "scatter",  # writes updates into a copy of its operand: its own kernel, never fused
     "dot",
     "tuple",  # tuple, get-tuple-element
     "call",
@@ -73,6 +74,17 @@ _define(OpDef("concatenate", "layout", None, ("dimensions",)))
 _define(OpDef("pad", "layout", 2, ("padding",)))
 _define(OpDef("reverse", "layout", 1, ("dimensions",)))
 _define(OpDef("copy", "layout", 1))
+# Indexing: start indices are data. Out-of-range starts are clamped (gather, dynamic-slice,
+# dynamic-update-slice) or the update is dropped (scatter), as XLA defines them.
+_define(OpDef("gather", "layout", 2, (
+    "offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim", "slice_sizes",
+    "indices_are_sorted", "operand_batching_dims", "start_indices_batching_dims")))
+_define(OpDef("dynamic-slice", "layout", None, ("dynamic_slice_sizes",)))
+_define(OpDef("dynamic-update-slice", "layout", None))
+_define(OpDef("scatter", "scatter", 3, (
+    "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "index_vector_dim",
+    "to_apply", "indices_are_sorted", "unique_indices", "input_batching_dims",
+    "scatter_indices_batching_dims")))
 
 _define(OpDef("reduce", "reduce", None, ("dimensions", "to_apply")))
 _define(OpDef(

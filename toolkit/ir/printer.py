@@ -8,6 +8,21 @@ from .ops import opdef
 _DOT_ATTRS = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")
 
 
+# XLA's order of the indexing ops' attributes (HloGatherInstruction / HloScatterInstruction
+# ::ExtraAttributesToStringImpl); to_apply comes last, printed below for every op
+_INDEXING_ATTRS = {
+    "gather": ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
+               "start_indices_batching_dims", "index_vector_dim", "slice_sizes", "indices_are_sorted"),
+    "scatter": ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                "input_batching_dims", "scatter_indices_batching_dims", "index_vector_dim",
+                "indices_are_sorted", "unique_indices"),
+    "dynamic-slice": ("dynamic_slice_sizes",),
+}
+_FLAGS = {"indices_are_sorted", "unique_indices"}
+_OPTIONAL_LISTS = {"operand_batching_dims", "start_indices_batching_dims", "input_batching_dims",
+                   "scatter_indices_batching_dims"}
+
+
 def _braced(values) -> str:
     return "{" + ",".join(str(v) for v in values) + "}"
 
@@ -57,6 +72,16 @@ def _attributes(inst: Instruction) -> list[str]:
         out.append(f"index={a['index']}")
     elif op == "fusion":
         out.append(f"kind={a['kind']}, calls=%{a['calls'].name}")
+    elif op in _INDEXING_ATTRS:
+        for key in _INDEXING_ATTRS[op]:
+            value = a.get(key)
+            if key in _FLAGS:
+                if value:
+                    out.append(f"{key}=true")
+            elif key == "index_vector_dim":
+                out.append(f"{key}={value}")
+            elif value or key not in _OPTIONAL_LISTS:
+                out.append(f"{key}={_braced(value or ())}")
     if "to_apply" in a:
         out.append(f"to_apply=%{a['to_apply'].name}")
     return out
@@ -108,7 +133,8 @@ def module_to_text(module: Module, metadata: bool = True) -> str:
 def check_printer_covers_ops() -> None:
     """Raises if an op has attributes the printer does not know how to print."""
     known = {"parameter_number", "literal", "iota_dimension", "direction", "type", "dimensions",
-             "slice", "padding", "index", "to_apply", "kind", "calls", "operand_precision", *_DOT_ATTRS}
+             "slice", "padding", "index", "to_apply", "kind", "calls", "operand_precision", *_DOT_ATTRS,
+             *(k for keys in _INDEXING_ATTRS.values() for k in keys)}
     from .ops import OPS
 
     for name, op in OPS.items():

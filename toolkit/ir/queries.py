@@ -25,3 +25,25 @@ IDENTITIES = {
     "maximum": lambda dt: (-np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)),
     "minimum": lambda dt: (np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)),
 }
+
+
+def scatter_combiner(comp) -> str | None:
+    """What a scatter's ``to_apply`` does: 'assign' when it returns its second parameter (an
+    overwrite, ``x[idx] = v``), the opcode when it is ``op(current, update)`` in that order
+    (or either order for a commutative op), else None (a general computation)."""
+    if comp is None or len(comp.parameters) != 2:
+        return None
+    current, update = sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])
+    root = comp.root
+    if root is update:
+        return "assign"
+    if len(comp.instructions) != 3 or len(root.operands) != 2:
+        return None
+    if root.operands[0] is current and root.operands[1] is update:
+        return root.opcode
+    if root.operands[0] is update and root.operands[1] is current and root.opcode in COMMUTATIVE:
+        return root.opcode
+    return None
+
+
+COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}

@@ -11,6 +11,7 @@ import numpy as np
 from . import dtypes as dt
 import difflib
 
+from . import indexing_shapes as ix
 from .ops import KEPT_VERBATIM, OPS, RAW_ATTRIBUTES, opdef
 from .shapes import AnyShape, Shape, TupleShape
 
@@ -332,6 +333,24 @@ def _calls(opcode: str, key: str) -> Rule:
     return rule
 
 
+def _indexing(opcode: str, rule) -> Rule:
+    def run(ops, attrs, declared):
+        arrays = [_array(s, f"{opcode} operand") for s in ops]
+        try:
+            return _expect(declared, rule(arrays, attrs), opcode)
+        except ix.IndexingShapeError as e:
+            raise ShapeError(str(e)) from None
+    return run
+
+
+def _variadic_at_least(n: int, opcode: str, rule):
+    def run(arrays, attrs):
+        if len(arrays) < n:
+            raise ix.IndexingShapeError(f"{opcode} needs at least {n} operands")
+        return rule(arrays, attrs)
+    return run
+
+
 for _name, _op in OPS.items():
     if _op.category == "unary":
         SHAPE_RULES[_name] = _unary(_name)
@@ -344,6 +363,12 @@ SHAPE_RULES.update({
     "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
     "reverse": _same_shape_with_dims("reverse"), "copy": _identity("copy"),
     "reduce": _reduce, "dot": _dot, "tuple": _tuple, "get-tuple-element": _gte, "call": _calls("call", "to_apply"), "fusion": _calls("fusion", "calls"),
+    "gather": _indexing("gather", lambda a, attrs: ix.gather_shape(a[0], a[1], attrs)),
+    "scatter": _indexing("scatter", lambda a, attrs: ix.scatter_shape(a[0], a[1], a[2], attrs)),
+    "dynamic-slice": _indexing("dynamic-slice", _variadic_at_least(
+        1, "dynamic-slice", lambda a, attrs: ix.dynamic_slice_shape(a[0], a[1:], attrs))),
+    "dynamic-update-slice": _indexing("dynamic-update-slice", _variadic_at_least(
+        2, "dynamic-update-slice", lambda a, attrs: ix.dynamic_update_slice_shape(a[0], a[1], a[2:]))),
 })
 
 

@@ -77,8 +77,12 @@ def instruction_cost(inst: Instruction) -> dict[str, float]:
         output_bytes = float(sum(s.nbytes for s in _leaves(inst.shape)))
         out[FLOPS] = (inputs - outputs) * reducer[FLOPS]
         out[TRANSCENDENTALS] = (inputs - outputs) * reducer[TRANSCENDENTALS]
-    elif op == "slice":
-        operand_bytes = [output_bytes]
+    elif op in ("slice", "dynamic-slice", "gather"):  # only the elements taken are read
+        operand_bytes = [output_bytes] + operand_bytes[1:]
+    elif op == "scatter":  # the combiner runs once per update element
+        combiner = computation_cost(inst.attrs["to_apply"])
+        updates = inst.operands[2].shape.size
+        out[FLOPS], out[TRANSCENDENTALS] = updates * combiner[FLOPS], updates * combiner[TRANSCENDENTALS]
     elif op == "fusion":  # only the fusion's parameters and outputs touch memory
         inner = computation_cost(inst.attrs["calls"])
         out[FLOPS], out[TRANSCENDENTALS] = inner[FLOPS], inner[TRANSCENDENTALS]

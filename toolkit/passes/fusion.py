@@ -41,7 +41,7 @@ REASONS = {
 }
 
 LOOP_FUSIBLE = {"broadcast", "reshape", "bitcast", "transpose", "slice", "iota", "constant",
-                "concatenate", "pad", "reverse", "copy"}
+                "concatenate", "pad", "reverse", "copy", "gather", "dynamic-slice", "dynamic-update-slice"}
 _EXPENSIVE_EXTRA = {"divide", "remainder", "power", "reduce", "dot"}
 
 
@@ -204,6 +204,10 @@ class _Fuser:
         if x.opcode == "dot":
             for u in users:
                 self.decide(x, u, False, "LIBRARY_CALL", f"%{x.name} is a dot, run by BLAS; its consumers fuse separately")
+            return
+        if not is_fusible(x):  # a scatter: it updates its own buffer, in a kernel of its own
+            for u in users:
+                self.decide(x, u, False, "NOT_FUSIBLE", f"%{x.name} ({x.opcode}) runs as a kernel of its own")
             return
         blocked: dict[int, tuple[str, str]] = {}
         user_groups: list[Group] = []

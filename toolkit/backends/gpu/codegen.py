@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ...ir.nodes import Module
 from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary, i64
+from ..llvm.indexing import emit_scatter
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
@@ -45,7 +46,7 @@ class GpuKernel:
         """(grid, block): enough blocks to fill the device (8 blocks of 256 threads per SM is
         full occupancy on sm_80/sm_90), no more than the work needs."""
         per_block = {"thread": THREADS_PER_BLOCK, "thread_split": THREADS_PER_BLOCK, "warp": BLOCK_WARPS,
-                     "block": 1, "split": 1}[self.mode]
+                     "block": 1, "split": 1, "serial": THREADS_PER_BLOCK}[self.mode]
         blocks = max(1, min(math.ceil(self.work_items / per_block), sm_count * blocks_per_sm))
         return (blocks, 1, 1), (THREADS_PER_BLOCK, 1, 1)
 
@@ -88,6 +89,10 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     e = ElementalEmitter(b, inputs, module, target="gpu", device_math=find_libdevice() is not None)
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     mode = "thread"
+    if spec.kind == "scatter":  # one thread, in order: the last of repeated indices wins, as in NumPy
+        (out,) = spec.outputs
+        _grid_stride(b, count, lambda i: emit_scatter(e, out, *outs[id(out)]))
+        return _finish(module, fn, b, spec, symbol, 1, "serial")
     if not heroes:
         shape = spec.outputs[0].shape
         width = vector_width(shape)

@@ -521,4 +521,6 @@ def covered_ops() -> set[str]:
     return set(ELEMENTAL)
 
 
-UNSUPPORTED_ELEMENTAL = set(OPS) - {"reduce", "dot", "tuple", "get-tuple-element", "call", "fusion"} - set(ELEMENTAL)
+from . import indexing as _indexing  # noqa: E402,F401 - registers gather, dynamic-slice, dynamic-update-slice
+
+UNSUPPORTED_ELEMENTAL = set(OPS) - {"reduce", "scatter", "dot", "tuple", "get-tuple-element", "call", "fusion"} - set(ELEMENTAL)

@@ -18,7 +18,7 @@ class KernelSpec:
     name: str
     computation: Computation  # parameters are the kernel's inputs
     outputs: list[Instruction]  # instructions of the computation written to memory
-    kind: str  # loop | row | general
+    kind: str  # loop | row | general | scatter
     extent: int | None  # size of the dimension [begin, end) ranges over; None: ignores them
     work: int  # elements touched: decides whether threads pay off
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
@@ -51,6 +51,11 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
     comp = as_computation(inst)
     root = comp.root
     outputs = list(root.operands) if root.opcode == "tuple" else [root]
+    if root.opcode == "scatter":  # the copy splits over threads; the updates run in order on one
+        shape = root.shape
+        return KernelSpec(inst.name, comp, [root], "scatter", None, max(shape.size, 1))
+    if any(o.opcode == "scatter" for o in outputs):
+        raise CodegenUnsupported("a scatter inside a fusion")
     heroes = [o for o in outputs if o.opcode == "reduce"]
     if not heroes:
         shape = outputs[0].shape

@@ -1,207 +1,14 @@
-"""The NumPy reference interpreter: the oracle every pass and backend is checked against.
-
-One evaluator per op (``EVALUATORS``), each taking the instruction and its operand values.
-Values are NumPy arrays (read-only views are fine) or Python tuples for tuple shapes."""
+"""The NumPy reference interpreter (the ``interpreter`` backend): the IR layer's evaluator run
+on a module's entry computation, with argument checking."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ...ir.nodes import Computation, Instruction, Module
-from ...ir.ops import OPS
-from ...ir.queries import reducer_opcode
+from ...ir.evaluator import EVALUATORS, evaluate_computation
+from ...ir.nodes import Module
 from ...ir.shapes import Shape
-from . import semantics as sem
-
-Evaluator = Callable[[Instruction, list], Any]
-EVALUATORS: dict[str, Evaluator] = {}
-
-
-def _np_dtype(inst: Instruction) -> np.dtype:
-    return inst.shape.dtype.numpy
-
-
-def _elementwise(fn: Callable) -> Evaluator:
-    def run(inst, args):
-        out = fn(*args)
-        return np.asarray(out).astype(_np_dtype(inst), copy=False)
-    return run
-
-
-def _float_or_int(float_fn, int_fn) -> Evaluator:
-    def run(inst, args):
-        fn = float_fn if args[0].dtype.kind == "f" else int_fn
-        return np.asarray(fn(*args)).astype(_np_dtype(inst), copy=False)
-    return run
-
-
-def _rsqrt(x):
-    return np.ones((), x.dtype) / np.sqrt(x)
-
-
-_SIMPLE = {
-    "negate": np.negative, "abs": np.abs, "sign": sem.sign,
-    "floor": np.floor, "ceil": np.ceil, "round-nearest-even": np.rint,
-    "round-nearest-afz": sem.round_half_away, "is-finite": np.isfinite,
-    "exponential": np.exp, "exponential-minus-one": np.expm1, "log": np.log,
-    "log-plus-one": np.log1p, "sqrt": np.sqrt, "rsqrt": _rsqrt, "cbrt": np.cbrt,
-    "tanh": np.tanh, "logistic": sem.logistic, "sine": np.sin, "cosine": np.cos, "tan": np.tan,
-    "erf": sem.erf, "popcnt": np.bitwise_count, "count-leading-zeros": sem.count_leading_zeros,
-    "add": np.add, "subtract": np.subtract, "multiply": np.multiply,
-    "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2,
-    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
-    "shift-left": lambda a, b: sem.shift(a, b, "left"),
-    "shift-right-arithmetic": lambda a, b: sem.shift(a, b, "arithmetic"),
-    "shift-right-logical": lambda a, b: sem.shift(a, b, "logical"),
-    "select": np.where,
-}
-for _name, _fn in _SIMPLE.items():
-    EVALUATORS[_name] = _elementwise(_fn)
-
-EVALUATORS["not"] = _elementwise(lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x))
-EVALUATORS["divide"] = _float_or_int(np.divide, sem.int_divide)
-EVALUATORS["remainder"] = _float_or_int(np.fmod, sem.int_remainder)
-EVALUATORS["power"] = _float_or_int(np.power, sem.int_power)
-EVALUATORS["clamp"] = _elementwise(lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi))
-
-_COMPARE = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
-            "GT": np.greater, "GE": np.greater_equal}
-EVALUATORS["compare"] = lambda inst, args: _COMPARE[inst.attrs["direction"]](*args)
-EVALUATORS["convert"] = lambda inst, args: sem.convert(args[0], _np_dtype(inst))
-EVALUATORS["constant"] = lambda inst, args: inst.attrs["literal"]
-EVALUATORS["parameter"] = lambda inst, args: args[0]  # bound by the caller
-
-
-def _iota(inst, args):
-    shape: Shape = inst.shape
-    d = inst.attrs["iota_dimension"]
-    ramp = np.arange(shape.dims[d], dtype=shape.dtype.numpy)
-    view = [1] * shape.rank
-    view[d] = shape.dims[d]
-    return np.broadcast_to(ramp.reshape(view), shape.dims)
-
-
-def _broadcast(inst, args):
-    (x,) = args
-    out: Shape = inst.shape
-    view = [1] * out.rank
-    for i, d in enumerate(inst.attrs["dimensions"]):
-        view[d] = x.shape[i]
-    return np.broadcast_to(x.reshape(view), out.dims)
-
-
-def _slice(inst, args):
-    return args[0][tuple(slice(s, l, st) for s, l, st in inst.attrs["slice"])]
-
-
-def _pad(inst, args):
-    x, value = args
-    spec = inst.attrs["padding"]
-    inner = [d + max(d - 1, 0) * it for d, (_, _, it) in zip(x.shape, spec)]
-    grown = [max(lo, 0) + n + max(hi, 0) for n, (lo, hi, _) in zip(inner, spec)]
-    out = np.full(grown, value, dtype=x.dtype)
-    out[tuple(slice(max(lo, 0), max(lo, 0) + n, it + 1)
-              for n, (lo, _, it) in zip(inner, spec))] = x
-    crop = tuple(slice(-min(lo, 0), g - (-min(hi, 0))) for g, (lo, hi, _) in zip(grown, spec))
-    return out[crop]
-
-
-_REDUCER_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-                   "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-                   "xor": np.bitwise_xor}
-
-
-def _reduce(inst, args):
-    comp: Computation = inst.attrs["to_apply"]
-    dims = tuple(inst.attrs["dimensions"])
-    n = len(args) // 2
-    inputs, inits = args[:n], args[n:]
-    ufunc = _REDUCER_UFUNCS.get(reducer_opcode(inst)) if n == 1 else None
-    if ufunc is not None:
-        x, init = inputs[0], inits[0]
-        if x.dtype.kind == "b" and ufunc in (np.bitwise_and, np.bitwise_or, np.bitwise_xor):
-            ufunc = {np.bitwise_and: np.logical_and, np.bitwise_or: np.logical_or,
-                     np.bitwise_xor: np.logical_xor}[ufunc]
-        with np.errstate(all="ignore"):
-            out = ufunc.reduce(x, axis=dims, initial=init[()]) if dims else ufunc(x, init)
-        return np.asarray(out).astype(x.dtype, copy=False)
-    # General reducer: fold the computation along the reduced elements, vectorised over the rest.
-    keep = [i for i in range(inputs[0].ndim) if i not in dims]
-    moved = [np.transpose(x, list(dims) + keep).reshape((-1,) + tuple(x.shape[i] for i in keep))
-             for x in inputs]
-    acc = [np.broadcast_to(i, moved[0].shape[1:]) for i in inits]
-    for k in range(moved[0].shape[0]):
-        result = evaluate_computation(comp, acc + [m[k] for m in moved])
-        acc = list(result) if n > 1 else [result]
-    acc = [np.asarray(a).astype(i.dtype, copy=False) for a, i in zip(acc, inits)]
-    return tuple(acc) if n > 1 else acc[0]
-
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def _dot(inst, args):
-    lhs, rhs = args
-    a = inst.attrs
-    lb, lc = list(a.get("lhs_batch_dims", ())), list(a.get("lhs_contracting_dims", ()))
-    rb, rc = list(a.get("rhs_batch_dims", ())), list(a.get("rhs_contracting_dims", ()))
-    letters = iter(_LETTERS)
-    lsub = [next(letters) for _ in range(lhs.ndim)]
-    rsub = [None] * rhs.ndim
-    for l_dim, r_dim in zip(lb + lc, rb + rc):
-        rsub[r_dim] = lsub[l_dim]
-    rsub = [s if s is not None else next(letters) for s in rsub]
-    out = [lsub[d] for d in lb]
-    out += [lsub[i] for i in range(lhs.ndim) if i not in lb + lc]
-    out += [rsub[i] for i in range(rhs.ndim) if i not in rb + rc]
-    dtype = _np_dtype(inst)
-    spec = f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}"
-    with np.errstate(all="ignore"):
-        result = np.einsum(spec, lhs.astype(dtype, copy=False), rhs.astype(dtype, copy=False))
-    return np.asarray(result, dtype=dtype)
-
-
-EVALUATORS.update({
-    "iota": _iota,
-    "broadcast": _broadcast,
-    "reshape": lambda inst, args: args[0].reshape(inst.shape.dims),
-    "bitcast": lambda inst, args: args[0].reshape(inst.shape.dims),
-    "transpose": lambda inst, args: np.transpose(args[0], inst.attrs["dimensions"]),
-    "slice": _slice,
-    "concatenate": lambda inst, args: np.concatenate(args, axis=inst.attrs["dimensions"][0]),
-    "pad": _pad,
-    "reverse": lambda inst, args: np.flip(args[0], axis=tuple(inst.attrs["dimensions"])),
-    "copy": lambda inst, args: args[0].copy(),
-    "reduce": _reduce,
-    "dot": _dot,
-    "tuple": lambda inst, args: tuple(args),
-    "get-tuple-element": lambda inst, args: args[0][inst.attrs["index"]],
-    "call": lambda inst, args: evaluate_computation(inst.attrs["to_apply"], args),
-    "fusion": lambda inst, args: evaluate_computation(inst.attrs["calls"], args),
-})
-
-assert set(EVALUATORS) == set(OPS), set(OPS) ^ set(EVALUATORS)
-
-
-def evaluate_computation(comp: Computation, args: Sequence[Any], clock=None, observe=None) -> Any:
-    """Values of ``comp`` on ``args``; with ``observe``, ``observe(inst, start, end)`` is called
-    for each instruction with times from ``clock.now()``."""
-    values: dict[int, Any] = {}
-    with np.errstate(all="ignore"):
-        for inst in comp.instructions:
-            if inst.opcode == "parameter":
-                values[id(inst)] = args[inst.attrs["parameter_number"]]
-                continue
-            operands = [values[id(o)] for o in inst.operands]
-            start = clock.now() if observe is not None else 0.0
-            try:
-                values[id(inst)] = EVALUATORS[inst.opcode](inst, operands)
-            except Exception as e:  # internal errors name the instruction
-                raise RuntimeError(f"interpreter failed on %{inst.name} ({inst.opcode}): {e}") from e
-            if observe is not None:
-                observe(inst, start, clock.now())
-    return values[id(comp.root)]
 
 
 class ArgumentError(TypeError):
@@ -238,3 +45,6 @@ def flatten_value(value) -> tuple[np.ndarray, ...]:
 def run(module: Module, *args) -> tuple[np.ndarray, ...]:
     """Execute ``module`` with NumPy; returns the flattened results as a tuple of arrays."""
     return flatten_value(evaluate_computation(module.entry, coerce_arguments(module, args)))
+
+
+__all__ = ["EVALUATORS", "evaluate_computation", "coerce_arguments", "flatten_value", "run", "ArgumentError"]

@@ -1,0 +1,167 @@
+"""LLVM IR for the indexing ops, shared by the CPU and GPU backends. ``gather``,
+``dynamic-slice`` and ``dynamic-update-slice`` are elemental (an output element reads one
+operand element at a computed, clamped index), so they fuse like slices. ``scatter`` writes:
+``emit_scatter`` copies the operand into the output, then visits the update windows in the
+order of their scatter indices (skipping a window that does not fit, as XLA does), so the
+last of several writes to one element wins, as in NumPy and the reference interpreter."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...ir.queries import scatter_combiner
+from .elemental import BINARY, ELEMENTAL, ElementalEmitter, i64, rule
+from .loops import nest
+from .types import I1, I64
+
+_INT64_MAX = 2 ** 63 - 1
+
+
+def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
+    """A start index as i64: sign-extended, zero-extended, or (u64) capped at 2^63 - 1."""
+    b = e.b
+    width = v.type.width
+    if dtype.kind == "u":
+        if width == 64:
+            return b.select(b.icmp_unsigned(">", v, i64(_INT64_MAX)), i64(_INT64_MAX), v)
+        return b.zext(v, I64)
+    return b.sext(v, I64) if width < 64 else v
+
+
+def _clamp(b: ir.IRBuilder, v, lo: int, hi: int):
+    v = b.select(b.icmp_signed("<", v, i64(lo)), i64(lo), v)
+    return b.select(b.icmp_signed(">", v, i64(hi)), i64(hi), v)
+
+
+def _index_vector(e: ElementalEmitter, indices_inst, batch_index, ivd: int, length: int) -> list:
+    """The start-index vector of one batch element: ``length`` values as i64."""
+    t = indices_inst.shape.dtype
+    out = []
+    for k in range(length):
+        where = list(batch_index)
+        if ivd < indices_inst.shape.rank:
+            where.insert(ivd, i64(k))
+        out.append(as_i64(e, e.value(indices_inst, where), t))
+    return out
+
+
+def _scalar_starts(e: ElementalEmitter, operands, rank: int) -> list:
+    """dynamic-slice/dynamic-update-slice start indices: one scalar per dimension, or one vector."""
+    if len(operands) == 1 and operands[0].shape.rank == 1:
+        v = operands[0]
+        return [as_i64(e, e.value(v, [i64(k)]), v.shape.dtype) for k in range(rank)]
+    return [as_i64(e, e.value(o, []), o.shape.dtype) for o in operands]
+
+
+@rule("gather")
+def _gather(e, inst, index):
+    b = e.b
+    operand, indices = inst.operands
+    a = inst.attrs
+    offset = list(a["offset_dims"])
+    sizes = a["slice_sizes"]
+    collapsed = set(a.get("collapsed_slice_dims", ()))
+    batch_index = [i for d, i in enumerate(index) if d not in offset]
+    starts = [i64(0)] * operand.shape.rank
+    vector = _index_vector(e, indices, batch_index, a["index_vector_dim"], len(a["start_index_map"]))
+    for d, v in zip(a["start_index_map"], vector):
+        starts[d] = _clamp(b, v, 0, operand.shape.dims[d] - sizes[d])
+    offsets = iter(index[d] for d in offset)
+    src = [starts[d] if d in collapsed else b.add(starts[d], next(offsets)) for d in range(operand.shape.rank)]
+    return e.value(operand, src)
+
+
+@rule("dynamic-slice")
+def _dynamic_slice(e, inst, index):
+    b = e.b
+    operand = inst.operands[0]
+    sizes = inst.attrs["dynamic_slice_sizes"]
+    starts = _scalar_starts(e, inst.operands[1:], operand.shape.rank)
+    src = [b.add(_clamp(b, s, 0, dim - n), i) for s, dim, n, i in zip(starts, operand.shape.dims, sizes, index)]
+    return e.value(operand, src)
+
+
+@rule("dynamic-update-slice")
+def _dynamic_update_slice(e, inst, index):
+    b = e.b
+    operand, update = inst.operands[:2]
+    starts = _scalar_starts(e, inst.operands[2:], operand.shape.rank)
+    inside = ir.Constant(I1, 1)
+    local = []
+    for s, dim, n, i in zip(starts, operand.shape.dims, update.shape.dims, index):
+        rel = b.sub(i, _clamp(b, s, 0, dim - n))
+        ok = b.and_(b.icmp_signed(">=", rel, i64(0)), b.icmp_signed("<", rel, i64(n)))
+        inside = b.and_(inside, ok)
+        local.append(b.select(ok, rel, i64(0)))
+    if update.shape.size == 0:
+        return e.value(operand, index)
+    return b.select(inside, e.value(update, local), e.value(operand, index))
+
+
+def emit_combiner(e: ElementalEmitter, comp, current: ir.Value, update: ir.Value, dtype) -> ir.Value:
+    """The scatter combiner applied to two scalar values: a known op directly; any other
+    computation through the elemental emitter, its parameters bound to the two values."""
+    kind = scatter_combiner(comp)
+    if kind == "assign":
+        return update
+    if kind in BINARY:
+        return BINARY[kind](e, current, update, dtype)
+    p0, p1 = sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])
+    e.memo[(id(p0), ())] = current
+    e.memo[(id(p1), ())] = update
+    return e.value(comp.root, [])
+
+
+def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=None) -> None:
+    """Copy the operand into ``out_ptr``, then apply every update window in order. The copy
+    loop's outermost dimension runs over [begin, end) when given; the update loop is serial."""
+    b = e.b
+    operand, indices, updates = inst.operands
+    a = inst.attrs
+    window = list(a["update_window_dims"])
+    inserted = set(a["inserted_window_dims"])
+    to_operand = list(a["scatter_dims_to_operand_dims"])
+    rank = operand.shape.rank
+
+    def copy(index):
+        e.reset()
+        e.store(out_ptr, out_shape, index, e.value(operand, index))
+
+    if rank:
+        nest(b, out_shape.dims, copy, begin, end, prefix="c")
+    else:
+        copy([])
+    scatter_axes = [d for d in range(updates.shape.rank) if d not in window]
+    window_sizes = [updates.shape.dims[d] for d in window]
+    full_sizes, it = [], iter(window_sizes)
+    for d in range(rank):
+        full_sizes.append(1 if d in inserted else next(it))
+    order = scatter_axes + window  # batch outer, window inner: the interpreter's order
+
+    def update(loop_index):
+        e.reset()
+        upd_index = [None] * updates.shape.rank
+        for axis, v in zip(order, loop_index):
+            upd_index[axis] = v
+        batch_index = [upd_index[d] for d in scatter_axes]
+        vector = _index_vector(e, indices, batch_index, a["index_vector_dim"], len(to_operand))
+        starts = [i64(0)] * rank
+        for d, v in zip(to_operand, vector):
+            starts[d] = v
+        fits = ir.Constant(I1, 1)
+        for d in to_operand:
+            fits = b.and_(fits, b.icmp_signed(">=", starts[d], i64(0)))
+            fits = b.and_(fits, b.icmp_signed("<=", starts[d], i64(operand.shape.dims[d] - full_sizes[d])))
+        window_index = iter(upd_index[d] for d in window)
+        target = [starts[d] if d in inserted else b.add(starts[d], next(window_index)) for d in range(rank)]
+        with b.if_then(fits):
+            current = e.load(out_ptr, out_shape, target)
+            value = e.value(updates, upd_index)
+            e.store(out_ptr, out_shape, target, emit_combiner(e, a["to_apply"], current, value, out_shape.dtype))
+
+    loop_dims = [updates.shape.dims[d] for d in order]
+    if any(d == 0 for d in loop_dims):
+        return
+    if loop_dims:
+        nest(b, loop_dims, update, prefix="u")
+    else:
+        update([])

@@ -1,0 +1,122 @@
+"""While a function is traced, ``np`` in its module means NumPy with traced buffers.
+
+Real code fills arrays it makes itself: ``out = np.empty_like(x); out[0] = x[0] ...``. Such a
+call sees no traced argument, so NumPy would hand back a real array, and writing a traced
+value into it cannot work. So, for the duration of a trace, every global of the traced
+function's module that *is* the numpy module is rebound to ``TRACING_NUMPY``: a module that is
+NumPy in everything except the buffer-making functions (``BUFFER_FUNCTIONS``), which return
+traced arrays while a trace is active on the calling thread. Names imported from NumPy
+(``from numpy import zeros``) are rebound the same way. The bindings are restored when the
+trace ends, whatever happens.
+
+Where it stops: functions of *other* modules that the traced function calls keep their own
+``np``; a buffer they make and fill with traced values raises an error that names
+``toolkit.numpy``. A buffer that only ever holds constants keeps a value that Python can use
+(``if mask.any():`` works), see ``Trace.known_value``. ``np.ndarray(shape)`` is not rebound."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import types
+
+import numpy
+
+from .errors import DTypeMismatchError
+from .tracer import Tracer, current_trace
+
+BUFFER_FUNCTIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+                    "full_like", "eye", "identity")
+
+
+def _traced_buffer(name: str):
+    from .numpy_functions import EXPORTS
+
+    original = getattr(numpy, name)
+    like = name.endswith("_like")
+    base = name.removesuffix("_like") if like else name
+
+    @functools.wraps(original)
+    def buffer(*args, **kwargs):
+        if current_trace() is None or any(isinstance(a, Tracer) for a in args):
+            return (EXPORTS[name] if args and isinstance(args[0], Tracer) else original)(*args, **kwargs)
+        try:
+            if like:  # the shape and dtype of a NumPy prototype: no need to embed its data
+                proto, rest = numpy.asarray(args[0]), list(args[1:])
+                fill = [rest.pop(0) if rest else kwargs.pop("fill_value")] if base == "full" else []
+                dtype = kwargs.pop("dtype", rest.pop(0) if rest else None)
+                shape = kwargs.pop("shape", None)
+                return EXPORTS[base](proto.shape if shape is None else shape, *fill,
+                                     dtype=proto.dtype if dtype is None else dtype)
+            if name == "identity":
+                return EXPORTS["eye"](*args, **kwargs)
+            return EXPORTS[name](*args, **kwargs)
+        except DTypeMismatchError:  # object or string buffers: NumPy's own, as before
+            return original(*args, **kwargs)
+
+    buffer.__toolkit_buffer__ = True
+    return buffer
+
+
+class _TracingNumpy(types.ModuleType):
+    """NumPy, but its buffer functions return traced arrays during a trace."""
+
+    def __getattr__(self, name):  # NumPy's lazily loaded attributes (np.linalg, np.testing ...)
+        return getattr(numpy, name)
+
+    def __dir__(self):
+        return dir(numpy)
+
+
+TRACING_NUMPY = _TracingNumpy("numpy", numpy.__doc__)
+TRACING_NUMPY.__dict__.update({k: v for k, v in vars(numpy).items() if k not in ("__name__", "__doc__")})
+_REBOUND = {id(getattr(numpy, name)): (getattr(numpy, name), _traced_buffer(name)) for name in BUFFER_FUNCTIONS}
+for _original, _buffer in _REBOUND.values():
+    setattr(TRACING_NUMPY, _original.__name__, _buffer)
+
+
+def _function_globals(fn) -> dict | None:
+    seen = 0
+    while seen < 16:  # partials, bound methods, decorators (functools.wraps) and callable objects
+        seen += 1
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif hasattr(fn, "__func__"):
+            fn = fn.__func__
+        elif hasattr(fn, "__wrapped__"):
+            fn = fn.__wrapped__
+        elif isinstance(fn, types.FunctionType):
+            return fn.__globals__
+        elif callable(fn) and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+            fn = type(fn).__call__
+        else:
+            return None
+    return None
+
+
+def _is_library(namespace: dict) -> bool:
+    name = namespace.get("__name__", "") or ""
+    return name.split(".")[0] in ("numpy", "toolkit")
+
+
+@contextlib.contextmanager
+def numpy_buffers_traced(fn):
+    """Rebind ``np`` (and names imported from NumPy's buffer functions) in ``fn``'s module for
+    the duration of the block."""
+    namespace = _function_globals(fn)
+    if namespace is None or _is_library(namespace):
+        yield
+        return
+    swapped = {}
+    for name, value in list(namespace.items()):
+        if value is numpy:
+            swapped[name] = (value, TRACING_NUMPY)
+        elif callable(value) and id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
+            swapped[name] = (value, _REBOUND[id(value)][1])
+    for name, (_, replacement) in swapped.items():
+        namespace[name] = replacement
+    try:
+        yield
+    finally:
+        for name, (original, replacement) in swapped.items():
+            if namespace.get(name) is replacement:  # unless the traced code rebound it itself
+                namespace[name] = original
