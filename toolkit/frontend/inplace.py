@@ -28,7 +28,9 @@ from .tracer import Tracer
 # writing through them is refused rather than silently not reaching the original.
 VIEW_FUNCTIONS = frozenset({"reshape", "ravel", "transpose", "swapaxes", "moveaxis", "squeeze",
                             "expand_dims", "broadcast_to", "flip", "fliplr", "flipud", "atleast_1d",
-                            "atleast_2d", "atleast_3d", "diagonal", "real"})
+                            "atleast_2d", "atleast_3d", "diagonal", "real", "imag", "split", "array_split",
+                            "hsplit", "vsplit", "dsplit", "unstack", "rot90", "rollaxis", "permute_dims",
+                            "matrix_transpose", "broadcast_arrays"})
 
 
 def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
@@ -40,10 +42,16 @@ def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
     return view
 
 
-READ_ONLY_VIEWS = frozenset({"broadcast_to"})
+READ_ONLY_VIEWS = frozenset({"broadcast_to", "broadcast_arrays"})
 
 
 def mark_untracked_view(result, source, function: str):
+    if isinstance(result, (tuple, list)):  # np.split's pieces, np.atleast_1d(a, b) ...
+        return type(result)(mark_untracked_view(r, source, function) for r in result)
+    if isinstance(source, (tuple, list)):  # several arguments: an argument handed back is itself
+        if not isinstance(result, Tracer) or any(result is s for s in source):
+            return result
+        source = next((s for s in source if isinstance(s, Tracer)), None)
     if not (isinstance(result, Tracer) and isinstance(source, Tracer)):
         return result
     if function in READ_ONLY_VIEWS:  # NumPy's result is a read-only view, even of the same shape

@@ -73,6 +73,10 @@ def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
     return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
 
 
+def bitcast_convert(x: Tracer, dtype) -> Tracer:
+    return x.trace.emit("bitcast-convert", (x,), shape=ir_shape(dtype, x.shape))
+
+
 def broadcast_in_dim(x: Tracer, shape: Sequence[int], dims: Sequence[int]) -> Tracer:
     shape = tuple(shape)
     if tuple(x.shape) == shape and list(dims) == list(range(len(shape))):

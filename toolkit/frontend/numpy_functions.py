@@ -24,11 +24,14 @@ EXPORTS: dict[str, Callable] = {}  # name -> public toolkit.numpy function
 
 
 def _has_tracer(values) -> bool:
-    for v in values:
+    """Is a Tracer among ``values``, or inside their (nested) lists and tuples (np.block)?"""
+    stack = list(values)
+    while stack:
+        v = stack.pop()
         if isinstance(v, Tracer):
             return True
-        if isinstance(v, (list, tuple)) and builtins.any(isinstance(x, Tracer) for x in v):
-            return True
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
     return False
 
 
@@ -51,7 +54,7 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
             with trace.op_scope(public_name):
                 result = impl(*args, **kwargs)
             if public_name in VIEW_FUNCTIONS and args:
-                return mark_untracked_view(result, args[0], public_name)
+                return mark_untracked_view(result, args[0] if len(args) == 1 else args, public_name)
             return fresh_results(result, list(args) + list(kwargs.values()))
 
         wrapper.__name__ = wrapper.__qualname__ = public_name
@@ -343,3 +346,4 @@ def copyto(dst, src, casting="same_kind", where=True):
 from . import shape_functions as _shape_functions  # noqa: E402,F401  (before creation: it stacks)
 from . import creation as _creation, linalg as _linalg  # noqa: E402,F401
 from . import indexing_functions as _indexing_functions  # noqa: E402,F401
+from . import joining as _joining  # noqa: E402,F401

@@ -97,6 +97,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                     for v, d in zip(inputs, in_dtypes)]
         operands = broadcast_all(operands, f"np.{name}", inputs)
         result = impl(*operands, out=np.dtype(out_dtype))
+        if ufunc.nout > 1:  # np.modf: one result per output dtype
+            return tuple(fresh_results(lax.convert(r, d, weak), inputs) for r, d in zip(result, dtypes[ufunc.nin:]))
         result = lax.convert(result, out_dtype, weak)
         if dtype is not None:
             result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
@@ -347,6 +349,9 @@ for _ufunc, _opcode in [(np.logical_and, "and"), (np.logical_or, "or"), (np.logi
 @_register(np.logical_not)
 def _logical_not(x, out):
     return lax.elementwise("not", _truth(x))
+
+
+from . import ufuncs_math as _ufuncs_math  # noqa: E402,F401  (registers the rest)
 
 
 def ufunc_names() -> list[str]:

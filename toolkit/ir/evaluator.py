@@ -61,6 +61,7 @@ _SIMPLE = {
 for _name, _fn in _SIMPLE.items():
     EVALUATORS[_name] = _elementwise(_fn)
 
+EVALUATORS["bitcast-convert"] = lambda inst, args: np.ascontiguousarray(args[0]).view(_np_dtype(inst))
 EVALUATORS["not"] = _elementwise(lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x))
 EVALUATORS["divide"] = _float_or_int(np.divide, sem.int_divide)
 EVALUATORS["remainder"] = _float_or_int(np.fmod, sem.int_remainder)

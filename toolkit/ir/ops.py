@@ -58,6 +58,7 @@ for _name, _tr in _BINARY:
     _define(OpDef(_name, "binary", 2, transcendental=_tr))
 _define(OpDef("compare", "binary", 2, ("direction", "type")))
 _define(OpDef("convert", "unary", 1))
+_define(OpDef("bitcast-convert", "unary", 1))  # the same bits read as another type of equal width
 _define(OpDef("select", "ternary", 3))
 _define(OpDef("clamp", "ternary", 3))
 

@@ -126,6 +126,15 @@ def _convert(ops, attrs, declared):
     return out
 
 
+def _bitcast_convert(ops, attrs, declared):
+    x = _array(ops[0], "bitcast-convert operand")
+    out = _need_declared(declared, "bitcast-convert")
+    if out.dims != x.dims or out.dtype.itemsize != x.dtype.itemsize or x.dtype.is_bool or out.dtype.is_bool:
+        raise ShapeError(f"bitcast-convert {x.to_text(False)} -> {out.to_text(False)} must keep the dimensions "
+                         "and the (non-pred) element width")
+    return out
+
+
 def _parameter(ops, attrs, declared):
     if declared is None:
         raise ShapeError("parameter needs an explicit shape")
@@ -357,7 +366,7 @@ for _name, _op in OPS.items():
     elif _op.category == "binary":
         SHAPE_RULES[_name] = _binary(_name)
 SHAPE_RULES.update({
-    "convert": _convert, "select": _select, "clamp": _clamp,
+    "convert": _convert, "bitcast-convert": _bitcast_convert, "select": _select, "clamp": _clamp,
     "parameter": _parameter, "constant": _constant, "iota": _iota,
     "broadcast": _broadcast, "reshape": _reshape("reshape"), "bitcast": _reshape("bitcast"),
     "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,

@@ -431,6 +431,11 @@ def _convert(e, inst, index):
     return b.zext(x, dty) if src.kind in "ub" else b.sext(x, dty)
 
 
+@rule("bitcast-convert")
+def _bitcast_convert(e, inst, index):
+    return e.b.bitcast(e.operand(inst, 0, index), value_type(_dtype(inst)))
+
+
 # ---- data movement: index mapping ------------------------------------------------------------
 @rule("broadcast")
 def _broadcast(e, inst, index):

@@ -1,0 +1,288 @@
+"""More NumPy ufuncs, each composed from HLO ops as XLA's and JAX's math libraries compose
+them: inverse trigonometric and hyperbolic functions, hypot, copysign, nextafter, spacing,
+signbit, logaddexp, heaviside, degrees, ldexp, modf, bit counting. Where NumPy treats a corner
+(signed zeros, infinities, NaN) specially, so does the composition; accuracy is a few ulp."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import lax
+from .tracer import Tracer
+from .ufuncs import UFUNCS, _const, _register
+
+
+def _e(opcode, *xs):
+    return lax.elementwise(opcode, *xs)
+
+
+def _mul(a, b):
+    return _e("multiply", a, b)
+
+
+def _add(a, b):
+    return _e("add", a, b)
+
+
+def _sub(a, b):
+    return _e("subtract", a, b)
+
+
+def _div(a, b):
+    return _e("divide", a, b)
+
+
+def _select(p, a, b):
+    return lax.select(p, a, b)
+
+
+def _lt(a, b):
+    return lax.compare(a, b, "LT")
+
+
+def _is_nan(x):
+    return lax.compare(x, x, "NE")
+
+
+def _abs(x):
+    return _e("abs", x)
+
+
+_SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def _bits(x: Tracer) -> Tracer:
+    """The bits of a float as a signed integer: negative exactly when the sign bit is set."""
+    return lax.bitcast_convert(x, _SAME_WIDTH_INT[x.dtype.itemsize])
+
+
+def _signbit(x: Tracer) -> Tracer:
+    """The sign bit (set for -0.0 and negative NaNs too)."""
+    if x.dtype.kind != "f":
+        return _lt(x, _const(x, 0)) if x.dtype.kind == "i" else _const(x, False, np.bool_)
+    bits = _bits(x)
+    return _lt(bits, _const(bits, 0))
+
+
+@_register(np.signbit)
+def _signbit_ufunc(x, out):
+    return _signbit(x)
+
+
+@_register(np.copysign)
+def _copysign(a, b, out):
+    magnitude = _abs(a)
+    return _select(_signbit(b), _e("negate", magnitude), magnitude)
+
+
+@_register(np.arcsin)
+def _arcsin(x, out):
+    one = _const(x, 1.0)
+    return _e("atan2", x, _e("sqrt", _mul(_sub(one, x), _add(one, x))))
+
+
+@_register(np.arccos)
+def _arccos(x, out):
+    one = _const(x, 1.0)
+    return _e("atan2", _e("sqrt", _mul(_sub(one, x), _add(one, x))), x)
+
+
+@_register(np.arctan)
+def _arctan(x, out):
+    return _e("atan2", x, _const(x, 1.0))
+
+
+@_register(np.sinh)
+def _sinh(x, out):
+    # (e^x - e^-x) / 2 via expm1: exact near 0 (and -0.0 stays -0.0); e^|x| / 2 where e^|x|
+    # alone would overflow though the result does not
+    half = _const(x, 0.5)
+    small = _mul(_sub(_e("exponential-minus-one", x), _e("exponential-minus-one", _e("negate", x))), half)
+    big = _e("exponential", _sub(_abs(x), _const(x, math.log(2.0))))
+    big = _select(_signbit(x), _e("negate", big), big)
+    return _select(_lt(_abs(x), _overflow_edge(x)), small, big)
+
+
+def _overflow_edge(x: Tracer) -> Tracer:
+    """Below this |x|, e^|x| is finite (float64: 709.78, float32: 88.72)."""
+    return _const(x, 700.0 if x.dtype.itemsize >= 8 else 85.0)
+
+
+@_register(np.cosh)
+def _cosh(x, out):
+    a = _abs(x)
+    half = _const(x, 0.5)
+    small = _mul(_add(_e("exponential", a), _e("exponential", _e("negate", a))), half)
+    big = _e("exponential", _sub(a, _const(x, math.log(2.0))))
+    return _select(_lt(a, _overflow_edge(x)), small, big)
+
+
+def _large(x: Tracer) -> Tracer:
+    """Where squaring |x| would lose the result: asinh and acosh are log(2|x|) there."""
+    return _const(x, 1e8 if x.dtype.itemsize >= 8 else 4096.0)
+
+
+@_register(np.arcsinh)
+def _arcsinh(x, out):
+    a = _abs(x)
+    one = _const(x, 1.0)
+    a2 = _mul(a, a)
+    moderate = _e("log-plus-one", _add(a, _div(a2, _add(one, _e("sqrt", _add(one, a2))))))
+    huge = _add(_e("log", a), _const(x, math.log(2.0)))
+    r = _select(_lt(a, _large(x)), moderate, huge)
+    return _select(_signbit(x), _e("negate", r), r)
+
+
+@_register(np.arccosh)
+def _arccosh(x, out):
+    one = _const(x, 1.0)
+    t = _sub(x, one)
+    moderate = _e("log-plus-one", _add(t, _e("sqrt", _mul(t, _add(t, _const(x, 2.0))))))
+    huge = _add(_e("log", x), _const(x, math.log(2.0)))
+    r = _select(_lt(x, _large(x)), moderate, huge)
+    return _select(_lt(x, one), _const(x, np.nan), r)
+
+
+@_register(np.arctanh)
+def _arctanh(x, out):
+    one = _const(x, 1.0)
+    return _mul(_const(x, 0.5), _e("log-plus-one", _div(_add(x, x), _sub(one, x))))
+
+
+@_register(np.hypot)
+def _hypot(a, b, out):
+    x, y = _abs(a), _abs(b)
+    big, small = _e("maximum", x, y), _e("minimum", x, y)
+    ratio = _div(small, big)
+    r = _mul(big, _e("sqrt", _add(_const(a, 1.0), _mul(ratio, ratio))))
+    r = _select(lax.compare(big, _const(a, 0.0), "EQ"), _const(a, 0.0), r)
+    inf = _const(a, np.inf)
+    either_inf = _e("or", lax.compare(x, inf, "EQ"), lax.compare(y, inf, "EQ"))
+    return _select(either_inf, inf, r)  # hypot(inf, nan) is inf, as in C
+
+
+@_register(np.deg2rad, np.radians)
+def _deg2rad(x, out):
+    return _mul(x, _const(x, math.pi / 180.0))
+
+
+@_register(np.rad2deg, np.degrees)
+def _rad2deg(x, out):
+    return _mul(x, _const(x, 180.0 / math.pi))
+
+
+@_register(np.heaviside)
+def _heaviside(x, h0, out):
+    zero, one = _const(x, 0.0), _const(x, 1.0)
+    r = _select(_lt(x, zero), zero, _select(lax.compare(x, zero, "GT"), one, h0))
+    return _select(_is_nan(x), x, r)
+
+
+def _logaddexp(base_log, exp_fn, log1p_fn):
+    def impl(a, b, out):
+        same = lax.compare(a, b, "EQ")  # also inf == inf: a + log(2)
+        d = _sub(a, b)
+        pos = _add(a, log1p_fn(exp_fn(_e("negate", d))))
+        neg = _add(b, log1p_fn(exp_fn(d)))
+        r = _select(lax.compare(d, _const(a, 0.0), "GT"), pos, _select(lax.compare(d, _const(a, 0.0), "LE"), neg, d))
+        return _select(same, _add(a, _const(a, base_log)), r)
+    return impl
+
+
+UFUNCS[np.logaddexp] = _logaddexp(math.log(2.0), lambda v: _e("exponential", v),
+                                  lambda v: _e("log-plus-one", v))
+UFUNCS[np.logaddexp2] = _logaddexp(1.0, lambda v: _e("power", _const(v, 2.0), v),
+                                   lambda v: _div(_e("log-plus-one", v), _const(v, math.log(2.0))))
+
+
+@_register(np.fabs)
+def _fabs(x, out):
+    return _abs(x)
+
+
+@_register(np.float_power)
+def _float_power(a, b, out):
+    return _e("power", a, b)
+
+
+@_register(np.ldexp)
+def _ldexp(x, e, out):
+    # 2**e in two halves, so that a tiny x times a huge power of two stays finite when the
+    # result is
+    e = lax.convert(e, x.dtype)
+    half = _e("floor", _mul(e, _const(x, 0.5)))
+    two = _const(x, 2.0)
+    return _mul(_mul(x, _e("power", two, half)), _e("power", two, _sub(e, half)))
+
+
+def _step(x: Tracer, up: Tracer) -> Tracer:
+    """The next float from finite, nonzero-or-zero ``x`` toward +inf (``up``) or -inf."""
+    bits = _bits(x)
+    one = _const(bits, 1)
+    toward_bigger_magnitude = lax.compare(up, _e("not", _signbit(x)), "EQ")
+    stepped = lax.bitcast_convert(_select(toward_bigger_magnitude, _add(bits, one), _sub(bits, one)), x.dtype)
+    tiny = lax.bitcast_convert(one, x.dtype)  # the smallest subnormal
+    from_zero = _select(up, tiny, _e("negate", tiny))
+    return _select(lax.compare(x, _const(x, 0.0), "EQ"), from_zero, stepped)
+
+
+@_register(np.nextafter)
+def _nextafter(x, y, out):
+    up = _lt(x, y)
+    r = _step(x, up)
+    r = _select(lax.compare(x, y, "EQ"), y, r)
+    return _select(_e("or", _is_nan(x), _is_nan(y)), _add(x, y), r)
+
+
+@_register(np.spacing)
+def _spacing(x, out):
+    up = _e("or", _e("not", _signbit(x)), lax.compare(x, _const(x, 0.0), "EQ"))  # spacing(-0.0) > 0
+    r = _sub(_step(x, up), x)
+    bad = _e("or", _is_nan(x), lax.compare(_abs(x), _const(x, np.inf), "EQ"))
+    return _select(bad, _const(x, np.nan), r)
+
+
+@_register(np.modf)
+def _modf(x, out):
+    whole = _select(_lt(x, _const(x, 0.0)), _e("ceil", x), _e("floor", x))
+    whole = _select(_signbit(x), _e("negate", _abs(whole)), whole)  # -0.5 -> -0.0
+    frac = _sub(x, whole)
+    infinite = lax.compare(_abs(x), _const(x, np.inf), "EQ")
+    signed_zero = _select(_signbit(x), _const(x, -0.0), _const(x, 0.0))
+    frac = _select(infinite, signed_zero, _select(_signbit(x), _e("negate", _abs(frac)), frac))
+    return frac, whole
+
+
+def _bitwise_count(x, out):  # registered with the unsigned dtypes: NumPy's result is uint8
+    if x.dtype.kind == "b":
+        return lax.convert(x, out)
+    magnitude = _abs(x) if x.dtype.kind == "i" else x  # NumPy counts the bits of |x|
+    return lax.convert(_e("popcnt", magnitude), out)
+
+
+def _gcd_values(a: Tracer, b: Tracer) -> Tracer:
+    """Euclid's algorithm unrolled: 93 steps cover every pair of 64-bit integers (consecutive
+    Fibonacci numbers are the worst case)."""
+    a, b = _abs(a), _abs(b)
+    zero = _const(a, 0)
+    steps = {1: 12, 2: 24, 4: 47, 8: 93}[a.dtype.itemsize]
+    for _ in range(steps):
+        b_zero = lax.compare(b, zero, "EQ")
+        safe = _select(b_zero, _const(a, 1), b)
+        r = _e("remainder", a, safe)
+        a, b = _select(b_zero, a, b), _select(b_zero, zero, r)
+    return a
+
+
+@_register(np.gcd)
+def _gcd(a, b, out):
+    return _gcd_values(a, b)
+
+
+@_register(np.lcm)
+def _lcm(a, b, out):
+    g = _gcd_values(a, b)
+    zero = _const(a, 0)
+    safe = _select(lax.compare(g, zero, "EQ"), _const(a, 1), g)
+    return _mul(_e("divide", _abs(a), safe), _abs(b))  # as NumPy: wraps, never abs() of the product
