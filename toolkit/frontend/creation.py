@@ -102,8 +102,9 @@ def arange(start, stop=None, step=1, dtype=None, **kwargs):
 
 @numpy_function(np.linspace, creation=True)
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
-    if retstep or axis != 0:
-        raise UnsupportedNumpyError("linspace: retstep= and axis= are not supported on traced code")
+    if retstep or axis != 0 or not all(type(v) in (int, float) for v in (start, stop)):
+        from .matrices import traced_linspace  # traced or array endpoints
+        return traced_linspace(start, stop, num, endpoint, retstep, dtype, axis)
     num = operator.index(num)
     trace = current_trace()
     div = (num - 1) if endpoint else num

@@ -33,6 +33,13 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         (x,) = inputs
         axis = kwargs.pop("axis", 0)
         return nf.EXPORTS[_REDUCE_METHODS[ufunc].__name__](x, axis=axis, **kwargs)
+    if method == "accumulate":
+        from .scans import ufunc_accumulate
+        return ufunc_accumulate(ufunc, *inputs, **kwargs)
+    if method == "outer":
+        a, b = inputs
+        a = a if isinstance(a, Tracer) else np.asarray(a)
+        return apply_ufunc(ufunc, (nf.EXPORTS["reshape"](a, tuple(a.shape) + (1,) * np.ndim(b)), b), kwargs)
     if method == "at":
         from .indexing_functions import ufunc_at
         return ufunc_at(ufunc, *inputs, **kwargs)

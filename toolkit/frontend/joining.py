@@ -22,8 +22,8 @@ def _t(x) -> Tracer:
 
 def _arrays(arrays):
     arrays = list(arrays)
-    trace = lax.trace_of(arrays)
-    return [a if isinstance(a, Tracer) else lax.lift(trace, a, weak=False) for a in arrays]
+    lax.trace_of([v for a in arrays for v in (a if isinstance(a, (list, tuple)) else [a])])
+    return [a if isinstance(a, Tracer) else EXPORTS["asarray"](a) for a in arrays]
 
 
 def _atleast(a: Tracer, n: int) -> Tracer:
