@@ -1,6 +1,7 @@
 import numpy as np
 
-DTYPES = [np.dtype(t) for t in ("bool", "int32", "int64", "float32", "float64")]
+DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                                "float32", "float64")]
 
 
 def assert_same(got, expected, approx: bool = False, rtol: float | None = None,

@@ -24,6 +24,9 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
             return inplace.store_result(out, _array_ufunc(self, ufunc, method, *inputs, **kwargs),
                                         f"np.{ufunc.__name__}(..., out=)")
     if method == "__call__":
+        from .more_functions import GUFUNCS
+        if ufunc in GUFUNCS:
+            return GUFUNCS[ufunc](*inputs, **kwargs)
         if ufunc is np.matmul:
             return nf.EXPORTS["matmul"](*inputs, **kwargs)
         if ufunc is np.divmod:
@@ -50,9 +53,9 @@ def _array_function(self, func, types, args, kwargs):
     impl = nf.FUNCTIONS.get(func)
     if impl is None:
         raise UnsupportedNumpyError(
-            f"np.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit. "
-            f"Supported NumPy functions: {', '.join(sorted(f.__name__ for f in nf.FUNCTIONS))}; "
-            "ufuncs: see toolkit.numpy.supported_ufuncs()")
+            f"np.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit "
+            f"({len(nf.FUNCTIONS)} NumPy functions are: toolkit.numpy.supported_functions() lists them, "
+            "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported and why)")
     public = nf.EXPORTS.get(func.__name__)
     return (public or impl)(*args, **kwargs)
 

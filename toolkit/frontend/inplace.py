@@ -49,7 +49,7 @@ def mark_untracked_view(result, source, function: str):
     if isinstance(result, (tuple, list)):  # np.split's pieces, np.atleast_1d(a, b) ...
         return type(result)(mark_untracked_view(r, source, function) for r in result)
     if isinstance(source, (tuple, list)):  # several arguments: an argument handed back is itself
-        if not isinstance(result, Tracer) or any(result is s for s in source):
+        if not isinstance(result, Tracer) or (function not in READ_ONLY_VIEWS and any(result is s for s in source)):
             return result
         source = next((s for s in source if isinstance(s, Tracer)), None)
     if not (isinstance(result, Tracer) and isinstance(source, Tracer)):

@@ -214,6 +214,20 @@ def scatter(x: Tracer, indices: Tracer, updates: Tracer, combiner: str, *, updat
     return trace.emit("scatter", (x, indices, updates), attrs, weak=x.weak_type)
 
 
+def sort(operands: Sequence[Tracer], dimension: int, num_keys: int = 1) -> tuple[Tracer, ...]:
+    """Stable sort of ``operands`` along ``dimension`` in NumPy's order of the first
+    ``num_keys`` operands (NaN last); the rest are permuted alongside."""
+    trace = operands[0].trace
+    types = [ir_dtypes.from_numpy(o.dtype) for o in operands]
+    comparator = trace.module.sort_comparator(types[:num_keys], types)
+    result = trace.emit("sort", tuple(operands), {"dimensions": (dimension,), "is_stable": True,
+                                                  "to_apply": comparator})
+    if len(operands) == 1:
+        return (Tracer(trace, result.inst, operands[0].weak_type),)
+    return tuple(trace.emit("get-tuple-element", (result,), {"index": i}, weak=o.weak_type)
+                 for i, o in enumerate(operands))
+
+
 def dynamic_slice(x: Tracer, starts: Sequence[Tracer], sizes: Sequence[int]) -> Tracer:
     return x.trace.emit("dynamic-slice", (x, *starts), {"dynamic_slice_sizes": tuple(sizes)}, weak=x.weak_type)
 

@@ -54,7 +54,9 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
             with trace.op_scope(public_name):
                 result = impl(*args, **kwargs)
             if public_name in VIEW_FUNCTIONS and args:
-                return mark_untracked_view(result, args[0] if len(args) == 1 else args, public_name)
+                # functions of several arrays (np.atleast_1d(a, b)) view each of them
+                several = public_name in ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays") and len(args) > 1
+                return mark_untracked_view(result, args if several else args[0], public_name)
             return fresh_results(result, list(args) + list(kwargs.values()))
 
         wrapper.__name__ = wrapper.__qualname__ = public_name
@@ -103,7 +105,7 @@ def _reject(**unsupported):
 
 # ---- reductions ---------------------------------------------------------------------------
 def _sum_dtype(dtype: np.dtype) -> np.dtype:
-    return np.add.reduce(np.zeros(1, dtype)).dtype if dtype.kind in "bi" else dtype
+    return np.add.reduce(np.zeros(1, dtype)).dtype if dtype.kind in "biu" else dtype
 
 
 def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
@@ -347,4 +349,5 @@ from . import shape_functions as _shape_functions  # noqa: E402,F401  (before cr
 from . import creation as _creation, linalg as _linalg  # noqa: E402,F401
 from . import indexing_functions as _indexing_functions  # noqa: E402,F401
 from . import joining as _joining, matrices as _matrices, scans as _scans  # noqa: E402,F401
-from . import statistics as _statistics  # noqa: E402,F401
+from . import sorting as _sorting, statistics as _statistics  # noqa: E402,F401
+from . import more_functions as _more_functions  # noqa: E402,F401

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
-from .numpy_functions import EXPORTS, _as_tracer, _sum_dtype, normalize_axis, numpy_function
+from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, _sum_dtype, normalize_axis, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
@@ -442,6 +442,7 @@ def scatter_into_checked(out, xs, values, scatter_into):
 
 
 EXPORTS["bincount"] = bincount
+FUNCTIONS[np.bincount] = bincount
 
 
 def _histogram_edges(a: Tracer, bins, range_, weights):

@@ -267,8 +267,12 @@ def _square(x, out):
 def _reciprocal(x, out):
     if out.kind == "f":
         return lax.elementwise("divide", _const(x, 1.0), x)
-    # NumPy's integer reciprocal is C's 1 / x: 1, -1, else 0; 1 / 0 gives INT_MIN on x86.
-    result = lax.select(lax.compare(x, _const(x, 0), "EQ"), _const(x, np.iinfo(out).min), _const(x, 0))
+    # NumPy's integer reciprocal is 1.0 / x converted back: 1, -1, else 0; 1 / 0 is x86's
+    # "integer indefinite" (INT_MIN) for 32- and 64-bit signed types and 0 for the others
+    if out.kind == "u":
+        return lax.select(lax.compare(x, _const(x, 1), "EQ"), _const(x, 1), _const(x, 0))
+    by_zero = np.iinfo(out).min if out.itemsize >= 4 else 0
+    result = lax.select(lax.compare(x, _const(x, 0), "EQ"), _const(x, by_zero), _const(x, 0))
     result = lax.select(lax.compare(x, _const(x, -1), "EQ"), _const(x, -1), result)
     return lax.select(lax.compare(x, _const(x, 1), "EQ"), _const(x, 1), result)
 
@@ -333,9 +337,27 @@ def _isinf(x, out):
 
 
 # ---- comparisons and logic ---------------------------------------------------------------
+# A signed value compared with an unsigned one (NumPy 2 compares int64 with uint64 exactly):
+# the answer when the signed side is negative, per direction, for (signed on the left, on the right)
+_NEGATIVE_SIGNED = {"EQ": (False, False), "NE": (True, True), "LT": (True, False), "LE": (True, False),
+                    "GT": (False, True), "GE": (False, True)}
+
+
+def _compare(a: Tracer, b: Tracer, direction: str) -> Tracer:
+    if a.dtype == b.dtype:
+        return lax.compare(a, b, direction)
+    signed_left = a.dtype.kind == "i"
+    s = a if signed_left else b
+    wide = np.dtype(np.uint64)
+    exact = lax.compare(lax.convert(a, wide), lax.convert(b, wide), direction)
+    negative = lax.compare(s, _const(s, 0), "LT")
+    answer = _NEGATIVE_SIGNED[direction][0 if signed_left else 1]
+    return lax.select(negative, _const(negative, answer, np.bool_), exact)
+
+
 for _ufunc, _direction in [(np.equal, "EQ"), (np.not_equal, "NE"), (np.less, "LT"),
                            (np.less_equal, "LE"), (np.greater, "GT"), (np.greater_equal, "GE")]:
-    UFUNCS[_ufunc] = (lambda d: lambda a, b, out: lax.compare(a, b, d))(_direction)
+    UFUNCS[_ufunc] = (lambda d: lambda a, b, out: _compare(a, b, d))(_direction)
 
 
 def _truth(x: Tracer) -> Tracer:

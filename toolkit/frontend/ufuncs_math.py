@@ -50,6 +50,7 @@ def _abs(x):
 
 
 _SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _bits(x: Tracer) -> Tracer:
@@ -163,13 +164,15 @@ def _hypot(a, b, out):
 
 
 @_register(np.deg2rad, np.radians)
-def _deg2rad(x, out):
-    return _mul(x, _const(x, math.pi / 180.0))
+def _deg2rad(x, out):  # NumPy's constant is computed in the operand's type (NPY_PIf / 180.0f)
+    t = x.dtype.type
+    return _mul(x, _const(x, t(math.pi) / t(180.0)))
 
 
 @_register(np.rad2deg, np.degrees)
 def _rad2deg(x, out):
-    return _mul(x, _const(x, 180.0 / math.pi))
+    t = x.dtype.type
+    return _mul(x, _const(x, t(180.0) / t(math.pi)))
 
 
 @_register(np.heaviside)
@@ -213,7 +216,10 @@ def _ldexp(x, e, out):
     e = lax.convert(e, x.dtype)
     half = _e("floor", _mul(e, _const(x, 0.5)))
     two = _const(x, 2.0)
-    return _mul(_mul(x, _e("power", two, half)), _e("power", two, _sub(e, half)))
+    scaled = _mul(_mul(x, _e("power", two, half)), _e("power", two, _sub(e, half)))
+    # zeros, infinities and NaN are what they are, whatever the exponent (0 * 2**big is not NaN)
+    special = _e("or", lax.compare(x, _const(x, 0.0), "EQ"), _e("not", _e("is-finite", x)))
+    return _select(special, x, scaled)
 
 
 def _step(x: Tracer, up: Tracer) -> Tracer:
@@ -264,7 +270,9 @@ def _bitwise_count(x, out):  # registered with the unsigned dtypes: NumPy's resu
 def _gcd_values(a: Tracer, b: Tracer) -> Tracer:
     """Euclid's algorithm unrolled: 93 steps cover every pair of 64-bit integers (consecutive
     Fibonacci numbers are the worst case)."""
-    a, b = _abs(a), _abs(b)
+    signed = a.dtype
+    # |INT_MIN| does not fit the signed type: run Euclid on the magnitudes as unsigned, as NumPy
+    a, b = (lax.convert(_abs(v), _UNSIGNED[v.dtype.itemsize]) for v in (a, b))
     zero = _const(a, 0)
     steps = {1: 12, 2: 24, 4: 47, 8: 93}[a.dtype.itemsize]
     for _ in range(steps):
@@ -272,7 +280,7 @@ def _gcd_values(a: Tracer, b: Tracer) -> Tracer:
         safe = _select(b_zero, _const(a, 1), b)
         r = _e("remainder", a, safe)
         a, b = _select(b_zero, a, b), _select(b_zero, zero, r)
-    return a
+    return lax.convert(a, signed)
 
 
 @_register(np.gcd)

@@ -141,6 +141,15 @@ class ModuleBuilder:
             self._reducers[key] = self.add_computation(b.build(root))
         return self._reducers[key]
 
+    def sort_comparator(self, key_types, operand_types) -> Computation:
+        """NumPy's ascending order on the leading ``key_types`` operands (see ir.sorting)."""
+        from .sorting import build_numpy_order
+        key = ("sort", tuple(key_types), tuple(operand_types))
+        if key not in self._reducers:
+            self._reducers[key] = self.add_computation(
+                build_numpy_order(self.computation("compare"), list(key_types), list(operand_types)))
+        return self._reducers[key]
+
     def build(self, entry: Computation, attributes=()) -> Module:
         comps = tuple(c for c in self._computations if c is not entry) + (entry,)
         return Module(self.name, comps, entry, tuple(attributes))

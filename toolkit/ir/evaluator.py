@@ -61,7 +61,7 @@ _SIMPLE = {
 for _name, _fn in _SIMPLE.items():
     EVALUATORS[_name] = _elementwise(_fn)
 
-EVALUATORS["bitcast-convert"] = lambda inst, args: np.ascontiguousarray(args[0]).view(_np_dtype(inst))
+EVALUATORS["bitcast-convert"] = lambda inst, args: np.array(args[0]).view(_np_dtype(inst))  # a copy keeps 0-d as 0-d
 EVALUATORS["not"] = _elementwise(lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x))
 EVALUATORS["divide"] = _float_or_int(np.divide, sem.int_divide)
 EVALUATORS["remainder"] = _float_or_int(np.fmod, sem.int_remainder)
@@ -184,11 +184,18 @@ EVALUATORS.update({
     "fusion": lambda inst, args: evaluate_computation(inst.attrs["calls"], args),
     "gather": lambda inst, args: ix.gather(args[0], args[1], inst.attrs, inst.shape.dims),
     "scatter": lambda inst, args: ix.scatter(args[0], args[1], args[2], inst.attrs, evaluate_computation),
+    "sort": lambda inst, args: _sort(inst, args),
     "dynamic-slice": lambda inst, args: ix.dynamic_slice(args[0], args[1:], inst.attrs["dynamic_slice_sizes"]),
     "dynamic-update-slice": lambda inst, args: ix.dynamic_update_slice(args[0], args[1], args[2:]),
 })
 
 assert set(EVALUATORS) == set(OPS), set(OPS) ^ set(EVALUATORS)
+
+
+def _sort(inst, args):
+    from .sorting import sort
+    out = sort(list(args), inst.attrs["dimensions"][0], inst.attrs["to_apply"], evaluate_computation)
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 def evaluate_computation(comp: Computation, args: Sequence[Any], clock=None, observe=None) -> Any:

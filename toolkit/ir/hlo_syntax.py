@@ -17,7 +17,7 @@ _INT_LIST_ATTRS = {"dimensions", "lhs_batch_dims", "lhs_contracting_dims", "rhs_
                    "operand_batching_dims", "start_indices_batching_dims", "slice_sizes",
                    "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
                    "input_batching_dims", "scatter_indices_batching_dims", "dynamic_slice_sizes"}
-_BOOL_ATTRS = {"indices_are_sorted", "unique_indices"}
+_BOOL_ATTRS = {"indices_are_sorted", "unique_indices", "is_stable"}
 _TABLE_SECTIONS = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
 MAX_TUPLE_DEPTH = 64  # XLA's tuples nest a few levels; deeper text is hostile, not a program
 MAX_DIMENSION = 2 ** 63 - 1

@@ -22,6 +22,7 @@ CATEGORIES = (
     "layout",  # data movement: broadcast, reshape, transpose, slice ...
     "reduce",
     "scatter",  # writes updates into a copy of its operand: its own kernel, never fused
+    "sort",  # sorts its operands along a dimension by a comparator: a library call, never fused
     "dot",
     "tuple",  # tuple, get-tuple-element
     "call",
@@ -82,6 +83,7 @@ _define(OpDef("gather", "layout", 2, (
     "indices_are_sorted", "operand_batching_dims", "start_indices_batching_dims")))
 _define(OpDef("dynamic-slice", "layout", None, ("dynamic_slice_sizes",)))
 _define(OpDef("dynamic-update-slice", "layout", None))
+_define(OpDef("sort", "sort", None, ("dimensions", "is_stable", "to_apply")))
 _define(OpDef("scatter", "scatter", 3, (
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "index_vector_dim",
     "to_apply", "indices_are_sorted", "unique_indices", "input_batching_dims",

@@ -126,6 +126,28 @@ def _convert(ops, attrs, declared):
     return out
 
 
+def _sort(ops, attrs, declared):
+    arrays = [_array(s, "sort operand") for s in ops]
+    if not arrays:
+        raise ShapeError("sort needs at least one operand")
+    (dim,) = _dims_attr(attrs) or (None,)
+    first = arrays[0]
+    if dim is None or not 0 <= dim < max(first.rank, 1) or first.rank == 0:
+        raise ShapeError(f"sort dimensions={{{dim}}} is out of range for {first.to_text(False)}")
+    for a in arrays[1:]:
+        if a.dims != first.dims:
+            raise ShapeError(f"sort operands {first.to_text(False)} and {a.to_text(False)} differ in dimensions")
+    comp = attrs.get("to_apply")
+    if comp is not None:
+        want = [Shape(a.dtype, ()) for a in arrays for _ in (0, 1)]
+        params = [p.shape for p in sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])]
+        if len(params) != len(want) or any(not p.same_type(w) for p, w in zip(params, want)) or \
+                not comp.root.shape.same_type(Shape(dt.PRED, ())):
+            raise ShapeError(f"sort comparator %{comp.name} must take two scalars per operand and return pred")
+    out = first if len(arrays) == 1 else TupleShape(tuple(Shape(a.dtype, a.dims) for a in arrays))
+    return _expect(declared, Shape(first.dtype, first.dims) if len(arrays) == 1 else out, "sort")
+
+
 def _bitcast_convert(ops, attrs, declared):
     x = _array(ops[0], "bitcast-convert operand")
     out = _need_declared(declared, "bitcast-convert")
@@ -366,7 +388,7 @@ for _name, _op in OPS.items():
     elif _op.category == "binary":
         SHAPE_RULES[_name] = _binary(_name)
 SHAPE_RULES.update({
-    "convert": _convert, "bitcast-convert": _bitcast_convert, "select": _select, "clamp": _clamp,
+    "convert": _convert, "bitcast-convert": _bitcast_convert, "sort": _sort, "select": _select, "clamp": _clamp,
     "parameter": _parameter, "constant": _constant, "iota": _iota,
     "broadcast": _broadcast, "reshape": _reshape("reshape"), "bitcast": _reshape("bitcast"),
     "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,

@@ -11,6 +11,7 @@ import numpy as _np
 
 from ..frontend import dispatch as _dispatch  # noqa: F401  (attaches the protocols)
 from ..frontend.numpy_functions import EXPORTS as _EXPORTS
+from ..frontend.more_functions import STATIC_FUNCTIONS as _STATIC_FUNCTIONS
 from ..frontend.ufuncs import UFUNCS as _UFUNCS, apply_ufunc as _apply_ufunc
 from ..frontend.tracer import Tracer as _Tracer
 
@@ -32,7 +33,12 @@ def _ufunc_wrapper(ufunc: _np.ufunc):
 
 for _ufunc in _UFUNCS:
     globals()[_ufunc.__name__] = _ufunc_wrapper(_ufunc)
+for _alias, _value in vars(_np).items():  # NumPy 2's other names for them: acos, bitwise_not ...
+    if isinstance(_value, _np.ufunc) and _value in _UFUNCS and not _alias.startswith("_"):
+        globals().setdefault(_alias, globals()[_value.__name__])
 globals().update(_EXPORTS)
+for _name in _STATIC_FUNCTIONS:  # no array arguments: NumPy's own, constants in a trace
+    globals()[_name] = getattr(_np, _name)
 abs = globals()["absolute"]
 
 

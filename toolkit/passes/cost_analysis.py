@@ -79,6 +79,12 @@ def instruction_cost(inst: Instruction) -> dict[str, float]:
         out[TRANSCENDENTALS] = (inputs - outputs) * reducer[TRANSCENDENTALS]
     elif op in ("slice", "dynamic-slice", "gather"):  # only the elements taken are read
         operand_bytes = [output_bytes] + operand_bytes[1:]
+    elif op == "sort":  # n log2 n comparisons per sorted row
+        n = inst.operands[0].shape.dims[inst.attrs["dimensions"][0]]
+        rows = inst.operands[0].shape.size // max(n, 1)
+        compares = rows * n * max(math.log2(n), 1.0) if n > 1 else 0.0
+        out[FLOPS] = compares * max(computation_cost(inst.attrs["to_apply"])[FLOPS], 1.0)
+        output_bytes = float(sum(s.nbytes for s in _leaves(inst.shape)))
     elif op == "scatter":  # the combiner runs once per update element
         combiner = computation_cost(inst.attrs["to_apply"])
         updates = inst.operands[2].shape.size

@@ -48,7 +48,7 @@ def pool(n: int) -> ThreadPoolExecutor:
 
 @dataclass
 class Step:
-    kind: str  # kernel | dot | fallback
+    kind: str  # kernel | dot | library (a host routine: sort) | fallback
     inst: Instruction
     inputs: list[int]
     outputs: list[int]
@@ -143,7 +143,7 @@ class CpuExecutable:
                 continue
             start = clock.now() if on_kernel is not None else 0.0
             threads = self._execute(step, bufs)
-            if on_kernel is not None and step.kind in ("kernel", "dot", "fallback"):
+            if on_kernel is not None and step.kind in ("kernel", "dot", "library", "fallback"):
                 on_kernel(step.inst, start, clock.now() - start, f"threads={threads}")
         return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
@@ -161,7 +161,7 @@ class CpuExecutable:
         if step.kind == "dot":
             step.extra["run"](ins, outs[0])
             return 1
-        if step.kind == "fallback":
+        if step.kind in ("fallback", "library"):
             results = step.extra["run"](ins)
             for o, r in zip(outs, results):
                 o[...] = r

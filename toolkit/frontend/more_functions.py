@@ -1,0 +1,307 @@
+"""The rest of NumPy's array API that traces: vector products (vecdot, matvec, vecmat),
+nanargmax/nanargmin, apply_along_axis/apply_over_axes, piecewise, place, ix_, poly,
+ravel_multi_index/unravel_index and the set operations (with a static ``size=``).
+
+``STATIC_FUNCTIONS`` are NumPy functions that take no arrays (shapes, dtypes, window lengths,
+print options): toolkit.numpy hands out NumPy's own, whose results are constants in a trace."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from . import lax
+from .errors import UnsupportedNumpyError, UserValueError
+from .inplace import check_writable, write
+from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, normalize_axis, numpy_function
+from .tracer import Tracer
+from .ufuncs import apply_ufunc
+
+STATIC_FUNCTIONS = ("bartlett", "blackman", "hamming", "hanning", "kaiser", "broadcast_shapes", "can_cast",
+                    "promote_types", "isdtype", "issubdtype", "isscalar", "iterable", "get_printoptions",
+                    "set_printoptions", "printoptions", "diag_indices", "tril_indices", "triu_indices",
+                    "mask_indices", "indices", "fromfunction")
+
+
+def _t(x) -> Tracer:
+    return _as_tracer(x)
+
+
+def _u(ufunc, *args):
+    return apply_ufunc(ufunc, args)
+
+
+def result_type(*arrays_and_dtypes):
+    """np.result_type with traced arrays standing for their dtype (weak ones as Python scalars)."""
+    def stand_in(v):
+        if isinstance(v, Tracer):
+            return v.dtype.type(0).item() if v.weak_type else v.dtype
+        return v
+    return np.result_type(*[stand_in(v) for v in arrays_and_dtypes])
+
+
+def can_cast(from_, to, casting="safe"):
+    return np.can_cast(from_.dtype if isinstance(from_, Tracer) else from_, to, casting)
+
+
+EXPORTS["result_type"] = result_type
+EXPORTS["can_cast"] = can_cast
+FUNCTIONS[np.result_type], FUNCTIONS[np.can_cast] = result_type, can_cast
+
+
+# ---- vector products (NumPy 2's gufuncs) ---------------------------------------------------------
+def vecdot(x1, x2, /, *, axis=-1, **kwargs):
+    a, b = (_t(v) if isinstance(v, Tracer) else lax.lift(lax.trace_of([x1, x2]), v, weak=False) for v in (x1, x2))
+    product = _u(np.multiply, a, b)
+    return EXPORTS["sum"](product, axis=axis)
+
+
+def matvec(x1, x2, /, **kwargs):
+    return EXPORTS["matmul"](x1, EXPORTS["expand_dims"](x2, -1))[..., 0]
+
+
+def vecmat(x1, x2, /, **kwargs):
+    return EXPORTS["matmul"](EXPORTS["expand_dims"](x1, -2), x2)[..., 0, :]
+
+
+GUFUNCS = {np.vecdot: vecdot, np.matvec: matvec, np.vecmat: vecmat}
+EXPORTS.update(vecdot=vecdot, matvec=matvec, vecmat=vecmat)
+
+
+# ---- nan-aware arg reductions ------------------------------------------------------------------
+def _nan_arg(a, axis, keepdims, name, fill):
+    a = _t(a)
+    if a.dtype.kind != "f":
+        return EXPORTS[name](a, axis=axis, keepdims=keepdims)
+    nan = _u(np.isnan, a)
+    result = EXPORTS[name](EXPORTS["where"](nan, fill, a), axis=axis, keepdims=keepdims)
+    all_nan = EXPORTS["all"](nan, axis=axis, keepdims=keepdims)
+    # NumPy raises ValueError for an all-NaN slice; a traced value cannot raise: -1, as JAX
+    return EXPORTS["where"](all_nan, -1, result)
+
+
+@numpy_function(np.nanargmax)
+def nanargmax(a, axis=None, out=None, *, keepdims=False):
+    return _nan_arg(a, axis, keepdims, "argmax", -np.inf)
+
+
+@numpy_function(np.nanargmin)
+def nanargmin(a, axis=None, out=None, *, keepdims=False):
+    return _nan_arg(a, axis, keepdims, "argmin", np.inf)
+
+
+# ---- applying functions -----------------------------------------------------------------------
+@numpy_function(np.apply_along_axis)
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """func1d on every 1-d slice along ``axis``, unrolled: one call per slice while tracing."""
+    arr = _t(arr)
+    axis = normalize_axis(axis, arr.ndim)
+    moved = EXPORTS["moveaxis"](arr, axis, -1)
+    outer = moved.shape[:-1]
+    if int(np.prod(outer)) > 4096:
+        raise UnsupportedNumpyError(f"np.apply_along_axis over {int(np.prod(outer))} slices would unroll that many "
+                                    "calls; write func1d to work on the whole array (with axis=)")
+    results = [EXPORTS["asarray"](func1d(moved[index], *args, **kwargs)) for index in np.ndindex(*outer)]
+    stacked = EXPORTS["stack"](results) if results else None
+    if stacked is None:
+        raise UserValueError("Cannot apply_along_axis when any iteration dimensions are 0")
+    out = lax.reshape(stacked, tuple(outer) + tuple(stacked.shape[1:]))
+    extra = out.ndim - len(outer)  # the result's own dimensions replace the axis, as in NumPy
+    order = list(range(len(outer)))
+    order[axis:axis] = list(range(len(outer), len(outer) + extra))
+    return lax.transpose(out, order) if extra else out
+
+
+@numpy_function(np.apply_over_axes)
+def apply_over_axes(func, a, axes):
+    val = _t(a)
+    for axis in (axes if isinstance(axes, (tuple, list)) else (axes,)):
+        axis = normalize_axis(axis, val.ndim)
+        res = _t(func(val, axis))
+        if res.ndim == val.ndim:
+            val = res
+        elif res.ndim == val.ndim - 1:
+            val = EXPORTS["expand_dims"](res, axis)
+        else:
+            raise UserValueError("function is not returning an array of the correct shape")
+    return val
+
+
+@numpy_function(np.piecewise)
+def piecewise(x, condlist, funclist, *args, **kw):
+    """Each function is evaluated on the whole array and selected where its condition holds
+    (NumPy calls it on the selected elements only): the same for elementwise functions."""
+    x = _t(x)
+    if isinstance(condlist, (Tracer, np.ndarray)) and np.ndim(condlist) == x.ndim or isinstance(condlist, bool):
+        condlist = [condlist]
+    condlist = list(condlist)
+    if len(funclist) not in (len(condlist), len(condlist) + 1):
+        raise UserValueError(f"with {len(condlist)} condition(s), either {len(condlist)} or {len(condlist) + 1} "
+                             f"functions are expected")
+    conds = [c if isinstance(c, Tracer) else lax.lift(x.trace, np.asarray(c, bool), weak=False) for c in condlist]
+    if len(funclist) == len(conds) + 1:  # the last function applies where no condition holds
+        others = _u(np.logical_not, EXPORTS["any"](EXPORTS["stack"]([lax.broadcast_to(c, x.shape) for c in conds]), axis=0))
+        conds.append(others)
+    y = lax.full(x.trace, x.shape, 0, x.dtype)
+    for cond, f in zip(conds, funclist):
+        value = f(x, *args, **kw) if callable(f) else f
+        y = EXPORTS["where"](cond, value, y).astype(x.dtype)
+    return y
+
+
+@numpy_function(np.place)
+def place(arr, mask, vals):
+    if not isinstance(arr, Tracer):
+        raise UnsupportedNumpyError("np.place into a NumPy array with traced values: make the array with toolkit.numpy")
+    if isinstance(mask, Tracer):
+        raise UnsupportedNumpyError("np.place with a traced mask: how many values it takes depends on the data; "
+                                    "use arr[...] = np.where(mask, values, arr)")
+    check_writable(arr, "np.place")
+    where = np.flatnonzero(np.asarray(mask))
+    if where.size == 0:
+        return None
+    v = vals if isinstance(vals, Tracer) else lax.lift(arr.trace, np.asarray(vals).ravel(), weak=False)
+    if v.size == 0:
+        raise UserValueError("Cannot insert from an empty array!")
+    v = lax.convert(lax.reshape(v, (v.size,)), arr.dtype)
+    take = np.arange(where.size) % v.size  # NumPy repeats the values cyclically
+    from .indexing import scatter_into
+    flat = scatter_into(lax.reshape(arr, (arr.size,)), (where,), v[take], "assign")
+    write(arr, lax.reshape(flat, arr.shape))
+    return None
+
+
+@numpy_function(np.ix_)
+def ix_(*args):
+    out = []
+    n = len(args)
+    for k, a in enumerate(args):
+        a = _t(a) if isinstance(a, Tracer) else np.asarray(a)
+        if a.ndim != 1:
+            raise UserValueError("Cross index must be 1 dimensional")
+        if a.dtype == np.bool_:
+            if isinstance(a, Tracer):
+                raise UnsupportedNumpyError("np.ix_ with a traced boolean mask has a data-dependent size")
+            a = np.nonzero(a)[0]
+        shape = [1] * n
+        shape[k] = a.shape[0]
+        out.append(EXPORTS["reshape"](a, shape) if isinstance(a, Tracer) else a.reshape(shape))
+    return tuple(out)
+
+
+@numpy_function(np.poly)
+def poly(seq_of_zeros):
+    z = _t(seq_of_zeros)
+    if z.ndim != 1:
+        raise UnsupportedNumpyError("np.poly of a matrix (its characteristic polynomial) is not supported on traced arrays")
+    p = lax.full(z.trace, (1,), 1, np.result_type(z.dtype, np.float64))
+    for i in range(z.shape[0]):
+        p = EXPORTS["convolve"](p, EXPORTS["stack"]([lax.full(z.trace, (), 1, p.dtype), lax.convert(_u(np.negative, z[i]), p.dtype)]))
+    return p
+
+
+@numpy_function(np.ravel_multi_index)
+def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+    if order != "C":
+        raise UnsupportedNumpyError("np.ravel_multi_index(order='F') is not supported on traced arrays")
+    dims = tuple(operator.index(d) for d in dims)
+    modes = (mode,) * len(dims) if isinstance(mode, str) else tuple(mode)
+    trace = lax.trace_of(list(multi_index))
+    flat = None
+    stride = 1
+    for index, d, m in reversed(list(zip(multi_index, dims, modes))):
+        i = index if isinstance(index, Tracer) else lax.lift(trace, np.asarray(index), weak=False)
+        i = lax.convert(i, np.int64)
+        if m == "wrap":
+            i = _u(np.mod, i, d)
+        elif m == "clip":
+            i = EXPORTS["clip"](i, 0, d - 1)
+        elif not isinstance(index, Tracer) and ((np.asarray(index) < 0) | (np.asarray(index) >= d)).any():
+            raise UserValueError("invalid entry in coordinates array")
+        term = _u(np.multiply, i, stride)
+        flat = term if flat is None else _u(np.add, flat, term)
+        stride *= d
+    return flat
+
+
+@numpy_function(np.unravel_index)
+def unravel_index(indices, shape, order="C"):
+    if order != "C":
+        raise UnsupportedNumpyError("np.unravel_index(order='F') is not supported on traced arrays")
+    i = lax.convert(_t(indices), np.int64)
+    out = []
+    for d in reversed(tuple(operator.index(s) for s in shape)):
+        out.append(_u(np.mod, i, d))
+        i = _u(np.floor_divide, i, d)
+    return tuple(reversed(out))
+
+
+# ---- set operations with a static size -------------------------------------------------------------
+def _set_result(values_mask, values, size, fill, name):
+    from .sorting import _compact, _need_size
+    size = _need_size(size, name)
+    return _compact(values_mask, values, size, values[0] if fill is None else fill)
+
+
+def _unique_sorted(a):
+    """Sorted values of ``a`` flattened, and a mask of each value's first occurrence."""
+    flat = lax.reshape(a, (a.size,))
+    s = EXPORTS["sort"](flat)
+    first = EXPORTS["concatenate"]([lax.full(a.trace, (1,), True, np.bool_), _u(np.not_equal, s[1:], s[:-1])])
+    return s, first
+
+
+def _pair(ar1, ar2):
+    trace = lax.trace_of([ar1, ar2])
+    a = ar1 if isinstance(ar1, Tracer) else lax.lift(trace, np.asarray(ar1), weak=False)
+    b = ar2 if isinstance(ar2, Tracer) else lax.lift(trace, np.asarray(ar2), weak=False)
+    dtype = np.result_type(a.dtype, b.dtype)
+    return lax.convert(a, dtype), lax.convert(b, dtype)
+
+
+def union1d(ar1, ar2, *, size=None, fill_value=None):
+    if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
+        return np.union1d(ar1, ar2)
+    a, b = _pair(ar1, ar2)
+    s, first = _unique_sorted(EXPORTS["concatenate"]([lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,))]))
+    return _set_result(first, s, size, fill_value, "np.union1d")
+
+
+def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=None, fill_value=None):
+    if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
+        return np.intersect1d(ar1, ar2, assume_unique, return_indices)
+    if return_indices:
+        raise UnsupportedNumpyError("np.intersect1d(return_indices=True) is not supported on traced arrays")
+    a, b = _pair(ar1, ar2)
+    s, first = _unique_sorted(a)
+    keep = _u(np.logical_and, first, EXPORTS["isin"](s, b))
+    return _set_result(keep, s, size, fill_value, "np.intersect1d")
+
+
+def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
+    if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
+        return np.setdiff1d(ar1, ar2, assume_unique)
+    a, b = _pair(ar1, ar2)
+    s, first = _unique_sorted(a)
+    keep = _u(np.logical_and, first, EXPORTS["isin"](s, b, invert=True))
+    return _set_result(keep, s, size, fill_value, "np.setdiff1d")
+
+
+def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
+    if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
+        return np.setxor1d(ar1, ar2, assume_unique)
+    a, b = _pair(ar1, ar2)
+    s, first = _unique_sorted(EXPORTS["concatenate"]([lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,))]))
+    in_a, in_b = EXPORTS["isin"](s, a), EXPORTS["isin"](s, b)
+    keep = _u(np.logical_and, first, _u(np.logical_xor, in_a, in_b))
+    return _set_result(keep, s, size, fill_value, "np.setxor1d")
+
+
+for _fn in (union1d, intersect1d, setdiff1d, setxor1d):
+    EXPORTS[_fn.__name__] = _fn
+    FUNCTIONS[getattr(np, _fn.__name__)] = _fn
+
+
+@numpy_function(np.identity, creation=True)
+def identity(n, dtype=None, *, like=None):
+    return EXPORTS["eye"](n, dtype=float if dtype is None else dtype)

@@ -1,0 +1,377 @@
+"""Sorting and what is built on it, on traced arrays: sort, argsort, lexsort, partition,
+argpartition, median/percentile/quantile (and their nan forms), isin, and, with a static
+``size=`` as in JAX, unique and nonzero/flatnonzero/argwhere.
+
+Sorts are HLO ``sort`` with NumPy's order (NaN last) and are stable: ties keep their index
+order, as NumPy's kind='stable'. (NumPy's default quicksort may order ties differently; the
+sorted values are the same.) partition returns the fully sorted array, which is one valid
+partition: NumPy leaves the order inside each side unspecified."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from . import lax
+from .errors import UnsupportedNumpyError, UserValueError
+from .numpy_functions import EXPORTS, _as_tracer, normalize_axes, normalize_axis, numpy_function
+from .tracer import Tracer
+from .ufuncs import apply_ufunc
+
+
+def _t(x) -> Tracer:
+    return _as_tracer(x)
+
+
+def _u(ufunc, *args):
+    return apply_ufunc(ufunc, args)
+
+
+def _flat_or_axis(a: Tracer, axis):
+    if axis is None:
+        return lax.reshape(a, (a.size,)), 0
+    return a, normalize_axis(operator.index(axis), a.ndim)
+
+
+def _check_kind(kind, order):
+    if order is not None:
+        raise UnsupportedNumpyError("sort(order=) (structured arrays) is not supported on traced arrays")
+    if kind not in (None, "quicksort", "mergesort", "heapsort", "stable"):
+        raise UserValueError(f"sort kind must be one of 'quicksort', 'heapsort', 'stable' (got {kind!r})")
+
+
+@numpy_function(np.sort)
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    _check_kind(kind, order)
+    a, axis = _flat_or_axis(_t(a), axis)
+    if a.ndim == 0:
+        raise UserValueError("Cannot sort a 0-d array")
+    return lax.sort([a], axis)[0]
+
+
+@numpy_function(np.argsort)
+def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    _check_kind(kind, order)
+    a, axis = _flat_or_axis(_t(a), axis)
+    if a.ndim == 0:
+        return lax.full(a.trace, (), 0, np.int64)
+    index = lax.iota(a.trace, np.int64, a.shape, axis)
+    return lax.sort([a, index], axis)[1]
+
+
+@numpy_function(np.lexsort)
+def lexsort(keys, axis=-1):
+    trace = lax.trace_of(list(keys))
+    ks = [k if isinstance(k, Tracer) else lax.lift(trace, k, weak=False) for k in keys]
+    if not ks:
+        raise UserValueError("need sequence of keys with len > 0 in lexsort")
+    shape = np.broadcast_shapes(*[k.shape for k in ks])
+    ks = [lax.broadcast_to(k, shape) for k in ks][::-1]  # the last key is the primary one
+    axis = normalize_axis(axis, len(shape))
+    index = lax.iota(trace, np.int64, shape, axis)
+    return lax.sort(ks + [index], axis, num_keys=len(ks))[-1]
+
+
+@numpy_function(np.partition)
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    _check_kind(None, order)
+    _check_kth(_t(a), kth, axis)
+    return sort(a, axis)
+
+
+@numpy_function(np.argpartition)
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    _check_kind(None, order)
+    _check_kth(_t(a), kth, axis)
+    return argsort(a, axis)
+
+
+def _check_kth(a: Tracer, kth, axis):
+    n = a.size if axis is None else a.shape[normalize_axis(axis, a.ndim)]
+    for k in np.atleast_1d(np.asarray(kth)):
+        if not -n <= int(k) < n:
+            raise UserValueError(f"kth(={int(k)}) out of bounds ({n})")
+
+
+# ---- order statistics --------------------------------------------------------------------------
+_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _lerp(a, b, t):
+    """NumPy's _lerp: a + (b - a) t, computed from b's side where t >= 0.5."""
+    diff = _u(np.subtract, b, a)
+    low = _u(np.add, a, _u(np.multiply, diff, t))
+    high = _u(np.subtract, b, _u(np.multiply, diff, _u(np.subtract, 1, t)))
+    return EXPORTS["where"](_u(np.greater_equal, t, 0.5), high, low)
+
+
+def _quantile(a, q, axis, method, keepdims, ignore_nan, name):
+    if method not in _METHODS:
+        raise UnsupportedNumpyError(f"np.{name}(method={method!r}) is not supported on traced arrays "
+                                    f"(supported: {', '.join(_METHODS)})")
+    a = _t(a)
+    if a.dtype.kind in "iub":
+        a = lax.convert(a, np.float64)
+    if axis is None:
+        axes = tuple(range(a.ndim))
+    else:
+        axes = normalize_axes(axis, a.ndim)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    moved = lax.transpose(a, kept + list(axes))
+    rows = lax.reshape(moved, [a.shape[d] for d in kept] + [int(np.prod([a.shape[d] for d in axes]))])
+    n = rows.shape[-1]
+    if n == 0:
+        raise UserValueError(f"np.{name} of an empty axis")
+    s = lax.sort([rows], rows.ndim - 1)[0]  # NaN last
+    q_arr = q if isinstance(q, Tracer) else np.asarray(q, np.float64)
+    if not isinstance(q_arr, Tracer) and ((q_arr < 0) | (q_arr > 1)).any():
+        raise UserValueError("Quantiles must be in the range [0, 1]")
+    qt = q_arr if isinstance(q_arr, Tracer) else lax.lift(a.trace, q_arr, np.float64, weak=False)
+    qt = lax.convert(qt, np.float64)
+    # one quantile per q entry, in front, as NumPy puts the q dimensions first
+    qshape = tuple(qt.shape)
+    batch = tuple(s.shape[:-1])
+    if ignore_nan:
+        count = EXPORTS["sum"](_u(np.logical_not, _u(np.isnan, s)), axis=-1)  # valid entries per row
+        count = lax.broadcast_in_dim(lax.convert(count, np.float64), qshape + batch, tuple(range(len(qshape), len(qshape) + len(batch))))
+        last = _u(np.subtract, count, 1.0)
+    else:
+        last = lax.full(a.trace, qshape + batch, n - 1, np.float64)
+    qb = lax.broadcast_in_dim(qt, qshape + batch, tuple(range(len(qshape))))
+    virtual = _u(np.multiply, qb, last)
+    below = _u(np.floor, virtual)
+    if method == "lower":
+        virtual = below
+    elif method == "higher":
+        virtual = _u(np.ceil, virtual)
+    elif method == "nearest":
+        virtual = _u(np.rint, virtual)
+    lo_index = EXPORTS["clip"](below, 0, n - 1).astype(np.int64)
+    hi_index = EXPORTS["clip"](_u(np.add, below, 1), 0, n - 1).astype(np.int64)
+    if method in ("lower", "higher", "nearest"):
+        lo_index = hi_index = EXPORTS["clip"](virtual, 0, n - 1).astype(np.int64)
+    s_b = lax.broadcast_in_dim(s, qshape + batch + (n,), tuple(range(len(qshape), len(qshape) + len(batch) + 1)))
+    lo = EXPORTS["take_along_axis"](s_b, EXPORTS["expand_dims"](lo_index, -1), axis=-1)[..., 0]
+    hi = EXPORTS["take_along_axis"](s_b, EXPORTS["expand_dims"](hi_index, -1), axis=-1)[..., 0]
+    if method == "linear":
+        gamma = _u(np.subtract, virtual, below)
+        value = _lerp(lo, hi, lax.convert(gamma, lo.dtype) if lo.dtype != np.float64 else gamma)
+        value = EXPORTS["where"](_u(np.greater_equal, below, last), lo, value)  # q = 1: the last entry
+    elif method == "midpoint":
+        value = _u(np.true_divide, _u(np.add, lo, hi), 2)
+        value = EXPORTS["where"](_u(np.greater_equal, below, last), lo, value)
+    else:
+        value = lo
+    if ignore_nan:
+        value = EXPORTS["where"](_u(np.equal, count, 0), np.nan, value)
+    else:  # any NaN in the row makes the result NaN (NaN sorts last)
+        nan_row = _u(np.isnan, s[..., -1])
+        value = EXPORTS["where"](lax.broadcast_in_dim(nan_row, qshape + batch, tuple(range(len(qshape), len(qshape) + len(batch)))),
+                                 np.nan, value)
+    value = lax.convert(value, s.dtype)
+    if keepdims:
+        shape = list(qshape) + [1 if d in axes else a.shape[d] for d in range(a.ndim)]
+        value = lax.reshape(value, shape)
+    return value
+
+
+@numpy_function(np.quantile)
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+             interpolation=None):
+    _no_extras(out, weights, "quantile")
+    return _quantile(a, q, axis, interpolation or method, keepdims, False, "quantile")
+
+
+@numpy_function(np.percentile)
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+               interpolation=None):
+    _no_extras(out, weights, "percentile")
+    return _quantile(a, _percent(q), axis, interpolation or method, keepdims, False, "percentile")
+
+
+@numpy_function(np.nanquantile)
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+                interpolation=None):
+    _no_extras(out, weights, "nanquantile")
+    return _quantile(a, q, axis, interpolation or method, keepdims, True, "nanquantile")
+
+
+@numpy_function(np.nanpercentile)
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+                  interpolation=None):
+    _no_extras(out, weights, "nanpercentile")
+    return _quantile(a, _percent(q), axis, interpolation or method, keepdims, True, "nanpercentile")
+
+
+def _percent(q):
+    if isinstance(q, Tracer):
+        return _u(np.true_divide, q, 100)
+    q = np.true_divide(np.asarray(q, np.float64), 100)
+    if ((q < 0) | (q > 1)).any():
+        raise UserValueError("Percentiles must be in the range [0, 100]")
+    return q
+
+
+def _no_extras(out, weights, name):
+    if out is not None or weights is not None:
+        raise UnsupportedNumpyError(f"np.{name}(out=, weights=) is not supported on traced arrays")
+
+
+@numpy_function(np.median)
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    _no_extras(out, None, "median")
+    return _median(a, axis, keepdims, False)
+
+
+@numpy_function(np.nanmedian)
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    _no_extras(out, None, "nanmedian")
+    return _median(a, axis, keepdims, True)
+
+
+def _median(a, axis, keepdims, ignore_nan):
+    """NumPy's median: the middle entry, or the mean of the two middle ones."""
+    a = _t(a)
+    out_dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
+    return lax.convert(_quantile(lax.convert(a, out_dtype), 0.5, axis, "midpoint", keepdims, ignore_nan,
+                                 "nanmedian" if ignore_nan else "median"), out_dtype)
+
+
+# ---- membership and sets with a static size -----------------------------------------------------
+@numpy_function(np.isin)
+def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    trace = lax.trace_of([element, test_elements])
+    e = element if isinstance(element, Tracer) else lax.lift(trace, element, weak=False)
+    t = test_elements if isinstance(test_elements, Tracer) else lax.lift(trace, np.asarray(test_elements), weak=False)
+    t = lax.reshape(t, (t.size,))
+    if t.size == 0:
+        return lax.full(trace, e.shape, bool(invert), np.bool_)
+    dtype = np.result_type(e.dtype, t.dtype)
+    e, t = lax.convert(e, dtype), lax.convert(t, dtype)
+    s = sort(t)
+    pos = EXPORTS["searchsorted"](s, e)
+    found = _u(np.equal, EXPORTS["take"](s, EXPORTS["clip"](pos, 0, t.size - 1)), e)
+    return _u(np.logical_not, found) if invert else found
+
+
+def _need_size(size, what):
+    if size is None:
+        raise UnsupportedNumpyError(
+            f"{what} of a traced array has a data-dependent size; call toolkit.numpy.{what.removeprefix('np.')}"
+            f"(..., size=N) with a fixed N (padded with fill_value), as in JAX")
+    return operator.index(size)
+
+
+def _compact(mask: Tracer, values: Tracer, size: int, fill) -> Tracer:
+    """The entries of ``values`` where ``mask`` holds, in order, in a length-``size`` array
+    padded with ``fill``; entries beyond ``size`` are dropped (a scatter skips positions out of
+    range)."""
+    from .indexing import scatter_into
+    position = _u(np.subtract, EXPORTS["cumsum"](mask), 1)
+    position = EXPORTS["where"](_u(np.logical_and, mask, _u(np.less, position, size)), position, size)
+    fill = fill if isinstance(fill, Tracer) else lax.lift(values.trace, fill, values.dtype, weak=False)
+    out = lax.broadcast_to(lax.convert(fill, values.dtype), (size,))
+    return scatter_into(out, position, values, "assign")
+
+
+def nonzero(a, *, size=None, fill_value=0):
+    """np.nonzero; traced arrays need a static ``size`` (padded with ``fill_value``)."""
+    if not isinstance(a, Tracer):
+        return np.nonzero(a)
+    size = _need_size(size, "np.nonzero")
+    flat = lax.reshape(a, (a.size,))
+    mask = flat if flat.dtype == np.bool_ else _u(np.not_equal, flat, 0)
+    index = _compact(mask, lax.iota(a.trace, np.int64, (a.size,), 0), size, fill_value if np.ndim(fill_value) == 0 else 0)
+    if a.ndim <= 1:
+        return (index,)
+    coords = []
+    rest = index
+    for d in reversed(a.shape):
+        coords.append(_u(np.remainder, rest, d))
+        rest = _u(np.floor_divide, rest, d)
+    out = tuple(reversed(coords))
+    if np.ndim(fill_value) == 0:  # the fill entries stay fill_value in every coordinate
+        valid = _u(np.less, lax.iota(a.trace, np.int64, (size,), 0), EXPORTS["count_nonzero"](mask))
+        out = tuple(EXPORTS["where"](valid, c, fill_value).astype(np.int64) for c in out)
+    return out
+
+
+def flatnonzero(a, *, size=None, fill_value=0):
+    if not isinstance(a, Tracer):
+        return np.flatnonzero(a)
+    return nonzero(lax.reshape(a, (a.size,)), size=size, fill_value=fill_value)[0]
+
+
+def argwhere(a, *, size=None, fill_value=0):
+    if not isinstance(a, Tracer):
+        return np.argwhere(a)
+    if a.ndim == 0:
+        a = lax.reshape(a, (1,))
+    return EXPORTS["stack"](list(nonzero(a, size=size, fill_value=fill_value)), axis=1)
+
+
+EXPORTS.update(nonzero=nonzero, flatnonzero=flatnonzero, argwhere=argwhere)
+from .numpy_functions import FUNCTIONS  # noqa: E402
+FUNCTIONS[np.nonzero], FUNCTIONS[np.flatnonzero], FUNCTIONS[np.argwhere] = nonzero, flatnonzero, argwhere
+
+
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True,
+           size=None, fill_value=None, sorted=True):
+    """np.unique of the flattened array; traced arrays need a static ``size`` (padded with
+    ``fill_value``, by default the smallest value), as in JAX."""
+    if not isinstance(ar, Tracer):
+        return np.unique(ar, return_index, return_inverse, return_counts, axis, equal_nan=equal_nan)
+    if axis is not None:
+        raise UnsupportedNumpyError("np.unique(axis=) is not supported on traced arrays")
+    size = _need_size(size, "np.unique")
+    flat = lax.reshape(ar, (ar.size,))
+    if flat.size == 0:
+        raise UserValueError("np.unique of an empty traced array with size= has no fill value")
+    order = argsort(flat)
+    s = EXPORTS["take"](flat, order)
+    differs = _u(np.not_equal, s[1:], s[:-1])
+    if equal_nan and s.dtype.kind == "f":
+        differs = _u(np.logical_and, differs, _u(np.logical_not, _u(np.logical_and, _u(np.isnan, s[1:]), _u(np.isnan, s[:-1]))))
+    first = EXPORTS["concatenate"]([lax.full(ar.trace, (1,), True, np.bool_), differs])
+    fill = s[0] if fill_value is None else fill_value
+    values = _compact(first, s, size, fill)
+    results = [values]
+    if return_index:
+        results.append(_compact(first, order, size, 0))
+    group = _u(np.subtract, EXPORTS["cumsum"](first), 1)  # each sorted entry's unique slot
+    if return_inverse:
+        from .indexing import scatter_into
+        inverse = scatter_into(lax.full(ar.trace, (flat.size,), 0, np.int64), order, group, "assign")
+        results.append(lax.reshape(inverse, ar.shape) if ar.ndim > 1 else inverse)
+    if return_counts:
+        from .scans import bincount
+        results.append(bincount(group, length=size))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+EXPORTS["unique"] = unique
+FUNCTIONS[np.unique] = unique
+
+
+def unique_values(x, *, size=None, fill_value=None):
+    return unique(x, size=size, fill_value=fill_value)
+
+
+def unique_counts(x, *, size=None, fill_value=None):
+    values, counts = unique(x, return_counts=True, size=size, fill_value=fill_value)
+    return values, counts
+
+
+def unique_inverse(x, *, size=None, fill_value=None):
+    values, inverse = unique(x, return_inverse=True, size=size, fill_value=fill_value)
+    return values, lax.reshape(inverse, x.shape) if isinstance(x, Tracer) else inverse
+
+
+def unique_all(x, *, size=None, fill_value=None):
+    values, index, inverse, counts = unique(x, True, True, True, size=size, fill_value=fill_value)
+    return values, index, lax.reshape(inverse, x.shape) if isinstance(x, Tracer) else inverse, counts
+
+
+for _fn in (unique_values, unique_counts, unique_inverse, unique_all):
+    EXPORTS[_fn.__name__] = _fn
+    FUNCTIONS[getattr(np, _fn.__name__)] = _fn
