@@ -1,0 +1,102 @@
+"""The programs of tests/corpus.py, written as plain NumPy with no knowledge of toolkit, traced
+unmodified under tk.jit: results, and the caller's arrays after calls that write them, equal
+NumPy's. The GPT-2 forward pass also compiles for the CPU and its PTX assembles."""
+import copy
+import functools
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+
+import corpus
+
+rng = np.random.default_rng(0)
+
+
+def _same_as_numpy(fn, *args, backend="interpreter", rtol=1e-12, static_argnums=()):
+    ours = copy.deepcopy(args)
+    theirs = copy.deepcopy(args)
+    got = tk.jit(fn, backend=backend, static_argnums=static_argnums)(*ours)
+    want = fn(*theirs)
+    for o, t in zip(ours, theirs):
+        if isinstance(o, np.ndarray):
+            np.testing.assert_allclose(o, t, rtol=rtol, atol=rtol)  # the arguments, as NumPy left them
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        if w is None:
+            continue
+        assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
+
+
+CASES = {
+    "jacobi_2d": (corpus.jacobi_2d, (rng.random((12, 12)), rng.random((12, 12)), 4), (2,)),
+    "heat_3d": (corpus.heat_3d, (rng.random((6, 7, 8)), 3), (1,)),
+    "gram_schmidt": (corpus.gram_schmidt, (rng.random((7, 5)),), ()),
+    "lu": (corpus.lu, (rng.random((6, 6)) + 6 * np.eye(6),), ()),
+    "cholesky": (corpus.cholesky, ((lambda m: m @ m.T + 5 * np.eye(5))(rng.random((5, 5))),), ()),
+    "covariance": (corpus.covariance, (rng.random((9, 6)),), ()),
+    "histogram": (corpus.histogram_counts, (rng.random(40), 7), (1,)),
+    "conv2d_im2col": (corpus.conv2d_im2col, (rng.random((3, 8, 9)), rng.random((4, 3, 3, 3)), rng.random(4)), ()),
+    "floyd_warshall": (corpus.floyd_warshall, (rng.random((6, 6)) * 10,), ()),
+    "nbody_step": (corpus.nbody_step, (rng.random((5, 3)), rng.random((5, 3)), rng.random(5), 0.01), ()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernel_traces_unmodified_and_matches_numpy(name):
+    fn, args, static = CASES[name]
+    _same_as_numpy(fn, *args, static_argnums=static)
+
+
+@pytest.mark.parametrize("name", ["jacobi_2d", "lu", "covariance", "histogram", "conv2d_im2col", "floyd_warshall"])
+def test_kernel_on_the_cpu_backend(name):
+    fn, args, static = CASES[name]
+    _same_as_numpy(fn, *args, backend="cpu", static_argnums=static, rtol=1e-10)
+
+
+def _gpt2():
+    params = corpus.gpt2_params(np.random.default_rng(1))
+    inputs = np.array([3, 14, 15, 9, 26, 5, 35, 8], np.int64)
+    return functools.partial(corpus.gpt2, n_head=4), inputs, params
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_gpt2_forward_pass_traces_unmodified_and_matches_numpy(backend):
+    fn, inputs, params = _gpt2()
+    got = tk.jit(fn, backend=backend)(inputs, **params)
+    want = fn(inputs, **params)
+    assert got.shape == (8, 50) and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_gpt2_hlo_reads_like_xla_and_its_ptx_assembles(tmp_path):
+    from toolkit.backends.gpu.codegen import compile_ptx
+
+    from test_gpu_codegen import PTXAS, assemble
+
+    fn, inputs, params = _gpt2()
+    text = tk.jit(fn).lower(inputs, **params).as_text(metadata=False)
+    assert " gather(" in text  # the embedding lookups (wte[inputs], wpe[range(n)])
+    program = compile_ptx(tk.jit(fn).compiled(inputs, **params).optimized_hlo, "sm_80")
+    assert len(program.kernels) >= 10 and not program.unsupported, program.unsupported
+    if PTXAS is None:
+        pytest.skip("ptxas (CUDA toolkit) is not on the PATH")
+    assemble(program.ptx, "sm_80", tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernel_ptx_assembles(name, tmp_path):
+    from toolkit.backends.gpu.codegen import compile_ptx
+
+    from test_gpu_codegen import PTXAS, assemble
+
+    fn, args, static = CASES[name]
+    compiled = tk.jit(fn, static_argnums=static).compiled(*copy.deepcopy(args))
+    program = compile_ptx(compiled.optimized_hlo, "sm_80")
+    assert not [u for u in program.unsupported if "library call" not in u], program.unsupported
+    if PTXAS is None:
+        pytest.skip("ptxas (CUDA toolkit) is not on the PATH")
+    assemble(program.ptx, "sm_80", tmp_path)
