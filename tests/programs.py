@@ -76,6 +76,11 @@ def scatters(table, ids, v):
     return out
 
 
+def sorting(x, keys):
+    """HLO sort with NumPy's order (NaN last), stable: values, an argsort, a lexsort, a median."""
+    return np.sort(x, axis=1), np.argsort(keys), np.lexsort((x[0], keys)), np.median(x, axis=0)
+
+
 def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -102,6 +107,8 @@ def make_cases(rng):
         "conversions": (conversions, (f32(rng, 3, 4) * 10, i32(rng, 3, 4))),
         "creation": (creation, (f32(rng, 3, 4),)),
         "indexing": (indexing, (f32(rng, 6, 4), np.array([5, 0, -1, 2, 5], np.int32), np.int64(3))),
+        "sorting": (sorting, (np.where(f32(rng, 4, 6) > 1.0, np.nan, f32(rng, 4, 6)).astype(np.float32),
+                              np.array([3, 1, 3, 0, 1, 2], np.int32))),
         "scatters": (scatters, (f32(rng, 6, 4), np.array([5, 0, -1, 5], np.int64), f32(rng, 4, 4))),
     }
 

@@ -21,7 +21,7 @@ from .arrays import DeviceArray, fetched_from
 
 @dataclass
 class GpuStep:
-    kind: str  # kernel | dot | host (an interpreter fallback between two copies)
+    kind: str  # kernel | dot | library (sort, on the host) | host (an interpreter fallback between two copies)
     inst: Instruction
     inputs: list[int]
     outputs: list[int]
@@ -36,7 +36,7 @@ class GpuStep:
     def launch_text(self) -> str:
         if self.kind == "kernel":
             return f"grid={self.grid} block={self.block}"
-        return "cuBLAS" if self.kind == "dot" else "host fallback"
+        return {"dot": "cuBLAS", "library": "host library call"}.get(self.kind, "host fallback")
 
 
 class _Probe:
@@ -130,7 +130,7 @@ class GpuExecutable:
             bufs[slot] = buffer
         for step in self.steps:
             ins = [bufs[s] for s in step.inputs]
-            if step.kind == "host":
+            if step.kind in ("host", "library"):
                 outs = self._host_fallback(step, ins, probe)
             else:
                 outs = [d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy) for s in step.outputs]
@@ -196,7 +196,7 @@ class GpuExecutable:
     def _host_fallback(self, step: GpuStep, ins, probe) -> list:
         """Inputs to the host, the interpreter, results back: correct, and every copy shown."""
         d = self.device
-        what = f"host fallback %{step.inst.name}"
+        what = f"{step.launch_text} %{step.inst.name}"
         if probe is None:
             return [d.upload(np.asarray(v)) for v in step.run([d.download(b) for b in ins])]
         host_ins = [probe.around(lambda b=b: d.download(b), "transfer", "device_to_host", b.nbytes, what, "")
