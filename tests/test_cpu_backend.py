@@ -238,3 +238,17 @@ def test_float32_sums_are_as_accurate_as_numpys(shape, axis):
     # the -0.0/+0.0 rules hold: an all -0.0 row with the +0.0 init sums to +0.0, as in XLA
     zeros = np.full(5000, -0.0, np.float32)
     assert not np.signbit(tk.jit(lambda v: v.sum(), backend="cpu")(zeros))
+
+
+def test_a_full_reduction_with_an_extra_output_is_never_split_over_threads(monkeypatch):
+    """Its partial sums would race into one output: it runs on one thread however much work
+    it has (a hypothesis example found it with the threshold at 0)."""
+    from toolkit.backends.cpu import executor
+
+    monkeypatch.setattr(executor, "PARALLEL_THRESHOLD", 0)
+    monkeypatch.setenv("TOOLKIT_NUM_THREADS", "2")
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+    f = tk.jit(lambda b: (-np.exp(b), np.exp(b).sum()), backend="cpu")  # exp: an extra output of the sum
+    b = np.zeros(1000)
+    e, total = f(b)
+    assert total == 1000.0 and (e == -1.0).all()

@@ -56,7 +56,10 @@ def _array_function(self, func, types, args, kwargs):
             f"np.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit "
             f"({len(nf.FUNCTIONS)} NumPy functions are: toolkit.numpy.supported_functions() lists them, "
             "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported and why)")
-    public = nf.EXPORTS.get(func.__name__)
+    # the exported wrapper (view tracking, fresh results) when ``func`` is np.<name> itself;
+    # np.linalg.trace is not np.trace
+    name = getattr(func, "__name__", "")
+    public = nf.EXPORTS.get(name) if getattr(np, name, None) is func else None
     return (public or impl)(*args, **kwargs)
 
 

@@ -185,11 +185,20 @@ EVALUATORS.update({
     "gather": lambda inst, args: ix.gather(args[0], args[1], inst.attrs, inst.shape.dims),
     "scatter": lambda inst, args: ix.scatter(args[0], args[1], args[2], inst.attrs, evaluate_computation),
     "sort": lambda inst, args: _sort(inst, args),
+    "custom-call": lambda inst, args: _custom_call(inst, args),
     "dynamic-slice": lambda inst, args: ix.dynamic_slice(args[0], args[1:], inst.attrs["dynamic_slice_sizes"]),
     "dynamic-update-slice": lambda inst, args: ix.dynamic_update_slice(args[0], args[1], args[2:]),
 })
 
 assert set(EVALUATORS) == set(OPS), set(OPS) ^ set(EVALUATORS)
+
+
+def _custom_call(inst, args):
+    from .custom_calls import evaluate
+    out = evaluate(inst.attrs["custom_call_target"], inst.attrs.get("backend_config", ""), args)
+    dtypes = [s.dtype.numpy for s in (inst.shape.elements if hasattr(inst.shape, "elements") else (inst.shape,))]
+    out = [np.asarray(v).astype(d, copy=False) for v, d in zip(out, dtypes)]
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 def _sort(inst, args):
@@ -211,6 +220,8 @@ def evaluate_computation(comp: Computation, args: Sequence[Any], clock=None, obs
             start = clock.now() if observe is not None else 0.0
             try:
                 values[id(inst)] = EVALUATORS[inst.opcode](inst, operands)
+            except np.linalg.LinAlgError:  # a library routine's error about the data: NumPy's own
+                raise
             except Exception as e:  # internal errors name the instruction
                 raise RuntimeError(f"interpreter failed on %{inst.name} ({inst.opcode}): {e}") from e
             if observe is not None:

@@ -334,6 +334,8 @@ class HloReader:
             self.expect("=", f"after attribute '{key}'")
             if key in _INT_LIST_ATTRS:
                 attrs[key] = self.int_list()
+            elif opcode == "custom-call" and key in ("custom_call_target", "backend_config") and self.peek() == '"':
+                attrs[key] = self.string()
             elif key in _BOOL_ATTRS:
                 flag = self.word()
                 if flag not in ("true", "false"):

@@ -22,6 +22,7 @@ CATEGORIES = (
     "layout",  # data movement: broadcast, reshape, transpose, slice ...
     "reduce",
     "scatter",  # writes updates into a copy of its operand: its own kernel, never fused
+    "library",  # custom-call: a named library routine (LAPACK through np.linalg)
     "sort",  # sorts its operands along a dimension by a comparator: a library call, never fused
     "dot",
     "tuple",  # tuple, get-tuple-element
@@ -83,6 +84,7 @@ _define(OpDef("gather", "layout", 2, (
     "indices_are_sorted", "operand_batching_dims", "start_indices_batching_dims")))
 _define(OpDef("dynamic-slice", "layout", None, ("dynamic_slice_sizes",)))
 _define(OpDef("dynamic-update-slice", "layout", None))
+_define(OpDef("custom-call", "library", None, ("custom_call_target", "backend_config")))
 _define(OpDef("sort", "sort", None, ("dimensions", "is_stable", "to_apply")))
 _define(OpDef("scatter", "scatter", 3, (
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "index_vector_dim",
@@ -107,7 +109,8 @@ FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
 KEPT_VERBATIM = frozenset({
     "sharding", "frontend_attributes", "backend_config", "control-predecessors",
     "statistics_viz", "origin", "result_accuracy", "algorithm", "parameter_replication",
-    "output_to_operand_aliasing", "schedule", "channel_id",
+    "output_to_operand_aliasing", "schedule", "channel_id", "api_version", "custom_call_has_side_effect",
+    "operand_layout_constraints",
 })
 RAW_ATTRIBUTES = "_raw"  # the kept attributes of a parsed instruction: ((name, text), ...)
 

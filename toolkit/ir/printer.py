@@ -72,6 +72,10 @@ def _attributes(inst: Instruction) -> list[str]:
         out.append(f"index={a['index']}")
     elif op == "fusion":
         out.append(f"kind={a['kind']}, calls=%{a['calls'].name}")
+    elif op == "custom-call":
+        out.append(f'custom_call_target="{_escape(a["custom_call_target"])}"')
+        if a.get("backend_config"):
+            out.append(f'backend_config="{_escape(a["backend_config"])}"')
     elif op == "sort":
         out.append(f"dimensions={_braced(a.get('dimensions', ()))}")
         if a.get("is_stable"):
@@ -137,7 +141,7 @@ def module_to_text(module: Module, metadata: bool = True) -> str:
 def check_printer_covers_ops() -> None:
     """Raises if an op has attributes the printer does not know how to print."""
     known = {"parameter_number", "literal", "iota_dimension", "direction", "type", "dimensions",
-             "slice", "padding", "index", "to_apply", "kind", "calls", "operand_precision", "is_stable", *_DOT_ATTRS,
+             "slice", "padding", "index", "to_apply", "kind", "calls", "operand_precision", "is_stable", "custom_call_target", "backend_config", *_DOT_ATTRS,
              *(k for keys in _INDEXING_ATTRS.values() for k in keys)}
     from .ops import OPS
 

@@ -126,6 +126,25 @@ def _convert(ops, attrs, declared):
     return out
 
 
+def _custom_call(ops, attrs, declared):
+    from .custom_calls import TARGETS
+    name = attrs.get("custom_call_target")
+    if not isinstance(name, str):
+        raise ShapeError("custom-call needs custom_call_target=\"...\"")
+    known = TARGETS.get(name)
+    if known is None:  # a routine toolkit cannot run: the text says what it returns
+        return _need_declared(declared, "custom-call") if not isinstance(declared, TupleShape) else declared
+    arrays = [_array(s, "custom-call operand") for s in ops]
+    if not arrays or any(a.rank < 2 for a in arrays[:1]):
+        raise ShapeError(f"{name} needs a matrix (or a batch of them), got {[a.to_text(False) for a in arrays]}")
+    if arrays[0].dims[-1] != arrays[0].dims[-2] and name not in ("numpy.linalg.qr", "numpy.linalg.svd",
+                                                                 "numpy.linalg.svdvals", "numpy.linalg.pinv"):
+        raise ShapeError(f"{name} needs square matrices, got {arrays[0].to_text(False)}")
+    results = known.results(arrays, attrs.get("backend_config", ""))
+    out = results[0] if len(results) == 1 else TupleShape(tuple(results))
+    return _expect(declared, out, "custom-call")
+
+
 def _sort(ops, attrs, declared):
     arrays = [_array(s, "sort operand") for s in ops]
     if not arrays:
@@ -388,7 +407,7 @@ for _name, _op in OPS.items():
     elif _op.category == "binary":
         SHAPE_RULES[_name] = _binary(_name)
 SHAPE_RULES.update({
-    "convert": _convert, "bitcast-convert": _bitcast_convert, "sort": _sort, "select": _select, "clamp": _clamp,
+    "convert": _convert, "bitcast-convert": _bitcast_convert, "sort": _sort, "custom-call": _custom_call, "select": _select, "clamp": _clamp,
     "parameter": _parameter, "constant": _constant, "iota": _iota,
     "broadcast": _broadcast, "reshape": _reshape("reshape"), "bitcast": _reshape("bitcast"),
     "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,

@@ -79,6 +79,11 @@ def instruction_cost(inst: Instruction) -> dict[str, float]:
         out[TRANSCENDENTALS] = (inputs - outputs) * reducer[TRANSCENDENTALS]
     elif op in ("slice", "dynamic-slice", "gather"):  # only the elements taken are read
         operand_bytes = [output_bytes] + operand_bytes[1:]
+    elif op == "custom-call":
+        from ..ir.custom_calls import TARGETS
+        known = TARGETS.get(inst.attrs["custom_call_target"])
+        out[FLOPS] = known.flops([o.shape for o in inst.operands]) if known is not None else 0.0
+        output_bytes = float(sum(s.nbytes for s in _leaves(inst.shape)))
     elif op == "sort":  # n log2 n comparisons per sorted row
         n = inst.operands[0].shape.dims[inst.attrs["dimensions"][0]]
         rows = inst.operands[0].shape.size // max(n, 1)

@@ -39,7 +39,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
     def make_step(inst, inputs, outs) -> Step:
         if inst.opcode == "dot":
             return Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)})
-        if inst.opcode == "sort":  # NumPy's stable sort: a runtime library call, as XLA:CPU's
+        if inst.opcode in ("sort", "custom-call"):  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
             comp = as_computation(inst)
             return Step("library", inst, inputs, outs,
                         extra={"run": lambda ins: flatten_value(evaluate_computation(comp, ins))})
@@ -56,7 +56,8 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         # outputs: then it runs on one thread (work 0 keeps it below the threshold)
         partials = full and all(o.opcode == "reduce" for o in spec.outputs)
         step.extent = spec.extent
-        step.work = spec.work if partials or not full else 0
+        step.work = spec.work
+        step.splittable = partials or not full
         step.reducers = [spec.reducers[id(o)] for o in spec.outputs] if partials else []
         step.full_reduction = partials
         step.extra["spec"] = spec

@@ -57,6 +57,7 @@ class Step:
     work: int = 0
     reducers: list[str] = field(default_factory=list)  # per output, for combining partials
     full_reduction: bool = False
+    splittable: bool = True  # False: one thread, whatever the work (a full reduction with extra outputs)
     extra: dict = field(default_factory=dict)
 
 
@@ -124,7 +125,7 @@ class CpuExecutable:
         bufs = self._buffers(args)
         single = self.threads == 1
         for step in self.steps:
-            if step.kind == "kernel" and (single or step.work < PARALLEL_THRESHOLD):
+            if step.kind == "kernel" and (single or step.work < PARALLEL_THRESHOLD or not step.splittable):
                 outs = [bufs[s] if bufs[s] is not None else self._alloc(bufs, s) for s in step.outputs]
                 step.fn(*[address(bufs[s]) for s in step.inputs], *[address(o) for o in outs],
                         0, 1 if step.extent is None else step.extent)
@@ -169,7 +170,7 @@ class CpuExecutable:
         pointers = [address(a) for a in ins] + [address(o) for o in outs]
         n = self.threads
         extent = step.extent
-        if n > 1 and extent is not None and extent >= 2 and step.work >= PARALLEL_THRESHOLD:
+        if n > 1 and step.splittable and extent is not None and extent >= 2 and step.work >= PARALLEL_THRESHOLD:
             return self._parallel(step, pointers, outs, min(n, extent))
         step.fn(*pointers, 0, 1 if extent is None else extent)  # an empty range stays empty
         return 1

@@ -65,7 +65,7 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
         current.clear()
 
     for step in steps:
-        joinable = step.kind == "kernel" and step.extent is not None and not step.full_reduction \
+        joinable = step.kind == "kernel" and step.extent is not None and not step.full_reduction and step.splittable \
             and "spec" in step.extra and _row_local_inputs(step) is not None
         if not joinable:
             close()

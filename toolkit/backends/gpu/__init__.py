@@ -40,7 +40,7 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
     def make_step(inst, inputs, outs) -> GpuStep:
         if inst.opcode == "dot":
             return GpuStep("dot", inst, inputs, outs, run=make_dot(inst, device.xp))
-        if inst.opcode == "sort":  # a library call: NumPy's stable sort on the host, between two copies
+        if inst.opcode in ("sort", "custom-call"):  # a library call: NumPy's stable sort on the host, between two copies
             return GpuStep("library", inst, inputs, outs, run=_host_run(inst))
         kernel = kernels.get(inst.name)
         if kernel is None:  # the emitter could not lower it: compile_ptx listed why

@@ -1,0 +1,315 @@
+"""np.linalg on traced arrays. The factorizations and solves are HLO ``custom-call``s to named
+library routines (NumPy's LAPACK-backed np.linalg itself, see ir/custom_calls.py), as XLA
+calls LAPACK on the CPU and cuSOLVER on the GPU; norms, matrix powers and products compose from
+traced operations. Integer inputs are computed in float64, as np.linalg does."""
+from __future__ import annotations
+
+import operator
+import types
+
+import numpy as np
+
+from . import lax
+from .errors import UnsupportedNumpyError, UserValueError
+from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, _has_tracer, normalize_axes
+from .tracer import Tracer
+from .ufuncs import apply_ufunc
+
+LINALG: dict[str, object] = {}  # name -> traced np.linalg function (toolkit.numpy.linalg)
+
+
+def _register(np_func, name=None):
+    def deco(impl):
+        public = name or impl.__name__
+
+        def wrapper(*args, **kwargs):
+            if not _has_tracer(list(args) + list(kwargs.values())):
+                return np_func(*args, **kwargs)
+            trace = lax.trace_of([a for a in _leaves(list(args) + list(kwargs.values())) if isinstance(a, Tracer)])
+            with trace.op_scope(f"linalg.{public}"):
+                return impl(*args, **kwargs)
+
+        wrapper.__name__ = wrapper.__qualname__ = public
+        FUNCTIONS[np_func] = wrapper
+        LINALG[public] = wrapper
+        return wrapper
+    return deco
+
+
+def _leaves(values):
+    out, stack = [], list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def _u(ufunc, *args):
+    return apply_ufunc(ufunc, args)
+
+
+def _float(a) -> Tracer:
+    a = _as_tracer(a)
+    if a.dtype.kind in "biu":
+        return lax.convert(a, np.float64)
+    return a
+
+
+def _square(a: Tracer, what: str) -> Tracer:
+    if a.ndim < 2:
+        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if a.shape[-1] != a.shape[-2]:
+        raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
+    return a
+
+
+def custom_call(target: str, operands, options: str = "") -> tuple[Tracer, ...]:
+    trace = operands[0].trace
+    attrs = {"custom_call_target": target}
+    if options:
+        attrs["backend_config"] = options
+    result = trace.emit("custom-call", tuple(operands), attrs)
+    if not hasattr(result.inst.shape, "elements"):
+        return (result,)
+    return tuple(trace.emit("get-tuple-element", (result,), {"index": i})
+                 for i in range(len(result.inst.shape.elements)))
+
+
+@_register(np.linalg.inv)
+def inv(a):
+    return custom_call("numpy.linalg.inv", [_square(_float(a), "inv")])[0]
+
+
+@_register(np.linalg.solve)
+def solve(a, b):
+    a = _square(_float(a), "solve")
+    b = b if isinstance(b, Tracer) else lax.lift(a.trace, b, weak=False)
+    dtype = np.result_type(a.dtype, b.dtype)
+    a, b = lax.convert(a, dtype), lax.convert(b if b.dtype.kind == "f" else lax.convert(b, np.float64), dtype)
+    vector = b.ndim == 1
+    if vector:
+        b = lax.reshape(b, (b.shape[0], 1))
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = lax.broadcast_to(a, batch + a.shape[-2:])
+    b = lax.broadcast_to(b, batch + b.shape[-2:])
+    if b.shape[-2] != a.shape[-1]:
+        raise UserValueError(f"solve: b has {b.shape[-2]} rows for a {a.shape[-1]}x{a.shape[-1]} matrix")
+    x = custom_call("numpy.linalg.solve", [a, b])[0]
+    return lax.reshape(x, x.shape[:-1]) if vector else x
+
+
+@_register(np.linalg.cholesky)
+def cholesky(a, /, *, upper=False):
+    lower = custom_call("numpy.linalg.cholesky", [_square(_float(a), "cholesky")])[0]
+    return EXPORTS["matrix_transpose"](lower) if upper else lower
+
+
+@_register(np.linalg.det)
+def det(a):
+    return custom_call("numpy.linalg.det", [_square(_float(a), "det")])[0]
+
+
+@_register(np.linalg.slogdet)
+def slogdet(a):
+    sign, logabsdet = custom_call("numpy.linalg.slogdet", [_square(_float(a), "slogdet")])
+    return np.linalg._linalg.SlogdetResult(sign, logabsdet)
+
+
+@_register(np.linalg.qr)
+def qr(a, mode="reduced"):
+    a = _float(a)
+    if mode not in ("reduced", "complete", "r"):
+        raise UnsupportedNumpyError(f"np.linalg.qr(mode={mode!r}) is not supported on traced arrays")
+    if a.ndim < 2:
+        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    q, r = custom_call("numpy.linalg.qr", [a], "complete" if mode == "complete" else "reduced")
+    return r if mode == "r" else np.linalg._linalg.QRResult(q, r)
+
+
+@_register(np.linalg.eigh)
+def eigh(a, UPLO="L"):
+    w, v = custom_call("numpy.linalg.eigh", [_square(_float(a), "eigh")], _uplo(UPLO))
+    return np.linalg._linalg.EighResult(w, v)
+
+
+@_register(np.linalg.eigvalsh)
+def eigvalsh(a, UPLO="L"):
+    return custom_call("numpy.linalg.eigvalsh", [_square(_float(a), "eigvalsh")], _uplo(UPLO))[0]
+
+
+def _uplo(uplo):
+    if uplo not in ("L", "U"):
+        raise UserValueError("UPLO argument must be 'L' or 'U'")
+    return uplo
+
+
+@_register(np.linalg.svd)
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    a = _float(a)
+    if a.ndim < 2:
+        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if not compute_uv:
+        return svdvals(a)
+    u, s, vh = custom_call("numpy.linalg.svd", [a], "full" if full_matrices else "reduced")
+    return np.linalg._linalg.SVDResult(u, s, vh)
+
+
+@_register(np.linalg.svdvals)
+def svdvals(x, /):
+    a = _float(x)
+    if a.ndim < 2:
+        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    return custom_call("numpy.linalg.svdvals", [a])[0]
+
+
+@_register(np.linalg.pinv)
+def pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
+    if rcond is not None or rtol is not np._NoValue:
+        raise UnsupportedNumpyError("np.linalg.pinv(rcond=, rtol=) is not supported on traced arrays")
+    return custom_call("numpy.linalg.pinv", [_float(a)])[0]
+
+
+@_register(np.linalg.matrix_rank)
+def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    a = _float(A)
+    if a.ndim < 2:
+        return EXPORTS["any"](_u(np.not_equal, a, 0)).astype(np.int64)
+    s = svdvals(a)
+    if tol is None:
+        eps = np.finfo(a.dtype).eps
+        r = max(a.shape[-2:]) * eps if rtol is None else rtol
+        tol = _u(np.multiply, EXPORTS["max"](s, axis=-1, keepdims=True), r)
+    else:
+        tol = EXPORTS["expand_dims"](tol, -1) if isinstance(tol, Tracer) else np.asarray(tol)[..., None]
+    return EXPORTS["count_nonzero"](_u(np.greater, s, tol), axis=-1)
+
+
+@_register(np.linalg.cond)
+def cond(x, p=None):
+    if p not in (None, 2, -2):
+        a = _float(x)
+        return _u(np.multiply, norm(a, p, axis=(-2, -1)), norm(inv(a), p, axis=(-2, -1)))
+    s = svdvals(x)
+    hi, lo = EXPORTS["max"](s, axis=-1), EXPORTS["min"](s, axis=-1)
+    return _u(np.true_divide, lo, hi) if p == -2 else _u(np.true_divide, hi, lo)
+
+
+@_register(np.linalg.matrix_power)
+def matrix_power(a, n):
+    a = _square(_as_tracer(a), "matrix_power")
+    n = operator.index(n)
+    if n == 0:
+        return lax.broadcast_to(lax.convert(EXPORTS["eye"](a.shape[-1]), a.dtype), a.shape)
+    if n < 0:
+        a, n = inv(a), -n
+    result, base = None, a
+    while n:  # binary exponentiation, as NumPy
+        if n & 1:
+            result = base if result is None else EXPORTS["matmul"](result, base)
+        n >>= 1
+        if n:
+            base = EXPORTS["matmul"](base, base)
+    return result
+
+
+@_register(np.linalg.multi_dot)
+def multi_dot(arrays, *, out=None):
+    arrays = list(arrays)
+    if len(arrays) < 2:
+        raise UserValueError("Expecting at least two arrays.")
+    result = arrays[0]
+    for a in arrays[1:]:
+        result = EXPORTS["dot"](result, a)
+    return result
+
+
+def _vector_norm(x: Tracer, ord, axes, keepdims):
+    a = _u(np.absolute, x)
+    if ord is None or ord == 2:
+        return _u(np.sqrt, EXPORTS["sum"](_u(np.multiply, a, a), axis=axes, keepdims=keepdims))
+    if ord == np.inf:
+        return EXPORTS["max"](a, axis=axes, keepdims=keepdims)
+    if ord == -np.inf:
+        return EXPORTS["min"](a, axis=axes, keepdims=keepdims)
+    if ord == 0:
+        return EXPORTS["sum"](_u(np.not_equal, x, 0), axis=axes, keepdims=keepdims).astype(x.dtype)
+    if ord == 1:
+        return EXPORTS["sum"](a, axis=axes, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise UserValueError(f"Invalid norm order '{ord}' for vectors")
+    return _u(np.power, EXPORTS["sum"](_u(np.power, a, float(ord)), axis=axes, keepdims=keepdims), 1.0 / ord)
+
+
+def _matrix_norm(x: Tracer, ord, axes, keepdims):
+    row, col = axes
+    if ord in (None, "fro"):
+        return _u(np.sqrt, EXPORTS["sum"](_u(np.multiply, _u(np.absolute, x), _u(np.absolute, x)), axis=axes,
+                                          keepdims=keepdims))
+    if ord in (2, -2, "nuc"):
+        moved = EXPORTS["moveaxis"](x, (row, col), (-2, -1))
+        s = svdvals(moved)
+        value = {2: EXPORTS["max"], -2: EXPORTS["min"], "nuc": EXPORTS["sum"]}[ord](s, axis=-1)
+        if keepdims:
+            for ax in sorted(axes):
+                value = EXPORTS["expand_dims"](value, ax)
+        return value
+    if ord in (1, -1, np.inf, -np.inf):
+        summed_axis = row if ord in (1, -1) else col
+        other = col if ord in (1, -1) else row
+        sums = EXPORTS["sum"](_u(np.absolute, x), axis=summed_axis, keepdims=True)
+        pick = EXPORTS["max"] if ord in (1, np.inf) else EXPORTS["min"]
+        value = pick(sums, axis=other, keepdims=True)
+        return value if keepdims else EXPORTS["squeeze"](value, axis=axes)
+    raise UserValueError("Invalid norm order for matrices.")
+
+
+@_register(np.linalg.norm)
+def norm(x, ord=None, axis=None, keepdims=False):
+    x = _float(x)
+    if axis is None:
+        if ord is None:
+            value = _vector_norm(lax.reshape(x, (x.size,)), None, (0,), False)
+            return lax.reshape(value, (1,) * x.ndim) if keepdims else value
+        axes = tuple(range(x.ndim))
+    else:
+        axes = normalize_axes(axis, x.ndim)
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes, keepdims)
+    if len(axes) == 2:
+        return _matrix_norm(x, ord, axes, keepdims)
+    raise UserValueError("Improper number of dimensions to norm.")
+
+
+@_register(np.linalg.vector_norm)
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    x = _float(x)
+    axes = tuple(range(x.ndim)) if axis is None else normalize_axes(axis, x.ndim)
+    return _vector_norm(x, ord, axes, keepdims)
+
+
+@_register(np.linalg.matrix_norm)
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    x = _float(x)
+    return _matrix_norm(x, ord, (x.ndim - 2, x.ndim - 1), keepdims)
+
+
+@_register(np.linalg.trace)
+def trace(x, /, *, offset=0, dtype=None):  # the array API's: over the last two axes
+    return EXPORTS["trace"](x, offset, -2, -1, dtype)
+
+
+@_register(np.linalg.diagonal)
+def diagonal(x, /, *, offset=0):
+    return EXPORTS["diagonal"](x, offset, -2, -1)
+
+
+for _name in ("matmul", "outer", "cross", "tensordot", "vecdot", "matrix_transpose"):
+    _np_func = getattr(np.linalg, _name)
+    if _np_func not in FUNCTIONS:
+        FUNCTIONS[_np_func] = EXPORTS[_name]
+    LINALG[_name] = EXPORTS[_name]
+
+namespace = types.SimpleNamespace(**LINALG, LinAlgError=np.linalg.LinAlgError)
