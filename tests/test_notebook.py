@@ -82,19 +82,46 @@ def test_trace_option_writes_a_chrome_trace(ip, tmp_path):
     assert "traceEvents" in json.loads(path.read_text())
 
 
-def test_errors_point_at_the_cell_line_without_a_traceback(ip):
-    ip.user_ns["q"] = np.ones(3, np.float32)
-    _, out = run(ip, "%%xla --quiet\nr = q * 2\nif r.sum() > 0:\n    s = r\n")
-    assert "TracerConversionError: bool() was called on a traced value at %%xla cell line 2" in out.stderr
+def _failed(result, out, message):
+    """The cell failed (Run All stops, nbconvert exits non-zero), with one line and no traceback."""
+    assert result.error_in_exec is not None
+    assert message in out.stderr + out.stdout, out.stderr + out.stdout
     assert "Traceback" not in out.stderr + out.stdout
 
 
-def test_bad_options_print_usage_and_one_line(ip):
-    _, out = run(ip, "%%xla --bogus\ny = 1\n")
-    assert "usage" in out.stderr.lower() or "%xla [--backend" in out.stderr
-    assert out.stderr.strip().splitlines()[-1] == "UsageError: unrecognized arguments: --bogus"
-    _, out = run(ip, "%%xla --show nonsense\ny = 1\n")
-    assert "unknown tab(s) nonsense" in out.stderr
+def test_errors_fail_the_cell_and_point_at_its_line_without_a_traceback(ip):
+    ip.user_ns["q"] = np.ones(3, np.float32)
+    result, out = run(ip, "%%xla --quiet\nr = q * 2\nif r.sum() > 0:\n    s = r\n")
+    _failed(result, out, "TracerConversionError: bool() was called on a traced value at %%xla cell line 2")
+    result, out = run(ip, "%%xla --quiet\nr = q * 2\nt = r + undefined_name\n")
+    _failed(result, out, "NameError at %%xla cell line 2: name 'undefined_name' is not defined")
+    result, out = run(ip, "%%xla --quiet --backend tpu\nr = q * 2\n")
+    _failed(result, out, "unknown backend 'tpu'; choose from")
+    result, out = run(ip, "%%xla --quiet\nr = q *\n")
+    _failed(result, out, "SyntaxError in the %%xla cell, line 1")
+
+
+def test_bad_options_fail_with_usage_and_one_line(ip):
+    result, out = run(ip, "%%xla --bogus\ny = 1\n")
+    _failed(result, out, "unrecognized arguments: --bogus")
+    assert "%%xla [--backend" in out.stderr
+    result, out = run(ip, "%%xla --show nonsense\ny = 1\n")
+    _failed(result, out, "unknown tab(s) nonsense")
+
+
+def test_underscore_names_stay_local_and_out_chooses_the_outputs(ip):
+    ip.user_ns["z"] = np.arange(4.0)
+    result, out = run(ip, "%%xla --quiet -o r1\n_m = z.max()\nw = z - _m\n")
+    assert result.error_in_exec is None and set(ip.user_ns["r1"].outputs) == {"w"}
+    result, out = run(ip, "%%xla --quiet -o r2 --out v\nu = z * 2\nv = u + 1\n")
+    assert result.error_in_exec is None and set(ip.user_ns["r2"].outputs) == {"v"}
+    result, out = run(ip, "%%xla --quiet --out nope\nu = z * 2\n")
+    _failed(result, out, "--out names nope, which the cell does not assign")
+
+
+def test_help_is_not_run_as_code(ip):
+    result, out = run(ip, "%xla_profile --help")
+    assert result.error_in_exec is None and "profile every tk.jit function" in out.stdout
 
 
 def test_line_magics(ip):
@@ -104,8 +131,9 @@ def test_line_magics(ip):
     assert "<b>HloModule</b>" in page and "kind=" in page and "<b>fusion</b>" in page
     _, out = run(ip, "%xla_hlo --stage hlo f(v)")
     assert "exponential" in out.outputs[-1].data["text/html"]
-    _, out = run(ip, "%xla_hlo g(v)")
-    assert "UsageError" in out.stderr
+    result, out = run(ip, "%xla_hlo g(v)")
+    _failed(result, out, "cannot evaluate 'g(v)': NameError")
+    assert out.outputs == [] or True
     _, out = run(ip, "%xla_recompiles f")
     assert "v.shape[0]: now 5, was 4" in out.outputs[-1].data["text/plain"]
     _, out = run(ip, "%xla_profile f(v); f(v)")

@@ -64,13 +64,14 @@ def is_array_value(value) -> bool:
     return isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "biuf"
 
 
-def build_function(info: CellInfo, params: list[str], namespace: dict):
-    """``def <cell>(*params): <cell body>; return {assigned names}`` with the cell's line numbers;
-    globals come from ``namespace`` (the user's)."""
+def build_function(info: CellInfo, params: list[str], namespace: dict, outputs=None):
+    """``def <cell>(*params): <cell body>; return {outputs}`` (by default every assigned name)
+    with the cell's line numbers; globals come from ``namespace`` (the user's)."""
+    outputs = info.outputs if outputs is None else tuple(outputs)
     tree = ast.parse(info.source)
     last = max((getattr(n, "end_lineno", 1) or 1) for n in ast.walk(tree)) if tree.body else 1
     tail = ast.parse("def _f():\n    __tk_locals = locals()\n"
-                     f"    return {{__tk_n: __tk_locals[__tk_n] for __tk_n in {list(info.outputs)!r} "
+                     f"    return {{__tk_n: __tk_locals[__tk_n] for __tk_n in {list(outputs)!r} "
                      "if __tk_n in __tk_locals}").body[0].body
     for stmt in tail:
         ast.increment_lineno(stmt, last - stmt.lineno)

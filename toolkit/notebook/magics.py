@@ -4,7 +4,6 @@ from __future__ import annotations
 import ast
 import html
 import statistics
-import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -15,11 +14,29 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import HTML, display
 
 from .. import api
+from ..backends import backend_names
 from ..frontend.errors import ToolkitError
 from ..profiler import Profile, profile
 from ..profiler.report import recompile_text
 from ..widgets.report import SECTIONS
 from .cell import analyze, build_function, is_array_value
+
+
+def _fail(message: str):
+    """An error in a ``%%xla`` cell or a magic's arguments fails the cell (Run All stops,
+    ``nbconvert --execute`` exits non-zero) as IPython's UsageError: one line, no traceback
+    (IPython shows that type, exactly, without one)."""
+    raise UsageError(message) from None
+
+
+def _cell_line(error: BaseException, filename: str) -> int | None:
+    """The line of the ``%%xla`` cell where ``error`` was raised, from its traceback."""
+    line, tb = None, error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 @dataclass
@@ -68,13 +85,14 @@ def _tabs(spec: str | None) -> tuple:
 
 
 def _parse(magic, line: str):
-    """Options, or None after printing the usage and a one-line error (never a traceback)."""
+    """Options; bad ones fail the cell with the usage and a one-line error (never a traceback)."""
     try:
         return parse_argstring(magic, line)
+    except SystemExit:  # --help: argparse printed it and exits
+        return None
     except UsageError as e:
         usage = magic.parser.format_usage().strip()
-        print(f"{usage}\nUsageError: {e}", file=sys.stderr)
-        return None
+        raise UsageError(f"{e}\n{usage}") from None
 
 
 MAX_CELLS = 32  # %%xla cells whose compiled functions are kept (least recently run go first)
@@ -122,7 +140,9 @@ class XlaMagics(Magics):
 
     @cell_magic
     @magic_arguments()
-    @argument("--backend", default=None, help="cpu, interpreter (default: the best available)")
+    @argument("--backend", default=None, help="cpu, gpu, interpreter (default: the best available)")
+    @argument("--out", default=None, help="comma-separated names the cell returns (default: every name it "
+              "assigns that does not start with _)")
     @argument("--repeat", type=int, default=0, help="time this many steady-state runs after warm-up")
     @argument("--warmup", type=int, default=1, help="warm-up runs before --repeat timing")
     @argument("--static", default="", help="comma-separated names to treat as static")
@@ -138,14 +158,14 @@ class XlaMagics(Magics):
         try:
             tabs = _tabs(args.show)
         except ValueError as e:
-            print(f"UsageError: {e}", file=sys.stderr)
-            return None
+            _fail(str(e))
+        if args.backend is not None and args.backend not in backend_names():
+            _fail(f"unknown backend {args.backend!r}; choose from {', '.join(backend_names())}")
         ns = self.shell.user_ns
         try:
             info = analyze(cell)
         except SyntaxError as e:
-            print(f"SyntaxError in the %%xla cell, line {e.lineno}: {e.msg}", file=sys.stderr)
-            return None
+            _fail(f"SyntaxError in the %%xla cell, line {e.lineno}: {e.msg}")
         forced_static = {s.strip() for s in args.static.split(",") if s.strip()}
         params, statics = [], []
         for name in info.inputs:
@@ -158,9 +178,17 @@ class XlaMagics(Magics):
                 params.append(name)
             elif isinstance(value, (int, float, bool, str, tuple, type(None))):
                 statics.append(name)
-        key = (cell, args.backend, tuple(statics))
+        if args.out is not None:
+            outputs = tuple(n.strip() for n in args.out.split(",") if n.strip())
+            unknown = [n for n in outputs if n not in info.outputs]
+            if unknown:
+                _fail(f"--out names {', '.join(unknown)}, which the cell does not assign")
+        else:  # _names stay local to the cell: no output, no kernel to write them
+            outputs = tuple(n for n in info.outputs if not n.startswith("_"))
+        key = (cell, args.backend, tuple(statics), outputs)
+
         def make():
-            made = api.jit(build_function(info, params + statics, ns), static_argnames=tuple(statics),
+            made = api.jit(build_function(info, params + statics, ns, outputs), static_argnames=tuple(statics),
                            backend=args.backend, on_recompile="ignore")
             made.call_site_hint = "%%xla cell"
             return made
@@ -180,8 +208,12 @@ class XlaMagics(Magics):
                         fn(*call_args)
                         timings.append(time.perf_counter() - t0)
         except ToolkitError as e:
-            print(f"{type(e).__name__}: {e}", file=sys.stderr)
-            return None
+            _fail(f"{type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - the cell's own error (a NameError ...): fail, name the line
+            line_no = _cell_line(e, info.filename)
+            if line_no is None:
+                raise  # toolkit's own error: the whole traceback
+            _fail(f"{type(e).__name__} at %%xla cell line {line_no}: {e}")
         ns.update(outputs)
         compiled = fn.compiled(*call_args)  # the program this run used (cached: no compile)
         recompiled = fn.recompile_count > before
@@ -205,6 +237,9 @@ class XlaMagics(Magics):
     def xla_profile(self, line, cell=None):
         """Run Python code and profile every tk.jit function it calls."""
         code = cell if cell is not None else line
+        if cell is None and line.strip() in ("-h", "--help"):
+            print(self.xla_profile.__doc__)
+            return None
         with profile(name="%xla_profile") as prof:
             self.shell.run_cell(code, store_history=False)
         self.shell.user_ns["_xla_profile"] = prof
@@ -225,24 +260,20 @@ class XlaMagics(Magics):
             if not isinstance(call, ast.Call):
                 raise ValueError
         except (SyntaxError, ValueError):
-            print(f"UsageError: %xla_hlo expects a call such as f(x), got {source!r}", file=sys.stderr)
-            return None
+            _fail(f"%xla_hlo expects a call such as f(x), got {source!r}")
         ns = self.shell.user_ns
         try:
             fn = eval(compile(ast.Expression(call.func), "<xla_hlo>", "eval"), ns)  # noqa: S307
             values = [eval(compile(ast.Expression(a), "<xla_hlo>", "eval"), ns) for a in call.args]  # noqa: S307
         except Exception as e:  # noqa: BLE001 - the user's expression: one line, no traceback
-            print(f"UsageError: cannot evaluate {source!r}: {type(e).__name__}: {e}", file=sys.stderr)
-            return None
+            _fail(f"cannot evaluate {source!r}: {type(e).__name__}: {e}")
         if not isinstance(fn, api.JitFunction):
-            print(f"UsageError: {ast.unparse(call.func)} is not a function made by tk.jit", file=sys.stderr)
-            return None
+            _fail(f"{ast.unparse(call.func)} is not a function made by tk.jit")
         try:
             text = fn.lower(*values).compile().as_text(args.stage)
         except (ToolkitError, ValueError, RuntimeError) as e:
-            print(f"{type(e).__name__}: {e}", file=sys.stderr)
-            return None
-        display(HTML(highlight(text)))
+            _fail(f"{type(e).__name__}: {e}")
+        display(_Text(text, highlight(text)))
         return None
 
     @line_magic
@@ -253,11 +284,25 @@ class XlaMagics(Magics):
         if name:
             fn = self.shell.user_ns.get(name)
             if not isinstance(fn, api.JitFunction):
-                print(f"UsageError: {name} is not a function made by tk.jit", file=sys.stderr)
-                return None
+                _fail(f"{name} is not a function made by tk.jit")
         display(api.explain_recompiles(fn))
         return None
 
+
+class _Text:
+    """A display with HTML for notebooks and the plain text for terminals (text/plain)."""
+
+    def __init__(self, text: str, html_text: str):
+        self._text, self._html = text, html_text
+
+    def _repr_html_(self) -> str:
+        return self._html
+
+    def __repr__(self) -> str:
+        return self._text
+
+
+XlaMagics.xla.parser.prog = "%xla"  # the usage line prefixes one more %: "%%xla", a cell magic
 
 _KEYWORDS = ("ENTRY", "ROOT", "HloModule", "define", "ret", "fusion", "kind=")
 

@@ -44,7 +44,7 @@ def summary_section(prof) -> str:
     rows = [["compile time", f"{compile_s * 1e3:.1f} ms ({len(prof.compiles)} compiles, {len(prof.recompiles)} recompiles)"],
             ["kernel time", f"{run_s * 1e3:.3f} ms ({len(kernels)} launches of {len({k.name for k in kernels})} kernels, {fusions} fusions)"],
             ["bytes moved by kernels", f"{moved / 1e6:.2f} MB (compiler estimate)"],
-            ["host dispatch", f"{sum(d.duration for d in prof.dispatches) * 1e3:.3f} ms ({len(prof.dispatches)} calls)"],
+            ["host dispatch", f"{sum(d.duration for d in prof.dispatches) * 1e3:.3f} ms ({len(prof.dispatches)} call{'' if len(prof.dispatches) == 1 else 's'})"],
             ["profiler overhead", f"{prof.overhead_seconds * 1e3:.3f} ms ({prof.overhead_fraction:.1%} of the session, a lower bound)"]]
     top = kernel_table(kernels)[:5]
     top_rows = [[r["name"], r["kind"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.0%}", r["source"]] for r in top]
