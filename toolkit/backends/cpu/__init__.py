@@ -81,6 +81,27 @@ def _with_groups(steps, groups, machine) -> list[Step]:
     return steps
 
 
+def _emit(name: str, steps, kernels, plan, fallbacks) -> tuple[ir.Module, list[RowGroup]]:
+    """The LLVM module of every kernel and row-group driver (kernels that cannot be lowered
+    fall back, and are listed in ``fallbacks``)."""
+    llvm_module = ir.Module(name=name)
+    for step in list(kernels):
+        try:
+            emit_or_discard(llvm_module, emit_kernel, step.extra["spec"])
+        except CodegenUnsupported as e:
+            _fallback(step, step.inst, str(e), fallbacks)
+    groups = find_row_groups(steps, plan.slots, plan.out_slots)
+    for group in groups:
+        emit_driver(llvm_module, group)
+    return llvm_module, groups
+
+
+def _regenerate(module: Module) -> str:
+    """The LLVM IR a compile of ``module`` emits: for IR views of machine code from the cache."""
+    plan = _plan(module, [])
+    return str(_emit(module.name, plan.steps, [s for s in plan.steps if s.kind == "kernel"], plan, [])[0])
+
+
 def compile_module(module: Module) -> CpuExecutable:
     t_start = time.perf_counter()
     fallbacks: list[str] = []
@@ -101,15 +122,7 @@ def compile_module(module: Module) -> CpuExecutable:
             status = f"miss ({found} cache entry rebuilt)"
     groups: list[RowGroup] = []
     if machine is None and kernels:
-        llvm_module = ir.Module(name=module.name)
-        for step in list(kernels):
-            try:
-                emit_or_discard(llvm_module, emit_kernel, step.extra["spec"])
-            except CodegenUnsupported as e:
-                _fallback(step, step.inst, str(e), fallbacks)
-        groups = find_row_groups(steps, plan.slots, plan.out_slots)
-        for group in groups:
-            emit_driver(llvm_module, group)
+        llvm_module, groups = _emit(module.name, steps, kernels, plan, fallbacks)
         codegen_seconds = time.perf_counter() - t_start
         machine = compile_ir(str(llvm_module))
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
@@ -126,6 +139,7 @@ def compile_module(module: Module) -> CpuExecutable:
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
     if machine is not None and machine.cache == "persistent_hit":  # the same plan finds the same groups
         groups = find_row_groups(steps, plan.slots, plan.out_slots)
+        machine.regenerate = lambda: _regenerate(module)
     steps = _with_groups(steps, groups, machine)
     scratch = {s for st in steps if st.kind == "group" for s in st.extra["group"].scratch}
     executable = CpuExecutable(module, steps, plan.slots, plan.arg_slots, plan.out_slots,

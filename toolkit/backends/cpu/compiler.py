@@ -44,26 +44,48 @@ def host_description() -> dict:
 class MachineCode:
     """Loaded machine code: an MCJIT engine holding only the object file (the LLVM module is
     disposed once the object is emitted, so a compiled program costs tens of KB, not the ~700 KB
-    an engine that keeps its module holds), the optimised IR as text, and the object's bytes."""
+    an engine that keeps its module holds), the optimised IR as text, and the object's bytes.
+    Machine code from the persistent cache keeps no text: ``regenerate`` re-emits the kernels'
+    LLVM IR (the emitters are deterministic), optimised again when the IR or assembly is asked for."""
     engine: object
-    llvm_ir: str  # optimised
+    _llvm_ir: str | None  # optimised
     phases: list[tuple[str, float]] = field(default_factory=list)
     _asm: str | None = None
     cache: str = "miss"  # or "persistent_hit"
     object_code: bytes | None = None
+    regenerate: object = None  # () -> the emitters' LLVM IR, for a persistent hit
 
     def address(self, name: str) -> int:
         return self.engine.get_function_address(name)
 
     @property
+    def llvm_ir(self) -> str:
+        if self._llvm_ir is None:
+            if self.regenerate is None:
+                return "; loaded from the persistent compilation cache (no IR kept)"
+            tm = target_machine()
+            with _lock:
+                module = llvm.parse_assembly(self.regenerate())
+                try:
+                    module.triple = llvm.get_process_triple()
+                    module.data_layout = str(tm.target_data)
+                    _optimize(module, tm)
+                    text = str(module)
+                finally:
+                    module.close()
+            self._llvm_ir = "; regenerated: this machine code was loaded from the persistent compilation cache\n" + text
+        return self._llvm_ir
+
+    @property
     def asm(self) -> str:
         """The assembly, printed on demand from the optimised IR (deterministic: the same code)."""
         if self._asm is None:
-            if self.cache == "persistent_hit":
-                return "; loaded from the persistent compilation cache: no assembly kept"
+            text = self.llvm_ir
+            if self._llvm_ir is None:
+                return text
             tm = target_machine()
             with _lock:
-                module = llvm.parse_assembly(self.llvm_ir)
+                module = llvm.parse_assembly(text)
                 try:
                     self._asm = tm.emit_assembly(module)
                 finally:
@@ -125,5 +147,4 @@ def load_object(object_code: bytes) -> MachineCode:
     """Machine code from the persistent cache: no parsing, optimisation or codegen."""
     t0 = time.perf_counter()
     engine = _load(object_code)
-    return MachineCode(engine, "; loaded from the persistent compilation cache",
-                       [("cache_load", time.perf_counter() - t0)], cache="persistent_hit")
+    return MachineCode(engine, None, [("cache_load", time.perf_counter() - t0)], cache="persistent_hit")
