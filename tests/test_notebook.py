@@ -208,3 +208,15 @@ def test_dashboard_widget_tree_and_state():
     assert "HloModule" in text.value and "&lt;" in text.value or "HloModule" in text.value
     bundle = dash._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == tab.model_id
+
+
+def test_a_rerun_keeps_the_story_of_its_compile(ip):
+    ip.user_ns["k"] = np.ones((4, 8), np.float32)
+    cell = "%%xla --quiet -o rr\nw2 = np.exp(k - k.max(axis=-1, keepdims=True))\n"
+    run(ip, cell)
+    first = ip.user_ns["rr"].profile
+    result, out = run(ip, cell)
+    again = ip.user_ns["rr"].profile
+    assert result.error_in_exec is None and not again.compiles
+    assert len(again.fusion_decisions) == len(first.fusion_decisions) > 0
+    assert "cached: compiled earlier" in again.summary()

@@ -217,6 +217,8 @@ class XlaMagics(Magics):
         ns.update(outputs)
         compiled = fn.compiled(*call_args)  # the program this run used (cached: no compile)
         recompiled = fn.recompile_count > before
+        if compiled is not None and not prof.compiles:  # a re-run: the program came from the cache
+            prof.adopt_compile(compiled, f"compiled earlier (compile #{compiled.compile_id}), reused from the cache")
         if recompiled:
             print(recompile_text(fn.recompiles[-1]))
         if timings:

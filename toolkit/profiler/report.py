@@ -139,6 +139,8 @@ def profile_summary_text(prof, top: int = 10) -> str:
              f"profiler overhead {_ms(prof.overhead_seconds)} ({prof.overhead_fraction:.1%})"]
     lines.append(f"compiles: {len(compiles)} ({len(recompiles)} recompiles), "
                  f"{_ms(sum(c.duration for c in compiles))} compiling")
+    if getattr(prof, "cached_program", ""):
+        lines.append(f"  cached: {prof.cached_program}; its passes and fusion decisions are from that compile")
     for c in compiles:
         phases = ", ".join(f"{p.name} {_ms(p.duration)}" for p in c.phases)
         lines.append(f"  {c.function:<16} {c.signature:<40} {c.cache:<14} {_ms(c.duration):>9}  ({phases})")

@@ -27,6 +27,7 @@ class Profile:
         self.end: float | None = None
         self.overhead_seconds = 0.0
         self._lock = threading.Lock()
+        self.cached_program = ""  # set by adopt_compile: the earlier compile this run's program came from
 
     # ---- session ------------------------------------------------------------------------
     def __enter__(self) -> Profile:
@@ -45,6 +46,13 @@ class Profile:
     def _charge(self, seconds: float) -> None:
         with self._lock:
             self.overhead_seconds += seconds
+
+    def adopt_compile(self, compiled, what: str) -> None:
+        """A run whose program came from a cache compiled nothing inside this session: take the
+        passes and fusion decisions of the compile that made it, so its story is not lost."""
+        with self._lock:
+            self.events.extend(list(compiled.pass_events) + list(compiled.fusion_decisions))
+            self.cached_program = what
 
     # ---- queries -------------------------------------------------------------------------
     def _of(self, cls) -> list:
