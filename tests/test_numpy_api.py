@@ -227,3 +227,26 @@ def test_data_dependent_sizes_name_the_fix():
         tk.jit(lambda a: np.bincount(a))(XI.ravel() + 3)
     with pytest.raises(UnsupportedNumpyError, match="size=N"):
         tk.jit(lambda a: np.nonzero(a))(XI)
+
+
+def test_ndarray_methods_including_the_in_place_ones():
+    def f(a):
+        b = a.copy()
+        b.sort()  # in place, as ndarray.sort
+        c = a.copy()
+        c.sort(axis=0)
+        d = a.copy()
+        d.put([0, 5], [9.0, 8.0])
+        e = a.copy()
+        e.partition(1)
+        return (b, c, d, e[:, 1], a.argsort(kind="stable"), a.cumsum(1), a.cumprod(0), a.round(1), a.take([0, 2], axis=1),
+                a.repeat(2, axis=0), a[0].searchsorted(2.0), a.diagonal(), a.view(np.int64), a.real, a.imag, a.nbytes,
+                a.itemsize, a.compress([True, False, True], axis=1), a.conj())
+
+    x = np.array([[3.0, 1.0, 2.0], [0.5, -1.0, 4.0]])
+    got, want = tk.jit(f)(x), f(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(UnsupportedNumpyError := __import__("toolkit").frontend.errors.UnsupportedNumpyError,
+                       match="np.resize"):
+        tk.jit(lambda a: a.resize((3, 3)))(x)

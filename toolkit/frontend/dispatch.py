@@ -181,8 +181,54 @@ def _method(name):
 
 
 for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "all",
-              "any", "ravel", "squeeze", "swapaxes", "clip", "dot", "copy", "astype"):
+              "any", "ravel", "squeeze", "swapaxes", "clip", "dot", "copy", "astype", "argsort",
+              "argpartition", "cumsum", "cumprod", "choose", "conj", "conjugate", "diagonal",
+              "nonzero", "repeat", "round", "searchsorted", "take"):  # not .trace(): Tracer.trace is the trace
     setattr(Tracer, _name, _method(_name))
+
+
+def _sort_in_place(self, axis=-1, kind=None, order=None, *, stable=None):
+    """ndarray.sort sorts in place (and returns None), as ndarray.partition partitions."""
+    with self.trace.op_scope("sort"):
+        inplace.store_result(self, nf.EXPORTS["sort"](self, axis, kind, order), "x.sort()")
+
+
+def _partition_in_place(self, kth, axis=-1, kind="introselect", order=None):
+    with self.trace.op_scope("partition"):
+        inplace.store_result(self, nf.EXPORTS["partition"](self, kth, axis, kind, order), "x.partition()")
+
+
+def _put(self, indices, values, mode="raise"):
+    nf.EXPORTS["put"](self, indices, values, mode)
+
+
+def _view(self, dtype=None, type=None):
+    if type is not None or dtype is None:
+        raise UnsupportedNumpyError("x.view(type=...) is not supported on traced arrays; x.view(dtype) is")
+    dtype = np.dtype(dtype)
+    if dtype.itemsize != self.dtype.itemsize or dtype == np.bool_ or self.dtype == np.bool_:
+        raise UnsupportedNumpyError(f"x.view({dtype}) of {self.describe()}: only a view as another type of the "
+                                    "same width is supported on traced arrays")
+    from . import lax
+    result = self if dtype == self.dtype else lax.bitcast_convert(self, dtype)
+    return inplace.mark_untracked_view(result, self, "view") if result is not self else result
+
+
+def _resize(self, *args, **kwargs):
+    raise UnsupportedNumpyError("x.resize() changes the array's size in place, which a traced array cannot; "
+                                "use x = np.resize(x, shape)")
+
+
+Tracer.compress = lambda self, condition, axis=None, out=None: nf.EXPORTS["compress"](condition, self, axis, out)
+Tracer.sort = _sort_in_place
+Tracer.partition = _partition_in_place
+Tracer.put = _put
+Tracer.view = _view
+Tracer.resize = _resize
+Tracer.real = property(lambda self: nf.EXPORTS["real"](self))
+Tracer.imag = property(lambda self: nf.EXPORTS["imag"](self))
+Tracer.itemsize = property(lambda self: self.dtype.itemsize)
+Tracer.nbytes = property(lambda self: self.size * self.dtype.itemsize)
 
 
 def _reshape(self, *shape, order="C"):

@@ -30,7 +30,7 @@ VIEW_FUNCTIONS = frozenset({"reshape", "ravel", "transpose", "swapaxes", "moveax
                             "expand_dims", "broadcast_to", "flip", "fliplr", "flipud", "atleast_1d",
                             "atleast_2d", "atleast_3d", "diagonal", "real", "imag", "split", "array_split",
                             "hsplit", "vsplit", "dsplit", "unstack", "rot90", "rollaxis", "permute_dims",
-                            "matrix_transpose", "broadcast_arrays"})
+                            "matrix_transpose", "broadcast_arrays", "view"})
 
 
 def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
