@@ -34,9 +34,20 @@ def leaf_shapes(shape) -> list[Shape]:
     return shape.leaves() if isinstance(shape, TupleShape) else [shape]
 
 
-def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], list[int]], StepT]) -> BufferPlan[StepT]:
-    """``make_step(inst, input_slots, output_slots)`` for each instruction that computes."""
+def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], list[int]], StepT],
+                 updates_in_place: Callable[[Instruction], int | None] | None = None) -> BufferPlan[StepT]:
+    """``make_step(inst, input_slots, output_slots)`` for each instruction that computes.
+
+    ``updates_in_place(inst)``: the operand an instruction can overwrite (a dynamic-update-slice
+    that writes only its window), or None. When that operand is a temporary that nothing reads
+    afterwards, the instruction's output gets the operand's slot: ``make_step`` then sees its
+    output slot among its inputs, and the backend writes the window alone, in place."""
     entry = module.entry
+    last_use: dict[int, int] = {}
+    for position, inst in enumerate(entry.instructions):
+        for o in inst.operands:
+            last_use[id(o)] = position
+    returned = {id(o) for o in (entry.root.operands if entry.root.opcode == "tuple" else ())} | {id(entry.root)}
     slots: list[Shape] = []
     value_slots: dict[int, list[int]] = {}  # instruction -> the slots holding its value(s)
     steps: list[StepT] = []
@@ -49,7 +60,7 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
         return list(range(start, len(slots)))
 
     produced: set[int] = set()
-    for inst in entry.instructions:
+    for position, inst in enumerate(entry.instructions):
         op = inst.opcode
         if op == "parameter":
             (slot,) = value_slots[id(inst)] = new_slots(inst.shape)
@@ -63,7 +74,14 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             value_slots[id(inst)] = [value_slots[id(inst.operands[0])][inst.attrs["index"]]]
         else:
             inputs = [s for o in inst.operands for s in value_slots[id(o)]]
-            outs = value_slots[id(inst)] = new_slots(inst.shape)
+            k = updates_in_place(inst) if updates_in_place is not None else None
+            target = inst.operands[k] if k is not None else None
+            if target is not None and target.opcode not in ("parameter", "constant", "tuple", "get-tuple-element") \
+                    and last_use.get(id(target)) == position and id(target) not in returned \
+                    and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
+                outs = value_slots[id(inst)] = list(value_slots[id(target)])  # overwritten in place
+            else:
+                outs = value_slots[id(inst)] = new_slots(inst.shape)
             produced.update(outs)
             steps.append(make_step(inst, inputs, outs))
     return BufferPlan(slots, arg_slots, list(value_slots[id(entry.root)]), constants, steps, produced)

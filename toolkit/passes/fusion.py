@@ -38,6 +38,7 @@ REASONS = {
     "ROOT": "the consumer is the computation's output tuple",
     "REUSES_ELEMENTS": "the fusion would compute the producer more than once per output element",
     "EXPENSIVE_BROADCAST": "an expensive producer would be recomputed for every element it is broadcast to",
+    "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window in place",
 }
 
 LOOP_FUSIBLE = {"broadcast", "reshape", "bitcast", "transpose", "slice", "iota", "constant",
@@ -204,6 +205,11 @@ class _Fuser:
         if x.opcode == "dot":
             for u in users:
                 self.decide(x, u, False, "LIBRARY_CALL", f"%{x.name} is a dot, run by BLAS; its consumers fuse separately")
+            return
+        if x.opcode == "dynamic-update-slice" and users:  # as XLA: only ever a fusion root
+            for u in users:
+                self.decide(x, u, False, "IN_PLACE_UPDATE", f"%{x.name} writes its window into its operand's buffer")
+            self.new_group(x)
             return
         if not is_fusible(x):  # a scatter: it updates its own buffer, in a kernel of its own
             for u in users:

@@ -17,7 +17,8 @@ from . import disk_cache
 from .compiler import compile_ir, host_description, load_object
 from .executor import CpuExecutable, Step, ctypes_function
 from ..llvm.planning import emit_or_discard
-from ..llvm.planning import KernelSpec, as_computation, plan_kernel
+from ..llvm.planning import (KernelSpec, as_computation, plan_kernel, plan_update_in_place,
+                             update_in_place_operand)
 from .kernels import emit_kernel
 from .row_groups import RowGroup, emit_driver, find_row_groups
 
@@ -47,7 +48,8 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         try:
             if inst.opcode == "call":
                 raise CodegenUnsupported("call (the call-inliner pass removes these)")
-            spec = plan_kernel(inst)
+            in_place = update_in_place_operand(inst)
+            spec = plan_update_in_place(inst) if in_place is not None and outs[0] in inputs else plan_kernel(inst)
         except CodegenUnsupported as e:
             _fallback(step, inst, str(e), fallbacks)
             return step
@@ -63,7 +65,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         step.extra["spec"] = spec
         return step
 
-    return plan_buffers(module, make_step)
+    return plan_buffers(module, make_step, update_in_place_operand)
 
 
 def _with_groups(steps, groups, machine) -> list[Step]:

@@ -13,7 +13,7 @@ from llvmlite import ir
 from ...ir.shapes import Shape
 from ...ir.queries import IDENTITIES
 from ..llvm.elemental import ElementalEmitter, emit_binary, i64
-from ..llvm.indexing import emit_scatter
+from ..llvm.indexing import emit_scatter, emit_update_slice
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec
@@ -36,7 +36,10 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
     inputs = {id(p): (fn.args[i], p.shape) for i, p in enumerate(comp.parameters)}
     out_ptrs = {id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)}
     e = ElementalEmitter(b, inputs, module)
-    if spec.kind == "scatter":
+    if spec.kind == "update_slice":
+        (out,) = spec.outputs
+        emit_update_slice(e, out, *out_ptrs[id(out)], begin, end)
+    elif spec.kind == "scatter":
         (out,) = spec.outputs
         emit_scatter(e, out, *out_ptrs[id(out)])
     elif spec.kind == "loop":

@@ -165,3 +165,24 @@ def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=
         nest(b, loop_dims, update, prefix="u")
     else:
         update([])
+
+
+def emit_update_slice(e: ElementalEmitter, dus, out_ptr, out_shape, begin=None, end=None) -> None:
+    """Write only the window of ``dus`` (a dynamic-update-slice) into ``out_ptr``, which holds
+    its operand already: the loop runs over the update, the outermost dimension over [begin, end)."""
+    b = e.b
+    operand, update = dus.operands[:2]
+    if update.shape.size == 0:
+        return
+
+    def body(index):
+        e.reset()
+        starts = _scalar_starts(e, dus.operands[2:], operand.shape.rank)
+        target = [b.add(_clamp(b, s, 0, dim - n), i)
+                  for s, dim, n, i in zip(starts, operand.shape.dims, update.shape.dims, index)]
+        e.store(out_ptr, out_shape, target, e.value(update, index))
+
+    if update.shape.rank:
+        nest(b, update.shape.dims, body, begin, end, prefix="w")
+    else:
+        body([])

@@ -18,7 +18,7 @@ class KernelSpec:
     name: str
     computation: Computation  # parameters are the kernel's inputs
     outputs: list[Instruction]  # instructions of the computation written to memory
-    kind: str  # loop | row | general | scatter
+    kind: str  # loop | row | general | scatter | update_slice (a window written in place)
     extent: int | None  # size of the dimension [begin, end) ranges over; None: ignores them
     work: int  # elements touched: decides whether threads pay off
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
@@ -45,6 +45,34 @@ def as_computation(inst: Instruction) -> Computation:
     b = ComputationBuilder(f"kernel_{inst.name}", NameUniquer())
     params = [b.parameter(i, o.shape, f"param_{i}", exact_name=True) for i, o in enumerate(inst.operands)]
     return b.build(b.adopt(dataclasses.replace(inst, operands=tuple(params))))
+
+
+def update_in_place_operand(inst: Instruction) -> int | None:
+    """The operand a dynamic-update-slice (alone or as a fusion's root) may overwrite: it is only
+    the update's destination (nothing else in the kernel reads it), so writing the window alone
+    leaves every other element as it was."""
+    if inst.opcode == "dynamic-update-slice":
+        return 0 if all(o is not inst.operands[0] for o in inst.operands[1:]) else None
+    if inst.opcode != "fusion":
+        return None
+    comp = inst.attrs["calls"]
+    root = comp.root
+    if root.opcode != "dynamic-update-slice" or root.operands[0].opcode != "parameter":
+        return None
+    destination = root.operands[0]
+    readers = [i for i in comp.instructions if any(o is destination for o in i.operands)]
+    if readers != [root] or any(o is destination for o in root.operands[1:]):
+        return None
+    return destination.attrs["parameter_number"]
+
+
+def plan_update_in_place(inst: Instruction) -> KernelSpec:
+    """A kernel that writes only the update window of a dynamic-update-slice into the buffer
+    of its operand (planned to be the output's)."""
+    comp = as_computation(inst)
+    update = comp.root.operands[1].shape
+    return KernelSpec(inst.name, comp, [comp.root], "update_slice", update.dims[0] if update.rank else None,
+                      max(update.size, 1))
 
 
 def plan_kernel(inst: Instruction) -> KernelSpec:
