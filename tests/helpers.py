@@ -1,7 +1,7 @@
 import numpy as np
 
 DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                                "float32", "float64")]
+                                "float16", "float32", "float64")]
 
 
 def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
@@ -12,7 +12,8 @@ def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
     assert got.dtype == expected.dtype, f"dtype {got.dtype} != NumPy's {expected.dtype}"
     assert got.shape == expected.shape, f"shape {got.shape} != NumPy's {expected.shape}"
     if approx and expected.dtype.kind == "f":
-        tol = rtol if rtol is not None else (4e-7 if expected.dtype == np.float32 else 1e-15)
+        tol = rtol if rtol is not None else {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 4e-7}.get(
+            expected.dtype, 1e-15)  # float16: one ulp of a float32 result rounded to half
         np.testing.assert_allclose(got, expected, rtol=tol, atol=0, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, expected)

@@ -250,3 +250,21 @@ def test_ndarray_methods_including_the_in_place_ones():
     with pytest.raises(UnsupportedNumpyError := __import__("toolkit").frontend.errors.UnsupportedNumpyError,
                        match="np.resize"):
         tk.jit(lambda a: a.resize((3, 3)))(x)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu", "gpu-simulated"])
+def test_float16_computes_in_float32_and_stores_half(backend):
+    """As NumPy's float16 loops and XLA:CPU: each op in float32, rounded to half; sums accumulate
+    in float32 (NumPy's contiguous pairwise sum does too: 5000 ones sum to 5000, not 2048)."""
+    x = np.linspace(-3, 3, 5000).astype(np.float16)
+    ones = np.ones(5000, np.float16)
+
+    def f(a, o):
+        return np.exp(a) * a + 1, np.tanh(a), o.sum(), np.mean(a), a.max(), a.astype(np.int16), np.sqrt(np.abs(a))
+
+    got, want = tk.jit(f, backend=backend)(x, ones), f(x, ones)
+    got = [np.asarray(g) for g in got]  # the GPU executor returns device arrays
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-3, atol=1e-3)
+    assert got[2] == 5000

@@ -118,7 +118,12 @@ def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
                          f"({name} of {x.describe()})")
     if x.dtype == np.bool_ and opcode in ("add", "multiply"):
         x = lax.convert(x, np.int64)
-    out = lax.reduce(x, opcode, axes)
+    if x.dtype == np.float16 and opcode in ("add", "multiply"):
+        # NumPy's pairwise float16 sum accumulates in float32 (a strided one rounds every step:
+        # toolkit always gives the float32-accumulated, more accurate result)
+        out = lax.convert(lax.reduce(lax.convert(x, np.float32), opcode, axes), np.float16)
+    else:
+        out = lax.reduce(x, opcode, axes)
     return _keepdims(out, x.shape, axes, keepdims)
 
 
@@ -176,6 +181,11 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     a = _as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
     acc = np.dtype(dtype) if dtype is not None else (a.dtype if a.dtype.kind == "f" else np.dtype(np.float64))
+    if acc == np.float16:  # NumPy: "for float16 input, float32 intermediates are used"
+        total = lax.reduce(lax.convert(a, np.float32), "add", axes)
+        n = _count(a.shape, axes)
+        mean32 = apply_ufunc(np.true_divide, [_keepdims(total, a.shape, axes, keepdims), float(n) if n else math.nan])
+        return lax.convert(mean32, np.float16)
     total = _reduce(lax.convert(a, acc), "add", axes, keepdims)
     n = _count(a.shape, axes)
     return apply_ufunc(np.true_divide, [total, float(n) if n else math.nan])

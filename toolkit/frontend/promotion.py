@@ -7,7 +7,7 @@ import numpy as np
 from .errors import UserOverflowError
 
 SUPPORTED = tuple(np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                        "uint64", "float32", "float64"))
+                                        "uint64", "float16", "float32", "float64"))
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
 _DEFAULT = {0: np.dtype(bool), 1: np.dtype(np.int64), 2: np.dtype(np.float64)}
 

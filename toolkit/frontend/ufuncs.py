@@ -78,6 +78,9 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                 f"np.{name} does not accept {' and '.join(_describe(v) for v in inputs)}: {e}"
                 + _where(trace)) from None
         in_dtypes, out_dtype = dtypes[: ufunc.nin], dtypes[-1]
+        # NumPy's float16 loops compute in float32 (but for steps between float16 neighbours)
+        if any(d == np.float16 for d in in_dtypes) and ufunc not in (np.nextafter, np.spacing):
+            in_dtypes = tuple(np.dtype(np.float32) if d == np.float16 else d for d in in_dtypes)
         if ufunc in _COMPARISONS and _compares_python_int_to_narrow_int(inputs, in_dtypes):
             # NumPy 2 compares a Python int with a narrower integer array exactly (2**40 > any
             # int32) rather than raising: compare in int64, where both fit.

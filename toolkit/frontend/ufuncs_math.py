@@ -245,6 +245,10 @@ def _nextafter(x, y, out):
 def _spacing(x, out):
     up = _e("or", _e("not", _signbit(x)), lax.compare(x, _const(x, 0.0), "EQ"))  # spacing(-0.0) > 0
     r = _sub(_step(x, up), x)
+    if x.dtype == np.float16:  # NumPy's half spacing of a negative x is |x| minus the float below |x|
+        a = _abs(x)
+        below = _sub(a, _step(a, lax.full(x.trace, x.shape, False, np.bool_)))
+        r = _select(_e("and", _signbit(x), lax.compare(x, _const(x, 0.0), "NE")), below, r)
     bad = _e("or", _is_nan(x), lax.compare(_abs(x), _const(x, np.inf), "EQ"))
     return _select(bad, _const(x, np.nan), r)
 

@@ -15,7 +15,8 @@ from ...ir.nodes import Instruction
 from ...ir.ops import OPS
 from ...ir.shapes import Shape
 from . import math as lmath
-from .types import I1, I64, constant, storage_type, value_type
+from ...ir import dtypes
+from .types import F16, F32, I1, I64, constant, storage_type, value_type
 
 
 class CodegenUnsupported(NotImplementedError):
@@ -364,15 +365,24 @@ def emit_binary(e: ElementalEmitter, opcode: str, a, c, t):
     of a +0.0/-0.0 tie a reduction keeps depends on its visiting order, unspecified anyway."""
     if t.is_float and opcode in _REDUCING_MINMAX:
         return _intrinsic(e, _REDUCING_MINMAX[opcode], [a, c], value_type(t))
-    return BINARY[opcode](e, a, c, t)
+    return widened(e, BINARY[opcode], [a, c], t)
+
+
+def widened(e: ElementalEmitter, fn, xs, t):
+    """``fn(e, *xs, t)``, computed in float32 when ``t`` is float16 and rounded back, as XLA:CPU
+    and NumPy's float16 loops compute (exact for +, -, *, /, sqrt: float32 has the bits)."""
+    if t.name != "f16":
+        return fn(e, *xs, t)
+    result = fn(e, *[e.b.fpext(x, F32) for x in xs], dtypes.F32)
+    return e.b.fptrunc(result, F16) if result.type == F32 else result
 
 
 for _op in UNARY:
-    ELEMENTAL[_op] = (lambda op: lambda e, inst, index: UNARY[op](
-        e, e.operand(inst, 0, index), inst.operands[0].shape.dtype))(_op)
+    ELEMENTAL[_op] = (lambda op: lambda e, inst, index: widened(
+        e, UNARY[op], [e.operand(inst, 0, index)], inst.operands[0].shape.dtype))(_op)
 for _op in BINARY:
-    ELEMENTAL[_op] = (lambda op: lambda e, inst, index: BINARY[op](
-        e, e.operand(inst, 0, index), e.operand(inst, 1, index), inst.operands[0].shape.dtype))(_op)
+    ELEMENTAL[_op] = (lambda op: lambda e, inst, index: widened(
+        e, BINARY[op], [e.operand(inst, 0, index), e.operand(inst, 1, index)], inst.operands[0].shape.dtype))(_op)
 
 
 @rule("compare")
