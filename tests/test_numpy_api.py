@@ -61,6 +61,7 @@ CASES = {
     "signbit": lambda x, xi, b, n, s: np.signbit(n), "modf": lambda x, xi, b, n, s: np.modf(x * 3),
     "gcd": lambda x, xi, b, n, s: np.gcd(xi, 6), "lcm": lambda x, xi, b, n, s: np.lcm(xi, 4),
     "conjugate": lambda x, xi, b, n, s: np.conjugate(x),
+    "bitwise_count": lambda x, xi, b, n, s: (np.bitwise_count(xi), np.bitwise_count(xi.astype(np.uint16) * 977)),
     # joining, splitting, reordering
     "hstack": lambda x, xi, b, n, s: np.hstack([x, xi]), "vstack": lambda x, xi, b, n, s: np.vstack([x[0], n[1]]),
     "dstack": lambda x, xi, b, n, s: np.dstack([x, x]), "column_stack": lambda x, xi, b, n, s: np.column_stack([x[0], xi[1]]),
@@ -268,3 +269,22 @@ def test_float16_computes_in_float32_and_stores_half(backend):
         assert g.dtype == w.dtype
         np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-3, atol=1e-3)
     assert got[2] == 5000
+
+
+def test_where_and_initial_follow_numpy():
+    def f(x, n, b):
+        out = np.zeros_like(x)
+        np.add(x, 1.0, out=out, where=x > 0)
+        return (np.sum(x, where=x > 0, axis=1), np.prod(x, initial=2.0), np.max(n, initial=-5.0, where=~np.isnan(n)),
+                np.min(x[:0], initial=3.0, axis=0), np.max(x, axis=(0, 1), initial=10.0), np.any(x > 1, where=b),
+                np.all(x > -5, axis=1, where=b), np.sum(x, initial=1.5, axis=0), out)
+
+    got, want = tk.jit(f)(X, N, B), f(X, N, B)
+    for g, w in zip(got, want):
+        assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+    from toolkit.frontend.errors import UnsupportedNumpyError
+    with pytest.raises(UnsupportedNumpyError, match="uninitialized"):
+        tk.jit(lambda x: np.add(x, 1, where=x > 0))(X)
+    with pytest.raises(ValueError, match="initial"):
+        tk.jit(lambda x: np.max(x, where=x > 0))(X)

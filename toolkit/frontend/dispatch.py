@@ -20,9 +20,16 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         out = out[0]
     if method == "__call__" and isinstance(out, Tracer) and ufunc.nout == 1:
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+        where = kwargs.pop("where", True)
         with out.trace.op_scope(ufunc.__name__):
-            return inplace.store_result(out, _array_ufunc(self, ufunc, method, *inputs, **kwargs),
-                                        f"np.{ufunc.__name__}(..., out=)")
+            result = _array_ufunc(self, ufunc, method, *inputs, **kwargs)
+            if where is not True:  # NumPy leaves out's other elements as they were
+                result = nf.EXPORTS["where"](where, result, out)
+            return inplace.store_result(out, result, f"np.{ufunc.__name__}(..., out=)")
+    if method == "__call__" and kwargs.get("where", True) is not True and out is None:
+        raise UnsupportedNumpyError(
+            f"np.{ufunc.__name__}(..., where=) without out= leaves the other elements uninitialized in "
+            "NumPy; pass out= (for example out=np.zeros_like(x)), or use np.where(mask, result, other)")
     if method == "__call__":
         from .more_functions import GUFUNCS
         if ufunc in GUFUNCS:

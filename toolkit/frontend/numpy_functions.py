@@ -127,48 +127,79 @@ def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
     return _keepdims(out, x.shape, axes, keepdims)
 
 
+def _masked_reduce(a, opcode, axis, keepdims, dtype, name, initial=None, where=None):
+    """A reduction with NumPy's ``where=`` (masked elements do not take part) and ``initial=``
+    (folded in once; max/min need it to accept a mask or an empty reduction)."""
+    a = _as_tracer(a)
+    has_initial = initial is not None and initial is not np._NoValue
+    masked = where is not None and where is not True and where is not np._NoValue
+    if masked and opcode in ("maximum", "minimum") and not has_initial:
+        raise UserValueError(f"reduction operation '{opcode}' does not have an identity, so to use a where mask "
+                             "one has to specify 'initial'")
+    if masked:
+        fill = initial if opcode in ("maximum", "minimum") else {"add": 0, "multiply": 1, "and": True, "or": False}[opcode]
+        mask = where if isinstance(where, Tracer) else lax.lift(a.trace, np.asarray(where, bool), weak=False)
+        a = EXPORTS["where"](lax.broadcast_to(mask, a.shape), a, lax.convert(lax.lift(a.trace, fill, a.dtype), a.dtype))
+    if has_initial and opcode in ("maximum", "minimum"):  # initial joins the reduction
+        axes = normalize_axes(axis, a.ndim)
+        start = lax.convert(lax.lift(a.trace, initial, a.dtype), a.dtype)
+        if builtins.any(a.shape[x] == 0 for x in axes):
+            shape = [1 if i in axes else d for i, d in enumerate(a.shape)] if keepdims else \
+                [d for i, d in enumerate(a.shape) if i not in axes]
+            return lax.broadcast_to(start, shape)
+        return apply_ufunc(getattr(np, opcode), [_reduce(a, opcode, axis, keepdims, dtype, name), start])
+    result = _reduce(a, opcode, axis, keepdims, dtype, name)
+    if has_initial:
+        result = apply_ufunc({"add": np.add, "multiply": np.multiply}[opcode], [result, initial])
+        result = lax.convert(result, dtype or result.dtype)
+    return result
+
+
 @numpy_function(np.sum)
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _reject(out=out, initial=initial, where=where)
+    _reject(out=out)
     a = _as_tracer(a)
-    return _reduce(a, "add", axis, keepdims, dtype or _sum_dtype(a.dtype), "sum")
+    return _masked_reduce(a, "add", axis, keepdims, dtype or _sum_dtype(a.dtype), "sum", initial, where)
 
 
 @numpy_function(np.prod)
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    _reject(out=out, initial=initial, where=where)
+    _reject(out=out)
     a = _as_tracer(a)
-    return _reduce(a, "multiply", axis, keepdims, dtype or _sum_dtype(a.dtype), "prod")
+    return _masked_reduce(a, "multiply", axis, keepdims, dtype or _sum_dtype(a.dtype), "prod", initial, where)
 
 
 @numpy_function(np.max)
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    _reject(out=out, initial=initial, where=where)
-    return _reduce(a, "maximum", axis, keepdims, name="max")
+    _reject(out=out)
+    return _masked_reduce(a, "maximum", axis, keepdims, None, "max", initial, where)
 
 
 @numpy_function(np.min)
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    _reject(out=out, initial=initial, where=where)
-    return _reduce(a, "minimum", axis, keepdims, name="min")
+    _reject(out=out)
+    return _masked_reduce(a, "minimum", axis, keepdims, None, "min", initial, where)
 
 
 EXPORTS["amax"], EXPORTS["amin"] = EXPORTS["max"], EXPORTS["min"]
 FUNCTIONS[np.amax], FUNCTIONS[np.amin] = FUNCTIONS[np.max], FUNCTIONS[np.min]
 
 
+def _truth(a):
+    a = _as_tracer(a)
+    return apply_ufunc(np.not_equal, [a, 0]) if a.dtype != np.bool_ else a
+
+
 @numpy_function(np.all)
 def all(a, axis=None, out=None, keepdims=False, where=None):
-    _reject(out=out, where=where)
-    a = _as_tracer(a)
-    return _reduce(apply_ufunc(np.not_equal, [a, 0]) if a.dtype != np.bool_ else a, "and", axis, keepdims, name="all")
+    _reject(out=out)
+    return _masked_reduce(_truth(a), "and", axis, keepdims, None, "all", None, where)
 
 
 @numpy_function(np.any)
 def any(a, axis=None, out=None, keepdims=False, where=None):
-    _reject(out=out, where=where)
-    a = _as_tracer(a)
-    return _reduce(apply_ufunc(np.not_equal, [a, 0]) if a.dtype != np.bool_ else a, "or", axis, keepdims, name="any")
+    _reject(out=out)
+    return _masked_reduce(_truth(a), "or", axis, keepdims, None, "any", None, where)
 
 
 def _count(shape, axes) -> int:

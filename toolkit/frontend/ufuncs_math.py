@@ -264,7 +264,8 @@ def _modf(x, out):
     return frac, whole
 
 
-def _bitwise_count(x, out):  # registered with the unsigned dtypes: NumPy's result is uint8
+@_register(np.bitwise_count)
+def _bitwise_count(x, out):  # NumPy: uint8 counts of |x|
     if x.dtype.kind == "b":
         return lax.convert(x, out)
     magnitude = _abs(x) if x.dtype.kind == "i" else x  # NumPy counts the bits of |x|
