@@ -41,6 +41,8 @@ def row_local_parameters(spec: KernelSpec) -> set[int] | None:
     """Parameter numbers of the kernel's inputs read only at the rows it computes, or None
     when the kernel does not compute by rows of its leading dimension."""
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
+    if spec.kind not in ("loop", "row", "general"):  # scatter, update_slice: not one output row per index
+        return None
     if spec.extent is None or spec.kind == "row" and len(heroes[0].attrs["dimensions"]) == heroes[0].operands[0].shape.rank:
         return None
     state: dict[int, str] = {}
