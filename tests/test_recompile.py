@@ -213,8 +213,10 @@ def test_explain_recompiles_report_ranks_causes():
     report = tk.explain_recompiles(model)
     text = report.text()
     assert "4 compiles of 1 function(s)" in text and "3 recompiles" in text
-    ranked = report.causes()
-    assert ranked[0].code == "SHAPE" and ranked[0].count == 2
+    ranked = report.causes()  # by compile time spent, which varies run to run: check the order's rule
+    by_code = {c.code: c for c in ranked}
+    assert by_code["SHAPE"].count == 2 and by_code["DTYPE"].count == 1
+    assert [c.seconds for c in ranked] == sorted((c.seconds for c in ranked), reverse=True)
     assert "RECOMPILE #2 of model" in text and "x.shape[0]: now 5, was 4" in text
     assert "<table>" in report._repr_html_()
     assert "recompilations" in tk.explain_recompiles().text()
