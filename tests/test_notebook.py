@@ -41,9 +41,10 @@ def test_cell_magic_binds_outputs_and_shows_a_dashboard(ip):
     np.testing.assert_allclose(ip.user_ns["y"], ref / ref.sum(-1, keepdims=True), rtol=1e-5)
     res = ip.user_ns["res"]
     assert set(res.outputs) == {"m", "e", "y"} and res.profile.compiles
-    bundle = out.outputs[-1].data
-    assert {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"} <= set(bundle)
-    assert "Fusion" in bundle["text/html"] and "toolkit profile" in bundle["text/plain"]
+    static, widget = out.outputs[-2].data, out.outputs[-1].data  # two outputs: see Dashboard._ipython_display_
+    assert {"text/plain", "text/html"} <= set(static) and "application/vnd.jupyter.widget-view+json" in widget
+    assert "Fusion" in static["text/html"] and "toolkit-static" in static["text/html"]
+    assert "toolkit profile" in static["text/plain"]
 
 
 def test_rerun_with_a_new_shape_leads_with_the_recompilation_cause(ip):

@@ -105,8 +105,37 @@ class Dashboard:
         with open(path, "w") as f:
             f.write(self.to_html(full_document=True))
 
+    def static_html(self) -> str:
+        """The static dashboard as its own output: shown where widgets do not render (nbconvert
+        without network, nbviewer, GitHub), hidden by CSS once the live widget beside it renders."""
+        guard = ("<style>.jp-OutputArea:has(.jupyter-widgets) .toolkit-static,"
+                 ".output:has(.jupyter-widgets) .toolkit-static{display:none}</style>")
+        return f"{guard}<div class='toolkit-static'>{self.to_html()}</div>"
+
+    def _ipython_display_(self):
+        """Two outputs: the static dashboard, then the widget. nbconvert stores widget state by
+        default and then shows a widget output's view alone, which needs the widget CDN; a
+        separate static output survives it."""
+        from IPython.display import display
+
+        display({"text/html": self.static_html(), "text/plain": report.report_text(self.profile)}, raw=True)
+        if _has_widget_frontend():
+            display(self.widget())
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = {"text/plain": report.report_text(self.profile), "text/html": self.to_html()}
         widget_bundle = self.widget()._repr_mimebundle_(include=include, exclude=exclude) or {}
         bundle.update({k: v for k, v in widget_bundle.items() if k != "text/plain"})
         return bundle
+
+
+def _has_widget_frontend() -> bool:
+    """A kernel that can talk to a front end (JupyterLab, Notebook, VS Code, nbclient), not
+    terminal IPython, where a widget would only print its repr."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - the notebook layer needs IPython
+        return False
+    shell = get_ipython()
+    formatter = getattr(shell, "display_formatter", None)
+    return formatter is not None and "text/html" in getattr(formatter, "active_types", ())
