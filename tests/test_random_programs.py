@@ -10,7 +10,9 @@ import toolkit as tk
 UNARY = ["negative", "abs", "exp", "tanh", "sin", "sqrt_abs", "square", "floor", "sign", "log1p_abs"]
 BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "divide_safe", "where_gt"]
 STRUCTURAL = ["sum", "max", "mean", "transpose", "reshape_flat", "slice", "concat", "matmul",
-              "broadcast_add", "astype_roundtrip", "flip", "pad", "expand"]
+              "broadcast_add", "astype_roundtrip", "flip", "pad", "expand",
+              # indexing, writes and sorts: gather, scatter, dynamic-update-slice, sort in the mix
+              "gather_rows", "set_rows", "add_at", "shift_update", "cumsum", "sort", "take_sorted"]
 
 
 def _apply(step, pool):
@@ -84,6 +86,32 @@ def _apply(step, pool):
         return np.pad(a, 1) if a.ndim else a
     if kind == "expand":
         return np.expand_dims(a, 0)
+    if kind == "gather_rows":
+        return a[[a.shape[0] - 1, 0, a.shape[0] - 1]] if a.ndim and a.shape[0] else a
+    if kind == "set_rows":
+        if not a.ndim or not a.shape[0]:
+            return a
+        out = a.copy()
+        out[[0, a.shape[0] - 1, 0]] = a[0] * 2 + 1  # repeated rows: the last write wins
+        return out
+    if kind == "add_at":
+        if not a.ndim or not a.shape[0]:
+            return a
+        out = a.copy()
+        np.add.at(out, [0, 0, a.shape[0] - 1], 1.5)
+        return out
+    if kind == "shift_update":
+        if not a.ndim or a.shape[0] < 2:
+            return a
+        out = a * 1.0
+        out[1:] = out[:-1] * 0.5 + a[1:]
+        return out
+    if kind == "cumsum":
+        return np.cumsum(a, axis=ax) if ax is not None else a
+    if kind == "sort":
+        return np.sort(a, axis=ax) if ax is not None else a
+    if kind == "take_sorted":
+        return np.take_along_axis(a, np.argsort(a, axis=ax, kind="stable"), axis=ax) if ax is not None else a
     raise AssertionError(kind)
 
 
