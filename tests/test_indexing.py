@@ -206,16 +206,25 @@ def test_out_of_range_concrete_indices_raise_like_numpy():
         tk.jit(lambda a: a[np.array([0.5])])(np.ones(3))
 
 
-def test_traced_out_of_range_indices_clamp_on_read_and_drop_on_write():
-    """Documented: XLA's gather clamps a traced index into range; a scatter skips it."""
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_traced_out_of_range_indices_raise_numpys_index_error_after_the_call(backend):
+    """The program returns a flag per traced index; the call raises IndexError as NumPy, before
+    writing any argument back."""
     def f(a, i):
-        b = a.copy()
-        b[i] = -1.0
-        return a[i], b
+        a[i] = -1.0
+        return a[i] * 2
 
-    read, written = tk.jit(f)(np.arange(4.0), np.array([7, 1]))
-    np.testing.assert_array_equal(read, [3.0, 1.0])
-    np.testing.assert_array_equal(written, [0.0, -1.0, 2.0, 3.0])
+    g = tk.jit(f, backend=backend)
+    a = np.arange(4.0)
+    np.testing.assert_array_equal(g(a, np.array([3, -4])), [-2.0, -2.0])
+    a = np.arange(4.0)
+    with pytest.raises(IndexError, match="out of bounds for axis 0 with size 4"):
+        g(a, np.array([1, 4]))
+    np.testing.assert_array_equal(a, np.arange(4.0))  # nothing written
+    with pytest.raises(IndexError):
+        g(a, np.array([-5]))
+    with pytest.raises(IndexError):
+        tk.jit(lambda x, k: x[k], backend=backend)(np.ones((2, 3)), np.int64(2))
 
 
 def test_data_dependent_reads_are_explained():
@@ -233,7 +242,8 @@ def test_mutating_scatter_prints_input_output_alias():
     text = tk.jit(k).lower(np.ones((6, 4), np.float32), np.array([1, 2], np.int32),
                            np.ones((2, 4), np.float32)).as_text(metadata=False)
     assert text.splitlines()[0] == ("HloModule jit_k, input_output_alias={ {0}: (0, {}, may-alias) }, "
-                                    "entry_computation_layout={(f32[6,4]{1,0}, s32[2]{0}, f32[2,4]{1,0})->(f32[6,4]{1,0})}")
+                                    "entry_computation_layout={(f32[6,4]{1,0}, s32[2]{0}, f32[2,4]{1,0})->(f32[6,4]{1,0}, pred[], pred[])}")
+    # (the two pred[] outputs: the traced indices' range checks, of the read and of the write)
     assert "gather(%table.2, %reshape." in text and "offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, " \
         "index_vector_dim=1, slice_sizes={1,4}" in text
     assert "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, " \

@@ -209,7 +209,7 @@ class Compiled(_TracedStage):
         program = self._program
         if program.int_limits:
             program.check_int_limits(leaves)
-        if program.mutated:
+        if program.has_extra_outputs:
             program.check_mutable(leaves)
             return self._result(program.split_results(leaves, self._executable(self._arrays(leaves))))
         return self._result(self._executable(self._arrays(leaves)))

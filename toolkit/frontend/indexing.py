@@ -10,8 +10,8 @@ Anything else is advanced indexing, lowered as JAX lowers it:
   result's length would depend on data), only assigned through (``inplace``).
 
 Negative indices count from the end. Out-of-range *concrete* indices raise IndexError at trace
-time, as NumPy does; *traced* indices cannot be checked then, and XLA clamps them into range
-(a read of ``x[i]`` with i too large returns the last element)."""
+time, as NumPy does; *traced* ones are checked on every call: the program returns a flag and
+the call raises NumPy's IndexError (the HLO itself clamps, as XLA's gather does)."""
 from __future__ import annotations
 
 import operator
@@ -130,6 +130,12 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
             raise UserIndexError(f"arrays used as indices must be of integer (or boolean) type, got "
                                  f"{k.describe()} in x[{key_text(key)}]")
         t = lax.convert(k, np.int64) if k.dtype != np.int64 else k
+        # NumPy raises IndexError for an index out of range: checked on every call
+        low = lax.compare(t, lax.full(t.trace, t.shape, -size, np.int64), "LT") if k.dtype.kind == "i" else None
+        high = lax.compare(t, lax.full(t.trace, t.shape, size, np.int64), "GE")
+        t.trace.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
+                          f"a traced index is out of bounds for axis {dim} with size {size} (x[{key_text(key)}] "
+                          f"of {x.describe()})")
         if k.dtype.kind == "i":
             zero = lax.full(t.trace, t.shape, 0, np.int64)
             t = lax.select(lax.compare(t, zero, "LT"),

@@ -76,8 +76,8 @@ def _nan_arg(a, axis, keepdims, name, fill):
     nan = _u(np.isnan, a)
     result = EXPORTS[name](EXPORTS["where"](nan, fill, a), axis=axis, keepdims=keepdims)
     all_nan = EXPORTS["all"](nan, axis=axis, keepdims=keepdims)
-    # NumPy raises ValueError for an all-NaN slice; a traced value cannot raise: -1, as JAX
-    return EXPORTS["where"](all_nan, -1, result)
+    a.trace.add_check(all_nan, UserValueError, "All-NaN slice encountered")  # NumPy's error, after the call
+    return result
 
 
 @numpy_function(np.nanargmax)

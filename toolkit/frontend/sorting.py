@@ -266,12 +266,16 @@ def _compact(mask: Tracer, values: Tracer, size: int, fill) -> Tracer:
     """The entries of ``values`` where ``mask`` holds, in order, in a length-``size`` array
     padded with ``fill``; entries beyond ``size`` are dropped (a scatter skips positions out of
     range)."""
-    from .indexing import scatter_into
     position = _u(np.subtract, EXPORTS["cumsum"](mask), 1)
     position = EXPORTS["where"](_u(np.logical_and, mask, _u(np.less, position, size)), position, size)
     fill = fill if isinstance(fill, Tracer) else lax.lift(values.trace, fill, values.dtype, weak=False)
     out = lax.broadcast_to(lax.convert(fill, values.dtype), (size,))
-    return scatter_into(out, position, values, "assign")
+    if values.size == 0:
+        return out
+    # a raw scatter: position ``size`` is out of range on purpose, and XLA's scatter skips it
+    return lax.scatter(out, lax.reshape(lax.convert(position, np.int64), (values.size, 1)),
+                       lax.reshape(values, (values.size,)), "assign", update_window_dims=(),
+                       inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
 
 
 def nonzero(a, *, size=None, fill_value=0):

@@ -130,7 +130,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     w = lax.convert(w, result_dtype)
     scale = EXPORTS["sum"](w, axis=axis, keepdims=keepdims)
     total = EXPORTS["sum"](_u(np.multiply, lax.convert(a, result_dtype), w), axis=axis, keepdims=keepdims)
-    avg = _u(np.true_divide, total, scale)  # a zero weight sum gives nan/inf (NumPy raises)
+    a.trace.add_check(_u(np.equal, scale, 0), ZeroDivisionError, "Weights sum to zero, can't be normalized")
+    avg = _u(np.true_divide, total, scale)
     return (avg, lax.broadcast_to(scale, avg.shape)) if returned else avg
 
 

@@ -24,17 +24,31 @@ class TracedProgram:
     out_paths: tuple[str, ...]
     # (leaf index, lowest, highest, dtype, where): Python-int arguments that meet narrower arrays
     int_limits: tuple[tuple[int, int, int, np.dtype, str], ...] = ()
-    # leaf indices of arguments written in place; their new values are the last outputs
+    # leaf indices of arguments written in place; their new values follow the user's outputs
     mutated: tuple[int, ...] = ()
+    # (error type, message) per runtime check; their flags are the last outputs
+    checks: tuple[tuple[type, str], ...] = ()
+
+    @property
+    def has_extra_outputs(self) -> bool:
+        return bool(self.mutated or self.checks)
 
     def split_results(self, leaves, results):
-        """The user's results; the new values of arguments written in place are copied into the
+        """The user's results. A runtime check that failed raises NumPy's error (before any
+        argument is written); the new values of arguments written in place are copied into the
         caller's arrays (after checking, before the call, that they can be: ``check_mutable``)."""
+        results = list(results)
+        if self.checks:
+            flags = results[-len(self.checks):]
+            results = results[:-len(self.checks)]
+            for flag, (error, message) in zip(flags, self.checks):
+                if bool(np.asarray(flag)):
+                    raise error(message)
         if not self.mutated:
             return results
         k = len(self.mutated)
-        write_back(leaves, self.mutated, list(results)[-k:])
-        return list(results)[:-k]
+        write_back(leaves, self.mutated, results[-k:])
+        return results[:-k]
 
     def check_mutable(self, leaves) -> None:
         if self.mutated:
@@ -67,17 +81,19 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         leaves, out_tree, out_paths = flatten(result)
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]
-        if len(outs) == 1 and out_tree.kind == "leaf" and not mutated:
+        checks = [flag for flag, _, _ in trace.checks]
+        if len(outs) == 1 and out_tree.kind == "leaf" and not mutated and not checks:
             root = outs[0].inst
         else:
-            root = trace.builder.add("tuple", [o.inst for o in outs] + [t.inst for _, t in mutated])
+            root = trace.builder.add("tuple", [o.inst for o in outs] + [t.inst for _, t in mutated]
+                                     + [c.inst for c in checks])
         aliases = ", ".join(f"{{{len(outs) + k}}}: ({n}, {{}}, may-alias)" for k, (n, _) in enumerate(mutated))
         attributes = ((("input_output_alias", f"{{ {aliases} }}"),) if mutated else ())
         module = trace.module.build(trace.builder.build(root), attributes)
     limits = tuple((number, lo, hi, dtype, where)
                    for number, (lo, hi, dtype, where) in sorted(trace.int_limits.items()))
     return TracedProgram(module, tuple(specs), out_tree, tuple(out_paths), limits,
-                         tuple(n for n, _ in mutated))
+                         tuple(n for n, _ in mutated), tuple((error, message) for _, error, message in trace.checks))
 
 
 def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:

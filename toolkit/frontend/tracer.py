@@ -49,6 +49,9 @@ class Trace:
         # (Python int) argument must lie in, because it meets an array of a narrower dtype
         self.int_limits: dict[int, tuple[int, int, np.dtype, str]] = {}
         self.parameters: list[Tracer] = []
+        # data-dependent errors NumPy raises (an index out of range, an all-NaN slice): a scalar
+        # pred per check, true when the error happens, and the error to raise after the call
+        self.checks: list[tuple[Tracer, type, str]] = []
 
     def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
         """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2
@@ -125,6 +128,14 @@ class Trace:
         """(number, tracer) of the parameters written in place (``x += y``, ``x[i] = v``)."""
         return [(n, t) for n, t in enumerate(self.parameters)
                 if t.inst is not self.builder._parameters.get(n)]
+
+    def add_check(self, failed: Tracer, error: type, message: str) -> None:
+        """Raise ``error(message)`` after a call in which ``failed`` (any element) is true, as
+        NumPy raises it: the compiled program returns the flag as an extra output."""
+        from . import lax  # noqa: PLC0415 - lax builds on this module
+        flag = failed if failed.ndim == 0 else lax.reduce(failed, "or", tuple(range(failed.ndim)))
+        loc = self.location()
+        self.checks.append((flag, error, message + (f" (at {loc})" if loc else "")))
 
     def known_value(self, inst: Instruction):
         """The value of ``inst`` when it depends on no argument (made only from constants, as
