@@ -159,7 +159,10 @@ def _build(raw: RawComputation, built: dict[str, Computation], parser: HloReader
                 on_path.discard(inst.name)
                 made[inst.name] = make(inst)
     root = made[roots[0].name] if roots else made[raw.instructions[-1].name]
-    return b.build(root, keep_dead=True)
+    try:
+        return b.build(root, keep_dead=True)
+    except ValueError as e:  # parameter numbers with a gap: the text's mistake, said at its computation
+        raise parser.error(str(e), raw.pos) from None
 
 
 def parse_module(text: str | bytes) -> Module:
