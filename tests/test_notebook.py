@@ -221,3 +221,13 @@ def test_a_rerun_keeps_the_story_of_its_compile(ip):
     assert result.error_in_exec is None and not again.compiles
     assert len(again.fusion_decisions) == len(first.fusion_decisions) > 0
     assert "cached: compiled earlier" in again.summary()
+
+
+def test_call_sites_in_cells_read_as_cell_and_line(ip):
+    from toolkit.frontend.source_info import SourceLocation
+
+    result, _ = run(ip, "import toolkit.frontend.source_info as _si\n_loc_here = _si.user_location(1)\n")
+    loc = ip.user_ns["_loc_here"]
+    count = ip.compile._filename_map.get(loc.file)
+    assert count is not None and str(loc) == f"cell [{count}], line 2"
+    assert str(SourceLocation("/srv/model.py", 7, "f")) == "/srv/model.py:7"
