@@ -97,7 +97,21 @@ def scaled(workload: Workload, scale: float) -> Workload:
         first = full[0]
         n = max(1, int(first.shape[0] * scale))
         return (first[:n],) + tuple(full[1:])
-    return Workload(workload.name, workload.make, make_args, workload.flops * scale)
+    first = workload.make_args(np.random.default_rng(0))[0]  # named after what really runs
+    shape = (max(1, int(first.shape[0] * scale)),) + tuple(first.shape[1:])
+    return Workload(f"{workload.name.rsplit(' ', 1)[0]} {_size_text(shape)}", workload.make, make_args,
+                    workload.flops * scale)
+
+
+def _size_text(shape) -> str:
+    """'1024x4096' for matrices; '4M', '1k' for vectors, as the benchmark rows are named."""
+    if len(shape) != 1:
+        return "x".join(map(str, shape))
+    n = shape[0]
+    for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
 
 
 # the demo's set: one of each kind, at a fraction of the benchmark's size
