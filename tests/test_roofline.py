@@ -1,4 +1,5 @@
 """Ceilings (measured and spec sheets), roofline and timeline plots, run comparison."""
+import json
 import os
 import pathlib
 import time
@@ -40,7 +41,20 @@ def test_measured_ceilings_are_sane(tmp_path, monkeypatch):
     t0 = time.perf_counter()
     again = measure_ceilings(elements=n, repeats=2, progress=False)
     assert again == ceilings and time.perf_counter() - t0 < 0.05  # reused from the per-machine cache
-    assert list(tmp_path.glob("ceilings-*.json"))
+    (stored,) = list(tmp_path.glob("ceilings-*.json"))
+    other = measure_ceilings(elements=n // 2, repeats=1, progress=False)  # another size: kept beside it
+    assert measure_ceilings(elements=n, repeats=2, progress=False) == ceilings
+    assert measure_ceilings(elements=n // 2, repeats=1, progress=False) == other
+    entry = json.loads(stored.read_text())["measurements"][str(n)]
+    assert entry["measured_at"] and entry["bytes_per_array"] == 4 * n and "best of 2 runs" in entry["provenance"]
+
+
+def test_a_point_above_its_roof_is_explained_never_over_100_percent():
+    from toolkit.roofline import bound_text
+
+    assert bound_text(2.86e9, 1e9) == "cache-resident: above the DRAM roof"
+    assert bound_text(0.63e9, 1e9) == "63%"
+    assert bound_text(1.0, float("nan")) == ""
 
 
 def test_spec_sheets_are_complete_and_sourced():

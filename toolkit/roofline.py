@@ -133,17 +133,18 @@ class _Progress:
 
 
 def measure_ceilings(backend: str = "cpu", elements: int = 32 << 20, repeats: int = 5,
-                     progress: bool = True, cache: bool = True) -> Ceilings:
+                     progress: bool = True, cache: bool = True, remeasure: bool = False) -> Ceilings:
     """Bandwidth (STREAM copy y=-x and triad a=b+s*c) and compute (an FMA-bound kernel) compiled
-    by toolkit, plus BLAS sgemm; each on one thread and on every core. Cached per machine."""
+    by toolkit, plus BLAS sgemm; each on one thread and on every core, the best of ``repeats``
+    runs. Stored per machine and per array size, with the date and how they were measured, so
+    measurements at different sizes never overwrite each other; ``remeasure=True`` measures again."""
     if backend != "cpu":
         raise ValueError(f"ceilings can be measured on the cpu backend here, not {backend!r}")
     path = _cache_path(backend) if cache else None
-    if path and os.path.exists(path):
-        with open(path) as f:
-            stored = json.load(f)
-        if stored.get("elements") == elements:
-            return Ceilings.from_dict(stored["ceilings"])
+    stored = _stored_measurements(path)
+    entry = stored.get(str(elements))
+    if entry is not None and not remeasure:
+        return Ceilings.from_dict(entry["ceilings"])
     from . import api
     from .backends.cpu.executor import num_threads
 
@@ -188,7 +189,39 @@ def measure_ceilings(backend: str = "cpu", elements: int = 32 << 20, repeats: in
     progress_bar.step("BLAS sgemm")
     result = Ceilings(f"{cpu_model()} ({threads} threads)", tuple(items))
     if path:
+        stored[str(elements)] = {
+            "ceilings": result.to_dict(), "elements": elements, "bytes_per_array": elements * 4,
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "repeats": repeats,
+            "provenance": f"toolkit {__import__('toolkit').__version__} measure_ceilings: best of {repeats} runs"}
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            json.dump({"elements": elements, "ceilings": result.to_dict()}, f, indent=1)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"format": 2, "measurements": stored}, f, indent=1)
+        os.replace(tmp, path)  # another process's measurements at other sizes are kept too (read above)
     return result
+
+
+def _stored_measurements(path: str | None) -> dict:
+    """size (as text) -> stored measurement; older single-measurement files read as one."""
+    if not path or not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if data.get("format") == 2:
+        return dict(data.get("measurements", {}))
+    if "elements" in data and "ceilings" in data:
+        return {str(data["elements"]): data}
+    return {}
+
+
+def bound_text(attained: float, bound: float) -> str:
+    """'63%' of the roofline bound, or, above it, what that means: the data was in cache, so the
+    DRAM roof does not bound it (never an unexplained 286 %)."""
+    if not bound or bound != bound:
+        return ""
+    if attained > 1.05 * bound:
+        return "cache-resident: above the DRAM roof"
+    return f"{100 * attained / bound:.0f}%"

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..profiler.report import kernel_table
-from ..roofline import Ceilings
+from ..roofline import Ceilings, bound_text
 from .style import kind_color, literal
 
 
@@ -75,7 +75,9 @@ def roofline(profile, ceilings: Ceilings | None = None, ax=None, top: int = 5):
     labels = []
     for r in sorted(rows, key=lambda r: -r["seconds"])[:top]:
         where = r["source"].rsplit("/", 1)[-1] if r["source"] else ""
-        text = f"{r['name']} ({r['percent_of_bound']:.0f}% of bound)" + (f"\n{where}" if where else "")
+        state = bound_text(r["attained"], r["bound"])
+        state = state if state.startswith("cache") else f"{state} of bound"
+        text = f"{r['name']} ({state})" + (f"\n{where}" if where else "")
         labels.append(ax.annotate(literal(text), (r["intensity"], r["attained"]), xytext=(6, 6),
                                   textcoords="offset points", fontsize=7))
     arrows = []

@@ -9,7 +9,7 @@ import io
 from collections import Counter
 
 from ..profiler.report import RecompileReport, kernel_table, profile_summary_text
-from ..roofline import Ceilings
+from ..roofline import Ceilings, bound_text
 
 e = html.escape
 STYLE = """<style>
@@ -133,7 +133,7 @@ def kernel_section(prof, ceilings: Ceilings | None = None, sort: str = "seconds"
         intensity = r["flops"] / r["bytes"] if r["bytes"] else 0.0
         attained = r["flops"] / r["seconds"] if r["seconds"] else 0.0
         bound = ceilings.attainable(intensity) if ceilings and intensity else float("nan")
-        pct = f"{100 * attained / bound:.0f}%" if bound == bound and bound else ""
+        pct = bound_text(attained, bound)
         out.append([r["name"], r["kind"], r["calls"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.1%}",
                     f"{r['gflops']:.2f}", f"{r['gbps']:.2f}", f"{intensity:.3f}", pct, r["source"]])
     return _table(["kernel", "kind", "calls", "ms", "% of time", "GFLOP/s", "GB/s", "FLOP/byte",
