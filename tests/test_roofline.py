@@ -144,13 +144,16 @@ def test_timeline_artists():
     zoomed = tk.plot.timeline(synthetic_profile(), window=(12.0, 16.0))
     assert zoomed["axes"].get_xlim() == (12.0, 16.0)
     assert any("H→D 8.0 MB" in t.get_text() for t in zoomed["labels"])  # zoomed in, the label fits
+    legend = [t.get_text() for t in art["legend"].get_texts()]
+    assert "recompile" in legend and "copy" in legend and any(t.startswith("compile: ") for t in legend)
+    assert any(t.startswith("kernel: ") for t in legend)
     plt.close("all")
 
 
 @pytest.mark.parametrize("name", ["roofline", "timeline"])
 def test_plots_match_stored_images(name, tmp_path):
     plt.rcParams.update({"font.family": "DejaVu Sans", "svg.hashsalt": "toolkit"})
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=72)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=72, layout="constrained")
     if name == "roofline":
         tk.plot.roofline(synthetic_profile(), CEILINGS, ax=ax)
     else:

@@ -73,13 +73,18 @@ def roofline(profile, ceilings: Ceilings | None = None, ax=None, top: int = 5):
                         c=[kind_color(r["kind"]) for r in rows], edgecolors="black", linewidths=0.5,
                         zorder=3, alpha=0.85)
     labels = []
+    placed: list[tuple[float, float]] = []  # labelled points, in decades: near ones stack their labels
     for r in sorted(rows, key=lambda r: -r["seconds"])[:top]:
+        lx, ly = math.log10(r["intensity"]), math.log10(r["attained"])
+        crowd = sum(abs(lx - px) < 0.6 and abs(ly - py) < 0.4 for px, py in placed)
+        placed.append((lx, ly))
         where = r["source"].rsplit("/", 1)[-1] if r["source"] else ""
         state = bound_text(r["attained"], r["bound"])
         state = state if state.startswith("cache") else f"{state} of bound"
         text = f"{r['name']} ({state})" + (f"\n{where}" if where else "")
-        labels.append(ax.annotate(literal(text), (r["intensity"], r["attained"]), xytext=(6, 6),
-                                  textcoords="offset points", fontsize=7))
+        labels.append(ax.annotate(literal(text), (r["intensity"], r["attained"]), xytext=(6, 6 - 22 * crowd),
+                                  textcoords="offset points", fontsize=7,
+                                  arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.5} if crowd else None))
     arrows = []
     for r in rows:
         old = old_rows.get(r["name"])

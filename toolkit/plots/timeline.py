@@ -3,6 +3,8 @@ one time axis, with recompilation markers and their causes."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from .style import PHASE_COLORS, kind_color, literal
 
@@ -24,7 +26,7 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
     Labels appear only on bars wide enough to hold them. Returns the artists: ``lanes``,
     ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``markers``, ``labels``."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.5))
+        _, ax = plt.subplots(figsize=(10, 4), layout="constrained")  # keeps the legend below in view
     origin = profile.start if profile.start is not None else min((e.start for e in profile.events), default=0.0)
     lanes = _lanes(profile)
     row = {name: i for i, name in enumerate(lanes)}
@@ -37,9 +39,15 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
     def ms(t: float) -> float:
         return (t - origin) * 1e3
 
-    def bar(lane: str, start: float, duration: float, color: str, label: str, bucket: str):
+    legend: dict[str, object] = {}  # label -> handle, in order of first appearance
+
+    def bar(lane: str, start: float, duration: float, color: str, label: str, bucket: str, key: str = ""):
         y = row[lane]
-        coll = ax.broken_barh([(ms(start), max(duration * 1e3, span * 1e-4))], (y - 0.38, 0.76),
+        # compile phases stay visible at the scale of a whole run: at least 0.3% of the axis
+        least = span * (3e-3 if bucket == "phases" else 1e-4)
+        if key and key not in legend:
+            legend[key] = Patch(facecolor=color, label=literal(key))
+        coll = ax.broken_barh([(ms(start), max(duration * 1e3, least))], (y - 0.38, 0.76),
                               facecolors=color, edgecolors="white", linewidth=0.3)
         artists[bucket].append(coll)
         # a label needs a bar wider than its text (about 1.1% of the axis per character)
@@ -49,14 +57,17 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
 
     for c in profile.compiles:
         for p in c.phases:
-            bar("compilation", p.start, p.duration, PHASE_COLORS.get(p.name, "#cccccc"), p.name, "phases")
+            bar("compilation", p.start, p.duration, PHASE_COLORS.get(p.name, "#cccccc"), p.name, "phases",
+                f"compile: {p.name}")
     for d in profile.dispatches:
-        bar("host dispatch", d.start, d.duration, "#bdbdbd" if d.cache_hit else "#969696", d.function, "dispatches")
+        bar("host dispatch", d.start, d.duration, "#bdbdbd" if d.cache_hit else "#969696", d.function, "dispatches",
+            "dispatch (cache hit)" if d.cache_hit else "dispatch (compiled)")
     for k in profile.kernels:
-        bar(f"{k.device} stream {k.stream}", k.start, k.duration, kind_color(k.kind), k.name, "kernels")
+        bar(f"{k.device} stream {k.stream}", k.start, k.duration, kind_color(k.kind), k.name, "kernels",
+            f"kernel: {k.kind}")
     for t in profile.transfers:
         arrow = {"host_to_device": "H→D", "device_to_host": "D→H"}.get(t.direction, "D→D")
-        bar(_copy_lane(t), t.start, t.duration, "#74c476", f"{arrow} {t.bytes / 1e6:.1f} MB", "transfers")
+        bar(_copy_lane(t), t.start, t.duration, "#74c476", f"{arrow} {t.bytes / 1e6:.1f} MB", "transfers", "copy")
     for r in profile.recompiles:
         x = ms(r.start)
         artists["markers"].append(ax.axvline(x, color="#d62728", lw=1, ls="--"))
@@ -64,6 +75,12 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
         right = (x - lo) / span > 0.6  # keep the label inside the axes
         artists["labels"].append(ax.text(x, -0.75, literal(f"recompile: {cause} "), color="#d62728", fontsize=6,
                                          ha="right" if right else "left", va="top", clip_on=True))
+    if profile.recompiles:
+        legend["recompile"] = Line2D([], [], color="#d62728", lw=1, ls="--", label="recompile")
+    if legend:
+        # below the axis, outside the lanes: it never covers a bar or a label
+        artists["legend"] = ax.legend(handles=list(legend.values()), fontsize=6, loc="upper center",
+                                      bbox_to_anchor=(0.5, -0.18), ncol=min(5, len(legend)), frameon=False)
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([literal(lane) for lane in lanes], fontsize=7)
     ax.set_ylim(len(lanes) - 0.5, -1.2)
