@@ -32,6 +32,9 @@ RULE_CASES = {
     "divide(x, 2^k) -> multiply(x, 2^-k)": (lambda x: x / 8.0, x34),
     "power(x, 1) -> x": (lambda x: x ** 1, x34),
     "power(x, 2) -> multiply(x, x)": (lambda x: np.power(x, 2), x34),
+    # exact here (small integers), and the signs of -0.0 ** 3 and -0.0 ** -3 are pow's
+    "power(x, integer n) -> multiplies (square and multiply; 1/x^n for n < 0)":
+        (lambda x: x ** 3 + x ** -3.0 + x ** 7, x34),
     "negate(negate(x)) -> x": (lambda x: -(-x), x34),
     "not(not(x)) -> x": (lambda x: ~~x, x34.astype(np.int32)),
     "no-op reshape -> x": ("  ROOT r = f32[3,4] reshape(p)", x34),

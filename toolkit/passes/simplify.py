@@ -68,6 +68,39 @@ def _mul_zero(inst, ops, b):
     return b.add("broadcast", (zero,), {"dimensions": ()}, inst.shape, inst.metadata)
 
 
+MAX_POWER_MULTIPLIES = 8  # square-and-multiply steps for power(x, n): |n| < 2^4 at most
+
+
+@rule("power(x, integer n) -> multiplies (square and multiply; 1/x^n for n < 0)", "power")
+def _integer_power(inst, ops, b):
+    """As XLA's simplifier: a float power with a constant integer-valued exponent is a few
+    multiplies instead of a pow per element. Signs of zero, inf and NaN come out as pow's; the
+    value may differ from pow's in the last bit (two roundings for n = 3)."""
+    c = scalar_constant(ops[1])
+    if not inst.shape.dtype.is_float or c is None or not np.isfinite(c) or float(c) != int(c) or c in (0, 1, 2):
+        return None
+    n = int(c)
+    if abs(n) >= 16:
+        return None
+    x, md = ops[0], inst.metadata
+    result, base, k, steps = None, x, abs(n), 0
+    while k:
+        if k & 1:
+            result = base if result is None else b.add("multiply", (result, base), shape=inst.shape, metadata=md)
+            steps += 1
+        k >>= 1
+        if k:
+            base = b.add("multiply", (base, base), shape=inst.shape, metadata=md)
+            steps += 1
+    if steps > MAX_POWER_MULTIPLIES:
+        return None
+    if n < 0:
+        one = b.constant(np.asarray(1.0, inst.shape.dtype.numpy), md)
+        ones = b.add("broadcast", (one,), {"dimensions": ()}, inst.shape, md)
+        result = b.add("divide", (ones, result), shape=inst.shape, metadata=md)
+    return result
+
+
 @rule("divide(x, 2^k) -> multiply(x, 2^-k)", "divide")
 def _div_pow2(inst, ops, b):
     c = scalar_constant(ops[1])
