@@ -36,6 +36,7 @@ RULE_CASES = {
     "power(x, integer n) -> multiplies (square and multiply; 1/x^n for n < 0)":
         (lambda x: x ** 3 + x ** -3.0 + x ** 7, x34),
     "negate(negate(x)) -> x": (lambda x: -(-x), x34),
+    "dot(s*A, x) -> s*dot(A, x) (when the dot's result is smaller)": (lambda x: (2.0 * x) @ x[0], x34),
     "not(not(x)) -> x": (lambda x: ~~x, x34.astype(np.int32)),
     "no-op reshape -> x": ("  ROOT r = f32[3,4] reshape(p)", x34),
     "reshape(reshape(x)) -> reshape(x)": (lambda x: x.reshape(12).reshape(2, 6), x34),

@@ -126,6 +126,36 @@ def _pow_two(inst, ops, b):
     return b.add("multiply", (ops[0], ops[0]), metadata=inst.metadata)
 
 
+def _scaled_by_scalar(inst: Instruction):
+    """(x, scalar) when ``inst`` is ``multiply(x, broadcast(scalar))`` (either order), else None."""
+    if inst.opcode != "multiply":
+        return None
+    for k in (0, 1):
+        s, x = inst.operands[k], inst.operands[1 - k]
+        if s.opcode == "broadcast" and s.operands[0].shape.rank == 0 and not s.attrs.get("dimensions"):
+            return x, s.operands[0]
+    return None
+
+
+@rule("dot(s*A, x) -> s*dot(A, x) (when the dot's result is smaller)", "dot")
+def _scalar_out_of_dot(inst, ops, b):
+    """As XLA's simplifier: scaling the (smaller) product instead of a whole operand saves a
+    pass over the operand (``alpha * A @ x``). The value may differ in the last bit (rounding
+    order), as reassociation does."""
+    if not inst.shape.dtype.is_float:
+        return None
+    for k in (0, 1):
+        found = _scaled_by_scalar(ops[k])
+        if found is None or found[0].shape.size <= inst.shape.size or found[1].shape.dtype != inst.shape.dtype:
+            continue
+        x, scalar = found
+        operands = (x, ops[1]) if k == 0 else (ops[0], x)
+        product = b.add("dot", operands, dict(inst.attrs), inst.shape, inst.metadata)
+        scale = b.add("broadcast", (scalar,), {"dimensions": ()}, inst.shape, inst.metadata)
+        return b.add("multiply", (product, scale), shape=inst.shape, metadata=inst.metadata)
+    return None
+
+
 @rule("negate(negate(x)) -> x", "negate")
 def _double_negate(inst, ops, b):
     return ops[0].operands[0] if ops[0].opcode == "negate" else None
