@@ -15,6 +15,7 @@ from . import semantics as sem
 from .nodes import Computation, Instruction
 from .ops import OPS
 from .queries import reducer_opcode
+from .shapes import Shape
 
 Evaluator = Callable[[Instruction, list], Any]
 EVALUATORS: dict[str, Evaluator] = {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import HTML, display
+from IPython.display import display
 
 from .. import api
 from ..backends import backend_names

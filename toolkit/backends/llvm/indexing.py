@@ -9,7 +9,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.queries import scatter_combiner
-from .elemental import BINARY, ELEMENTAL, ElementalEmitter, i64, rule
+from .elemental import BINARY, ElementalEmitter, i64, rule
 from .loops import nest
 from .types import I1, I64
 
