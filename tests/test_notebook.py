@@ -200,6 +200,8 @@ def test_dashboard_widget_tree_and_state():
     reasons = [o for o in pick.options if o != "all"]
     pick.value = reasons[0]
     assert reasons[0] in table.value
+    assert "class='tk-report'" in table.value and "text-align:right" in table.value  # the static report's tables
+    assert "class='tk-report'" in tab.children[3].children[1].value  # the kernel table too
     chooser, detail = fusion.children[2], fusion.children[3]
     assert "exponential" in detail.value and "source" in detail.value  # the fusion's instructions
     assert len(chooser.options) >= 1

@@ -26,10 +26,10 @@ class Dashboard:
     def _fusion_tab(self) -> widgets.Widget:
         reasons = sorted({d.reason for d in self.profile.fusion_decisions})
         pick = widgets.Dropdown(options=["all"] + reasons, value="all", description="reason")
-        body = widgets.HTML(report.fusion_section(self.profile))
+        body = widgets.HTML(_styled(report.fusion_section(self.profile)))
 
         def changed(change):
-            body.value = report.fusion_section(self.profile, None if change["new"] == "all" else change["new"])
+            body.value = _styled(report.fusion_section(self.profile, None if change["new"] == "all" else change["new"]))
 
         pick.observe(changed, names="value")
         children = [pick, body]
@@ -37,10 +37,10 @@ class Dashboard:
         if fusions:
             labels = [(f"{prog}: {inst.name} ({inst.attrs['kind']})", i) for i, (prog, inst) in enumerate(fusions)]
             chooser = widgets.Dropdown(options=labels, value=0, description="fusion")
-            detail = widgets.HTML(report.fusion_detail(fusions[0][1]))
+            detail = widgets.HTML(_styled(report.fusion_detail(fusions[0][1])))
 
             def chosen(change):
-                detail.value = report.fusion_detail(fusions[change["new"]][1])
+                detail.value = _styled(report.fusion_detail(fusions[change["new"]][1]))
 
             chooser.observe(chosen, names="value")
             children += [chooser, detail]
@@ -49,10 +49,10 @@ class Dashboard:
     def _kernel_tab(self) -> widgets.Widget:
         order = widgets.Dropdown(options=[("time", "seconds"), ("GFLOP/s", "gflops"), ("GB/s", "gbps"),
                                           ("calls", "calls")], value="seconds", description="sort by")
-        body = widgets.HTML(report.kernel_section(self.profile, self.ceilings))
+        body = widgets.HTML(_styled(report.kernel_section(self.profile, self.ceilings)))
 
         def changed(change):
-            body.value = report.kernel_section(self.profile, self.ceilings, change["new"])
+            body.value = _styled(report.kernel_section(self.profile, self.ceilings, change["new"]))
 
         order.observe(changed, names="value")
         return widgets.VBox([order, body])
@@ -139,3 +139,8 @@ def _has_widget_frontend() -> bool:
     shell = get_ipython()
     formatter = getattr(shell, "display_formatter", None)
     return formatter is not None and "text/html" in getattr(formatter, "active_types", ())
+
+
+def _styled(section_html: str) -> str:
+    """A widget's HTML with the static report's table style: borders, numbers right-aligned."""
+    return report.STYLE + "<div class='tk-report'>" + section_html + "</div>"
