@@ -289,3 +289,15 @@ def test_where_and_initial_follow_numpy():
         tk.jit(lambda x: np.add(x, 1, where=x > 0))(X)
     with pytest.raises(ValueError, match="initial"):
         tk.jit(lambda x: np.max(x, where=x > 0))(X)
+
+
+def test_traced_values_numpy_refuses_raise_its_error_after_the_call():
+    """Never a quiet clamp or drop: the runtime check raises what NumPy raises."""
+    cases = [(lambda a: tnp.bincount(a, length=5), (np.array([1, -1]),), "no negative elements"),
+             (lambda a, b: np.choose(a, [b, b * 2]), (np.array([0, 2]), np.ones(2)), "invalid entry in choice"),
+             (lambda a: np.ravel_multi_index((a, a), (3, 3)), (np.array([0, 3]),), "invalid entry in coordinates"),
+             (lambda a: np.unravel_index(a, (2, 2)), (np.array([0, 4]),), "out of bounds for array with size 4")]
+    for fn, args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            tk.jit(fn)(*args)
+    np.testing.assert_array_equal(tk.jit(lambda a: np.choose(a, [a, a * 2], mode="clip"))(np.array([0, 5])), [0, 10])

@@ -216,7 +216,10 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
             i = _u(np.mod, i, d)
         elif m == "clip":
             i = EXPORTS["clip"](i, 0, d - 1)
-        elif not isinstance(index, Tracer) and ((np.asarray(index) < 0) | (np.asarray(index) >= d)).any():
+        elif isinstance(index, Tracer):  # 'raise': NumPy's error, after the call (a runtime check)
+            trace.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, d)),
+                            UserValueError, "invalid entry in coordinates array")
+        elif ((np.asarray(index) < 0) | (np.asarray(index) >= d)).any():
             raise UserValueError("invalid entry in coordinates array")
         term = _u(np.multiply, i, stride)
         flat = term if flat is None else _u(np.add, flat, term)
@@ -228,9 +231,13 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
 def unravel_index(indices, shape, order="C"):
     if order != "C":
         raise UnsupportedNumpyError("np.unravel_index(order='F') is not supported on traced arrays")
+    dims = tuple(operator.index(s) for s in shape)
+    size = int(np.prod(dims))
     i = lax.convert(_t(indices), np.int64)
+    i.trace.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, size)), UserValueError,
+                      f"an index is out of bounds for array with size {size}")  # NumPy's error, after the call
     out = []
-    for d in reversed(tuple(operator.index(s) for s in shape)):
+    for d in reversed(dims):
         out.append(_u(np.mod, i, d))
         i = _u(np.floor_divide, i, d)
     return tuple(reversed(out))

@@ -419,25 +419,27 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     if xs.dtype.kind not in "iu" or xs.ndim != 1:
         raise UserValueError("np.bincount: x must be a 1-d array of non-negative integers")
     length = builtins.max(operator.index(length), operator.index(minlength))
+    if xs.dtype.kind == "i":  # NumPy refuses negative values (values >= length are dropped: see above)
+        xs.trace.add_check(lax.compare(xs, lax.full(xs.trace, xs.shape, 0, xs.dtype), "LT"), UserValueError,
+                           "'list' argument must have no negative elements")
+    return _counts(xs, weights, length)
+
+
+def _counts(xs: Tracer, weights, length: int) -> Tracer:
+    """Counts (or summed weights) of each value of ``xs`` in [0, length); others are skipped."""
+    trace = xs.trace
     if weights is None:
-        values, dtype = 1, np.int64
+        values = lax.full(trace, xs.shape, 1, np.int64)
     else:
         w = weights if isinstance(weights, Tracer) else lax.lift(trace, weights, weak=False)
-        values, dtype = lax.convert(w, np.float64), np.float64
-    out = lax.full(trace, (length,), 0, dtype)
-    from .indexing import scatter_into
-    v = values if isinstance(values, Tracer) else lax.full(trace, xs.shape, values, dtype)
-    # negative entries: NumPy raises; here they fall outside and are dropped like large ones
-    return scatter_into_checked(out, xs, v, scatter_into)
-
-
-def scatter_into_checked(out, xs, values, scatter_into):
+        values = lax.convert(lax.reshape(w, (w.size,)), np.float64)
+    out = lax.full(trace, (length,), 0, values.dtype)
     positions = lax.convert(xs, np.int64)
-    n = out.shape[0]
-    outside = lax.elementwise("or", lax.compare(positions, lax.full(out.trace, positions.shape, 0, np.int64), "LT"),
-                              lax.compare(positions, lax.full(out.trace, positions.shape, n, np.int64), "GE"))
-    values = lax.select(outside, lax.full(out.trace, values.shape, 0, values.dtype), values)
-    positions = lax.select(outside, lax.full(out.trace, positions.shape, 0, np.int64), positions)
+    outside = lax.elementwise("or", lax.compare(positions, lax.full(trace, positions.shape, 0, np.int64), "LT"),
+                              lax.compare(positions, lax.full(trace, positions.shape, length, np.int64), "GE"))
+    values = lax.select(outside, lax.full(trace, values.shape, 0, values.dtype), values)
+    positions = lax.select(outside, lax.full(trace, positions.shape, 0, np.int64), positions)
+    from .indexing import scatter_into
     return scatter_into(out, positions, values, "add")
 
 
@@ -511,12 +513,8 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
         idx = EXPORTS["where"](apply_ufunc(np.equal, (x, edges[-1])), nbins - 1, idx)
         keep = apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, edges[0])),
                                             apply_ufunc(np.less_equal, (x, edges[-1]))))
-    idx = EXPORTS["where"](keep, idx, -1)  # dropped by bincount's range check
-    if weights is None:
-        counts = bincount(idx, length=nbins)
-    else:
-        w = weights if isinstance(weights, Tracer) else lax.lift(a.trace, weights, weak=False)
-        counts = bincount(idx, lax.reshape(w, (w.size,)), length=nbins)
+    idx = EXPORTS["where"](keep, idx, -1)
+    counts = _counts(idx, weights, nbins)  # idx -1: outside the range, skipped
     if density:
         widths = diff(edges)
         counts = apply_ufunc(np.true_divide, (apply_ufunc(np.true_divide, (counts, widths)), EXPORTS["sum"](counts)))

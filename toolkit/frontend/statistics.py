@@ -357,8 +357,13 @@ def choose(a, choices, out=None, mode="raise"):
     n = stacked.shape[0]
     if mode == "wrap":
         index = _u(np.mod, index, n) if isinstance(index, Tracer) else np.mod(index, n)
-    elif mode == "clip" or isinstance(index, Tracer):  # traced 'raise': out of range clamps (see indexing)
-        index = EXPORTS["clip"](index, 0, n - 1) if isinstance(index, Tracer) else np.clip(index, 0, n - 1)
+    elif isinstance(index, Tracer):
+        if mode != "clip":  # 'raise': NumPy's error, after the call (a runtime check)
+            index.trace.add_check(_u(np.logical_or, _u(np.less, index, 0), _u(np.greater_equal, index, n)),
+                                  UserValueError, "invalid entry in choice array")
+        index = EXPORTS["clip"](index, 0, n - 1)
+    elif mode == "clip":
+        index = np.clip(index, 0, n - 1)
     elif (index < 0).any() or (index >= n).any():
         raise UserValueError("invalid entry in choice array")
     shape = np.broadcast_shapes(np.shape(index), stacked.shape[1:])
