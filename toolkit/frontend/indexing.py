@@ -355,12 +355,7 @@ def scatter_into(x: Tracer, key, values: Tracer, combiner: str) -> Tracer:
         if plan.plain(x.shape):
             return _scatter_plain(x, plan, values, combiner)
     positions = element_positions(x, key)
-    try:
-        values = lax.broadcast_to(values, positions.shape)
-    except ShapeMismatchError:
-        raise ShapeMismatchError(f"shape mismatch: value array of shape {tuple(values.shape)} could not be "
-                                 f"broadcast to indexing result of shape {tuple(positions.shape)} "
-                                 f"(assigning to {x.describe()})") from None
+    values = _values_for_write(values, positions.shape, x)
     n = positions.size
     flat_x = lax.reshape(x, (x.size,))
     if n == 0:
@@ -371,6 +366,16 @@ def scatter_into(x: Tracer, key, values: Tracer, combiner: str) -> Tracer:
     return lax.reshape(out, x.shape)
 
 
+def _values_for_write(values: Tracer, shape, x: Tracer) -> Tracer:
+    """``values`` broadcast to the shape of ``x[key]``, or NumPy's error for a write."""
+    try:
+        return lax.broadcast_to(values, tuple(shape))
+    except ShapeMismatchError:
+        raise ShapeMismatchError(f"shape mismatch: value array of shape {tuple(values.shape)} could not be "
+                                 f"broadcast to indexing result of shape {tuple(shape)} "
+                                 f"(assigning to {x.describe()})") from None
+
+
 def _scatter_plain(x: Tracer, plan: _Plan, values: Tracer, combiner: str) -> Tracer:
     """The transpose of the gather: update windows of x's whole remaining dimensions."""
     dims = [a.dim for a in plan.advanced]
@@ -379,12 +384,7 @@ def _scatter_plain(x: Tracer, plan: _Plan, values: Tracer, combiner: str) -> Tra
         shape.insert(d, None)
     others = iter(n for d, n in enumerate(x.shape) if d not in dims)
     shape = [next(others) if n is None else n for n in shape]
-    try:
-        values = lax.broadcast_to(values, shape)
-    except ShapeMismatchError:
-        raise ShapeMismatchError(f"shape mismatch: value array of shape {tuple(values.shape)} could not be "
-                                 f"broadcast to indexing result of shape {tuple(shape)} "
-                                 f"(assigning to {x.describe()})") from None
+    values = _values_for_write(values, shape, x)
     if 0 in shape:
         return x
     _check_nonempty(x, dims)
