@@ -1,7 +1,7 @@
 import numpy as np
 
 DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                                "float16", "float32", "float64")]
+                                "float16", "float32", "float64", "complex64", "complex128")]
 
 
 def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
@@ -11,15 +11,18 @@ def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.dtype == expected.dtype, f"dtype {got.dtype} != NumPy's {expected.dtype}"
     assert got.shape == expected.shape, f"shape {got.shape} != NumPy's {expected.shape}"
-    if approx and expected.dtype.kind == "f":
-        tol = rtol if rtol is not None else {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 4e-7}.get(
+    if approx and expected.dtype.kind in "fc":
+        tol = rtol if rtol is not None else {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 4e-7,
+                                             np.dtype(np.complex64): 4e-7}.get(
             expected.dtype, 1e-15)  # float16: one ulp of a float32 result rounded to half
         np.testing.assert_allclose(got, expected, rtol=tol, atol=0, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, expected)
-        if signed_zeros and expected.dtype.kind == "f":
-            zeros = expected == 0
-            np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]),
+        parts = [(got, expected)] if expected.dtype.kind == "f" else \
+            [(got.real, expected.real), (got.imag, expected.imag)] if expected.dtype.kind == "c" else []
+        for g, e in parts if signed_zeros else []:
+            zeros = e == 0
+            np.testing.assert_array_equal(np.signbit(g[zeros]), np.signbit(e[zeros]),
                                           err_msg="the sign of a zero differs from NumPy's")
 
 
@@ -29,7 +32,7 @@ def assert_outputs_match(got, expected, rtol: float = 3e-6, atol: float = 1e-6):
     for g, e in zip(got, expected):
         g, e = np.asarray(g), np.asarray(e)
         assert g.dtype == e.dtype and g.shape == e.shape
-        if e.dtype.kind == "f":
+        if e.dtype.kind in "fc":
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
         else:
             np.testing.assert_array_equal(g, e)

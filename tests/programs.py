@@ -81,6 +81,16 @@ def sorting(x, keys):
     return np.sort(x, axis=1), np.argsort(keys), np.lexsort((x[0], keys)), np.median(x, axis=0)
 
 
+def complex_numbers(z, w, x):
+    """complex64: arithmetic (NumPy's Smith division), abs, exp/log/sqrt, the parts, a dot, a sum."""
+    y = z * w + x * 1j
+    return y / w, np.abs(y), np.exp(z), np.sqrt(w), np.log(w), np.conj(y).real + y.imag, z @ w.T, y.sum(axis=1)
+
+
+def c64(rng, *shape):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
 def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -110,6 +120,7 @@ def make_cases(rng):
         "sorting": (sorting, (np.where(f32(rng, 4, 6) > 1.0, np.nan, f32(rng, 4, 6)).astype(np.float32),
                               np.array([3, 1, 3, 0, 1, 2], np.int32))),
         "scatters": (scatters, (f32(rng, 6, 4), np.array([5, 0, -1, 5], np.int64), f32(rng, 4, 4))),
+        "complex_numbers": (complex_numbers, (c64(rng, 3, 5), c64(rng, 3, 5), f32(rng, 3, 5))),
     }
 
 

@@ -25,7 +25,8 @@ def _normalized_text(fn, args) -> str:
     return text.replace(os.path.abspath(programs.__file__), "tests/programs.py")
 
 
-@pytest.mark.parametrize("name", ["add_one", "softmax", "layernorm", "mlp_layer", "indexing", "scatters", "sorting"])
+@pytest.mark.parametrize("name", ["add_one", "softmax", "layernorm", "mlp_layer", "indexing", "scatters", "sorting",
+                                  "complex_numbers"])
 def test_golden_hlo(name):
     fn, args = programs.make_cases(np.random.default_rng(0))[name]
     text = _normalized_text(fn, args)

@@ -238,8 +238,8 @@ def test_shape_mismatch_names_both_shapes_and_the_line():
 def test_unsupported_argument_types_are_named():
     with pytest.raises(ArgumentTypeError, match="argument 'opts\\['name'\\]' has type str"):
         tk.jit(lambda x, opts: x)(np.ones(1), {"name": "relu"})
-    with pytest.raises(ArgumentTypeError, match="argument 'x' has dtype complex128"):
-        tk.jit(lambda x: x)(np.ones(2, complex))
+    with pytest.raises(ArgumentTypeError, match="argument 'x' has dtype datetime64"):
+        tk.jit(lambda x: x)(np.zeros(2, "datetime64[s]"))
     with pytest.raises(ArgumentTypeError, match="does not fit in int64"):
         tk.jit(lambda x: x)(2**70)
 
@@ -261,8 +261,8 @@ def test_data_dependent_indexing_is_explained():
 def test_dtype_errors_follow_numpy():
     with pytest.raises(TypeError, match="boolean subtract"):
         tk.jit(lambda x: x - x)(np.ones(3, bool))
-    with pytest.raises(TypeError, match="complex128"):
-        tk.jit(lambda x: x)(np.ones(3, complex))
+    with pytest.raises(TypeError, match="float128|longdouble"):
+        tk.jit(lambda x: x)(np.ones(3, np.longdouble))
     half = tk.jit(lambda x: np.exp(x))(np.ones(3, bool))  # NumPy computes exp of bool in float16
     assert half.dtype == np.float16
 

@@ -5,7 +5,8 @@ from hypothesis import assume, given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import toolkit as tk
-from toolkit.frontend.errors import DTypeMismatchError
+from toolkit.frontend.complex_numbers import COMPLEX_UFUNCS
+from toolkit.frontend.errors import DTypeMismatchError, UnsupportedNumpyError
 from toolkit.frontend.promotion import SUPPORTED
 from toolkit.frontend.ufuncs import UFUNCS
 
@@ -19,6 +20,8 @@ APPROX = {np.log2, np.log10, np.exp2, np.power, np.arctan2, np.cbrt,
           np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.arcsinh, np.arccosh, np.arctanh, np.hypot,
           np.logaddexp, np.logaddexp2, np.float_power, np.ldexp}
 SHIFTS = {np.left_shift, np.right_shift}
+# on complex numbers: C99's cexp/clog/csqrt are libm's in NumPy, toolkit's own formulas here
+COMPLEX_APPROX = {np.exp, np.log, np.sqrt}
 # NumPy gives either zero of a +0.0/-0.0 tie, depending on the dtype and the SIMD path taken
 UNPINNED_ZERO_SIGN = {np.fmax, np.fmin}
 
@@ -26,6 +29,8 @@ UNPINNED_ZERO_SIGN = {np.fmax, np.fmin}
 def arrays(dtype, shape):
     if dtype.kind == "f":
         elements = st.floats(width=dtype.itemsize * 8, allow_nan=True, allow_infinity=True)
+    elif dtype.kind == "c":
+        elements = st.complex_numbers(width=dtype.itemsize * 8, allow_nan=True, allow_infinity=True)
     elif dtype.kind in "iu":
         info = np.iinfo(dtype)
         small = st.integers(max(-300, int(info.min)), min(300, int(info.max)))
@@ -63,9 +68,27 @@ def test_unary_ufunc_matches_numpy(ufunc, data):
         with pytest.raises(DTypeMismatchError):
             f(x)
         return
+    if out_dtype.kind == "c" or dtype.kind == "c":
+        return _check_complex(ufunc, f, (x,))
     with np.errstate(all="ignore"):
         expected = ufunc(x)
     assert_same(f(x), expected, approx=ufunc in APPROX)
+
+
+def _check_complex(ufunc, f, args):
+    """A ufunc toolkit traces on complex numbers matches NumPy; any other says it is not supported."""
+    if ufunc not in COMPLEX_UFUNCS:
+        with pytest.raises(UnsupportedNumpyError, match=f"np.{ufunc.__name__} of complex numbers"):
+            f(*args)
+        return
+    with np.errstate(all="ignore"):
+        expected = ufunc(*args)
+    got = f(*args)
+    if ufunc in COMPLEX_APPROX:
+        finite = np.isfinite(np.asarray(expected)) & np.all([np.isfinite(a) for a in np.broadcast_arrays(*args)], axis=0)
+        assert_same(np.where(finite, got, 0), np.where(finite, expected, 0), approx=True, rtol=1e-5)
+    else:
+        assert_same(got, expected)
 
 
 @pytest.mark.parametrize("ufunc", BINARY, ids=lambda u: u.__name__)
@@ -95,6 +118,8 @@ def test_binary_ufunc_matches_numpy(ufunc, data):
     if ufunc in SHIFTS:
         bits = out_dtype.itemsize * 8
         assume(np.all((b >= 0) & (b < bits)))  # out-of-range shifts are undefined in NumPy
+    if out_dtype.kind == "c" or "c" in (da.kind, db.kind):
+        return _check_complex(ufunc, f, (a, b))
     with np.errstate(all="ignore"):
         expected = ufunc(a, b)
     assert_same(f(a, b), expected, approx=ufunc in APPROX, signed_zeros=ufunc not in UNPINNED_ZERO_SIGN)

@@ -74,7 +74,7 @@ def _binary(ufunc, reflected=False):
     def op(self, other):
         if isinstance(other, (list, tuple)):
             other = np.asarray(other)
-        if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float)):
+        if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented
         return apply_ufunc(ufunc, (other, self) if reflected else (self, other))
     return op
@@ -122,6 +122,11 @@ def _pow(self, other):
     if type(other) is int:
         if other == 2:
             return apply_ufunc(np.square, (self,))
+        if self.dtype.kind == "c":
+            from .complex_numbers import integer_power
+
+            with self.trace.op_scope("power"):
+                return integer_power(self, other)
         if other < 0 and self.dtype.kind in "biu" and not self.weak_type:
             raise UserValueError("Integers to negative integer powers are not allowed.")
     return _power(self, other)

@@ -44,7 +44,7 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
     if isinstance(value, Tracer):
         check_same_trace(value)
         return value if dtype is None or value.dtype == dtype else convert(value, dtype, value.weak_type)
-    is_python = isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
+    is_python = isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
     problem = subclass_problem(value, what)
     if problem is not None:
         raise problem
@@ -60,7 +60,7 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
             check_int_fits(value, dtype, f" (a Python int used as {what})")
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
-    if isinstance(value, np.ndarray) and value.dtype.kind not in "biuf":
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "biufc":
         raise UnsupportedNumpyError(f"{what}: arrays of dtype {value.dtype} cannot be traced")
     with np.errstate(all="ignore"):
         return trace.constant(value, dtype, weak=is_python if weak is None else weak)
@@ -70,6 +70,12 @@ def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x if x.weak_type == weak else Tracer(x.trace, x.inst, weak)
+    if x.dtype.kind == "c" and dtype.kind != "c":  # NumPy's casts: z != 0, or the real part
+        if dtype.kind == "b":
+            return compare(x, full_like(x, 0), "NE")
+        x = x.trace.emit("real", (x,))
+        if x.dtype == dtype:
+            return x if x.weak_type == weak else Tracer(x.trace, x.inst, weak)
     return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
 
 

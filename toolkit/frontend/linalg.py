@@ -55,6 +55,8 @@ def dot(a, b, out=None):
 @numpy_function(np.vdot)
 def vdot(a, b):
     a, b = _promote_pair(a, b, "vdot")
+    if a.dtype.kind == "c":  # NumPy conjugates the first argument
+        a = apply_ufunc(np.conjugate, (a,))
     return dot(lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,)))
 
 

@@ -40,6 +40,7 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
 
     def deco(impl):
         public_name = name or impl.__name__.lstrip("_")
+        impl = _refusing_complex(impl, public_name)
 
         @functools.wraps(impl)
         def wrapper(*args, **kwargs):
@@ -66,6 +67,44 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
         return wrapper
 
     return deco
+
+
+# Functions that trace complex arrays as NumPy computes them (the rest raise, naming the function:
+# their real-number implementations may take paths that are wrong for complex numbers)
+COMPLEX_FUNCTIONS = frozenset({
+    "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis", "rollaxis", "squeeze",
+    "expand_dims", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "broadcast_arrays", "concatenate",
+    "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", "block", "split", "array_split",
+    "hsplit", "vsplit", "dsplit", "unstack", "flip", "fliplr", "flipud", "roll", "rot90", "tile", "repeat",
+    "take", "take_along_axis", "diagonal", "diag", "diagflat", "tril", "triu", "copy", "asarray", "array",
+    "asanyarray", "ascontiguousarray", "where", "zeros_like", "ones_like", "empty_like", "full_like", "real", "imag",
+    "angle", "conj", "conjugate", "iscomplex", "isreal", "iscomplexobj", "isrealobj", "sum", "mean", "prod",
+    "dot", "vdot", "matmul", "inner", "outer", "tensordot", "einsum", "kron", "trace", "shape", "ndim", "size",
+    "pad", "astype", "array_equal", "all", "any", "var", "std", "count_nonzero", "nonzero", "flatnonzero", "select", "choose", "compress",
+    "extract", "append", "insert", "delete", "resize", "trim_zeros", "put", "put_along_axis", "place", "copyto",
+    "fill_diagonal", "empty", "zeros", "ones", "full", "identity", "eye", "tri", "linspace",
+})
+
+
+def _refusing_complex(impl, public_name: str):
+    if public_name in COMPLEX_FUNCTIONS:
+        return impl
+
+    @functools.wraps(impl)
+    def checked(*args, **kwargs):
+        stack = list(args) + list(kwargs.values())
+        while stack:
+            v = stack.pop()
+            if isinstance(v, Tracer) and v.dtype.kind == "c":
+                raise UnsupportedNumpyError(
+                    f"np.{public_name} of a complex array ({v.describe()}) is not supported by toolkit; on "
+                    "complex arrays it traces arithmetic, abs, exp, log, sqrt, conj, real, imag, angle, sums, "
+                    "products, dots and data movement (take .real/.imag to work on the parts)")
+            if isinstance(v, (list, tuple)):
+                stack.extend(v)
+        return impl(*args, **kwargs)
+
+    return checked
 
 
 def _as_tracer(x, what="operand") -> Tracer:
@@ -211,7 +250,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     _reject(out=out, where=where)
     a = _as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
-    acc = np.dtype(dtype) if dtype is not None else (a.dtype if a.dtype.kind == "f" else np.dtype(np.float64))
+    acc = np.dtype(dtype) if dtype is not None else (a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64))
     if acc == np.float16:  # NumPy: "for float16 input, float32 intermediates are used"
         total = lax.reduce(lax.convert(a, np.float32), "add", axes)
         n = _count(a.shape, axes)
@@ -230,7 +269,11 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
     a = _as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
     centred = apply_ufunc(np.subtract, [a, EXPORTS["mean"](a, axes, dtype, keepdims=True)])
-    squared = apply_ufunc(np.multiply, [centred, centred])
+    # NumPy: x * conj(x), real part, for complex numbers (|x - mean|^2)
+    other = apply_ufunc(np.conjugate, [centred]) if centred.dtype.kind == "c" else centred
+    squared = apply_ufunc(np.multiply, [centred, other])
+    if squared.dtype.kind == "c":
+        squared = lax.elementwise("real", squared)
     total = _reduce(squared, "add", axes, keepdims)
     n = _count(a.shape, axes) - ddof
     return apply_ufunc(np.true_divide, [total, float(n) if n > 0 else math.nan])

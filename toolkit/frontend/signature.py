@@ -10,7 +10,8 @@ from .errors import ArgumentTypeError, subclass_problem
 from .promotion import SUPPORTED
 from .tracer import Tracer
 
-_PY_SCALARS = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}
+_PY_SCALARS = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),
+               complex: np.dtype(np.complex128)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -281,50 +281,9 @@ def isneginf(x, out=None):
     return _u(np.logical_and, _u(np.isinf, x), _u(np.signbit, x))
 
 
-# Complex helpers on real arrays (complex dtypes are not traced): what NumPy gives for reals.
-@numpy_function(np.isreal)
-def isreal(x):
-    x = _t(x)
-    return lax.full(x.trace, x.shape, True, np.bool_)
+from . import complex_numbers as _complex_numbers  # noqa: E402  (np.real, np.imag, np.angle, ...)
 
-
-@numpy_function(np.iscomplex)
-def iscomplex(x):
-    x = _t(x)
-    return lax.full(x.trace, x.shape, False, np.bool_)
-
-
-@numpy_function(np.isrealobj)
-def isrealobj(x):
-    return True
-
-
-@numpy_function(np.iscomplexobj)
-def iscomplexobj(x):
-    return False
-
-
-@numpy_function(np.real)
-def real(val):
-    return _t(val)
-
-
-@numpy_function(np.imag)
-def imag(val):
-    v = _t(val)
-    return lax.full(v.trace, v.shape, 0, v.dtype)
-
-
-UFUNCS[np.conjugate] = lambda x, out: x
 EXPORTS["conj"] = EXPORTS["conjugate"] = lambda x, *args, **kwargs: apply_ufunc(np.conjugate, (x,), kwargs)
-
-
-@numpy_function(np.angle)
-def angle(z, deg=False):
-    z = _t(z)
-    zf = z if z.dtype.kind == "f" else lax.convert(z, np.float64)
-    a = _u(np.arctan2, lax.full(zf.trace, zf.shape, 0, zf.dtype), zf)
-    return _u(np.multiply, a, 180.0 / math.pi) if deg else a
 
 
 # ---- selection ---------------------------------------------------------------------------------

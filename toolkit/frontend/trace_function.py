@@ -101,7 +101,7 @@ def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:
         if leaf.trace is not trace:
             raise LeakedTracerError(f"output{path} is a traced value from another trace: {leaf.describe()}")
         return leaf
-    if isinstance(leaf, (bool, int, float, np.ndarray, np.generic)):
+    if isinstance(leaf, (bool, int, float, complex, np.ndarray, np.generic)):
         return lax.lift(trace, leaf, what=f"output{path}")
     raise UserTypeError(f"jitted function returned output{path} of type {type(leaf).__name__}; "
                     "return arrays, scalars, or tuples/lists/dicts of them")

@@ -36,7 +36,7 @@ def _const(x: Tracer, value, dtype=None) -> Tracer:
 def _describe(value) -> str:
     if isinstance(value, Tracer):
         return value.describe()
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, (bool, int, float, complex)):
         return f"Python {type(value).__name__} {value!r}"
     arr = np.asarray(value)
     return f"NumPy {arr.dtype}{list(arr.shape)}"
@@ -44,11 +44,11 @@ def _describe(value) -> str:
 
 def _type_descriptor(value):
     if isinstance(value, Tracer):
-        return (float if value.dtype.kind == "f" else int if value.dtype.kind in "iu" else value.dtype) \
+        return {"f": float, "c": complex}.get(value.dtype.kind, int) \
             if value.weak_type and value.dtype.kind != "b" else value.dtype
     if isinstance(value, bool):
         return np.dtype(bool)
-    if isinstance(value, (int, float)) and not isinstance(value, np.generic):
+    if isinstance(value, (int, float, complex)) and not isinstance(value, np.generic):
         return type(value)
     return np.asarray(value).dtype
 
@@ -78,6 +78,12 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                 f"np.{name} does not accept {' and '.join(_describe(v) for v in inputs)}: {e}"
                 + _where(trace)) from None
         in_dtypes, out_dtype = dtypes[: ufunc.nin], dtypes[-1]
+        if any(np.dtype(d).kind == "c" for d in dtypes):
+            from .complex_numbers import COMPLEX_UFUNCS, unsupported_complex_ufunc
+
+            impl = COMPLEX_UFUNCS.get(ufunc)
+            if impl is None:
+                raise unsupported_complex_ufunc(name)
         # NumPy's float16 loops compute in float32 (but for steps between float16 neighbours)
         if any(d == np.float16 for d in in_dtypes) and ufunc not in (np.nextafter, np.spacing):
             in_dtypes = tuple(np.dtype(np.float32) if d == np.float16 else d for d in in_dtypes)
@@ -90,7 +96,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                 lambda v=v, d=d: f"np.{name} of {_describe(v)} (NumPy computes it in {d})"))
         lax.check_supported_dtype(out_dtype, f"the result of np.{name}")
         weak = all(isinstance(v, Tracer) and v.weak_type or
-                   (isinstance(v, (int, float)) and not isinstance(v, (bool, np.generic)))
+                   (isinstance(v, (int, float, complex)) and not isinstance(v, (bool, np.generic)))
                    for v in inputs)
         for v, d in zip(inputs, in_dtypes):
             if isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu" and d.kind in "iu" \

@@ -12,7 +12,7 @@ class ElementType:
 
     name: str
     numpy: np.dtype
-    kind: str  # 'b' bool, 'i' signed, 'u' unsigned, 'f' float
+    kind: str  # 'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex
 
     @property
     def itemsize(self) -> int:
@@ -29,6 +29,15 @@ class ElementType:
     @property
     def is_bool(self) -> bool:
         return self.kind == "b"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "c"
+
+    @property
+    def component(self) -> "ElementType":
+        """The real type of a complex type's two parts (``c64`` -> ``f32``); itself otherwise."""
+        return {"c64": F32, "c128": F64}.get(self.name, self)
 
     def __repr__(self) -> str:
         return self.name
@@ -51,8 +60,10 @@ U64 = _make("u64", "uint64")
 F16 = _make("f16", "float16")
 F32 = _make("f32", "float32")
 F64 = _make("f64", "float64")
+C64 = _make("c64", "complex64")
+C128 = _make("c128", "complex128")
 
-ALL: tuple[ElementType, ...] = (PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64)
+ALL: tuple[ElementType, ...] = (PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64, C64, C128)
 BY_NAME: dict[str, ElementType] = {t.name: t for t in ALL}
 _BY_NUMPY: dict[np.dtype, ElementType] = {t.numpy: t for t in ALL}
 
@@ -71,6 +82,11 @@ def from_numpy(dtype) -> ElementType:
         raise UnsupportedDTypeError(
             f"dtype {dt} is not supported by toolkit (supported: {supported})"
         ) from None
+
+
+def complex_of(t: ElementType) -> ElementType:
+    """The complex type whose parts are ``t`` (``f32`` -> ``c64``)."""
+    return {"f32": C64, "f64": C128}[t.name]
 
 
 def from_name(name: str) -> ElementType:

@@ -34,7 +34,7 @@ def _elementwise(fn: Callable) -> Evaluator:
 
 def _float_or_int(float_fn, int_fn) -> Evaluator:
     def run(inst, args):
-        fn = float_fn if args[0].dtype.kind == "f" else int_fn
+        fn = float_fn if args[0].dtype.kind in "fc" else int_fn
         return np.asarray(fn(*args)).astype(_np_dtype(inst), copy=False)
     return run
 
@@ -57,7 +57,7 @@ _SIMPLE = {
     "shift-left": lambda a, b: sem.shift(a, b, "left"),
     "shift-right-arithmetic": lambda a, b: sem.shift(a, b, "arithmetic"),
     "shift-right-logical": lambda a, b: sem.shift(a, b, "logical"),
-    "select": np.where,
+    "select": np.where, "real": np.real, "imag": np.imag, "complex": sem.make_complex,
 }
 for _name, _fn in _SIMPLE.items():
     EVALUATORS[_name] = _elementwise(_fn)

@@ -7,6 +7,9 @@ import numpy as np
 
 
 def scalar_to_text(value) -> str:
+    if isinstance(value, (complex, np.complexfloating)):  # XLA's (real, imag)
+        part = np.float32 if isinstance(value, np.complex64) else np.float64
+        return f"({scalar_to_text(part(value.real))}, {scalar_to_text(part(value.imag))})"
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if isinstance(value, (np.floating, float)):

@@ -38,12 +38,14 @@ _UNARY = [
     ("tanh", True), ("logistic", True), ("sine", True), ("cosine", True), ("tan", True),
     ("erf", True),
     ("popcnt", False), ("count-leading-zeros", False),
+    ("real", False), ("imag", False),  # a complex number's parts (of a real number: itself, 0)
 ]
 _BINARY = [
     ("add", False), ("subtract", False), ("multiply", False), ("divide", False),
     ("remainder", False), ("power", True), ("maximum", False), ("minimum", False),
     ("atan2", True), ("and", False), ("or", False), ("xor", False),
     ("shift-left", False), ("shift-right-arithmetic", False), ("shift-right-logical", False),
+    ("complex", False),  # complex(real part, imaginary part)
 ]
 
 OPS: dict[str, OpDef] = {}

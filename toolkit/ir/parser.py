@@ -21,7 +21,7 @@ from .shapes import Shape
 __all__ = ["HloParseError", "parse_module"]
 
 def _literal(text: str, shape: Shape, parser: HloReader, pos: int) -> np.ndarray:
-    tokens = text.replace("{", " ").replace("}", " ").replace(",", " ").split()
+    tokens = text.replace("{", " ").replace("}", " ").replace(",", " ").replace("(", " ").replace(")", " ").split()
     if tokens == ["..."]:
         raise parser.error("constant was printed elided ('{...}'); print it with large constants", pos)
     if shape.dtype.is_bool:
@@ -35,7 +35,7 @@ def _literal(text: str, shape: Shape, parser: HloReader, pos: int) -> np.ndarray
         values = []
         for tok in tokens:
             try:
-                if shape.dtype.is_float:
+                if shape.dtype.is_float or shape.dtype.is_complex:
                     low = tok.lower()
                     values.append(math.copysign(math.nan, -1.0) if low == "-nan"
                                   else float(low.replace("inf", "inf")))
@@ -49,11 +49,16 @@ def _literal(text: str, shape: Shape, parser: HloReader, pos: int) -> np.ndarray
             if bad is not None:
                 raise parser.error(f"{shape.dtype.name} literal {bad} is out of range "
                                    f"[{info.min}, {info.max}]", pos)
+    if shape.dtype.is_complex:  # (real, imag) pairs
+        if len(values) % 2:
+            raise parser.error(f"{shape.dtype.name} literal needs (real, imag) pairs", pos)
+        values = [complex(r, i) for r, i in zip(values[::2], values[1::2])]
     if len(values) != shape.size and not (shape.rank == 0 and len(values) == 1):
         raise parser.error(f"constant has {len(values)} values but {shape.to_text(False)} needs "
                            f"{shape.size}", pos)
     with np.errstate(over="ignore"):
-        array = np.array(values, dtype=np.float64 if shape.dtype.is_float else object)
+        array = np.array(values, dtype=np.float64 if shape.dtype.is_float else
+                         np.complex128 if shape.dtype.is_complex else object)
         array = array.astype(shape.dtype.numpy).reshape(shape.dims)
     array.flags.writeable = False
     return array

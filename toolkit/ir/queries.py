@@ -20,7 +20,7 @@ def reducer_opcode(inst: Instruction) -> str | None:
 # The identity of each elementwise reducer, per NumPy dtype: folding it in changes nothing
 # (float add's is -0.0, so that a sum of -0.0s stays -0.0)
 IDENTITIES = {
-    "add": lambda dt: (-0.0 if dt.kind == "f" else 0), "multiply": lambda dt: 1, "or": lambda dt: 0, "xor": lambda dt: 0,
+    "add": lambda dt: (-0.0 if dt.kind == "f" else complex(-0.0, -0.0) if dt.kind == "c" else 0), "multiply": lambda dt: 1, "or": lambda dt: 0, "xor": lambda dt: 0,
     "and": lambda dt: (True if dt.kind == "b" else -1),
     "maximum": lambda dt: (-np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)),
     "minimum": lambda dt: (np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)),

@@ -142,3 +142,10 @@ def count_leading_zeros(x: np.ndarray) -> np.ndarray:
         set_bit = ((u >> np.array(bits - 1 - i, u.dtype)) & 1).astype(bool)
         n = np.where(set_bit & (n == bits), i, n).astype(x.dtype)
     return n
+
+
+def make_complex(re: np.ndarray, im: np.ndarray) -> np.ndarray:
+    """XLA's complex(re, im), part by part (``re + 1j * im`` would turn inf parts into NaN)."""
+    out = np.empty(np.broadcast_shapes(np.shape(re), np.shape(im)), np.result_type(re, im, np.complex64))
+    out.real, out.imag = re, im
+    return out

@@ -33,6 +33,9 @@ _INT_ONLY = {"popcnt", "count-leading-zeros", "shift-left", "shift-right-arithme
 _INT_OR_PRED = {"not", "and", "or", "xor"}
 _NUMERIC = {"negate", "abs", "sign", "add", "subtract", "multiply", "divide", "remainder",
             "power", "maximum", "minimum"}
+# What toolkit computes on complex numbers (XLA defines more: the rest are refused, never guessed)
+COMPLEX_OPS = {"negate", "abs", "add", "subtract", "multiply", "divide", "exponential",
+               "log", "sqrt", "real", "imag", "compare"}
 
 
 def _array(s: AnyShape, what: str) -> Shape:
@@ -43,6 +46,12 @@ def _array(s: AnyShape, what: str) -> Shape:
 
 def _check_dtype(opcode: str, s: Shape) -> None:
     t = s.dtype
+    if t.is_complex:
+        if opcode not in COMPLEX_OPS:
+            raise ShapeError(f"{opcode} on complex numbers is not supported by toolkit, got {s}")
+        return
+    if opcode in ("real", "imag") and not t.is_float:
+        raise ShapeError(f"{opcode} needs a complex or floating-point operand, got {s}")
     if opcode in _FLOAT_ONLY and not t.is_float:
         raise ShapeError(f"{opcode} needs a floating-point operand, got {s}")
     if opcode in _INT_ONLY and not t.is_integer:
@@ -76,7 +85,12 @@ def _unary(opcode: str) -> Rule:
     def rule(ops, attrs, declared):
         x = _array(ops[0], f"{opcode} operand")
         _check_dtype(opcode, x)
-        out = x.with_dtype(dt.PRED) if opcode == "is-finite" else Shape(x.dtype, x.dims)
+        if opcode == "is-finite":
+            out = x.with_dtype(dt.PRED)
+        elif opcode in ("abs", "real", "imag"):  # a complex number's modulus and parts are real
+            out = Shape(x.dtype.component, x.dims)
+        else:
+            out = Shape(x.dtype, x.dims)
         return _expect(declared, out, opcode)
     return rule
 
@@ -89,11 +103,17 @@ def _binary(opcode: str) -> Rule:
                 f"{opcode} operands must have the same shape and type, got "
                 f"{a.to_text(False)} and {b.to_text(False)}"
             )
+        if opcode == "complex":
+            if a.dtype.name not in ("f32", "f64"):
+                raise ShapeError(f"complex needs f32 or f64 parts, got {a.to_text(False)}")
+            return _expect(declared, Shape(dt.complex_of(a.dtype), a.dims), opcode)
         _check_dtype(opcode, a)
         if opcode == "compare":
             direction = attrs.get("direction")
             if direction not in ("EQ", "NE", "LT", "LE", "GT", "GE"):
                 raise ShapeError(f"compare needs direction=EQ|NE|LT|LE|GT|GE, got {direction!r}")
+            if a.dtype.is_complex and direction not in ("EQ", "NE"):
+                raise ShapeError(f"compare of complex numbers needs direction=EQ|NE, got {direction}")
             return _expect(declared, a.with_dtype(dt.PRED), opcode)
         return _expect(declared, Shape(a.dtype, a.dims), opcode)
     return rule
@@ -123,6 +143,9 @@ def _convert(ops, attrs, declared):
     out = _need_declared(declared, "convert")
     if out.dims != x.dims:
         raise ShapeError(f"convert cannot change dimensions: {x.to_text(False)} -> {out.to_text(False)}")
+    if x.dtype.is_complex and not out.dtype.is_complex:
+        raise ShapeError(f"convert {x.to_text(False)} -> {out.to_text(False)} would drop the imaginary part "
+                         "(take real() first, as XLA requires)")
     return out
 
 

@@ -22,7 +22,12 @@ def same_value(v, value) -> bool:
     when ``x`` is -0.0 (it is +0.0), while ``x + -0.0`` always is."""
     if v is None or not v == value:  # NaN equals nothing
         return False
-    return not (v == 0 and np.asarray(v).dtype.kind == "f" and np.signbit(v) != np.signbit(value))
+    kind = np.asarray(v).dtype.kind
+    if kind == "c":  # each part's zero keeps its sign
+        v, value = complex(v), complex(value)
+        return all(not (p == 0 and np.signbit(p) != np.signbit(q))
+                   for p, q in ((v.real, value.real), (v.imag, value.imag)))
+    return not (v == 0 and kind == "f" and np.signbit(v) != np.signbit(value))
 
 
 def is_constant_value(inst: Instruction, value) -> bool:

@@ -42,7 +42,8 @@ def _other_if(ops, value, inst):
 
 @rule("add(x, -0.0 or integer 0) -> x", "add")
 def _add_zero(inst, ops, b):
-    return _other_if(ops, -0.0 if inst.shape.dtype.is_float else 0, inst)
+    t = inst.shape.dtype
+    return _other_if(ops, -0.0 if t.is_float else complex(-0.0, -0.0) if t.is_complex else 0, inst)
 
 
 @rule("subtract(x, 0) -> x", "subtract")
@@ -52,17 +53,21 @@ def _sub_zero(inst, ops, b):
 
 @rule("multiply(x, 1) -> x", "multiply")
 def _mul_one(inst, ops, b):
+    if inst.shape.dtype.is_complex:  # (x + yi) * (1 + 0i) computes y * 0: NaN for an infinite y
+        return None
     return _other_if(ops, 1, inst)
 
 
 @rule("divide(x, 1) -> x", "divide")
 def _div_one(inst, ops, b):
+    if inst.shape.dtype.is_complex:  # Smith's division computes y * 0 too
+        return None
     return ops[0] if is_constant_value(ops[1], 1) else None
 
 
 @rule("integer multiply(x, 0) -> 0", "multiply")
 def _mul_zero(inst, ops, b):
-    if inst.shape.dtype.is_float or not any(is_constant_value(o, 0) for o in ops):
+    if not inst.shape.dtype.is_integer or not any(is_constant_value(o, 0) for o in ops):
         return None
     zero = b.constant(np.zeros((), inst.shape.dtype.numpy), inst.metadata)
     return b.add("broadcast", (zero,), {"dimensions": ()}, inst.shape, inst.metadata)

@@ -13,6 +13,7 @@ from llvmlite import ir
 from ...ir.shapes import Shape
 from ...ir.queries import IDENTITIES
 from ..llvm.elemental import ElementalEmitter, emit_binary, i64
+from ..llvm import complex as lcomplex
 from ..llvm.indexing import emit_scatter, emit_update_slice
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
@@ -69,6 +70,8 @@ def _emit_loop(b, e, spec, out_ptrs, begin, end):
 
 def _reduce(e, spec, hero, acc, v, t):
     op = spec.reducers[id(hero)]
+    if t.is_complex and op == "add":
+        return lcomplex.add(e, acc, v, t, flags=FAST)
     if t.is_float and op in ("add", "multiply"):
         return (e.b.fadd if op == "add" else e.b.fmul)(acc, v, flags=FAST)
     return emit_binary(e, op, acc, v, t)

@@ -40,8 +40,14 @@ def _shuffle_word(b: ir.IRBuilder, word: ir.Value, lane_mask: int) -> ir.Value:
 
 
 def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
-    """The ``value`` of lane ``lane ^ lane_mask``, for any scalar type (in 32-bit words)."""
+    """The ``value`` of lane ``lane ^ lane_mask``, for any scalar type (in 32-bit words) and
+    complex numbers (a struct of two: each part moved on its own)."""
     t = value.type
+    if isinstance(t, ir.LiteralStructType):
+        moved = ir.Constant(t, ir.Undefined)
+        for k in range(len(t.elements)):
+            moved = b.insert_value(moved, shuffle_xor(b, b.extract_value(value, k), lane_mask), k)
+        return moved
     width = t.width if isinstance(t, ir.IntType) else {"half": 16, "float": 32, "double": 64}[str(t)]
     bits = value if isinstance(t, ir.IntType) else b.bitcast(value, ir.IntType(width))
     if width <= 32:
@@ -77,7 +83,7 @@ def shared_array(b: ir.IRBuilder, t: ir.Type, n: int, name: str) -> ir.GlobalVar
 def global_array(b: ir.IRBuilder, t: ir.Type, n: int, name: str) -> ir.GlobalVariable:
     g = ir.GlobalVariable(b.module, ir.ArrayType(t, n), name, addrspace=1)
     g.linkage = "internal"
-    g.initializer = ir.Constant(ir.ArrayType(t, n), [ir.Constant(t, 0)] * n)  # zero at module load
+    g.initializer = ir.Constant(ir.ArrayType(t, n), None)  # zero at module load
     return g
 
 
@@ -86,6 +92,8 @@ def memory_type(t: ir.Type) -> ir.Type:
 
 
 def byte_size(t: ir.Type) -> int:
+    if isinstance(t, ir.LiteralStructType):
+        return sum(byte_size(p) for p in t.elements)
     return t.width // 8 if isinstance(t, ir.IntType) else {"half": 2, "float": 4, "double": 8}[str(t)]
 
 

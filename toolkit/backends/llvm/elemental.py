@@ -14,6 +14,7 @@ from llvmlite import ir
 from ...ir.nodes import Instruction
 from ...ir.ops import OPS
 from ...ir.shapes import Shape
+from . import complex as lcomplex
 from . import math as lmath
 from ...ir import dtypes
 from .types import F16, F32, I1, I64, constant, storage_type, value_type
@@ -140,7 +141,8 @@ def _constant(e, inst, index):
     if g is None:
         st = storage_type(t)
         values = lit.reshape(-1).astype(np.uint8 if t.is_bool else lit.dtype)
-        items = [ir.Constant(st, float(v) if t.is_float else int(v)) for v in values]
+        items = [constant(t, v) if t.is_complex else ir.Constant(st, float(v) if t.is_float else int(v))
+                 for v in values]
         arr = ir.ArrayType(st, len(items))
         g = ir.GlobalVariable(e.module, arr, name)
         g.initializer = ir.Constant(arr, items)
@@ -156,6 +158,8 @@ def _constant(e, inst, index):
 def _iota(e, inst, index):
     i = index[inst.attrs["iota_dimension"]]
     t = _dtype(inst)
+    if t.is_complex:
+        raise CodegenUnsupported(f"iota of complex type {t.name} (%{inst.name})")
     ty = value_type(t)
     return e.b.sitofp(i, ty) if t.is_float else e.b.trunc(i, ty) if ty.width < 64 else i
 
@@ -363,6 +367,8 @@ _REDUCING_MINMAX = {"maximum": "llvm.maximum", "minimum": "llvm.minimum"}
 def emit_binary(e: ElementalEmitter, opcode: str, a, c, t):
     """A reduction's combiner. Float max/min use LLVM's maximum/minimum, which vectorise: which
     of a +0.0/-0.0 tie a reduction keeps depends on its visiting order, unspecified anyway."""
+    if t.is_complex:
+        return _complex_binary(e, opcode, a, c, t)
     if t.is_float and opcode in _REDUCING_MINMAX:
         return _intrinsic(e, _REDUCING_MINMAX[opcode], [a, c], value_type(t))
     return widened(e, BINARY[opcode], [a, c], t)
@@ -377,12 +383,60 @@ def widened(e: ElementalEmitter, fn, xs, t):
     return e.b.fptrunc(result, F16) if result.type == F32 else result
 
 
+def _complex_unary(e, opcode, z, t):
+    if opcode == "abs":
+        return lcomplex.modulus(e, z, t)
+    rule = lcomplex.UNARY.get(opcode)
+    if rule is None:
+        raise CodegenUnsupported(f"{opcode} of complex numbers")
+    return rule(e, z, t)
+
+
+def _complex_binary(e, opcode, z, w, t):
+    rule = lcomplex.BINARY.get(opcode)
+    if rule is None:
+        raise CodegenUnsupported(f"{opcode} of complex numbers")
+    return rule(e, z, w, t)
+
+
+def _unary_rule(op):
+    def emit(e, inst, index):
+        t = inst.operands[0].shape.dtype
+        x = e.operand(inst, 0, index)
+        return _complex_unary(e, op, x, t) if t.is_complex else widened(e, UNARY[op], [x], t)
+    return emit
+
+
+def _binary_rule(op):
+    def emit(e, inst, index):
+        t = inst.operands[0].shape.dtype
+        a, c = e.operand(inst, 0, index), e.operand(inst, 1, index)
+        return _complex_binary(e, op, a, c, t) if t.is_complex else widened(e, BINARY[op], [a, c], t)
+    return emit
+
+
 for _op in UNARY:
-    ELEMENTAL[_op] = (lambda op: lambda e, inst, index: widened(
-        e, UNARY[op], [e.operand(inst, 0, index)], inst.operands[0].shape.dtype))(_op)
+    ELEMENTAL[_op] = _unary_rule(_op)
 for _op in BINARY:
-    ELEMENTAL[_op] = (lambda op: lambda e, inst, index: widened(
-        e, BINARY[op], [e.operand(inst, 0, index), e.operand(inst, 1, index)], inst.operands[0].shape.dtype))(_op)
+    ELEMENTAL[_op] = _binary_rule(_op)
+
+
+@rule("real")
+def _real(e, inst, index):
+    x = e.operand(inst, 0, index)
+    return e.b.extract_value(x, 0) if inst.operands[0].shape.dtype.is_complex else x
+
+
+@rule("imag")
+def _imag(e, inst, index):
+    t = inst.operands[0].shape.dtype
+    x = e.operand(inst, 0, index)
+    return e.b.extract_value(x, 1) if t.is_complex else ir.Constant(x.type, 0.0)
+
+
+@rule("complex")
+def _complex(e, inst, index):
+    return lcomplex.make(e.b, _dtype(inst), e.operand(inst, 0, index), e.operand(inst, 1, index))
 
 
 @rule("compare")
@@ -390,6 +444,8 @@ def _compare(e, inst, index):
     a, c = e.operand(inst, 0, index), e.operand(inst, 1, index)
     t = inst.operands[0].shape.dtype
     d = inst.attrs["direction"]
+    if t.is_complex:
+        return lcomplex.compare(e, a, c, d)
     if t.is_float:
         code, ordered = _FCMP[d]
         return (e.b.fcmp_ordered if ordered else e.b.fcmp_unordered)(
@@ -420,6 +476,15 @@ def _clamp(e, inst, index):
 def _convert(e, inst, index):
     x = e.operand(inst, 0, index)
     src, dst = inst.operands[0].shape.dtype, _dtype(inst)
+    if dst.is_complex:
+        return lcomplex.convert(e, x, src, dst)
+    if src.is_complex:
+        raise CodegenUnsupported(f"convert {src.name} -> {dst.name} (take real() first)")
+    return convert_real(e, x, src, dst)
+
+
+def convert_real(e, x, src, dst):
+    """``x`` of real type ``src`` as real type ``dst``, with XLA's conversion semantics."""
     b = e.b
     sty, dty = value_type(src), value_type(dst)
     if src == dst:

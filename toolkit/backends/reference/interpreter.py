@@ -24,7 +24,7 @@ def coerce_arguments(module: Module, args: Sequence[Any]) -> list[np.ndarray]:
         shape = p.shape
         if not isinstance(shape, Shape):
             raise ArgumentError(f"tuple parameter %{p.name} is not supported as an argument")
-        if isinstance(arg, (bool, int, float)) and shape.rank == 0:
+        if isinstance(arg, (bool, int, float, complex)) and shape.rank == 0:
             arr = np.asarray(arg, dtype=shape.dtype.numpy)
         else:
             arr = np.asarray(arg)
