@@ -134,7 +134,7 @@ def test_mutated_arguments_print_as_input_output_alias_and_parse_back():
 
     lowered = tk.jit(k).lower(np.ones(3, np.float32), np.ones(3, np.float32))
     text = lowered.as_text()
-    assert text.splitlines()[0] == ("HloModule jit_k, input_output_alias={ {1}: (0, {}, may-alias) }, "
+    assert text.splitlines()[0] == ("HloModule jit_k, input_output_alias={ {1}: (0, {}, must-alias) }, "
                                     "entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[3]{0}, f32[3]{0})}")
     module = tk.hlo.parse(text)
     x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
@@ -142,13 +142,95 @@ def test_mutated_arguments_print_as_input_output_alias_and_parse_back():
     np.testing.assert_array_equal(out[1], x + y)
 
 
+def _stencil(a):
+    a[1:-1, 1:-1] = 0.25 * (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:])
+
+
+def _add_row(a, y):
+    a += y
+
+
+def _add_inner(a, y):
+    a[1:-1] += 1.5
+
+
+def _through_a_view(a, y):
+    v = a[2:]
+    v *= 3
+
+
+def _reversed(a, y):
+    a += a[::-1]
+
+
+def _scaled_then_set(a, y):
+    a *= 2
+    a[0] = y
+
+
+@pytest.mark.parametrize("fn, in_place", [(_add_row, True), (_add_inner, True), (_through_a_view, True),
+                                          (_reversed, False), (_scaled_then_set, False)])
+def test_the_cpu_backend_writes_donated_arguments_in_place(fn, in_place):
+    """``A += y`` and ``A[1:-1] += ...`` write the caller's array directly: its buffer is the
+    kernel's output, and nothing is copied back. Kernels that read the argument elsewhere than
+    where they write (``A += A[::-1]``) compute into a new buffer and copy back, as before."""
+    make = lambda: (np.arange(36.0).reshape(6, 6), np.arange(6.0))  # noqa: E731
+    a, y = make()
+    expected, ey = make()
+    fn(expected, ey)
+    jitted = tk.jit(fn, backend="cpu")
+    address = a.ctypes.data
+    jitted(a, y)
+    np.testing.assert_array_equal(a, expected)
+    assert a.ctypes.data == address
+    executable = jitted.compiled(a, y)._executable
+    assert bool(executable.in_place_outputs) == in_place
+    if in_place:  # the executable returns the caller's array itself: no copy made, none to make
+        b, yb = make()
+        (result,) = executable([b, yb])
+        assert result is b
+        np.testing.assert_array_equal(b, expected)
+
+
+def test_a_stencil_into_its_argument_is_not_written_in_place_but_is_right():
+    a = np.random.default_rng(0).standard_normal((7, 9))
+    expected = a.copy()
+    _stencil(expected)
+    jitted = tk.jit(_stencil, backend="cpu")
+    jitted(a)
+    np.testing.assert_array_equal(a, expected)
+    assert not jitted.compiled(a)._executable.in_place_outputs
+
+
+def test_non_contiguous_and_failed_calls_leave_arguments_as_numpy_would():
+    base = np.arange(72.0).reshape(6, 12)
+    a = base[:, ::2]  # not contiguous: computed in a copy, then written back
+    expected = a.copy()
+    _add_row(expected, np.arange(6.0))
+    tk.jit(_add_row, backend="cpu")(a, np.arange(6.0))
+    np.testing.assert_array_equal(a, expected)
+    np.testing.assert_array_equal(base[:, 1::2], np.arange(72.0).reshape(6, 12)[:, 1::2])
+
+    def checked(a, i):
+        a += 1.0
+        a[i] = 0.0  # a traced index: checked after the call, so the argument is not donated
+
+    jitted = tk.jit(checked, backend="cpu")
+    b = np.ones((3, 2))
+    assert "may-alias" in jitted.lower(b, np.int64(0)).as_text()
+    with pytest.raises(IndexError):
+        jitted(b, np.int64(7))
+    np.testing.assert_array_equal(b, np.ones((3, 2)))
+
+
 def test_the_profile_records_the_mutated_arguments():
     def k(x, y):
         x += y
 
     with tk.profile() as prof:
-        tk.jit(k)(np.ones(2), np.ones(2))
+        tk.jit(k, backend="cpu")(np.ones(2), np.ones(2))
     assert prof.compiles[-1].mutated_arguments == ("x",)
+    assert prof.compiles[-1].written_in_place == ("x",)
 
 
 # ---- random writes through random views, against NumPy ---------------------------------------

@@ -261,7 +261,8 @@ class JitFunction:
             thread=threading.get_ident(),
             cache=getattr(compiled._executable, "cache_status", "miss"),
             evicted=victim._signature_text if victim is not None else "",
-            mutated_arguments=tuple(program.in_specs[i].path for i in program.mutated))
+            mutated_arguments=tuple(program.in_specs[i].path for i in program.mutated),
+            written_in_place=compiled.arguments_written_in_place)
         if recompile is not None:
             recompile = _history.dataclasses.replace(recompile, duration=end - start)
         self._history.add(record, event, recompile)

@@ -1,6 +1,8 @@
 """``tk.hlo``: read, print and run HLO text (toolkit's own, or what JAX and XLA print)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .backends.reference.interpreter import run as _interpret
 from .ir.nodes import Module
 from .ir.parser import HloParseError, parse_module
@@ -27,8 +29,13 @@ def run(module: Module, *args, backend: str = "interpreter", pipeline: str = "de
     from .backends.reference.interpreter import EVALUATORS, coerce_arguments
     from .passes.pipeline import make_pipeline
 
+    from .backends.buffer_plan import donated_arguments
+
     optimized = make_pipeline(pipeline, EVALUATORS).run(module).module
-    return get_backend(backend).compile(optimized)(coerce_arguments(module, args))
+    arrays = list(coerce_arguments(module, args))
+    for number in set(donated_arguments(module).values()):  # a backend may write those in place:
+        arrays[number] = np.array(arrays[number])              # run() leaves the caller's arrays alone
+    return get_backend(backend).compile(optimized)(arrays)
 
 
 __all__ = ["parse", "to_text", "run", "Module", "HloParseError", "VerificationError"]

@@ -169,6 +169,18 @@ class Compiled(_TracedStage):
             return text
         raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
 
+    @property
+    def arguments_written_in_place(self) -> tuple[str, ...]:
+        """Arguments written in place whose new value the backend writes straight into the
+        caller's array (the CPU backend, for kernels that read them only where they write);
+        the others are computed into a new buffer and copied back after the call."""
+        in_place = getattr(self._executable, "in_place_outputs", ())
+        program = self._program
+        first = self.optimized_hlo.entry.root.shape
+        total = len(first.leaves()) if hasattr(first, "leaves") else 1
+        start = total - len(program.checks) - len(program.mutated)
+        return tuple(program.in_specs[n].path for k, n in enumerate(program.mutated) if start + k in in_place)
+
     def cost_analysis(self, peak_flops: float | None = None,
                       peak_bandwidth: float | None = None) -> dict[str, float]:
         """XLA's cost properties of the optimised program (compiler estimates); with a device's

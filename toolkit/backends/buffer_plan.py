@@ -4,6 +4,7 @@ get-tuple-elements are aliases, and every other instruction becomes a step that 
 writes slots. What a step does (a compiled kernel, a library dot, a fallback) is the backend's."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
 
@@ -23,6 +24,7 @@ class BufferPlan(Generic[StepT]):
     constants: dict[int, np.ndarray]
     steps: list[StepT]
     produced: set[int] = field(default_factory=set)  # slots some step writes
+    in_place_outputs: set[int] = field(default_factory=set)  # output positions written into their argument
 
     @property
     def temp_slots(self) -> set[int]:
@@ -34,14 +36,27 @@ def leaf_shapes(shape) -> list[Shape]:
     return shape.leaves() if isinstance(shape, TupleShape) else [shape]
 
 
+def donated_arguments(module: Module) -> dict[int, int]:
+    """output index -> parameter number, for XLA's ``input_output_alias`` entries marked
+    ``must-alias``: the caller's buffer receives the new value, so it may be written in place."""
+    text = dict(module.attributes).get("input_output_alias", "")
+    return {int(out): int(param) for out, param in
+            re.findall(r"\{(\d+)\}:\s*\((\d+),\s*\{\},\s*must-alias\)", text)}
+
+
 def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], list[int]], StepT],
-                 updates_in_place: Callable[[Instruction], int | None] | None = None) -> BufferPlan[StepT]:
+                 updates_in_place: Callable[[Instruction], int | None] | None = None,
+                 overwritable: Callable[[Instruction], set[int]] | None = None) -> BufferPlan[StepT]:
     """``make_step(inst, input_slots, output_slots)`` for each instruction that computes.
 
     ``updates_in_place(inst)``: the operand an instruction can overwrite (a dynamic-update-slice
     that writes only its window), or None. When that operand is a temporary that nothing reads
     afterwards, the instruction's output gets the operand's slot: ``make_step`` then sees its
-    output slot among its inputs, and the backend writes the window alone, in place."""
+    output slot among its inputs, and the backend writes the window alone, in place.
+
+    ``overwritable(inst)``: operands an elementwise kernel may overwrite. With them, a donated
+    argument (``must-alias``) whose new value an instruction computes as its last reader gets
+    that instruction's output written straight into the caller's array: no copy back."""
     entry = module.entry
     last_use: dict[int, int] = {}
     for position, inst in enumerate(entry.instructions):
@@ -60,6 +75,27 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
         return list(range(start, len(slots)))
 
     produced: set[int] = set()
+    root_outputs = list(entry.root.operands) if entry.root.opcode == "tuple" else [entry.root]
+    donated = donated_arguments(module)
+    in_place_outputs: set[int] = set()
+
+    def donated_operand(inst, position) -> tuple[int, int] | None:
+        """(operand index, output index) when ``inst`` may write its donated argument in place."""
+        for out_index, param_number in donated.items():
+            if out_index >= len(root_outputs) or root_outputs[out_index] is not inst:
+                continue
+            allowed = set(overwritable(inst)) if overwritable is not None else set()
+            k = updates_in_place(inst) if updates_in_place is not None else None
+            allowed |= {k} if k is not None else set()
+            for j in allowed:
+                target = inst.operands[j]
+                if target.opcode == "parameter" and target.attrs["parameter_number"] == param_number \
+                        and last_use.get(id(target)) == position and id(target) not in returned \
+                        and sum(o is target for o in inst.operands) == 1 \
+                        and sum(o is inst for o in root_outputs) == 1:
+                    return j, out_index
+        return None
+
     for position, inst in enumerate(entry.instructions):
         op = inst.opcode
         if op == "parameter":
@@ -76,12 +112,18 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             inputs = [s for o in inst.operands for s in value_slots[id(o)]]
             k = updates_in_place(inst) if updates_in_place is not None else None
             target = inst.operands[k] if k is not None else None
+            into_argument = donated_operand(inst, position) if donated else None
             if target is not None and target.opcode not in ("parameter", "constant", "tuple", "get-tuple-element") \
                     and last_use.get(id(target)) == position and id(target) not in returned \
                     and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
                 outs = value_slots[id(inst)] = list(value_slots[id(target)])  # overwritten in place
+            elif into_argument is not None:  # the caller's array is the output buffer
+                j, out_index = into_argument
+                outs = value_slots[id(inst)] = list(value_slots[id(inst.operands[j])])
+                in_place_outputs.add(out_index)
             else:
                 outs = value_slots[id(inst)] = new_slots(inst.shape)
             produced.update(outs)
             steps.append(make_step(inst, inputs, outs))
-    return BufferPlan(slots, arg_slots, list(value_slots[id(entry.root)]), constants, steps, produced)
+    return BufferPlan(slots, arg_slots, list(value_slots[id(entry.root)]), constants, steps, produced,
+                      in_place_outputs)

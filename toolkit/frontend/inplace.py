@@ -240,5 +240,5 @@ def write_back(leaves, mutated, results) -> None:
     """Copy the new values of arguments written in place into the caller's arrays."""
     for i, value in zip(mutated, results):
         leaf = leaves[i]
-        if isinstance(leaf, np.ndarray):  # scalars are immutable: the write was a rebinding
-            np.copyto(leaf, np.asarray(value), casting="unsafe")
+        if isinstance(leaf, np.ndarray) and value is not leaf:  # scalars are immutable: a rebinding
+            np.copyto(leaf, np.asarray(value), casting="unsafe")  # (a backend that wrote in place returns leaf)

@@ -87,7 +87,10 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         else:
             root = trace.builder.add("tuple", [o.inst for o in outs] + [t.inst for _, t in mutated]
                                      + [c.inst for c in checks])
-        aliases = ", ".join(f"{{{len(outs) + k}}}: ({n}, {{}}, may-alias)" for k, (n, _) in enumerate(mutated))
+        # must-alias: the new value goes into the caller's buffer, so a backend may write it in
+        # place; with runtime checks it may not (a failed check must leave the arguments as they were)
+        kind = "may-alias" if checks else "must-alias"
+        aliases = ", ".join(f"{{{len(outs) + k}}}: ({n}, {{}}, {kind})" for k, (n, _) in enumerate(mutated))
         attributes = ((("input_output_alias", f"{{ {aliases} }}"),) if mutated else ())
         module = trace.module.build(trace.builder.build(root), attributes)
     limits = tuple((number, lo, hi, dtype, where)

@@ -161,6 +161,20 @@ def _scalar_out_of_dot(inst, ops, b):
     return None
 
 
+@rule("dynamic-update-slice(x, slice(x) at the same window) -> x", "dynamic-update-slice")
+def _rewrite_own_window(inst, ops, b):
+    """As XLA's simplifier (DUS(x, DS(x, i), i) -> x): writing a window of ``x`` back where it
+    was read changes nothing (what a write through a view leaves behind: ``b = a[1:]; b += 1``)."""
+    x, update = ops[0], ops[1]
+    if update.opcode != "slice" or update.operands[0] is not x or not same_array_type(x, inst):
+        return None
+    starts = [scalar_constant(s) for s in ops[2:]]
+    if any(s is None for s in starts):
+        return None
+    window = [(int(s), int(s) + n, 1) for s, n in zip(starts, update.shape.dims)]
+    return x if list(map(tuple, update.attrs["slice"])) == window else None
+
+
 @rule("negate(negate(x)) -> x", "negate")
 def _double_negate(inst, ops, b):
     return ops[0].operands[0] if ops[0].opcode == "negate" else None

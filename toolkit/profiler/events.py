@@ -45,6 +45,8 @@ class CompileEvent:
     thread: int = 0
     evicted: str = ""  # the signature this compile pushed out of the function's bounded cache
     mutated_arguments: tuple[str, ...] = ()  # arguments the program writes in place (x += y ...)
+    # of those, the ones the backend writes straight into the caller's array (no copy back)
+    written_in_place: tuple[str, ...] = ()
 
     @property
     def persistent_cache_hit(self) -> bool:

@@ -17,8 +17,8 @@ from . import disk_cache
 from .compiler import compile_ir, host_description, load_object
 from .executor import CpuExecutable, Step, ctypes_function
 from ..llvm.planning import emit_or_discard
-from ..llvm.planning import (KernelSpec, as_computation, plan_kernel, plan_update_in_place,
-                             update_in_place_operand)
+from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, plan_kernel,
+                             plan_update_in_place, update_in_place_operand)
 from .kernels import emit_kernel
 from .row_groups import RowGroup, emit_driver, find_row_groups
 
@@ -50,6 +50,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
                 raise CodegenUnsupported("call (the call-inliner pass removes these)")
             in_place = update_in_place_operand(inst)
             spec = plan_update_in_place(inst) if in_place is not None and outs[0] in inputs else plan_kernel(inst)
+            spec.in_place = outs[0] in inputs
         except CodegenUnsupported as e:
             _fallback(step, inst, str(e), fallbacks)
             return step
@@ -65,7 +66,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         step.extra["spec"] = spec
         return step
 
-    return plan_buffers(module, make_step, update_in_place_operand)
+    return plan_buffers(module, make_step, update_in_place_operand, elementwise_in_place_operands)
 
 
 def _with_groups(steps, groups, machine) -> list[Step]:
@@ -145,7 +146,8 @@ def compile_module(module: Module) -> CpuExecutable:
     steps = _with_groups(steps, groups, machine)
     scratch = {s for st in steps if st.kind == "group" for s in st.extra["group"].scratch}
     executable = CpuExecutable(module, steps, plan.slots, plan.arg_slots, plan.out_slots,
-                               plan.temp_slots - scratch, plan.constants, machine, fallbacks)
+                               plan.temp_slots - scratch, plan.constants, machine, fallbacks,
+                               in_place_outputs=plan.in_place_outputs)
     executable.cache_status = "persistent_hit" if machine is not None and machine.cache == "persistent_hit" else status
     return executable
 

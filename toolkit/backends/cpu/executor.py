@@ -69,7 +69,8 @@ _PARTIAL_COMBINE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximu
 class CpuExecutable:
     def __init__(self, module: Module, steps: list[Step], slots: list[Shape | None],
                  arg_slots: list[int], out_slots: list[int], temp_slots: set[int],
-                 constants: dict[int, np.ndarray], machine_code, fallbacks: list[str]):
+                 constants: dict[int, np.ndarray], machine_code, fallbacks: list[str],
+                 in_place_outputs: frozenset[int] | set[int] = frozenset()):
         self.module = module
         self.steps = steps
         self.slots = slots
@@ -83,10 +84,13 @@ class CpuExecutable:
         self._local = threading.local()
         # a result is copied when the caller could otherwise alias something: an argument, a
         # constant, a reused temporary, or the same buffer returned twice
+        # (an argument written in place is returned as itself: the caller's array, already updated)
+        self.in_place_outputs = frozenset(in_place_outputs)
         seen: set[int] = set()
         self._copy_out = []
-        for slot in out_slots:
-            self._copy_out.append(slot in seen or slot in temp_slots or slot in constants or slot in arg_slots)
+        for k, slot in enumerate(out_slots):
+            self._copy_out.append(slot in seen or slot in temp_slots or slot in constants or
+                                  (slot in arg_slots and k not in self.in_place_outputs))
             seen.add(slot)
         self._constant_items = list(constants.items())
 

@@ -30,7 +30,8 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
     ptr_types = [storage_type(s.dtype).as_pointer() for s in shapes]
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), ptr_types + [I64, I64]), spec.name)
     for arg in fn.args[:-2]:
-        arg.add_attribute("noalias")
+        if not spec.in_place:  # in place, an input and the output are one buffer
+            arg.add_attribute("noalias")
     begin, end = fn.args[-2], fn.args[-1]
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)

@@ -66,7 +66,7 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
 
     for step in steps:
         joinable = step.kind == "kernel" and step.extent is not None and not step.full_reduction and step.splittable \
-            and "spec" in step.extra and _row_local_inputs(step) is not None
+            and "spec" in step.extra and not step.extra["spec"].in_place and _row_local_inputs(step) is not None
         if not joinable:
             close()
             continue

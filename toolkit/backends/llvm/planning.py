@@ -23,6 +23,7 @@ class KernelSpec:
     work: int  # elements touched: decides whether threads pay off
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
     reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
+    in_place: bool = False  # an input and the output share a buffer (read at the index written)
 
 
 def emit_or_discard(module, emit, spec):
@@ -47,10 +48,37 @@ def as_computation(inst: Instruction) -> Computation:
     return b.build(b.adopt(dataclasses.replace(inst, operands=tuple(params))))
 
 
+def _elementwise_cone(comp: Computation, sources: list[Instruction], dims, stop: Instruction | None = None) -> bool:
+    """Does every instruction (up to ``stop``) that depends on ``sources`` read them only at the
+    index it computes: elementwise ops over ``dims`` all the way (no broadcast, slice or transpose)?"""
+    from ...ir.ops import is_elementwise
+
+    tainted = {id(x) for x in sources}
+    for inst in comp.instructions:
+        if inst is stop or id(inst) in tainted or not any(id(o) in tainted for o in inst.operands):
+            continue
+        if not is_elementwise(inst.opcode) or inst.shape.dims != tuple(dims):
+            return False
+        tainted.add(id(inst))
+    return True
+
+
+def _same_window_slice(inst: Instruction, dus: Instruction) -> bool:
+    """``inst`` is a slice reading exactly the window ``dus`` writes (constant starts, stride 1)."""
+    if inst.opcode != "slice":
+        return False
+    starts = [s.attrs["literal"].reshape(())[()] if s.opcode == "constant" else None for s in dus.operands[2:]]
+    update = dus.operands[1].shape.dims
+    return all(s is not None for s in starts) and all(
+        (start, limit, stride) == (int(s), int(s) + n, 1)
+        for (start, limit, stride), s, n in zip(inst.attrs["slice"], starts, update))
+
+
 def update_in_place_operand(inst: Instruction) -> int | None:
-    """The operand a dynamic-update-slice (alone or as a fusion's root) may overwrite: it is only
-    the update's destination (nothing else in the kernel reads it), so writing the window alone
-    leaves every other element as it was."""
+    """The operand a dynamic-update-slice (alone or as a fusion's root) may overwrite: it is the
+    update's destination, and the kernel reads it nowhere else but in the very window it writes,
+    element by element (``A[1:-1] += 1``), so writing the window alone leaves every other
+    element as it was and reads each window element before writing it."""
     if inst.opcode == "dynamic-update-slice":
         return 0 if all(o is not inst.operands[0] for o in inst.operands[1:]) else None
     if inst.opcode != "fusion":
@@ -61,9 +89,34 @@ def update_in_place_operand(inst: Instruction) -> int | None:
         return None
     destination = root.operands[0]
     readers = [i for i in comp.instructions if any(o is destination for o in i.operands)]
-    if readers != [root] or any(o is destination for o in root.operands[1:]):
+    if any(o is destination for o in root.operands[1:]):
         return None
+    windows = [r for r in readers if r is not root]
+    if not all(_same_window_slice(r, root) for r in windows) or \
+            not _elementwise_cone(comp, windows, root.operands[1].shape.dims, stop=root):
+        return None
+    if any(any(w is o for o in s.operands) for w in windows for s in root.operands[2:]):
+        return None  # the window's values decide where the window is
     return destination.attrs["parameter_number"]
+
+
+def elementwise_in_place_operands(inst: Instruction) -> set[int]:
+    """Operands of a loop fusion (or elementwise instruction) that the output may overwrite:
+    same type and dimensions as the output, read only at the index being written."""
+    from ...ir.ops import is_elementwise
+    from ...ir.shapes import Shape
+
+    if not isinstance(inst.shape, Shape):
+        return set()
+    if inst.opcode == "fusion":
+        comp = inst.attrs["calls"]
+        if not is_elementwise(comp.root.opcode):
+            return set()
+        return {p.attrs["parameter_number"] for p in comp.parameters
+                if p.shape.same_type(inst.shape) and _elementwise_cone(comp, [p], inst.shape.dims)}
+    if is_elementwise(inst.opcode):
+        return {k for k, o in enumerate(inst.operands) if o.shape.same_type(inst.shape)}
+    return set()
 
 
 def plan_update_in_place(inst: Instruction) -> KernelSpec:
