@@ -14,8 +14,8 @@ from ..library_dot import make_dot
 from ..llvm.elemental import CodegenUnsupported
 from ..reference.interpreter import evaluate_computation, flatten_value
 from . import disk_cache
-from .compiler import compile_ir, host_description, load_object
-from .executor import CpuExecutable, Step, ctypes_function
+from .compiler import compile_ir_parts, host_description, load_object
+from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
 from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, plan_kernel,
                              plan_update_in_place, update_in_place_operand)
@@ -84,25 +84,41 @@ def _with_groups(steps, groups, machine) -> list[Step]:
     return steps
 
 
-def _emit(name: str, steps, kernels, plan, fallbacks) -> tuple[ir.Module, list[RowGroup]]:
-    """The LLVM module of every kernel and row-group driver (kernels that cannot be lowered
-    fall back, and are listed in ``fallbacks``)."""
-    llvm_module = ir.Module(name=name)
-    for step in list(kernels):
+KERNELS_PER_PART = 48  # below this many kernels a program compiles as one module
+
+
+def _part_count(kernels) -> int:
+    return max(1, min(num_threads(), len(kernels) // KERNELS_PER_PART))
+
+
+def _emit(name: str, steps, kernels, plan, fallbacks, parts: int = 1) -> tuple[list[ir.Module], list[RowGroup]]:
+    """The LLVM modules of every kernel and row-group driver (kernels that cannot be lowered
+    fall back, and are listed in ``fallbacks``). With ``parts`` > 1 the kernels are dealt out
+    to that many modules, compiled in parallel; a driver declares members another part defines."""
+    modules = [ir.Module(name=name if parts == 1 else f"{name}.part{k}") for k in range(parts)]
+    home: dict[str, ir.Module] = {}
+    for k, step in enumerate(list(kernels)):
+        module = modules[k % parts]
         try:
-            emit_or_discard(llvm_module, emit_kernel, step.extra["spec"])
+            emit_or_discard(module, emit_kernel, step.extra["spec"])
+            home[step.inst.name] = module
         except CodegenUnsupported as e:
             _fallback(step, step.inst, str(e), fallbacks)
     groups = find_row_groups(steps, plan.slots, plan.out_slots)
     for group in groups:
-        emit_driver(llvm_module, group)
-    return llvm_module, groups
+        module = home[group.members[0].inst.name]
+        for member in group.members:  # defined in another part: linked when the engine loads both
+            defined = home[member.inst.name]
+            if defined is not module and member.inst.name not in module.globals:
+                ir.Function(module, defined.globals[member.inst.name].function_type, member.inst.name)
+        emit_driver(module, group)
+    return modules, groups
 
 
 def _regenerate(module: Module) -> str:
     """The LLVM IR a compile of ``module`` emits: for IR views of machine code from the cache."""
     plan = _plan(module, [])
-    return str(_emit(module.name, plan.steps, [s for s in plan.steps if s.kind == "kernel"], plan, [])[0])
+    return str(_emit(module.name, plan.steps, [s for s in plan.steps if s.kind == "kernel"], plan, [])[0][0])
 
 
 def compile_module(module: Module) -> CpuExecutable:
@@ -125,9 +141,9 @@ def compile_module(module: Module) -> CpuExecutable:
             status = f"miss ({found} cache entry rebuilt)"
     groups: list[RowGroup] = []
     if machine is None and kernels:
-        llvm_module, groups = _emit(module.name, steps, kernels, plan, fallbacks)
+        llvm_modules, groups = _emit(module.name, steps, kernels, plan, fallbacks, _part_count(kernels))
         codegen_seconds = time.perf_counter() - t_start
-        machine = compile_ir(str(llvm_module))
+        machine = compile_ir_parts([str(m) for m in llvm_modules])
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
         if key is not None and machine.object_code is not None:
             disk_cache.store(key, machine.object_code)
