@@ -150,6 +150,16 @@ def test_reductions_dots_and_data_movement(backend):
         assert_same(g, w, approx=True, rtol=1e-6 if np.asarray(w).dtype == np.complex64 else 1e-13)
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_sort_complex_orders_as_numpy_nans_included(backend):
+    n = np.nan
+    z = np.array([3 + 1j, 1 + 2j, complex(n, 1), 1 + 1j, complex(1, n), complex(n, n), complex(2, n),
+                  complex(n, 0), -1 - 5j, 1 + 1j, -0.0 + 0j, 0 - 0j]).reshape(2, 6)
+    assert_same(run(np.sort_complex, backend, z), np.sort_complex(z))
+    small = np.array([3, -1, 2], np.int16)
+    assert_same(run(np.sort_complex, backend, small), np.sort_complex(small))
+
+
 def test_writes_into_complex_arguments_reach_the_caller():
     def update(z, v):
         z[1:3] = v[:2]

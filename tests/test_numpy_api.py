@@ -23,6 +23,7 @@ NOT_TRACEABLE = {
     "from_dlpack": "imports a foreign buffer", "frompyfunc": "a Python function per element",
     "array_repr": "prints values", "array_str": "prints values", "einsum_path": "plans from concrete operands",
     "trim_zeros": "output size depends on the data", "polydiv": "trims the remainder by its values",
+    "roots": "trims leading zero coefficients by value; non-symmetric eigenvalues",
 }
 
 
@@ -100,6 +101,13 @@ CASES = {
     "unwrap": lambda x, xi, b, n, s: np.unwrap(np.cumsum(x[0]) * 3), "convolve": lambda x, xi, b, n, s: np.convolve(x[0], x[1, :4], "same"),
     "correlate": lambda x, xi, b, n, s: np.correlate(x[0, :3], x[1], "full"), "searchsorted": lambda x, xi, b, n, s: np.searchsorted(s, x, side="right"),
     "digitize": lambda x, xi, b, n, s: np.digitize(x, s[:5]), "interp": lambda x, xi, b, n, s: np.interp(x, s, np.arange(9.0) ** 2),
+    "frexp": lambda x, xi, b, n, s: (np.frexp(x * 1e-310), np.frexp(np.append(x[0], [0.0, -0.0, np.inf]))),
+    "i0": lambda x, xi, b, n, s: (np.i0(x * 5), np.i0(xi)),
+    "packbits": lambda x, xi, b, n, s: (np.packbits(xi, axis=1), np.packbits(b, bitorder="little")),
+    "unpackbits": lambda x, xi, b, n, s: np.unpackbits(np.packbits(xi > 0, axis=0), axis=0, count=3),
+    "histogram2d": lambda x, xi, b, n, s: np.histogram2d(x[0], x[1], bins=(3, [-1.0, 0.0, 2.0]), density=True),
+    "histogramdd": lambda x, xi, b, n, s: (lambda h, e: (h, *e))(*np.histogramdd(
+        x[:3].T, bins=(2, 3, 4), range=[(-2, 2), None, (-1, 3)], weights=np.arange(6.0))),
     "histogram": lambda x, xi, b, n, s: np.histogram(x, 5), "histogram_bin_edges": lambda x, xi, b, n, s: np.histogram_bin_edges(x, 3),
     # statistics
     "nansum": lambda x, xi, b, n, s: np.nansum(n, axis=1), "nanprod": lambda x, xi, b, n, s: np.nanprod(n, axis=0),
@@ -130,6 +138,7 @@ CASES = {
     "polysub": lambda x, xi, b, n, s: np.polysub(x[0], x[1, :2]), "polymul": lambda x, xi, b, n, s: np.polymul(x[0, :3], x[1, :2]),
     "polyder": lambda x, xi, b, n, s: np.polyder(x[0], 2), "polyint": lambda x, xi, b, n, s: np.polyint(x[0, :3], 2, k=[1.0, 2.0]),
     "poly": lambda x, xi, b, n, s: np.poly(x[0, :3]),
+    "polyfit": lambda x, xi, b, n, s: (np.polyfit(s, s ** 3 - s, 3), np.polyfit(x[0], x[1:].T, 2, w=np.arange(1.0, 7.0))),
     # sorting and indexing helpers
     "sort": lambda x, xi, b, n, s: (np.sort(n, axis=0), np.sort(xi, axis=None)), "argsort": lambda x, xi, b, n, s: np.argsort(n, axis=0, kind="stable"),
     "lexsort": lambda x, xi, b, n, s: np.lexsort((x[0], xi[0])), "partition": lambda x, xi, b, n, s: np.partition(x, 2)[:, 2],
@@ -185,6 +194,13 @@ def test_every_function_added_here_has_a_case():
                       - {"diag_indices_from", "tril_indices_from", "triu_indices_from", "isrealobj", "iscomplexobj",
                          "conj", "broadcast_to"})
     assert not untested, untested
+
+
+def test_histogramdd_raises_numpys_error_for_a_non_finite_autodetected_range():
+    f = tk.jit(lambda a, c: np.histogram2d(a, c, bins=3))
+    f(np.array([1.0, 2.0]), np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match="not finite"):
+        f(np.array([1.0, np.inf]), np.array([0.0, 1.0]))
 
 
 def test_static_size_functions_pad_as_jax_does():

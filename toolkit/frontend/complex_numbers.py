@@ -210,3 +210,22 @@ def iscomplexobj(x):
 
 
 UFUNCS[np.conjugate] = lambda x, out: x  # a real number is its own conjugate
+
+
+@numpy_function(np.sort_complex)
+def sort_complex(a):
+    """NumPy's complex order along the last axis: lexicographic (real, then imaginary), with
+    NaNs after the numbers as NumPy places them: R + Rj, R + nanj, nan + Rj, nan + nanj."""
+    from .numpy_functions import EXPORTS
+
+    a = _t(a)
+    if a.dtype.kind != "c":
+        small = a.dtype in (np.int8, np.uint8, np.int16, np.uint16)
+        return lax.convert(EXPORTS["sort"](a), np.complex64 if small else np.complex128)
+    re, im = real_part(a), imag_part(a)
+    re_nan, im_nan = lax.compare(re, re, "NE"), lax.compare(im, im, "NE")
+    group = apply_ufunc(np.add, (apply_ufunc(np.multiply, (lax.convert(re_nan, np.int8), 2)),
+                                 lax.convert(apply_ufunc(np.logical_and, (im_nan, apply_ufunc(np.logical_not, (re_nan,)))), np.int8)))
+    group = EXPORTS["where"](apply_ufunc(np.logical_and, (re_nan, im_nan)), 3, group)
+    order = EXPORTS["lexsort"]((im, re, group))
+    return EXPORTS["take_along_axis"](a, order, axis=-1)

@@ -313,3 +313,40 @@ for _name in ("matmul", "outer", "cross", "tensordot", "vecdot", "matrix_transpo
     LINALG[_name] = EXPORTS[_name]
 
 namespace = types.SimpleNamespace(**LINALG, LinAlgError=np.linalg.LinAlgError)
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """NumPy's least-squares polynomial fit: the Vandermonde matrix with its columns scaled to
+    unit norm, solved by the SVD pseudo-inverse (NumPy's lstsq uses LAPACK's SVD-based gelsd
+    with the same cutoff, eps * max(M, N)); the coefficients agree to rounding. NumPy's
+    RankWarning for a badly conditioned fit is not issued."""
+    if full or cov or rcond is not None:
+        raise UnsupportedNumpyError("np.polyfit(full=, cov=, rcond=) is not supported on traced arrays; "
+                                    "the default form (coefficients only, w= allowed) is")
+    order = operator.index(deg) + 1
+    if order < 1:
+        raise UserValueError("expected deg >= 0")
+    x, y = _u(np.add, _as_tracer(x), 0.0), _u(np.add, _as_tracer(y), 0.0)
+    if x.ndim != 1:
+        raise TypeError("expected 1D vector for x")
+    if x.size == 0:
+        raise TypeError("expected non-empty vector for x")
+    if y.ndim < 1 or y.ndim > 2:
+        raise TypeError("expected 1D or 2D array for y")
+    if x.shape[0] != y.shape[0]:
+        raise TypeError("expected x and y to have same length")
+    lhs, rhs = EXPORTS["vander"](x, order), y
+    if w is not None:
+        w = _u(np.add, _as_tracer(w), 0.0)
+        if w.ndim != 1 or w.shape[0] != y.shape[0]:
+            raise TypeError("expected a 1-d weight vector of the same length as y")
+        lhs = _u(np.multiply, lhs, lax.reshape(w, (w.shape[0], 1)))
+        rhs = _u(np.multiply, rhs, w if rhs.ndim == 1 else lax.reshape(w, (w.shape[0], 1)))
+    scale = _u(np.sqrt, EXPORTS["sum"](_u(np.multiply, lhs, lhs), axis=0))
+    lhs = _u(np.true_divide, lhs, scale)
+    c = EXPORTS["matmul"](pinv(lhs), rhs)
+    return _u(np.true_divide, c, scale if c.ndim == 1 else lax.reshape(scale, (scale.shape[0], 1)))
+
+
+EXPORTS["polyfit"] = polyfit
+FUNCTIONS[np.polyfit] = polyfit

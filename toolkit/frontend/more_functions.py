@@ -127,6 +127,77 @@ def apply_over_axes(func, a, axes):
     return val
 
 
+def _numpy_i0_pieces():
+    try:
+        from numpy.lib import _function_base_impl as impl  # NumPy 2
+    except ImportError:  # pragma: no cover - NumPy 1.x
+        from numpy.lib import function_base as impl
+    return impl._i0_1, impl._i0_2
+
+
+@numpy_function(np.i0)
+def i0(x):
+    """NumPy's own Chebyshev expansions (Cephes), run on the traced array: both pieces on every
+    element, the one NumPy's piecewise picks kept; in the input's float type, as NumPy's."""
+    x = _as_tracer(x)
+    if x.dtype.kind == "c":
+        raise UnsupportedNumpyError("np.i0 is not supported for complex values (NumPy raises too)")
+    if x.dtype.kind != "f":
+        x = lax.convert(x, np.float64)
+    x = apply_ufunc(np.absolute, (x,))
+    small, large = _numpy_i0_pieces()
+    result = EXPORTS["where"](apply_ufunc(np.less_equal, (x, 8.0)), small(x), large(x))
+    return lax.convert(result, x.dtype)
+
+
+def _bit_weights(bitorder: str, dtype=np.uint8) -> np.ndarray:
+    if bitorder not in ("big", "little"):
+        raise UserValueError("'order' must be either 'little' or 'big'")
+    weights = 1 << np.arange(8)
+    return (weights[::-1] if bitorder == "big" else weights).astype(dtype)
+
+
+@numpy_function(np.packbits)
+def packbits(a, axis=None, bitorder="big"):
+    a = _as_tracer(a)
+    if a.dtype.kind not in "biu":
+        raise UserValueError(f"Expected an input array of integer or boolean data type, got {a.describe()}")
+    if axis is None:
+        a, axis = lax.reshape(a, (a.size,)), 0
+    axis = normalize_axis(operator.index(axis), a.ndim)
+    bits = lax.convert(apply_ufunc(np.not_equal, (a, 0)), np.uint8)
+    bits = EXPORTS["moveaxis"](bits, axis, -1)
+    n = bits.shape[-1]
+    padded = -(-n // 8) * 8
+    if padded != n:
+        bits = EXPORTS["pad"](bits, [(0, 0)] * (bits.ndim - 1) + [(0, padded - n)])
+    groups = lax.reshape(bits, tuple(bits.shape[:-1]) + (padded // 8, 8))
+    packed = EXPORTS["sum"](apply_ufunc(np.multiply, (groups, _bit_weights(bitorder))), axis=-1, dtype=np.uint8)
+    return EXPORTS["moveaxis"](packed, -1, axis)
+
+
+@numpy_function(np.unpackbits)
+def unpackbits(a, axis=None, count=None, bitorder="big"):
+    a = _as_tracer(a)
+    if a.dtype != np.uint8:
+        raise UserValueError(f"Expected an input array of unsigned byte data type, got {a.describe()}")
+    if axis is None:
+        a, axis = lax.reshape(a, (a.size,)), 0
+    axis = normalize_axis(operator.index(axis), a.ndim)
+    moved = EXPORTS["moveaxis"](a, axis, -1)
+    wide = lax.reshape(moved, tuple(moved.shape) + (1,))
+    bits = apply_ufunc(np.not_equal, (apply_ufunc(np.bitwise_and, (wide, _bit_weights(bitorder))), 0))
+    bits = lax.convert(lax.reshape(bits, tuple(moved.shape[:-1]) + (moved.shape[-1] * 8,)), np.uint8)
+    if count is not None:
+        count = operator.index(count)
+        n = bits.shape[-1]
+        keep = count if count >= 0 else n + count
+        if keep < 0:
+            raise UserValueError(f"-count larger than number of elements ({-count} > {n})")
+        bits = bits[..., :keep] if keep <= n else EXPORTS["pad"](bits, [(0, 0)] * (bits.ndim - 1) + [(0, keep - n)])
+    return EXPORTS["moveaxis"](bits, -1, axis)
+
+
 @numpy_function(np.piecewise)
 def piecewise(x, condlist, funclist, *args, **kw):
     """Each function is evaluated on the whole array and selected where its condition holds

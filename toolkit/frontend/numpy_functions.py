@@ -80,7 +80,7 @@ COMPLEX_FUNCTIONS = frozenset({
     "asanyarray", "ascontiguousarray", "where", "zeros_like", "ones_like", "empty_like", "full_like", "real", "imag",
     "angle", "conj", "conjugate", "iscomplex", "isreal", "iscomplexobj", "isrealobj", "sum", "mean", "prod",
     "dot", "vdot", "matmul", "inner", "outer", "tensordot", "einsum", "kron", "trace", "shape", "ndim", "size",
-    "pad", "astype", "array_equal", "all", "any", "var", "std", "count_nonzero", "nonzero", "flatnonzero", "select", "choose", "compress",
+    "pad", "astype", "array_equal", "all", "any", "var", "std", "sort_complex", "count_nonzero", "nonzero", "flatnonzero", "select", "choose", "compress",
     "extract", "append", "insert", "delete", "resize", "trim_zeros", "put", "put_along_axis", "place", "copyto",
     "fill_diagonal", "empty", "zeros", "ones", "full", "identity", "eye", "tri", "linspace",
 })

@@ -264,6 +264,32 @@ def _modf(x, out):
     return frac, whole
 
 
+_FLOAT_LAYOUT = {4: (23, 127), 8: (52, 1023)}  # (mantissa bits, exponent bias)
+
+
+@_register(np.frexp)
+def _frexp(x, out):
+    """``x = m * 2**e`` with 0.5 <= |m| < 1, from the bits: subnormals are scaled into the
+    normal range first; zeros, infinities and NaN give (x, 0), as C's frexp."""
+    mbits, bias = _FLOAT_LAYOUT[x.dtype.itemsize]
+    itype = _SAME_WIDTH_INT[x.dtype.itemsize]
+    scale = mbits + 2
+    tiny = lax.compare(_abs(x), _const(x, float(np.finfo(x.dtype).tiny)), "LT")
+    scaled = _select(tiny, _mul(x, _const(x, 2.0 ** scale)), x)
+    bits = _bits(scaled)
+    exponent_field = _e("and", _e("shift-right-logical", bits, _const(bits, mbits)), _const(bits, 0x7FF if mbits == 52 else 0xFF))
+    exponent = _sub(exponent_field, _const(bits, bias - 1))
+    exponent = _select(tiny, _sub(exponent, _const(bits, scale)), exponent)
+    keep = ~(((1 << (11 if mbits == 52 else 8)) - 1) << mbits) & ((1 << (8 * x.dtype.itemsize)) - 1)
+    keep = int(np.array(keep, dtype=_UNSIGNED[x.dtype.itemsize]).view(itype))
+    mantissa_bits = _e("or", _e("and", bits, _const(bits, keep)), _const(bits, (bias - 1) << mbits))
+    mantissa = lax.bitcast_convert(mantissa_bits, x.dtype)
+    special = _e("or", lax.compare(x, _const(x, 0.0), "EQ"), _e("not", _e("is-finite", x)))
+    mantissa = _select(special, x, mantissa)
+    exponent = _select(special, _const(exponent, 0), exponent)
+    return mantissa, lax.convert(exponent, np.int32)
+
+
 @_register(np.bitwise_count)
 def _bitwise_count(x, out):  # NumPy: uint8 counts of |x|
     if x.dtype.kind == "b":
