@@ -189,9 +189,33 @@ EVALUATORS.update({
     "custom-call": lambda inst, args: _custom_call(inst, args),
     "dynamic-slice": lambda inst, args: ix.dynamic_slice(args[0], args[1:], inst.attrs["dynamic_slice_sizes"]),
     "dynamic-update-slice": lambda inst, args: ix.dynamic_update_slice(args[0], args[1], args[2:]),
+    "while": lambda inst, args: _while(inst, args),
+    "conditional": lambda inst, args: _conditional(inst, args),
 })
 
 assert set(EVALUATORS) == set(OPS), set(OPS) ^ set(EVALUATORS)
+
+
+def _while(inst, args):
+    """Run the body while the condition holds: a Python loop, however many trips."""
+    cond, body = inst.attrs["condition"], inst.attrs["body"]
+    state = args[0]
+    while bool(evaluate_computation(cond, [state])):
+        state = evaluate_computation(body, [state])
+    return state
+
+
+def _conditional(inst, args):
+    """The branch the selector picks (an s32 index out of range picks the last, as XLA's)."""
+    selector = args[0]
+    if "branch_computations" in inst.attrs:
+        branches = inst.attrs["branch_computations"]
+        k = int(selector)
+        k = k if 0 <= k < len(branches) else len(branches) - 1
+    else:
+        branches = (inst.attrs["true_computation"], inst.attrs["false_computation"])
+        k = 0 if bool(selector) else 1
+    return evaluate_computation(branches[k], [args[1 + k]])
 
 
 def _custom_call(inst, args):

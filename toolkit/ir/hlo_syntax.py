@@ -347,8 +347,15 @@ class HloReader:
                 attrs[key] = self.word()
             elif key == "kind" and opcode == "fusion":
                 attrs[key] = self.word()
-            elif key in ("to_apply", "calls"):
+            elif key in ("to_apply", "calls", "condition", "body", "true_computation", "false_computation"):
                 attrs[key] = self.name("a computation name")
+            elif key == "branch_computations":
+                self.expect("{")
+                names = []
+                while not self.accept("}"):
+                    names.append(self.name("a computation name"))
+                    self.accept(",")
+                attrs[key] = tuple(names)
             elif key == "slice":
                 attrs[key] = self.slice_spec()
             elif key == "padding":

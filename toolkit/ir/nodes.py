@@ -12,6 +12,9 @@ from typing import Any, Iterator, Mapping
 from .shapes import AnyShape
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+# attributes whose value is a called computation (branch_computations: a tuple of them)
+CALLEE_ATTRIBUTES = ("to_apply", "calls", "condition", "body", "true_computation", "false_computation",
+                     "branch_computations")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,12 @@ class Instruction:
 
     @property
     def called_computations(self) -> tuple[Computation, ...]:
-        return tuple(self.attrs[k] for k in ("to_apply", "calls") if k in self.attrs)
+        out = []
+        for k in CALLEE_ATTRIBUTES:
+            v = self.attrs.get(k)
+            if v is not None:
+                out.extend(v if isinstance(v, tuple) else (v,))
+        return tuple(out)
 
     def __repr__(self) -> str:
         return f"<{self.opcode} %{self.name}: {self.shape}>"

@@ -27,6 +27,7 @@ CATEGORIES = (
     "dot",
     "tuple",  # tuple, get-tuple-element
     "call",
+    "control",  # while, conditional: run called computations; never fused
 )
 
 _UNARY = [
@@ -103,6 +104,10 @@ _define(OpDef("tuple", "tuple", None))
 _define(OpDef("get-tuple-element", "tuple", 1, ("index",)))
 _define(OpDef("call", "call", None, ("to_apply",)))
 _define(OpDef("fusion", "call", None, ("kind", "calls")))
+# XLA's structured control flow: one operand (the loop state), a condition and a body computation;
+# a pred[] or s32[] selector, then one operand per branch (out of range: the last branch)
+_define(OpDef("while", "control", 1, ("condition", "body")))
+_define(OpDef("conditional", "control", None, ("true_computation", "false_computation", "branch_computations")))
 
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .builder import ComputationBuilder, NameUniquer
 from .hlo_syntax import HloParseError, HloReader, RawComputation, RawInstruction
-from .nodes import Computation, Module
+from .nodes import CALLEE_ATTRIBUTES, Computation, Module
 from .shape_inference import ShapeError
 from .shapes import Shape
 
@@ -73,7 +73,8 @@ def _topological(comps: list[RawComputation], parser: HloReader) -> list[RawComp
     def callees(c: RawComputation) -> list[RawComputation]:
         out = []
         for inst in c.instructions:
-            for callee in (inst.attrs.get(k) for k in ("to_apply", "calls")):
+            named = [inst.attrs.get(k) for k in CALLEE_ATTRIBUTES]
+            for callee in [n for v in named for n in (v if isinstance(v, tuple) else (v,))]:
                 if callee is None:
                     continue
                 if callee not in by_name:
@@ -120,9 +121,10 @@ def _build(raw: RawComputation, built: dict[str, Computation], parser: HloReader
     def make(inst: RawInstruction):
         operands = [made[op] for op in inst.operands]
         attrs = dict(inst.attrs)
-        for key in ("to_apply", "calls"):
+        for key in CALLEE_ATTRIBUTES:
             if key in attrs:
-                attrs[key] = built[attrs[key]]
+                v = attrs[key]
+                attrs[key] = tuple(built[n] for n in v) if isinstance(v, tuple) else built[v]
         if inst.raw_attrs:
             attrs["_raw"] = tuple(inst.raw_attrs)
         try:

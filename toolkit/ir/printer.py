@@ -72,6 +72,14 @@ def _attributes(inst: Instruction) -> list[str]:
         out.append(f"index={a['index']}")
     elif op == "fusion":
         out.append(f"kind={a['kind']}, calls=%{a['calls'].name}")
+    elif op == "while":
+        out.append(f"condition=%{a['condition'].name}, body=%{a['body'].name}")
+    elif op == "conditional":
+        if "branch_computations" in a:
+            out.append("branch_computations={" + ", ".join(f"%{c.name}" for c in a["branch_computations"]) + "}")
+        else:
+            out.append(f"true_computation=%{a['true_computation'].name}, "
+                       f"false_computation=%{a['false_computation'].name}")
     elif op == "custom-call":
         out.append(f'custom_call_target="{_escape(a["custom_call_target"])}"')
         if a.get("backend_config"):
@@ -142,6 +150,7 @@ def check_printer_covers_ops() -> None:
     """Raises if an op has attributes the printer does not know how to print."""
     known = {"parameter_number", "literal", "iota_dimension", "direction", "type", "dimensions",
              "slice", "padding", "index", "to_apply", "kind", "calls", "operand_precision", "is_stable", "custom_call_target", "backend_config", *_DOT_ATTRS,
+             "condition", "body", "true_computation", "false_computation", "branch_computations",
              *(k for keys in _INDEXING_ATTRS.values() for k in keys)}
     from .ops import OPS
 

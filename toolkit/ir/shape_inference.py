@@ -380,6 +380,54 @@ def _dot(ops, attrs, declared):
     return _expect(declared, Shape(dtype, tuple(dims)), "dot")
 
 
+def _one_parameter(comp, shape, what: str) -> None:
+    params = comp.parameters
+    if len(params) != 1 or not params[0].shape.same_type(shape):
+        raise ShapeError(f"{what} %{comp.name} must take one parameter of the operand's shape {shape}")
+
+
+def _while(ops, attrs, declared):
+    if len(ops) != 1:
+        raise ShapeError(f"while takes one operand (a tuple carries several values), got {len(ops)}")
+    (state,) = ops
+    cond, body = attrs.get("condition"), attrs.get("body")
+    if cond is None or body is None:
+        raise ShapeError("while needs condition= and body=")
+    _one_parameter(cond, state, "while condition")
+    _one_parameter(body, state, "while body")
+    if not cond.root.shape.same_type(Shape(dt.PRED, ())):
+        raise ShapeError(f"while condition %{cond.name} must return pred[], returns {cond.root.shape}")
+    if not body.root.shape.same_type(state):
+        raise ShapeError(f"while body %{body.name} must return the loop state's shape {state}, "
+                         f"returns {body.root.shape}")
+    return _expect(declared, state, "while")
+
+
+def _conditional(ops, attrs, declared):
+    if not ops:
+        raise ShapeError("conditional needs a selector operand")
+    selector = _array(ops[0], "conditional selector")
+    if "branch_computations" in attrs:
+        if selector.rank != 0 or selector.dtype.name != "s32":
+            raise ShapeError(f"conditional with branch_computations needs an s32[] index, got {selector}")
+        branches = tuple(attrs["branch_computations"])
+    else:
+        if selector.rank != 0 or not selector.dtype.is_bool:
+            raise ShapeError(f"conditional with true/false computations needs a pred[] selector, got {selector}")
+        if attrs.get("true_computation") is None or attrs.get("false_computation") is None:
+            raise ShapeError("conditional needs true_computation= and false_computation=, or branch_computations=")
+        branches = (attrs["true_computation"], attrs["false_computation"])
+    if not branches or len(ops) - 1 != len(branches):
+        raise ShapeError(f"conditional has {len(branches)} branches but {len(ops) - 1} branch operands")
+    for comp, operand in zip(branches, ops[1:]):
+        _one_parameter(comp, operand, "conditional branch")
+    out = branches[0].root.shape
+    for comp in branches[1:]:
+        if not comp.root.shape.same_type(out):
+            raise ShapeError(f"conditional branches return different shapes: {out} and {comp.root.shape}")
+    return _expect(declared, out, "conditional")
+
+
 def _tuple(ops, attrs, declared):
     return _expect(declared, TupleShape(tuple(ops)), "tuple")
 
@@ -435,7 +483,7 @@ SHAPE_RULES.update({
     "broadcast": _broadcast, "reshape": _reshape("reshape"), "bitcast": _reshape("bitcast"),
     "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
     "reverse": _same_shape_with_dims("reverse"), "copy": _identity("copy"),
-    "reduce": _reduce, "dot": _dot, "tuple": _tuple, "get-tuple-element": _gte, "call": _calls("call", "to_apply"), "fusion": _calls("fusion", "calls"),
+    "reduce": _reduce, "dot": _dot, "tuple": _tuple, "while": _while, "conditional": _conditional, "get-tuple-element": _gte, "call": _calls("call", "to_apply"), "fusion": _calls("fusion", "calls"),
     "gather": _indexing("gather", lambda a, attrs: ix.gather_shape(a[0], a[1], attrs)),
     "scatter": _indexing("scatter", lambda a, attrs: ix.scatter_shape(a[0], a[1], a[2], attrs)),
     "dynamic-slice": _indexing("dynamic-slice", _variadic_at_least(

@@ -56,6 +56,15 @@ def instruction_cost(inst: Instruction) -> dict[str, float]:
     op = inst.opcode
     if op == "call":
         return dict(computation_cost(inst.attrs["to_apply"]))
+    if op in ("while", "conditional"):  # XLA's count: one trip through the condition and body, or
+        totals: dict[str, float] = {}   # the costliest branch (the trip count is not known here)
+        parts = [computation_cost(c) for c in inst.called_computations]
+        if op == "while":
+            for part in parts:
+                for k, v in part.items():
+                    totals[k] = totals.get(k, 0.0) + v
+            return totals
+        return dict(max(parts, key=lambda p: p.get(FLOPS, 0.0) + p.get(BYTES, 0.0)))
     out: dict[str, float] = {FLOPS: 0.0, TRANSCENDENTALS: 0.0}
     if op in _ZERO_COST or (op == "transpose" and _is_bitcast_transpose(inst)):
         out[BYTES] = 0.0

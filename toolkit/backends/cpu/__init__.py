@@ -14,6 +14,7 @@ from ..library_dot import make_dot
 from ..llvm.elemental import CodegenUnsupported
 from ..reference.interpreter import evaluate_computation, flatten_value
 from . import disk_cache
+from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
 from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
@@ -40,6 +41,8 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
     def make_step(inst, inputs, outs) -> Step:
         if inst.opcode == "dot":
             return Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)})
+        if inst.opcode in ("while", "conditional"):  # host control over compiled computations
+            return Step("control", inst, inputs, outs, extra={"run": make_control_runner(inst, compile_module)})
         if inst.opcode in ("sort", "custom-call"):  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
             comp = as_computation(inst)
             return Step("library", inst, inputs, outs,

@@ -148,7 +148,7 @@ class CpuExecutable:
                 continue
             start = clock.now() if on_kernel is not None else 0.0
             threads = self._execute(step, bufs)
-            if on_kernel is not None and step.kind in ("kernel", "dot", "library", "fallback"):
+            if on_kernel is not None and step.kind in ("kernel", "dot", "library", "fallback", "control"):
                 on_kernel(step.inst, start, clock.now() - start, f"threads={threads}")
         return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
@@ -166,7 +166,7 @@ class CpuExecutable:
         if step.kind == "dot":
             step.extra["run"](ins, outs[0])
             return 1
-        if step.kind in ("fallback", "library"):
+        if step.kind in ("fallback", "library", "control"):
             results = step.extra["run"](ins)
             for o, r in zip(outs, results):
                 o[...] = r

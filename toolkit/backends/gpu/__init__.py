@@ -17,12 +17,16 @@ from ..llvm.planning import as_computation
 from ..reference.interpreter import evaluate_computation, flatten_value
 from .arrays import DeviceArray, device_get
 from .codegen import ARCHES, compile_ptx
+from ...ir.shapes import TupleShape
+from ..control import flat_module
 from .device import cupy_or_reason, default_device
 from .executor import GpuExecutable, GpuStep
 
 
 def _host_run(inst):
     comp = inst.attrs["to_apply"] if inst.opcode == "call" else as_computation(inst)
+    if any(isinstance(o.shape, TupleShape) for o in inst.operands):  # the plan passes tuple leaves
+        comp = flat_module(comp, f"{inst.name}.host").entry
     return lambda host_ins: flatten_value(evaluate_computation(comp, host_ins))
 
 

@@ -134,6 +134,8 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
     outputs = list(root.operands) if root.opcode == "tuple" else [root]
     if root.opcode in ("sort", "custom-call"):
         raise CodegenUnsupported(f"{root.opcode} runs as a library call on the host")
+    if root.opcode in ("while", "conditional"):
+        raise CodegenUnsupported(f"{root.opcode} runs its computations from the host")
     if root.opcode == "scatter":  # the copy splits over threads; the updates run in order on one
         shape = root.shape
         return KernelSpec(inst.name, comp, [root], "scatter", None, max(shape.size, 1))

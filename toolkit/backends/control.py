@@ -1,0 +1,100 @@
+"""``while`` and ``conditional`` in the native backends: each called computation is compiled by
+the backend as a program of its own, and a host loop runs them, the loop state passing from one
+call to the next as arrays, as XLA:CPU's runtime drives its while thunks. (The GPU backend runs
+them on the host with the evaluator for now: ``flat_module`` gives it the leaf-parameter form.)"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.nodes import Computation, Instruction, Module, post_order
+from ..ir.shapes import TupleShape
+
+
+def _leaf_count(shape) -> int:
+    return len(shape.leaves()) if isinstance(shape, TupleShape) else 1
+
+
+def flat_module(comp: Computation, name: str) -> Module:
+    """``comp`` as a module whose parameters are the leaves of its (tuple) parameters: a tuple
+    instruction rebuilds each parameter's structure, which the buffer plan reads as aliases."""
+    b = ComputationBuilder(name, NameUniquer.from_names(i.name for i in comp.instructions))
+    mapped: dict[int, Instruction] = {}
+    number = 0
+
+    def rebuild(shape) -> Instruction:
+        nonlocal number
+        if isinstance(shape, TupleShape):  # nesting is shallow: loop states are flat in practice
+            return b.add("tuple", [rebuild(e) for e in shape.elements], shape=shape)
+        leaf = b.parameter(number, shape, f"leaf_{number}")
+        number += 1
+        return leaf
+
+    for param in comp.parameters:
+        mapped[id(param)] = rebuild(param.shape)
+    for inst in comp.instructions:
+        if inst.opcode == "parameter":
+            continue
+        mapped[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(mapped[id(o)] for o in inst.operands)))
+    entry = b.build(mapped[id(comp.root)])
+    callees = []
+    for inst in post_order([comp.root]):
+        callees.extend(c for c in inst.called_computations if c not in callees)
+    # the callees' own callees (reducers inside fusions, nested loops), callees first
+    ordered: list[Computation] = []
+    stack = list(callees)
+    while stack:
+        c = stack.pop()
+        if c in ordered:
+            continue
+        pending = [d for i in c.instructions for d in i.called_computations if d not in ordered]
+        if pending:
+            stack.extend([c] + pending)
+            continue
+        ordered.append(c)
+    return Module(name, tuple(ordered) + (entry,), entry)
+
+
+def make_control_runner(inst: Instruction, compile_module: Callable[[Module], object]):
+    """``run(leaf arrays of the operands) -> leaf arrays of the result`` for a while or a
+    conditional, its computations compiled by ``compile_module``."""
+    if inst.opcode == "while":
+        cond = compile_module(flat_module(inst.attrs["condition"], f"{inst.name}.condition"))
+        body = compile_module(flat_module(inst.attrs["body"], f"{inst.name}.body"))
+
+        def run_while(leaves):
+            state = [np.asarray(v) for v in leaves]
+            trips = 0
+            while bool(cond(state)[0]):
+                state = [np.array(v) for v in body(state)]  # the next call may reuse the buffers
+                trips += 1
+            run_while.trips = trips
+            return state
+
+        run_while.trips = 0
+        return run_while
+    if "branch_computations" in inst.attrs:
+        branches = inst.attrs["branch_computations"]
+    else:
+        branches = (inst.attrs["true_computation"], inst.attrs["false_computation"])
+    compiled = [compile_module(flat_module(c, f"{inst.name}.branch{k}")) for k, c in enumerate(branches)]
+    counts = [_leaf_count(o.shape) for o in inst.operands[1:]]
+    starts = np.cumsum([1] + counts).tolist()
+    indexed = "branch_computations" in inst.attrs
+
+    def run_conditional(leaves):
+        selector = leaves[0]
+        if indexed:
+            k = int(selector)
+            k = k if 0 <= k < len(compiled) else len(compiled) - 1
+        else:
+            k = 0 if bool(selector) else 1
+        return [np.array(v) for v in compiled[k](list(leaves[starts[k]: starts[k + 1]]))]
+
+    return run_conditional
+
+
+__all__ = ["flat_module", "make_control_runner"]
