@@ -11,7 +11,7 @@
         f(x)
     print(prof.summary())
 """
-from . import hlo, numpy
+from . import hlo, lax, numpy
 from .api import JitFunction, ScalarListWarning, explain_recompiles, jit
 from .stages import Compiled, Lowered
 from .backends import backend_names
@@ -27,7 +27,7 @@ from .profiler.debug import install_from_environment as _debug_from_environment 
 from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402
 
 _debug_from_environment(_RECORDER)
-__all__ = ["jit", "ScalarListWarning", "hlo", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
+__all__ = ["jit", "ScalarListWarning", "hlo", "lax", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
            "backend_names", "DeviceArray", "device_get", "device_put", "profile", "Profile", "explain_recompiles", "RecompileError",
            "RecompileWarning", "compare", "plot", "roofline", "__version__"]
 

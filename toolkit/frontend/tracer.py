@@ -36,10 +36,15 @@ def current_trace() -> Trace | None:
 class Trace:
     """One function being traced into one entry computation."""
 
-    def __init__(self, fn_name: str):
+    def __init__(self, fn_name: str, parent: "Trace | None" = None, computation_name: str = "main"):
         self.fn_name = fn_name
-        self.module = ModuleBuilder(f"jit_{fn_name}")
-        self.builder: ComputationBuilder = self.module.computation("main")
+        # a nested trace (a loop body, a branch) builds a computation of the enclosing module;
+        # values of enclosing traces it uses become extra parameters of it (``captures``)
+        self.parent = parent
+        self.module = parent.module if parent is not None else ModuleBuilder(f"jit_{fn_name}")
+        self.builder: ComputationBuilder = self.module.computation(computation_name)
+        self.captures: list[tuple[Tracer, Tracer]] = []  # (enclosing tracer, its parameter here)
+        self._captured: dict[int, Tracer] = {}
         self.active = False
         self._op_name: str | None = None
         self._location: SourceLocation | None = None
@@ -110,9 +115,36 @@ class Trace:
     def location(self) -> SourceLocation | None:
         return self._location or user_location(3)
 
+    def encloses(self, other: "Trace") -> bool:
+        """Is ``other`` this trace or one it is nested in?"""
+        t = self
+        while t is not None:
+            if t is other:
+                return True
+            t = t.parent
+        return False
+
+    def local(self, t: "Tracer") -> Instruction:
+        """``t``'s instruction in this computation: a value of an enclosing trace becomes a
+        parameter of this one (captured once), as autodidax joins a jaxpr's constants."""
+        if t._trace is self:
+            return t.inst
+        if not (t._trace.active and self.encloses(t._trace)):
+            raise LeakedTracerError(
+                f"a traced value from another trace of jit({t._trace.fn_name}) was used here: {t.describe()}. "
+                "Traced values must not be stored in globals and used later; return them instead.")
+        inner = self._captured.get(id(t.inst))
+        if inner is None:
+            outer_inst = self.parent.local(t)  # through every level in between
+            number = len(self.builder._parameters)
+            param = self.builder.parameter(number, t.inst.shape, f"captured_{number}", Metadata(t.describe()))
+            inner = self._captured[id(t.inst)] = Tracer(self, param, t.weak_type)
+            self.captures.append((Tracer(self.parent, outer_inst, t.weak_type), inner))
+        return inner.inst
+
     def emit(self, opcode: str, operands=(), attrs=None, shape=None, weak: bool = False,
              name: str | None = None) -> Tracer:
-        inst = self.builder.add(opcode, [t.inst for t in operands], attrs, shape,
+        inst = self.builder.add(opcode, [self.local(t) for t in operands], attrs, shape,
                                 self.metadata(name or opcode))
         return Tracer(self, inst, weak)
 
@@ -183,19 +215,29 @@ class Tracer:
     # reach the parent as in NumPy; _views: weak references to the views taken of this one;
     # _alias_of: what this aliases when made by a view function toolkit does not track (reshape,
     # transpose ...), so writing through it is an error rather than a lost mutation.
-    __slots__ = ("trace", "inst", "weak_type", "_origin", "_view", "_views", "_alias_of", "__weakref__")
+    __slots__ = ("_trace", "inst", "weak_type", "_origin", "_view", "_views", "_alias_of", "__weakref__")
     __array_priority__ = 1000
     __hash__ = None  # traced arrays are not dict keys, as NumPy arrays are not
 
     def __init__(self, trace: Trace, inst: Instruction, weak_type: bool = False,
                  origin: str | None = None):
-        self.trace = trace
+        self._trace = trace
         self.inst = inst
         self.weak_type = weak_type
         self._origin = origin
         self._view = None
         self._views = None
         self._alias_of = None
+
+    @property
+    def trace(self) -> Trace:
+        """The trace operations on this value go to: its own, or the innermost active trace
+        nested in it (where the value is captured as a parameter when used)."""
+        own = self._trace
+        current = current_trace()
+        if current is not None and current is not own and current.parent is not None and current.encloses(own):
+            return current
+        return own
 
     # ---- abstract value ---------------------------------------------------------------
     @property
@@ -339,6 +381,8 @@ def _pretty(loc) -> str:
 
 def check_same_trace(t: Tracer) -> Trace:
     trace = current_trace()
+    if trace is not None and trace is not t._trace and t._trace.active and trace.encloses(t._trace):
+        return trace  # a value of an enclosing trace, captured where it is used
     if not t.trace.active or (trace is not None and t.trace is not trace):
         raise LeakedTracerError(
             f"a traced value from an earlier trace of jit({t.trace.fn_name}) was used after that "

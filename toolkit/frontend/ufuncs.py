@@ -71,6 +71,9 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
     trace = lax.trace_of(inputs)
     with trace.op_scope(name):
         descriptors = tuple(_type_descriptor(v) for v in inputs)
+        if all(isinstance(d, type) for d in descriptors):  # only Python scalars: NumPy's defaults
+            descriptors = tuple(np.dtype({int: np.int64, float: np.float64, complex: np.complex128}[d])
+                                for d in descriptors)
         try:
             dtypes = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout)
         except TypeError as e:

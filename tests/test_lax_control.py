@@ -1,0 +1,133 @@
+"""``tk.lax`` control flow: loops and branches on traced values trace their functions once
+(nested traces capturing the enclosing function's values) into HLO ``while``/``conditional``;
+results match plain Python on every backend, and a traced trip count compiles once."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.frontend.errors import UserTypeError
+
+from test_gpu_emulated import DEVICE  # noqa: F401  (registers the gpu-emulated backend)
+
+BACKENDS = ["interpreter", "cpu", "gpu-emulated"]
+
+
+def run(fn, backend, *args):
+    out = tk.jit(fn, backend=backend, on_recompile="ignore")(*args)
+    return tk.device_get(out) if backend == "gpu-emulated" else out
+
+
+def decay(x, n):
+    def body(i, acc):
+        return acc * 0.5 + x[i % x.shape[0]]  # x is captured from the enclosing function
+    return tk.lax.fori_loop(0, n, body, np.zeros_like(x))
+
+
+def decay_python(x, n):
+    acc = np.zeros_like(x)
+    for i in range(n):
+        acc = acc * 0.5 + x[i % x.shape[0]]
+    return acc
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fori_loop_with_a_traced_trip_count_compiles_once(backend):
+    x = np.arange(4.0)
+    jitted = tk.jit(decay, backend=backend)
+    for n in (0, 1, 5, 9):
+        got = jitted(x, n)
+        np.testing.assert_array_equal(tk.device_get(got) if backend == "gpu-emulated" else got, decay_python(x, n))
+    assert len(jitted._cache) == 1
+    assert "while(" in jitted.lower(x, 3).as_text()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_while_loop_on_a_pytree_state(backend):
+    def halve_until_small(x):
+        def cond(s):
+            return s["value"] > 1e-3
+        def body(s):
+            return {"steps": s["steps"] + 1, "value": s["value"] * 0.5}
+        return tk.lax.while_loop(cond, body, {"steps": 0, "value": np.abs(x).sum()})
+
+    x = np.array([3.0, -4.0])
+    got = run(halve_until_small, backend, x)
+    steps, value = 0, 7.0
+    while value > 1e-3:
+        steps, value = steps + 1, value * 0.5
+    assert int(got["steps"]) == steps and float(got["value"]) == value
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("k", [-3, 0, 1, 2, 5])
+def test_cond_and_switch_take_one_branch(backend, k):
+    def branches(x, k):
+        total = x.sum()
+        return (tk.lax.cond(k > 0, lambda a: (a * 2, a.max()), lambda a: (-a, a.min()), x),
+                tk.lax.switch(k, [lambda a: a + 1, lambda a: a * total, lambda a: a - 1], x))
+
+    x = np.arange(5.0)
+    (c, m), s = run(branches, backend, x, k)
+    want_c, want_m = (x * 2, x.max()) if k > 0 else (-x, x.min())
+    want_s = [x + 1, x * x.sum(), x - 1][min(max(k, 0), 2)]  # an index out of range is clamped, as JAX's
+    np.testing.assert_array_equal(c, want_c)
+    assert m == want_m
+    np.testing.assert_array_equal(s, want_s)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_nested_loops_capture_through_every_level(backend):
+    def nested(x, n):
+        scale = x.mean()
+
+        def outer(i, acc):
+            def inner(j, a):
+                return a + scale * (i + j)  # scale: two levels out; i: one level out
+            return tk.lax.fori_loop(0, 3, inner, acc)
+        return tk.lax.fori_loop(0, n, outer, np.zeros_like(x))
+
+    x = np.arange(4.0)
+    want = np.zeros_like(x)
+    for i in range(4):
+        for j in range(3):
+            want = want + x.mean() * (i + j)
+    np.testing.assert_allclose(run(nested, backend, x, 4), want)
+
+
+def test_outside_a_trace_they_run_as_python():
+    assert tk.lax.fori_loop(0, 4, lambda i, v: v + i, 0) == 6
+    assert tk.lax.while_loop(lambda v: v < 10, lambda v: v * 3, 1) == 27
+    assert tk.lax.cond(False, lambda a: a + 1, lambda a: a - 1, 5) == 4
+    assert tk.lax.switch(9, [lambda: "a", lambda: "b"]) == "b"
+
+
+def test_a_data_check_inside_a_loop_raises_after_the_call():
+    def f(x, i):
+        return tk.lax.fori_loop(0, 3, lambda k, acc: acc + x[i], 0.0)
+
+    jitted = tk.jit(f)
+    assert float(jitted(np.arange(4.0), 2)) == 6.0
+    with pytest.raises(IndexError, match="out of bounds"):
+        jitted(np.arange(4.0), 7)
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda x: tk.lax.fori_loop(0, 3, lambda i, v: v.astype(np.float32), x), "identical types"),
+    (lambda x: tk.lax.cond(x.sum() > 0, lambda a: a, lambda a: a[:2], x), "identical types"),
+    (lambda x: tk.lax.cond(x > 0, lambda a: a, lambda a: a, x), "must be a scalar"),
+    (lambda x: tk.lax.while_loop(lambda v: v, lambda v: v, x), "boolean scalar"),
+])
+def test_mistakes_are_named(fn, message):
+    with pytest.raises(UserTypeError, match=message):
+        tk.jit(fn)(np.arange(3.0))
+
+
+def test_xla_runs_the_traced_loop():
+    pytest.importorskip("jax", reason="JAX not installed")
+    from test_xla_acceptance import xla_run
+
+    x = np.arange(4.0)
+    text = tk.jit(decay).lower(x, 5).as_text()
+    outs = xla_run(text, [x, np.int64(5)])
+    np.testing.assert_array_equal(outs[0], decay_python(x, 5))
+    assert not outs[1]  # the index check's flag

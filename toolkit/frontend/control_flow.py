@@ -1,0 +1,234 @@
+"""Structured control flow, as ``jax.lax`` spells it: ``while_loop``, ``fori_loop``, ``cond``
+and ``switch`` trace their functions once into computations of the enclosing module and emit
+HLO ``while``/``conditional``, so a loop whose trip count is traced compiles once for every
+trip count, and a branch chosen by a traced predicate runs only that branch.
+
+Each function is traced in a nested ``Trace``: values of the enclosing function that it uses
+are captured as extra parameters (carried through the loop state unchanged, or passed to the
+branch), as autodidax joins a jaxpr's constants. Outside a trace the functions run eagerly in
+Python, as JAX's do on concrete values."""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import numpy as np
+
+from ..ir.nodes import Computation, Instruction
+from ..ir.shapes import TupleShape
+from . import lax
+from .errors import UnsupportedNumpyError, UserTypeError
+from .pytree import flatten, unflatten
+from .tracer import Trace, Tracer, current_trace
+
+
+def _has_tracer(leaves) -> bool:
+    return any(isinstance(v, Tracer) for v in leaves)
+
+
+def _lift_leaves(trace: Trace, leaves, what: str) -> list[Tracer]:
+    return [v if isinstance(v, Tracer) else lax.lift(trace, v, what=what) for v in leaves]
+
+
+def _aval(t: Tracer) -> tuple:
+    return (tuple(t.shape), np.dtype(t.dtype))
+
+
+def _trace_function(parent: Trace, fn, avals, treedef, name: str, wrap_args=lambda tree: (tree,)):
+    """Trace ``fn`` on parameters with ``avals`` (pytree ``treedef``) in a trace nested in
+    ``parent``: (the nested trace, its output leaves as local instructions, the output treedef)."""
+    sub = Trace(parent.fn_name, parent=parent, computation_name=name)
+    with sub.activate():
+        params = [sub.parameter(i, dtype, shape, weak, f"{name}.{i}") for i, (shape, dtype, weak) in enumerate(avals)]
+        out = fn(*wrap_args(unflatten(treedef, params)))
+        leaves, out_tree, paths = flatten(out)
+        outs = [sub.local(v) if isinstance(v, Tracer) else lax.lift(sub, v, what=f"{name} output{p}").inst
+                for v, p in zip(leaves, paths)]
+        weak = [v.weak_type if isinstance(v, Tracer) else isinstance(v, (int, float, complex)) and not isinstance(v, bool)
+                for v in leaves]
+    written = [n for n, t in sub.mutated_parameters()]
+    if written:
+        raise UnsupportedNumpyError(f"{name}: the function writes its argument in place (x[i] = ..., x += ...); "
+                                    "return the new value instead, as in JAX")
+    return sub, outs, weak, out_tree
+
+
+def _wrap(parent: Trace, name: str, sub: Trace, state_shapes, index_of: dict[int, int], results) -> Computation:
+    """``sub``'s computation taking one tuple parameter (``state_shapes``): sub's parameter k is
+    element ``index_of[k]``; ``results`` are instructions of sub or ints (a state element passed
+    through). One result is returned as itself, several as a tuple."""
+    b = parent.module.computation(name)
+    state = b.parameter(0, TupleShape(tuple(state_shapes)), "state")
+    elements = [b.add("get-tuple-element", [state], {"index": i}, shape=s) for i, s in enumerate(state_shapes)]
+    mapping: dict[int, Instruction] = {id(inst): elements[index_of[n]] for n, inst in sub.builder._parameters.items()}
+    for inst in sub.builder._instructions:
+        if inst.opcode == "parameter":
+            continue
+        mapping[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(mapping[id(o)] for o in inst.operands)))
+    items = [elements[r] if isinstance(r, int) else mapping[id(r)] for r in results]
+    root = items[0] if len(items) == 1 else b.add("tuple", items)
+    return parent.module.add_computation(b.build(root))
+
+
+def _check_same_types(what: str, want: list, got: list, tree_want, tree_got) -> None:
+    if str(tree_want) != str(tree_got) or want != got:
+        raise UserTypeError(
+            f"{what} must have identical types: {tree_want} with {[f'{d}{list(s)}' for s, d in want]} "
+            f"but got {tree_got} with {[f'{d}{list(s)}' for s, d in got]}")
+
+
+def while_loop(cond_fun, body_fun, init_val):
+    """``while cond_fun(val): val = body_fun(val)``, as HLO ``while``."""
+    leaves, tree, _ = flatten(init_val)
+    parent = current_trace()
+    if parent is None and not _has_tracer(leaves):
+        val = init_val
+        while bool(cond_fun(val)):
+            val = body_fun(val)
+        return val
+    parent = parent or leaves[0].trace
+    with parent.op_scope("while_loop"):
+        carry = _lift_leaves(parent, leaves, "while_loop init_val")
+        avals = [(t.shape, t.dtype, t.weak_type) for t in carry]
+        n = len(carry)
+        body, body_outs, body_weak, body_tree = _trace_function(parent, body_fun, avals, tree, "body")
+        got = [(tuple(i.shape.dims), i.shape.dtype.numpy) for i in body_outs]
+        _check_same_types("while_loop body_fun output and input", [_aval(t) for t in carry], got, tree, body_tree)
+        cond, cond_outs, _, _ = _trace_function(parent, cond_fun, avals, tree, "condition")
+        if cond.checks:
+            raise UnsupportedNumpyError("while_loop cond_fun makes a check NumPy makes on the data (an index out "
+                                        "of range ...); compute the condition from values known to be valid")
+        # NumPy's data checks in the body (a traced index out of range ...): one flag each, carried
+        # through the loop OR-ed with every trip's, raised after the call as at the top level
+        flags = [lax.full(parent, (), False, np.bool_) for _ in body.checks]
+        with body.activate():
+            first_flag = len(body.builder._parameters)
+            body_flags = [body.parameter(first_flag + k, np.dtype(bool), (), False, f"check_{k}") for k in range(len(flags))]
+            body_outs = body_outs + [body.local(lax.elementwise("or", prev, now))
+                                     for prev, (now, _, _) in zip(body_flags, body.checks)]
+        if len(cond_outs) != 1 or cond_outs[0].shape.dims or not cond_outs[0].shape.dtype.is_bool:
+            raise UserTypeError("while_loop cond_fun must return a boolean scalar, got "
+                                f"{[i.shape.to_text(False) for i in cond_outs]}")
+        # the loop state: the carry, the checks' flags, then what the body and the condition capture
+        # (body parameters: carry, captures (numbered as they were met), flags; condition: carry, captures)
+        m = len(flags)
+        body_caps = [outer for outer, _ in body.captures]
+        cond_caps = [outer for outer, _ in cond.captures]
+        state = carry + flags + body_caps + cond_caps
+        shapes = [parent.local(t).shape for t in state]
+        body_index = {k: k for k in range(n)} | {n + k: n + m + k for k in range(len(body_caps))} \
+            | {first_flag + k: n + k for k in range(m)} if m else \
+            {k: k for k in range(n)} | {n + k: n + k for k in range(len(body_caps))}
+        cond_index = {k: k for k in range(n)} | {n + k: n + m + len(body_caps) + k for k in range(len(cond_caps))}
+        body_results = body_outs[:n] + body_outs[n:] + list(range(n + m, len(state)))
+        body_comp = _wrap(parent, "body", body, shapes, body_index, body_results)
+        cond_comp = _wrap(parent, "condition", cond, shapes, cond_index, cond_outs)
+        loop = parent.emit("while", (parent.emit("tuple", state),), {"condition": cond_comp, "body": body_comp})
+        outs = [Tracer(parent, parent.emit("get-tuple-element", (loop,), {"index": k}).inst, carry[k].weak_type)
+                for k in range(n)]
+        for k, (_, error, message) in enumerate(body.checks):
+            flag = parent.emit("get-tuple-element", (loop,), {"index": n + k})
+            parent.checks.append((flag, error, message))
+    return unflatten(tree, outs)
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """``for i in range(lower, upper): val = body_fun(i, val)``; the bounds may be traced, and
+    the program is the same for every trip count."""
+    parent = current_trace()
+    leaves, _, _ = flatten(init_val)
+    if parent is None and not _has_tracer(leaves + [lower, upper]):
+        val = init_val
+        for i in range(operator.index(lower), operator.index(upper)):
+            val = body_fun(i, val)
+        return val
+    parent = parent or next(v for v in leaves + [lower, upper] if isinstance(v, Tracer)).trace
+    bounds = _lift_leaves(parent, [lower, upper], "fori_loop bound")
+    if any(b.dtype.kind not in "iu" or b.ndim for b in bounds):
+        raise UserTypeError(f"fori_loop bounds must be integer scalars, got {[b.describe() for b in bounds]}")
+    dtype = np.result_type(*[b.dtype for b in bounds])
+    lo, hi = (lax.convert(b, dtype, b.weak_type) for b in bounds)
+
+    def cond(state):
+        return lax.compare(state[0], state[1], "LT")
+
+    def body(state):
+        i, stop, val = state
+        return lax.elementwise("add", i, lax.full_like(i, 1), weak=i.weak_type), stop, body_fun(i, val)
+
+    return while_loop(cond, body, (lo, hi, init_val))[2]
+
+
+def _branches(parent: Trace, functions, operands, name: str):
+    """Trace each branch on the operands: (computations, output tracers' weak flags, out tree)."""
+    leaves, tree, _ = flatten(tuple(operands))
+    args = _lift_leaves(parent, leaves, f"{name} operand")
+    avals = [(t.shape, t.dtype, t.weak_type) for t in args]
+    traced = [_trace_function(parent, fn, avals, tree, f"branch_{k}", wrap_args=lambda ops: tuple(ops))
+              for k, fn in enumerate(functions)]
+    if any(sub.checks for sub, *_ in traced):
+        raise UnsupportedNumpyError(f"{name}: a check NumPy makes on the data (an index out of range ...) inside a "
+                                    "branch is not supported yet; use indices known to be in range (np.clip)")
+    first = traced[0]
+    want = [(tuple(i.shape.dims), i.shape.dtype.numpy) for i in first[1]]
+    for _, outs, _, out_tree in traced[1:]:
+        got = [(tuple(i.shape.dims), i.shape.dtype.numpy) for i in outs]
+        _check_same_types(f"{name} branches' outputs", want, got, first[3], out_tree)
+    computations, tuples = [], []
+    for k, (sub, outs, _, _) in enumerate(traced):
+        caps = [outer for outer, _ in sub.captures]
+        state = args + caps
+        shapes = [parent.local(t).shape for t in state]
+        computations.append(_wrap(parent, f"branch_{k}", sub, shapes, {j: j for j in range(len(state))}, outs))
+        tuples.append(parent.emit("tuple", state))
+    return computations, tuples, first[2], first[3], len(first[1])
+
+
+def _results(parent: Trace, inst_tracer: Tracer, weak, out_tree, count: int):
+    if count == 1:
+        return unflatten(out_tree, [Tracer(parent, inst_tracer.inst, weak[0])])
+    outs = [Tracer(parent, parent.emit("get-tuple-element", (inst_tracer,), {"index": k}).inst, weak[k])
+            for k in range(count)]
+    return unflatten(out_tree, outs)
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """``true_fun(*operands) if pred else false_fun(*operands)``; with a traced ``pred`` only
+    the chosen branch runs (HLO ``conditional``)."""
+    if not isinstance(pred, Tracer):  # a Python value: the branch is known now
+        return true_fun(*operands) if bool(pred) else false_fun(*operands)
+    parent = current_trace() or pred.trace
+    with parent.op_scope("cond"):
+        p = pred if isinstance(pred, Tracer) else lax.lift(parent, pred)
+        if p.ndim:
+            raise UserTypeError(f"cond predicate must be a scalar, got {p.describe()}")
+        if p.dtype != np.bool_:
+            p = lax.compare(p, lax.full_like(p, 0), "NE")
+        comps, tuples, weak, out_tree, count = _branches(parent, (true_fun, false_fun), operands, "cond")
+        result = parent.emit("conditional", [p] + tuples,
+                             {"true_computation": comps[0], "false_computation": comps[1]})
+        return _results(parent, result, weak, out_tree, count)
+
+
+def switch(index, branches, *operands):
+    """``branches[clamp(index, 0, len(branches) - 1)](*operands)``, as ``jax.lax.switch``."""
+    branches = list(branches)
+    if not branches:
+        raise UserTypeError("switch needs at least one branch")
+    if not isinstance(index, Tracer):  # a Python value: the branch is known now
+        return branches[min(max(operator.index(index), 0), len(branches) - 1)](*operands)
+    parent = current_trace() or index.trace
+    with parent.op_scope("switch"):
+        i = index if isinstance(index, Tracer) else lax.lift(parent, index)
+        if i.ndim or i.dtype.kind not in "iu":
+            raise UserTypeError(f"switch index must be an integer scalar, got {i.describe()}")
+        wide = lax.convert(i, np.int64)
+        clamped = lax.elementwise("minimum", lax.elementwise("maximum", wide, lax.full_like(wide, 0)),
+                                  lax.full_like(wide, len(branches) - 1))
+        comps, tuples, weak, out_tree, count = _branches(parent, branches, operands, "switch")
+        result = parent.emit("conditional", [lax.convert(clamped, np.int32)] + tuples,
+                             {"branch_computations": tuple(comps)})
+        return _results(parent, result, weak, out_tree, count)
+
+
+__all__ = ["while_loop", "fori_loop", "cond", "switch"]
