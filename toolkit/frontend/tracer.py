@@ -307,9 +307,10 @@ class Tracer:
             f"{what} was called on a traced value{at}: {self.describe()}.\n"
             "Inside a jitted function, arrays are abstract (only shape and dtype are known), so "
             "Python control flow (if/while/and/or) and bool()/int()/float() cannot depend on "
-            "their values.\nFix: compute both branches and pick with tnp.where(cond, a, b), "
-            "or, if the value is really a Python constant, mark the argument static with "
-            "static_argnums=/static_argnames=."
+            "their values.\nFix: compute both branches and pick with tnp.where(cond, a, b); run "
+            "one branch with tk.lax.cond(pred, true_fun, false_fun, *operands); loop with "
+            "tk.lax.while_loop/fori_loop; or, if the value is really a Python constant, mark the "
+            "argument static with static_argnums=/static_argnames=."
         )
 
     # A traced array that depends on no argument (np.zeros(3) made inside the function, then
