@@ -131,3 +131,24 @@ def test_xla_runs_the_traced_loop():
     outs = xla_run(text, [x, np.int64(5)])
     np.testing.assert_array_equal(outs[0], decay_python(x, 5))
     assert not outs[1]  # the index check's flag
+
+
+def test_loop_bodies_are_optimised_and_fused_like_the_entry():
+    def f(x, n):
+        return tk.lax.fori_loop(0, n, lambda i, acc: np.tanh(acc * 0.5 + x) * 2 + 1, np.zeros_like(x))
+
+    x = np.arange(4.0)
+    compiled = tk.jit(f, backend="cpu").lower(x, 5).compile()
+    module = compiled.optimized_hlo
+    loop = next(i for i in module.entry.instructions if i.opcode == "while")
+    body = loop.attrs["body"]
+    assert any(i.opcode == "fusion" for i in body.instructions)  # tanh, *, + in one kernel
+    assert not any(i.opcode == "tanh" for i in body.instructions)
+    names = [c.name for c in module.computations]
+    assert len(names) == len(set(names))  # fused computations renamed apart from the entry's
+    assert any(d.consumer for d in compiled.fusion_decisions)
+    want = np.zeros_like(x)
+    for _ in range(5):
+        want = np.tanh(want * 0.5 + x) * 2 + 1
+    np.testing.assert_allclose(compiled(x, 5), want, rtol=1e-14)
+    assert tk.hlo.parse(compiled.as_text()).to_text() == compiled.as_text()

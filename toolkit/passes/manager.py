@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir.nodes import Module
+from .called import CONTROL, optimize_called
 from ..ir.verifier import VerificationError, verify
 from ..profiler.events import FusionDecision, PassEvent
 
@@ -96,6 +97,19 @@ class Pipeline:
                         break
             else:
                 run_one(name, fn)
+        if self.passes and any(i.opcode in CONTROL for i in result.module.entry.instructions):
+            def run_called(sub: Module) -> Module:  # loop bodies and branches: the same pipeline
+                inner = self.run(sub, clock, None, verify_each, compile_id)
+                result.passes.extend(inner.passes)
+                result.decisions.extend(inner.decisions)
+                return inner.module
+
+            result.module = optimize_called(result.module, run_called)
+            if verify_each:
+                try:
+                    verify(result.module)
+                except VerificationError as e:
+                    raise PassError(f"optimising the loop bodies and branches produced an invalid module: {e}") from e
         return result
 
 

@@ -1,0 +1,95 @@
+"""Loop bodies, loop conditions and branches are optimised as the entry is: each called
+computation of a ``while`` or ``conditional`` runs through the same pipeline as a module of
+its own (its instructions simplified, folded and fused), and comes back under names that do
+not clash with the enclosing module's."""
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+from typing import Callable
+
+from ..ir.nodes import CALLEE_ATTRIBUTES, Computation, Instruction, Module
+
+CONTROL = ("while", "conditional")
+
+
+def callees_first(comp: Computation) -> list[Computation]:
+    """The computations ``comp`` calls, directly or not, callees before callers (iterative)."""
+    ordered: list[Computation] = []
+    seen: set[int] = set()
+    stack: list[tuple[Computation, bool]] = [(c, False) for i in comp.instructions for c in i.called_computations]
+    while stack:
+        c, expanded = stack.pop()
+        if expanded:
+            if id(c) not in seen:
+                seen.add(id(c))
+                ordered.append(c)
+            continue
+        if id(c) in seen:
+            continue
+        stack.append((c, True))
+        stack.extend((d, False) for i in c.instructions for d in i.called_computations if id(d) not in seen)
+    return ordered
+
+
+def _rebuilt(comp: Computation, name: str, swap: dict[int, Computation]) -> Computation:
+    """``comp`` named ``name``, its instructions calling ``swap``'s computations instead."""
+    mapped: dict[int, Instruction] = {}
+    for inst in comp.instructions:
+        attrs = dict(inst.attrs)
+        for key in CALLEE_ATTRIBUTES:
+            v = attrs.get(key)
+            if isinstance(v, tuple):
+                attrs[key] = tuple(swap.get(id(c), c) for c in v)
+            elif v is not None:
+                attrs[key] = swap.get(id(v), v)
+        mapped[id(inst)] = dataclasses.replace(inst, operands=tuple(mapped[id(o)] for o in inst.operands),
+                                               attrs=MappingProxyType(attrs))
+    return Computation(name, tuple(mapped[id(p)] for p in comp.parameters),
+                       tuple(mapped[id(i)] for i in comp.instructions), mapped[id(comp.root)])
+
+
+def optimize_called(module: Module, run: Callable[[Module], Module]) -> Module:
+    """``module`` with every computation its entry's while/conditional instructions call
+    replaced by ``run`` of it (``run``: the pipeline, which reaches nested loops the same way)."""
+    entry = module.entry
+    controls = [i for i in entry.instructions if i.opcode in CONTROL]
+    if not controls:
+        return module
+    taken = {c.name for c in module.computations}
+    existing = {id(c) for c in module.computations}
+    swap: dict[int, Computation] = {}
+    added: list[Computation] = []
+    for inst in controls:
+        for comp in inst.called_computations:
+            if id(comp) in swap:
+                continue
+            optimized = run(Module(comp.name, tuple(callees_first(comp)) + (comp,), comp))
+            local: dict[int, Computation] = {}
+            for c in optimized.computations:  # callees first: fused computations, then the body
+                if id(c) in existing:
+                    continue  # shared with the enclosing module, unchanged
+                name = c.name
+                k = 1
+                while name in taken and not (c is optimized.entry and name == comp.name):  # it replaces comp
+                    name, k = f"{c.name}.{k}", k + 1
+                taken.add(name)
+                new = _rebuilt(c, name, local)
+                local[id(c)] = new
+                added.append(new)
+            swap[id(comp)] = local.get(id(optimized.entry), optimized.entry)
+    new_entry = _rebuilt(entry, entry.name, swap)
+    kept = [c for c in module.computations if c is not entry]
+    used = set()
+    stack = [new_entry]
+    while stack:  # keep what is still called (the old bodies are not)
+        c = stack.pop()
+        for i in c.instructions:
+            for d in i.called_computations:
+                if id(d) not in used:
+                    used.add(id(d))
+                    stack.append(d)
+    computations = [c for c in kept + added if id(c) in used]
+    order = {id(c): k for k, c in enumerate(callees_first(new_entry))}
+    computations.sort(key=lambda c: order[id(c)])
+    return Module(module.name, tuple(computations) + (new_entry,), new_entry, module.attributes)
