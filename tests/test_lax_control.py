@@ -152,3 +152,35 @@ def test_loop_bodies_are_optimised_and_fused_like_the_entry():
         want = np.tanh(want * 0.5 + x) * 2 + 1
     np.testing.assert_allclose(compiled(x, 5), want, rtol=1e-14)
     assert tk.hlo.parse(compiled.as_text()).to_text() == compiled.as_text()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_stacks_the_outputs_as_jax_does(backend, reverse):
+    def rnn(xs, w):
+        def step(h, x):
+            h = np.tanh(h * 0.5 + x * w)
+            return h, {"sum": h.sum(), "h": h}
+        return tk.lax.scan(step, np.zeros(3), xs, reverse=reverse)
+
+    xs = np.arange(12.0).reshape(4, 3) / 10
+    w = np.array([1.0, -2.0, 3.0])
+    h, ys = np.zeros(3), []
+    for x in (xs[::-1] if reverse else xs):
+        h = np.tanh(h * 0.5 + x * w)
+        ys.append((h.sum(), h))
+    if reverse:
+        ys.reverse()
+    got_h, got_ys = run(rnn, backend, xs, w)
+    np.testing.assert_allclose(got_h, h, rtol=1e-14)
+    np.testing.assert_allclose(got_ys["sum"], [s for s, _ in ys], rtol=1e-14)
+    np.testing.assert_allclose(got_ys["h"], np.stack([v for _, v in ys]), rtol=1e-14)
+    eager_h, eager_ys = tk.lax.scan(lambda c, x: (np.tanh(c * 0.5 + x * w), {"sum": np.tanh(c * 0.5 + x * w).sum(),
+                                                                            "h": np.tanh(c * 0.5 + x * w)}),
+                                    np.zeros(3), xs, reverse=reverse)
+    np.testing.assert_allclose(eager_ys["h"], got_ys["h"], rtol=1e-14)
+
+
+def test_scan_lengths_must_agree():
+    with pytest.raises(UserTypeError, match="disagree"):
+        tk.jit(lambda a, b: tk.lax.scan(lambda c, x: (c, c), 0.0, (a, b)))(np.ones(3), np.ones(4))

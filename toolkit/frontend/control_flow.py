@@ -159,6 +159,70 @@ def fori_loop(lower, upper, body_fun, init_val):
     return while_loop(cond, body, (lo, hi, init_val))[2]
 
 
+def scan(f, init, xs=None, length=None, reverse=False):
+    """``carry, ys = scan(f, init, xs)``: ``carry, y = f(carry, x)`` for each ``x`` along the
+    leading axis of ``xs`` (a pytree), the ``y``s stacked, as ``jax.lax.scan``; one HLO while
+    reading ``xs`` with dynamic-slice and writing ``ys`` with dynamic-update-slice."""
+    x_leaves, x_tree, _ = flatten(xs)
+    init_leaves, _, _ = flatten(init)
+    lengths = {int(np.shape(v)[0]) for v in x_leaves if np.ndim(v)}
+    if any(np.ndim(v) == 0 for v in x_leaves):
+        raise UserTypeError("scan: every leaf of xs needs a leading axis to scan over")
+    if length is not None:
+        lengths.add(operator.index(length))
+    if len(lengths) != 1:
+        raise UserTypeError(f"scan: xs leaves and length= disagree on the length to scan over: {sorted(lengths)}")
+    (n,) = lengths
+    parent = current_trace()
+    if parent is None and not _has_tracer(x_leaves + init_leaves):  # eager, as Python would
+        carry, ys = init, []
+        for k in (range(n - 1, -1, -1) if reverse else range(n)):
+            carry, y = f(carry, unflatten(x_tree, [v[k] for v in x_leaves]))
+            ys.append(y)
+        if reverse:
+            ys.reverse()
+        y_leaves = [flatten(y)[0] for y in ys]
+        tree = flatten(ys[0])[1] if ys else None
+        stacked = [np.stack([row[j] for row in y_leaves]) for j in range(len(y_leaves[0]))] if ys else []
+        return carry, (unflatten(tree, stacked) if ys else None)
+    parent = parent or next(v for v in x_leaves + init_leaves if isinstance(v, Tracer)).trace
+    with parent.op_scope("scan"):
+        xs_t = _lift_leaves(parent, x_leaves, "scan xs")
+        carry_t = _lift_leaves(parent, init_leaves, "scan init")
+        _, carry_tree, _ = flatten(init)
+
+        def element(i, leaves):
+            return [lax.reshape(lax.dynamic_slice(v, [i] + [lax.full_like(i, 0)] * (v.ndim - 1), (1,) + tuple(v.shape[1:])),
+                                tuple(v.shape[1:])) for v in leaves]
+
+        # the ys' shapes: trace f once aside (its computation is dropped)
+        probe = Trace(parent.fn_name, parent=parent, computation_name="scan_probe")
+        with probe.activate():
+            c_params = [probe.parameter(k, t.dtype, t.shape, t.weak_type, f"probe.{k}") for k, t in enumerate(carry_t)]
+            x_params = [probe.parameter(len(c_params) + k, t.dtype, tuple(t.shape[1:]), t.weak_type, f"probe.x{k}")
+                        for k, t in enumerate(xs_t)]
+            _, y_probe = f(unflatten(carry_tree, c_params), unflatten(x_tree, x_params))
+            y_leaves, y_tree, _ = flatten(y_probe)
+            y_avals = [(tuple(np.shape(v)), np.dtype(v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype))
+                       for v in y_leaves]
+        ys0 = [lax.full(parent, (n,) + shape, 0, dtype) for shape, dtype in y_avals]
+        index_dtype = np.dtype(np.int64)
+
+        def body(state):
+            i, carry, ys = state
+            k = lax.elementwise("subtract", lax.full_like(i, n - 1), i) if reverse else i
+            new_carry, y = f(carry, unflatten(x_tree, element(k, xs_t)))
+            new_ys = [lax.dynamic_update_slice(buf, lax.reshape(_lift_leaves(buf.trace, [v], "scan y")[0], (1,) + shape),
+                                               [k] + [lax.full_like(k, 0)] * len(shape))
+                      for buf, v, (shape, _) in zip(ys, flatten(y)[0], y_avals)]
+            return lax.elementwise("add", i, lax.full_like(i, 1)), new_carry, new_ys
+
+        start = lax.full(parent, (), 0, index_dtype)
+        _, carry_out, ys_out = while_loop(lambda st: lax.compare(st[0], lax.full_like(st[0], n), "LT"), body,
+                                          (start, unflatten(carry_tree, carry_t), ys0))
+        return carry_out, unflatten(y_tree, ys_out)
+
+
 def _branches(parent: Trace, functions, operands, name: str):
     """Trace each branch on the operands: (computations, output tracers' weak flags, out tree)."""
     leaves, tree, _ = flatten(tuple(operands))
@@ -231,4 +295,4 @@ def switch(index, branches, *operands):
         return _results(parent, result, weak, out_tree, count)
 
 
-__all__ = ["while_loop", "fori_loop", "cond", "switch"]
+__all__ = ["while_loop", "fori_loop", "cond", "switch", "scan"]
