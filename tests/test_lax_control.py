@@ -184,3 +184,12 @@ def test_scan_stacks_the_outputs_as_jax_does(backend, reverse):
 def test_scan_lengths_must_agree():
     with pytest.raises(UserTypeError, match="disagree"):
         tk.jit(lambda a, b: tk.lax.scan(lambda c, x: (c, c), 0.0, (a, b)))(np.ones(3), np.ones(4))
+
+
+def test_the_profile_records_a_loops_trip_count():
+    f = tk.jit(decay, backend="cpu")
+    x = np.arange(4.0)
+    with tk.profile() as prof:
+        f(x, 7)
+    (loop,) = [k for k in prof.kernels if "while" in k.name]
+    assert loop.launch == "trips=7"

@@ -149,7 +149,9 @@ class CpuExecutable:
             start = clock.now() if on_kernel is not None else 0.0
             threads = self._execute(step, bufs)
             if on_kernel is not None and step.kind in ("kernel", "dot", "library", "fallback", "control"):
-                on_kernel(step.inst, start, clock.now() - start, f"threads={threads}")
+                trips = getattr(step.extra.get("run"), "trips", None)  # a while loop: how many times it ran
+                on_kernel(step.inst, start, clock.now() - start,
+                          f"trips={trips}" if trips is not None else f"threads={threads}")
         return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
     def _alloc(self, bufs, slot):
