@@ -182,9 +182,10 @@ def test_function_matches_numpy_on_cpu(name):
 def test_every_function_added_here_has_a_case():
     """The functions and ufuncs added for API breadth each have a case above (the ones that
     predate this table are tested in test_numpy_functions/test_ufuncs)."""
-    from toolkit.frontend import (joining, matrices, more_functions, scans, sorting, statistics, ufuncs_math)
+    from toolkit.frontend import (histograms, joining, matrices, more_functions, scans, sorting, statistics,
+                                  ufuncs_math)
 
-    modules = (joining, matrices, more_functions, scans, sorting, statistics)
+    modules = (histograms, joining, matrices, more_functions, scans, sorting, statistics)
     added = {name for name, fn in EXPORTS.items() if getattr(fn, "__module__", "") in {m.__name__ for m in modules}}
     added |= {u.__name__ for u, impl in UFUNCS.items() if impl.__module__ == ufuncs_math.__name__}
     size_functions = {"unique", "unique_values", "unique_counts", "unique_inverse", "unique_all", "nonzero",

@@ -433,6 +433,7 @@ from . import shape_functions as _shape_functions  # noqa: E402,F401  (before cr
 from . import creation as _creation, linalg as _linalg  # noqa: E402,F401
 from . import indexing_functions as _indexing_functions  # noqa: E402,F401
 from . import joining as _joining, matrices as _matrices, scans as _scans  # noqa: E402,F401
+from . import histograms as _histograms  # noqa: E402,F401
 from . import sorting as _sorting, statistics as _statistics  # noqa: E402,F401
 from . import more_functions as _more_functions  # noqa: E402,F401
 from . import decompositions as _decompositions  # noqa: E402,F401

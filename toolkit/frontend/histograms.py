@@ -1,0 +1,183 @@
+"""Histograms of traced arrays: ``histogram``, ``histogram_bin_edges``, ``histogramdd`` and
+``histogram2d``, with NumPy's algorithms (its uniform-bin fast path, the last edge inclusive,
+outlier bins cut off). Bin counts and edges are static; the data, and an autodetected range,
+may be traced."""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from . import lax
+from .errors import UnsupportedNumpyError, UserValueError
+from .numpy_functions import EXPORTS, numpy_function
+from .scans import _counts, _t, diff, search_sorted
+from .tracer import Tracer
+from .ufuncs import apply_ufunc
+
+
+def _given_range(range_) -> tuple[float, float]:
+    """NumPy's checks of a histogram's ``range=`` (and its widening of an empty one)."""
+    first, last = range_
+    if first > last:
+        raise UserValueError("max must be larger than min in range parameter.")
+    if not (np.isfinite(first) and np.isfinite(last)):
+        raise UserValueError(f"supplied range of [{first}, {last}] is not finite")
+    first, last = float(first), float(last)
+    return (first - 0.5, last + 0.5) if first == last else (first, last)
+
+
+def _histogram_edges(a: Tracer, bins, range_, weights):
+    if isinstance(bins, str):
+        raise UnsupportedNumpyError(f"np.histogram(bins={bins!r}): estimator names are not supported on traced arrays")
+    if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
+        n = operator.index(bins)
+        if n < 1:
+            raise UserValueError("`bins` must be positive, when an integer")
+        if range_ is not None:
+            first, last = _given_range(range_)
+            edges = lax.lift(a.trace, np.linspace(first, last, n + 1), np.float64, weak=False)
+            return edges, n, (first, last)
+        if a.size == 0:
+            lo, hi = 0.0, 1.0
+            return lax.lift(a.trace, np.linspace(lo, hi, n + 1), np.float64, weak=False), n, (lo, hi)
+        lo = lax.convert(EXPORTS["min"](a), np.float64)
+        hi = lax.convert(EXPORTS["max"](a), np.float64)
+        same = apply_ufunc(np.equal, (lo, hi))
+        lo = EXPORTS["where"](same, lo - 0.5, lo)
+        hi = EXPORTS["where"](same, hi + 0.5, hi)
+        return traced_edges(lo, hi, n), n, (lo, hi)
+    edges = bins if isinstance(bins, Tracer) else lax.lift(a.trace, np.asarray(bins, np.float64), weak=False)
+    return lax.convert(edges, np.float64), None, None
+
+
+def traced_edges(lo, hi, n):
+    from .matrices import traced_linspace
+    return traced_linspace(lo, hi, n + 1)
+
+
+@numpy_function(np.histogram_bin_edges)
+def histogram_bin_edges(a, bins=10, range=None, weights=None):
+    a = _t(a)
+    return _histogram_edges(lax.reshape(a, (a.size,)), bins, range, weights)[0]
+
+
+@numpy_function(np.histogram)
+def histogram(a, bins=10, range=None, density=None, weights=None):
+    a = _t(a)
+    a = lax.reshape(a, (a.size,))
+    edges, uniform, span = _histogram_edges(a, bins, range, weights)
+    x = lax.convert(a, np.float64)
+    nbins = edges.shape[0] - 1
+    if uniform is not None:  # NumPy's fast path: the bin from arithmetic, corrected by the edges
+        first, last = span
+        norm = apply_ufunc(np.true_divide, (nbins, apply_ufunc(np.subtract, (last, first))))
+        idx = lax.convert(apply_ufunc(np.multiply, (apply_ufunc(np.subtract, (x, first)), norm)), np.int64)
+        idx = EXPORTS["where"](apply_ufunc(np.equal, (idx, nbins)), nbins - 1, idx)
+        idx = EXPORTS["clip"](*(idx, 0, nbins - 1))
+        lower = EXPORTS["take"](edges, idx)
+        idx = EXPORTS["where"](apply_ufunc(np.less, (x, lower)), idx - 1, idx)
+        upper = EXPORTS["take"](edges, EXPORTS["clip"](*(idx + 1, 0, nbins)))
+        idx = EXPORTS["where"](apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, upper)),
+                                                             apply_ufunc(np.not_equal, (idx, nbins - 1)))), idx + 1, idx)
+        keep = apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, first)), apply_ufunc(np.less_equal, (x, last))))
+    else:
+        idx = apply_ufunc(np.subtract, (search_sorted(edges, x, "right"), 1))
+        idx = EXPORTS["where"](apply_ufunc(np.equal, (x, edges[-1])), nbins - 1, idx)
+        keep = apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, edges[0])),
+                                            apply_ufunc(np.less_equal, (x, edges[-1]))))
+    idx = EXPORTS["where"](keep, idx, -1)
+    counts = _counts(idx, weights, nbins)  # idx -1: outside the range, skipped
+    if density:
+        widths = diff(edges)
+        counts = apply_ufunc(np.true_divide, (apply_ufunc(np.true_divide, (counts, widths)), EXPORTS["sum"](counts)))
+    return counts, edges
+
+
+def _outer_edges(x: Tracer, bins: int, range_, dim: int) -> Tracer:
+    """NumPy's ``_get_outer_edges`` and linspace for one dimension of histogramdd: the range
+    given (float64 edges), or the data's min and max (edges in the data's float type; a
+    non-finite autodetected range raises NumPy's ValueError after the call)."""
+    if range_ is not None:
+        first, last = _given_range(range_)
+        return lax.lift(x.trace, np.linspace(first, last, bins + 1), weak=False)
+    if x.size == 0:
+        return lax.lift(x.trace, np.linspace(0, 1, bins + 1), weak=False)
+    lo, hi = EXPORTS["min"](x), EXPORTS["max"](x)
+    x.trace.add_check(apply_ufunc(np.logical_not, (apply_ufunc(np.logical_and, (
+        apply_ufunc(np.isfinite, (lo,)), apply_ufunc(np.isfinite, (hi,)))),)), UserValueError,
+        f"histogramdd: the autodetected range of dimension {dim} is not finite")
+    dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind != "f" else x.dtype
+    lo, hi = lax.convert(lo, dtype), lax.convert(hi, dtype)
+    same = apply_ufunc(np.equal, (lo, hi))
+    lo = EXPORTS["where"](same, apply_ufunc(np.subtract, (lo, 0.5)), lo)
+    hi = EXPORTS["where"](same, apply_ufunc(np.add, (hi, 0.5)), hi)
+    return traced_edges(lo, hi, bins)
+
+
+@numpy_function(np.histogramdd)
+def histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    """NumPy's algorithm: per dimension the bin from a search of its edges (the last edge
+    inclusive), the flat index over bins plus an outlier bin at each end, counts by a scatter-add,
+    the outlier bins cut off. Bin counts and edges must be static; the data may be traced."""
+    if isinstance(sample, (list, tuple)):
+        columns = [_t(s) for s in sample]
+        sample = EXPORTS["stack"]([lax.reshape(c, (c.size,)) for c in columns], axis=1)
+    sample = _t(sample)
+    if sample.ndim == 1:
+        sample = lax.reshape(sample, (sample.shape[0], 1))
+    n, d = sample.shape
+    try:
+        if len(bins) != d:
+            raise UserValueError("The dimension of bins must be equal to the dimension of the sample x.")
+        bins = list(bins)
+    except TypeError:
+        bins = [bins] * d
+    if range is None:
+        range = (None,) * d
+    elif len(range) != d:
+        raise UserValueError("range argument must have one entry per dimension")
+    edges, counts_index, nbin = [], None, []
+    for i in builtins.range(d):
+        column = sample[:, i]
+        if np.ndim(bins[i]) == 0 and not isinstance(bins[i], Tracer):
+            if bins[i] < 1:
+                raise UserValueError(f"`bins[{i}]` must be positive, when an integer")
+            e = _outer_edges(column, operator.index(bins[i]), range[i], i)
+        else:
+            e = _t(bins[i]) if isinstance(bins[i], Tracer) else lax.lift(sample.trace, np.asarray(bins[i]), weak=False)
+            if e.ndim != 1:
+                raise UserValueError(f"`bins[{i}]` must be a scalar or 1d array")
+        edges.append(e)
+        nbin.append(e.shape[0] + 1)
+        wide = np.result_type(e.dtype, column.dtype)
+        col, ew = lax.convert(column, wide), lax.convert(e, wide)
+        k = search_sorted(ew, col, "right")
+        k = EXPORTS["where"](apply_ufunc(np.equal, (col, ew[-1])), apply_ufunc(np.subtract, (k, 1)), k)
+        counts_index = k if counts_index is None else apply_ufunc(np.add, (apply_ufunc(np.multiply, (counts_index, nbin[-1])), k))
+    total = int(np.prod(nbin))
+    if counts_index is None:
+        counts_index = lax.full(sample.trace, (n,), 0, np.int64)
+    hist = lax.convert(_counts(counts_index, weights, total), np.float64)
+    hist = lax.reshape(hist, tuple(nbin))[(slice(1, -1),) * d]
+    if density:
+        s = EXPORTS["sum"](hist)
+        for i, e in enumerate(edges):
+            shape = [1] * d
+            shape[i] = nbin[i] - 2
+            hist = apply_ufunc(np.true_divide, (hist, lax.reshape(diff(e), tuple(shape))))
+        hist = apply_ufunc(np.true_divide, (hist, s))
+    return hist, edges
+
+
+@numpy_function(np.histogram2d)
+def histogram2d(x, y, bins=10, range=None, density=None, weights=None):
+    try:
+        n_bins = len(bins)
+    except TypeError:
+        n_bins = 1
+    if n_bins != 1 and n_bins != 2:
+        bins = [bins, bins]
+    hist, edges = histogramdd([x, y], bins, range, density, weights)
+    return hist, edges[0], edges[1]
