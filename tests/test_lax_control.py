@@ -193,3 +193,11 @@ def test_the_profile_records_a_loops_trip_count():
         f(x, 7)
     (loop,) = [k for k in prof.kernels if "while" in k.name]
     assert loop.launch == "trips=7"
+
+
+def test_scan_over_zero_elements():
+    carry, ys = tk.jit(lambda xs: tk.lax.scan(lambda c, x: (c + x.sum(), (c * 2, x[None])), 1.5, xs))(np.zeros((0, 3)))
+    assert float(carry) == 1.5
+    assert ys[0].shape == (0,) and ys[1].shape == (0, 1, 3)
+    with pytest.raises(UserTypeError, match="zero elements outside a jitted function"):
+        tk.lax.scan(lambda c, x: (c + x, c), 0.0, np.zeros(0))

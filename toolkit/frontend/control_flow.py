@@ -117,10 +117,9 @@ def while_loop(cond_fun, body_fun, init_val):
         state = carry + flags + body_caps + cond_caps
         shapes = [parent.local(t).shape for t in state]
         body_index = {k: k for k in range(n)} | {n + k: n + m + k for k in range(len(body_caps))} \
-            | {first_flag + k: n + k for k in range(m)} if m else \
-            {k: k for k in range(n)} | {n + k: n + k for k in range(len(body_caps))}
+            | {first_flag + k: n + k for k in range(m)}
         cond_index = {k: k for k in range(n)} | {n + k: n + m + len(body_caps) + k for k in range(len(cond_caps))}
-        body_results = body_outs[:n] + body_outs[n:] + list(range(n + m, len(state)))
+        body_results = body_outs + list(range(n + m, len(state)))
         body_comp = _wrap(parent, "body", body, shapes, body_index, body_results)
         cond_comp = _wrap(parent, "condition", cond, shapes, cond_index, cond_outs)
         loop = parent.emit("while", (parent.emit("tuple", state),), {"condition": cond_comp, "body": body_comp})
@@ -175,6 +174,9 @@ def scan(f, init, xs=None, length=None, reverse=False):
     (n,) = lengths
     parent = current_trace()
     if parent is None and not _has_tracer(x_leaves + init_leaves):  # eager, as Python would
+        if n == 0:  # the stacked outputs' shapes come from tracing f, which eager mode does not do
+            raise UserTypeError("scan over zero elements outside a jitted function: call it inside tk.jit, "
+                                "where f is traced and the outputs are empty arrays of its output shapes")
         carry, ys = init, []
         for k in (range(n - 1, -1, -1) if reverse else range(n)):
             carry, y = f(carry, unflatten(x_tree, [v[k] for v in x_leaves]))
@@ -182,9 +184,8 @@ def scan(f, init, xs=None, length=None, reverse=False):
         if reverse:
             ys.reverse()
         y_leaves = [flatten(y)[0] for y in ys]
-        tree = flatten(ys[0])[1] if ys else None
-        stacked = [np.stack([row[j] for row in y_leaves]) for j in range(len(y_leaves[0]))] if ys else []
-        return carry, (unflatten(tree, stacked) if ys else None)
+        stacked = [np.stack([row[j] for row in y_leaves]) for j in range(len(y_leaves[0]))]
+        return carry, unflatten(flatten(ys[0])[1], stacked)
     parent = parent or next(v for v in x_leaves + init_leaves if isinstance(v, Tracer)).trace
     with parent.op_scope("scan"):
         xs_t = _lift_leaves(parent, x_leaves, "scan xs")
@@ -206,6 +207,8 @@ def scan(f, init, xs=None, length=None, reverse=False):
             y_avals = [(tuple(np.shape(v)), np.dtype(v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype))
                        for v in y_leaves]
         ys0 = [lax.full(parent, (n,) + shape, 0, dtype) for shape, dtype in y_avals]
+        if n == 0:  # no element to read: the carry as it came, and empty outputs of f's shapes
+            return unflatten(carry_tree, carry_t), unflatten(y_tree, ys0)
         index_dtype = np.dtype(np.int64)
 
         def body(state):

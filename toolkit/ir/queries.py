@@ -17,6 +17,18 @@ def reducer_opcode(inst: Instruction) -> str | None:
     return None
 
 
+def reads_update_window(inst: Instruction, dus: Instruction) -> bool:
+    """Is ``inst`` a slice reading exactly the window the dynamic-update-slice ``dus`` writes
+    (constant starts, stride 1, the update's dimensions)?"""
+    if inst.opcode != "slice":
+        return False
+    starts = [s.attrs["literal"].reshape(())[()] if s.opcode == "constant" else None for s in dus.operands[2:]]
+    if any(s is None for s in starts):
+        return False
+    window = [(int(s), int(s) + n, 1) for s, n in zip(starts, dus.operands[1].shape.dims)]
+    return list(map(tuple, inst.attrs["slice"])) == window
+
+
 # The identity of each elementwise reducer, per NumPy dtype: folding it in changes nothing
 # (float add's is -0.0, so that a sum of -0.0s stays -0.0)
 IDENTITIES = {

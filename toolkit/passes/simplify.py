@@ -15,6 +15,7 @@ import numpy as np
 from ..ir.builder import ComputationBuilder
 from ..ir.nodes import Instruction, Module
 from ..ir.ops import is_elementwise
+from ..ir.queries import reads_update_window
 from ..ir.shapes import Shape
 from .patterns import (is_constant_value, is_identity_dims, is_identity_init, same_array_type,
                        scalar_constant)
@@ -168,11 +169,7 @@ def _rewrite_own_window(inst, ops, b):
     x, update = ops[0], ops[1]
     if update.opcode != "slice" or update.operands[0] is not x or not same_array_type(x, inst):
         return None
-    starts = [scalar_constant(s) for s in ops[2:]]
-    if any(s is None for s in starts):
-        return None
-    window = [(int(s), int(s) + n, 1) for s, n in zip(starts, update.shape.dims)]
-    return x if list(map(tuple, update.attrs["slice"])) == window else None
+    return x if reads_update_window(update, inst) else None
 
 
 @rule("negate(negate(x)) -> x", "negate")

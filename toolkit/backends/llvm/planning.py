@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ...ir.builder import ComputationBuilder, NameUniquer
 from ...ir.nodes import Computation, Instruction
-from ...ir.queries import reducer_opcode
+from ...ir.queries import reads_update_window, reducer_opcode
 from .elemental import CodegenUnsupported
 
 SIMPLE_REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
@@ -63,17 +63,6 @@ def _elementwise_cone(comp: Computation, sources: list[Instruction], dims, stop:
     return True
 
 
-def _same_window_slice(inst: Instruction, dus: Instruction) -> bool:
-    """``inst`` is a slice reading exactly the window ``dus`` writes (constant starts, stride 1)."""
-    if inst.opcode != "slice":
-        return False
-    starts = [s.attrs["literal"].reshape(())[()] if s.opcode == "constant" else None for s in dus.operands[2:]]
-    update = dus.operands[1].shape.dims
-    return all(s is not None for s in starts) and all(
-        (start, limit, stride) == (int(s), int(s) + n, 1)
-        for (start, limit, stride), s, n in zip(inst.attrs["slice"], starts, update))
-
-
 def update_in_place_operand(inst: Instruction) -> int | None:
     """The operand a dynamic-update-slice (alone or as a fusion's root) may overwrite: it is the
     update's destination, and the kernel reads it nowhere else but in the very window it writes,
@@ -92,7 +81,7 @@ def update_in_place_operand(inst: Instruction) -> int | None:
     if any(o is destination for o in root.operands[1:]):
         return None
     windows = [r for r in readers if r is not root]
-    if not all(_same_window_slice(r, root) for r in windows) or \
+    if not all(reads_update_window(r, root) for r in windows) or \
             not _elementwise_cone(comp, windows, root.operands[1].shape.dims, stop=root):
         return None
     if any(any(w is o for o in s.operands) for w in windows for s in root.operands[2:]):
