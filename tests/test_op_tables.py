@@ -5,13 +5,29 @@ from toolkit.backends.reference.interpreter import EVALUATORS
 from toolkit.ir.ops import CATEGORIES, OPS
 from toolkit.ir.printer import check_printer_covers_ops
 from toolkit.ir.shape_inference import SHAPE_RULES
+from toolkit.frontend.ad_partials import PARTIALS, ZERO_DERIVATIVE, NotDifferentiable
+from toolkit.frontend.ad_rules import JVP_RULES, VJP_RULES
+from toolkit.frontend import autodiff  # noqa: F401  (registers the control-flow rules)
+from toolkit.frontend.batching import BATCH_RULES
 from toolkit.passes.cost_analysis import COST_RULES
 
 
 @pytest.mark.parametrize("table,name", [(SHAPE_RULES, "shape rules"), (EVALUATORS, "interpreter"),
-                                        (COST_RULES, "cost model")])
+                                        (COST_RULES, "cost model"), (JVP_RULES, "forward-mode rules"),
+                                        (VJP_RULES, "reverse-mode rules"), (BATCH_RULES, "vmap rules")])
 def test_table_covers_every_op(table, name):
     assert set(table) == set(OPS), f"{name}: missing {set(OPS) - set(table)}, extra {set(table) - set(OPS)}"
+
+
+def test_every_elementwise_op_has_its_derivative_or_a_reason():
+    from toolkit.ir.ops import is_elementwise
+    elementwise = {n for n in OPS if is_elementwise(n) and n not in ("convert", "bitcast-convert", "clamp")}
+    assert set(PARTIALS) == elementwise
+    for name in OPS:  # a rule, the zero derivative, or a stated reason: never a silent gap
+        for table in (JVP_RULES, VJP_RULES, BATCH_RULES):
+            rule = table[name]
+            assert callable(rule) or isinstance(rule, NotDifferentiable) and rule.reason, name
+    assert all(callable(p) or p == ZERO_DERIVATIVE or isinstance(p, NotDifferentiable) for p in PARTIALS.values())
 
 
 def test_printer_knows_every_attribute():

@@ -31,6 +31,16 @@ STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass")
 DEFAULT_PIPELINE = "default"
 
 
+def is_backward(inst) -> bool:
+    """Does ``inst`` (or a member of its fusion, or of a loop's body) compute part of a backward
+    pass? Differentiation names those instructions ``transpose(jvp(<forward op>))``, as JAX does."""
+    md = inst.metadata
+    if md is not None and "transpose(" in md.op_name:
+        return True
+    members = inst.attrs["calls"].instructions if inst.opcode == "fusion" else ()
+    return any(m.metadata is not None and "transpose(" in m.metadata.op_name for m in members)
+
+
 def source_lines(inst) -> str:
     """The user's lines an instruction (or every instruction of a fusion) came from:
     ``file.py:12,14`` (at most four lines, in order)."""
@@ -240,11 +250,11 @@ class Compiled(_TracedStage):
 
         def on_kernel(inst, start, duration, launch="threads=1", device="cpu:0", stream=0):
             t0 = time.perf_counter()
-            flops, trans, nbytes, kind, source = info[inst.name]
+            flops, trans, nbytes, kind, source, phase = info[inst.name]
             events.append(KernelEvent(inst.name, self.backend, start, duration, device=device,
                                       stream=stream, flops=flops, transcendentals=trans,
                                       bytes_accessed=nbytes, launch=launch, compile_id=self.compile_id,
-                                      function=self.fn_name, kind=kind, source=source))
+                                      function=self.fn_name, kind=kind, source=source, phase=phase))
             spent[0] += time.perf_counter() - t0
 
         if self._keeps_device_arrays:
@@ -260,11 +270,14 @@ class Compiled(_TracedStage):
 
     def _build_kernel_info(self) -> dict:
         info = {}
-        for inst in self.optimized_hlo.entry.instructions:
+        entry = self.optimized_hlo.entry.instructions
+        differentiated = any(is_backward(i) for i in entry)
+        for inst in entry:
             c = instruction_cost(inst)
             kind = inst.attrs["kind"] if inst.opcode == "fusion" else inst.opcode
+            phase = ("backward" if is_backward(inst) else "forward") if differentiated else ""
             info[inst.name] = (c["flops"], c["transcendentals"], c["bytes accessed"], kind,
-                               source_lines(inst))
+                               source_lines(inst), phase)
         self._kernel_info = info
         return info
 

@@ -125,5 +125,11 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
                 outs = value_slots[id(inst)] = new_slots(inst.shape)
             produced.update(outs)
             steps.append(make_step(inst, inputs, outs))
+    # a donated argument returned unchanged at its own position is returned as itself
+    for out_index, param_number in donated.items():
+        if out_index < len(root_outputs):
+            out = root_outputs[out_index]
+            if out.opcode == "parameter" and out.attrs["parameter_number"] == param_number:
+                in_place_outputs.add(out_index)
     return BufferPlan(slots, arg_slots, list(value_slots[id(entry.root)]), constants, steps, produced,
                       in_place_outputs)

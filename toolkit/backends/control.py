@@ -18,10 +18,14 @@ def _leaf_count(shape) -> int:
     return len(shape.leaves()) if isinstance(shape, TupleShape) else 1
 
 
-def flat_module(comp: Computation, name: str) -> Module:
+def flat_module(comp: Computation, name: str, donate_state: bool = False) -> Module:
     """``comp`` as a module whose parameters are the leaves of its (tuple) parameters: a tuple
-    instruction rebuilds each parameter's structure, which the buffer plan reads as aliases."""
-    b = ComputationBuilder(name, NameUniquer.from_names(i.name for i in comp.instructions))
+    instruction rebuilds each parameter's structure, which the buffer plan reads as aliases
+    (an element read from it is the leaf itself). ``donate_state``: a loop body's state leaf k
+    becomes its result leaf k (``must-alias``), so the body writes the state in place: a trip
+    that updates one row of a large array costs one row, not a copy of the array."""
+    names = {i.name for i in comp.instructions}
+    b = ComputationBuilder(name, NameUniquer.from_names(names))
     mapped: dict[int, Instruction] = {}
     number = 0
 
@@ -38,8 +42,17 @@ def flat_module(comp: Computation, name: str) -> Module:
     for inst in comp.instructions:
         if inst.opcode == "parameter":
             continue
+        source = mapped[id(inst.operands[0])] if inst.operands else None
+        if inst.opcode == "get-tuple-element" and source.opcode == "tuple" and source.name not in names:
+            mapped[id(inst)] = source.operands[inst.attrs["index"]]  # an element of a rebuilt parameter
+            continue
         mapped[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(mapped[id(o)] for o in inst.operands)))
     entry = b.build(mapped[id(comp.root)])
+    attributes = ()
+    if donate_state:
+        leaves = comp.root.shape.leaves() if isinstance(comp.root.shape, TupleShape) else [comp.root.shape]
+        aliases = ", ".join(f"{{{k}}}: ({k}, {{}}, must-alias)" for k in range(len(leaves)))
+        attributes = (("input_output_alias", f"{{ {aliases} }}"),)
     callees = []
     for inst in post_order([comp.root]):
         callees.extend(c for c in inst.called_computations if c not in callees)
@@ -55,7 +68,7 @@ def flat_module(comp: Computation, name: str) -> Module:
             stack.extend([c] + pending)
             continue
         ordered.append(c)
-    return Module(name, tuple(ordered) + (entry,), entry)
+    return Module(name, tuple(ordered) + (entry,), entry, attributes)
 
 
 def make_control_runner(inst: Instruction, compile_module: Callable[[Module], object]):
@@ -63,13 +76,14 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
     conditional, its computations compiled by ``compile_module``."""
     if inst.opcode == "while":
         cond = compile_module(flat_module(inst.attrs["condition"], f"{inst.name}.condition"))
-        body = compile_module(flat_module(inst.attrs["body"], f"{inst.name}.body"))
+        body = compile_module(flat_module(inst.attrs["body"], f"{inst.name}.body", donate_state=True))
 
         def run_while(leaves):
-            state = [np.asarray(v) for v in leaves]
+            # the loop owns its state (the body writes it in place): copied once, at the start
+            state = [np.array(v) for v in leaves]
             trips = 0
             while bool(cond(state)[0]):
-                state = [np.array(v) for v in body(state)]  # the next call may reuse the buffers
+                state = list(body(state))
                 trips += 1
             run_while.trips = trips
             return state
@@ -92,7 +106,7 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
             k = k if 0 <= k < len(compiled) else len(compiled) - 1
         else:
             k = 0 if bool(selector) else 1
-        return [np.array(v) for v in compiled[k](list(leaves[starts[k]: starts[k + 1]]))]
+        return list(compiled[k](list(leaves[starts[k]: starts[k + 1]])))  # fresh arrays
 
     return run_conditional
 

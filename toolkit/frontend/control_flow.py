@@ -10,6 +10,7 @@ Python, as JAX's do on concrete values."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import operator
 
 import numpy as np
@@ -53,10 +54,12 @@ def _trace_function(parent: Trace, fn, avals, treedef, name: str, wrap_args=lamb
     return sub, outs, weak, out_tree
 
 
-def _wrap(parent: Trace, name: str, sub: Trace, state_shapes, index_of: dict[int, int], results) -> Computation:
+def _wrap(parent: Trace, name: str, sub: Trace, state_shapes, index_of: dict[int, int], results,
+          tuple_root: bool = False) -> Computation:
     """``sub``'s computation taking one tuple parameter (``state_shapes``): sub's parameter k is
     element ``index_of[k]``; ``results`` are instructions of sub or ints (a state element passed
-    through). One result is returned as itself, several as a tuple."""
+    through). One result is returned as itself (unless ``tuple_root``: a loop body returns the
+    loop state, a tuple however many elements it has), several as a tuple."""
     b = parent.module.computation(name)
     state = b.parameter(0, TupleShape(tuple(state_shapes)), "state")
     elements = [b.add("get-tuple-element", [state], {"index": i}, shape=s) for i, s in enumerate(state_shapes)]
@@ -66,7 +69,7 @@ def _wrap(parent: Trace, name: str, sub: Trace, state_shapes, index_of: dict[int
             continue
         mapping[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(mapping[id(o)] for o in inst.operands)))
     items = [elements[r] if isinstance(r, int) else mapping[id(r)] for r in results]
-    root = items[0] if len(items) == 1 else b.add("tuple", items)
+    root = items[0] if len(items) == 1 and not tuple_root else b.add("tuple", items)
     return parent.module.add_computation(b.build(root))
 
 
@@ -77,8 +80,10 @@ def _check_same_types(what: str, want: list, got: list, tree_want, tree_got) -> 
             f"but got {tree_got} with {[f'{d}{list(s)}' for s, d in got]}")
 
 
-def while_loop(cond_fun, body_fun, init_val):
-    """``while cond_fun(val): val = body_fun(val)``, as HLO ``while``."""
+def while_loop(cond_fun, body_fun, init_val, _trip_count: int | None = None):
+    """``while cond_fun(val): val = body_fun(val)``, as HLO ``while``. ``_trip_count``: the
+    number of trips when the caller knows it (fori_loop with Python-int bounds, scan), kept as
+    XLA's ``known_trip_count`` (reverse-mode differentiation needs it)."""
     leaves, tree, _ = flatten(init_val)
     parent = current_trace()
     if parent is None and not _has_tracer(leaves):
@@ -120,9 +125,13 @@ def while_loop(cond_fun, body_fun, init_val):
             | {first_flag + k: n + k for k in range(m)}
         cond_index = {k: k for k in range(n)} | {n + k: n + m + len(body_caps) + k for k in range(len(cond_caps))}
         body_results = body_outs + list(range(n + m, len(state)))
-        body_comp = _wrap(parent, "body", body, shapes, body_index, body_results)
+        body_comp = _wrap(parent, "body", body, shapes, body_index, body_results, tuple_root=True)
         cond_comp = _wrap(parent, "condition", cond, shapes, cond_index, cond_outs)
-        loop = parent.emit("while", (parent.emit("tuple", state),), {"condition": cond_comp, "body": body_comp})
+        attrs = {"condition": cond_comp, "body": body_comp}
+        if _trip_count is not None:
+            attrs["_raw"] = (("backend_config", json.dumps({"known_trip_count": {"n": str(int(_trip_count))}},
+                                                           separators=(",", ":"))),)
+        loop = parent.emit("while", (parent.emit("tuple", state),), attrs)
         outs = [Tracer(parent, parent.emit("get-tuple-element", (loop,), {"index": k}).inst, carry[k].weak_type)
                 for k in range(n)]
         for k, (_, error, message) in enumerate(body.checks):
@@ -155,7 +164,10 @@ def fori_loop(lower, upper, body_fun, init_val):
         i, stop, val = state
         return lax.elementwise("add", i, lax.full_like(i, 1), weak=i.weak_type), stop, body_fun(i, val)
 
-    return while_loop(cond, body, (lo, hi, init_val))[2]
+    trips = None
+    if not any(isinstance(b, Tracer) for b in (lower, upper)):  # Python ints: the trip count is known
+        trips = max(operator.index(upper) - operator.index(lower), 0)
+    return while_loop(cond, body, (lo, hi, init_val), _trip_count=trips)[2]
 
 
 def scan(f, init, xs=None, length=None, reverse=False):
@@ -222,7 +234,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
 
         start = lax.full(parent, (), 0, index_dtype)
         _, carry_out, ys_out = while_loop(lambda st: lax.compare(st[0], lax.full_like(st[0], n), "LT"), body,
-                                          (start, unflatten(carry_tree, carry_t), ys0))
+                                          (start, unflatten(carry_tree, carry_t), ys0), _trip_count=n)
         return carry_out, unflatten(y_tree, ys_out)
 
 

@@ -19,7 +19,12 @@ def reducer_opcode(inst: Instruction) -> str | None:
 
 def reads_update_window(inst: Instruction, dus: Instruction) -> bool:
     """Is ``inst`` a slice reading exactly the window the dynamic-update-slice ``dus`` writes
-    (constant starts, stride 1, the update's dimensions)?"""
+    (constant starts, stride 1, the update's dimensions), or a dynamic-slice of the update's
+    dimensions at the very same start instructions (both clamp a start the same way)?"""
+    if inst.opcode == "dynamic-slice":
+        return (tuple(inst.attrs["dynamic_slice_sizes"]) == tuple(dus.operands[1].shape.dims)
+                and len(inst.operands) == len(dus.operands) - 1
+                and all(a is b for a, b in zip(inst.operands[1:], dus.operands[2:])))
     if inst.opcode != "slice":
         return False
     starts = [s.attrs["literal"].reshape(())[()] if s.opcode == "constant" else None for s in dus.operands[2:]]

@@ -123,6 +123,9 @@ class KernelEvent:
     function: str = ""
     kind: str = ""  # fusion kind (kLoop, kInput, ...) or opcode
     source: str = ""  # user's source line(s)
+    # "forward" or "backward" in a program made by differentiation (tk.grad, tk.vjp): a kernel
+    # computing any backward instruction ('transpose(jvp(...))') is backward; "" otherwise
+    phase: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,11 @@ def profile_summary_text(prof, top: int = 10) -> str:
                      f"{_ms(sum(d.duration for d in dispatches))}")
     if kernels:
         lines.append(f"kernels: {len(kernels)} launches, {_ms(sum(k.duration for k in kernels))}; top by time:")
+        if any(k.phase for k in kernels):  # a differentiated program: its forward and backward passes
+            forward = [k for k in kernels if k.phase == "forward"]
+            backward = [k for k in kernels if k.phase == "backward"]
+            lines.insert(-1, f"differentiated program: forward {len(forward)} launches {_ms(sum(k.duration for k in forward))}, "
+                             f"backward {len(backward)} launches {_ms(sum(k.duration for k in backward))}")
         lines.append(f"  {'kernel':<28} {'calls':>5} {'time':>10} {'share':>6} {'GFLOP/s':>8} {'GB/s':>7}  source")
         for r in kernel_table(kernels)[:top]:
             lines.append(f"  {r['name']:<28} {r['calls']:>5} {_ms(r['seconds']):>10} {r['share']:>6.1%} "

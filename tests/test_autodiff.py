@@ -1,0 +1,408 @@
+"""grad, value_and_grad, jvp and vjp: every derivative is checked against central finite
+differences of NumPy itself, forward mode against reverse mode (<J t, c> = <t, J^T c>), and
+against JAX where it is installed."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+import toolkit.numpy as tnp
+from toolkit.frontend.ad_engine import NotDifferentiableError
+from toolkit.frontend.errors import UserTypeError
+
+RNG = np.random.default_rng(7)
+
+
+def numeric_grad(f, x, eps=1e-6):
+    x = np.array(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        g[i] = (f(up) - f(down)) / (2 * eps)
+    return g
+
+
+def check(f, x, rtol=1e-5, atol=1e-6):
+    """tk.grad(f) at x equals NumPy's finite differences of f; jvp and vjp agree."""
+    got = tk.grad(f)(x)
+    want = numeric_grad(f, x)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    t = RNG.standard_normal(np.shape(x))
+    _, tangent = tk.jvp(f, (x,), (t,))
+    np.testing.assert_allclose(tangent, np.sum(want * t), rtol=rtol * 10, atol=atol * 10)
+    return got
+
+
+POSITIVE = np.array([0.3, 0.7, 1.2, 2.5, 0.9, 1.7])
+SIGNED = np.array([-1.3, 0.4, 2.2, -0.6, 0.8, -2.1])
+
+ELEMENTWISE = {
+    "sin": (lambda x: np.sum(np.sin(x)), SIGNED),
+    "cos": (lambda x: np.sum(np.cos(x) * x), SIGNED),
+    "tan": (lambda x: np.sum(np.tan(x)), SIGNED * 0.5),
+    "exp": (lambda x: np.sum(np.exp(x)), SIGNED),
+    "expm1": (lambda x: np.sum(np.expm1(x)), SIGNED),
+    "log": (lambda x: np.sum(np.log(x)), POSITIVE),
+    "log1p": (lambda x: np.sum(np.log1p(x)), POSITIVE),
+    "log2": (lambda x: np.sum(np.log2(x)), POSITIVE),
+    "log10": (lambda x: np.sum(np.log10(x)), POSITIVE),
+    "sqrt": (lambda x: np.sum(np.sqrt(x)), POSITIVE),
+    "cbrt": (lambda x: np.sum(np.cbrt(x)), SIGNED),
+    "tanh": (lambda x: np.sum(np.tanh(x)), SIGNED),
+    "sinh": (lambda x: np.sum(np.sinh(x)), SIGNED),
+    "cosh": (lambda x: np.sum(np.cosh(x)), SIGNED),
+    "arctan": (lambda x: np.sum(np.arctan(x)), SIGNED),
+    "arcsin": (lambda x: np.sum(np.arcsin(x)), SIGNED * 0.4),
+    "arccos": (lambda x: np.sum(np.arccos(x)), SIGNED * 0.4),
+    "arcsinh": (lambda x: np.sum(np.arcsinh(x)), SIGNED),
+    "arctan2": (lambda x: np.sum(np.arctan2(x, x[::-1] + 3)), SIGNED),
+    "abs": (lambda x: np.sum(np.abs(x) * x), SIGNED),
+    "square": (lambda x: np.sum(np.square(x)), SIGNED),
+    "reciprocal": (lambda x: np.sum(np.reciprocal(x)), POSITIVE),
+    "power_float": (lambda x: np.sum(x ** 2.5), POSITIVE),
+    "power_int": (lambda x: np.sum(x ** 3), SIGNED),
+    "power_base": (lambda x: np.sum(np.power(1.7, x)), SIGNED),
+    "divide": (lambda x: np.sum(x / (x[::-1] + 4)), SIGNED),
+    "subtract": (lambda x: np.sum((x - x[::-1] * 2) ** 2), SIGNED),
+    "maximum": (lambda x: np.sum(np.maximum(x, 0.5) * x), SIGNED),
+    "minimum": (lambda x: np.sum(np.minimum(x, x[::-1])), SIGNED),
+    "fmod": (lambda x: np.sum(np.fmod(x * 3 + 0.05, 1.1)), SIGNED),
+    "mod": (lambda x: np.sum(np.mod(x * 3 + 0.05, 1.1)), SIGNED),
+    "hypot": (lambda x: np.sum(np.hypot(x, 2.0)), SIGNED),
+    "logaddexp": (lambda x: np.sum(np.logaddexp(x, x[::-1])), SIGNED),
+    "sigmoid": (lambda x: np.sum(1 / (1 + np.exp(-x))), SIGNED),
+    "where": (lambda x: np.sum(np.where(x > 0, x ** 2, -x)), SIGNED),
+    "clip": (lambda x: np.sum(np.clip(x, -1.0, 1.0) * x), SIGNED),
+    "floor_zero": (lambda x: np.sum(np.floor(x) + x), SIGNED),
+    "sign": (lambda x: np.sum(np.sign(x) * x), SIGNED),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_elementwise_gradients_match_finite_differences(name):
+    f, x = ELEMENTWISE[name]
+    check(f, x)
+
+
+A = RNG.standard_normal((3, 4))
+STRUCTURAL = {
+    "broadcast_sum": (lambda x: np.sum(x[:, None, :] * np.ones((3, 2, 4))), A),
+    "reshape_T": (lambda x: np.sum(x.reshape(4, 3).T * np.arange(12.0).reshape(3, 4)), A),
+    "strided_slice": (lambda x: np.sum(x[::2, 1::2] ** 2), A),
+    "reverse": (lambda x: np.sum(x[::-1, ::-1] * np.arange(12.0).reshape(3, 4)), A),
+    "concatenate": (lambda x: np.sum(np.concatenate([x, 2 * x[:1]], axis=0) ** 2), A),
+    "pad": (lambda x: np.sum(np.pad(x, ((1, 2), (0, 1))) * np.arange(30.0).reshape(6, 5)), A),
+    "stack": (lambda x: np.sum(np.stack([x, x * x]) * 1.5), A),
+    "sum_axis": (lambda x: np.sum(np.sum(x, axis=0) ** 2), A),
+    "mean_var": (lambda x: np.var(x, axis=1).sum() + np.mean(x) ** 2, A),
+    "std": (lambda x: np.std(x), A),
+    "max": (lambda x: np.max(x * x, axis=1).sum(), A),
+    "min": (lambda x: np.min(x), A),
+    "prod": (lambda x: np.prod(x[0]), A),
+    "prod_axis": (lambda x: np.sum(np.prod(x, axis=0)), A),
+    "matmul": (lambda x: np.sum((x @ x.T) ** 2), A),
+    "matvec": (lambda x: np.sum(x @ np.arange(4.0)), A),
+    "batched": (lambda x: np.sum(np.matmul(x.reshape(3, 2, 2), x.reshape(3, 2, 2)) ** 2), A),
+    "einsum": (lambda x: np.einsum("ij,kj->", x, x * x), A),
+    "outer": (lambda x: np.sum(np.outer(x[0], x[1]) ** 2), A),
+    "fancy_index": (lambda x: np.sum(x[[0, 2, 2], :] ** 2), A),
+    "take": (lambda x: np.sum(np.take(x, [3, 0, 3], axis=1) * 2), A),
+    "boolean_mask_where": (lambda x: np.sum(np.where(x > 0, x, 0.0) ** 2), A),
+    "sort": (lambda x: np.sum(np.sort(x, axis=1) * np.arange(4.0)), A),
+    "cumsum": (lambda x: np.sum(np.cumsum(x, axis=1) ** 2), A),
+    "cumprod": (lambda x: np.sum(np.cumprod(x, axis=1)), A),
+    "softmax": (lambda x: np.sum(np.exp(x) / np.exp(x).sum(axis=1, keepdims=True) * np.arange(4.0)), A),
+    "logsumexp": (lambda x: np.log(np.sum(np.exp(x - x.max()))) + x.max(), A),
+    "norm": (lambda x: np.linalg.norm(x), A),
+    "diff": (lambda x: np.sum(np.diff(x, axis=1) ** 2), A),
+    "tile": (lambda x: np.sum(np.tile(x, (2, 1)) ** 3), A),
+    "roll": (lambda x: np.sum(np.roll(x, 1, axis=1) * np.arange(12.0).reshape(3, 4)), A),
+    "trace": (lambda x: np.trace(x[:, :3] @ x[:, :3].T), A),
+    "median": (lambda x: np.median(x, axis=1).sum(), A),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURAL))
+def test_structural_gradients_match_finite_differences(name):
+    f, x = STRUCTURAL[name]
+    check(f, x)
+
+
+def test_dtype_conversions_carry_the_gradient_in_each_dtype():
+    g = tk.grad(lambda x: np.sum(x.astype(np.float32) ** 2).astype(np.float64))(SIGNED)
+    assert g.dtype == np.float64
+    np.testing.assert_allclose(g, 2 * SIGNED.astype(np.float32), rtol=1e-7)
+    g32 = tk.grad(lambda x: np.sum(x.astype(np.float64) * 3))(SIGNED.astype(np.float32))
+    assert g32.dtype == np.float32 and np.all(g32 == 3)
+
+
+def test_in_place_writes_inside_the_function_are_differentiated():
+    def f(x):
+        y = tnp.zeros(5)
+        y[1:4] = x[:3] * 2
+        y[0] += x[3]
+        np.add.at(y, [4, 4, 2], x[:3])
+        return np.sum(y ** 2)
+
+    check(f, SIGNED[:4])
+
+
+def test_scatter_assignment_with_duplicate_indices_gives_the_winner_the_gradient():
+    idx = np.array([1, 1, 3])
+
+    def f(x):
+        y = tnp.zeros(5)
+        y[idx] = x[:3] * np.array([1.0, 2.0, 3.0])
+        return np.sum(y * np.arange(1.0, 6.0))
+
+    check(f, SIGNED[:3])
+
+
+def test_traced_index_reads_and_writes():
+    @tk.jit
+    def loss(x, i):
+        row = x[i]  # dynamic-slice with a traced index
+        x2 = x.copy()
+        x2[i + 1] = row * 3  # dynamic-update-slice
+        return np.sum(x2 ** 2) + np.sum(row)
+
+    x = RNG.standard_normal((4, 3))
+    for i in (0, 2):
+        got = tk.grad(loss)(x, np.int64(i))
+        want = numeric_grad(lambda v: loss(v, np.int64(i)), x)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_ties_in_maximum_and_max_split_the_gradient_as_jax_does():
+    x = np.array([1.0, 1.0, 0.5])
+    np.testing.assert_array_equal(tk.grad(lambda v: np.max(v))(x), [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(tk.grad(lambda v: np.sum(np.maximum(v, 1.0)))(x), [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(tk.grad(lambda v: np.sum(np.abs(v)))(np.array([0.0, -2.0])), [0.0, -1.0])
+
+
+def test_product_with_zeros_has_the_exact_gradient():
+    for x in ([2.0, 0.0, 3.0], [0.0, 0.0, 4.0], [1.5, 2.0, -1.0]):
+        x = np.array(x)
+        want = [np.prod(np.delete(x, i)) for i in range(3)]
+        np.testing.assert_allclose(tk.grad(np.prod)(x), want)
+
+
+def test_pytrees_argnums_has_aux_and_float32():
+    params = {"w": RNG.standard_normal((3, 2)).astype(np.float32), "b": np.zeros(2, np.float32)}
+    x = RNG.standard_normal((5, 3)).astype(np.float32)
+    y = RNG.standard_normal((5, 2)).astype(np.float32)
+
+    def loss(p, x, y):
+        pred = np.tanh(x @ p["w"] + p["b"])
+        err = np.mean((pred - y) ** 2)
+        return err, {"pred": pred}
+
+    (value, aux), grads = tk.value_and_grad(loss, has_aux=True)(params, x, y)
+    assert set(grads) == {"w", "b"} and grads["w"].dtype == np.float32 and grads["w"].shape == (3, 2)
+    assert aux["pred"].shape == (5, 2)
+    for key in ("w", "b"):
+        def f(v, key=key):
+            p = dict(params, **{key: v.astype(np.float32)})
+            return float(loss(p, x, y)[0])
+        np.testing.assert_allclose(grads[key], numeric_grad(f, params[key].astype(np.float64), eps=1e-3),
+                                   rtol=2e-2, atol=2e-3)
+    gx, gy = tk.grad(lambda p, x, y: loss(p, x, y)[0], argnums=(1, 2))(params, x, y)
+    assert gx.shape == x.shape and gy.shape == y.shape
+
+
+def test_jit_of_grad_is_one_program_and_compiles_once():
+    def f(x):
+        return np.sum(np.tanh(x) ** 2)
+
+    g = tk.jit(tk.grad(f))
+    x = RNG.standard_normal(16)
+    np.testing.assert_allclose(g(x), 2 * np.tanh(x) * (1 - np.tanh(x) ** 2), rtol=1e-12)
+    g(x + 1)
+    assert g.cache_size == 1
+    text = g.lower(x).as_text()
+    assert "transpose(jvp(" in text  # backward instructions say what they are
+
+
+def test_second_derivatives_and_grad_of_vjp_compose():
+    f = lambda x: np.sin(x) * x ** 2  # noqa: E731
+    d2 = tk.grad(tk.grad(f))
+    x = 0.7
+    want = -np.sin(x) * x ** 2 + 4 * x * np.cos(x) + 2 * np.sin(x)
+    np.testing.assert_allclose(d2(x), want, rtol=1e-12)
+    d3 = tk.grad(tk.grad(tk.grad(f)))
+    np.testing.assert_allclose(d3(x), numeric_grad(lambda v: d2(float(v)), np.array(x), eps=1e-5), rtol=1e-6)
+    # Hessian-vector product: forward over reverse
+    v = np.array([1.0, -2.0, 0.5])
+    w = np.array([0.3, 0.1, -0.4])
+    g = tk.grad(lambda x: np.sum(np.sin(x) * x[::-1]))
+    _, hvp = tk.jvp(g, (w,), (v,))
+    num = (g(w + 1e-6 * v) - g(w - 1e-6 * v)) / 2e-6
+    np.testing.assert_allclose(hvp, num, rtol=1e-6, atol=1e-8)
+
+
+def test_vjp_and_jvp_agree_on_a_vector_function():
+    def f(x):
+        return np.concatenate([np.sin(x) * x[0], np.cumsum(x) ** 2])
+
+    x = RNG.standard_normal(4)
+    out, pullback = tk.vjp(f, x)
+    ct = RNG.standard_normal(out.shape)
+    (g,) = pullback(ct)
+    t = RNG.standard_normal(4)
+    _, jt = tk.jvp(f, (x,), (t,))
+    np.testing.assert_allclose(np.dot(jt, ct), np.dot(t, g), rtol=1e-12)
+
+
+def test_closed_over_traced_values_are_constants():
+    @tk.jit
+    def f(a, x):
+        return tk.grad(lambda w: np.sum((a * w - x) ** 2))(np.ones(3))
+
+    a, x = np.array([1.0, 2.0, 3.0]), np.array([0.5, 0.5, 0.5])
+    np.testing.assert_allclose(f(a, x), 2 * (a - x) * a)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(UserTypeError, match="floating-point inputs.*int64"):
+        tk.grad(lambda x: np.sum(x * 2.0))(np.arange(3))
+    with pytest.raises(UserTypeError, match="one real scalar"):
+        tk.grad(lambda x: x * 2)(np.ones(3))
+    with pytest.raises(UserTypeError, match="pair"):
+        tk.grad(lambda x: np.sum(x), has_aux=True)(np.ones(3))
+    with pytest.raises(NotDifferentiableError, match="complex"):
+        tk.grad(lambda x: np.sum(np.abs(x * 1j + 1)))(np.ones(3))
+    with pytest.raises(NotDifferentiableError, match="test_autodiff.py"):
+        tk.grad(lambda x: np.sum(np.linalg.inv(x.reshape(2, 2))))(np.ones(4))
+
+
+def test_integer_paths_have_zero_gradient_and_no_error():
+    def f(x):
+        k = np.argmax(x)
+        return x[k] * 2.0 + np.sum(np.round(x))
+
+    np.testing.assert_array_equal(tk.grad(f)(np.array([0.2, 3.0, 1.0])), [0.0, 2.0, 0.0])
+
+
+def test_gradient_checks_still_raise_numpy_errors():
+    def f(x, i):
+        return np.sum(x[i] ** 2)
+
+    with pytest.raises(IndexError):
+        tk.grad(f)(np.ones(3), np.int64(5))
+
+
+jax = pytest.importorskip  # noqa: E305 (used below, as a function)
+
+
+@pytest.mark.parametrize("name", ["sin", "tanh", "power_float", "maximum", "clip", "abs", "where"])
+def test_matches_jax_grad(name):
+    jax_ = pytest.importorskip("jax")
+    jax_.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    f, x = ELEMENTWISE[name]
+    source = {
+        "sin": lambda v, m: m.sum(m.sin(v)), "tanh": lambda v, m: m.sum(m.tanh(v)),
+        "power_float": lambda v, m: m.sum(v ** 2.5), "maximum": lambda v, m: m.sum(m.maximum(v, 0.5) * v),
+        "clip": lambda v, m: m.sum(m.clip(v, -1.0, 1.0) * v), "abs": lambda v, m: m.sum(m.abs(v) * v),
+        "where": lambda v, m: m.sum(m.where(v > 0, v ** 2, -v)),
+    }[name]
+    np.testing.assert_allclose(tk.grad(lambda v: source(v, np))(x), jax_.grad(lambda v: source(v, jnp))(x),
+                               rtol=1e-13)
+
+
+# ---- control flow ----------------------------------------------------------------------------
+def test_fori_loop_with_static_bounds_differentiates_in_reverse():
+    def f(x):
+        return np.sum(tk.lax.fori_loop(0, 5, lambda i, v: np.sin(v) * 1.1 + x * i, x))
+
+    check(f, np.array([0.3, -0.2, 0.9]))
+
+
+def test_scan_gradients_for_xs_init_and_closed_over_weights():
+    xs = RNG.standard_normal((6, 3))
+    w = RNG.standard_normal(3)
+
+    def loss(xs, c0, w):
+        def step(c, x):
+            c = np.tanh(c * w + x)
+            return c, np.sum(c * x)
+        c, ys = tk.lax.scan(step, c0, xs)
+        return np.sum(ys ** 2) + np.sum(c)
+
+    c0 = np.zeros(3)
+    g_xs, g_c0, g_w = tk.grad(loss, argnums=(0, 1, 2))(xs, c0, w)
+    np.testing.assert_allclose(g_xs, numeric_grad(lambda v: loss(v, c0, w), xs), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g_c0, numeric_grad(lambda v: loss(xs, v, w), c0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g_w, numeric_grad(lambda v: loss(xs, c0, v), w), rtol=1e-6, atol=1e-8)
+    g_rev = tk.grad(lambda xs: np.sum(tk.lax.scan(lambda c, x: (c * x, c), 1.0, xs, reverse=True)[1]))(xs[:, 0])
+    np.testing.assert_allclose(
+        g_rev, numeric_grad(lambda v: np.sum(tk.lax.scan(lambda c, x: (c * x, c), 1.0, v, reverse=True)[1]), xs[:, 0]),
+        rtol=1e-6)
+
+
+def test_scan_reverse_mode_is_linear_in_the_trip_count():
+    """The backward loop writes one row of the xs cotangent per trip (in place), so twice the
+    trips cost about twice the time, not four times (checked on work, not on a clock: the
+    cotangent accumulator is updated through a dynamic-update-slice of one row)."""
+    def loss(xs):
+        return np.sum(tk.lax.scan(lambda c, x: (c + x, c), np.zeros(4), xs)[1])
+
+    text = tk.jit(tk.grad(loss)).lower(np.ones((50, 4))).compile().as_text()
+    assert "f64[50,4]{1,0} add(" not in text  # no full-size accumulation per trip
+
+
+def test_while_loop_forward_mode_and_reverse_mode_error():
+    def f(x):
+        return np.sum(tk.lax.while_loop(lambda v: v[0] < 3.0, lambda v: v * 1.5, x))
+
+    x = np.array([1.0, 2.0])
+    value, tangent = tk.jvp(f, (x,), (np.array([1.0, 0.0]),))
+    assert value == 1.5 ** 3 * 3 and tangent == 1.5 ** 3
+    with pytest.raises(NotDifferentiableError, match="fori_loop with Python-int bounds|scan"):
+        tk.grad(f)(x)
+    with pytest.raises(NotDifferentiableError, match="trip count"):
+        tk.grad(lambda x, n: np.sum(tk.lax.fori_loop(0, n, lambda i, v: v * 2, x)))(x, np.int64(3))
+
+
+def test_while_loop_jvp_carries_tangents_into_elements_that_start_at_zero():
+    def f(x):
+        def body(s):
+            a, b, i = s
+            return a * 2.0, b + a, i + 1
+        a, b, _ = tk.lax.while_loop(lambda s: s[2] < 3, body, (x, 0.0, 0))
+        return b
+
+    _, t = tk.jvp(f, (1.0,), (1.0,))
+    assert t == 1 + 2 + 4
+
+
+def test_cond_and_switch_gradients_follow_the_branch_taken():
+    def f(x):
+        return tk.lax.cond(x[0] > 0, lambda a: np.sum(np.sin(a)), lambda a: np.sum(a ** 2), x)
+
+    x = np.array([0.4, -1.2])
+    np.testing.assert_allclose(tk.grad(f)(x), np.cos(x))
+    np.testing.assert_allclose(tk.grad(f)(-x), -2 * x)
+    branches = [lambda a, b: a * b, lambda a, b: a + b * 3, lambda a, b: np.exp(a)]
+
+    def s(k, a, b):
+        return tk.lax.switch(k, branches, a, b)
+
+    for k, want in ((0, (2.0, 0.5)), (1, (1.0, 3.0)), (7, (np.exp(0.5), 0.0)), (-1, (2.0, 0.5))):
+        got = tk.grad(s, argnums=(1, 2))(np.int64(k), 0.5, 2.0)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    _, t = tk.jvp(lambda a: tk.lax.cond(a > 1.0, lambda v: v * 3.0, lambda v: v * v, a), (0.5,), (1.0,))
+    assert t == 1.0
+
+
+def test_grad_through_scan_inside_jit_and_second_order():
+    def f(x):
+        c, _ = tk.lax.scan(lambda c, _: (np.sin(c) * x, None), x, None, length=3)
+        return c
+
+    d1 = tk.grad(f)
+    d2 = tk.grad(d1)
+    x = 0.8
+    np.testing.assert_allclose(tk.jit(d1)(x), numeric_grad(lambda v: f(float(v)), np.array(x)), rtol=1e-7)
+    np.testing.assert_allclose(d2(x), numeric_grad(lambda v: d1(float(v)), np.array(x), eps=1e-5), rtol=1e-5)
