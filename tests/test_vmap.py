@@ -148,3 +148,30 @@ def test_numpy_index_errors_are_raised_when_any_batch_element_fails():
     with pytest.raises(IndexError):
         tk.vmap(lambda x, i: x[i])(X, np.array([0, 9, 0, 0]))
     np.testing.assert_allclose(tk.vmap(lambda x, i: x[i])(X, np.array([0, -1, 2, 4])), X[np.arange(B), [0, -1, 2, 4]])
+
+
+# ---- random programs ---------------------------------------------------------------------------
+from hypothesis import assume, given, strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+from test_random_programs import BINARY, STRUCTURAL, UNARY, run_program  # noqa: E402
+
+
+@st.composite
+def batched_inputs(draw):
+    rows, cols, batch = draw(st.integers(1, 4)), draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    elems = st.floats(-5, 5, width=64)
+    return (draw(hnp.arrays(np.float64, (batch, rows, cols), elements=elems)),
+            draw(hnp.arrays(np.float64, (batch, cols), elements=elems)))
+
+
+@given(steps=st.lists(st.tuples(st.sampled_from(UNARY + BINARY + STRUCTURAL), st.integers(0, 20), st.integers(0, 20),
+                                st.integers(0, 7)), min_size=1, max_size=10),
+       data=batched_inputs())
+def test_vmap_of_random_programs_matches_a_loop(steps, data):
+    xs, ys = data
+    with np.errstate(all="ignore"):
+        want = [np.asarray(run_program(steps, x, y)[0]) for x, y in zip(xs, ys)]
+    assume(len({w.shape for w in want}) == 1)
+    got = tk.vmap(lambda x, y: run_program(steps, x, y)[0])(xs, ys)
+    np.testing.assert_allclose(got, np.stack(want), rtol=1e-12, atol=1e-12, equal_nan=True)

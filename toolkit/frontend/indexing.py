@@ -109,7 +109,7 @@ def getitem(x: Tracer, key) -> Tracer:
     spec, reverse, out_shape = decompose(x, key)
     result = lax.reshape(lax.rev(lax.slice_(x, spec), reverse), out_shape)
     if result is x:  # x[...] and x[:] are views of x too
-        result = Tracer(x.trace, x.inst, x.weak_type)
+        result = Tracer(x._trace, x.inst, x.weak_type)
     return result
 
 

@@ -55,7 +55,7 @@ def mark_untracked_view(result, source, function: str):
     if not (isinstance(result, Tracer) and isinstance(source, Tracer)):
         return result
     if function in READ_ONLY_VIEWS:  # NumPy's result is a read-only view, even of the same shape
-        result = Tracer(result.trace, result.inst, result.weak_type)
+        result = Tracer(result._trace, result.inst, result.weak_type)
         result._alias_of = f"np.{function} (a read-only view)"
     elif result is not source:
         result._alias_of = f"np.{function}"
@@ -67,7 +67,7 @@ def fresh_results(result, inputs):
     back an input tracer unchanged (an identity cast, ``+x``, a one-array concatenate), give it
     a new identity, so writing into the result does not write into the input."""
     if isinstance(result, Tracer):
-        return Tracer(result.trace, result.inst, result.weak_type) if _is_one_of(result, inputs) else result
+        return Tracer(result._trace, result.inst, result.weak_type) if _is_one_of(result, inputs) else result
     if isinstance(result, (tuple, list)) and any(isinstance(r, Tracer) for r in result):
         return type(result)(fresh_results(r, inputs) for r in result)
     return result

@@ -137,7 +137,7 @@ def _slice(a: Tracer, axis: int, lo: int, hi: int) -> Tracer:
     hi = builtins.max(hi, lo)
     spec = [(0, d, 1) for d in a.shape]
     spec[axis] = (lo, hi, 1)
-    return lax.slice_(a, spec) if (lo, hi) != (0, n) else Tracer(a.trace, a.inst, a.weak_type)
+    return lax.slice_(a, spec) if (lo, hi) != (0, n) else Tracer(a._trace, a.inst, a.weak_type)
 
 
 @numpy_function(np.split)

@@ -69,13 +69,13 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
 def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
-        return x if x.weak_type == weak else Tracer(x.trace, x.inst, weak)
+        return x if x.weak_type == weak else Tracer(x._trace, x.inst, weak)
     if x.dtype.kind == "c" and dtype.kind != "c":  # NumPy's casts: z != 0, or the real part
         if dtype.kind == "b":
             return compare(x, full_like(x, 0), "NE")
         x = x.trace.emit("real", (x,))
         if x.dtype == dtype:
-            return x if x.weak_type == weak else Tracer(x.trace, x.inst, weak)
+            return x if x.weak_type == weak else Tracer(x._trace, x.inst, weak)
     return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
 
 
