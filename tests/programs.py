@@ -1,6 +1,8 @@
 """Test programs shared by golden-text, round-trip and XLA-acceptance tests."""
 import numpy as np
 
+import toolkit as tk
+
 import toolkit.numpy as tnp
 
 
@@ -87,6 +89,32 @@ def complex_numbers(z, w, x):
     return y / w, np.abs(y), np.exp(z), np.sqrt(w), np.log(w), np.conj(y).real + y.imag, z @ w.T, y.sum(axis=1)
 
 
+def _mlp_loss(params, x, y):
+    h = np.tanh(x @ params["w"] + params["b"])
+    return np.mean((h - y) ** 2)
+
+
+def mlp_grad(w, b, x, y):  # a training step's gradients: tk.grad of a pytree
+    grads = tk.grad(_mlp_loss)({"w": w, "b": b}, x, y)
+    return grads["w"], grads["b"]
+
+
+def scan_grad(w, xs):  # reverse mode through a loop: stacked residuals, a reversed while
+    def loss(w, xs):
+        c, ys = tk.lax.scan(lambda c, x: (np.tanh(c * w + x), np.sum(c * x)), np.zeros_like(w), xs)
+        return np.sum(ys) + np.sum(c)
+    return tk.grad(loss, argnums=(0, 1))(w, xs)
+
+
+def checkpoint_grad(w, x):  # call + opt-barrier: the backward pass recomputes the block
+    block = tk.checkpoint(lambda v: np.sin(np.tanh(v @ w)))
+    return tk.grad(lambda v: np.sum(block(block(v)) ** 2))(x)
+
+
+def per_example(w, x, ids):  # vmap of grad with a batched gather
+    return tk.vmap(tk.grad(lambda w, xi, i: np.sum(np.tanh(xi @ w)[i] ** 2)), in_axes=(None, 0, 0))(w, x, ids)
+
+
 def c64(rng, *shape):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
 
@@ -121,6 +149,10 @@ def make_cases(rng):
                               np.array([3, 1, 3, 0, 1, 2], np.int32))),
         "scatters": (scatters, (f32(rng, 6, 4), np.array([5, 0, -1, 5], np.int64), f32(rng, 4, 4))),
         "complex_numbers": (complex_numbers, (c64(rng, 3, 5), c64(rng, 3, 5), f32(rng, 3, 5))),
+        "mlp_grad": (mlp_grad, (f32(rng, 6, 4), f32(rng, 4), f32(rng, 8, 6), f32(rng, 8, 4))),
+        "scan_grad": (scan_grad, (f32(rng, 4), f32(rng, 6, 4))),
+        "checkpoint_grad": (checkpoint_grad, (f32(rng, 5, 5) * np.float32(0.3), f32(rng, 7, 5))),
+        "per_example": (per_example, (f32(rng, 5, 3), f32(rng, 4, 5), np.array([0, 2, 1, 2], np.int32))),
     }
 
 

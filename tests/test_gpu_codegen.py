@@ -46,9 +46,24 @@ def test_every_fusion_kind_assembles(kind, arch, tmp_path):
 @pytest.mark.parametrize("name", sorted(programs.make_cases(np.random.default_rng(0))))
 def test_test_programs_assemble(name, tmp_path):
     fn, args = programs.make_cases(np.random.default_rng(0))[name]
-    program = compile_ptx(optimized(fn, *args), "sm_90")
-    assert not program.unsupported
+    module = optimized(fn, *args)
+    program = compile_ptx(module, "sm_90")
+    # loops and branches are driven from the host; the computations they run are GPU programs
+    # of their own, and those must lower and assemble too
+    host_control = [u for u in program.unsupported if "runs its computations from the host" in u]
+    assert program.unsupported == host_control
     assemble(program.ptx, "sm_90", tmp_path)
+    from toolkit.backends.control import flat_module
+    pending = [i for i in module.entry.instructions if i.opcode in ("while", "conditional")]
+    while pending:
+        inst = pending.pop()
+        for k, comp in enumerate(inst.called_computations):
+            inner = flat_module(comp, f"{inst.name}_{k}")
+            body = compile_ptx(inner, "sm_90")
+            pending.extend(i for i in inner.entry.instructions if i.opcode in ("while", "conditional"))
+            assert all("runs its computations from the host" in u for u in body.unsupported), body.unsupported
+            if body.kernels:
+                assemble(body.ptx, "sm_90", tmp_path)
 
 
 ROW_REDUCTIONS = {  # (rows, row length): the mode each takes

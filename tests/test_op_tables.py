@@ -59,6 +59,7 @@ def test_ufunc_table_only_emits_known_ops():
 def test_llvm_elemental_table_covers_every_op_a_kernel_computes():
     from toolkit.backends.llvm.elemental import ELEMENTAL
 
-    structural = {"reduce", "scatter", "sort", "custom-call", "dot", "tuple", "get-tuple-element", "call", "fusion",
+    structural = {"reduce", "scatter", "sort", "custom-call", "dot", "tuple", "get-tuple-element", "opt-barrier", "call",
+                  "fusion",
                   "while", "conditional"}  # kernels, BLAS, plumbing, host control
     assert set(ELEMENTAL) == set(OPS) - structural

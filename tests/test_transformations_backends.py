@@ -39,7 +39,13 @@ PARAMS = {"w1": RNG.standard_normal((6, 8)), "b1": RNG.standard_normal(8), "w2":
 X, Y = RNG.standard_normal((16, 6)), RNG.standard_normal((16, 2))
 XS = RNG.standard_normal((20, 5))
 
+def remat_loss(w, x):
+    block = tk.checkpoint(lambda v: np.sin(np.tanh(v @ w)))
+    return np.sum(block(block(x)) ** 2)
+
+
 CASES = {
+    "checkpoint_grad": (tk.grad(remat_loss), (RNG.standard_normal((5, 5)) / 3, RNG.standard_normal((7, 5)))),
     "mlp_grad": (tk.grad(mlp_loss), (PARAMS, X, Y)),
     "rnn_grad": (tk.grad(rnn_loss, argnums=(0, 1)), (RNG.standard_normal(5), XS)),
     "branchy_grad": (tk.grad(branchy), (RNG.standard_normal(4),)),

@@ -23,22 +23,13 @@ from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_c
 from .passes.manager import PassDump
 from .passes.memory_analysis import MemoryAnalysis, memory_analysis as _memory_analysis
 from .passes.pipeline import make_pipeline
+from .passes.residuals import Residual, is_backward, residuals_text, saved_residuals
 from .profiler.progress import phase as progress_phase, watch_compile
 from .profiler.events import KernelEvent, Phase
 from .profiler.recorder import RECORDER
 
 STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass")
 DEFAULT_PIPELINE = "default"
-
-
-def is_backward(inst) -> bool:
-    """Does ``inst`` (or a member of its fusion, or of a loop's body) compute part of a backward
-    pass? Differentiation names those instructions ``transpose(jvp(<forward op>))``, as JAX does."""
-    md = inst.metadata
-    if md is not None and "transpose(" in md.op_name:
-        return True
-    members = inst.attrs["calls"].instructions if inst.opcode == "fusion" else ()
-    return any(m.metadata is not None and "transpose(" in m.metadata.op_name for m in members)
 
 
 def source_lines(inst) -> str:
@@ -190,6 +181,14 @@ class Compiled(_TracedStage):
         total = len(first.leaves()) if hasattr(first, "leaves") else 1
         start = total - len(program.checks) - len(program.mutated)
         return tuple(program.in_specs[n].path for k, n in enumerate(program.mutated) if start + k in in_place)
+
+    def saved_residuals(self) -> list[Residual]:
+        """What the backward pass of a differentiated program (tk.grad, tk.vjp) keeps from its
+        forward pass, after fusion: shape, bytes, the producing and the reading source lines."""
+        return saved_residuals(self.optimized_hlo)
+
+    def residuals_text(self) -> str:
+        return residuals_text(self.saved_residuals())
 
     def cost_analysis(self, peak_flops: float | None = None,
                       peak_bandwidth: float | None = None) -> dict[str, float]:

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from .api import jit
 from .frontend import autodiff
+from .frontend.checkpoint import checkpoint_call
 from .frontend.vmap import vmap_call
 from .frontend.pytree import flatten
 from .frontend.tracer import Tracer, current_trace
@@ -128,4 +129,18 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
     return _Transformed(fun, f"vmap({_name(fun)})", impl)
 
 
-__all__ = ["grad", "value_and_grad", "jvp", "vjp", "vmap"]
+def checkpoint(fun: Callable) -> Callable:
+    """``fun``, whose intermediates the backward pass recomputes instead of keeping (JAX's
+    ``jax.checkpoint``): less memory between the passes, one more forward computation of
+    ``fun``. Outside differentiation it is ``fun``."""
+    def wrapped(*args, **kwargs):
+        if _traced_now(args, kwargs):
+            return checkpoint_call(fun, args, kwargs)
+        return fun(*args, **kwargs)
+    functools.update_wrapper(wrapped, fun)
+    return wrapped
+
+
+remat = checkpoint
+
+__all__ = ["grad", "value_and_grad", "jvp", "vjp", "vmap", "checkpoint", "remat"]

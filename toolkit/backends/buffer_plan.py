@@ -106,6 +106,8 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             constants[slot] = np.array(inst.attrs["literal"])
         elif op == "tuple":
             value_slots[id(inst)] = [s for o in inst.operands for s in value_slots[id(o)]]
+        elif op == "opt-barrier":  # its operand's buffers, unchanged
+            value_slots[id(inst)] = list(value_slots[id(inst.operands[0])])
         elif op == "get-tuple-element":
             value_slots[id(inst)] = [value_slots[id(inst.operands[0])][inst.attrs["index"]]]
         else:
@@ -113,7 +115,8 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             k = updates_in_place(inst) if updates_in_place is not None else None
             target = inst.operands[k] if k is not None else None
             into_argument = donated_operand(inst, position) if donated else None
-            if target is not None and target.opcode not in ("parameter", "constant", "tuple", "get-tuple-element") \
+            if target is not None and target.opcode not in ("parameter", "constant", "tuple", "get-tuple-element",
+                                                            "opt-barrier") \
                     and last_use.get(id(target)) == position and id(target) not in returned \
                     and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
                 outs = value_slots[id(inst)] = list(value_slots[id(target)])  # overwritten in place

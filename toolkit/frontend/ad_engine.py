@@ -97,12 +97,17 @@ def attributed(trace: Trace, inst: Instruction, role: str):
         trace._op_name, trace._location = saved
 
 
-def emit_primal(trace: Trace, inst: Instruction, args: Sequence[Tracer]) -> Tracer:
-    """``inst`` copied into ``trace`` on ``args`` (its metadata kept)."""
+def emit_primal(trace: Trace, inst: Instruction, args: Sequence[Tracer], role: str | None = None) -> Tracer:
+    """``inst`` copied into ``trace`` on ``args``: its metadata kept, or with ``role`` its op
+    name becomes ``role(<op>)`` (``remat(tanh)``: a forward op recomputed in the backward pass)."""
     if inst.opcode == "constant":
         literal = inst.attrs["literal"]
         return trace.constant(literal, literal.dtype)
-    new = trace.builder.add(inst.opcode, [trace.local(a) for a in args], inst.attrs, inst.shape, inst.metadata)
+    metadata = inst.metadata
+    if role is not None:
+        with attributed(trace, inst, role):
+            metadata = trace.metadata(inst.opcode)
+    new = trace.builder.add(inst.opcode, [trace.local(a) for a in args], inst.attrs, inst.shape, metadata)
     return Tracer(trace, new)
 
 
@@ -142,10 +147,11 @@ def inline_body(trace: Trace, body: Body, primals: dict[int, Tracer]) -> list[Tr
     return jvp_body(trace, body, primals, {})[0]
 
 
-def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]):
+def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int], role: str | None = None):
     """Emit ``body`` on ``primals``: (its results, ``backward``). ``backward(cotangents)``, one
     per result (None: zero), emits the backward pass and returns {parameter number in wrt:
-    cotangent or None}."""
+    cotangent or None}. ``role``: how to name the forward instructions (``remat(*)`` when they
+    are a recomputation inside a backward pass)."""
     env: dict[int, Tracer] = {}
     active: set[int] = set()
     tape: list[Eqn] = []
@@ -158,7 +164,7 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
             continue
         args = [env[id(o)] for o in inst.operands]
         if not (carries_tangent(inst.shape) and any(id(o) in active for o in inst.operands)):
-            env[id(inst)] = emit_primal(trace, inst, args)
+            env[id(inst)] = emit_primal(trace, inst, args, role)
             continue
         check_differentiable(inst, VJP_RULES)
         residual = None
@@ -166,7 +172,7 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
             with attributed(trace, inst, "*"):
                 out, residual = FORWARD_RULES[inst.opcode](trace, inst, args, [id(o) in active for o in inst.operands])
         else:
-            out = emit_primal(trace, inst, args)
+            out = emit_primal(trace, inst, args, role)
         env[id(inst)] = out
         active.add(id(inst))
         tape.append(Eqn(inst, args, out, residual))
@@ -181,11 +187,16 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
             c = ct.pop(id(eqn.inst), None)
             if c is None:
                 continue
-            with attributed(trace, eqn.inst, "transpose(jvp(*))"):
+            with attributed(trace, eqn.inst, "transpose(jvp(*))"):  # the sums too: they are backward work
                 contributions = VJP_RULES[eqn.inst.opcode](eqn, dense(c))
-            for operand, contribution in zip(eqn.inst.operands, contributions):
-                if contribution is not None and id(operand) in active:
-                    ct[id(operand)] = add_tangents(ct.get(id(operand)), contribution)
-        return {n: dense(ct.get(id(p))) for n, p in body.parameters.items() if n in wrt}
+                for operand, contribution in zip(eqn.inst.operands, contributions):
+                    if contribution is not None and id(operand) in active:
+                        ct[id(operand)] = add_tangents(ct.get(id(operand)), contribution)
+        grads = {}
+        for n, p in body.parameters.items():
+            if n in wrt:
+                with attributed(trace, p, "transpose(jvp(*))"):
+                    grads[n] = dense(ct.get(id(p)))
+        return grads
 
     return results, backward

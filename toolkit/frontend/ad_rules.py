@@ -532,6 +532,14 @@ def _gte_vjp(eqn, ct):
     return [out]
 
 
+def _barrier_jvp(eqn, tangents):
+    return tangents[0]
+
+
+def _barrier_vjp(eqn, ct):
+    return [ct]
+
+
 # ---- the tables ----------------------------------------------------------------------------------
 def _build_tables():
     jvp: dict[str, object] = {}
@@ -552,7 +560,7 @@ def _build_tables():
         "slice": _linear_jvp, "concatenate": _linear_jvp, "pad": _linear_jvp, "reverse": _linear_jvp,
         "copy": _linear_jvp, "gather": _gather_jvp, "dynamic-slice": _dynamic_slice_jvp,
         "dynamic-update-slice": _dus_jvp, "scatter": _scatter_jvp, "reduce": _reduce_jvp, "dot": _dot_jvp,
-        "sort": _sort_jvp, "tuple": _tuple_jvp, "get-tuple-element": _gte_jvp,
+        "sort": _sort_jvp, "tuple": _tuple_jvp, "get-tuple-element": _gte_jvp, "opt-barrier": _barrier_jvp,
     })
     vjp.update({
         "clamp": _clamp_vjp, "convert": _convert_vjp,
@@ -560,7 +568,7 @@ def _build_tables():
         "slice": _slice_vjp, "concatenate": _concatenate_vjp, "pad": _pad_vjp, "reverse": _reverse_vjp,
         "copy": _copy_vjp, "gather": _gather_vjp, "dynamic-slice": _dynamic_slice_vjp,
         "dynamic-update-slice": _dus_vjp, "scatter": _scatter_vjp, "reduce": _reduce_vjp, "dot": _dot_vjp,
-        "sort": _sort_vjp, "tuple": _tuple_vjp, "get-tuple-element": _gte_vjp,
+        "sort": _sort_vjp, "tuple": _tuple_vjp, "get-tuple-element": _gte_vjp, "opt-barrier": _barrier_vjp,
     })
     no = {
         "bitcast-convert": "reinterpreting a float's bits (np.frexp, view) has no derivative",

@@ -261,6 +261,10 @@ def _gte(inst, args, flags, size):
     return current_trace().emit("get-tuple-element", (t,), {"index": inst.attrs["index"]}), flag
 
 
+def _barrier(inst, args, flags, size):
+    return current_trace().emit("opt-barrier", tuple(args)), flags[0]
+
+
 def _call(inst, args, flags, size):
     (out,), (flag,) = batch_body(current_trace(), Body.of(inst.attrs["to_apply"]), dict(enumerate(args)),
                                  dict(enumerate(flags)), size)
@@ -410,7 +414,7 @@ def _build():
         "transpose": _transpose, "slice": _slice, "reverse": _reverse, "concatenate": _concatenate, "pad": _pad,
         "reduce": _reduce, "sort": _sort, "dot": _dot, "gather": _gather, "scatter": _scatter,
         "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
-        "tuple": _tuple, "get-tuple-element": _gte, "call": _call, "while": _while, "conditional": _conditional,
+        "tuple": _tuple, "get-tuple-element": _gte, "opt-barrier": _barrier, "call": _call, "while": _while, "conditional": _conditional,
         "custom-call": _not_batchable("library routines (np.linalg through LAPACK) are not vectorised yet"),
         "fusion": _not_batchable("fusions exist only after compilation passes"),
     })

@@ -103,6 +103,9 @@ _define(OpDef(
 _define(OpDef("tuple", "tuple", None))
 _define(OpDef("get-tuple-element", "tuple", 1, ("index",)))
 _define(OpDef("call", "call", None, ("to_apply",)))
+# XLA's optimization barrier: its tuple operand, unchanged; passes may not move computation across
+# it (so a recomputation in the backward pass, tk.checkpoint's, is not merged with the forward's)
+_define(OpDef("opt-barrier", "tuple", 1))
 _define(OpDef("fusion", "call", None, ("kind", "calls")))
 # XLA's structured control flow: one operand (the loop state), a condition and a body computation;
 # a pred[] or s32[] selector, then one operand per branch (out of range: the last branch)

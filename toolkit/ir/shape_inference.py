@@ -428,6 +428,10 @@ def _conditional(ops, attrs, declared):
     return _expect(declared, out, "conditional")
 
 
+def _opt_barrier(ops, attrs, declared):
+    return _expect(declared, ops[0], "opt-barrier")
+
+
 def _tuple(ops, attrs, declared):
     return _expect(declared, TupleShape(tuple(ops)), "tuple")
 
@@ -483,7 +487,7 @@ SHAPE_RULES.update({
     "broadcast": _broadcast, "reshape": _reshape("reshape"), "bitcast": _reshape("bitcast"),
     "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
     "reverse": _same_shape_with_dims("reverse"), "copy": _identity("copy"),
-    "reduce": _reduce, "dot": _dot, "tuple": _tuple, "while": _while, "conditional": _conditional, "get-tuple-element": _gte, "call": _calls("call", "to_apply"), "fusion": _calls("fusion", "calls"),
+    "reduce": _reduce, "dot": _dot, "tuple": _tuple, "while": _while, "conditional": _conditional, "get-tuple-element": _gte, "opt-barrier": _opt_barrier, "call": _calls("call", "to_apply"), "fusion": _calls("fusion", "calls"),
     "gather": _indexing("gather", lambda a, attrs: ix.gather_shape(a[0], a[1], attrs)),
     "scatter": _indexing("scatter", lambda a, attrs: ix.scatter_shape(a[0], a[1], a[2], attrs)),
     "dynamic-slice": _indexing("dynamic-slice", _variadic_at_least(

@@ -16,7 +16,8 @@ from .rewriter import replace_entry, rewrite_computation
 
 MAX_FOLDED_ELEMENTS = 64
 Evaluator = Callable[[Instruction, list], object]  # (instruction, operand values) -> value
-_NEVER_FOLD = {"parameter", "constant", "tuple", "get-tuple-element", "call", "fusion", "iota", "broadcast"}
+_NEVER_FOLD = {"parameter", "constant", "tuple", "get-tuple-element", "call", "fusion", "iota", "broadcast",
+               "opt-barrier"}
 
 
 def constant_folding(module: Module, evaluators: dict[str, Evaluator]) -> tuple[Module, Counter]:

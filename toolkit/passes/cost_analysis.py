@@ -18,7 +18,7 @@ from ..ir.ops import OPS, is_elementwise
 from ..ir.shapes import Shape, TupleShape
 
 FLOPS, TRANSCENDENTALS, BYTES = "flops", "transcendentals", "bytes accessed"
-_ZERO_COST = {"parameter", "constant", "get-tuple-element", "bitcast"}
+_ZERO_COST = {"parameter", "constant", "get-tuple-element", "bitcast", "opt-barrier"}
 
 
 def _bytes(shape) -> int:

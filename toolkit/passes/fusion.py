@@ -199,7 +199,7 @@ class _Fuser:
 
     # ---- the producer decisions -----------------------------------------------------------
     def visit(self, x: Instruction) -> None:
-        if x.opcode in ("parameter", "tuple", "get-tuple-element"):
+        if x.opcode in ("parameter", "tuple", "get-tuple-element", "opt-barrier"):
             return
         users = self.users[x]
         if x.opcode == "dot":

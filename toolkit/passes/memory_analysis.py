@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..ir.nodes import Module
 from ..ir.shapes import Shape, TupleShape
 
-_ALIASING = {"tuple", "get-tuple-element", "bitcast", "reshape"}
+_ALIASING = {"tuple", "get-tuple-element", "bitcast", "reshape", "opt-barrier"}
 
 
 @dataclass(frozen=True)

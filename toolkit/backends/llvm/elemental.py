@@ -603,5 +603,5 @@ def covered_ops() -> set[str]:
 
 from . import indexing as _indexing  # noqa: E402,F401 - registers gather, dynamic-slice, dynamic-update-slice
 
-UNSUPPORTED_ELEMENTAL = set(OPS) - {"reduce", "scatter", "sort", "custom-call", "dot", "tuple", "get-tuple-element", "call", "fusion",
+UNSUPPORTED_ELEMENTAL = set(OPS) - {"reduce", "scatter", "sort", "custom-call", "dot", "tuple", "get-tuple-element", "opt-barrier", "call", "fusion",
                                      "while", "conditional"} - set(ELEMENTAL)

@@ -6,7 +6,7 @@ from ..base import Backend, register_backend
 from .interpreter import EVALUATORS, evaluate_computation, flatten_value, run
 
 # Instructions that are bookkeeping, not work: not reported as kernels.
-_NOT_KERNELS = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+_NOT_KERNELS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "opt-barrier"})
 
 
 class InterpreterExecutable:
