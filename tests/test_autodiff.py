@@ -449,3 +449,28 @@ def test_checkpoint_recomputes_instead_of_keeping():
     np.testing.assert_allclose(t, t_plain, rtol=1e-12)
     h = tk.grad(lambda s: tk.grad(lambda v: np.sum(tk.checkpoint(np.sin)(v * s)))(np.ones(2)).sum())(0.3)
     np.testing.assert_allclose(h, -2 * 0.3 * np.sin(0.3) + 2 * np.cos(0.3), rtol=1e-12)
+
+
+def test_the_profile_splits_forward_and_backward_kernels():
+    import matplotlib
+    matplotlib.use("Agg")
+    from toolkit.plots.timeline import timeline
+    from toolkit.widgets import report
+
+    def loss(w, x):
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    g = tk.jit(tk.grad(loss), backend="cpu")
+    w, x = RNG.standard_normal((8, 8)), RNG.standard_normal((16, 8))
+    g(w, x)
+    with tk.profile() as prof:
+        g(w, x)
+    phases = {k.phase for k in prof.kernels}
+    assert phases == {"forward", "backward"}
+    backward = [k for k in prof.kernels if k.phase == "backward"]
+    assert all("test_autodiff.py" in k.source for k in backward)  # the forward op's line, not grad's caller
+    assert "differentiated program: forward" in prof.summary()
+    lanes = timeline(prof)["lanes"]
+    assert lanes.index("cpu:0 stream 0 (forward)") < lanes.index("cpu:0 stream 0 (backward)")
+    html = report.report_html(prof, compiled={"grad": g.compiled(w, x)})
+    assert "saved residuals: grad" in html and "<th>pass</th>" in html and "backward pass" in html

@@ -26,6 +26,7 @@ def _normalized_text(fn, args) -> str:
 
 
 @pytest.mark.parametrize("name", ["add_one", "softmax", "layernorm", "mlp_layer", "indexing", "scatters", "sorting",
+                                  "scan_grad", "checkpoint_grad",
                                   "complex_numbers"])
 def test_golden_hlo(name):
     fn, args = programs.make_cases(np.random.default_rng(0))[name]

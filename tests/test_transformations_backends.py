@@ -80,3 +80,18 @@ def test_transformed_programs_agree_across_backends(name, backend):
 def _leaves(tree):
     from toolkit.frontend.pytree import flatten
     return flatten(tree)[0]
+
+
+def test_gpu_loops_run_their_bodies_as_compiled_gpu_programs():
+    f = tk.jit(lambda x: tk.lax.fori_loop(0, 7, lambda i, v: v * 1.5 + 1, x), backend="gpu-emulated")
+    x = np.ones(4)
+    compiled = f.compiled(x)
+    assert not compiled._executable.fallbacks  # no interpreter fallback: the loop is a control step
+    assert [s.kind for s in compiled._executable.steps if s.inst.opcode == "while"] == ["control"]
+    with tk.profile() as prof:
+        out = tk.device_get(f(x))
+    want = np.ones(4)
+    for _ in range(7):
+        want = want * 1.5 + 1
+    np.testing.assert_allclose(out, want)
+    assert [k.launch for k in prof.kernels if k.name.startswith("while")] == ["trips=7"]

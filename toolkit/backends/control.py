@@ -71,18 +71,21 @@ def flat_module(comp: Computation, name: str, donate_state: bool = False) -> Mod
     return Module(name, tuple(ordered) + (entry,), entry, attributes)
 
 
-def make_control_runner(inst: Instruction, compile_module: Callable[[Module], object]):
+def make_control_runner(inst: Instruction, compile_module: Callable[[Module], object],
+                        own: Callable = np.array, to_host: Callable = np.asarray):
     """``run(leaf arrays of the operands) -> leaf arrays of the result`` for a while or a
-    conditional, its computations compiled by ``compile_module``."""
+    conditional, its computations compiled by ``compile_module``. ``own(array)``: a copy the
+    loop may write (the state, once per loop); ``to_host(array)``: a predicate or branch index
+    as a NumPy value (a device backend downloads it)."""
     if inst.opcode == "while":
         cond = compile_module(flat_module(inst.attrs["condition"], f"{inst.name}.condition"))
         body = compile_module(flat_module(inst.attrs["body"], f"{inst.name}.body", donate_state=True))
 
         def run_while(leaves):
             # the loop owns its state (the body writes it in place): copied once, at the start
-            state = [np.array(v) for v in leaves]
+            state = [own(v) for v in leaves]
             trips = 0
-            while bool(cond(state)[0]):
+            while bool(to_host(cond(state)[0])):
                 state = list(body(state))
                 trips += 1
             run_while.trips = trips
@@ -100,7 +103,7 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
     indexed = "branch_computations" in inst.attrs
 
     def run_conditional(leaves):
-        selector = leaves[0]
+        selector = to_host(leaves[0])
         if indexed:
             k = int(selector)
             k = k if 0 <= k < len(compiled) else len(compiled) - 1

@@ -9,10 +9,17 @@ from matplotlib.patches import Patch
 from .style import PHASE_COLORS, kind_color, literal
 
 
+def _kernel_lane(k) -> str:
+    """A stream's lane; a differentiated program's forward and backward kernels in lanes of
+    their own, so the two passes read apart."""
+    return f"{k.device} stream {k.stream}" + (f" ({k.phase})" if k.phase else "")
+
+
 def _lanes(profile) -> list[str]:
     lanes = ["compilation", "host dispatch"]
-    streams = sorted({(k.device, k.stream) for k in profile.kernels})
-    lanes += [f"{d} stream {s}" for d, s in streams]
+    order = {"": 0, "forward": 1, "backward": 2}
+    kernels = sorted({(k.device, k.stream, order.get(k.phase, 3)): _kernel_lane(k) for k in profile.kernels}.items())
+    lanes += [lane for _, lane in kernels]
     lanes += sorted({_copy_lane(t) for t in profile.transfers})
     return lanes
 
@@ -63,7 +70,7 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
         bar("host dispatch", d.start, d.duration, "#bdbdbd" if d.cache_hit else "#969696", d.function, "dispatches",
             "dispatch (cache hit)" if d.cache_hit else "dispatch (compiled)")
     for k in profile.kernels:
-        bar(f"{k.device} stream {k.stream}", k.start, k.duration, kind_color(k.kind), k.name, "kernels",
+        bar(_kernel_lane(k), k.start, k.duration, kind_color(k.kind), k.name, "kernels",
             f"kernel: {k.kind}")
     for t in profile.transfers:
         arrow = {"host_to_device": "H→D", "device_to_host": "D→H"}.get(t.direction, "D→D")

@@ -75,7 +75,8 @@ def chrome_trace(events, origin: float = 0.0) -> dict:
                         "dur": _dur(e.duration),
                         "args": {"flops": e.flops, "transcendentals": e.transcendentals,
                                  "bytes": e.bytes_accessed, "launch": e.launch, "kind": e.kind,
-                                 "source": e.source, "function": e.function, "compile_id": e.compile_id}})
+                                 "source": e.source, "function": e.function, "compile_id": e.compile_id,
+                                 **({"pass": e.phase} if e.phase else {})}})
             rec = recompiles.get(e.compile_id)
             if rec is not None and (e.compile_id, e.name) not in flowed:
                 flowed.add((e.compile_id, e.name))

@@ -119,7 +119,7 @@ def kernel_table(kernels) -> list[dict]:
     for k in kernels:
         label = kernel_label(k)
         row = by_name.setdefault(label, {"name": label, "calls": 0, "seconds": 0.0, "flops": 0.0,
-                                         "bytes": 0.0, "kind": k.kind, "source": k.source})
+                                         "bytes": 0.0, "kind": k.kind, "source": k.source, "phase": k.phase})
         row["calls"] += 1
         row["seconds"] += k.duration
         row["flops"] += k.flops + k.transcendentals

@@ -46,6 +46,11 @@ def summary_section(prof) -> str:
             ["bytes moved by kernels", f"{moved / 1e6:.2f} MB (compiler estimate)"],
             ["host dispatch", f"{sum(d.duration for d in prof.dispatches) * 1e3:.3f} ms ({len(prof.dispatches)} call{'' if len(prof.dispatches) == 1 else 's'})"],
             ["profiler overhead", f"{prof.overhead_seconds * 1e3:.3f} ms ({prof.overhead_fraction:.1%} of the session, a lower bound)"]]
+    phased = [k for k in kernels if k.phase]
+    if phased:  # a differentiated program: the two passes
+        for phase in ("forward", "backward"):
+            group = [k for k in phased if k.phase == phase]
+            rows.append([f"{phase} pass", f"{sum(k.duration for k in group) * 1e3:.3f} ms ({len(group)} launches)"])
     top = kernel_table(kernels)[:5]
     top_rows = [[r["name"], r["kind"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.0%}", r["source"]] for r in top]
     return (_table(["", ""], rows + _transfer_rows(prof.transfers)) + "<h3>top kernels</h3>"
@@ -128,16 +133,18 @@ def fusion_list_section(compiled: dict) -> str:
 def kernel_section(prof, ceilings: Ceilings | None = None, sort: str = "seconds") -> str:
     rows = kernel_table(prof.kernels)
     rows.sort(key=lambda r: -r.get(sort, 0) if isinstance(r.get(sort, 0), (int, float)) else r.get(sort))
+    phased = any(r["phase"] for r in rows)  # a differentiated program: say which pass each kernel is in
     out = []
     for r in rows:
         intensity = r["flops"] / r["bytes"] if r["bytes"] else 0.0
         attained = r["flops"] / r["seconds"] if r["seconds"] else 0.0
         bound = ceilings.attainable(intensity) if ceilings and intensity else float("nan")
         pct = bound_text(attained, bound)
-        out.append([r["name"], r["kind"], r["calls"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.1%}",
-                    f"{r['gflops']:.2f}", f"{r['gbps']:.2f}", f"{intensity:.3f}", pct, r["source"]])
-    return _table(["kernel", "kind", "calls", "ms", "% of time", "GFLOP/s", "GB/s", "FLOP/byte",
-                   "% of roofline", "source"], out)
+        out.append([r["name"], r["kind"]] + ([r["phase"]] if phased else []) + [
+            r["calls"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.1%}",
+            f"{r['gflops']:.2f}", f"{r['gbps']:.2f}", f"{intensity:.3f}", pct, r["source"]])
+    return _table(["kernel", "kind"] + (["pass"] if phased else []) + [
+        "calls", "ms", "% of time", "GFLOP/s", "GB/s", "FLOP/byte", "% of roofline", "source"], out)
 
 
 def plot_section(prof, which: str, ceilings: Ceilings | None = None) -> str:
@@ -169,9 +176,24 @@ def ir_section(compiled: dict) -> str:
 SECTIONS = ("Summary", "Recompilations", "Fusion", "Kernels", "Timeline", "Roofline", "IR")
 
 
+def residuals_section(compiled: dict) -> str:
+    """What each differentiated program's backward pass keeps from its forward pass."""
+    parts = []
+    for name, c in (compiled or {}).items():
+        rows = c.saved_residuals() if hasattr(c, "saved_residuals") else []
+        if not rows:
+            continue
+        kept = sum(r.bytes for r in rows if r.kind == "intermediate")
+        table = _table(["bytes", "shape", "produced by", "read by"],
+                       [[f"{r.bytes:,}", r.shape, r.produced_by, ", ".join(r.read_by)] for r in rows])
+        parts.append(f"<h3>saved residuals: {e(name)}</h3><p>{len(rows)} values, {sum(r.bytes for r in rows):,} bytes "
+                     f"({kept:,} bytes of intermediates; tk.checkpoint recomputes a function's instead)</p>{table}")
+    return "".join(parts)
+
+
 def section_html(name: str, prof, ceilings=None, compiled=None) -> str:
     if name == "Summary":
-        return summary_section(prof)
+        return summary_section(prof) + residuals_section(compiled)
     if name == "Recompilations":
         return recompile_section(prof)
     if name == "Fusion":

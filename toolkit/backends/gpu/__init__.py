@@ -18,7 +18,7 @@ from ..reference.interpreter import evaluate_computation, flatten_value
 from .arrays import DeviceArray, device_get
 from .codegen import ARCHES, compile_ptx
 from ...ir.shapes import TupleShape
-from ..control import flat_module
+from ..control import flat_module, make_control_runner
 from .device import cupy_or_reason, default_device
 from .executor import GpuExecutable, GpuStep
 
@@ -28,6 +28,29 @@ def _host_run(inst):
     if any(isinstance(o.shape, TupleShape) for o in inst.operands):  # the plan passes tuple leaves
         comp = flat_module(comp, f"{inst.name}.host").entry
     return lambda host_ins: flatten_value(evaluate_computation(comp, host_ins))
+
+
+def _device_control(inst, device):
+    """A while or conditional on ``device``: the host decides (a predicate or branch index is
+    downloaded, one scalar per trip); the computations it runs are compiled GPU programs, and
+    the loop state stays on the device between them."""
+    def on_device(m: Module):
+        executable = compile_module(m, device)
+
+        def run(buffers):
+            results = executable([DeviceArray(b, device, f"{inst.name} state") for b in buffers])
+            return [r._buffer for r in results]
+        return run
+
+    runner = make_control_runner(inst, on_device, own=device.copy, to_host=device.download)
+
+    def run(buffers):
+        out = runner(buffers)
+        run.trips = getattr(runner, "trips", 0)
+        return out
+
+    run.trips = 0
+    return run
 
 
 def compile_module(module: Module, device=None) -> GpuExecutable:
@@ -42,6 +65,8 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
     fallbacks = list(program.unsupported)
 
     def make_step(inst, inputs, outs) -> GpuStep:
+        if inst.opcode in ("while", "conditional"):  # each called computation a GPU program of its own
+            return GpuStep("control", inst, inputs, outs, run=_device_control(inst, device))
         if inst.opcode == "dot":
             return GpuStep("dot", inst, inputs, outs, run=make_dot(inst, device.xp))
         if inst.opcode in ("sort", "custom-call"):  # a library call: NumPy's stable sort on the host, between two copies

@@ -183,7 +183,8 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     ir_module.data_layout = DATA_LAYOUT
     kernels, unsupported = [], []
     for inst in module.entry.instructions:
-        if inst.opcode in ("parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "dot", "sort", "custom-call"):
+        if inst.opcode in ("parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "dot", "sort", "custom-call",
+                           "while", "conditional"):  # (loops and branches: programs of their own, driven from the host)
             continue  # dots go to cuBLAS, sorts to a library call
         try:
             kernels.append(emit_or_discard(ir_module, emit_gpu_kernel, plan_kernel(inst)))

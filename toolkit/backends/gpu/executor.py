@@ -22,6 +22,7 @@ from .arrays import DeviceArray, fetched_from
 @dataclass
 class GpuStep:
     kind: str  # kernel | dot | library (sort, on the host) | host (an interpreter fallback between two copies)
+    #          | control (a while or conditional: compiled GPU programs driven from the host)
     inst: Instruction
     inputs: list[int]
     outputs: list[int]
@@ -36,6 +37,9 @@ class GpuStep:
     def launch_text(self) -> str:
         if self.kind == "kernel":
             return f"grid={self.grid} block={self.block}"
+        if self.kind == "control":
+            trips = getattr(self.run, "trips", None)
+            return f"trips={trips}" if self.inst.opcode == "while" and trips is not None else "host control"
         return {"dot": "cuBLAS", "library": "host library call"}.get(self.kind, "host fallback")
 
 
@@ -132,6 +136,8 @@ class GpuExecutable:
             ins = [bufs[s] for s in step.inputs]
             if step.kind in ("host", "library"):
                 outs = self._host_fallback(step, ins, probe)
+            elif step.kind == "control":
+                outs = self._control(step, ins, probe)
             else:
                 outs = [d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy) for s in step.outputs]
                 self._launch(step, ins, outs, probe)
@@ -192,6 +198,18 @@ class GpuExecutable:
             launch()
         else:
             probe.around(launch, "kernel", step)
+
+    def _control(self, step: GpuStep, ins, probe) -> list:
+        """A loop or branch: its programs run unprofiled; the profile gets the whole loop as
+        one event (with its trip count), timed on the host around a device synchronisation."""
+        if probe is None:
+            return step.run(ins)
+        self.device.synchronize()
+        start = probe.clock.now()
+        outs = step.run(ins)
+        self.device.synchronize()
+        probe.on_kernel(step.inst, start, probe.clock.now() - start, step.launch_text, device=self.device.label, stream=0)
+        return outs
 
     def _host_fallback(self, step: GpuStep, ins, probe) -> list:
         """Inputs to the host, the interpreter, results back: correct, and every copy shown."""
