@@ -65,14 +65,16 @@ def _callable(side: str, w: Workload):
     if side == "toolkit":
         from . import api
 
-        fn = api.jit(w.make(np), backend="cpu")
+        fn = api.jit(w.toolkit_function(), backend="cpu")
         return lambda: fn(*args), args, fn(*args)
     import jax
     import jax.numpy as jnp
 
     fn = jax.jit(w.make(jnp))
     dev = [jax.device_put(a) for a in args]
-    return lambda: fn(*dev).block_until_ready(), args, np.asarray(fn(*dev))
+    out = fn(*dev)
+    result = tuple(np.asarray(o) for o in out) if isinstance(out, (tuple, list)) else np.asarray(out)
+    return lambda: jax.block_until_ready(fn(*dev)), args, result
 
 
 def _compile_time(side: str) -> float | None:

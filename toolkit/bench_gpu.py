@@ -34,7 +34,7 @@ def _side(side: str, w: Workload, backend: str = "gpu", device=None):
         from .backends.gpu.device import default_device
 
         device = device if device is not None else default_device()
-        fn = api.jit(w.make(np), backend=backend)
+        fn = api.jit(w.toolkit_function(), backend=backend)
         args = [device_put(a, device) for a in host_args]
         return (lambda: fn(*args)), device.synchronize, fn(*args)
     if side == "cupy":
@@ -42,7 +42,9 @@ def _side(side: str, w: Workload, backend: str = "gpu", device=None):
 
         fn = w.make(cupy)
         args = [cupy.asarray(a) for a in host_args]
-        return (lambda: fn(*args)), cupy.cuda.Stream.null.synchronize, cupy.asnumpy(fn(*args))
+        out = fn(*args)
+        result = tuple(cupy.asnumpy(o) for o in out) if isinstance(out, tuple) else cupy.asnumpy(out)
+        return (lambda: fn(*args)), cupy.cuda.Stream.null.synchronize, result
     import jax
     import jax.numpy as jnp
 
@@ -54,7 +56,7 @@ def _side(side: str, w: Workload, backend: str = "gpu", device=None):
         state["out"] = fn(*args)
         return state["out"]
 
-    return call, lambda: state["out"].block_until_ready(), fn(*args)
+    return call, lambda: jax.block_until_ready(state["out"]), fn(*args)
 
 
 def _copy_ceiling() -> float:

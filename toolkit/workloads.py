@@ -57,6 +57,35 @@ def mlp(xp):
     return mlp
 
 
+def _mlp_loss(xp):
+    def loss(x, y, w1, b1, w2):
+        return xp.mean((xp.tanh(x @ w1 + b1) @ w2 - y) ** 2)
+    return loss
+
+
+def train_grads(xp):
+    """A training step's gradients: a two-layer MLP's loss, differentiated for (w1, b1, w2).
+    JAX's side is ``jax.grad`` of the loss; toolkit's is ``tk.grad`` of the same NumPy loss
+    (``Workload.toolkit``); NumPy (and CuPy), which have no autodiff, run the backward pass
+    written out by hand, as NumPy users write it."""
+    if xp.__name__.startswith("jax"):
+        import jax
+        return jax.grad(_mlp_loss(xp), argnums=(2, 3, 4))
+
+    def train_grads(x, y, w1, b1, w2):
+        h = xp.tanh(x @ w1 + b1)
+        d = (h @ w2 - y) * (2.0 / (x.shape[0] * w2.shape[1]))
+        g_w2 = h.T @ d
+        d_pre = (d @ w2.T) * (1.0 - h * h)
+        return x.T @ d_pre, d_pre.sum(axis=0), g_w2
+    return train_grads
+
+
+def _toolkit_train_grads():
+    from .transformations import grad
+    return grad(_mlp_loss(np), argnums=(2, 3, 4))
+
+
 def _f32(rng, *shape):
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -67,9 +96,14 @@ class Workload:
     make: Callable  # xp -> the function
     make_args: Callable  # rng -> arguments
     flops: float = 0.0  # for rows measured in FLOP/s
+    toolkit: Callable | None = None  # () -> toolkit's function, where it is not make(np) (tk.grad)
+    batch_args: tuple[int, ...] = (0,)  # the arguments whose first axis is the batch (scaled())
 
     def args(self, seed: int = 0) -> tuple:
         return self.make_args(np.random.default_rng(seed))
+
+    def toolkit_function(self) -> Callable:
+        return self.toolkit() if self.toolkit is not None else self.make(np)
 
 
 def _chain_args(n):
@@ -87,6 +121,10 @@ BENCHMARK: tuple[Workload, ...] = (
     Workload("rowsum 4096x4096", rowsum, lambda r: (_f32(r, 4096, 4096),)),
     Workload("mlp relu(x@W+b) 1024", mlp, lambda r: (_f32(r, 1024, 1024), _f32(r, 1024, 1024) * np.float32(0.03),
                                                      _f32(r, 1024)), flops=2.0 * 1024 ** 3),
+    Workload("train step grads 1024x512", train_grads,
+             lambda r: (_f32(r, 1024, 512), _f32(r, 1024, 64), _f32(r, 512, 512) * np.float32(0.04), _f32(r, 512),
+                        _f32(r, 512, 64) * np.float32(0.04)),
+             flops=2.0 * 1024 * 512 * (512 * 3 + 64 * 3), toolkit=_toolkit_train_grads, batch_args=(0, 1)),
 )
 
 
@@ -94,13 +132,12 @@ def scaled(workload: Workload, scale: float) -> Workload:
     """The same workload on arrays ``scale`` times the size along the first axis (for demos)."""
     def make_args(rng):
         full = workload.make_args(rng)
-        first = full[0]
-        n = max(1, int(first.shape[0] * scale))
-        return (first[:n],) + tuple(full[1:])
+        n = max(1, int(full[0].shape[0] * scale))
+        return tuple(a[:n] if k in workload.batch_args else a for k, a in enumerate(full))
     first = workload.make_args(np.random.default_rng(0))[0]  # named after what really runs
     shape = (max(1, int(first.shape[0] * scale)),) + tuple(first.shape[1:])
     return Workload(f"{workload.name.rsplit(' ', 1)[0]} {_size_text(shape)}", workload.make, make_args,
-                    workload.flops * scale)
+                    workload.flops * scale, workload.toolkit, workload.batch_args)
 
 
 def _size_text(shape) -> str:
@@ -115,4 +152,4 @@ def _size_text(shape) -> str:
 
 
 # the demo's set: one of each kind, at a fraction of the benchmark's size
-DEMO = tuple(w for w in BENCHMARK if w.name not in ("chain 1k", "chain 32M"))
+DEMO = tuple(w for w in BENCHMARK if w.name not in ("chain 1k", "chain 32M") and w.toolkit is None)
