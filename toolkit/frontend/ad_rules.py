@@ -443,9 +443,13 @@ def _dot_transpose_lhs(ct, x_ndim, y, x_contract, y_contract, x_batch, y_batch, 
     else:
         ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
     x_contract_sorted_by_y = [x_contract[i] for i in np.argsort(y_contract)]
-    out_axes = np.argsort(list(x_batch) + x_kept + x_contract_sorted_by_y)
+    order = list(x_batch) + x_kept + x_contract_sorted_by_y  # x's dimension for each of dot(ct, y)'s
+    swapped = list(x_batch) + x_contract_sorted_by_y + x_kept  # ... and of dot(y, ct)'s
+    if order != sorted(order) and swapped == sorted(swapped):
+        # dot(y, ct) is already in x's order: no transpose to materialise (x^T @ ct, not (ct^T @ x)^T)
+        return lax.dot_general(y, ct, (y_kept, ans_y), (y_batch, ans_batch))
     product = lax.dot_general(ct, y, (ans_y, y_kept), (ans_batch, y_batch))
-    return lax.transpose(product, [int(a) for a in out_axes])
+    return lax.transpose(product, [int(a) for a in np.argsort(order)])
 
 
 def _dot_vjp(eqn, ct):

@@ -162,12 +162,12 @@ def _scalar_out_of_dot(inst, ops, b):
     return None
 
 
-@rule("dynamic-update-slice(x, slice(x) at the same window) -> x", "dynamic-update-slice")
+@rule("dynamic-update-slice(x, slice(x) at the same window) -> x", "dynamic-update-slice")  # or dynamic-slice
 def _rewrite_own_window(inst, ops, b):
     """As XLA's simplifier (DUS(x, DS(x, i), i) -> x): writing a window of ``x`` back where it
     was read changes nothing (what a write through a view leaves behind: ``b = a[1:]; b += 1``)."""
     x, update = ops[0], ops[1]
-    if update.opcode != "slice" or update.operands[0] is not x or not same_array_type(x, inst):
+    if update.opcode not in ("slice", "dynamic-slice") or update.operands[0] is not x or not same_array_type(x, inst):
         return None
     return x if reads_update_window(update, inst) else None
 
