@@ -94,4 +94,4 @@ def test_gpu_loops_run_their_bodies_as_compiled_gpu_programs():
     for _ in range(7):
         want = want * 1.5 + 1
     np.testing.assert_allclose(out, want)
-    assert [k.launch for k in prof.kernels if k.name.startswith("while")] == ["trips=7"]
+    assert [k.launch.split(",")[0] for k in prof.kernels if k.name.startswith("while")] == ["trips=7"]

@@ -175,3 +175,15 @@ def test_vmap_of_random_programs_matches_a_loop(steps, data):
     assume(len({w.shape for w in want}) == 1)
     got = tk.vmap(lambda x, y: run_program(steps, x, y)[0])(xs, ys)
     np.testing.assert_allclose(got, np.stack(want), rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_linalg_inside_vmap_runs_once_per_element():
+    mats = RNG.standard_normal((B, 3, 3)) + 3 * np.eye(3)
+    rhs = RNG.standard_normal((B, 3))
+    got = tk.vmap(lambda a, b: np.linalg.solve(a, b) + np.linalg.inv(a)[0])(mats, rhs)
+    want = np.stack([np.linalg.solve(a, b) + np.linalg.inv(a)[0] for a, b in zip(mats, rhs)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    w, v = tk.vmap(np.linalg.eigh)(mats @ np.swapaxes(mats, 1, 2))
+    np.testing.assert_allclose(w, np.linalg.eigh(mats @ np.swapaxes(mats, 1, 2))[0], rtol=1e-10)
+    shared = tk.vmap(lambda b: np.linalg.solve(mats[0], b))(rhs)  # an unbatched matrix, batched right-hand sides
+    np.testing.assert_allclose(shared, np.linalg.solve(mats[0], rhs.T).T, rtol=1e-12)

@@ -114,4 +114,10 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
     return run_conditional
 
 
-__all__ = ["flat_module", "make_control_runner"]
+def trips_text(trips: int, seconds: float) -> str:
+    """A loop's launch column in the profile: its trip count and the time per trip."""
+    per = f", {seconds / trips * 1e6:.1f} µs/trip" if trips else ""
+    return f"trips={trips}{per}"
+
+
+__all__ = ["flat_module", "make_control_runner", "trips_text"]

@@ -105,7 +105,8 @@ def _while_jvp(trace, inst, args, tangents):
         t_out = t_out or [None] * len(shapes)
         return new, [instantiate(t_out[k], new[k]) for k in order]
 
-    prims, tans = control_flow.while_loop(cond_fun, body_fun, (primals, init_tangents))
+    prims, tans = control_flow.while_loop(cond_fun, body_fun, (primals, init_tangents),
+                                          _trip_count=known_trip_count(inst))
     t_list = [None] * len(shapes)
     for k, t in zip(order, tans):
         t_list[k] = t
@@ -196,7 +197,7 @@ def _branch_computations(inst):
 def _emit_conditional(trace, selector: Tracer, functions, operands: list[Tracer], form: str) -> list[Tracer]:
     """A conditional over traced ``functions`` (each taking the flat ``operands`` and returning a
     flat list), chosen by ``selector`` with the original op's semantics; its flat results."""
-    comps, tuples, _, _, count = control_flow._branches(trace, functions, operands, "branch")
+    comps, tuples, _, _, count, _checks = control_flow._branches(trace, functions, operands, "branch")
     attrs = ({"branch_computations": tuple(comps)} if form == "branch_computations"
              else {"true_computation": comps[0], "false_computation": comps[1]})
     result = trace.emit("conditional", [selector] + tuples, attrs)

@@ -6,7 +6,8 @@ element); unbatched operands meet batched ones by broadcasting, as autodidax's
 ``binop_batching_rule``. Indexing with batched indices becomes a gather or scatter with the
 batch as one more index component; ``while`` with a predicate that differs per batch element
 runs until every element is done, freezing the finished ones (``select``); ``conditional``
-with a batched selector runs every branch and selects, as ``jax.vmap`` does."""
+with a batched selector runs every branch and selects, as ``jax.vmap`` does. A library call
+(``np.linalg``) runs once per batch element in a loop."""
 from __future__ import annotations
 
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 from ..ir.nodes import Instruction
 from ..ir.shapes import Shape, TupleShape
 from . import control_flow, lax
+from .ad_control import known_trip_count
 from .ad_engine import Body, emit_primal
 from .ad_partials import NotDifferentiable
 from .errors import UnsupportedNumpyError
@@ -335,7 +337,9 @@ def _while(inst, args, flags, size):
                    else v for k, (v, old) in enumerate(zip(new, values))]
         return new
 
-    out = control_flow.while_loop(cond_fun, body_fun, init)
+    # the same trips for every batch element unless the predicate is batched: the trip count stays known
+    trips = None if predicate_batched else known_trip_count(inst)
+    out = control_flow.while_loop(cond_fun, body_fun, init, _trip_count=trips)
     return _pack(list(out)), flag_list
 
 
@@ -388,11 +392,35 @@ def _conditional(inst, args, flags, size):
         return run
 
     trace = current_trace()
-    built, tuples, _, _, n_out = control_flow._branches(trace, [branch_fn(c, i) for c, i in zip(comps, where)], flat, "branch")
+    built, tuples, _, _, _, _ = control_flow._branches(trace, [branch_fn(c, i) for c, i in zip(comps, where)], flat, "branch")
     attrs = ({"branch_computations": tuple(built)} if "branch_computations" in inst.attrs
              else {"true_computation": built[0], "false_computation": built[1]})
     result = trace.emit("conditional", [selector] + tuples, attrs)
     return result, ([True] * count if is_tuple else True)
+
+
+def _one_at_a_time(inst, args, flags, size):
+    """An op with no batched form (a LAPACK library call): a loop over the batch elements, the
+    op once per element (``jax.lax.map``'s way), results written into stacked outputs."""
+    trace = current_trace()
+    shapes = list(inst.shape.elements) if isinstance(inst.shape, TupleShape) else [inst.shape]
+    stacked = [lax.full(trace, (size,) + tuple(s.dims), 0, s.dtype.numpy) for s in shapes]
+
+    def element(a: Tracer, i: Tracer) -> Tracer:
+        zeros = [lax.full_like(i, 0)] * (a.ndim - 1)
+        return lax.reshape(lax.dynamic_slice(a, [i] + zeros, (1,) + tuple(a.shape[1:])), tuple(a.shape[1:]))
+
+    def body(i, outs):
+        ops = [element(a, i) if f else a for a, f in zip(args, flags)]
+        result = current_trace().emit(inst.opcode, tuple(ops), dict(inst.attrs), inst.shape)
+        leaves = _elements(result) if isinstance(inst.shape, TupleShape) else [result]
+        return [lax.dynamic_update_slice(buf, lax.reshape(v, (1,) + tuple(v.shape)), [i] + [lax.full_like(i, 0)] * v.ndim)
+                for buf, v in zip(outs, leaves)]
+
+    outs = control_flow.fori_loop(0, size, body, stacked)
+    if isinstance(inst.shape, TupleShape):
+        return _pack(list(outs)), [True] * len(shapes)
+    return outs[0], True
 
 
 def _not_batchable(reason: str):
@@ -415,7 +443,7 @@ def _build():
         "reduce": _reduce, "sort": _sort, "dot": _dot, "gather": _gather, "scatter": _scatter,
         "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
         "tuple": _tuple, "get-tuple-element": _gte, "opt-barrier": _barrier, "call": _call, "while": _while, "conditional": _conditional,
-        "custom-call": _not_batchable("library routines (np.linalg through LAPACK) are not vectorised yet"),
+        "custom-call": _one_at_a_time,
         "fusion": _not_batchable("fusions exist only after compilation passes"),
     })
 

@@ -245,14 +245,24 @@ def _branches(parent: Trace, functions, operands, name: str):
     avals = [(t.shape, t.dtype, t.weak_type) for t in args]
     traced = [_trace_function(parent, fn, avals, tree, f"branch_{k}", wrap_args=lambda ops: tuple(ops))
               for k, fn in enumerate(functions)]
-    if any(sub.checks for sub, *_ in traced):
-        raise UnsupportedNumpyError(f"{name}: a check NumPy makes on the data (an index out of range ...) inside a "
-                                    "branch is not supported yet; use indices known to be in range (np.clip)")
+    # NumPy's data checks in a branch (a traced index out of range ...): one flag output per
+    # check of any branch (false in the others), raised after the call if the branch that ran
+    # set it, as at the top level
+    checks = [(k, flag, error, message) for k, (sub, *_) in enumerate(traced) for flag, error, message in sub.checks]
+    if checks:
+        extended = []
+        for k, (sub, outs, weak, out_tree) in enumerate(traced):
+            with sub.activate():
+                flags = [sub.local(flag) if owner == k else lax.full(sub, (), False, np.bool_).inst
+                         for owner, flag, _, _ in checks]
+            extended.append((sub, outs + flags, weak, out_tree))
+        traced = extended
     first = traced[0]
     want = [(tuple(i.shape.dims), i.shape.dtype.numpy) for i in first[1]]
     for _, outs, _, out_tree in traced[1:]:
         got = [(tuple(i.shape.dims), i.shape.dtype.numpy) for i in outs]
         _check_same_types(f"{name} branches' outputs", want, got, first[3], out_tree)
+    count = len(first[1]) - len(checks)
     computations, tuples = [], []
     for k, (sub, outs, _, _) in enumerate(traced):
         caps = [outer for outer, _ in sub.captures]
@@ -260,14 +270,16 @@ def _branches(parent: Trace, functions, operands, name: str):
         shapes = [parent.local(t).shape for t in state]
         computations.append(_wrap(parent, f"branch_{k}", sub, shapes, {j: j for j in range(len(state))}, outs))
         tuples.append(parent.emit("tuple", state))
-    return computations, tuples, first[2], first[3], len(first[1])
+    return computations, tuples, first[2], first[3], count, [(error, message) for _, _, error, message in checks]
 
 
-def _results(parent: Trace, inst_tracer: Tracer, weak, out_tree, count: int):
-    if count == 1:
+def _results(parent: Trace, inst_tracer: Tracer, weak, out_tree, count: int, checks=()):
+    if count == 1 and not checks:
         return unflatten(out_tree, [Tracer(parent, inst_tracer.inst, weak[0])])
     outs = [Tracer(parent, parent.emit("get-tuple-element", (inst_tracer,), {"index": k}).inst, weak[k])
             for k in range(count)]
+    for c, (error, message) in enumerate(checks):
+        parent.checks.append((parent.emit("get-tuple-element", (inst_tracer,), {"index": count + c}), error, message))
     return unflatten(out_tree, outs)
 
 
@@ -283,10 +295,10 @@ def cond(pred, true_fun, false_fun, *operands):
             raise UserTypeError(f"cond predicate must be a scalar, got {p.describe()}")
         if p.dtype != np.bool_:
             p = lax.compare(p, lax.full_like(p, 0), "NE")
-        comps, tuples, weak, out_tree, count = _branches(parent, (true_fun, false_fun), operands, "cond")
+        comps, tuples, weak, out_tree, count, checks = _branches(parent, (true_fun, false_fun), operands, "cond")
         result = parent.emit("conditional", [p] + tuples,
                              {"true_computation": comps[0], "false_computation": comps[1]})
-        return _results(parent, result, weak, out_tree, count)
+        return _results(parent, result, weak, out_tree, count, checks)
 
 
 def switch(index, branches, *operands):
@@ -304,10 +316,10 @@ def switch(index, branches, *operands):
         wide = lax.convert(i, np.int64)
         clamped = lax.elementwise("minimum", lax.elementwise("maximum", wide, lax.full_like(wide, 0)),
                                   lax.full_like(wide, len(branches) - 1))
-        comps, tuples, weak, out_tree, count = _branches(parent, branches, operands, "switch")
+        comps, tuples, weak, out_tree, count, checks = _branches(parent, branches, operands, "switch")
         result = parent.emit("conditional", [lax.convert(clamped, np.int32)] + tuples,
                              {"branch_computations": tuple(comps)})
-        return _results(parent, result, weak, out_tree, count)
+        return _results(parent, result, weak, out_tree, count, checks)
 
 
 __all__ = ["while_loop", "fori_loop", "cond", "switch", "scan"]

@@ -17,6 +17,7 @@ import numpy as np
 from ...config import env_int
 from ...ir.nodes import Instruction, Module
 from ...ir.shapes import Shape
+from ..control import trips_text
 
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.
@@ -150,8 +151,8 @@ class CpuExecutable:
             threads = self._execute(step, bufs)
             if on_kernel is not None and step.kind in ("kernel", "dot", "library", "fallback", "control"):
                 trips = getattr(step.extra.get("run"), "trips", None)  # a while loop: how many times it ran
-                on_kernel(step.inst, start, clock.now() - start,
-                          f"trips={trips}" if trips is not None else f"threads={threads}")
+                seconds = clock.now() - start
+                on_kernel(step.inst, start, seconds, trips_text(trips, seconds) if trips is not None else f"threads={threads}")
         return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
     def _alloc(self, bufs, slot):

@@ -45,8 +45,10 @@ def _device_control(inst, device):
     runner = make_control_runner(inst, on_device, own=device.copy, to_host=device.download)
 
     def run(buffers):
+        start = time.perf_counter()
         out = runner(buffers)
         run.trips = getattr(runner, "trips", 0)
+        run.seconds = time.perf_counter() - start
         return out
 
     run.trips = 0

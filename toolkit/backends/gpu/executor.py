@@ -16,6 +16,7 @@ from ...ir.nodes import Instruction, Module
 from ...profiler.events import AllocationEvent, TransferEvent
 from ...profiler.recorder import RECORDER
 from ..buffer_plan import BufferPlan
+from ..control import trips_text
 from .arrays import DeviceArray, fetched_from
 
 
@@ -39,7 +40,9 @@ class GpuStep:
             return f"grid={self.grid} block={self.block}"
         if self.kind == "control":
             trips = getattr(self.run, "trips", None)
-            return f"trips={trips}" if self.inst.opcode == "while" and trips is not None else "host control"
+            if self.inst.opcode == "while" and trips is not None:
+                return trips_text(trips, getattr(self.run, "seconds", 0.0))
+            return "host control"
         return {"dot": "cuBLAS", "library": "host library call"}.get(self.kind, "host fallback")
 
 
