@@ -576,7 +576,6 @@ def _build_tables():
     })
     no = {
         "bitcast-convert": "reinterpreting a float's bits (np.frexp, view) has no derivative",
-        "custom-call": "library routines (np.linalg through LAPACK) are not differentiated yet",
         "fusion": "fusions exist only after compilation passes; differentiation runs on the traced program",
     }
     for name, reason in no.items():
