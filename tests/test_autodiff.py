@@ -542,3 +542,19 @@ LINALG = {
 @pytest.mark.parametrize("name", sorted(LINALG))
 def test_linalg_gradients_match_finite_differences(name):
     check(LINALG[name], SPD, rtol=1e-6, atol=1e-8)
+
+
+def test_a_transformation_written_again_reuses_its_compiled_program():
+    from toolkit import transformations
+
+    def loss(w):
+        return np.sum(np.sin(w) ** 2)
+
+    w = np.ones(3)
+    for _ in range(4):  # a training loop that writes tk.grad(loss) each step
+        w = w - 0.1 * tk.grad(loss)(w)
+    assert tk.grad(loss) is tk.grad(loss) and tk.grad(loss)._compiled.cache_size == 1
+    assert tk.grad(loss, argnums=(0,)) is not tk.grad(loss)
+    for k in range(transformations.TRANSFORM_CACHE_SIZE + 5):  # bounded: the oldest go
+        tk.grad(lambda v, k=k: np.sum(v * k))
+    assert len(transformations._RUNNERS) <= transformations.TRANSFORM_CACHE_SIZE

@@ -9,8 +9,9 @@ array values cannot be differentiated (use ``tk.lax.cond``/``fori_loop``/``scan`
 ``jax.jit``."""
 from __future__ import annotations
 
+import collections
 import functools
-import weakref
+import threading
 from typing import Callable, Sequence
 
 from .api import jit
@@ -57,13 +58,35 @@ class _Transformed:
         return f"<{self.__name__}>"
 
 
+# each function's transformed forms: tk.grad(f) written again, in a training loop say, is the
+# same transformed function, and its compiled programs are reused. A bounded LRU; an entry holds
+# its function, so the id in its key cannot be reused by another object while it is kept.
+TRANSFORM_CACHE_SIZE = 128
+_RUNNERS: "collections.OrderedDict[tuple, _Transformed]" = collections.OrderedDict()
+_RUNNERS_LOCK = threading.Lock()
+
+
+def _runner(fun: Callable, kind: tuple | str, make: Callable) -> "_Transformed":
+    key = (id(fun), kind)
+    with _RUNNERS_LOCK:
+        found = _RUNNERS.get(key)
+        if found is not None and found.fun is fun:
+            _RUNNERS.move_to_end(key)
+            return found
+        made = _RUNNERS[key] = make()
+        while len(_RUNNERS) > TRANSFORM_CACHE_SIZE:
+            _RUNNERS.popitem(last=False)
+        return made
+
+
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """``f(*args) -> (value, gradient)`` of the scalar-valued ``fun``; the gradient has the
     structure of the ``argnums`` argument(s). With ``has_aux``, ``fun`` returns ``(value, aux)``
     and the result is ``((value, aux), gradient)``."""
     def impl(*args, **kwargs):
         return autodiff.value_and_grad(fun, args, kwargs, argnums, has_aux, what="value_and_grad")
-    return _Transformed(fun, f"value_and_grad({_name(fun)})", impl)
+    return _runner(fun, ("value_and_grad", repr(argnums), has_aux),
+                   lambda: _Transformed(fun, f"value_and_grad({_name(fun)})", impl))
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -71,22 +94,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     def impl(*args, **kwargs):
         value, grads = autodiff.value_and_grad(fun, args, kwargs, argnums, has_aux, what="grad")
         return (grads, value[1]) if has_aux else grads
-    return _Transformed(fun, f"grad({_name(fun)})", impl)
-
-
-# the compiled forms of jvp(fun, ...) and vjp(fun, ...) called outside a trace, per function
-# (they die with it), so that calling them again with the same shapes does not recompile
-_RUNNERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _runner(fun: Callable, kind: str, make: Callable) -> "_Transformed":
-    try:
-        per_fun = _RUNNERS.setdefault(fun, {})
-    except TypeError:  # not weakly referenceable (a builtin): not kept
-        return make()
-    if kind not in per_fun:
-        per_fun[kind] = make()
-    return per_fun[kind]
+    return _runner(fun, ("grad", repr(argnums), has_aux), lambda: _Transformed(fun, f"grad({_name(fun)})", impl))
 
 
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
@@ -126,7 +134,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
     program, no Python loop."""
     def impl(*args, **kwargs):
         return vmap_call(fun, args, kwargs, in_axes, out_axes, axis_size)
-    return _Transformed(fun, f"vmap({_name(fun)})", impl)
+    return _runner(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size),
+                   lambda: _Transformed(fun, f"vmap({_name(fun)})", impl))
 
 
 def checkpoint(fun: Callable) -> Callable:
