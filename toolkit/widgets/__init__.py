@@ -1,7 +1,7 @@
 """Views over profiles: the static HTML report and the ipywidgets dashboard."""
 from .report import report_html
 
-__all__ = ["report_html", "Dashboard"]
+__all__ = ["report_html", "Dashboard", "TimelineWidget", "timeline"]
 
 
 def __getattr__(name):
@@ -9,4 +9,8 @@ def __getattr__(name):
         from .dashboard import Dashboard
 
         return Dashboard
+    if name in ("TimelineWidget", "timeline"):  # anywidget only when the interactive timeline is asked for
+        from . import timeline_widget
+
+        return getattr(timeline_widget, name)
     raise AttributeError(name)

@@ -1,5 +1,6 @@
 """The dashboard widget: an ipywidgets Tab over a profile (Summary, Recompilations, Fusion with
-a reason filter, Kernels with a sort order, Timeline, Roofline, IR with a stage selector).
+a reason filter, Kernels with a sort order, an interactive Timeline, Roofline, IR with a stage
+selector).
 
 Displayed, it is a mimebundle: the live widget, the static HTML report (for nbconvert,
 nbviewer, GitHub, VS Code without a kernel) and a plain-text summary."""
@@ -88,6 +89,9 @@ class Dashboard:
                     children.append(self._kernel_tab())
                 elif name == "IR":
                     children.append(self._ir_tab())
+                elif name == "Timeline":
+                    from .timeline_widget import TimelineWidget  # zoom, pan, hover; the static report keeps the picture
+                    children.append(TimelineWidget(self.profile))
                 else:
                     children.append(widgets.HTML(report.STYLE + "<div class='tk-report'>" + report.section_html(
                         name, self.profile, self.ceilings, self.compiled) + "</div>"))
