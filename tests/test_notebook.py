@@ -120,6 +120,20 @@ def test_underscore_names_stay_local_and_out_chooses_the_outputs(ip):
     _failed(result, out, "--out names nope, which the cell does not assign")
 
 
+def test_the_dashboard_says_what_returning_intermediates_costs(ip):
+    ip.user_ns["x"] = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
+    result, out = run(ip, "%%xla --quiet -o r3\nm = np.max(x, axis=-1, keepdims=True)\ne = np.exp(x - m)\n"
+                          "y = e / e.sum(axis=-1, keepdims=True)\n")
+    assert result.error_in_exec is None
+    notes = ip.user_ns["r3"].profile.notes
+    assert len(notes) == 1 and "e, m are intermediates" in notes[0] and "--out y" in notes[0]
+    assert "e (f32[8,128], 0.00 MB)" in notes[0]
+    assert "note: e, m are intermediates" in ip.user_ns["r3"].profile.summary()
+    result, out = run(ip, "%%xla --quiet -o r4\n_m = np.max(x, axis=-1, keepdims=True)\n_e = np.exp(x - _m)\n"
+                          "y = _e / _e.sum(axis=-1, keepdims=True)\n")
+    assert ip.user_ns["r4"].profile.notes == []
+
+
 def test_help_is_not_run_as_code(ip):
     result, out = run(ip, "%xla_profile --help")
     assert result.error_in_exec is None and "profile every tk.jit function" in out.stdout

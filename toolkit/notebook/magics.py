@@ -22,6 +22,27 @@ from ..widgets.report import SECTIONS
 from .cell import analyze, build_function, is_array_value
 
 
+def extra_output_notes(compiled, outputs) -> list[str]:
+    """What returning intermediates costs: an output that other values of the cell are computed
+    from must be written to memory whole, where it would otherwise stay inside a fused kernel.
+    (``_name`` keeps a name local; ``--out`` chooses the outputs.)"""
+    root = compiled.hlo.entry.root
+    values = list(root.operands) if root.opcode == "tuple" else [root]
+    users = compiled.hlo.entry.users()
+    costly = []
+    for name, inst in zip(outputs, values):
+        if any(u is not root for u in users.get(inst, ())) and inst.opcode not in ("parameter", "constant"):
+            costly.append((name, inst.shape))
+    if not costly:
+        return []
+    listed = ", ".join(f"{n} ({s.to_text(False)}, {s.nbytes / 1e6:.2f} MB)" for n, s in costly)
+    kept = [n for n in outputs if n not in {c for c, _ in costly}]
+    return [f"{', '.join(n for n, _ in costly)} {'is an intermediate' if len(costly) == 1 else 'are intermediates'} "
+            f"the cell also returns: each is written to memory whole ({listed}) and ends a fused kernel early. "
+            f"Name {'it' if len(costly) == 1 else 'them'} with a leading underscore to keep {'it' if len(costly) == 1 else 'them'} "
+            f"local, or choose the outputs with --out {','.join(kept) or 'NAMES'}."]
+
+
 def _fail(message: str):
     """An error in a ``%%xla`` cell or a magic's arguments fails the cell (Run All stops,
     ``nbconvert --execute`` exits non-zero) as IPython's UsageError: one line, no traceback
@@ -217,6 +238,8 @@ class XlaMagics(Magics):
         ns.update(outputs)
         compiled = fn.compiled(*call_args)  # the program this run used (cached: no compile)
         recompiled = fn.recompile_count > before
+        if compiled is not None:
+            prof.notes.extend(extra_output_notes(compiled, outputs))
         if compiled is not None and not prof.compiles:  # a re-run: the program came from the cache
             prof.adopt_compile(compiled, f"compiled earlier (compile #{compiled.compile_id}), reused from the cache")
         if recompiled:

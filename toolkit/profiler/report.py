@@ -139,6 +139,7 @@ def profile_summary_text(prof, top: int = 10) -> str:
              f"profiler overhead {_ms(prof.overhead_seconds)} ({prof.overhead_fraction:.1%})"]
     lines.append(f"compiles: {len(compiles)} ({len(recompiles)} recompiles), "
                  f"{_ms(sum(c.duration for c in compiles))} compiling")
+    lines.extend(f"note: {n}" for n in getattr(prof, "notes", ()))
     if getattr(prof, "cached_program", ""):
         lines.append(f"  cached: {prof.cached_program}; its passes and fusion decisions are from that compile")
     for c in compiles:

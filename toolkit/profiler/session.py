@@ -28,6 +28,7 @@ class Profile:
         self.overhead_seconds = 0.0
         self._lock = threading.Lock()
         self.cached_program = ""  # set by adopt_compile: the earlier compile this run's program came from
+        self.notes: list[str] = []  # advice the summary leads with (what a %%xla cell's extra outputs cost)
 
     # ---- session ------------------------------------------------------------------------
     def __enter__(self) -> Profile:

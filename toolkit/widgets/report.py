@@ -53,7 +53,8 @@ def summary_section(prof) -> str:
             rows.append([f"{phase} pass", f"{sum(k.duration for k in group) * 1e3:.3f} ms ({len(group)} launches)"])
     top = kernel_table(kernels)[:5]
     top_rows = [[r["name"], r["kind"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.0%}", r["source"]] for r in top]
-    return (_table(["", ""], rows + _transfer_rows(prof.transfers)) + "<h3>top kernels</h3>"
+    notes = "".join(f"<p class='tk-note'>{e(n)}</p>" for n in getattr(prof, "notes", ()))
+    return (notes + _table(["", ""], rows + _transfer_rows(prof.transfers)) + "<h3>top kernels</h3>"
             + _table(["kernel", "kind", "ms", "share", "source"], top_rows) + transfer_section(prof.transfers))
 
 
