@@ -558,3 +558,32 @@ def test_a_transformation_written_again_reuses_its_compiled_program():
     for k in range(transformations.TRANSFORM_CACHE_SIZE + 5):  # bounded: the oldest go
         tk.grad(lambda v, k=k: np.sum(v * k))
     assert len(transformations._RUNNERS) <= transformations.TRANSFORM_CACHE_SIZE
+
+
+def _uses_numpy_buffers(w):
+    out = np.zeros((4, 3))  # a NumPy buffer made inside the function, written with traced values
+    out[:, 0] = w[:, 0] ** 2
+    out[1:] += w[:-1] * 3
+    return np.sum(out * w)
+
+
+def test_numpy_buffers_made_inside_transformed_functions_are_traced():
+    w = RNG.standard_normal((4, 3))
+    check(_uses_numpy_buffers, w)
+    got = tk.vmap(_uses_numpy_buffers)(np.stack([w, w * 2]))
+    np.testing.assert_allclose(got, [_uses_numpy_buffers(w), _uses_numpy_buffers(w * 2)])
+    body = tk.jit(lambda w: tk.lax.fori_loop(0, 2, lambda i, v: v + _uses_numpy_buffers(w), 0.0))
+    np.testing.assert_allclose(body(w), 2 * _uses_numpy_buffers(w))
+
+
+def test_transformed_functions_keep_their_own_compile_histories():
+    from toolkit.runtime.history import RecompileWarning
+
+    tk.grad(lambda v: np.sum(v ** 2))(np.ones(2))  # other functions' grads: no shared history
+    tk.grad(lambda v: np.sum(v ** 3))(np.ones(2))
+    tk.vmap(lambda v: v * 2)(np.ones(2))
+    with pytest.warns(RecompileWarning) as caught:  # one lambda re-created in a loop: said, at its line
+        for k in range(8):
+            tk.grad(lambda v, k=k: np.sum(v ** 2) * k)(np.ones(2))
+    text = str(caught[0].message)
+    assert "test_autodiff.py" in text and "transformations.py" not in text and "6×" in text

@@ -15,6 +15,7 @@ import threading
 from typing import Callable, Sequence
 
 from .api import jit
+from .runtime.history import history_key
 from .frontend import autodiff
 from .frontend.checkpoint import checkpoint_call
 from .frontend.vmap import vmap_call
@@ -51,6 +52,9 @@ class _Transformed:
                 return impl(*a, **k)
 
             run.__name__ = self.__name__.replace("(", "_").replace(")", "")
+            # its compile history belongs to the user's function (not to this line, shared by all)
+            run.__toolkit_history_key__ = ("transformed", self.__name__, history_key(self.fun))
+            run.__wrapped__ = self.fun  # reports name the user's function, not this line
             self._compiled = jit(run)
         return self._compiled(*args, **kwargs)
 

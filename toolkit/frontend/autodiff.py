@@ -32,7 +32,7 @@ def _aval_text(t: Tracer) -> str:
 class _Traced:
     """``fun`` traced on ``args`` in a trace nested in the current one, ready to differentiate."""
 
-    def __init__(self, fun: Callable, args: tuple, kwargs: dict, what: str):
+    def __init__(self, fun: Callable, args: tuple, kwargs: dict, what: str, user_fn: Callable | None = None):
         self.trace: Trace = current_trace()
         leaves, self.in_tree, self.paths = flatten(tuple(args))
         self.inputs = [v if isinstance(v, Tracer) else lax.lift(self.trace, v, what=f"{what} argument{p}")
@@ -43,7 +43,8 @@ class _Traced:
                                     "differentiate complex numbers yet")
         avals = [(t.shape, t.dtype, t.weak_type) for t in self.inputs]
         sub, outs, self.weak, self.out_tree = _trace_function(
-            self.trace, lambda *a: fun(*a, **kwargs), avals, self.in_tree, what, wrap_args=lambda tree: tuple(tree))
+            self.trace, lambda *a: fun(*a, **kwargs), avals, self.in_tree, what, wrap_args=lambda tree: tuple(tree),
+            user_fn=user_fn or fun)
         self.count = len(outs)
         self.checks = sub.checks
         self.body = Body(sub.builder._instructions, dict(sub.builder._parameters),
@@ -70,11 +71,12 @@ def _split_aux(out_tree: TreeDef, leaves: list, what: str):
     return main, leaves[:n], aux, leaves[n:]
 
 
-def vjp(fun: Callable, primals: Sequence, has_aux: bool = False, kwargs: dict | None = None):
+def vjp(fun: Callable, primals: Sequence, has_aux: bool = False, kwargs: dict | None = None,
+        user_fn: Callable | None = None):
     """(outputs, pullback[, aux]) of ``fun`` at ``primals`` in the current trace; ``pullback``
     maps cotangents shaped like the outputs to a tuple of cotangents shaped like ``primals``
     (zeros for integer inputs, which have no derivative)."""
-    traced = _Traced(fun, tuple(primals), kwargs or {}, "vjp")
+    traced = _Traced(fun, tuple(primals), kwargs or {}, "vjp", user_fn)
     wrt = {k for k, t in enumerate(traced.inputs) if t.dtype.kind == "f"}
     results, backward = vjp_body(traced.trace, traced.body, traced.primals, wrt)
     outs = traced.finish(results)
@@ -156,7 +158,7 @@ def value_and_grad(fun: Callable, args: tuple, kwargs: dict, argnums: int | Sequ
             full[n] = value
         return fun(*full, **kwargs)
 
-    result = vjp(partial, tuple(args[n] for n in nums), has_aux=has_aux)
+    result = vjp(partial, tuple(args[n] for n in nums), has_aux=has_aux, user_fn=fun)
     out, pullback = result[0], result[1]
     leaves, tree, _ = flatten(out)
     if tree.kind != "leaf" or leaves[0].shape != () or leaves[0].dtype.kind != "f":

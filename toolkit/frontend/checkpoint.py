@@ -33,7 +33,7 @@ def checkpoint_call(fun: Callable, args: tuple, kwargs: dict):
               for v, p in zip(leaves, paths)]
     avals = [(t.shape, t.dtype, t.weak_type) for t in inputs]
     sub, outs, weak, out_tree = _trace_function(trace, lambda *a: fun(*a, **kwargs), avals, tree, "checkpoint",
-                                                wrap_args=lambda t: tuple(t))
+                                                wrap_args=lambda t: tuple(t), user_fn=fun)
     if sub.checks:
         raise UnsupportedNumpyError("tk.checkpoint of a function with NumPy's data checks (an index out of range ...) "
                                     "is not supported yet")

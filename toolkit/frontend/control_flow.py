@@ -19,6 +19,7 @@ from ..ir.nodes import Computation, Instruction
 from ..ir.shapes import TupleShape
 from . import lax
 from .errors import UnsupportedNumpyError, UserTypeError
+from .namespace import numpy_buffers_traced
 from .pytree import flatten, unflatten
 from .tracer import Trace, Tracer, current_trace
 
@@ -35,11 +36,13 @@ def _aval(t: Tracer) -> tuple:
     return (tuple(t.shape), np.dtype(t.dtype))
 
 
-def _trace_function(parent: Trace, fn, avals, treedef, name: str, wrap_args=lambda tree: (tree,)):
+def _trace_function(parent: Trace, fn, avals, treedef, name: str, wrap_args=lambda tree: (tree,), user_fn=None):
     """Trace ``fn`` on parameters with ``avals`` (pytree ``treedef``) in a trace nested in
-    ``parent``: (the nested trace, its output leaves as local instructions, the output treedef)."""
+    ``parent``: (the nested trace, its output leaves as local instructions, the output treedef).
+    ``user_fn``: the user's function ``fn`` wraps, whose module's ``np.zeros`` ... make traced
+    buffers while it runs (as under ``tk.jit``)."""
     sub = Trace(parent.fn_name, parent=parent, computation_name=name)
-    with sub.activate():
+    with sub.activate(), numpy_buffers_traced(user_fn if user_fn is not None else fn):
         params = [sub.parameter(i, dtype, shape, weak, f"{name}.{i}") for i, (shape, dtype, weak) in enumerate(avals)]
         out = fn(*wrap_args(unflatten(treedef, params)))
         leaves, out_tree, paths = flatten(out)

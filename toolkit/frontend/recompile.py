@@ -64,6 +64,10 @@ def captured_values(fn) -> tuple[tuple[str, str, str], ...]:
 
 
 def function_location(fn) -> str:
+    """Where ``fn`` is defined (through wrappers: ``__wrapped__``, as functools.wraps sets it)."""
+    seen = 0
+    while getattr(fn, "__wrapped__", None) is not None and seen < 16:
+        fn, seen = fn.__wrapped__, seen + 1
     code = getattr(fn, "__code__", None)
     if code is None:
         return ""

@@ -67,7 +67,7 @@ def vmap_call(fun: Callable, args: tuple, kwargs: dict, in_axes: Any = 0, out_ax
     avals = [(tuple(t.shape[1:]) if a is not None else tuple(t.shape), t.dtype, t.weak_type)
              for t, a in zip(moved, axes)]
     sub, outs, weak, out_tree = _trace_function(trace, lambda *a: fun(*a, **kwargs), avals, tree, "vmap",
-                                                wrap_args=lambda t: tuple(t))
+                                                wrap_args=lambda t: tuple(t), user_fn=fun)
     values = dict(enumerate(moved))
     flags = {k: a is not None for k, a in enumerate(axes)}
     for outer, inner in sub.captures:

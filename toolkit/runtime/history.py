@@ -169,7 +169,12 @@ _REGISTRY_LOCK = threading.Lock()
 def history_key(fn) -> tuple:
     """Functions defined at one place share a history (a re-run cell, a function re-created in
     a loop). A partial is keyed by what it wraps; a callable object by its class's __call__;
-    anything else by a serial number that, unlike ``id()``, no later object can inherit."""
+    anything else by a serial number that, unlike ``id()``, no later object can inherit. A
+    function may name its own key (``__toolkit_history_key__``): a transformed function's
+    compiled form is keyed by the user's function and the transformation."""
+    own = getattr(fn, "__toolkit_history_key__", None)
+    if own is not None:
+        return own
     while isinstance(fn, functools.partial):
         fn = fn.func
     code = getattr(fn, "__code__", None)
