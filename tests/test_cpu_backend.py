@@ -313,3 +313,24 @@ def test_a_packed_object_of_the_wrong_length_is_refused():
     with pytest.raises(ValueError):
         compiler.unpack_objects(packed[:-1])
     assert compiler.unpack_objects(b"\x7fELF...") == [b"\x7fELF..."]
+
+
+def test_the_dispatch_fast_path_is_exact():
+    """A cache-hit call of a one-kernel program goes straight to the C kernel call (when pip
+    built it); new shapes and dtypes still recompile, and odd arguments take the general path."""
+    from toolkit.backends.cpu import executor
+
+    f = tk.jit(lambda v: v * 2 + 1, backend="cpu", on_recompile="ignore")
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(f(x), x * 2 + 1)
+    if executor._native_call is not None:
+        assert f.compiled(x).plain_run is not None
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    np.testing.assert_array_equal(f(read_only), x * 2 + 1)
+    wide = np.arange(16, dtype=np.float32)
+    np.testing.assert_array_equal(f(wide[::2]), wide[::2] * 2 + 1)  # not contiguous: copied first
+    np.testing.assert_array_equal(f(np.arange(8.0)), np.arange(8.0) * 2 + 1)  # float64: a recompile
+    assert f.recompile_count == 1
+    assert f(x) is not f(x)  # a fresh result each call
+    np.testing.assert_array_equal(f(np.float32(3)), np.float32(7))

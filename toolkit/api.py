@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import backends
-from .frontend.errors import UserTypeError, api_boundary, is_internal_file
+from .frontend.errors import UserTypeError, api_boundary, for_the_user, is_internal_file
 from .frontend.promotion import SUPPORTED
 from .frontend.pytree import LEAF, flatten, unflatten
 from .frontend.recompile import (SignatureRecord, captured_values, function_location, pretty_filename,
@@ -108,6 +108,7 @@ class JitFunction:
         self._sig, self._positional, self._static_nums, self._static_names = _normalize_statics(
             fn, static_argnums, static_argnames)
         self._backend = backends.get_backend(backend)
+        self._backend_name = self._backend.name
         if pipeline not in PIPELINES:
             raise ValueError(f"unknown pipeline {pipeline!r}; available: {', '.join(PIPELINES)}")
         self.pipeline = pipeline
@@ -295,16 +296,37 @@ class JitFunction:
     def _lowered(self, program: TracedProgram) -> Lowered:
         return Lowered(program, self._backend, self.fn_name, self.pipeline, self.dump_passes)
 
-    @api_boundary
     def __call__(self, *args, **kwargs):
-        if not kwargs and not self._static_nums and all(
-                (type(a) is np.ndarray or isinstance(a, np.generic)) and a.dtype in _FAST_DTYPES for a in args):
-            # the commonest call: positional NumPy arrays; the same key _signature would build
-            trees, names = self._plain_key_parts(len(args))
-            key = (trees, tuple((a.shape, a.dtype, False) for a in args), (), names, self._backend.name)
-            compiled = self._cache.get(key)
-            if compiled is not None and not RECORDER.active:
-                return compiled.execute_flat(list(args))
+        """The cache-hit fast path (no decorator frame, no pytree walk): positional NumPy arrays
+        of the supported dtypes; the key is the one ``_signature`` builds, so a new shape or
+        dtype still misses and recompiles with its cause. Errors reach the user as
+        ``api_boundary`` shows them (the try costs nothing until something is raised)."""
+        __tracebackhide__ = True  # noqa: F841
+        try:
+            if not kwargs and not self._static_nums:
+                arrays = True
+                for a in args:
+                    t = type(a)
+                    if (t is not np.ndarray and not isinstance(a, np.generic)) or a.dtype not in _FAST_DTYPES:
+                        break
+                    arrays = arrays and t is np.ndarray
+                else:
+                    trees, names = self._plain_key_parts(len(args))
+                    key = (trees, tuple([(a.shape, a.dtype, False) for a in args]), (), names, self._backend_name)
+                    compiled = self._cache.get(key)
+                    if compiled is not None and not RECORDER.active:
+                        run = compiled.plain_run
+                        if run is not None and arrays:
+                            return run(list(args))
+                        return compiled.execute_flat(list(args))
+            return self._call(*args, **kwargs)
+        except Exception as e:
+            shown = for_the_user(e)
+            if shown is None:
+                raise
+            raise shown from None
+
+    def _call(self, *args, **kwargs):
         if current_trace() is not None:
             return self._inline(args, kwargs)
         key, leaves, cargs, ckwargs = self._signature(args, kwargs)

@@ -144,6 +144,12 @@ class Compiled(_TracedStage):
         self._kernel_info: dict | None = None
         describe = getattr(executable, "describe", None)
         self._keeps_device_arrays = describe is not None
+        # the dispatch fast path (positional NumPy arrays of the compiled types): a program with
+        # no argument checks, no extra outputs and one host result is its executable's first result
+        plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
+                 and describe is None)
+        single = getattr(executable, "plain_run", None)  # the CPU's one-kernel programs
+        self.plain_run = (single or (lambda leaves, run=executable: run(leaves)[0])) if plain else None
         if describe is not None:  # names for the device's transfer events and results
             describe(fn_name, [spec.path for spec in program.in_specs])
 

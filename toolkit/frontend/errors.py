@@ -103,6 +103,15 @@ def is_internal_file(filename: str) -> bool:
     return path.startswith(_TOOLKIT_DIR + os.sep) and path not in _PLAYS_USER
 
 
+def for_the_user(e: Exception) -> Exception | None:
+    """``e`` with toolkit's frames removed from its traceback, or None when it must keep every
+    frame (a bug in toolkit, or TOOLKIT_TRACEBACK=full): ``api_boundary``'s rule, for entry
+    points that inline it (the dispatch fast path has no decorator frame to spare)."""
+    if os.environ.get("TOOLKIT_TRACEBACK") == "full" or not _users_error(e):
+        return None
+    return e.with_traceback(user_traceback(e.__traceback__))
+
+
 def api_boundary(fn):
     """Re-raise the user's errors with toolkit's frames removed from the traceback, so the user
     sees their own lines: toolkit's ToolkitErrors, and errors raised in the user's code. An

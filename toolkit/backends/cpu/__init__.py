@@ -158,6 +158,7 @@ def compile_module(module: Module) -> CpuExecutable:
             _fallback(step, step.inst, "not compiled (see the first compile's fallbacks)", fallbacks)
             continue
         step.fn = ctypes_function(addr, len(step.inputs) + len(step.outputs))
+        step.address = addr
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
     if machine is not None and machine.cache == "persistent_hit":  # the same plan finds the same groups
         groups = find_row_groups(steps, plan.slots, plan.out_slots)

@@ -19,6 +19,33 @@ from ...ir.nodes import Instruction, Module
 from ...ir.shapes import Shape
 from ..control import trips_text
 
+
+
+def _load_native_call():
+    """The C kernel-call fast path (``_kernel_call.c``), which pip builds where a compiler is
+    present: beside this module, or, when toolkit runs from a source checkout (the tests), the
+    one the installed distribution of the same sources carries. None without either: ctypes."""
+    try:
+        from ._kernel_call import call
+        return call
+    except ImportError:
+        pass
+    try:
+        from importlib import machinery, metadata, util
+
+        for file in metadata.distribution("toolkit").files or ():
+            if file.name.startswith("_kernel_call") and str(file).endswith(tuple(machinery.EXTENSION_SUFFIXES)):
+                spec = util.spec_from_file_location(f"{__package__}._kernel_call", file.locate())
+                module = util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                return module.call
+    except Exception:  # noqa: BLE001 - no distribution, an unloadable file: the ctypes path
+        return None
+    return None
+
+
+_native_call = None if os.environ.get("TOOLKIT_NATIVE_CALL") == "0" else _load_native_call()
+
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.
 PARALLEL_THRESHOLD = 1 << 20
@@ -54,6 +81,7 @@ class Step:
     inputs: list[int]
     outputs: list[int]
     fn: object = None
+    address: int = 0  # the kernel's entry point (the C fast path calls it without ctypes)
     extent: int | None = None  # the [begin, end) range the kernel takes; None: it ignores it
     work: int = 0
     reducers: list[str] = field(default_factory=list)  # per output, for combining partials
@@ -94,6 +122,8 @@ class CpuExecutable:
                                   (slot in arg_slots and k not in self.in_place_outputs))
             seen.add(slot)
         self._constant_items = list(constants.items())
+        self._slot_types = [(s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None for s in slots]
+        self.plain_run = self._single_kernel_run()
 
     @property
     def llvm_ir(self) -> str:
@@ -107,35 +137,69 @@ class CpuExecutable:
     def compile_phases(self):
         return self.machine_code.phases if self.machine_code else []
 
-    def _buffers(self, args) -> list:
+    def _single_kernel_run(self):
+        """``run(args) -> result`` for the commonest small program: one kernel on one thread
+        reading the arguments in order (C-contiguous ones) and writing one fresh output; the
+        dispatch fast path calls it directly. None for any other program."""
+        if _native_call is None or len(self.steps) != 1 or len(self.out_slots) != 1:
+            return None
+        step = self.steps[0]
+        if (step.kind != "kernel" or not step.address or step.inputs != self.arg_slots
+                or len(step.outputs) != 1 or step.outputs != self.out_slots or self._copy_out[0]
+                or step.outputs[0] in self.arg_slots or len(step.inputs) + 1 > 16
+                or (self.threads > 1 and step.work >= PARALLEL_THRESHOLD and step.splittable)):
+            return None
+        dims, dtype = self._slot_types[step.outputs[0]]
+        address, end, native, general = step.address, 1 if step.extent is None else step.extent, _native_call, self
+
+        def run(args):
+            for a in args:
+                if not a.flags.c_contiguous:
+                    return general(args)[0]
+            out = np.empty(dims, dtype)
+            native(address, 0, end, *args, out)
+            return out
+
+        return run
+
+    def _template(self) -> list:
+        """This thread's slot list before the arguments: constants, and the temporaries it
+        reuses from call to call (built once per thread: a call copies the list)."""
         bufs: list = [None] * len(self.slots)
+        for slot, value in self._constant_items:
+            bufs[slot] = value
+        for slot in self.temp_slots:
+            shape = self.slots[slot]
+            bufs[slot] = np.empty(shape.dims, shape.dtype.numpy)
+        self._local.template = bufs
+        return bufs
+
+    def _buffers(self, args) -> list:
+        template = getattr(self._local, "template", None)
+        bufs = (template if template is not None else self._template()).copy()
         for slot, arg in zip(self.arg_slots, args):
             # (np.ascontiguousarray would turn a 0-d array into shape (1,))
             bufs[slot] = arg if arg.flags.c_contiguous else np.array(arg, order="C")
-        for slot, value in self._constant_items:
-            bufs[slot] = value
-        temps = getattr(self._local, "temps", None)
-        if temps is None:
-            temps = self._local.temps = {}
-        for slot in self.temp_slots:
-            arr = temps.get(slot)
-            if arr is None:
-                shape = self.slots[slot]
-                arr = temps[slot] = np.empty(shape.dims, shape.dtype.numpy)
-            bufs[slot] = arr
         return bufs
 
     def __call__(self, args):
         """The unprofiled hot path: no clock, no callbacks."""
         bufs = self._buffers(args)
         single = self.threads == 1
+        native = _native_call
         for step in self.steps:
             if step.kind == "kernel" and (single or step.work < PARALLEL_THRESHOLD or not step.splittable):
                 outs = [bufs[s] if bufs[s] is not None else self._alloc(bufs, s) for s in step.outputs]
-                step.fn(*[address(bufs[s]) for s in step.inputs], *[address(o) for o in outs],
-                        0, 1 if step.extent is None else step.extent)
+                end = 1 if step.extent is None else step.extent
+                if native is not None and step.address and len(step.inputs) + len(outs) <= 16:
+                    native(step.address, 0, end, *[bufs[s] for s in step.inputs], *outs)
+                else:
+                    step.fn(*[address(bufs[s]) for s in step.inputs], *[address(o) for o in outs], 0, end)
             else:
                 self._execute(step, bufs)
+        if len(self.out_slots) == 1:
+            out = bufs[self.out_slots[0]]
+            return (np.array(out) if self._copy_out[0] else out,)
         return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
     def run_profiled(self, args, clock, on_kernel):
@@ -157,8 +221,8 @@ class CpuExecutable:
 
     def _alloc(self, bufs, slot):
         if bufs[slot] is None:
-            shape = self.slots[slot]
-            bufs[slot] = np.empty(shape.dims, shape.dtype.numpy)
+            dims, dtype = self._slot_types[slot]
+            bufs[slot] = np.empty(dims, dtype)
         return bufs[slot]
 
     def _execute(self, step: Step, bufs) -> int:
