@@ -109,6 +109,10 @@ def test_profile_shows_each_member_with_its_share_of_the_group(always_group):
     kernels = prof.kernels
     assert len(kernels) == 3 and all("row group of 3" in k.launch for k in kernels)
     assert [k.start for k in kernels] == sorted(k.start for k in kernels)
+    # the group ran as one compiled call (as unprofiled): its members' shares tile its time
+    assert all("time split by bytes" in k.launch for k in kernels)
+    for a, b in zip(kernels, kernels[1:]):
+        assert b.start == pytest.approx(a.start + a.duration, abs=1e-12)
     np.testing.assert_allclose(out, tk.jit(softmax(np), backend="interpreter")(x), rtol=1e-6)
 
 
