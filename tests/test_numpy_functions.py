@@ -169,3 +169,23 @@ def test_namespace_exports_what_users_reach_for():
                  "max", "min", "argmax", "matmul", "einsum", "outer", "zeros", "ones", "full", "arange",
                  "linspace", "reshape", "transpose", "concatenate", "stack", "pad", "abs", "float32"]:
         assert hasattr(tnp, name), name
+
+
+MASKED_STATS = {
+    "mean": lambda v: np.mean(v, where=v > 0),
+    "mean_axis_keepdims": lambda v: np.mean(v, axis=1, where=v > 0, keepdims=True),
+    "mean_all_masked_row": lambda v: np.mean(v, axis=1, where=v > 100),  # 0/0: NaN, as NumPy
+    "var_ddof": lambda v: np.var(v, axis=0, where=v > 0, ddof=1),
+    "std": lambda v: np.std(v, where=v > -0.5),
+    "mean_float32": lambda v: np.mean(v.astype(np.float32), axis=0, where=v > 0),
+    "mean_float16": lambda v: np.mean(v.astype(np.float16), axis=0, where=v > 0),
+    "mean_int": lambda v: np.mean((v * 10).astype(np.int64), where=v > 0),
+    "mean_list_mask": lambda v: np.mean(v, axis=1, where=[True, False, True, False, True]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASKED_STATS))
+def test_mean_var_std_with_where_masks(name):
+    x = np.random.default_rng(5).standard_normal((4, 5))
+    got, want = run_both(MASKED_STATS[name], x)
+    assert_same(got, want, approx=True, rtol=2e-3 if "16" in name else 1e-6 if "32" in name else 1e-13)

@@ -245,12 +245,30 @@ def _count(shape, axes) -> int:
     return math.prod(shape[a] for a in axes)
 
 
+def _is_masked(where) -> bool:
+    return where is not None and where is not True and where is not np._NoValue
+
+
+def _mask_count(a: Tracer, where, axes, keepdims, dtype) -> tuple[Tracer, Tracer]:
+    """NumPy's ``where=`` for mean/var: the mask as ``a``'s shape, and how many elements it
+    keeps along ``axes`` (in ``dtype``)."""
+    mask = where if isinstance(where, Tracer) else lax.lift(a.trace, np.asarray(where, bool), weak=False)
+    mask = lax.broadcast_to(lax.convert(mask, np.bool_) if mask.dtype != np.bool_ else mask, a.shape)
+    return mask, _reduce(lax.convert(mask, dtype), "add", axes, keepdims)
+
+
 @numpy_function(np.mean)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    _reject(out=out, where=where)
+    _reject(out=out)
     a = _as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
     acc = np.dtype(dtype) if dtype is not None else (a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64))
+    if _is_masked(where):  # NumPy: sum(a, where=mask) / count(mask), 0/0 a NaN
+        work = np.dtype(np.float32) if acc == np.float16 else acc
+        mask, count = _mask_count(a, where, axes, keepdims, work)
+        total = _masked_reduce(lax.convert(a, work), "add", axis, keepdims, work, "mean", None, mask)
+        result = apply_ufunc(np.true_divide, [total, count])
+        return lax.convert(result, acc) if acc != work else result
     if acc == np.float16:  # NumPy: "for float16 input, float32 intermediates are used"
         total = lax.reduce(lax.convert(a, np.float32), "add", axes)
         n = _count(a.shape, axes)
@@ -263,11 +281,21 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 @numpy_function(np.var)
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
-    _reject(out=out, where=where, mean=mean)
+    _reject(out=out, mean=mean)
     if correction is not None:
         ddof = correction
     a = _as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
+    if _is_masked(where):  # NumPy: the masked mean, the masked squared deviations, / max(count - ddof, 0)
+        centred = apply_ufunc(np.subtract, [a, EXPORTS["mean"](a, axes, dtype, keepdims=True, where=where)])
+        other = apply_ufunc(np.conjugate, [centred]) if centred.dtype.kind == "c" else centred
+        squared = apply_ufunc(np.multiply, [centred, other])
+        if squared.dtype.kind == "c":
+            squared = lax.elementwise("real", squared)
+        mask, count = _mask_count(a, where, axes, keepdims, squared.dtype)
+        total = _masked_reduce(squared, "add", axis, keepdims, squared.dtype, "var", None, mask)
+        n = apply_ufunc(np.maximum, [apply_ufunc(np.subtract, [count, ddof]), 0])
+        return apply_ufunc(np.true_divide, [total, lax.convert(n, total.dtype)])
     centred = apply_ufunc(np.subtract, [a, EXPORTS["mean"](a, axes, dtype, keepdims=True)])
     # NumPy: x * conj(x), real part, for complex numbers (|x - mean|^2)
     other = apply_ufunc(np.conjugate, [centred]) if centred.dtype.kind == "c" else centred
