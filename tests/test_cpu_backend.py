@@ -334,3 +334,20 @@ def test_the_dispatch_fast_path_is_exact():
     assert f.recompile_count == 1
     assert f(x) is not f(x)  # a fresh result each call
     np.testing.assert_array_equal(f(np.float32(3)), np.float32(7))
+
+
+def test_the_c_kernel_call_is_built_where_a_compiler_is():
+    """pip builds backends/cpu/_kernel_call.c (an optional extension); where a C compiler is
+    present the dispatch fast path must find it, also when the tests run from a checkout."""
+    import shutil
+    from importlib import metadata
+
+    from toolkit.backends.cpu import executor
+
+    if not any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
+        pytest.skip("no C compiler: the ctypes path is used")
+    try:
+        metadata.distribution("toolkit")
+    except metadata.PackageNotFoundError:
+        pytest.skip("toolkit is not installed (pip install .): nothing was built")
+    assert executor._native_call is not None

@@ -33,12 +33,14 @@ def _load_native_call():
     try:
         from importlib import machinery, metadata, util
 
-        for file in metadata.distribution("toolkit").files or ():
-            if file.name.startswith("_kernel_call") and str(file).endswith(tuple(machinery.EXTENSION_SUFFIXES)):
-                spec = util.spec_from_file_location(f"{__package__}._kernel_call", file.locate())
-                module = util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                return module.call
+        # every installed copy (a checkout's own egg-info lists the C source, not the build)
+        for dist in metadata.distributions(name="toolkit"):
+            for file in dist.files or ():
+                if file.name.startswith("_kernel_call") and str(file).endswith(tuple(machinery.EXTENSION_SUFFIXES)):
+                    spec = util.spec_from_file_location(f"{__package__}._kernel_call", file.locate())
+                    module = util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
+                    return module.call
     except Exception:  # noqa: BLE001 - no distribution, an unloadable file: the ctypes path
         return None
     return None
