@@ -465,3 +465,4 @@ from . import histograms as _histograms  # noqa: E402,F401
 from . import sorting as _sorting, statistics as _statistics  # noqa: E402,F401
 from . import more_functions as _more_functions  # noqa: E402,F401
 from . import decompositions as _decompositions  # noqa: E402,F401
+from . import fft as _fft  # noqa: E402,F401

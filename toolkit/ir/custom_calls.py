@@ -19,6 +19,7 @@ class Target:
     results: Callable  # (operand shapes, options) -> list of result Shapes
     run: Callable  # (operand arrays, options) -> list of arrays
     flops: Callable  # (operand shapes) -> estimated flops, for cost analysis
+    matrices: bool = True  # np.linalg's: the operands are (batches of) matrices
 
 
 def _n(s: Shape) -> int:
@@ -80,6 +81,62 @@ TARGETS: dict[str, Target] = {
     "numpy.linalg.pinv": Target(lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2] + ops[0].dims[-2:][::-1])],
                                 lambda a, o: [np.linalg.pinv(a[0])], lambda ops: 12 * _cube(ops)),
 }
+
+
+# ---- np.fft: NumPy's pocketfft, options as JSON {"fn", "s", "axes", "norm"} -----------------------
+_FFT_KINDS = {  # function -> (transform kind, dimensions: 1, 2 or None for n)
+    "fft": ("c2c", 1), "ifft": ("c2c", 1), "fft2": ("c2c", 2), "ifft2": ("c2c", 2), "fftn": ("c2c", None),
+    "ifftn": ("c2c", None), "rfft": ("r2c", 1), "rfft2": ("r2c", 2), "rfftn": ("r2c", None), "ihfft": ("r2c", 1),
+    "irfft": ("c2r", 1), "irfft2": ("c2r", 2), "irfftn": ("c2r", None), "hfft": ("c2r", 1),
+}
+
+
+def fft_options(fn: str, s, axes, norm) -> str:
+    import json
+    return json.dumps({"fn": fn, "s": None if s is None else [int(v) for v in s], "axes": [int(a) for a in axes],
+                       "norm": norm}, separators=(",", ":"))
+
+
+def _fft_results(ops, options):
+    import json
+
+    from .dtypes import from_numpy
+    o = json.loads(options)
+    kind, _ = _FFT_KINDS[o["fn"]]
+    x = ops[0]
+    dims = list(x.dims)
+    axes, s = o["axes"], o["s"]
+    for k, ax in enumerate(axes):
+        n = s[k] if s is not None else dims[ax]
+        last = k == len(axes) - 1
+        if kind == "r2c" and last:
+            dims[ax] = n // 2 + 1
+        elif kind == "c2r" and last:
+            dims[ax] = s[k] if s is not None else 2 * (dims[ax] - 1)
+        else:
+            dims[ax] = n
+    single = x.dtype.numpy in (np.dtype(np.float32), np.dtype(np.complex64))
+    dtype = (np.float32 if single else np.float64) if kind == "c2r" else (np.complex64 if single else np.complex128)
+    return [Shape(from_numpy(np.dtype(dtype)), tuple(dims))]
+
+
+def _fft_run(args, options):
+    import json
+    o = json.loads(options)
+    fn = getattr(np.fft, o["fn"])
+    _, rank = _FFT_KINDS[o["fn"]]
+    if rank == 1:
+        return [fn(args[0], n=None if o["s"] is None else o["s"][0], axis=o["axes"][0], norm=o["norm"])]
+    return [fn(args[0], s=o["s"], axes=o["axes"], norm=o["norm"])]
+
+
+def _fft_flops(ops) -> float:
+    n = max(math.prod(ops[0].dims), 1)
+    return 5.0 * n * math.log2(max(n, 2))
+
+
+for _fn in _FFT_KINDS:
+    TARGETS[f"numpy.fft.{_fn}"] = Target(_fft_results, _fft_run, _fft_flops, matrices=False)
 
 
 def target(name: str) -> Target:

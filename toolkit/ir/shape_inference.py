@@ -158,6 +158,9 @@ def _custom_call(ops, attrs, declared):
     if known is None:  # a routine toolkit cannot run: the text says what it returns
         return _need_declared(declared, "custom-call") if not isinstance(declared, TupleShape) else declared
     arrays = [_array(s, "custom-call operand") for s in ops]
+    if not known.matrices:
+        results = known.results(arrays, attrs.get("backend_config", ""))
+        return _expect(declared, results[0] if len(results) == 1 else TupleShape(tuple(results)), "custom-call")
     if not arrays or any(a.rank < 2 for a in arrays[:1]):
         raise ShapeError(f"{name} needs a matrix (or a batch of them), got {[a.to_text(False) for a in arrays]}")
     if arrays[0].dims[-1] != arrays[0].dims[-2] and name not in ("numpy.linalg.qr", "numpy.linalg.svd",

@@ -13,6 +13,7 @@ from ..frontend import dispatch as _dispatch  # noqa: F401  (attaches the protoc
 from ..frontend.numpy_functions import EXPORTS as _EXPORTS
 from ..frontend.more_functions import STATIC_FUNCTIONS as _STATIC_FUNCTIONS
 from ..frontend.decompositions import namespace as linalg
+from ..frontend.fft import namespace as fft
 from ..frontend.ufuncs import UFUNCS as _UFUNCS, apply_ufunc as _apply_ufunc
 from ..frontend.tracer import Tracer as _Tracer
 
