@@ -59,8 +59,10 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
 def _array_function(self, func, types, args, kwargs):
     impl = nf.FUNCTIONS.get(func)
     if impl is None:
+        module = (getattr(func, "__module__", "") or "").replace("numpy", "np", 1)
+        where = module if module.startswith("np.") and module.count(".") == 1 else "np"  # np.linalg.eig
         raise UnsupportedNumpyError(
-            f"np.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit "
+            f"{where}.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit "
             f"({len(nf.FUNCTIONS)} NumPy functions are: toolkit.numpy.supported_functions() lists them, "
             "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported and why)")
     # the exported wrapper (view tracking, fresh results) when ``func`` is np.<name> itself;
