@@ -175,6 +175,8 @@ def _transcendental(opcode, intrinsic=None, libm=None):
     def emit(e, x, t):
         if t.name == "f32" and opcode in lmath.OWN_F32:
             return lmath.OWN_F32[opcode](e.b, x)
+        if t.name == "f64" and opcode in lmath.OWN_F64:
+            return lmath.OWN_F64[opcode](e.b, x)
         ty = value_type(t)
         e.libm(f"{opcode} on {t.name}")
         if e.target == "gpu":  # NVPTX lowers none of LLVM's math intrinsics

@@ -11,7 +11,10 @@ reference, measured by tests/test_cpu_math.py over dense samples (the bound each
 
 Special values (nan, +-inf, +-0, overflow and underflow edges) follow IEEE/libm.
 
-float64 (and f32 pow, cbrt, tan, atan2) use LLVM's intrinsics, which call libm: exact to
+float64 exp and log are toolkit's own too (the same schemes, more terms, fused multiply-adds):
+within 1 ulp (exp) and 3 ulp (log) of NumPy's results, special values as NumPy's; on 1M
+elements 1.6x (exp) and 1.2x (log) NumPy's speed on this 2-core VM. The other float64
+functions (and f32 pow, cbrt, tan, atan2) use LLVM's intrinsics, which call libm: exact to
 libm's accuracy, but scalar."""
 from __future__ import annotations
 
@@ -201,6 +204,70 @@ def pow_f32(b: ir.IRBuilder, x, y):
     result = b.select(b.fcmp_ordered("==", x, _f(1.0)), _f(1.0), result)
     return b.select(b.fcmp_ordered("==", y, _f(0.0)), _f(1.0), result)
 
+
+# ---- float64: exp and log, the same schemes with float64 constants and more terms -------------------
+F64 = ir.DoubleType()
+I64 = ir.IntType(64)
+LN2_HI_64, LN2_LO_64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # fdlibm's split of ln 2
+
+
+def _d(v: float) -> ir.Constant:
+    return ir.Constant(F64, v)
+
+
+def _poly64(b: ir.IRBuilder, x, coefficients):
+    """Horner with fused multiply-adds (one rounding a step, and half the latency of the chain)."""
+    fma = declare(b.module, "llvm.fma", [F64], F64, [F64, F64, F64])
+    acc = _d(coefficients[0])
+    for c in coefficients[1:]:
+        acc = b.call(fma, [acc, x, _d(c)])
+    return acc
+
+
+def _pow2i_64(b: ir.IRBuilder, n):
+    """2**n for an i64 n in [-1022, 1023], built from the exponent bits."""
+    return b.bitcast(b.shl(b.add(n, ir.Constant(I64, 1023)), ir.Constant(I64, 52)), F64)
+
+
+def exp_f64(b: ir.IRBuilder, x):
+    """exp: k = round(x / ln 2), r = x - k ln 2 (two-part ln 2), a degree-13 Taylor polynomial
+    on |r| <= ln2/2, then 2**k in two halves (so that subnormal results round once)."""
+    clamp = declare(b.module, "llvm.maxnum", [F64], F64, [F64, F64])
+    clamped = b.call(declare(b.module, "llvm.minnum", [F64], F64, [F64, F64]),
+                     [b.call(clamp, [x, _d(-746.0)]), _d(710.0)])
+    k = b.call(declare(b.module, "llvm.roundeven", [F64], F64, [F64]), [b.fmul(clamped, _d(LOG2E))])
+    r = b.fsub(b.fsub(clamped, b.fmul(k, _d(LN2_HI_64))), b.fmul(k, _d(LN2_LO_64)))
+    p = _poly64(b, r, [1 / math.factorial(i) for i in range(13, 1, -1)] + [1.0, 1.0])
+    n = b.fptosi(k, I64)
+    half = b.ashr(n, ir.Constant(I64, 1))
+    result = b.fmul(b.fmul(p, _pow2i_64(b, half)), _pow2i_64(b, b.sub(n, half)))
+    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+
+
+def log_f64(b: ir.IRBuilder, x):
+    """log: x = 2**e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m-1)/(m+1), an odd
+    series to s**23 (|s| <= 0.172); e ln 2 in two parts. Subnormals are scaled by 2**54 first."""
+    tiny = b.fcmp_ordered("<", x, _d(2.2250738585072014e-308))
+    scaled = b.select(tiny, b.fmul(x, _d(18014398509481984.0)), x)
+    bits = b.bitcast(scaled, I64)
+    e = b.sub(b.and_(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 0x7FF)), ir.Constant(I64, 1023))
+    e = b.select(tiny, b.sub(e, ir.Constant(I64, 54)), e)
+    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I64, 0xFFFFFFFFFFFFF)), ir.Constant(I64, 0x3FF0000000000000)), F64)
+    big = b.fcmp_ordered(">", m, _d(1.4142135623730951))
+    m = b.select(big, b.fmul(m, _d(0.5)), m)
+    e = b.select(big, b.add(e, ir.Constant(I64, 1)), e)
+    f = b.fsub(m, _d(1.0))
+    s = b.fdiv(f, b.fadd(f, _d(2.0)))
+    s2 = b.fmul(s, s)
+    series = b.fmul(s, _poly64(b, s2, [2.0 / (2 * k + 1) for k in range(11, 0, -1)] + [2.0]))
+    ef = b.sitofp(e, F64)
+    result = b.fadd(b.fmul(ef, _d(LN2_HI_64)), b.fadd(b.fmul(ef, _d(LN2_LO_64)), series))
+    result = b.select(b.fcmp_ordered("==", x, _d(0.0)), _d(-math.inf), result)
+    result = b.select(b.fcmp_ordered("==", x, _d(math.inf)), x, result)
+    return b.select(b.fcmp_unordered("<", x, _d(0.0)), _d(math.nan), result)
+
+
+OWN_F64 = {"exponential": exp_f64, "log": log_f64}
 
 OWN_F32 = {"exponential": exp_f32, "log": log_f32, "log-plus-one": log1p_f32,
            "exponential-minus-one": expm1_f32, "tanh": tanh_f32, "logistic": logistic_f32,
