@@ -97,6 +97,8 @@ CASES64 = {  # opcode: (reference, samples, bound in ulp of NumPy's float64 resu
     "exponential-minus-one": (np.expm1, np.concatenate([rng.uniform(-50, 709.7, N), rng.uniform(-1, 1, N),
                                                         rng.uniform(-1e-8, 1e-8, N)]), 2.0),
     "tanh": (np.tanh, np.concatenate([rng.uniform(-30, 30, N), rng.uniform(-1, 1, N), rng.uniform(-1e-6, 1e-6, N)]), 3.0),
+    "log-plus-one": (np.log1p, np.concatenate([rng.uniform(-0.999999, 1, N), rng.uniform(-1e-10, 1e-10, N),
+                                               np.exp(rng.uniform(np.log(1e-300), np.log(1e300), N))]), 3.0),
 }
 
 
@@ -114,7 +116,7 @@ SPECIAL64 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-324, 2.225
 
 
 @pytest.mark.parametrize("opcode,ref", [("exponential", np.exp), ("log", np.log), ("exponential-minus-one", np.expm1),
-                                        ("tanh", np.tanh)])
+                                        ("tanh", np.tanh), ("log-plus-one", np.log1p)])
 def test_float64_special_values(opcode, ref):
     with np.errstate(all="ignore"):
         want = ref(SPECIAL64)
@@ -127,6 +129,6 @@ def test_float64_special_values(opcode, ref):
 
 
 def test_float64_exp_and_log_are_vectorised():
-    for fn in (np.exp, np.log, np.expm1, np.tanh):
+    for fn in (np.exp, np.log, np.expm1, np.tanh, np.log1p):
         text = tk.jit(fn, backend="cpu").compiled(np.ones(1024)).as_text("llvm")
         assert "x double>" in text and "@exp" not in text and "@log(" not in text and "@tanh" not in text
