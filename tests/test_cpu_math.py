@@ -132,3 +132,28 @@ def test_float64_exp_and_log_are_vectorised():
     for fn in (np.exp, np.log, np.expm1, np.tanh, np.log1p):
         text = tk.jit(fn, backend="cpu").compiled(np.ones(1024)).as_text("llvm")
         assert "x double>" in text and "@exp" not in text and "@log(" not in text and "@tanh" not in text
+
+
+def test_float64_atan2_within_two_ulp_and_c99_special_values():
+    f = tk.jit(np.arctan2, backend="cpu")
+    samples = [(rng.uniform(-10, 10, N), rng.uniform(-10, 10, N)),
+               (np.exp(rng.uniform(-300, 300, N)) * rng.choice([-1, 1], N),
+                np.exp(rng.uniform(-300, 300, N)) * rng.choice([-1, 1], N)),
+               (rng.uniform(-1e-3, 1e-3, N), rng.uniform(0.5, 2, N))]
+    for y, x in samples:
+        got, want = f(y, x), np.arctan2(y, x)
+        nonzero = want != 0
+        assert np.max(np.abs(got[nonzero] - want[nonzero]) / np.spacing(np.abs(want[nonzero]))) <= 2
+        np.testing.assert_array_equal(got[~nonzero], want[~nonzero])
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 5e-324, 1e308]
+    y, x = (a.ravel() for a in np.meshgrid(special, special))
+    got, want = f(y, x), np.arctan2(y, x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=2.3e-16, atol=0)
+    np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
+    text = f.compiled(y, x).as_text("llvm")
+    assert "x double>" in text and "@atan2" not in text
+    g = tk.jit(np.arctan, backend="cpu")
+    xs = rng.uniform(-100, 100, N)
+    assert np.max(np.abs(g(xs) - np.arctan(xs)) / np.spacing(np.abs(np.arctan(xs)))) <= 2

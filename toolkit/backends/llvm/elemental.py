@@ -72,11 +72,13 @@ class ElementalEmitter:
     def reset(self) -> None:
         self.memo.clear()
 
-    def load(self, ptr, shape: Shape, index) -> ir.Value:
+    def load(self, ptr, shape: Shape, index, invariant: bool = True) -> ir.Value:
+        """An element of ``ptr``. ``invariant``: the buffer does not change during the kernel (an
+        input); a read of what the kernel itself writes (a scatter's read-modify-write) is not."""
         b = self.b
         addr = b.gep(ptr, [linearize(b, index, shape.dims)], inbounds=True)
         v = b.load(addr)
-        if self.target == "gpu":  # inputs never change during a kernel: the read-only cache (ld.global.nc) may serve them
+        if self.target == "gpu" and invariant:  # inputs never change during a kernel: the read-only cache (ld.global.nc) may serve them
             if self._invariant is None:
                 self._invariant = self.module.add_metadata([])
             v.set_metadata("invariant.load", self._invariant)
@@ -334,6 +336,8 @@ def _minmax(which):
 
 
 def _atan2(e, a, c, t):
+    if t.name == "f64":
+        return lmath.atan2_f64(e.b, a, c)
     e.libm(f"atan2 on {t.name}")
     return e.math_call("atan2", [a, c], t)
 

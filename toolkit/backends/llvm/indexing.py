@@ -154,7 +154,7 @@ def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=
         window_index = iter(upd_index[d] for d in window)
         target = [starts[d] if d in inserted else b.add(starts[d], next(window_index)) for d in range(rank)]
         with b.if_then(fits):
-            current = e.load(out_ptr, out_shape, target)
+            current = e.load(out_ptr, out_shape, target, invariant=False)  # written by earlier updates
             value = e.value(updates, upd_index)
             e.store(out_ptr, out_shape, target, emit_combiner(e, a["to_apply"], current, value, out_shape.dtype))
 
