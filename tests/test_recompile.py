@@ -252,3 +252,11 @@ def test_recompiles_are_thread_safe():
         t.join()
     assert not errors
     assert f.cache_size == 8 and len(f.compiles) == 8 and len(f.recompiles) == 7
+
+
+def test_a_smaller_last_batch_gets_padding_advice():
+    f = tk.jit(lambda x: x.sum())
+    f(np.ones((128, 3)))
+    f(np.ones((40, 3)))
+    (suggestion,) = f.recompiles[-1].suggestions
+    assert "x.shape[0] is smaller than before (40 < 128)" in suggestion and "Pad it to 128 rows" in suggestion

@@ -240,6 +240,11 @@ def suggestions(causes: list[Cause], history: list[SignatureRecord], new: Signat
     for c in causes:
         if c.code == "SHAPE":
             values = _dimension_values(records, c.path)
+            if len(values) == 2 and str(c.new).isdigit() and str(c.old).isdigit() and int(c.new) < int(c.old) \
+                    and c.path.endswith(".shape[0]"):
+                out.append(f"{c.path} is smaller than before ({c.new} < {c.old}): a last, partial batch? Pad it to "
+                           f"{c.old} rows (masking the padding out of the loss) or drop it, so every step runs one "
+                           "compiled program; with many batch sizes, pad them to a few bucket sizes")
             if len(values) >= 3:
                 buckets = sorted({_next_pow2(v) for v in values})
                 if len(buckets) < len(values):

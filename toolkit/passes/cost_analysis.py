@@ -114,11 +114,35 @@ def instruction_cost(inst: Instruction) -> dict[str, float]:
     return out
 
 
+def _known_trip_count(inst: Instruction) -> int | None:
+    """XLA's ``backend_config={"known_trip_count":{"n":"N"}}`` on a while, else None."""
+    import json
+    for name, text in inst.attrs.get("_raw", ()):
+        if name == "backend_config":
+            try:
+                return int(json.loads(text)["known_trip_count"]["n"])
+            except (ValueError, KeyError, TypeError):
+                return None
+    return None
+
+
 def cost_analysis(module: Module, peak_flops: float | None = None,
                   peak_bandwidth: float | None = None,
                   peak_transcendentals: float | None = None) -> dict[str, float]:
-    """Module totals (entry computation), with ``optimal_seconds`` when rates are given."""
+    """Module totals (entry computation), with ``optimal_seconds`` when rates are given. A
+    ``while`` counts one trip, as XLA counts it; when loops carry XLA's ``known_trip_count``
+    (scan, fori_loop with Python-int bounds), the totals with every trip counted are added
+    under their own keys, ``"flops (known trip counts)"`` ..., so both numbers are labelled."""
     totals = computation_cost(module.entry)
+    extra: dict[str, float] = {}
+    for inst in module.entry.instructions:
+        trips = _known_trip_count(inst) if inst.opcode == "while" else None
+        if trips is not None:
+            for k, v in instruction_cost(inst).items():
+                extra[k] = extra.get(k, 0.0) + (trips - 1) * v
+    if extra:
+        for k in (FLOPS, TRANSCENDENTALS, BYTES):
+            totals[f"{k} (known trip counts)"] = totals.get(k, 0.0) + extra.get(k, 0.0)
     rates: list[tuple[str, float | None]] = [(FLOPS, peak_flops), (BYTES, peak_bandwidth),
                                              (TRANSCENDENTALS, peak_transcendentals)]
     totals["optimal_seconds"] = max([totals[k] / r for k, r in rates if r] or [0.0])
