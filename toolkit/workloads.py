@@ -86,6 +86,109 @@ def _toolkit_train_grads():
     return grad(_mlp_loss(np), argnums=(2, 3, 4))
 
 
+LR = 0.01
+
+
+def train_step(xp):
+    """A whole SGD step: value_and_grad of the MLP loss, then the update (jax.value_and_grad,
+    tk.value_and_grad, or NumPy's hand-written backward pass)."""
+    if xp.__name__.startswith("jax"):
+        import jax
+        value_and_grad = jax.value_and_grad(_mlp_loss(xp), argnums=(2, 3, 4))
+
+        def jax_step(x, y, w1, b1, w2):
+            value, (g1, gb, g2) = value_and_grad(x, y, w1, b1, w2)
+            return value, w1 - LR * g1, b1 - LR * gb, w2 - LR * g2
+        return jax_step
+    grads = train_grads(xp)
+
+    def train_step(x, y, w1, b1, w2):
+        h = xp.tanh(x @ w1 + b1)
+        value = xp.mean((h @ w2 - y) ** 2)
+        d = (h @ w2 - y) * (2.0 / (x.shape[0] * w2.shape[1]))
+        g_w2 = h.T @ d
+        d_pre = (d @ w2.T) * (1.0 - h * h)
+        return value, w1 - LR * (x.T @ d_pre), b1 - LR * d_pre.sum(axis=0), w2 - LR * g_w2
+    _ = grads
+    return train_step
+
+
+def _toolkit_train_step():
+    from .transformations import value_and_grad
+    value_and_grad_fn = value_and_grad(_mlp_loss(np), argnums=(2, 3, 4))
+
+    def toolkit_step(x, y, w1, b1, w2):
+        value, (g1, gb, g2) = value_and_grad_fn(x, y, w1, b1, w2)
+        return value, w1 - LR * g1, b1 - LR * gb, w2 - LR * g2
+    return toolkit_step
+
+
+def _rnn_loss(xp, scan):
+    def loss(xs, w, u):
+        def step(h, x):
+            h = xp.tanh(h @ w + x @ u)
+            return h, xp.sum(h)
+        h, ys = scan(step, xp.zeros((xs.shape[1], w.shape[0]), xs.dtype), xs)
+        return xp.sum(ys) + xp.sum(h * h)
+    return loss
+
+
+def rnn_grads(xp):
+    """Gradients of an RNN over 256 steps with respect to its weights: a scan differentiated in
+    reverse (jax.lax.scan, tk.lax.scan), or NumPy's backpropagation through time by hand."""
+    if xp.__name__.startswith("jax"):
+        import jax
+        return jax.grad(_rnn_loss(xp, jax.lax.scan), argnums=(1, 2))
+
+    def rnn_grads(xs, w, u):
+        hs = [xp.zeros((xs.shape[1], w.shape[0]), xs.dtype)]
+        for x in xs:
+            hs.append(xp.tanh(hs[-1] @ w + x @ u))
+        g_w, g_u = xp.zeros_like(w), xp.zeros_like(u)
+        g_h = 2 * hs[-1]  # d/dh of sum(h * h) at the end
+        for t in range(len(xs), 0, -1):
+            g_h = g_h + 1.0  # d sum(h_t) (the scan's output for step t)
+            g_pre = g_h * (1 - hs[t] * hs[t])
+            g_w += hs[t - 1].T @ g_pre
+            g_u += xs[t - 1].T @ g_pre
+            g_h = g_pre @ w.T
+        return g_w, g_u
+    return rnn_grads
+
+
+def _toolkit_rnn_grads():
+    from .lax import scan
+    from .transformations import grad
+    return grad(_rnn_loss(np, scan), argnums=(1, 2))
+
+
+def _example_loss(xp):
+    def loss(w1, w2, x, y):
+        return (xp.tanh(x @ w1) @ w2 - y) ** 2
+    return loss
+
+
+def per_example_grads(xp):
+    """Per-example gradients of a small MLP (vmap of grad, in JAX and toolkit; NumPy by hand,
+    batched with einsum)."""
+    if xp.__name__.startswith("jax"):
+        import jax
+        return jax.vmap(jax.grad(_example_loss(xp), argnums=(0, 1)), in_axes=(None, None, 0, 0))
+
+    def per_example_grads(w1, w2, x, y):
+        h = xp.tanh(x @ w1)  # (batch, hidden)
+        d = 2 * (h @ w2 - y)  # (batch,)
+        g_w2 = d[:, None] * h
+        g_pre = (d[:, None] * w2[None, :]) * (1 - h * h)
+        return xp.einsum("bi,bj->bij", x, g_pre), g_w2
+    return per_example_grads
+
+
+def _toolkit_per_example_grads():
+    from .transformations import grad, vmap
+    return vmap(grad(_example_loss(np), argnums=(0, 1)), in_axes=(None, None, 0, 0))
+
+
 def _f32(rng, *shape):
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -125,6 +228,16 @@ BENCHMARK: tuple[Workload, ...] = (
              lambda r: (_f32(r, 1024, 512), _f32(r, 1024, 64), _f32(r, 512, 512) * np.float32(0.04), _f32(r, 512),
                         _f32(r, 512, 64) * np.float32(0.04)),
              flops=2.0 * 1024 * 512 * (512 * 3 + 64 * 3), toolkit=_toolkit_train_grads, batch_args=(0, 1)),
+    Workload("train step 256x1024", train_step,
+             lambda r: (_f32(r, 256, 1024), _f32(r, 256, 16), _f32(r, 1024, 1024) * np.float32(0.03), _f32(r, 1024),
+                        _f32(r, 1024, 16) * np.float32(0.03)),
+             flops=2.0 * 256 * 1024 * (1024 * 3 + 16 * 3), toolkit=_toolkit_train_step, batch_args=(0, 1)),
+    Workload("rnn grads 256 steps", rnn_grads,
+             lambda r: (_f32(r, 256, 32, 64), _f32(r, 128, 128) * np.float32(0.05), _f32(r, 64, 128) * np.float32(0.05)),
+             flops=2.0 * 3 * 256 * 32 * 128 * (128 + 64), toolkit=_toolkit_rnn_grads, batch_args=()),
+    Workload("per-example grads 512", per_example_grads,
+             lambda r: (_f32(r, 32, 64) * np.float32(0.2), _f32(r, 64) * np.float32(0.2), _f32(r, 512, 32), _f32(r, 512)),
+             flops=2.0 * 3 * 512 * 32 * 64, toolkit=_toolkit_per_example_grads, batch_args=(2, 3)),
 )
 
 
