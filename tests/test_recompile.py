@@ -260,3 +260,18 @@ def test_a_smaller_last_batch_gets_padding_advice():
     f(np.ones((40, 3)))
     (suggestion,) = f.recompiles[-1].suggestions
     assert "x.shape[0] is smaller than before (40 < 128)" in suggestion and "Pad it to 128 rows" in suggestion
+
+
+def test_a_closure_re_created_per_call_as_a_loop_body_is_named():
+    run = tk.jit(lambda body, x: tk.lax.fori_loop(0, 3, body, x), static_argnums=0, on_recompile="ignore")
+    x = np.ones(3)
+    for _ in range(3):
+        run(lambda i, v: v * 2, x)  # BODY
+    cause = run.recompiles[-1].causes[0]
+    assert cause.code == "STATIC_VALUE" and "re-created from the same code" in cause.message
+    assert f"test_recompile.py:{line_of('# BODY')}" in cause.message and "optax#1171" in cause.message
+    assert "define 'body' once" in run.recompiles[-1].suggestions[0]
+    other = tk.jit(lambda f, x: f(x), static_argnums=0, on_recompile="ignore")
+    other(np.sin, x)
+    other(np.cos, x)
+    assert "re-created" not in other.recompiles[-1].causes[0].message  # different functions: plain change

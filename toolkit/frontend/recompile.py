@@ -21,6 +21,12 @@ _REPR_LIMIT = 60
 def short_repr(value) -> str:
     if isinstance(value, np.ndarray):
         text = f"array({value.dtype}{list(value.shape)})" if value.size > 8 else repr(value.tolist())
+    elif callable(value) and getattr(value, "__code__", None) is not None:
+        # a function: where it is defined, so a closure re-created per call is recognised
+        code = value.__code__
+        text = f"<function {getattr(value, '__qualname__', code.co_name)} defined at " \
+               f"{pretty_filename(code.co_filename)}:{code.co_firstlineno}, object {id(value):#x}>"
+        return text
     else:
         text = repr(value)
     return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 1] + "…"
@@ -196,8 +202,21 @@ def _cause(code: str, path: str, old, new, location: str) -> Cause:
         return Cause(code, path, _WEAK_TEXT[old], _WEAK_TEXT[new],
                      f"{path}: now {_WEAK_TEXT[new]}, was {_WEAK_TEXT[old]}")
     if code == "STATIC_VALUE":
+        same_code = _function_site(old)
+        if same_code is not None and same_code == _function_site(new):
+            return Cause(code, path, old, new,
+                         f"static argument '{path}': a new function object re-created from the same code "
+                         f"({same_code}) — a closure or lambda made on every call (the optax#1171 pattern); "
+                         "passed as a loop body, branch or step function it makes every call recompile")
         return Cause(code, path, old, new, f"static argument '{path}': now {new}, was {old}")
     raise AssertionError(code)
+
+
+def _function_site(text: str) -> str | None:
+    """'file:line' of a function's short_repr, else None."""
+    if text.startswith("<function ") and " defined at " in text:
+        return text.split(" defined at ", 1)[1].split(", object ", 1)[0]
+    return None
 
 
 def diff(new: SignatureRecord, old: SignatureRecord) -> list[Cause]:
@@ -251,6 +270,11 @@ def suggestions(causes: list[Cause], history: list[SignatureRecord], new: Signat
                     out.append(f"{c.path} took {len(values)} values ({_span(values)}); padding it to powers "
                                f"of two ({', '.join(map(str, buckets))}) would compile {len(buckets)} times "
                                f"instead of {len(values)} (saves {len(values) - len(buckets)})")
+        elif c.code == "STATIC_VALUE" and _function_site(c.old) is not None and \
+                _function_site(c.old) == _function_site(c.new):
+            out.append(f"define '{c.path}' once, outside the loop or function that calls this one, and pass that same "
+                       "object every time (a module-level function, with functools.partial for its settings): "
+                       "one compile instead of one per call")
         elif c.code == "STATIC_VALUE" and "STATIC_VALUE" not in seen_codes:
             values = {r for rec in records for n, r, _ in rec.statics if str(n) == c.path}
             out.append(f"static argument '{c.path}' took {len(values)} value(s); if it only enters "
