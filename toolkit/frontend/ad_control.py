@@ -19,8 +19,7 @@ on the loop body or branch inside the nested trace.
   operands)."""
 from __future__ import annotations
 
-import json
-
+from ..ir.queries import known_trip_count
 from ..ir.shapes import TupleShape
 from . import control_flow, lax
 from .ad_engine import CONTROL_JVP, FORWARD_RULES, Body, carries_tangent, emit_primal, inline_body, jvp_body, vjp_body
@@ -31,17 +30,6 @@ WHILE_REVERSE_MODE = (
     "reverse-mode differentiation (grad, vjp) of a while loop needs its trip count before it runs. "
     "tk.lax.while_loop and fori_loop with traced bounds do not have one; use tk.lax.scan, or "
     "fori_loop with Python-int bounds (as JAX requires too). Forward mode (tk.jvp) works on any loop.")
-
-
-def known_trip_count(inst) -> int | None:
-    """XLA's ``backend_config={"known_trip_count":{"n":"N"}}`` on a while, else None."""
-    for name, text in inst.attrs.get("_raw", ()):
-        if name == "backend_config":
-            try:
-                return int(json.loads(text)["known_trip_count"]["n"])
-            except (ValueError, KeyError, TypeError):
-                return None
-    return None
 
 
 def _elements(t: Tracer) -> list[Tracer]:

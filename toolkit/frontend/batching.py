@@ -17,7 +17,7 @@ import numpy as np
 from ..ir.nodes import Instruction
 from ..ir.shapes import Shape, TupleShape
 from . import control_flow, lax
-from .ad_control import known_trip_count
+from ..ir.queries import known_trip_count
 from .ad_engine import Body, emit_primal
 from .ad_partials import NotDifferentiable
 from .errors import UnsupportedNumpyError

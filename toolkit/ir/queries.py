@@ -34,6 +34,18 @@ def reads_update_window(inst: Instruction, dus: Instruction) -> bool:
     return list(map(tuple, inst.attrs["slice"])) == window
 
 
+def known_trip_count(inst: Instruction) -> int | None:
+    """XLA's ``backend_config={"known_trip_count":{"n":"N"}}`` on a while, else None."""
+    import json
+    for name, text in inst.attrs.get("_raw", ()):
+        if name == "backend_config":
+            try:
+                return int(json.loads(text)["known_trip_count"]["n"])
+            except (ValueError, KeyError, TypeError):
+                return None
+    return None
+
+
 # The identity of each elementwise reducer, per NumPy dtype: folding it in changes nothing
 # (float add's is -0.0, so that a sum of -0.0s stays -0.0)
 IDENTITIES = {

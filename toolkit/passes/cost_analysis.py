@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..ir.nodes import Computation, Instruction, Module
 from ..ir.ops import OPS, is_elementwise
+from ..ir.queries import known_trip_count
 from ..ir.shapes import Shape, TupleShape
 
 FLOPS, TRANSCENDENTALS, BYTES = "flops", "transcendentals", "bytes accessed"
@@ -114,18 +115,6 @@ def instruction_cost(inst: Instruction) -> dict[str, float]:
     return out
 
 
-def _known_trip_count(inst: Instruction) -> int | None:
-    """XLA's ``backend_config={"known_trip_count":{"n":"N"}}`` on a while, else None."""
-    import json
-    for name, text in inst.attrs.get("_raw", ()):
-        if name == "backend_config":
-            try:
-                return int(json.loads(text)["known_trip_count"]["n"])
-            except (ValueError, KeyError, TypeError):
-                return None
-    return None
-
-
 def cost_analysis(module: Module, peak_flops: float | None = None,
                   peak_bandwidth: float | None = None,
                   peak_transcendentals: float | None = None) -> dict[str, float]:
@@ -136,7 +125,7 @@ def cost_analysis(module: Module, peak_flops: float | None = None,
     totals = computation_cost(module.entry)
     extra: dict[str, float] = {}
     for inst in module.entry.instructions:
-        trips = _known_trip_count(inst) if inst.opcode == "while" else None
+        trips = known_trip_count(inst) if inst.opcode == "while" else None
         if trips is not None:
             for k, v in instruction_cost(inst).items():
                 extra[k] = extra.get(k, 0.0) + (trips - 1) * v
