@@ -18,6 +18,7 @@ from ..ir.nodes import Instruction
 from ..ir.shapes import Shape, TupleShape
 from . import control_flow, lax
 from ..ir.queries import known_trip_count
+from .ad_control import _elements, _pack  # a tuple's elements, and a tuple of values, in the current trace
 from .ad_engine import Body, emit_primal
 from .ad_partials import NotDifferentiable
 from .errors import UnsupportedNumpyError
@@ -271,14 +272,6 @@ def _call(inst, args, flags, size):
     (out,), (flag,) = batch_body(current_trace(), Body.of(inst.attrs["to_apply"]), dict(enumerate(args)),
                                  dict(enumerate(flags)), size)
     return out, flag
-
-
-def _elements(t: Tracer) -> list[Tracer]:
-    return [current_trace().emit("get-tuple-element", (t,), {"index": k}) for k in range(len(t.inst.shape.elements))]
-
-
-def _pack(items) -> Tracer:
-    return current_trace().emit("tuple", tuple(items))
 
 
 def _reach(body: Body, elements: set[int]) -> tuple[set[int], bool]:

@@ -18,22 +18,25 @@ from .ufuncs import apply_ufunc
 LINALG: dict[str, object] = {}  # name -> traced np.linalg function (toolkit.numpy.linalg)
 
 
+def traced_submodule_function(np_func, impl, public: str, scope: str, registry: dict):
+    """``np_func`` (of a NumPy submodule: np.linalg, np.fft) on traced arguments: ``impl``
+    inside the op scope ``scope.public``, NumPy's own function otherwise; registered for NumPy's
+    ``__array_function__`` dispatch and in ``registry`` (the toolkit.numpy namespace)."""
+    def wrapper(*args, **kwargs):
+        if not _has_tracer(list(args) + list(kwargs.values())):
+            return np_func(*args, **kwargs)
+        trace = lax.trace_of([a for a in _leaves(list(args) + list(kwargs.values())) if isinstance(a, Tracer)])
+        with trace.op_scope(f"{scope}.{public}"):
+            return impl(*args, **kwargs)
+
+    wrapper.__name__ = wrapper.__qualname__ = public
+    FUNCTIONS[np_func] = wrapper
+    registry[public] = wrapper
+    return wrapper
+
+
 def _register(np_func, name=None):
-    def deco(impl):
-        public = name or impl.__name__
-
-        def wrapper(*args, **kwargs):
-            if not _has_tracer(list(args) + list(kwargs.values())):
-                return np_func(*args, **kwargs)
-            trace = lax.trace_of([a for a in _leaves(list(args) + list(kwargs.values())) if isinstance(a, Tracer)])
-            with trace.op_scope(f"linalg.{public}"):
-                return impl(*args, **kwargs)
-
-        wrapper.__name__ = wrapper.__qualname__ = public
-        FUNCTIONS[np_func] = wrapper
-        LINALG[public] = wrapper
-        return wrapper
-    return deco
+    return lambda impl: traced_submodule_function(np_func, impl, name or impl.__name__, "linalg", LINALG)
 
 
 def _leaves(values):

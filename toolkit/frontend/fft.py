@@ -12,9 +12,9 @@ import numpy as np
 
 from ..ir.custom_calls import fft_options
 from . import lax
-from .decompositions import custom_call
+from .decompositions import custom_call, traced_submodule_function
 from .errors import UserValueError
-from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, _has_tracer, normalize_axis
+from .numpy_functions import EXPORTS, _as_tracer, normalize_axis
 from .tracer import Tracer
 
 FFT: dict[str, object] = {}  # name -> traced np.fft function (toolkit.numpy.fft)
@@ -22,21 +22,7 @@ _NORMS = (None, "backward", "ortho", "forward")
 
 
 def _register(name: str):
-    np_func = getattr(np.fft, name)
-
-    def deco(impl):
-        def wrapper(*args, **kwargs):
-            if not _has_tracer(list(args) + list(kwargs.values())):
-                return np_func(*args, **kwargs)
-            trace = lax.trace_of([a for a in list(args) + list(kwargs.values()) if isinstance(a, Tracer)])
-            with trace.op_scope(f"fft.{name}"):
-                return impl(*args, **kwargs)
-
-        wrapper.__name__ = wrapper.__qualname__ = name
-        FUNCTIONS[np_func] = wrapper
-        FFT[name] = wrapper
-        return wrapper
-    return deco
+    return lambda impl: traced_submodule_function(getattr(np.fft, name), impl, name, "fft", FFT)
 
 
 def _input(a, kind: str) -> Tracer:
