@@ -45,6 +45,9 @@ RULE_CASES = {
     "negate(negate(x)) -> x": (lambda x: -(-x), x34),
     "dot(s*A, x) -> s*dot(A, x) (when the dot's result is smaller)": (lambda x: (2.0 * x) @ x[0], x34),
     "not(not(x)) -> x": (lambda x: ~~x, x34.astype(np.int32)),
+    # batched, with the contracting dimension first on the left (a transpose): (3, 4, 1) @ (3, 1, 4)
+    "dot contracting only size-1 dimensions (an outer product) -> multiply":
+        (lambda x: np.matmul(x[:, None, :].transpose(0, 2, 1), x[:, None, :]) + np.outer(x[0], x[1]), x34),
     "no-op reshape -> x": ("  ROOT r = f32[3,4] reshape(p)", x34),
     "reshape(reshape(x)) -> reshape(x)": (lambda x: x.reshape(12).reshape(2, 6), x34),
     "no-op transpose -> x": ("  ROOT r = f32[3,4] transpose(p), dimensions={0,1}", x34),
@@ -88,6 +91,21 @@ def test_rule_fires_and_preserves_results(rule):
     for e, g in zip(expected, got):
         np.testing.assert_array_equal(e, g)
         np.testing.assert_array_equal(np.signbit(e), np.signbit(g))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_an_outer_product_dot_matches_numpy_to_the_sign_of_zero(dtype, backend):
+    """NumPy's matmul sums from +0.0, so (-0.0) * 1.0 through a k = 1 matmul is +0.0 while
+    np.outer gives -0.0: the multiply the dot becomes keeps each one's sign."""
+    a = np.array([-0.0, 1.0, -2.0, 3.0], dtype) if dtype != np.int32 else np.arange(-2, 2, dtype=dtype)
+    b = np.array([1.0, -0.0, 0.0], dtype) if dtype != np.int32 else np.array([7, -1, 0], dtype)
+    for fn in (lambda a, b: a[:, None] @ b[None, :], np.outer, lambda a, b: np.einsum("i,j->ij", a, b)):
+        got, want = tk.jit(fn, backend=backend)(a, b), fn(a, b)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert "dot(" not in tk.jit(lambda a, b: a[:, None] @ b[None, :]).lower(a, b).compile().as_text()
 
 
 def test_a_window_written_elsewhere_is_not_a_no_op():

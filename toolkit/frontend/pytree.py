@@ -45,27 +45,29 @@ def flatten(tree, path: str = "") -> tuple[list[Any], TreeDef, list[str]]:
     """Leaves in order, the structure, and each leaf's path (``params['w1']``, ``batch[0]``)."""
     leaves: list[Any] = []
     paths: list[str] = []
-
-    def walk(node, p: str) -> TreeDef:
-        if node is None:
-            return NONE
-        t = type(node)
-        if t is tuple or t is list:
-            kids = tuple(walk(c, f"{p}[{i}]") for i, c in enumerate(node))
-            return TreeDef("tuple" if t is tuple else "list", kids)
-        if t is dict:
-            keys = tuple(sorted(node, key=repr) if not _sortable(node) else sorted(node))
-            kids = tuple(walk(node[k], f"{p}[{k!r}]") for k in keys)
-            return TreeDef("dict", kids, keys)
-        if _is_namedtuple(node):
-            kids = tuple(walk(getattr(node, f), f"{p}.{f}") for f in node._fields)
-            return TreeDef("namedtuple", kids, t)
-        leaves.append(node)
-        paths.append(p)
-        return LEAF
-
-    treedef = walk(tree, path)
+    treedef = _walk(tree, path, leaves, paths)
     return leaves, treedef, paths
+
+
+def _walk(node, p: str, leaves: list, paths: list) -> TreeDef:
+    # (a module-level function, not a closure that calls itself: such a closure is a reference
+    # cycle that keeps the leaves alive until the garbage collector runs)
+    if node is None:
+        return NONE
+    t = type(node)
+    if t is tuple or t is list:
+        kids = tuple(_walk(c, f"{p}[{i}]", leaves, paths) for i, c in enumerate(node))
+        return TreeDef("tuple" if t is tuple else "list", kids)
+    if t is dict:
+        keys = tuple(sorted(node, key=repr) if not _sortable(node) else sorted(node))
+        kids = tuple(_walk(node[k], f"{p}[{k!r}]", leaves, paths) for k in keys)
+        return TreeDef("dict", kids, keys)
+    if _is_namedtuple(node):
+        kids = tuple(_walk(getattr(node, f), f"{p}.{f}", leaves, paths) for f in node._fields)
+        return TreeDef("namedtuple", kids, t)
+    leaves.append(node)
+    paths.append(p)
+    return LEAF
 
 
 def _sortable(d: dict) -> bool:
@@ -77,23 +79,24 @@ def _sortable(d: dict) -> bool:
 
 
 def unflatten(treedef: TreeDef, leaves) -> Any:
-    it = iter(leaves)
+    return _build(treedef, iter(leaves))
 
-    def build(td: TreeDef):
-        if td.kind == "leaf":
-            return next(it)
-        if td.kind == "none":
-            return None
-        kids = [build(c) for c in td.children]
-        if td.kind == "tuple":
-            return tuple(kids)
-        if td.kind == "list":
-            return kids
-        if td.kind == "dict":
-            return dict(zip(td.meta, kids))
-        return td.meta(*kids)
 
-    return build(treedef)
+def _build(td: TreeDef, it) -> Any:
+    # (module-level for the same reason as _walk: the results must die with their last user,
+    # not wait for the garbage collector; a 4 MB output kept alive that way costs fresh pages)
+    if td.kind == "leaf":
+        return next(it)
+    if td.kind == "none":
+        return None
+    kids = [_build(c, it) for c in td.children]
+    if td.kind == "tuple":
+        return tuple(kids)
+    if td.kind == "list":
+        return kids
+    if td.kind == "dict":
+        return dict(zip(td.meta, kids))
+    return td.meta(*kids)
 
 
 def tree_map(fn: Callable, tree) -> Any:

@@ -162,6 +162,51 @@ def _scalar_out_of_dot(inst, ops, b):
     return None
 
 
+def _dot_operand_broadcast(x: Instruction, batch, contracting, out_positions, out_shape, md, b):
+    """``x`` (a dot operand) laid out as its part of the dot's output: batch dims, then its free
+    dims, the size-1 contracting dims dropped, broadcast along the other operand's free dims."""
+    free = [d for d in range(x.shape.rank) if d not in batch and d not in contracting]
+    perm = list(batch) + free + list(contracting)
+    if perm != list(range(x.shape.rank)):
+        x = b.add("transpose", (x,), {"dimensions": tuple(perm)}, metadata=md)
+    kept = Shape(x.shape.dtype, tuple(x.shape.dims[k] for k in range(len(batch) + len(free))))
+    if kept.dims != x.shape.dims:
+        x = b.add("reshape", (x,), shape=kept, metadata=md)
+    return b.add("broadcast", (x,), {"dimensions": tuple(out_positions)}, out_shape, md)
+
+
+@rule("dot contracting only size-1 dimensions (an outer product) -> multiply", "dot")
+def _outer_product_dot(inst, ops, b):
+    """As XLA's simplifier: a dot whose contracting dimensions all have size 1 (``x[:, None] @
+    y[None, :]``, or the per-example weight gradient ``outer(x, delta)`` of vmap(grad)) is an
+    elementwise multiply, which fuses with its neighbours instead of calling BLAS for k = 1.
+    The sum BLAS and NumPy compute starts from +0.0, so a product of -0.0 comes out +0.0: the
+    rewrite adds +0.0 to keep that sign of zero."""
+    a = inst.attrs
+    lhs, rhs = ops
+    t = inst.shape.dtype
+    if not isinstance(inst.shape, Shape) or not (t.is_float or t.is_integer) or t.is_bool \
+            or lhs.shape.dtype != t or rhs.shape.dtype != t:
+        return None
+    lb, lc = list(a.get("lhs_batch_dims", ())), list(a.get("lhs_contracting_dims", ()))
+    rb, rc = list(a.get("rhs_batch_dims", ())), list(a.get("rhs_contracting_dims", ()))
+    if any(lhs.shape.dims[d] != 1 for d in lc) or any(rhs.shape.dims[d] != 1 for d in rc):
+        return None
+    md = inst.metadata
+    n_batch = len(lb)
+    n_lhs_free = lhs.shape.rank - len(lb) - len(lc)
+    n_rhs_free = rhs.shape.rank - len(rb) - len(rc)
+    left = _dot_operand_broadcast(lhs, lb, lc, range(n_batch + n_lhs_free), inst.shape, md, b)
+    right_positions = list(range(n_batch)) + list(range(n_batch + n_lhs_free, n_batch + n_lhs_free + n_rhs_free))
+    right = _dot_operand_broadcast(rhs, rb, rc, right_positions, inst.shape, md, b)
+    product = b.add("multiply", (left, right), shape=inst.shape, metadata=md)
+    if not t.is_float:
+        return product
+    zero = b.constant(np.zeros((), t.numpy), md)
+    zeros = b.add("broadcast", (zero,), {"dimensions": ()}, inst.shape, md)
+    return b.add("add", (product, zeros), shape=inst.shape, metadata=md)
+
+
 @rule("dynamic-update-slice(x, slice(x) at the same window) -> x", "dynamic-update-slice")  # or dynamic-slice
 def _rewrite_own_window(inst, ops, b):
     """As XLA's simplifier (DUS(x, DS(x, i), i) -> x): writing a window of ``x`` back where it
