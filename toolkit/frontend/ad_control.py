@@ -22,7 +22,8 @@ from __future__ import annotations
 from ..ir.queries import known_trip_count
 from ..ir.shapes import TupleShape
 from . import control_flow, lax
-from .ad_engine import CONTROL_JVP, FORWARD_RULES, Body, carries_tangent, emit_primal, inline_body, jvp_body, vjp_body
+from .ad_engine import (CONTROL_JVP, FORWARD_RULES, Body, carries_tangent, emit_primal, inline_body, jvp_body,
+                        tuple_activity, vjp_body, while_active_elements)
 from .ad_rules import JVP_RULES, VJP_RULES, NotDifferentiableHere, dense, instantiate
 from .tracer import Tracer, current_trace
 
@@ -46,23 +47,6 @@ def _results_as_list(out: Tracer, shape) -> list[Tracer]:
     return _elements(out) if isinstance(shape, TupleShape) else [out]
 
 
-def _tuple_activity(body: Body, active_elements: set[int]) -> set[int]:
-    """Which result elements of ``body`` (one tuple parameter) depend on the parameter's
-    ``active_elements``: a walk over the body without emitting anything."""
-    (param,) = body.parameters.values()
-    active: set[int] = set()
-    for inst in body.instructions:
-        if inst.opcode == "get-tuple-element" and inst.operands[0] is param:
-            if inst.attrs["index"] in active_elements and carries_tangent(inst.shape):
-                active.add(id(inst))
-        elif inst.opcode != "parameter" and carries_tangent(inst.shape) and any(id(o) in active for o in inst.operands):
-            active.add(id(inst))
-    root = body.results[0]
-    if root.opcode == "tuple":
-        return {k for k, o in enumerate(root.operands) if id(o) in active}
-    return {0} if id(root) in active else set()
-
-
 # ---- while -------------------------------------------------------------------------------------
 def _while_jvp(trace, inst, args, tangents):
     (state,) = args
@@ -71,7 +55,7 @@ def _while_jvp(trace, inst, args, tangents):
     body, cond = Body.of(inst.attrs["body"]), Body.of(inst.attrs["condition"])
     nonzero = {k for k, t in enumerate(t_state) if t is not None and carries_tangent(shapes[k])}
     while True:  # the elements a tangent can reach, trip after trip
-        grown = nonzero | (_tuple_activity(body, nonzero) & {k for k, s in enumerate(shapes) if carries_tangent(s)})
+        grown = nonzero | (tuple_activity(body, nonzero) & {k for k, s in enumerate(shapes) if carries_tangent(s)})
         if grown == nonzero:
             break
         nonzero = grown
@@ -147,19 +131,23 @@ def _while_forward(trace, inst, args, active):
     final, stacked = control_flow.scan(step, [elements[k] for k in carried], length=trips)
     values = dict(zip(carried, final))
     out = _pack([values.get(k, elements[k]) for k in range(len(shapes))])
-    return out, (elements, values, stacked, stacked_keys, trips)
+    # the state elements that carry a cotangent back: those depending on what is
+    # differentiated (scan's xs, or a captured array not differentiated, carry none)
+    initial = active[0] if isinstance(active[0], frozenset) else frozenset(range(len(shapes)))
+    differentiated = while_active_elements(inst, initial)
+    return out, (elements, values, stacked, stacked_keys, trips, differentiated)
 
 
 def _while_vjp(eqn, ct):
-    elements, final, stacked, stacked_keys, trips = eqn.residual
+    elements, final, stacked, stacked_keys, trips, differentiated = eqn.residual
     shapes = eqn.inst.shape.elements
     body = Body.of(eqn.inst.attrs["body"])
-    floats = [k for k, s in enumerate(shapes) if carries_tangent(s)]
+    floats = sorted(differentiated)
 
     def back_step(cts, stacked_k):
         values = dict(zip(stacked_keys, stacked_k))
         state = [values[k] if k in values else final.get(k, elements[k]) for k in range(len(shapes))]
-        _, backward = vjp_body(current_trace(), body, {0: _pack(state)}, {0})
+        _, backward = vjp_body(current_trace(), body, {0: _pack(state)}, {0}, wrt_elements={0: differentiated})
         ct_list = [None] * len(shapes)
         for k, c in zip(floats, cts):
             ct_list[k] = c
@@ -214,7 +202,7 @@ def _conditional_jvp(trace, inst, args, tangents):
     out_active = set()
     for comp, idx in zip(comps, where):
         local = {j for j, k in enumerate(idx) if t_flat[k] is not None}
-        out_active |= _tuple_activity(Body.of(comp), local)
+        out_active |= tuple_activity(Body.of(comp), local)
     out_active = sorted(k for k in out_active if carries_tangent(out_shapes[k]))
 
     def branch_fn(comp, idx):

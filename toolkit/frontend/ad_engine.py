@@ -142,18 +142,73 @@ def jvp_body(trace: Trace, body: Body, primals: dict[int, Tracer], tangents: dic
     return [env[id(r)] for r in body.results], [tan.get(id(r)) for r in body.results]
 
 
+def _depends_on_active(inst: Instruction, active: set[int], elements: dict[int, frozenset[int]]) -> bool:
+    if inst.opcode == "get-tuple-element":
+        (t,) = inst.operands
+        return id(t) in active and inst.attrs["index"] in elements.get(id(t), (inst.attrs["index"],))
+    return any(id(o) in active for o in inst.operands)
+
+
+def _active_elements(inst: Instruction, active: set[int], elements: dict[int, frozenset[int]]) -> frozenset[int]:
+    """The elements of an active tuple-shaped ``inst`` that carry a nonzero tangent."""
+    shapes = inst.shape.elements
+    if inst.opcode == "tuple":
+        return frozenset(k for k, o in enumerate(inst.operands) if id(o) in active and carries_tangent(shapes[k]))
+    if inst.opcode == "while":
+        (state,) = inst.operands
+        return while_active_elements(inst, elements.get(id(state), frozenset(range(len(shapes)))))
+    return frozenset(k for k, e in enumerate(shapes) if carries_tangent(e))
+
+
+def tuple_activity(body: Body, active_elements: set[int] | frozenset[int]) -> set[int]:
+    """Which result elements of ``body`` (one tuple parameter) depend on the parameter's
+    ``active_elements``: a walk over the body without emitting anything."""
+    (param,) = body.parameters.values()
+    active: set[int] = set()
+    for inst in body.instructions:
+        if inst.opcode == "get-tuple-element" and inst.operands[0] is param:
+            if inst.attrs["index"] in active_elements and carries_tangent(inst.shape):
+                active.add(id(inst))
+        elif inst.opcode != "parameter" and carries_tangent(inst.shape) and any(id(o) in active for o in inst.operands):
+            active.add(id(inst))
+    root = body.results[0]
+    if root.opcode == "tuple":
+        return {k for k, o in enumerate(root.operands) if id(o) in active}
+    return {0} if id(root) in active else set()
+
+
+def while_active_elements(inst: Instruction, initial: frozenset[int]) -> frozenset[int]:
+    """The state elements of a ``while`` with a nonzero tangent: those ``initial`` has, and
+    those the body makes depend on them, trip after trip (a fixpoint)."""
+    body = Body.of(inst.attrs["body"])
+    shapes = inst.shape.elements
+    current = frozenset(k for k in initial if carries_tangent(shapes[k]))
+    while True:
+        grown = current | frozenset(tuple_activity(body, current))
+        if grown == current:
+            return current
+        current = grown
+
+
 def inline_body(trace: Trace, body: Body, primals: dict[int, Tracer]) -> list[Tracer]:
     """``body`` emitted into ``trace`` on ``primals``: its results."""
     return jvp_body(trace, body, primals, {})[0]
 
 
-def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int], role: str | None = None):
+def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int], role: str | None = None,
+             wrt_elements: dict[int, frozenset[int]] | None = None):
     """Emit ``body`` on ``primals``: (its results, ``backward``). ``backward(cotangents)``, one
     per result (None: zero), emits the backward pass and returns {parameter number in wrt:
     cotangent or None}. ``role``: how to name the forward instructions (``remat(*)`` when they
-    are a recomputation inside a backward pass)."""
+    are a recomputation inside a backward pass). ``wrt_elements``: for a tuple parameter in
+    ``wrt``, the elements differentiated (default: all that carry tangents).
+
+    Activity is tracked per element of tuple values (a loop state, a branch's operands): an
+    element that does not depend on what is differentiated gets no cotangent, so a loop state
+    element such as ``scan``'s ``xs``, not differentiated, costs no backward work."""
     env: dict[int, Tracer] = {}
     active: set[int] = set()
+    elements: dict[int, frozenset[int]] = {}  # tuple-shaped active value -> its active elements
     tape: list[Eqn] = []
     for inst in body.instructions:
         if inst.opcode == "parameter":
@@ -161,20 +216,27 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
             env[id(inst)] = primals[number]
             if number in wrt and carries_tangent(inst.shape):
                 active.add(id(inst))
+                if isinstance(inst.shape, TupleShape):
+                    chosen = (wrt_elements or {}).get(number)
+                    elements[id(inst)] = frozenset(k for k, e in enumerate(inst.shape.elements)
+                                                   if carries_tangent(e) and (chosen is None or k in chosen))
             continue
         args = [env[id(o)] for o in inst.operands]
-        if not (carries_tangent(inst.shape) and any(id(o) in active for o in inst.operands)):
+        if not (carries_tangent(inst.shape) and _depends_on_active(inst, active, elements)):
             env[id(inst)] = emit_primal(trace, inst, args, role)
             continue
         check_differentiable(inst, VJP_RULES)
         residual = None
         if inst.opcode in FORWARD_RULES:
             with attributed(trace, inst, "*"):
-                out, residual = FORWARD_RULES[inst.opcode](trace, inst, args, [id(o) in active for o in inst.operands])
+                out, residual = FORWARD_RULES[inst.opcode](
+                    trace, inst, args, [elements.get(id(o), True) if id(o) in active else False for o in inst.operands])
         else:
             out = emit_primal(trace, inst, args, role)
         env[id(inst)] = out
         active.add(id(inst))
+        if isinstance(inst.shape, TupleShape):
+            elements[id(inst)] = _active_elements(inst, active, elements)
         tape.append(Eqn(inst, args, out, residual))
     results = [env[id(r)] for r in body.results]
 
