@@ -247,3 +247,26 @@ def test_call_sites_in_cells_read_as_cell_and_line(ip):
     count = ip.compile._filename_map.get(loc.file)
     assert count is not None and str(loc) == f"cell [{count}], line 2"
     assert str(SourceLocation("/srv/model.py", 7, "f")) == "/srv/model.py:7"
+
+
+def test_kernels_and_residuals_of_code_in_a_cell_name_the_cell(ip):
+    """The kernel table, the fusions' sources and the residuals table say ``cell [n], line k``
+    for code defined in a cell, not the kernel's temporary file name."""
+    code = ("import numpy as np, toolkit as tk\n"
+            "def _cell_loss(w, x):\n"
+            "    h = np.tanh(x @ w)\n"
+            "    return np.sum(h * h)\n"
+            "_cell_step = tk.jit(tk.grad(_cell_loss))\n"
+            "_cell_args = (np.ones((4, 3)), np.ones((2, 4)))\n"
+            "_cell_step(*_cell_args)\n"
+            "with tk.profile() as _cell_prof:\n"
+            "    _cell_step(*_cell_args)\n"
+            "_cell_residuals = _cell_step.lower(*_cell_args).compile().residuals_text()\n")
+    result, _ = run(ip, code)
+    assert result.error_in_exec is None, result.error_in_exec
+    summary = ip.user_ns["_cell_prof"].summary()
+    residuals = ip.user_ns["_cell_residuals"]
+    count = result.execution_count
+    assert f"cell [{count}], line" in summary, summary
+    assert f"cell [{count}], line 3" in residuals, residuals
+    assert "ipykernel_" not in summary + residuals and ".py:" not in residuals

@@ -19,6 +19,7 @@ from .frontend.recompile import pretty_filename
 from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
+from .ir.source_names import display_location
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
 from .passes.manager import PassDump
 from .passes.memory_analysis import MemoryAnalysis, memory_analysis as _memory_analysis
@@ -43,7 +44,7 @@ def source_lines(inst) -> str:
             lines = by_file.setdefault(md.source_file, [])
             if md.source_line not in lines:
                 lines.append(md.source_line)
-    parts = [f"{f}:{','.join(map(str, sorted(ls)[:4]))}" for f, ls in by_file.items()]
+    parts = [display_location(f, ','.join(map(str, sorted(ls)[:4]))) for f, ls in by_file.items()]
     return "; ".join(parts)
 
 

@@ -10,6 +10,7 @@ import functools
 
 import numpy as _np
 
+from ..ir.source_names import display_location
 from .errors import is_internal_file
 
 _NUMPY_DIR = os.path.dirname(os.path.abspath(_np.__file__)) + os.sep
@@ -25,22 +26,7 @@ class SourceLocation:
     function: str
 
     def __str__(self) -> str:
-        cell = notebook_cell(self.file)
-        return f"cell [{cell}], line {self.line}" if cell is not None else f"{self.file}:{self.line}"
-
-
-def notebook_cell(filename: str) -> int | None:
-    """The execution count of the IPython cell compiled under ``filename`` (a kernel names cells
-    /tmp/ipykernel_NNN/HASH.py), as IPython's own tracebacks show it; None elsewhere. Reads the
-    running shell only if IPython is already imported: the core never imports it."""
-    ipython = sys.modules.get("IPython")
-    if ipython is None or not filename.endswith(".py") and not filename.startswith("<ipython-input"):
-        return None
-    try:
-        shell = ipython.get_ipython()
-        return shell.compile._filename_map.get(filename) if shell is not None else None
-    except AttributeError:  # another IPython version's compiler: keep the file name
-        return None
+        return display_location(self.file, self.line)
 
 
 # The notebook machinery between a user's cell and toolkit is never the user's code.

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
 from .shapes import AnyShape
+from .source_names import display_location
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 # attributes whose value is a called computation (branch_computations: a tuple of them)
@@ -30,7 +31,7 @@ class Metadata:
     def location(self) -> str:
         if not self.source_file:
             return ""
-        return f"{self.source_file}:{self.source_line}" if self.source_line else self.source_file
+        return display_location(self.source_file, self.source_line) if self.source_line else self.source_file
 
 
 @dataclass(frozen=True, slots=True, eq=False)
