@@ -243,3 +243,14 @@ def test_loop_kernels_move_16_bytes_a_thread(dtype, width):
     # rows that no whole vector divides fall back to narrower items, never crossing a row
     odd = compile_ptx(optimized(lambda a: a * 2 if dtype != np.bool_ else ~a, np.ones((5, 6), dtype)), "sm_90").kernels[0]
     assert odd.work_items == 30 // min(width, 2)
+
+
+@needs_ptxas
+def test_float64_power_lowers_without_libdevice_and_assembles(tmp_path):
+    """float64 power is toolkit's own two-part exp(y ln x) on the GPU too: no libdevice call,
+    PTX that ptxas accepts."""
+    x = np.linspace(0.1, 3.0, 256)
+    program = compile_ptx(optimized(lambda a, b: np.power(a, b) * 2.0, x, -x), "sm_90")
+    assert program.kernels and not program.unsupported, program.unsupported
+    assert "__nv_pow" not in program.ptx
+    assemble(program.ptx, "sm_90", tmp_path)

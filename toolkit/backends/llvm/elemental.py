@@ -316,6 +316,8 @@ def _int_power(e, a, y, t):
 def _float_power(e, a, y, t):
     if e.target == "gpu" and t.name == "f32":
         return lmath.pow_f32(e.b, a, y)
+    if t.name == "f64":
+        return lmath.pow_f64(e.b, a, y)
     e.libm(f"power on {t.name}")
     if e.target == "gpu":
         return e.math_call("pow", [a, y], t)

@@ -354,6 +354,107 @@ def atan2_f64(b: ir.IRBuilder, y, x):
     return b.select(nan, b.fadd(x, y), signed)
 
 
+
+# ---- float64 power: exp(y log x) with log x carried in two doubles -----------------------------
+TWO_THIRDS_HI, TWO_THIRDS_LO = 0.6666666666666666, 3.700743415417188e-17  # 2/3 in two parts
+
+
+def _fma64(b, a, c, d):
+    return b.call(declare(b.module, "llvm.fma", [F64], F64, [F64, F64, F64]), [a, c, d])
+
+
+def _two_sum(b, a, c):
+    """(s, e) with s + e == a + c exactly (Knuth's TwoSum: no ordering needed)."""
+    s = b.fadd(a, c)
+    bb = b.fsub(s, a)
+    return s, b.fadd(b.fsub(a, b.fsub(s, bb)), b.fsub(c, bb))
+
+
+def _log_two_part_f64(b: ir.IRBuilder, x):
+    """ln x as hi + lo for a finite x > 0 (subnormals too), to about 2^-62 |ln x|: the scheme of
+    log_f64, ln m = 2s + (2/3)s^3 + s^5 R(s^2) with s = (m-1)/(m+1), where s, 2s and (2/3)s^3
+    are carried in two parts (one division: the low part of s comes from an FMA remainder) and
+    only the small rest s^5 R (|s^5 R| < 2^-13 |2s|) is rounded once."""
+    tiny = b.fcmp_ordered("<", x, _d(2.2250738585072014e-308))
+    scaled = b.select(tiny, b.fmul(x, _d(18014398509481984.0)), x)
+    bits = b.bitcast(scaled, I64)
+    e = b.sub(b.and_(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 0x7FF)), ir.Constant(I64, 1023))
+    e = b.select(tiny, b.sub(e, ir.Constant(I64, 54)), e)
+    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I64, 0xFFFFFFFFFFFFF)), ir.Constant(I64, 0x3FF0000000000000)), F64)
+    big = b.fcmp_ordered(">", m, _d(1.4142135623730951))
+    m = b.select(big, b.fmul(m, _d(0.5)), m)
+    e = b.select(big, b.add(e, ir.Constant(I64, 1)), e)
+    f = b.fsub(m, _d(1.0))  # exact
+    d_hi = b.fadd(m, _d(1.0))
+    d_lo = b.fsub(m, b.fsub(d_hi, _d(1.0)))  # m + 1 == d_hi + d_lo exactly
+    inv = b.fdiv(_d(1.0), d_hi)
+    s_hi = b.fmul(f, inv)
+    s_lo = b.fmul(b.fsub(_fma64(b, b.fneg(s_hi), d_hi, f), b.fmul(s_hi, d_lo)), inv)
+    s2 = b.fmul(s_hi, s_hi)
+    s2_lo = _fma64(b, s_hi, s_hi, b.fneg(s2))
+    s3 = b.fmul(s2, s_hi)
+    s3_lo = b.fadd(_fma64(b, s2, s_hi, b.fneg(s3)), b.fadd(b.fmul(s2_lo, s_hi), b.fmul(b.fmul(s2, s_lo), _d(3.0))))
+    a_hi = b.fmul(s3, _d(TWO_THIRDS_HI))
+    a_lo = b.fadd(_fma64(b, s3, _d(TWO_THIRDS_HI), b.fneg(a_hi)),
+                  b.fadd(b.fmul(s3, _d(TWO_THIRDS_LO)), b.fmul(s3_lo, _d(TWO_THIRDS_HI))))
+    rest = b.fmul(b.fmul(s3, s2), _poly64(b, s2, [2.0 / (2 * k + 1) for k in range(12, 1, -1)]))
+    ef = b.sitofp(e, F64)
+    u, err1 = _two_sum(b, b.fmul(ef, _d(LN2_HI_64)), b.fmul(s_hi, _d(2.0)))  # both exact (|e| < 2^11)
+    v, err2 = _two_sum(b, u, a_hi)
+    low = b.fadd(b.fadd(err1, err2), b.fadd(b.fadd(b.fmul(s_lo, _d(2.0)), a_lo), b.fadd(rest, b.fmul(ef, _d(LN2_LO_64)))))
+    hi = b.fadd(v, low)
+    return hi, b.fsub(low, b.fsub(hi, v))
+
+
+def _exp_two_part_f64(b: ir.IRBuilder, hi, lo):
+    """exp(hi + lo) for |lo| <= ulp(hi), as exp_f64 with lo added to the reduced argument."""
+    clamped = _minmax64(b, "llvm.minnum", _minmax64(b, "llvm.maxnum", hi, -746.0), 710.0)
+    k = b.call(declare(b.module, "llvm.roundeven", [F64], F64, [F64]), [b.fmul(clamped, _d(LOG2E))])
+    r = b.fsub(b.fsub(clamped, b.fmul(k, _d(LN2_HI_64))), b.fmul(k, _d(LN2_LO_64)))
+    r = b.fadd(r, b.select(b.fcmp_ordered("==", clamped, hi), lo, _d(0.0)))
+    p = _poly64(b, r, [1 / math.factorial(i) for i in range(13, 1, -1)] + [1.0, 1.0])
+    n = b.fptosi(k, I64)
+    half = b.ashr(n, ir.Constant(I64, 1))
+    return b.fmul(b.fmul(p, _pow2i_64(b, half)), _pow2i_64(b, b.sub(n, half)))
+
+
+def pow_f64(b: ir.IRBuilder, x, y):
+    """pow: exp(y ln|x|) with ln|x| in two parts and y ln|x| in two parts (an FMA gives the
+    product's rounding error), so the result's error stays near exp's for |y ln x| up to the
+    overflow bound. C99's special values: y = 0 or x = 1 give 1 (NaN too); negative x needs
+    an integer y (odd: negative result); zeros and infinities by the sign and parity of y."""
+    fabs = declare(b.module, "llvm.fabs", [F64], F64, [F64])
+    roundeven = declare(b.module, "llvm.roundeven", [F64], F64, [F64])
+    ax, ay = b.call(fabs, [x]), b.call(fabs, [y])
+    safe = b.select(b.and_(b.fcmp_ordered(">", ax, _d(0.0)), b.fcmp_ordered("<", ax, _d(math.inf))), ax, _d(1.0))
+    l_hi, l_lo = _log_two_part_f64(b, safe)
+    p_hi = b.fmul(y, l_hi)
+    p_lo = b.fadd(_fma64(b, y, l_hi, b.fneg(p_hi)), b.fmul(y, l_lo))
+    magnitude = _exp_two_part_f64(b, p_hi, p_lo)
+    # the parity of y: an integer when roundeven(y) == y; odd when y/2 is not (|y| >= 2^53 is even)
+    y_int = b.fcmp_ordered("==", b.call(roundeven, [y]), y)
+    half = b.fmul(y, _d(0.5))
+    y_odd = b.and_(y_int, b.fcmp_ordered("!=", b.call(roundeven, [half]), half))
+    x_neg = b.icmp_signed("<", b.bitcast(x, I64), ir.Constant(I64, 0))  # the sign bit: -0.0 too
+    y_neg = b.fcmp_ordered("<", y, _d(0.0))
+    # |x| = 0 or inf: 0 or inf by the sign of y (and whether |x| is 0)
+    edge = b.select(b.xor(b.fcmp_ordered("==", ax, _d(0.0)), y_neg), _d(0.0), _d(math.inf))
+    result = b.select(b.or_(b.fcmp_ordered("==", ax, _d(0.0)), b.fcmp_ordered("==", ax, _d(math.inf))), edge, magnitude)
+    # y = +-inf: 1 for |x| = 1; else 0 or inf by whether |x| < 1 and the sign of y
+    y_inf = b.fcmp_ordered("==", ay, _d(math.inf))
+    inf_edge = b.select(b.xor(b.fcmp_ordered("<", ax, _d(1.0)), y_neg), _d(0.0), _d(math.inf))
+    inf_edge = b.select(b.fcmp_ordered("==", ax, _d(1.0)), _d(1.0), inf_edge)
+    result = b.select(y_inf, inf_edge, result)
+    # a negative x: odd integer y flips the sign (zeros and infinities too); non-integer y: NaN
+    result = b.select(b.and_(x_neg, b.and_(y_odd, b.not_(y_inf))), b.fneg(result), result)
+    finite_nonint = b.and_(b.not_(y_int), b.not_(y_inf))
+    finite_nonzero = b.and_(b.fcmp_ordered("<", ax, _d(math.inf)), b.fcmp_ordered(">", ax, _d(0.0)))
+    result = b.select(b.and_(b.and_(x_neg, finite_nonint), finite_nonzero), _d(math.nan), result)
+    result = b.select(b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", y, y)), b.fadd(x, y), result)
+    result = b.select(b.fcmp_ordered("==", x, _d(1.0)), _d(1.0), result)
+    return b.select(b.fcmp_ordered("==", y, _d(0.0)), _d(1.0), result)
+
+
 OWN_F64 = {"exponential": exp_f64, "log": log_f64, "exponential-minus-one": expm1_f64, "tanh": tanh_f64,
            "log-plus-one": log1p_f64}
 
