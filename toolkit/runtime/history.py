@@ -62,6 +62,18 @@ def function_serial(fn) -> int:
         return id(fn)
 
 
+MAX_OTHER_CLOSEST = 3  # equally close signatures named in a recompile event (the rest counted)
+
+
+def _others(nearest) -> tuple[str, ...]:
+    """The first few equally close earlier signatures, and how many more there were: every
+    event is kept, so listing all of them would grow each event with the history (1000 shapes
+    of one function kept 15 MB of signature text)."""
+    named = tuple(o.text() for o, _ in nearest[:MAX_OTHER_CLOSEST])
+    rest = len(nearest) - len(named)
+    return named + ((f"... and {rest} more",) if rest > 0 else ())
+
+
 class FunctionHistory:
     def __init__(self, name: str, location: str):
         self.name = name
@@ -104,7 +116,7 @@ class FunctionHistory:
             function=self.name, location=self.location, call_site=call_site, compile_id=compile_id,
             number=count + 1, start=start, duration=0.0, causes=tuple(causes),
             new_signature=record.text(), closest_signature=old.text(),
-            other_closest=tuple(o.text() for o, _ in nearest[1:]), avoidable=same is not None,
+            other_closest=_others(nearest[1:]), avoidable=same is not None,
             avoidable_reason=avoidable_reason, suggestions=tuple(suggestions(causes, recent, record)))
 
     def add(self, record: SignatureRecord, compile_event: CompileEvent | None,

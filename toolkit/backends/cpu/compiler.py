@@ -13,6 +13,8 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from ...profiler.progress import phase as progress_phase
+from . import llvm_worker
+from .llvm_process import WORKER, WorkerUnavailable
 
 _lock = threading.Lock()
 _target_machine = None
@@ -21,11 +23,7 @@ _target_machine = None
 def new_target_machine():
     """A target machine for the host CPU. Each execution engine takes ownership of the
     machine it is given, so every engine gets a fresh one."""
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True)
+    return llvm_worker.new_target_machine()
 
 
 def target_machine():
@@ -101,44 +99,28 @@ class MachineCode:
         return self._asm
 
 
-def _optimize(module, tm) -> None:
-    """O3 with the loop and SLP vectorisers. Every pass-manager object is disposed here: left to
-    the garbage collector they hold their analyses (and LLVM memory) for a while after each compile."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(tm, pto)
-    mpm = pb.getModulePassManager()
-    try:
-        mpm.run(module, pb)
-    finally:
-        mpm.close()
-        pb.close()
-        pto.close()
+_optimize = llvm_worker.optimize  # (the worker's code, so that both sides emit the same bytes)
 
 
 def compile_ir(ir_text: str) -> MachineCode:
-    tm = target_machine()
-    phases = []
-    t0 = time.perf_counter()
-    with _lock:
-        mod = llvm.parse_assembly(ir_text)
+    """One module, optimised and emitted by the LLVM worker process (``llvm_process``), or in
+    this process while none is ready or where none can run. The phases are the same either way
+    (the worker times its own); loading the object into this process counts as machine code."""
+    progress_phase("LLVM O3 optimisation and machine code")
+    result = None
+    if WORKER.enabled():
         try:
-            mod.verify()
-            mod.triple = llvm.get_process_triple()
-            mod.data_layout = str(tm.target_data)
-            progress_phase("LLVM O3 optimisation")
-            _optimize(mod, tm)
-            t1 = time.perf_counter()
-            phases.append(("llvm_optimize", t1 - t0))
-            optimized = str(mod)
-            progress_phase("LLVM machine code")
-            object_code = tm.emit_object(mod)
-        finally:
-            mod.close()
+            result = WORKER.compile(ir_text)
+        except WorkerUnavailable:
+            pass
+    if result is None:
+        tm = target_machine()
+        with _lock:
+            result = llvm_worker.optimize_and_emit(ir_text, tm)
+    optimized, object_code, optimizing, emitting = result
+    t0 = time.perf_counter()
     machine = _load(object_code)
-    phases.append(("machine_code", time.perf_counter() - t1))
+    phases = [("llvm_optimize", optimizing), ("machine_code", emitting + time.perf_counter() - t0)]
     return MachineCode(machine, optimized, phases, object_code=object_code)
 
 

@@ -1,0 +1,128 @@
+"""LLVM's O3 pipeline and object emission for the host CPU, in this process or in a worker process.
+
+Why a worker: llvmlite (0.50 and earlier) allocates a ``PassInstrumentationCallbacks`` for every
+pass builder (``LLVMPY_CreatePassBuilder``) and never frees it; each optimisation run then fills
+it with its pass-name table and instrumentation callbacks, about 95 KB per compile that no
+``close()`` returns. A process that compiles new shapes for hours grows without bound. A worker
+process that compiles a few hundred programs and is then replaced keeps this process flat: the
+IR goes to it over a pipe and the object code comes back (byte-identical: the same code builds
+the same target machine and pipeline on both sides).
+
+This file runs as a script (``python llvm_worker.py``) without importing toolkit, so a worker
+starts in the time llvmlite takes to load (~0.1 s). It imports only llvmlite and the stdlib."""
+from __future__ import annotations
+
+import struct
+import sys
+import time
+
+import llvmlite.binding as llvm
+
+_READY = b"R"
+_OK, _ERROR = b"0", b"1"
+
+
+def new_target_machine():
+    """A target machine for the host CPU, at O3, for JIT use."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                        features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True)
+
+
+def optimize(module, tm) -> None:
+    """O3 with the loop and SLP vectorisers. Every pass-manager object is disposed here: left to
+    the garbage collector they hold their analyses (and LLVM memory) for a while after each compile."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(module, pb)
+    finally:
+        mpm.close()
+        pb.close()
+        pto.close()
+
+
+def optimize_and_emit(ir_text: str, tm) -> tuple[str, bytes, float, float]:
+    """(optimised IR, object code, seconds optimising, seconds emitting) of one module, parsed in
+    an LLVM context of its own (in the global context, every new shape's constants and types
+    would stay for the life of the process)."""
+    t0 = time.perf_counter()
+    context = llvm.create_context()
+    module = llvm.parse_assembly(ir_text, context=context)
+    try:
+        module.verify()
+        module.triple = llvm.get_process_triple()
+        module.data_layout = str(tm.target_data)
+        optimize(module, tm)
+        text = str(module)
+        t1 = time.perf_counter()
+        code = tm.emit_object(module)
+        return text, code, t1 - t0, time.perf_counter() - t1
+    finally:
+        module.close()
+        context.close()
+
+
+# ---- the pipe protocol: lengths are 8-byte little-endian --------------------------------------
+def write_blob(stream, data: bytes) -> None:
+    write_all(stream, struct.pack("<Q", len(data)))
+    write_all(stream, data)
+
+
+def write_all(stream, data: bytes) -> None:
+    """All of ``data``: an unbuffered pipe may take only part of a write (64 KB at a time)."""
+    view = memoryview(data)
+    while view:
+        written = stream.write(view)
+        view = view[written if written is not None else len(view):]
+
+
+def read_blob(stream) -> bytes:
+    head = read_exactly(stream, 8)
+    return read_exactly(stream, struct.unpack("<Q", head)[0])
+
+
+def read_exactly(stream, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError("the LLVM worker's pipe closed")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def serve(requests, replies) -> None:
+    """Answer requests until the input closes: each request is LLVM IR text; each reply is
+    ``0`` + the seconds optimising and emitting (two doubles) + optimised IR + object code, or
+    ``1`` + the error message."""
+    tm = new_target_machine()
+    replies.write(_READY)
+    replies.flush()
+    while True:
+        try:
+            ir_text = read_blob(requests).decode()
+        except EOFError:
+            return
+        try:
+            text, code, optimizing, emitting = optimize_and_emit(ir_text, tm)
+        except Exception as e:  # noqa: BLE001 - the message goes back to the caller, who raises it
+            replies.write(_ERROR)
+            write_blob(replies, f"{type(e).__name__}: {e}".encode())
+        else:
+            replies.write(_OK)
+            replies.write(struct.pack("<dd", optimizing, emitting))
+            write_blob(replies, text.encode())
+            write_blob(replies, code)
+        replies.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)
