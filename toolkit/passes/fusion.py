@@ -54,16 +54,40 @@ class FusionOptions:
     multi_output: bool = True
 
 
-# Index paths: how a fusion reads a member. A path is the tuple of index-changing instructions
+# Index paths: how a fusion reads a member. A path is the chain of index-changing instructions
 # (slices, transposes, broadcasts ...) between the fusion's output and the member; elementwise
 # users keep their user's paths, since the emitter computes a value once per (instruction,
 # index). A member reached by two different paths is computed twice per output element (a
 # stencil's three slices of one array: three times), and fusing that compounds over time steps
 # (3^T); XLA's ReusesOperandElements check exists for this. Sets are capped: more than one path
-# is all the decision needs.
+# is all the decision needs. A path is interned (a trie of chains): (its number, its length,
+# whether any step on it expands by a broadcast), so extending and comparing paths costs O(1)
+# however long the chain grows (a stencil fused over many steps).
 _MAX_PATHS = 4
 _ELEMENTWISE_CATEGORIES = ("unary", "binary", "ternary")
-Paths = frozenset  # of tuples of (instruction id, expands) pairs
+Paths = frozenset  # of paths: (number, length, expands) triples
+ROOT_PATH = (0, 0, False)  # the fusion's output itself
+
+
+class PathTable:
+    """Interned index paths for one fusion run: a path's number names its whole chain."""
+
+    def __init__(self) -> None:
+        self._numbers: dict[tuple[int, int, bool], int] = {}
+
+    def through(self, user: Instruction, paths: Paths) -> Paths:
+        """The paths of an operand of ``user``, given ``user``'s own."""
+        if OPS[user.opcode].category in _ELEMENTWISE_CATEGORIES:
+            return paths
+        expands = user.opcode == "broadcast" and user.shape.size > user.operands[0].shape.size
+        out = set()
+        for number, length, expanded in paths:
+            key = (number, id(user), expands)
+            n = self._numbers.get(key)
+            if n is None:
+                n = self._numbers[key] = len(self._numbers) + 1
+            out.add((n, length + 1, expanded or expands))
+        return _capped(out)
 
 
 def is_expensive(inst: Instruction) -> bool:
@@ -89,7 +113,7 @@ class Group:
     ids: set[int] = field(default_factory=set)
     paths: dict[int, Paths] = field(default_factory=dict)  # member id -> its index paths
 
-    def add(self, inst: Instruction, paths: Paths = Paths({()})) -> None:
+    def add(self, inst: Instruction, paths: Paths = Paths({ROOT_PATH})) -> None:
         if id(inst) not in self.ids:
             self.ids.add(id(inst))
             self.members.append(inst)
@@ -119,15 +143,7 @@ class FusionResult:
 
 
 def _capped(paths) -> Paths:
-    return Paths(paths) if len(paths) <= _MAX_PATHS else Paths(sorted(paths, key=len)[:_MAX_PATHS + 1])
-
-
-def _through(user: Instruction, paths: Paths) -> Paths:
-    """The paths of an operand of ``user``, given ``user``'s own."""
-    if OPS[user.opcode].category in _ELEMENTWISE_CATEGORIES:
-        return paths
-    expands = user.opcode == "broadcast" and user.shape.size > user.operands[0].shape.size
-    return _capped({p + ((id(user), expands),) for p in paths})
+    return Paths(paths) if len(paths) <= _MAX_PATHS else Paths(sorted(paths, key=lambda p: (p[1], p[0]))[:_MAX_PATHS + 1])
 
 
 def _is_compute(inst: Instruction) -> bool:
@@ -150,6 +166,7 @@ class _Fuser:
         self.groups: list[Group] = []
         self.decisions: list[FusionDecision] = []
         self._ids = itertools.count()
+        self.path_table = PathTable()
 
     # ---- bookkeeping ----------------------------------------------------------------------
     def decide(self, producer: Instruction, consumer: Instruction, fused: bool, code: str,
@@ -192,10 +209,13 @@ class _Fuser:
     def paths_in(self, x: Instruction, g: Group) -> Paths:
         """The index paths by which ``g`` would read ``x`` if ``x`` joined it."""
         found: set = set()
-        for u in self.users[x]:
-            if id(u) in g.ids:
-                found |= _through(u, g.paths.get(id(u), Paths({()})))
-        return _capped(found) if found else Paths({()})
+        users = self.users[x]
+        # (a constant that every time step reads has thousands of users: look from the group's side)
+        readers = [u for u in users if id(u) in g.ids] if len(users) <= len(g.members) else \
+            [m for m in g.members if any(o is x for o in m.operands)]
+        for u in readers:
+            found |= self.path_table.through(u, g.paths.get(id(u), Paths({ROOT_PATH})))
+        return _capped(found) if found else Paths({ROOT_PATH})
 
     # ---- the producer decisions -----------------------------------------------------------
     def visit(self, x: Instruction) -> None:
@@ -280,7 +300,7 @@ class _Fuser:
                                 f"different index maps per element of the fusion (e.g. the slices of a "
                                 f"stencil); fused it would be recomputed for each, compounding over "
                                 f"repeated steps, so it is computed once and stored") for u in users}
-            if is_expensive(x) and any(expands for path in paths for _, expands in path):
+            if is_expensive(x) and any(expands for _, _, expands in paths):
                 return {id(u): ("EXPENSIVE_BROADCAST", f"%{x.name} ({x.opcode}) reaches the fusion "
                                 f"through a broadcast: fused it would be recomputed for every element "
                                 f"it is broadcast to, so it is computed once") for u in users}
@@ -369,7 +389,7 @@ class _Fuser:
                             f"%{second.name} needs the result of %{first.name}, so they cannot share one kernel")
                 continue
             for m in b.members:
-                a.add(m, b.paths.get(id(m), Paths({()})))
+                a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
                 self.homes[id(m)] = [a if g is b else g for g in self.homes[id(m)]]
             b.gid = -1
             merged_into[j] = i
@@ -507,8 +527,4 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
 
 def _unused_name(uniquer: NameUniquer, base: str) -> str:
     """``base``, or ``base.N``: XLA-style names without an id when the plain one is free."""
-    for n in itertools.count():
-        candidate = base if n == 0 else f"{base}.{n}"
-        if not uniquer.is_used(candidate):
-            return candidate
-    raise AssertionError
+    return uniquer.first_free(base)
