@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 
 DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -45,3 +47,12 @@ def run_both(fn, *args):
     with np.errstate(all="ignore"):
         expected = fn(*args)
     return tk.jit(fn)(*args), expected
+
+
+# Sweeps that compile every ufunc per example: fewer examples in the default (CI) profile, which
+# keeps the suite near five minutes; HYPOTHESIS_PROFILE=thorough runs four times as many and more.
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+
+
+def sweep_examples(ci: int) -> int:
+    return ci * 8 if THOROUGH else ci

@@ -15,6 +15,7 @@ from toolkit.passes.pipeline import make_pipeline
 
 import programs
 from backend_checks import assert_close, check_every_binary_ufunc, check_every_unary_ufunc
+from helpers import sweep_examples
 from test_random_programs import inputs_strategy, run_program, steps_strategy
 
 def both(fn, *args):
@@ -23,13 +24,13 @@ def both(fn, *args):
     return cpu, ref
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=sweep_examples(12), deadline=None)
 @given(data=st.data())
 def test_every_unary_ufunc_matches_the_interpreter(data):
     check_every_unary_ufunc(data, both)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=sweep_examples(12), deadline=None)
 @given(data=st.data())
 def test_every_binary_ufunc_matches_the_interpreter(data):
     check_every_binary_ufunc(data, both)

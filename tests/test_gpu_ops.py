@@ -10,6 +10,7 @@ import toolkit as tk
 from toolkit.backends.gpu.device import cupy_or_reason
 
 from backend_checks import assert_close, check_every_binary_ufunc, check_every_unary_ufunc
+from helpers import sweep_examples
 
 _why_no_gpu = cupy_or_reason()[1]
 BACKENDS = ["gpu-simulated", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(
@@ -23,14 +24,14 @@ def both(backend, fn, *args):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=sweep_examples(8), deadline=None)
 @given(data=st.data())
 def test_every_unary_ufunc(backend, data):
     check_every_unary_ufunc(data, lambda fn, *a: both(backend, fn, *a))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=sweep_examples(8), deadline=None)
 @given(data=st.data())
 def test_every_binary_ufunc(backend, data):
     check_every_binary_ufunc(data, lambda fn, *a: both(backend, fn, *a))

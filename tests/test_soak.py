@@ -67,6 +67,8 @@ def test_memory_stays_flat_across_compiles_of_new_shapes(tmp_path):
 def test_the_llvm_worker_is_replaced_and_compiles_match_in_process():
     """A worker answers with the same bytes this process would emit, is replaced after its
     quota, and a worker that cannot start leaves compiles in this process."""
+    import time
+
     from toolkit.backends.cpu import compiler, llvm_worker
     from toolkit.backends.cpu.llvm_process import WorkerProcess, WorkerUnavailable
 
@@ -82,14 +84,28 @@ def test_the_llvm_worker_is_replaced_and_compiles_match_in_process():
             try:
                 answers.append(pool.compile(ir_text))
             except WorkerUnavailable:  # starting: the caller compiles in-process meanwhile
-                import time
                 time.sleep(0.02)
         assert all(a[0] == in_process[0] and a[1] == in_process[1] for a in answers)
         assert pool.started == 3  # 2 compiles each
-        try:
-            pool.compile("this is not LLVM IR")
-        except RuntimeError as e:
-            assert not isinstance(e, WorkerUnavailable) and "error" in str(e).lower()
+        parts = [ir_text, ir_text.replace("@k(", "@k2(")]
+        while True:  # the second worker starts on the first parallel request
+            try:
+                together = pool.compile_parts(parts, 2)
+                break
+            except WorkerUnavailable:
+                time.sleep(0.02)
+        threads = [compiler._compile_part(text) for text in parts]
+        assert [(t, c) for t, c, _, _ in together] == threads
+        while True:
+            try:
+                pool.compile("this is not LLVM IR")
+            except WorkerUnavailable:  # (a worker spent by the parts is being replaced)
+                time.sleep(0.02)
+                continue
+            except RuntimeError as e:  # LLVM's error, raised here as an in-process compile would
+                assert "error" in str(e).lower()
+                break
+            raise AssertionError("invalid IR compiled")
     finally:
         pool.shutdown()
 

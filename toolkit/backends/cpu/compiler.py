@@ -191,14 +191,22 @@ def unpack_objects(data: bytes) -> list[bytes]:
 
 
 def compile_ir_parts(ir_texts: list[str]) -> MachineCode:
-    """Several modules (the kernels, split by the backend), compiled on one thread each and
-    loaded into one engine, which links the calls between them."""
+    """Several modules (the kernels, split by the backend), compiled at once, one per worker
+    process (or, while those start, one per thread here), and loaded into one engine, which
+    links the calls between them."""
     if len(ir_texts) == 1:
         return compile_ir(ir_texts[0])
     t0 = time.perf_counter()
     progress_phase(f"LLVM O3 and machine code ({len(ir_texts)} parts in parallel)")
-    with ThreadPoolExecutor(len(ir_texts), thread_name_prefix="toolkit-llvm") as workers:
-        results = list(workers.map(_compile_part, ir_texts))
+    results = None
+    if WORKER.enabled():
+        try:
+            results = [(text, code) for text, code, _, _ in WORKER.compile_parts(ir_texts, len(ir_texts))]
+        except WorkerUnavailable:
+            results = None
+    if results is None:
+        with ThreadPoolExecutor(len(ir_texts), thread_name_prefix="toolkit-llvm") as workers:
+            results = list(workers.map(_compile_part, ir_texts))
     t1 = time.perf_counter()
     objects = [code for _, code in results]
     machine = _load(objects)

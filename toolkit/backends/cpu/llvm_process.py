@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from ...config import env_int
 from . import llvm_worker
@@ -76,12 +77,16 @@ class _Worker:
 
 
 class WorkerProcess:
-    """One worker at a time, started on first use and replaced every ``COMPILES_PER_WORKER``."""
+    """Worker processes, started on first use, each replaced every ``COMPILES_PER_WORKER``
+    programs. One serves whole programs (slot 0); a program compiled in parallel parts deals
+    its parts out to one worker per part (up to the cores), which compile at once: the parts
+    run in processes of their own, so llvmlite's lock does not serialise them either."""
 
     def __init__(self, compiles_per_worker: int = COMPILES_PER_WORKER):
         self.compiles_per_worker = compiles_per_worker
-        self._worker: _Worker | None = None
-        self._lock = threading.Lock()
+        self._slots: list[_Worker | None] = []
+        self._slot_locks: list[threading.Lock] = []
+        self._lock = threading.Lock()  # guards the slot lists
         self._broken = False  # a worker could not start here: stop trying
         self.started = 0  # workers started (for tests and the soak report)
 
@@ -89,26 +94,51 @@ class WorkerProcess:
     def enabled() -> bool:
         return env_int("TOOLKIT_LLVM_WORKER", 1, 0, 1) == 1
 
-    def compile(self, ir_text: str) -> tuple[str, bytes, float, float]:
-        """(optimised IR, object code, seconds optimising, seconds emitting) from the worker; ``WorkerUnavailable`` while none is ready."""
-        with self._lock:
-            worker = self._current()
+    def compile(self, ir_text: str, slot: int = 0) -> tuple[str, bytes, float, float]:
+        """(optimised IR, object code, seconds optimising, seconds emitting) from the worker in
+        ``slot``; ``WorkerUnavailable`` while it is not ready (the caller compiles in-process)."""
+        lock = self._slot_lock(slot)
+        with lock:
+            worker = self._current(slot)
             if worker is None or not worker.ready.is_set() or worker.failed:
                 raise WorkerUnavailable("the LLVM worker is starting" if worker is not None and not worker.failed
                                         else "no LLVM worker")
             return worker.compile(ir_text)
 
-    def _current(self) -> _Worker | None:
-        worker = self._worker
+    def compile_parts(self, ir_texts: list[str], processes: int) -> list[tuple[str, bytes, float, float]]:
+        """Each part by a worker of its own (part k by worker k mod ``processes``), at once.
+        ``WorkerUnavailable`` unless every worker needed is ready: the first such program starts
+        them and compiles in-process; the next ones use them."""
+        n = max(1, min(processes, len(ir_texts)))
+        for k in range(n):
+            with self._slot_lock(k):
+                worker = self._current(k)
+            if worker is None or worker.failed:
+                raise WorkerUnavailable("no LLVM worker")
+        if not all(self._slots[k] is not None and self._slots[k].ready.is_set() for k in range(n)):
+            raise WorkerUnavailable("the LLVM workers are starting")
+        with ThreadPoolExecutor(n, thread_name_prefix="toolkit-llvm-parts") as pool:
+            return list(pool.map(lambda kt: self.compile(kt[1], kt[0] % n), enumerate(ir_texts)))
+
+    def _slot_lock(self, slot: int) -> threading.Lock:
+        with self._lock:
+            while len(self._slots) <= slot:
+                self._slots.append(None)
+                self._slot_locks.append(threading.Lock())
+            return self._slot_locks[slot]
+
+    def _current(self, slot: int) -> _Worker | None:
+        """The worker in ``slot`` (its lock held), replaced when spent or dead, started when absent."""
+        worker = self._slots[slot]
         if worker is not None and (worker.failed and worker.ready.is_set() or
                                    worker.compiles >= self.compiles_per_worker):
             if worker.failed and worker.compiles == 0:
                 self._broken = True  # it never answered: this machine cannot run one
             worker.close()
-            worker = self._worker = None
+            worker = self._slots[slot] = None
         if worker is None and not self._broken:
             try:
-                worker = self._worker = _Worker()
+                worker = self._slots[slot] = _Worker()
                 self.started += 1
             except OSError:
                 self._broken = True
@@ -116,9 +146,12 @@ class WorkerProcess:
 
     def shutdown(self) -> None:
         with self._lock:
-            if self._worker is not None:
-                self._worker.close()
-                self._worker = None
+            slots = list(enumerate(self._slots))
+        for k, worker in slots:
+            if worker is not None:
+                with self._slot_locks[k]:
+                    worker.close()
+                    self._slots[k] = None
 
 
 WORKER = WorkerProcess()
