@@ -197,3 +197,22 @@ def test_float64_power_c99_special_values_and_vectorised():
     np.testing.assert_array_equal(np.signbit(got[ok]), np.signbit(want[ok]))
     text = f.compiled(x, y).as_text("llvm")
     assert "x double>" in text and "@pow" not in text and "llvm.pow" not in text
+
+
+@pytest.mark.parametrize("fn", [np.sinh, np.cosh], ids=["sinh", "cosh"])
+def test_float64_sinh_cosh_within_three_ulp_up_to_the_overflow_edge(fn):
+    """Above |x| = 22, e^|x| / 2 is (h/2) h with h = e^(|x|/2): exact halving, where the old
+    e^(|x| - ln 2) rounded |x| - ln 2 and was up to 495 ulp off near |x| = 709."""
+    x = np.concatenate([rng.uniform(-710.47, 710.47, N), rng.uniform(-30, 30, N), rng.uniform(-1e-5, 1e-5, N)])
+    with np.errstate(all="ignore"):
+        got, want = tk.jit(fn, backend="cpu")(x), fn(x)
+    ok = np.isfinite(want) & (want != 0)
+    assert np.max(np.abs(got[ok] - want[ok]) / np.spacing(np.abs(want[ok]))) <= 3
+    np.testing.assert_array_equal(got[~ok], want[~ok])
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 710.4758, -710.4758, 710.48, 22.0, -22.0, 5e-324])
+    with np.errstate(all="ignore"):
+        got, want = tk.jit(fn, backend="cpu")(special), fn(special)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    assert np.all(np.abs(got[finite] - want[finite]) <= 3 * np.spacing(np.abs(want[finite])))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

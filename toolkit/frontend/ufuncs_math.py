@@ -109,28 +109,31 @@ def _in_float64(formula):
 @_register(np.sinh)
 @_in_float64
 def _sinh(x, out):
-    # (e^x - e^-x) / 2 via expm1: exact near 0 (and -0.0 stays -0.0); e^|x| / 2 where e^|x|
-    # alone would overflow though the result does not
-    half = _const(x, 0.5)
-    small = _mul(_sub(_e("exponential-minus-one", x), _e("exponential-minus-one", _e("negate", x))), half)
-    big = _e("exponential", _sub(_abs(x), _const(x, math.log(2.0))))
-    big = _select(_signbit(x), _e("negate", big), big)
-    return _select(_lt(_abs(x), _overflow_edge(x)), small, big)
+    # fdlibm's scheme: sinh|x| = (t + t/(t+1)) / 2 with t = expm1|x| below 22 (exact near 0, and
+    # -0.0 stays -0.0); e^|x| / 2 above, as (h/2) h with h = e^(|x|/2): finite up to the true
+    # overflow (|x| = 710.47), and no rounded |x| - ln 2 (which cost up to ~500 ulp near 709)
+    a = _abs(x)
+    t = _e("exponential-minus-one", a)
+    small = _mul(_add(t, _div(t, _add(t, _const(x, 1.0)))), _const(x, 0.5))
+    magnitude = _select(_lt(a, _const(x, 22.0)), small, _half_exp(x, a))
+    return _select(_signbit(x), _e("negate", magnitude), magnitude)
 
 
-def _overflow_edge(x: Tracer) -> Tracer:
-    """Below this |x|, e^|x| is finite (float64: 709.78, float32: 88.72)."""
-    return _const(x, 700.0 if x.dtype.itemsize >= 8 else 85.0)
+def _half_exp(x: Tracer, a: Tracer) -> Tracer:
+    """e^a / 2 for a >= 0, as (h/2) h with h = e^(a/2): no overflow before the result's own."""
+    h = _e("exponential", _mul(a, _const(x, 0.5)))
+    return _mul(_mul(h, _const(x, 0.5)), h)
 
 
 @_register(np.cosh)
 @_in_float64
 def _cosh(x, out):
+    # (e^|x| + e^-|x|) / 2 as t/2 + (1/2)/t with t = e^|x| below 22; e^|x| / 2 above (_half_exp)
     a = _abs(x)
     half = _const(x, 0.5)
-    small = _mul(_add(_e("exponential", a), _e("exponential", _e("negate", a))), half)
-    big = _e("exponential", _sub(a, _const(x, math.log(2.0))))
-    return _select(_lt(a, _overflow_edge(x)), small, big)
+    t = _e("exponential", a)
+    small = _add(_mul(t, half), _div(half, t))
+    return _select(_lt(a, _const(x, 22.0)), small, _half_exp(x, a))
 
 
 def _large(x: Tracer) -> Tracer:
