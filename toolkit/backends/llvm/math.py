@@ -245,9 +245,8 @@ def exp_f64(b: ir.IRBuilder, x):
     return b.select(b.fcmp_unordered("uno", x, x), x, result)
 
 
-def log_f64(b: ir.IRBuilder, x):
-    """log: x = 2**e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m-1)/(m+1), an odd
-    series to s**23 (|s| <= 0.172); e ln 2 in two parts. Subnormals are scaled by 2**54 first."""
+def _log_reduce_f64(b: ir.IRBuilder, x):
+    """(e, m) with x = 2**e m, m in [sqrt(1/2), sqrt(2)), e an i64; subnormals scaled by 2**54 first."""
     tiny = b.fcmp_ordered("<", x, _d(2.2250738585072014e-308))
     scaled = b.select(tiny, b.fmul(x, _d(18014398509481984.0)), x)
     bits = b.bitcast(scaled, I64)
@@ -257,6 +256,13 @@ def log_f64(b: ir.IRBuilder, x):
     big = b.fcmp_ordered(">", m, _d(1.4142135623730951))
     m = b.select(big, b.fmul(m, _d(0.5)), m)
     e = b.select(big, b.add(e, ir.Constant(I64, 1)), e)
+    return e, m
+
+
+def log_f64(b: ir.IRBuilder, x):
+    """log: x = 2**e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m-1)/(m+1), an odd
+    series to s**23 (|s| <= 0.172); e ln 2 in two parts. Subnormals are scaled by 2**54 first."""
+    e, m = _log_reduce_f64(b, x)
     f = b.fsub(m, _d(1.0))
     s = b.fdiv(f, b.fadd(f, _d(2.0)))
     s2 = b.fmul(s, s)
@@ -375,15 +381,7 @@ def _log_two_part_f64(b: ir.IRBuilder, x):
     log_f64, ln m = 2s + (2/3)s^3 + s^5 R(s^2) with s = (m-1)/(m+1), where s, 2s and (2/3)s^3
     are carried in two parts (one division: the low part of s comes from an FMA remainder) and
     only the small rest s^5 R (|s^5 R| < 2^-13 |2s|) is rounded once."""
-    tiny = b.fcmp_ordered("<", x, _d(2.2250738585072014e-308))
-    scaled = b.select(tiny, b.fmul(x, _d(18014398509481984.0)), x)
-    bits = b.bitcast(scaled, I64)
-    e = b.sub(b.and_(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 0x7FF)), ir.Constant(I64, 1023))
-    e = b.select(tiny, b.sub(e, ir.Constant(I64, 54)), e)
-    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I64, 0xFFFFFFFFFFFFF)), ir.Constant(I64, 0x3FF0000000000000)), F64)
-    big = b.fcmp_ordered(">", m, _d(1.4142135623730951))
-    m = b.select(big, b.fmul(m, _d(0.5)), m)
-    e = b.select(big, b.add(e, ir.Constant(I64, 1)), e)
+    e, m = _log_reduce_f64(b, x)
     f = b.fsub(m, _d(1.0))  # exact
     d_hi = b.fadd(m, _d(1.0))
     d_lo = b.fsub(m, b.fsub(d_hi, _d(1.0)))  # m + 1 == d_hi + d_lo exactly
