@@ -124,3 +124,32 @@ def test_without_a_worker_compiles_run_in_this_process(monkeypatch):
     for n in (3, 4, 5):
         np.testing.assert_array_equal(f(np.ones(n)), np.full(n, 4.0))
     assert pool._broken and pool.started == 0
+
+
+def test_a_forked_child_starts_its_own_llvm_worker():
+    """A child of fork() must not write to its parent's worker pipe: it starts its own."""
+    import os
+    import numpy as np
+    import pytest
+    import toolkit as tk
+    from toolkit.backends.cpu.llvm_process import WORKER
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork() here")
+    f = tk.jit(lambda x: x * 2.0 + 1.0, backend="cpu")
+    for n in range(3, 8):  # the worker is up in the parent
+        f(np.ones(n))
+    parent_workers = list(WORKER._slots)
+    pid = os.fork()
+    if pid == 0:  # the child: compile new shapes, check, and leave without running pytest's exit
+        code = 1
+        try:
+            ok = WORKER._slots == [] and all(
+                np.array_equal(f(np.ones(n)), np.full(n, 3.0)) for n in range(20, 26))
+            code = 0 if ok else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert WORKER._slots == parent_workers  # the parent's workers are untouched
+    np.testing.assert_array_equal(f(np.ones(30)), np.full(30, 3.0))

@@ -144,6 +144,13 @@ class WorkerProcess:
                 self._broken = True
         return worker
 
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's workers and pipes are the parent's (a child writing
+        to them would interleave with it). Start afresh; the parent keeps its own."""
+        self._slots = []
+        self._slot_locks = []
+        self._lock = threading.Lock()
+
     def shutdown(self) -> None:
         with self._lock:
             slots = list(enumerate(self._slots))
@@ -164,3 +171,5 @@ def _shutdown_at_exit() -> None:
 import atexit  # noqa: E402  (registered after WORKER exists)
 
 atexit.register(_shutdown_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WORKER.forget_after_fork)
