@@ -144,16 +144,7 @@ def _compile_part(ir_text: str) -> tuple[str, bytes]:
         module.verify()
         module.triple = llvm.get_process_triple()
         module.data_layout = str(tm.target_data)
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(tm, pto)
-        mpm = pb.getModulePassManager()
-        try:
-            _RUN_O3(mpm, module, pb)
-        finally:
-            mpm.close()
-            pb.close()
-            pto.close()
+        llvm_worker.optimize(module, tm, run=_RUN_O3)  # LLVM's C entry point: no llvmlite lock
         optimized = str(module)
         with ffi.OutputString() as error:
             buffer = _EMIT(tm, module, 1, error)

@@ -31,9 +31,10 @@ def new_target_machine():
                                         features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True)
 
 
-def optimize(module, tm) -> None:
+def optimize(module, tm, run=None) -> None:
     """O3 with the loop and SLP vectorisers. Every pass-manager object is disposed here: left to
-    the garbage collector they hold their analyses (and LLVM memory) for a while after each compile."""
+    the garbage collector they hold their analyses (and LLVM memory) for a while after each compile.
+    ``run(mpm, module, pb)`` runs the pipeline (default: llvmlite's, behind its global lock)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
@@ -41,7 +42,10 @@ def optimize(module, tm) -> None:
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     try:
-        mpm.run(module, pb)
+        if run is None:
+            mpm.run(module, pb)
+        else:
+            run(mpm, module, pb)
     finally:
         mpm.close()
         pb.close()
