@@ -168,12 +168,19 @@ def _scaled_then_set(a, y):
     a[0] = y
 
 
+def _two_arrays_in_turn(a, y):  # PolyBench's jacobi: each array written from the other, trip after trip
+    for _ in range(3):
+        y[1:-1] = 0.5 * (a[0, :-2] + a[0, 2:])
+        a[0, 1:-1] = 0.5 * (y[:-2] + y[2:])
+
+
 @pytest.mark.parametrize("fn, in_place", [(_add_row, True), (_add_inner, True), (_through_a_view, True),
-                                          (_reversed, False), (_scaled_then_set, False)])
+                                          (_reversed, False), (_scaled_then_set, False), (_two_arrays_in_turn, True)])
 def test_the_cpu_backend_writes_donated_arguments_in_place(fn, in_place):
     """``A += y`` and ``A[1:-1] += ...`` write the caller's array directly: its buffer is the
-    kernel's output, and nothing is copied back. Kernels that read the argument elsewhere than
-    where they write (``A += A[::-1]``) compute into a new buffer and copy back, as before."""
+    kernel's output, and nothing is copied back; so does a chain of writes (an unrolled loop's
+    trips), every link in the caller's array. Kernels that read the argument
+    elsewhere than where they write (``A += A[::-1]``) compute into a new buffer and copy back."""
     make = lambda: (np.arange(36.0).reshape(6, 6), np.arange(6.0))  # noqa: E731
     a, y = make()
     expected, ey = make()
@@ -187,9 +194,10 @@ def test_the_cpu_backend_writes_donated_arguments_in_place(fn, in_place):
     assert bool(executable.in_place_outputs) == in_place
     if in_place:  # the executable returns the caller's array itself: no copy made, none to make
         b, yb = make()
-        (result,) = executable([b, yb])
-        assert result is b
+        results = executable([b, yb])
+        assert all(r is arg for r, arg in zip(results, (b, yb)))  # (both, where both are written)
         np.testing.assert_array_equal(b, expected)
+        np.testing.assert_array_equal(yb, ey)
 
 
 def test_a_stencil_into_its_argument_is_not_written_in_place_but_is_right():

@@ -45,6 +45,8 @@ RULE_CASES = {
     "negate(negate(x)) -> x": (lambda x: -(-x), x34),
     "dot(s*A, x) -> s*dot(A, x) (when the dot's result is smaller)": (lambda x: (2.0 * x) @ x[0], x34),
     "not(not(x)) -> x": (lambda x: ~~x, x34.astype(np.int32)),
+    "dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)":
+        (lambda x: x.T @ x + (x @ x.T)[0, 0], x34),
     # batched, with the contracting dimension first on the left (a transpose): (3, 4, 1) @ (3, 1, 4)
     "dot contracting only size-1 dimensions (an outer product) -> multiply":
         (lambda x: np.matmul(x[:, None, :].transpose(0, 2, 1), x[:, None, :]) + np.outer(x[0], x[1]), x34),
@@ -106,6 +108,38 @@ def test_an_outer_product_dot_matches_numpy_to_the_sign_of_zero(dtype, backend):
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     assert "dot(" not in tk.jit(lambda a, b: a[:, None] @ b[None, :]).lower(a, b).compile().as_text()
+
+
+TRANSPOSED_DOTS = {  # name: (function, operand shapes, whether every transpose folds)
+    "x.T @ y": (lambda x, y: x.T @ y, [(5, 3), (5, 4)], True),
+    "x @ y.T": (lambda x, y: x @ y.T, [(3, 5), (4, 5)], True),
+    "x.T @ x (one buffer: BLAS's syrk in NumPy)": (lambda x: x.T @ x, [(6, 4)], True),
+    "batched, swapped matrices": (lambda x, y: np.swapaxes(x, 1, 2) @ y, [(2, 5, 3), (2, 5, 4)], True),
+    "batch dimension moved": (lambda x, y: np.transpose(x, (1, 0, 2)) @ y, [(3, 2, 5), (2, 5, 4)], True),
+    # the left operand's free dimensions (3, 2) would come out in x's order (2, 3): not folded
+    "free dimensions reordered": (lambda x, y: np.tensordot(np.transpose(x, (1, 0, 2)), y, axes=([2], [0])),
+                                  [(2, 3, 5), (5, 4)], False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSPOSED_DOTS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_transposes_fold_into_dots_and_match_numpy(name, dtype):
+    fn, shapes, folds = TRANSPOSED_DOTS[name]
+    rng = np.random.default_rng(0)
+    args = [(rng.standard_normal(s) * 4).astype(dtype) for s in shapes]
+    if dtype != np.int64:
+        args[0].flat[0] = -0.0
+    compiled = tk.jit(fn).lower(*args).compile()
+    _, counts = simplify(tk.jit(fn).lower(*args).hlo)
+    rule = "dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)"
+    assert (counts[rule] >= 1) == folds, counts
+    assert ("transpose" not in compiled.as_text()) == folds
+    want = fn(*args)
+    got = tk.jit(fn)(*args)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tolerance = 1e-6 if dtype == np.float32 else 1e-13  # of the largest result: sums cancel
+    np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * np.abs(want).max())
 
 
 def test_a_window_written_elsewhere_is_not_a_no_op():

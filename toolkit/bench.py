@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -30,8 +31,17 @@ def _have_jax() -> bool:
         return False
 
 
+def _jax():
+    """JAX with 64-bit types on: without it, JAX quietly computes the float64 rows in float32.
+    (Python scalars stay weakly typed, so the float32 rows stay float32.)"""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
 def _bytes_moved(args, out) -> int:
-    leaves = out if isinstance(out, tuple) else (out,)
+    leaves = out if isinstance(out, tuple) else () if out is None else (out,)
     return sum(np.asarray(a).nbytes for a in args) + sum(np.asarray(o).nbytes for o in leaves)
 
 
@@ -61,13 +71,13 @@ def _callable(side: str, w: Workload):
     args = w.args()
     if side == "numpy":
         fn = w.make(np)
-        return lambda: fn(*args), args, fn(*args)
+        return lambda: fn(*args), args, w.result(fn, args)
     if side == "toolkit":
         from . import api
 
         fn = api.jit(w.toolkit_function(), backend="cpu")
-        return lambda: fn(*args), args, fn(*args)
-    import jax
+        return lambda: fn(*args), args, w.result(fn, args)
+    jax = _jax()
     import jax.numpy as jnp
 
     fn = jax.jit(w.make(jnp))
@@ -106,7 +116,7 @@ def _compile_time(side: str) -> float | None:
                 os.environ["TOOLKIT_CACHE_DIR"] = saved
         return first - _time(lambda: fn(x), repeats=3)
     if side == "jax":
-        import jax
+        jax = _jax()
         import jax.numpy as jnp
 
         fn = jax.jit(chain(jnp))
@@ -126,8 +136,7 @@ def _dispatch(side: str) -> float:
 
         f = api.jit(lambda v: v + 1, backend="cpu")
         return _time(lambda: f(x), min_seconds=0.05)
-    import jax
-
+    jax = _jax()
     f = jax.jit(lambda v: v + 1)
     d = jax.device_put(x)
     return _time(lambda: f(d).block_until_ready(), min_seconds=0.05)
@@ -146,8 +155,20 @@ def _ceiling() -> float:
     return 3 * n * 4 / seconds
 
 
+# rows also timed with tk.profile() open: profiling must not change what it measures
+PROFILED_ROWS = ("chain 4M", "softmax 4096x1024", "layernorm 4096x1024")
+
+
+def _profiled(call) -> float:
+    """Seconds per call with a profile open around the timing (and its events recorded)."""
+    from .profiler import profile
+
+    with profile():
+        return _time(call)
+
+
 def worker(side: str, rows: list[str], scale: float) -> dict:
-    out = {"side": side, "rows": {}}
+    out = {"side": side, "rows": {}, "profiled": {}}
     for w in BENCHMARK:
         if w.name not in rows:
             continue
@@ -155,6 +176,8 @@ def worker(side: str, rows: list[str], scale: float) -> dict:
         call, args, result = _callable(side, w)
         seconds = _time(call)
         out["rows"][w.name] = {"seconds": seconds, "bytes": _bytes_moved(args, result), "flops": w.flops}
+        if side == "toolkit" and w.name in PROFILED_ROWS:
+            out["profiled"][w.name] = _profiled(call) / seconds
     out["compile_seconds"] = _compile_time(side)
     out["dispatch_seconds"] = _dispatch(side)
     if side == "toolkit":
@@ -177,6 +200,8 @@ def combine(runs: list[dict]) -> dict:
         for key in ("compile_seconds", "dispatch_seconds", "cached_compile_seconds"):
             if run.get(key) is not None:
                 side[key] = min(side.get(key, float("inf")), run[key])
+        for name, ratio in run.get("profiled", {}).items():  # the best process's ratio
+            side.setdefault("profiled", {})[name] = min(side.get("profiled", {}).get(name, float("inf")), ratio)
         if "ceiling_bytes_per_second" in run:
             side["ceiling"] = max(side.get("ceiling", 0.0), run["ceiling_bytes_per_second"])
         if "device" in run:
@@ -232,6 +257,16 @@ def markdown(best: dict, rows: list[str]) -> str:
         times = " | ".join(f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides)
         lines.append(f"| {name} | {times} | {gbs:.1f} | {gflops} | {vs_np:.2f}x | {vs_jax} | {pct} |")
     lines.append("")
+    for other, label in (("numpy", "NumPy"), ("jax", "JAX")):
+        ratios = [best[other]["rows"][n]["seconds"] / best["toolkit"]["rows"][n]["seconds"] for n in rows
+                  if other in best and n in best[other]["rows"] and n in best.get("toolkit", {}).get("rows", {})]
+        if ratios:
+            lines.append(f"Geometric mean of toolkit's speed-up over {label}: "
+                         f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over {len(ratios)} rows.")
+    profiled = best.get("toolkit", {}).get("profiled", {})
+    if profiled:
+        lines.append("Time under tk.profile() / unprofiled time: "
+                     + ", ".join(f"{n} {r:.2f}x" for n, r in profiled.items()) + ".")
     if ceiling:
         lines.append(f"Bandwidth ceiling (STREAM triad compiled by toolkit, all cores): {ceiling / 1e9:.1f} GB/s.")
     for key, label, unit, factor in (("compile_seconds", "Compile time of a 20-op elementwise chain (cold)", "ms", 1e3),

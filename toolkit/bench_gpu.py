@@ -36,16 +36,18 @@ def _side(side: str, w: Workload, backend: str = "gpu", device=None):
         device = device if device is not None else default_device()
         fn = api.jit(w.toolkit_function(), backend=backend)
         args = [device_put(a, device) for a in host_args]
-        return (lambda: fn(*args)), device.synchronize, fn(*args)
+        return (lambda: fn(*args)), device.synchronize, w.result(fn, args)
     if side == "cupy":
         import cupy
 
         fn = w.make(cupy)
         args = [cupy.asarray(a) for a in host_args]
-        out = fn(*args)
+        out = w.result(fn, args)
         result = tuple(cupy.asnumpy(o) for o in out) if isinstance(out, tuple) else cupy.asnumpy(out)
         return (lambda: fn(*args)), cupy.cuda.Stream.null.synchronize, result
-    import jax
+    from .bench import _jax
+
+    jax = _jax()
     import jax.numpy as jnp
 
     fn = jax.jit(w.make(jnp))

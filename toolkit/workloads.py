@@ -57,6 +57,79 @@ def mlp(xp):
     return mlp
 
 
+def gelu_cube(xp):
+    """GELU written with ``x ** 3``, as many users write it (an integer power)."""
+    def gelu_cube(x):
+        return 0.5 * x * (1.0 + xp.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+    return gelu_cube
+
+
+def scalar_chain(xp):
+    """A chain of scalar transcendentals broadcast into a large array: the chain must run once,
+    not once per element of the consumer."""
+    def scalar_chain(a, d):
+        s = d[0]
+        for _ in range(8):
+            s = xp.tanh(s) * 1.5 + 0.25
+        return a + s
+    return scalar_chain
+
+
+def gesummv(xp):
+    """PolyBench's gesummv: y = alpha A x + beta B x (the scalars belong after the products)."""
+    def gesummv(a, b, x):
+        return 1.5 * a @ x + 1.2 * b @ x
+    return gesummv
+
+
+def arctan2_f64(xp):
+    def arctan2_f64(a, b):
+        return xp.arctan2(xp.sqrt(a), xp.sqrt(1.0 - a)) * b
+    return arctan2_f64
+
+
+def exp_f64(xp):
+    def exp_f64(x):
+        return xp.exp(x)
+    return exp_f64
+
+
+def colsum(xp):
+    def colsum(x):
+        return xp.sum(x, axis=0)
+    return colsum
+
+
+def jacobi_2d(xp):
+    """PolyBench's jacobi-2d over 50 time steps as its NumPy version writes it: slice
+    assignments into the two argument arrays, a Python loop the tracer unrolls into one program
+    (toolkit writes the results back into the arguments, as NumPy does). JAX cannot write in
+    place: its version returns the arrays (``.at[].set``), as JAX ports of PolyBench do."""
+    jax_side = xp.__name__.startswith("jax")
+
+    def stencil(src):
+        return 0.2 * (src[1:-1, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:] + src[2:, 1:-1] + src[:-2, 1:-1])
+
+    def jacobi_2d(a, b):
+        for _ in range(50):
+            if jax_side:
+                b = b.at[1:-1, 1:-1].set(stencil(a))
+                a = a.at[1:-1, 1:-1].set(stencil(b))
+            else:
+                b[1:-1, 1:-1] = stencil(a)
+                a[1:-1, 1:-1] = stencil(b)
+        return (a, b) if jax_side else None
+    return jacobi_2d
+
+
+def covariance(xp):
+    """PolyBench's covariance: centre the columns, then (data.T @ data) / (n - 1)."""
+    def covariance(data):
+        centred = data - xp.mean(data, axis=0)
+        return centred.T @ centred / (data.shape[0] - 1.0)
+    return covariance
+
+
 def _mlp_loss(xp):
     def loss(x, y, w1, b1, w2):
         return xp.mean((xp.tanh(x @ w1 + b1) @ w2 - y) ** 2)
@@ -201,6 +274,13 @@ class Workload:
     flops: float = 0.0  # for rows measured in FLOP/s
     toolkit: Callable | None = None  # () -> toolkit's function, where it is not make(np) (tk.grad)
     batch_args: tuple[int, ...] = (0,)  # the arguments whose first axis is the batch (scaled())
+    in_place: bool = False  # NumPy's and toolkit's version writes into its arguments and returns None
+
+    def result(self, fn: Callable, args) -> object:
+        """What one call computes: its return value, or for an in-place workload the arguments
+        it wrote (JAX's version of one returns them instead)."""
+        out = fn(*args)
+        return tuple(args) if self.in_place and out is None else out
 
     def args(self, seed: int = 0) -> tuple:
         return self.make_args(np.random.default_rng(seed))
@@ -222,6 +302,20 @@ BENCHMARK: tuple[Workload, ...] = (
     Workload("layernorm 4096x1024", layernorm, lambda r: (_f32(r, 4096, 1024), _f32(r, 1024), _f32(r, 1024))),
     Workload("sum 16M", total, lambda r: (_f32(r, 16 << 20),)),
     Workload("rowsum 4096x4096", rowsum, lambda r: (_f32(r, 4096, 4096),)),
+    Workload("gelu x**3 2048x2048", gelu_cube, lambda r: (_f32(r, 2048, 2048),)),
+    Workload("scalar chain into 2000x2000 f64", scalar_chain,
+             lambda r: (r.standard_normal((2000, 2000)), r.standard_normal(16))),
+    Workload("colsum 4096x4096", colsum, lambda r: (_f32(r, 4096, 4096),)),
+    Workload("exp f64 1M", exp_f64, lambda r: (r.standard_normal(1 << 20),)),
+    Workload("arctan2 f64 1M", arctan2_f64, lambda r: (r.random(1 << 20), r.standard_normal(1 << 20)),
+             batch_args=(0, 1)),
+    Workload("gesummv 2000 f64", gesummv,
+             lambda r: (r.standard_normal((2000, 2000)), r.standard_normal((2000, 2000)), r.standard_normal(2000)),
+             flops=2.0 * 2 * 2000 * 2000, batch_args=(0, 1)),
+    Workload("jacobi-2d 50 steps 512x512 f64", jacobi_2d,
+             lambda r: (r.random((512, 512)), r.random((512, 512))), batch_args=(0, 1), in_place=True),
+    Workload("covariance 1024x512 f64", covariance, lambda r: (r.standard_normal((1024, 512)),),
+             flops=2.0 * 1024 * 512 * 512),
     Workload("mlp relu(x@W+b) 1024", mlp, lambda r: (_f32(r, 1024, 1024), _f32(r, 1024, 1024) * np.float32(0.03),
                                                      _f32(r, 1024)), flops=2.0 * 1024 ** 3),
     Workload("train step grads 1024x512", train_grads,
@@ -250,7 +344,7 @@ def scaled(workload: Workload, scale: float) -> Workload:
     first = workload.make_args(np.random.default_rng(0))[0]  # named after what really runs
     shape = (max(1, int(first.shape[0] * scale)),) + tuple(first.shape[1:])
     return Workload(f"{workload.name.rsplit(' ', 1)[0]} {_size_text(shape)}", workload.make, make_args,
-                    workload.flops * scale, workload.toolkit, workload.batch_args)
+                    workload.flops * scale, workload.toolkit, workload.batch_args, workload.in_place)
 
 
 def _size_text(shape) -> str:
@@ -265,4 +359,5 @@ def _size_text(shape) -> str:
 
 
 # the demo's set: one of each kind, at a fraction of the benchmark's size
-DEMO = tuple(w for w in BENCHMARK if w.name not in ("chain 1k", "chain 32M") and w.toolkit is None)
+DEMO = tuple(w for w in BENCHMARK if w.name in ("chain 4M", "gelu 4096x4096", "softmax 4096x1024", "layernorm 4096x1024",
+                                                 "sum 16M", "rowsum 4096x4096", "mlp relu(x@W+b) 1024"))

@@ -96,6 +96,38 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
                     return j, out_index
         return None
 
+    def chains_into_arguments() -> dict[int, tuple[int, int]]:
+        """First instruction -> (operand index, output index) for each chain of in-place updates
+        (a dynamic-update-slice of a dynamic-update-slice ... of a donated argument: an unrolled
+        loop writing into its argument trip after trip) that ends in that argument's output. Every
+        link is checked here as the loop below will check it, so the whole chain stays in the
+        caller's array."""
+        position_of = {id(inst): k for k, inst in enumerate(entry.instructions)}
+        starts: dict[int, tuple[int, int]] = {}
+        for out_index, param_number in donated.items():
+            if out_index >= len(root_outputs) or sum(o is root_outputs[out_index] for o in root_outputs) != 1:
+                continue
+            x = root_outputs[out_index]
+            while x.opcode not in ("parameter", "constant", "tuple", "get-tuple-element", "opt-barrier"):
+                k = updates_in_place(x) if updates_in_place is not None else None
+                if k is None and overwritable is not None:  # the first link may be elementwise
+                    k = next((j for j in sorted(overwritable(x)) if x.operands[j].opcode == "parameter"
+                              and x.operands[j].attrs["parameter_number"] == param_number), None)
+                if k is None:
+                    break
+                target = x.operands[k]
+                if last_use.get(id(target)) != position_of[id(x)] or id(target) in returned \
+                        or sum(o is target for o in x.operands) != 1 or len(leaf_shapes(target.shape)) != 1:
+                    break
+                if target.opcode == "parameter":
+                    if target.attrs["parameter_number"] == param_number:
+                        starts[id(x)] = (k, out_index)
+                    break
+                x = target
+        return starts
+
+    chain_starts = chains_into_arguments() if donated else {}
+
     for position, inst in enumerate(entry.instructions):
         op = inst.opcode
         if op == "parameter":
@@ -114,7 +146,7 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             inputs = [s for o in inst.operands for s in value_slots[id(o)]]
             k = updates_in_place(inst) if updates_in_place is not None else None
             target = inst.operands[k] if k is not None else None
-            into_argument = donated_operand(inst, position) if donated else None
+            into_argument = (donated_operand(inst, position) or chain_starts.get(id(inst))) if donated else None
             if target is not None and target.opcode not in ("parameter", "constant", "tuple", "get-tuple-element",
                                                             "opt-barrier") \
                     and last_use.get(id(target)) == position and id(target) not in returned \
@@ -123,16 +155,23 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             elif into_argument is not None:  # the caller's array is the output buffer
                 j, out_index = into_argument
                 outs = value_slots[id(inst)] = list(value_slots[id(inst.operands[j])])
-                in_place_outputs.add(out_index)
+                if inst is root_outputs[out_index]:
+                    in_place_outputs.add(out_index)
             else:
                 outs = value_slots[id(inst)] = new_slots(inst.shape)
             produced.update(outs)
             steps.append(make_step(inst, inputs, outs))
-    # a donated argument returned unchanged at its own position is returned as itself
+    # a donated argument returned unchanged at its own position is returned as itself, and so
+    # is one a chain of in-place updates ended in
     for out_index, param_number in donated.items():
         if out_index < len(root_outputs):
             out = root_outputs[out_index]
             if out.opcode == "parameter" and out.attrs["parameter_number"] == param_number:
                 in_place_outputs.add(out_index)
+    for _, out_index in chain_starts.values():
+        if value_slots[id(root_outputs[out_index])] == [arg_slots[donated[out_index]]]:
+            in_place_outputs.add(out_index)
+        else:  # every link was checked: a chain cannot break
+            raise AssertionError(f"in-place chain into argument {donated[out_index]} broke")
     return BufferPlan(slots, arg_slots, list(value_slots[id(entry.root)]), constants, steps, produced,
                       in_place_outputs)

@@ -162,6 +162,30 @@ def _scalar_out_of_dot(inst, ops, b):
     return None
 
 
+@rule("dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)", "dot")
+def _fold_transpose_into_dot(inst, ops, b):
+    """As XLA's TransposeFolding: a dot reads its operands through any layout (BLAS's
+    transpose flags), so a transpose feeding it need not be written out (``c.T @ c``: NumPy
+    passes the transposed view to BLAS too). Valid when the operand's free dimensions keep
+    their order: the dot lays them out in the output in operand order."""
+    a = inst.attrs
+    for k, side in ((0, "lhs"), (1, "rhs")):
+        t = ops[k]
+        if t.opcode != "transpose":
+            continue
+        perm = t.attrs["dimensions"]  # dimension d of the transpose is dimension perm[d] of x
+        batch, contracting = a.get(f"{side}_batch_dims", ()), a.get(f"{side}_contracting_dims", ())
+        free = [perm[d] for d in range(t.shape.rank) if d not in batch and d not in contracting]
+        if free != sorted(free):
+            continue
+        attrs = dict(a)
+        attrs[f"{side}_batch_dims"] = tuple(perm[d] for d in batch)
+        attrs[f"{side}_contracting_dims"] = tuple(perm[d] for d in contracting)
+        operands = (t.operands[0], ops[1]) if k == 0 else (ops[0], t.operands[0])
+        return b.add("dot", operands, attrs, inst.shape, inst.metadata)
+    return None
+
+
 def _dot_operand_broadcast(x: Instruction, batch, contracting, out_positions, out_shape, md, b):
     """``x`` (a dot operand) laid out as its part of the dot's output: batch dims, then its free
     dims, the size-1 contracting dims dropped, broadcast along the other operand's free dims."""

@@ -18,7 +18,7 @@ from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
 from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
-from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, plan_kernel,
+from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, kernel_key, plan_kernel,
                              plan_update_in_place, update_in_place_operand)
 from .kernels import emit_kernel
 from .row_groups import RowGroup, emit_driver, find_row_groups
@@ -90,30 +90,58 @@ def _with_groups(steps, groups, machine) -> list[Step]:
 KERNELS_PER_PART = 48  # below this many kernels a program compiles as one module
 
 
-def _part_count(kernels) -> int:
-    return max(1, min(num_threads(), len(kernels) // KERNELS_PER_PART))
+def _part_count(distinct_kernels: int) -> int:
+    return max(1, min(num_threads(), distinct_kernels // KERNELS_PER_PART))
+
+
+def share_identical_kernels(kernels) -> int:
+    """Point every kernel whose code would repeat an earlier one's (an unrolled loop's trips) at
+    that one's symbol, so it is generated and compiled once; the number shared."""
+    first: dict[tuple, str] = {}
+    shared = 0
+    for step in kernels:
+        symbol = first.setdefault(kernel_key(step.extra["spec"]), step.inst.name)
+        step.extra["symbol"] = symbol
+        shared += symbol != step.inst.name
+    return shared
+
+
+def symbol(step) -> str:
+    """The function a kernel step calls: its own, or an identical earlier kernel's."""
+    return step.extra.get("symbol", step.inst.name)
 
 
 def _emit(name: str, steps, kernels, plan, fallbacks, parts: int = 1) -> tuple[list[ir.Module], list[RowGroup]]:
     """The LLVM modules of every kernel and row-group driver (kernels that cannot be lowered
     fall back, and are listed in ``fallbacks``). With ``parts`` > 1 the kernels are dealt out
-    to that many modules, compiled in parallel; a driver declares members another part defines."""
+    to that many modules, compiled in parallel; a driver declares members another part defines.
+    A kernel identical to an earlier one is emitted once (``share_identical_kernels``)."""
     modules = [ir.Module(name=name if parts == 1 else f"{name}.part{k}") for k in range(parts)]
     home: dict[str, ir.Module] = {}
-    for k, step in enumerate(list(kernels)):
-        module = modules[k % parts]
+    failed: dict[str, str] = {}
+    emitted = 0
+    for step in list(kernels):
+        own = symbol(step)
+        if own in failed:  # the kernel this one repeats could not be lowered
+            _fallback(step, step.inst, failed[own], fallbacks)
+            continue
+        if own in home:
+            continue
+        module = modules[emitted % parts]
         try:
             emit_or_discard(module, emit_kernel, step.extra["spec"])
-            home[step.inst.name] = module
+            home[own] = module
+            emitted += 1
         except CodegenUnsupported as e:
+            failed[own] = str(e)
             _fallback(step, step.inst, str(e), fallbacks)
     groups = find_row_groups(steps, plan.slots, plan.out_slots)
     for group in groups:
-        module = home[group.members[0].inst.name]
+        module = home[symbol(group.members[0])]
         for member in group.members:  # defined in another part: linked when the engine loads both
-            defined = home[member.inst.name]
-            if defined is not module and member.inst.name not in module.globals:
-                ir.Function(module, defined.globals[member.inst.name].function_type, member.inst.name)
+            defined = home[symbol(member)]
+            if defined is not module and symbol(member) not in module.globals:
+                ir.Function(module, defined.globals[symbol(member)].function_type, symbol(member))
         emit_driver(module, group)
     return modules, groups
 
@@ -121,7 +149,9 @@ def _emit(name: str, steps, kernels, plan, fallbacks, parts: int = 1) -> tuple[l
 def _regenerate(module: Module) -> str:
     """The LLVM IR a compile of ``module`` emits: for IR views of machine code from the cache."""
     plan = _plan(module, [])
-    return str(_emit(module.name, plan.steps, [s for s in plan.steps if s.kind == "kernel"], plan, [])[0][0])
+    kernels = [s for s in plan.steps if s.kind == "kernel"]
+    share_identical_kernels(kernels)
+    return str(_emit(module.name, plan.steps, kernels, plan, [])[0][0])
 
 
 def compile_module(module: Module) -> CpuExecutable:
@@ -130,6 +160,7 @@ def compile_module(module: Module) -> CpuExecutable:
     plan = _plan(module, fallbacks)
     steps = plan.steps
     kernels = [s for s in steps if s.kind == "kernel"]
+    shared = share_identical_kernels(kernels)
     key = disk_cache.cache_key(module.to_text(metadata=False), host_description()) \
         if kernels and disk_cache.cache_dir() else None
     machine, status = None, "miss"
@@ -144,7 +175,8 @@ def compile_module(module: Module) -> CpuExecutable:
             status = f"miss ({found} cache entry rebuilt)"
     groups: list[RowGroup] = []
     if machine is None and kernels:
-        llvm_modules, groups = _emit(module.name, steps, kernels, plan, fallbacks, _part_count(kernels))
+        distinct = len(kernels) - shared
+        llvm_modules, groups = _emit(module.name, steps, kernels, plan, fallbacks, _part_count(distinct))
         codegen_seconds = time.perf_counter() - t_start
         machine = compile_ir_parts([str(m) for m in llvm_modules])
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
@@ -153,7 +185,7 @@ def compile_module(module: Module) -> CpuExecutable:
     for step in steps:
         if step.kind != "kernel":
             continue
-        addr = machine.address(step.inst.name)
+        addr = machine.address(symbol(step))
         if not addr:  # not in the cached object: it fell back when the entry was built
             _fallback(step, step.inst, "not compiled (see the first compile's fallbacks)", fallbacks)
             continue

@@ -109,7 +109,7 @@ def emit_driver(module: ir.Module, group: RowGroup) -> None:
     begin, end = fn.args[-2], fn.args[-1]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     pointer = dict(zip(group.slots, fn.args))
-    members = [module.globals[m.inst.name] for m in group.members]
+    members = [module.globals[m.extra.get("symbol", m.inst.name)] for m in group.members]
 
     def block(first):
         limit = b.add(first, i64(group.block_rows))

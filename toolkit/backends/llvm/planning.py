@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ...ir.builder import ComputationBuilder, NameUniquer
 from ...ir.nodes import Computation, Instruction
 from ...ir.queries import reads_update_window, reducer_opcode
+from ...ir.structural import structural_key
 from .elemental import CodegenUnsupported
 
 SIMPLE_REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
@@ -24,6 +25,15 @@ class KernelSpec:
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
     reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
     in_place: bool = False  # an input and the output share a buffer (read at the index written)
+
+
+def kernel_key(spec: KernelSpec) -> tuple:
+    """Equal for kernels whose code is the same up to names: the same computation up to names
+    and metadata, writing the same outputs, planned the same way. (An unrolled loop's trips.)"""
+    position = {id(inst): k for k, inst in enumerate(spec.computation.instructions)}
+    reducers = tuple(sorted((position.get(i, -1 - i), r) for i, r in (spec.reducers or {}).items()))
+    return (structural_key(spec.computation), tuple(position[id(o)] for o in spec.outputs), spec.kind,
+            spec.extent, spec.reducer, reducers, spec.in_place)
 
 
 def emit_or_discard(module, emit, spec):

@@ -1,0 +1,97 @@
+"""Kernels alike up to names are compiled once: an unrolled loop's trips share one function.
+The structural key must tell apart everything that changes the code: constants, shapes,
+layouts, attributes, the computations a kernel calls, which outputs it writes."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.ir.structural import structural_key
+
+
+def _entry(text: str):
+    return tk.hlo.parse(f"HloModule m\n{text}").entry
+
+
+ADD = "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n"
+MAX = "%max (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %s = f32[] maximum(%a, %b)\n}\n"
+
+
+def _reduce(reducer: str, names=("p", "z", "r")) -> str:
+    p, z, r = names
+    return (f"ENTRY e {{\n  %{p} = f32[4,8] parameter(0)\n  %{z} = f32[] constant(0)\n"
+            f"  ROOT %{r} = f32[4] reduce(%{p}, %{z}), dimensions={{1}}, to_apply=%{reducer}\n}}\n")
+
+
+def test_the_key_ignores_names_and_metadata():
+    a = _entry("ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n"
+               "  ROOT %m = f32[8] multiply(%x, %b)\n}\n")
+    b = _entry("ENTRY other {\n  %p.7 = f32[8] parameter(0), metadata={op_name=\"w\"}\n  %k.1 = f32[] constant(2)\n"
+               "  %bb = f32[8] broadcast(%k.1), dimensions={}\n  ROOT %out.9 = f32[8] multiply(%p.7, %bb)\n}\n")
+    assert structural_key(a) == structural_key(b)
+    renamed_reducer = ADD.replace("%add", "%sum.3")
+    assert structural_key(_entry(ADD + _reduce("add"))) == \
+        structural_key(_entry(renamed_reducer + _reduce("sum.3", ("q", "zero", "out"))))
+
+
+@pytest.mark.parametrize("changed", [
+    "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(3)\n  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] multiply(%x, %b)\n}\n",
+    "ENTRY e {\n  %x = f32[9] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[9] broadcast(%c), dimensions={}\n  ROOT %m = f32[9] multiply(%x, %b)\n}\n",
+    "ENTRY e {\n  %x = f64[8] parameter(0)\n  %c = f64[] constant(2)\n  %b = f64[8] broadcast(%c), dimensions={}\n  ROOT %m = f64[8] multiply(%x, %b)\n}\n",
+    "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] add(%x, %b)\n}\n",
+    "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] multiply(%b, %x)\n}\n",
+], ids=["constant", "shape", "dtype", "opcode", "operand order"])
+def test_the_key_sees_what_changes_the_code(changed):
+    base = ("ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n"
+            "  ROOT %m = f32[8] multiply(%x, %b)\n}\n")
+    assert structural_key(_entry(base)) != structural_key(_entry(changed))
+
+
+def test_the_key_sees_layouts_attributes_and_called_computations():
+    t = "ENTRY e {\n  %x = f32[4,8]{LAYOUT} parameter(0)\n  ROOT %t = f32[8,4] transpose(%x), dimensions={1,0}\n}\n"
+    assert structural_key(_entry(t.replace("LAYOUT", "1,0"))) != structural_key(_entry(t.replace("LAYOUT", "0,1")))
+    assert structural_key(_entry(ADD + _reduce("add"))) != structural_key(_entry(MAX + _reduce("max")))
+    other_dims = (ADD + _reduce("add")).replace("dimensions={1}", "dimensions={0}").replace("f32[4] reduce", "f32[8] reduce")
+    assert structural_key(_entry(ADD + _reduce("add"))) != structural_key(_entry(other_dims))
+
+
+def _steps(x):
+    for _ in range(60):  # an unrolled loop: 60 fused kernels, all alike
+        x = np.tanh(x[::-1] * 0.5) + x
+    return x
+
+
+def test_an_unrolled_loop_compiles_each_distinct_kernel_once(monkeypatch):
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+    x = np.linspace(-2, 2, 1000, dtype=np.float32)
+    jitted = tk.jit(_steps, backend="cpu")
+    np.testing.assert_allclose(jitted(x), _steps(x), rtol=2e-6, atol=1e-6)
+    compiled = jitted.lower(x).compile()
+    kernels = [s for s in compiled._executable.steps if s.kind == "kernel"]
+    assert len(kernels) >= 50  # each trip its own kernel in the program and in the profile
+    assert compiled.as_text("llvm").count("define ") < 5  # but one function for them all
+
+
+def test_kernels_that_differ_only_in_a_constant_are_not_shared(monkeypatch):
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+
+    def steps(x):
+        for k in range(6):
+            x = np.tanh(x[::-1] * (0.5 + k)) + x
+        return x
+
+    x = np.linspace(-2, 2, 1000)
+    np.testing.assert_allclose(tk.jit(steps, backend="cpu")(x), steps(x), rtol=1e-12, atol=1e-13)
+    assert tk.jit(steps, backend="cpu").lower(x).compile().as_text("llvm").count("define ") >= 6
+
+
+def test_shared_kernels_load_from_the_persistent_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", str(tmp_path))
+    x = np.linspace(-2, 2, 1000, dtype=np.float32)
+    expected = _steps(x)
+    first = tk.jit(_steps, backend="cpu")
+    np.testing.assert_allclose(first(x), expected, rtol=2e-6, atol=1e-6)
+    again = tk.jit(_steps, backend="cpu")  # a new function: compiled afresh, found on disk
+    compiled = again.lower(x).compile()
+    assert compiled._executable.cache_status == "persistent_hit"
+    assert not compiled._executable.fallbacks  # every kernel found its (shared) function
+    np.testing.assert_allclose(again(x), expected, rtol=2e-6, atol=1e-6)
