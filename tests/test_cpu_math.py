@@ -217,3 +217,83 @@ def test_float64_sinh_cosh_within_three_ulp_up_to_the_overflow_edge(fn):
     np.testing.assert_array_equal(got[~finite], want[~finite])
     assert np.all(np.abs(got[finite] - want[finite]) <= 3 * np.spacing(np.abs(want[finite])))
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+from toolkit.backends.cpu.vector_library import host_vector_math  # noqa: E402
+
+needs_libmvec = pytest.mark.skipif(host_vector_math() is None, reason="no vector math library (glibc's libmvec)")
+
+LIBMVEC_CASES = {  # NumPy function: (float64 samples, bound in ulp of NumPy's result); glibc documents <= 4
+    np.sin: (np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e5, 1e5, N), rng.uniform(-1e-8, 1e-8, N),
+                             rng.uniform(-1e300, 1e300, 1000)]), 4),
+    np.cos: (np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e5, 1e5, N), rng.uniform(-1e300, 1e300, 1000)]), 4),
+    np.tan: (np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e-8, 1e-8, N)]), 4),
+    np.cbrt: (np.concatenate([rng.uniform(-1e5, 1e5, N), np.exp(rng.uniform(-700, 700, N))]), 4),
+}
+
+
+@needs_libmvec
+@pytest.mark.parametrize("fn", list(LIBMVEC_CASES), ids=lambda f: f.__name__)
+def test_libm_calls_use_the_vector_library_within_its_bound(fn):
+    """float64 sin, cos, tan, cbrt call libmvec's vector variants (8 lanes a call with AVX-512),
+    not libm once per element: within 4 ulp of NumPy's results, special values as NumPy's."""
+    x, bound = LIBMVEC_CASES[fn]
+    got, want = tk.jit(fn, backend="cpu")(x), fn(x)
+    ok = np.isfinite(want) & (want != 0)
+    assert np.max(np.abs(got[ok] - want[ok]) / np.spacing(np.abs(want[ok]))) <= bound
+    with np.errstate(all="ignore"):
+        special, expected = tk.jit(fn, backend="cpu")(SPECIAL64), fn(SPECIAL64)
+    np.testing.assert_array_equal(np.isnan(special), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(special[finite], expected[finite], rtol=bound * 2.3e-16)
+    np.testing.assert_array_equal(np.signbit(special[expected == 0]), np.signbit(expected[expected == 0]))
+    text = tk.jit(fn, backend="cpu").compiled(x).as_text("llvm")
+    assert "@_ZGV" in text and "x double>" in text
+
+
+@needs_libmvec
+@pytest.mark.parametrize("fn", [np.tan, np.cbrt, lambda x: np.power(np.abs(x), np.float32(1.37)),
+                                lambda x: np.arctan2(x, np.float32(0.5) * x + np.float32(1))],
+                         ids=["tan", "cbrt", "power", "arctan2"])
+def test_float32_libm_calls_use_the_vector_library(fn):
+    x = np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e4, 1e4, N)]).astype(np.float32)
+    got, want = tk.jit(fn, backend="cpu")(x), fn(x)
+    ok = np.isfinite(want) & (want != 0)
+    spacing = np.spacing(np.abs(want[ok])).astype(np.float64)
+    assert np.max(np.abs(got[ok].astype(np.float64) - want[ok]) / spacing) <= 4
+    assert "@_ZGV" in tk.jit(fn, backend="cpu").compiled(x).as_text("llvm")
+
+
+def test_without_the_vector_library_libm_is_called_as_before():
+    import subprocess
+    import sys
+    code = ("import numpy as np, toolkit as tk; x = np.linspace(-3, 3, 4096); f = tk.jit(np.sin, backend='cpu');"
+            "assert np.array_equal(f(x), np.sin(x)); assert '@_ZGV' not in f.compiled(x).as_text('llvm'); print('ok')")
+    env = {**__import__("os").environ, "TOOLKIT_VECTOR_MATH": "0", "TOOLKIT_CACHE_DIR": "off"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@needs_libmvec
+def test_cached_machine_code_calling_the_vector_library_loads_in_a_fresh_process(tmp_path):
+    """The persistent cache's machine code calls libmvec: a new process loads the library
+    before linking it (else the link fails), and a host without it never shares the entry."""
+    import subprocess
+    import sys
+    code = ("import numpy as np, toolkit as tk; x = np.linspace(-3, 3, 4096); f = tk.jit(np.tan, backend='cpu');"
+            "y = f(x); assert np.max(np.abs(y - np.tan(x)) / np.spacing(np.abs(np.tan(x)))) <= 4;"
+            "print(f.compiled(x)._executable.cache_status)")
+    env = {**__import__("os").environ, "TOOLKIT_CACHE_DIR": str(tmp_path)}
+    statuses = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                               timeout=120) for _ in range(2)]
+    assert [s.stdout.strip() for s in statuses] == ["miss", "persistent_hit"], [s.stderr[-1500:] for s in statuses]
+
+
+@needs_libmvec
+def test_float64_erf_uses_the_vector_library_within_its_bound():
+    x = np.concatenate([rng.uniform(-6, 6, N), rng.uniform(-1e-6, 1e-6, 1000), [0.0, -0.0, np.inf, -np.inf]])
+    got, want = run_op64("erf", x), np.vectorize(math.erf, otypes=[np.float64])(x)
+    ok = want != 0
+    assert np.max(np.abs(got[ok] - want[ok]) / np.spacing(np.abs(want[ok]))) <= 4
+    np.testing.assert_array_equal(np.signbit(got[~ok]), np.signbit(want[~ok]))
+    assert np.isnan(run_op64("erf", np.array([np.nan]))[0])

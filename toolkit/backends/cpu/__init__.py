@@ -18,6 +18,7 @@ from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
 from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
+from ..llvm.vector_math import keep_vector_variants
 from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, kernel_key, plan_kernel,
                              plan_update_in_place, update_in_place_operand)
 from .kernels import emit_kernel
@@ -135,6 +136,8 @@ def _emit(name: str, steps, kernels, plan, fallbacks, parts: int = 1) -> tuple[l
         except CodegenUnsupported as e:
             failed[own] = str(e)
             _fallback(step, step.inst, str(e), fallbacks)
+    for module in modules:
+        keep_vector_variants(module)
     groups = find_row_groups(steps, plan.slots, plan.out_slots)
     for group in groups:
         module = home[symbol(group.members[0])]

@@ -15,6 +15,7 @@ from llvmlite.binding import ffi
 from ...profiler.progress import phase as progress_phase
 from . import llvm_worker
 from .llvm_process import WORKER, WorkerUnavailable
+from .vector_library import description as vector_library_description
 
 _lock = threading.Lock()
 _target_machine = None
@@ -39,7 +40,7 @@ def host_description() -> dict:
     tm = target_machine()
     return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
             "features": llvm.get_host_cpu_features().flatten(), "llvm": ".".join(map(str, llvm.llvm_version_info)),
-            "target_data": str(tm.target_data)}
+            "target_data": str(tm.target_data), "vector_math": vector_library_description()}
 
 
 @dataclass
@@ -211,6 +212,7 @@ def compile_ir_parts(ir_texts: list[str]) -> MachineCode:
 
 def _load(object_code: bytes | list[bytes]):
     objects = object_code if isinstance(object_code, list) else unpack_objects(object_code)
+    vector_library_description()  # libmvec loaded before any code that calls it links
     with _lock:
         empty = llvm.parse_assembly("")
         engine = llvm.create_mcjit_compiler(empty, new_target_machine())

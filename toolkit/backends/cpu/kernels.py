@@ -19,6 +19,7 @@ from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec
 from ..llvm.types import F64, I64, constant, storage_type, value_type
+from .vector_library import host_vector_math
 
 FAST = ("reassoc", "contract")  # no nsz: 0.0 + -0.0 must stay +0.0, as in NumPy
 
@@ -37,7 +38,7 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
     b = ir.IRBuilder(entry)
     inputs = {id(p): (fn.args[i], p.shape) for i, p in enumerate(comp.parameters)}
     out_ptrs = {id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)}
-    e = ElementalEmitter(b, inputs, module)
+    e = ElementalEmitter(b, inputs, module, vector_math=host_vector_math())
     if spec.kind == "update_slice":
         (out,) = spec.outputs
         emit_update_slice(e, out, *out_ptrs[id(out)], begin, end)

@@ -18,6 +18,7 @@ from . import complex as lcomplex
 from . import math as lmath
 from ...ir import dtypes
 from .types import F16, F32, I1, I64, constant, storage_type, value_type
+from .vector_math import VectorMath, declare_vectorizable
 
 
 class CodegenUnsupported(NotImplementedError):
@@ -45,7 +46,8 @@ def delinearize(b: ir.IRBuilder, linear, dims) -> list:
 
 class ElementalEmitter:
     def __init__(self, builder: ir.IRBuilder, inputs: dict[int, tuple[ir.Value, Shape]],
-                 module: ir.Module, target: str = "cpu", device_math: bool = False):
+                 module: ir.Module, target: str = "cpu", device_math: bool = False,
+                 vector_math: VectorMath | None = None):
         self.b = builder
         self.inputs = inputs  # id(parameter instruction) -> (pointer, shape)
         self.module = module
@@ -53,6 +55,7 @@ class ElementalEmitter:
         self.memo: dict[tuple, ir.Value] = {}
         self.target = target  # "cpu" calls libm; "gpu" (NVPTX) calls libdevice's __nv_* when linked
         self.device_math = device_math  # libdevice will be linked into the GPU module
+        self.vector_math = vector_math  # the CPU's vector math library (libmvec), if any
 
     def libm(self, what: str) -> None:
         if self.target != "cpu" and not self.device_math:
@@ -66,8 +69,18 @@ class ElementalEmitter:
         ty = value_type(t)
         f32 = t.name == "f32"
         name = f"__nv_{stem}{'f' if f32 else ''}" if self.target == "gpu" else stem + ("f" if f32 else "")
-        fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(ty, [ty] * len(args)), name)
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn_type = ir.FunctionType(ty, [ty] * len(args))
+            fn = declare_vectorizable(self.module, self.vector_math, name, fn_type) if self.vector_math is not None \
+                else ir.Function(self.module, fn_type, name)
         return self.b.call(fn, args)
+
+    def vectorizable(self, stem: str, t, arguments: int = 1) -> bool:
+        """Does the vector math library have ``stem`` for ``t``? Then a libm call beats LLVM's
+        intrinsic, which the vectoriser widens only to call the scalar function lane by lane."""
+        return self.vector_math is not None and bool(
+            self.vector_math.variants(stem + ("f" if t.name == "f32" else ""), 32 if t.name == "f32" else 64, arguments))
 
     def reset(self) -> None:
         self.memo.clear()
@@ -183,9 +196,10 @@ def _transcendental(opcode, intrinsic=None, libm=None):
         e.libm(f"{opcode} on {t.name}")
         if e.target == "gpu":  # NVPTX lowers none of LLVM's math intrinsics
             return e.math_call(libm or intrinsic.removeprefix("llvm."), [x], t)
-        if intrinsic is not None:
+        stem = libm or intrinsic.removeprefix("llvm.")
+        if intrinsic is not None and not e.vectorizable(stem, t):
             return _intrinsic(e, intrinsic, [x], ty)
-        return e.math_call(libm, [x], t)
+        return e.math_call(stem, [x], t)
     return emit
 
 
@@ -251,7 +265,10 @@ def _logistic(e, x, t):
         return lmath.logistic_f32(e.b, x)
     e.libm(f"logistic on {t.name}")
     one = ir.Constant(x.type, 1.0)
-    exp = e.math_call("exp", [e.b.fneg(x)], t) if e.target == "gpu" else _intrinsic(e, "llvm.exp", [e.b.fneg(x)], x.type)
+    if t.name == "f64":  # toolkit's own vectorisable exp
+        exp = lmath.exp_f64(e.b, e.b.fneg(x))
+    else:
+        exp = e.math_call("exp", [e.b.fneg(x)], t) if e.target == "gpu" else _intrinsic(e, "llvm.exp", [e.b.fneg(x)], x.type)
     return e.b.fdiv(one, e.b.fadd(one, exp))
 
 
@@ -319,7 +336,7 @@ def _float_power(e, a, y, t):
     if t.name == "f64":
         return lmath.pow_f64(e.b, a, y)
     e.libm(f"power on {t.name}")
-    if e.target == "gpu":
+    if e.target == "gpu" or e.vectorizable("pow", t, 2):
         return e.math_call("pow", [a, y], t)
     return _intrinsic(e, "llvm.pow", [a, y], value_type(t))
 

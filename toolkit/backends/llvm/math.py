@@ -15,8 +15,10 @@ float64 exp, log, log1p, expm1, tanh and atan2 (so arctan, arcsin, arccos) are t
 (the same schemes with more terms and fused multiply-adds; Cephes' rational atan): within 1, 3,
 3, 2, 3 and 2 ulp of NumPy's results, special values (C99's for atan2) as NumPy's; on 1M elements
 exp 1.6x, log 1.2x, expm1 1.4x, tanh 2.3x and atan2 2.5x NumPy's speed on this 2-core VM. The other float64
-functions (and f32 pow, cbrt, tan, atan2) use LLVM's intrinsics, which call libm: exact to
-libm's accuracy, but scalar."""
+functions (sin, cos, tan, cbrt, erf, sinh, ...; and f32 pow, cbrt, tan, atan2) call the math
+library: on the CPU, where glibc's libmvec is there, its vector variants (``vector_math``: within
+4 ulp, glibc's bound; sin 2.2x, tan 7.5x, cbrt 5.6x faster than libm lane by lane), else libm's
+scalar functions."""
 from __future__ import annotations
 
 import math
