@@ -367,6 +367,32 @@ def test_scan_inputs_not_differentiated_get_no_backward_work():
     np.testing.assert_allclose(g_u, g_u2, rtol=1e-12)
     dots = [tk.jit(f).lower(xs, w, u).compile().as_text().count(" dot(") for f in (weights_only, everything)]
     assert dots[0] == dots[1] - 1, dots
+    # the backward trip reads the state the forward trip produced (tanh's output: the next trip's
+    # carry) instead of recomputing it, so the forward dots are not repeated: 2 forward, 3 back
+    # (h.T @ d, x.T @ d, d @ w.T), as the hand-written backpropagation through time
+    assert dots[0] == 2 + 3, dots
+
+
+def test_the_backward_loop_reads_each_trips_results_instead_of_recomputing_them():
+    """Loop states of several kinds (a counter, a carried array, a scalar accumulator, a
+    carry computed from a captured array): the gradient through the last trip, which reads the
+    final state, and through the others, which read the next trip's stacked start, agrees with
+    finite differences; zero and one trips too."""
+    w = RNG.standard_normal((3, 3)) * 0.5
+
+    def loss(x, w, trips):
+        def body(i, state):
+            h, acc = state
+            h = np.sin(h @ w) + 0.1 * i
+            return h, acc + np.sum(h * h)
+        h, acc = tk.lax.fori_loop(0, trips, body, (x, 0.0))
+        return acc + np.sum(np.cos(h))
+
+    x = RNG.standard_normal((2, 3))
+    for trips in (0, 1, 4):
+        g = tk.jit(tk.grad(loss, argnums=(0, 1)), static_argnums=(2,))(x, w, trips)
+        np.testing.assert_allclose(g[0], numeric_grad(lambda v: loss(v, w, trips), x), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(g[1], numeric_grad(lambda v: loss(x, v, trips), w), rtol=1e-6, atol=1e-8)
 
 def test_scan_reverse_mode_is_linear_in_the_trip_count():
     """The backward loop writes one row of the xs cotangent per trip (in place), so twice the

@@ -196,7 +196,7 @@ def inline_body(trace: Trace, body: Body, primals: dict[int, Tracer]) -> list[Tr
 
 
 def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int], role: str | None = None,
-             wrt_elements: dict[int, frozenset[int]] | None = None):
+             wrt_elements: dict[int, frozenset[int]] | None = None, known: dict[int, Tracer] | None = None):
     """Emit ``body`` on ``primals``: (its results, ``backward``). ``backward(cotangents)``, one
     per result (None: zero), emits the backward pass and returns {parameter number in wrt:
     cotangent or None}. ``role``: how to name the forward instructions (``remat(*)`` when they
@@ -205,7 +205,11 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
 
     Activity is tracked per element of tuple values (a loop state, a branch's operands): an
     element that does not depend on what is differentiated gets no cotangent, so a loop state
-    element such as ``scan``'s ``xs``, not differentiated, costs no backward work."""
+    element such as ``scan``'s ``xs``, not differentiated, costs no backward work.
+
+    ``known``: body instructions (by id) whose values the caller already has (a loop's backward
+    trip knows the state the forward trip produced). They are taken, not recomputed, so work
+    only they needed (the dots feeding a recurrent step's tanh) is left dead."""
     env: dict[int, Tracer] = {}
     active: set[int] = set()
     elements: dict[int, frozenset[int]] = {}  # tuple-shaped active value -> its active elements
@@ -223,7 +227,13 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
             continue
         args = [env[id(o)] for o in inst.operands]
         if not (carries_tangent(inst.shape) and _depends_on_active(inst, active, elements)):
-            env[id(inst)] = emit_primal(trace, inst, args, role)
+            env[id(inst)] = known[id(inst)] if known and id(inst) in known else emit_primal(trace, inst, args, role)
+            continue
+        if known and id(inst) in known and inst.opcode not in FORWARD_RULES and not isinstance(inst.shape, TupleShape):
+            check_differentiable(inst, VJP_RULES)
+            out = env[id(inst)] = known[id(inst)]
+            active.add(id(inst))
+            tape.append(Eqn(inst, args, out, None))
             continue
         check_differentiable(inst, VJP_RULES)
         residual = None
