@@ -95,3 +95,22 @@ def test_shared_kernels_load_from_the_persistent_cache(tmp_path, monkeypatch):
     assert compiled._executable.cache_status == "persistent_hit"
     assert not compiled._executable.fallbacks  # every kernel found its (shared) function
     np.testing.assert_allclose(again(x), expected, rtol=2e-6, atol=1e-6)
+
+
+def test_the_gpu_backend_emits_each_distinct_kernel_once():
+    """The same sharing in PTX: one .entry for the trips of an unrolled loop, which ptxas
+    assembles, and the GPU executor (simulated device) runs every trip through it."""
+    import shutil
+    import subprocess
+    from toolkit.backends.gpu import compile_ptx
+    x = np.linspace(-2, 2, 1000, dtype=np.float32)
+    module = tk.jit(_steps, backend="interpreter").compiled(x).optimized_hlo
+    program = compile_ptx(module, "sm_80")
+    assert len(program.kernels) >= 50 and program.ptx.count(".entry") < 5
+    assert len({k.symbol for k in program.kernels}) == program.ptx.count(".entry")
+    if shutil.which("ptxas"):
+        done = subprocess.run(["ptxas", "-arch=sm_80", "-o", "/dev/null", "-"], input=program.ptx, text=True,
+                              capture_output=True)
+        assert done.returncode == 0, done.stderr
+    got = tk.jit(_steps, backend="gpu-simulated")(x)
+    np.testing.assert_allclose(np.asarray(got), _steps(x), rtol=2e-6, atol=1e-6)

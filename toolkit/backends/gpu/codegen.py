@@ -8,6 +8,7 @@ dimensions inside the thread, writing extra (multi-output) results on the way; r
 of more than a few elements give a row to a warp or a block (``reductions.py``)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, 
 from ..llvm.indexing import emit_scatter
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
-from ..llvm.planning import KernelSpec, emit_or_discard, plan_kernel
+from ..llvm.planning import KernelSpec, emit_or_discard, kernel_key, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
 from .libdevice import find_libdevice, link_libdevice, needs_libdevice
 from .primitives import ptx_name, sreg
@@ -182,12 +183,27 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     ir_module.triple = TRIPLE
     ir_module.data_layout = DATA_LAYOUT
     kernels, unsupported = [], []
+    first: dict[tuple, GpuKernel | str] = {}  # kernels alike up to names share one entry (an unrolled loop's trips)
     for inst in module.entry.instructions:
         if inst.opcode in ("parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "dot", "sort", "custom-call",
                            "while", "conditional"):  # (loops and branches: programs of their own, driven from the host)
             continue  # dots go to cuBLAS, sorts to a library call
         try:
-            kernels.append(emit_or_discard(ir_module, emit_gpu_kernel, plan_kernel(inst)))
+            spec = plan_kernel(inst)
+            key = kernel_key(spec)
+            earlier = first.get(key)
+            if isinstance(earlier, str):  # the same kernel could not be lowered before
+                raise CodegenUnsupported(earlier)
+            if earlier is not None:
+                kernels.append(dataclasses.replace(earlier, name=inst.name, spec=spec))
+                continue
+            try:
+                kernel = emit_or_discard(ir_module, emit_gpu_kernel, spec)
+            except CodegenUnsupported as err:
+                first[key] = str(err)
+                raise
+            first[key] = kernel
+            kernels.append(kernel)
         except CodegenUnsupported as err:
             unsupported.append(f"%{inst.name}: {err}")
     text = str(ir_module)
