@@ -72,18 +72,24 @@ def flat_module(comp: Computation, name: str, donate_state: bool = False) -> Mod
 
 
 def make_control_runner(inst: Instruction, compile_module: Callable[[Module], object],
-                        own: Callable = np.array, to_host: Callable = np.asarray):
+                        own: Callable = np.array, to_host: Callable = np.asarray, native_while: Callable | None = None):
     """``run(leaf arrays of the operands) -> leaf arrays of the result`` for a while or a
     conditional, its computations compiled by ``compile_module``. ``own(array)``: a copy the
     loop may write (the state, once per loop); ``to_host(array)``: a predicate or branch index
-    as a NumPy value (a device backend downloads it)."""
+    as a NumPy value (a device backend downloads it). ``native_while(cond, body)``: a driver
+    that runs the whole loop in native code (``run(state, limit) -> (state, trips)``), or None
+    where the backend has none for these parts; the loop is driven from Python then."""
     if inst.opcode == "while":
         cond = compile_module(flat_module(inst.attrs["condition"], f"{inst.name}.condition"))
         body = compile_module(flat_module(inst.attrs["body"], f"{inst.name}.body", donate_state=True))
+        native = native_while(cond, body) if native_while is not None else None
 
         def run_while(leaves):
             # the loop owns its state (the body writes it in place): copied once, at the start
             state = [own(v) for v in leaves]
+            if native is not None:
+                state, run_while.trips = native.run(state, 1 << 62)
+                return state
             trips = 0
             while bool(to_host(cond(state)[0])):
                 state = list(body(state))
@@ -92,6 +98,7 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
             return state
 
         run_while.trips = 0
+        run_while.driver = "native" if native is not None else "python"
         return run_while
     if "branch_computations" in inst.attrs:
         branches = inst.attrs["branch_computations"]

@@ -26,6 +26,17 @@ def make_dot(inst: Instruction, xp=np):
     rtrivial = rperm == list(range(len(rperm)))
     dtype = inst.shape.dtype.numpy
 
+    same_types = lhs.shape.dtype == rhs.shape.dtype == inst.shape.dtype
+    if same_types and lhs.shape.rank == rhs.shape.rank == 2 and not lb and len(lc) == len(rc) == 1:
+        # a plain matrix product (most dots): transposes as views, nothing reshaped per call
+        transpose_lhs, transpose_rhs = lc == [0], rc == [1]
+
+        def run_matrix(ins, out):
+            x, y = ins
+            xp.matmul(x.T if transpose_lhs else x, y.T if transpose_rhs else y, out=out)
+
+        return run_matrix
+
     def run(ins, out):
         x, y = ins
         x3 = (x if ltrivial else xp.transpose(x, lperm)).reshape(batch, m, k)

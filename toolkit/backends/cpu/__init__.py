@@ -22,6 +22,7 @@ from ..llvm.vector_math import keep_vector_variants
 from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, kernel_key, plan_kernel,
                              plan_update_in_place, update_in_place_operand)
 from .kernels import emit_kernel
+from .native_loop import native_loop
 from .row_groups import RowGroup, emit_driver, find_row_groups
 
 
@@ -43,7 +44,8 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         if inst.opcode == "dot":
             return Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)})
         if inst.opcode in ("while", "conditional"):  # host control over compiled computations
-            return Step("control", inst, inputs, outs, extra={"run": make_control_runner(inst, compile_module)})
+            return Step("control", inst, inputs, outs,
+                        extra={"run": make_control_runner(inst, compile_module, native_while=native_loop)})
         if inst.opcode in ("sort", "custom-call"):  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
             comp = as_computation(inst)
             return Step("library", inst, inputs, outs,

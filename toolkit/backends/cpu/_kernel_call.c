@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define MAX_POINTERS 16
 typedef void *P;
@@ -59,8 +60,88 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
 }
 
+/* ---- run_loop: a while loop driven natively --------------------------------------------------
+ * ``run_loop(program, pointers, limit)`` runs a loop whose condition and body are each a list of
+ * kernel calls, BLAS matrix products and copies over a table of buffer pointers (native_loop.py
+ * builds both), until the condition's predicate byte is 0 or ``limit`` trips; returns the trips.
+ * program (int64): [n_cond, n_body, predicate index, then the ops]; an op is
+ *   0 kernel: address, start, end, n, index * n
+ *   1 gemm:   address, ilp64, f64, trans_a, trans_b, m, n, k, lda, ldb, ldc, a, b, c
+ *   2 copy:   destination, source, bytes */
+typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                          const float *, int64_t, float, float *, int64_t);
+typedef void (*dgemm64_t)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
+                          const double *, int64_t, double, double *, int64_t);
+typedef void (*sgemm32_t)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                          float *, int);
+typedef void (*dgemm32_t)(int, int, int, int, int, int, double, const double *, int, const double *, int,
+                          double, double *, int);
+
+static const I *run_ops(const I *op, I count, P *table) {
+    P pointers[MAX_POINTERS];
+    for (I o = 0; o < count; o++) {
+        if (op[0] == 0) {
+            I n = op[4];
+            for (I i = 0; i < n; i++) pointers[i] = table[op[5 + i]];
+            call_with((void *)op[1], (Py_ssize_t)n, pointers, op[2], op[3]);
+            op += 5 + n;
+        } else if (op[0] == 1) {
+            void *fn = (void *)op[1];
+            int ta = op[4] ? 112 : 111, tb = op[5] ? 112 : 111; /* CblasTrans : CblasNoTrans */
+            P a = table[op[12]], b = table[op[13]], c = table[op[14]];
+            if (op[2] && op[3])
+                ((dgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0, a, op[9], b, op[10], 0.0, c, op[11]);
+            else if (op[2])
+                ((sgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0f, a, op[9], b, op[10], 0.0f, c, op[11]);
+            else if (op[3])
+                ((dgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0, a, (int)op[9], b, (int)op[10],
+                                0.0, c, (int)op[11]);
+            else
+                ((sgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0f, a, (int)op[9], b, (int)op[10],
+                                0.0f, c, (int)op[11]);
+            op += 15;
+        } else {
+            memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
+            op += 4;
+        }
+    }
+    return op;
+}
+
+static PyObject *run_loop(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "run_loop(program, pointers, limit)");
+        return NULL;
+    }
+    I limit = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer program, pointers;
+    if (PyObject_GetBuffer(args[0], &program, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &pointers, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&program);
+        return NULL;
+    }
+    const I *code = (const I *)program.buf;
+    P *table = (P *)pointers.buf;
+    I trips = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const I n_cond = code[0], n_body = code[1], predicate = code[2];
+    const I *cond_ops = code + 3;
+    while (trips < limit) {
+        const I *body_ops = run_ops(cond_ops, n_cond, table);
+        if (!*(const unsigned char *)table[predicate]) break;
+        run_ops(body_ops, n_body, table);
+        trips++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&program);
+    PyBuffer_Release(&pointers);
+    return PyLong_FromLongLong(trips);
+}
+
 static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(address, start, end, *arrays)"},
+    {"run_loop", (PyCFunction)(void (*)(void))run_loop, METH_FASTCALL, "run_loop(program, pointers, limit)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,13 +21,14 @@ from ..control import trips_text
 
 
 
-def _load_native_call():
-    """The C kernel-call fast path (``_kernel_call.c``), which pip builds where a compiler is
-    present: beside this module, or, when toolkit runs from a source checkout (the tests), the
-    one the installed distribution of the same sources carries. None without either: ctypes."""
+def _load_native_module():
+    """The C fast paths (``_kernel_call.c``: a kernel call, a natively driven loop), which pip
+    builds where a compiler is present: beside this module, or, when toolkit runs from a source
+    checkout (the tests), the one the installed distribution of the same sources carries. None
+    without either: ctypes, and loops driven from Python."""
     try:
-        from ._kernel_call import call
-        return call
+        from . import _kernel_call
+        return _kernel_call
     except ImportError:
         pass
     try:
@@ -40,13 +41,15 @@ def _load_native_call():
                     spec = util.spec_from_file_location(f"{__package__}._kernel_call", file.locate())
                     module = util.module_from_spec(spec)
                     spec.loader.exec_module(module)
-                    return module.call
+                    return module
     except Exception:  # noqa: BLE001 - no distribution, an unloadable file: the ctypes path
         return None
     return None
 
 
-_native_call = None if os.environ.get("TOOLKIT_NATIVE_CALL") == "0" else _load_native_call()
+_native = None if os.environ.get("TOOLKIT_NATIVE_CALL") == "0" else _load_native_module()
+_native_call = getattr(_native, "call", None)
+native_run_loop = getattr(_native, "run_loop", None)  # (an older build has none: loops run from Python)
 
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.

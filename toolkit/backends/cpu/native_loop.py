@@ -1,0 +1,159 @@
+"""While loops driven from native code: the condition's and the body's steps, written out as a
+small program of kernel calls, BLAS matrix products and copies over a table of buffers, run by
+``_kernel_call.run_loop`` trip after trip without coming back to Python (as XLA:CPU runs a while
+thunk's sequence). A recurrent network's loop of a dozen small kernels and two or three
+128-wide matrix products a trip spent more time in Python's dispatch than in the work.
+
+Loops run this way only where it changes nothing but the time: every step is a compiled kernel
+small enough to run on one thread (larger ones are split over threads by the Python driver) or
+a plain 2-D matrix product (float32/float64, no zero-sized dimension, two different operands:
+NumPy's matmul calls the same BLAS gemm for those); each state element comes back in its own
+buffer or in a temporary copied into it. Any other loop runs from Python, as before."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+
+import numpy as np
+
+from .executor import PARALLEL_THRESHOLD, CpuExecutable, native_run_loop
+
+KERNEL, GEMM, COPY = 0, 1, 2
+MAX_POINTERS = 16
+
+
+@functools.cache
+def blas_gemm() -> dict | None:
+    """{'float32': (address, ilp64), 'float64': ...}: the CBLAS gemm of the BLAS NumPy calls
+    (the OpenBLAS its wheels bundle), or None where it cannot be found."""
+    try:
+        libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+        candidates = glob.glob(os.path.join(libs, "*openblas*.so*")) + glob.glob(os.path.join(libs, "*openblas*.dylib"))
+        for path in candidates:
+            library = ctypes.CDLL(path)
+            for prefix, suffix, ilp64 in (("scipy_", "64_", True), ("", "64_", True), ("scipy_", "", False), ("", "", False)):
+                names = {t: f"{prefix}cblas_{c}gemm{suffix}" for t, c in (("float32", "s"), ("float64", "d"))}
+                if all(hasattr(library, n) for n in names.values()):
+                    return {t: (ctypes.cast(getattr(library, n), ctypes.c_void_p).value, ilp64) for t, n in names.items()}
+    except OSError:
+        return None
+    return None
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _gemm_op(step, exe: CpuExecutable, index, gemm) -> list[int]:
+    inst = step.inst
+    a = inst.attrs
+    lhs, rhs = inst.operands
+    t = inst.shape.dtype.numpy
+    if (gemm is None or t.name not in gemm or lhs.shape.dtype != inst.shape.dtype or rhs.shape.dtype != inst.shape.dtype
+            or lhs.shape.rank != 2 or rhs.shape.rank != 2 or a.get("lhs_batch_dims") or a.get("rhs_batch_dims")
+            or len(a.get("lhs_contracting_dims", ())) != 1 or len(a.get("rhs_contracting_dims", ())) != 1
+            or 0 in lhs.shape.dims or 0 in rhs.shape.dims or step.inputs[0] == step.inputs[1]):
+        raise _Unsupported(f"dot %{inst.name} is not a plain matrix product")
+    trans_a = a["lhs_contracting_dims"][0] == 0
+    trans_b = a["rhs_contracting_dims"][0] == 1
+    m, k = (lhs.shape.dims[1], lhs.shape.dims[0]) if trans_a else lhs.shape.dims
+    n = rhs.shape.dims[0] if trans_b else rhs.shape.dims[1]
+    address, ilp64 = gemm[t.name]
+    if not ilp64 and max(m, n, k) >= 2 ** 31:
+        raise _Unsupported("a dimension beyond a 32-bit BLAS")
+    lda, ldb = lhs.shape.dims[1], rhs.shape.dims[1]
+    return [GEMM, address, int(ilp64), int(t.name == "float64"), int(trans_a), int(trans_b), m, n, k, lda, ldb, n,
+            index(step.inputs[0]), index(step.inputs[1]), index(step.outputs[0])]
+
+
+def _ops(exe: CpuExecutable, index, gemm) -> list[list[int]]:
+    ops = []
+    for step in exe.steps:
+        if step.kind == "dot":
+            ops.append(_gemm_op(step, exe, index, gemm))
+            continue
+        if step.kind != "kernel" or not step.address:
+            raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
+        slots = [*step.inputs, *step.outputs]
+        if len(slots) > MAX_POINTERS:
+            raise _Unsupported(f"%{step.inst.name} takes more than {MAX_POINTERS} buffers")
+        if exe.threads > 1 and step.splittable and step.extent is not None and step.extent >= 2 \
+                and step.work >= PARALLEL_THRESHOLD:
+            raise _Unsupported(f"%{step.inst.name} is split over threads")
+        ops.append([KERNEL, step.address, 0, 1 if step.extent is None else step.extent, len(slots),
+                    *[index(s) for s in slots]])
+    return ops
+
+
+def _array_slots(exe: CpuExecutable) -> set[int]:
+    return {s for st in exe.steps for s in (*st.inputs, *st.outputs)} | set(exe.arg_slots) | set(exe.out_slots)
+
+
+class NativeLoop:
+    """``run(state leaves) -> (final leaves, trips)`` for one while loop's compiled parts."""
+
+    def __init__(self, cond: CpuExecutable, body: CpuExecutable):
+        gemm = blas_gemm()
+        self.cond, self.body = cond, body
+        offset = len(body.slots)  # the table: the body's slots, then the condition's
+        if len(cond.out_slots) != 1 or cond._slot_types[cond.out_slots[0]] is None \
+                or cond._slot_types[cond.out_slots[0]][1] != np.bool_:
+            raise _Unsupported("the condition does not compute one predicate")
+        if len(body.arg_slots) != len(body.out_slots) or len(cond.arg_slots) != len(body.arg_slots):
+            raise _Unsupported("the body's results do not match its state")
+        for exe in (cond, body):
+            for slot in _array_slots(exe):
+                if exe._slot_types[slot] is None:
+                    raise _Unsupported("a tuple-shaped buffer")
+        body_ops = _ops(body, lambda s: s, gemm)
+        cond_ops = _ops(cond, lambda s: s + offset, gemm)
+        # each state element comes back in its own buffer, or in a temporary copied into it
+        copies = []
+        outs = body.out_slots
+        for k, (arg, out) in enumerate(zip(body.arg_slots, outs)):
+            if out == arg:
+                continue
+            if out in body.arg_slots or out in body.constants or outs.count(out) > 1 or body.arg_slots.count(arg) > 1:
+                raise _Unsupported("a state element comes back in another element's buffer")
+            dims, dtype = body._slot_types[out]
+            copies.append([COPY, arg, out, int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize])
+        program = [len(cond_ops), len(body_ops) + len(copies), cond.out_slots[0] + offset]
+        for op in cond_ops + body_ops + copies:
+            program.extend(op)
+        self.program = np.array(program, dtype=np.int64)
+        self.offset = offset
+        self.trips = 0
+
+    def _buffers(self, exe: CpuExecutable, state: list[np.ndarray]) -> list:
+        bufs: list = [None] * len(exe.slots)
+        for slot, value in exe.constants.items():
+            bufs[slot] = value
+        for slot, value in zip(exe.arg_slots, state):
+            bufs[slot] = value
+        for slot in _array_slots(exe):
+            if bufs[slot] is None:
+                dims, dtype = exe._slot_types[slot]
+                bufs[slot] = np.empty(dims, dtype)
+        return bufs
+
+    def run(self, state: list[np.ndarray], limit: int) -> tuple[list[np.ndarray], int]:
+        """Runs the loop on ``state`` (arrays the loop owns: written in place), at most ``limit``
+        trips; the state after it and the trips run."""
+        state = [v if v.flags.c_contiguous else np.array(v, order="C") for v in state]
+        body_bufs = self._buffers(self.body, state)
+        cond_bufs = self._buffers(self.cond, state)
+        table = np.array([b.ctypes.data if b is not None else 0 for b in body_bufs + cond_bufs], dtype=np.uint64)
+        trips = native_run_loop(self.program, table, limit)
+        return [body_bufs[s] for s in self.body.arg_slots], trips
+
+
+def native_loop(cond: CpuExecutable, body: CpuExecutable) -> NativeLoop | None:
+    """The native driver for a loop of these compiled parts, or None where it would differ."""
+    if native_run_loop is None or os.environ.get("TOOLKIT_NATIVE_LOOP") == "0":
+        return None
+    try:
+        return NativeLoop(cond, body)
+    except _Unsupported:
+        return None
