@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from ...config import env_int
 from .executor import PARALLEL_THRESHOLD, CpuExecutable, native_run_loop
 
 KERNEL, GEMM, COPY = 0, 1, 2
@@ -29,8 +30,9 @@ def blas_gemm() -> dict | None:
     """{'float32': (address, ilp64), 'float64': ...}: the CBLAS gemm of the BLAS NumPy calls
     (the OpenBLAS its wheels bundle), or None where it cannot be found."""
     try:
-        libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-        candidates = glob.glob(os.path.join(libs, "*openblas*.so*")) + glob.glob(os.path.join(libs, "*openblas*.dylib"))
+        here = os.path.dirname(np.__file__)  # the wheels' bundled libraries: numpy.libs (Linux), .dylibs (macOS)
+        candidates = (glob.glob(os.path.join(os.path.dirname(here), "numpy.libs", "*openblas*.so*"))
+                      + glob.glob(os.path.join(here, ".dylibs", "*openblas*.dylib")))
         for path in candidates:
             library = ctypes.CDLL(path)
             for prefix, suffix, ilp64 in (("scipy_", "64_", True), ("", "64_", True), ("scipy_", "", False), ("", "", False)):
@@ -151,7 +153,7 @@ class NativeLoop:
 
 def native_loop(cond: CpuExecutable, body: CpuExecutable) -> NativeLoop | None:
     """The native driver for a loop of these compiled parts, or None where it would differ."""
-    if native_run_loop is None or os.environ.get("TOOLKIT_NATIVE_LOOP") == "0":
+    if native_run_loop is None or env_int("TOOLKIT_NATIVE_LOOP", 1, 0, 1) == 0:
         return None
     try:
         return NativeLoop(cond, body)
