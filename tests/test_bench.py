@@ -79,11 +79,12 @@ def test_every_row_computes_numpys_result_on_each_side():
         jax = None
     for w in BENCHMARK:
         w = scaled(w, 0.01)
-        expected = w.result(w.make(np), w.args())
-        sides = {"toolkit": w.result(api.jit(w.toolkit_function(), backend="cpu"), w.args())}
+        args = w.args()  # (drawn at full size, then cut: drawn once, each side given copies)
+        expected = w.result(w.make(np), [a.copy() for a in args])
+        sides = {"toolkit": w.result(api.jit(w.toolkit_function(), backend="cpu"), [a.copy() for a in args])}
         if jax is not None:
             with jax.enable_x64(True):
-                sides["jax"] = w.result(jax.jit(w.make(jnp)), w.args())
+                sides["jax"] = w.result(jax.jit(w.make(jnp)), [a.copy() for a in args])
         for side, got in sides.items():
             pairs = list(zip(got, expected)) if isinstance(expected, tuple) else [(got, expected)]
             for g, want in pairs:
