@@ -121,10 +121,12 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
     return run_conditional
 
 
-def trips_text(trips: int, seconds: float) -> str:
-    """A loop's launch column in the profile: its trip count and the time per trip."""
+def trips_text(trips: int, seconds: float, driver: str | None = None) -> str:
+    """A loop's launch column in the profile: its trip count, what drove it (``native``: the
+    CPU's native loop driver) and the time per trip."""
+    how = ", native" if driver == "native" else ""
     per = f", {seconds / trips * 1e6:.1f} µs/trip" if trips else ""
-    return f"trips={trips}{per}"
+    return f"trips={trips}{how}{per}"
 
 
 __all__ = ["flat_module", "make_control_runner", "trips_text"]

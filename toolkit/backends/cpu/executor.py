@@ -221,7 +221,9 @@ class CpuExecutable:
             if on_kernel is not None and step.kind in ("kernel", "dot", "library", "fallback", "control"):
                 trips = getattr(step.extra.get("run"), "trips", None)  # a while loop: how many times it ran
                 seconds = clock.now() - start
-                on_kernel(step.inst, start, seconds, trips_text(trips, seconds) if trips is not None else f"threads={threads}")
+                driver = getattr(step.extra.get("run"), "driver", None)
+                on_kernel(step.inst, start, seconds,
+                          trips_text(trips, seconds, driver) if trips is not None else f"threads={threads}")
         return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
     def _alloc(self, bufs, slot):
