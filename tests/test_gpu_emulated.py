@@ -14,6 +14,7 @@ from toolkit.backends.gpu import compile_module, reductions
 import programs
 from host_simt import EmulatedDevice
 from backend_checks import assert_close, check_every_binary_ufunc, check_every_unary_ufunc
+from helpers import sweep_examples
 from test_random_programs import inputs_strategy, run_program, steps_strategy
 
 DEVICE = EmulatedDevice()
@@ -73,13 +74,13 @@ def test_float64_math_runs_the_libdevice_calls_as_libm():
     assert_close(*both(fn, x), approx=True)
 
 
-@settings(max_examples=8, deadline=None)  # each example compiles ~20 kernels twice (PTX, host)
+@settings(max_examples=sweep_examples(5), deadline=None)  # each example compiles ~20 kernels twice (PTX, host)
 @given(data=st.data())
 def test_every_unary_ufunc(data):
     check_every_unary_ufunc(data, both)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=sweep_examples(5), deadline=None)
 @given(data=st.data())
 def test_every_binary_ufunc(data):
     check_every_binary_ufunc(data, both)
