@@ -77,10 +77,8 @@ class ElementalEmitter:
         return self.b.call(fn, args)
 
     def vectorizable(self, stem: str, t, arguments: int = 1) -> bool:
-        """Does the vector math library have ``stem`` for ``t``? Then a libm call beats LLVM's
-        intrinsic, which the vectoriser widens only to call the scalar function lane by lane."""
-        return self.vector_math is not None and bool(
-            self.vector_math.variants(stem + ("f" if t.name == "f32" else ""), 32 if t.name == "f32" else 64, arguments))
+        """A libm call beats LLVM's intrinsic where the vector library has ``stem`` for ``t``."""
+        return self.vector_math is not None and self.vector_math.covers(stem, t.name == "f32", arguments)
 
     def reset(self) -> None:
         self.memo.clear()

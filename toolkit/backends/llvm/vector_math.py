@@ -27,6 +27,12 @@ class VectorMath:
     functions: frozenset[str]  # the library's vector symbols (``_ZGVdN4v_sin``, ...)
     library: str = "libmvec"
 
+    def covers(self, stem: str, single: bool, arguments: int = 1) -> bool:
+        """Has the library ``stem`` (``sin``) for float32 (``single``) or float64? Then a libm
+        call beats LLVM's intrinsic, which the vectoriser widens only to call the scalar
+        function lane by lane."""
+        return bool(self.variants(stem + ("f" if single else ""), 32 if single else 64, arguments))
+
     def variants(self, name: str, element_bits: int, arguments: int) -> list[tuple[str, int]]:
         """(vector symbol, lanes) of ``name`` the host can call."""
         found = []
