@@ -246,12 +246,16 @@ class CpuExecutable:
                 o[...] = r
             return 1
         pointers = [address(a) for a in ins] + [address(o) for o in outs]
-        n = self.threads
         extent = step.extent
-        if n > 1 and step.splittable and extent is not None and extent >= 2 and step.work >= PARALLEL_THRESHOLD:
-            return self._parallel(step, pointers, outs, min(n, extent))
+        if self.splits(step):
+            return self._parallel(step, pointers, outs, min(self.threads, extent))
         step.fn(*pointers, 0, 1 if extent is None else extent)  # an empty range stays empty
         return 1
+
+    def splits(self, step: Step) -> bool:
+        """Does this kernel step run split over threads (large enough to pay the hand-off)?"""
+        return (self.threads > 1 and step.splittable and step.extent is not None and step.extent >= 2
+                and step.work >= PARALLEL_THRESHOLD)
 
     def _parallel(self, step: Step, pointers, outs, n: int) -> int:
         bounds = [step.extent * i // n for i in range(n + 1)]

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from ...config import env_int
-from .executor import PARALLEL_THRESHOLD, CpuExecutable, native_run_loop
+from .executor import CpuExecutable, native_run_loop
 
 KERNEL, GEMM, COPY = 0, 1, 2
 MAX_POINTERS = 16
@@ -48,7 +48,7 @@ class _Unsupported(Exception):
     pass
 
 
-def _gemm_op(step, exe: CpuExecutable, index, gemm) -> list[int]:
+def _gemm_op(step, index, gemm) -> list[int]:
     inst = step.inst
     a = inst.attrs
     lhs, rhs = inst.operands
@@ -74,15 +74,14 @@ def _ops(exe: CpuExecutable, index, gemm) -> list[list[int]]:
     ops = []
     for step in exe.steps:
         if step.kind == "dot":
-            ops.append(_gemm_op(step, exe, index, gemm))
+            ops.append(_gemm_op(step, index, gemm))
             continue
         if step.kind != "kernel" or not step.address:
             raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
         slots = [*step.inputs, *step.outputs]
         if len(slots) > MAX_POINTERS:
             raise _Unsupported(f"%{step.inst.name} takes more than {MAX_POINTERS} buffers")
-        if exe.threads > 1 and step.splittable and step.extent is not None and step.extent >= 2 \
-                and step.work >= PARALLEL_THRESHOLD:
+        if exe.splits(step):
             raise _Unsupported(f"%{step.inst.name} is split over threads")
         ops.append([KERNEL, step.address, 0, 1 if step.extent is None else step.extent, len(slots),
                     *[index(s) for s in slots]])
@@ -125,8 +124,6 @@ class NativeLoop:
         for op in cond_ops + body_ops + copies:
             program.extend(op)
         self.program = np.array(program, dtype=np.int64)
-        self.offset = offset
-        self.trips = 0
 
     def _buffers(self, exe: CpuExecutable, state: list[np.ndarray]) -> list:
         bufs: list = [None] * len(exe.slots)
