@@ -81,6 +81,74 @@ def test_threaded_and_single_threaded_results_are_identical(monkeypatch):
     np.testing.assert_allclose(four, y.astype(np.float64).sum(), rtol=1e-4)
 
 
+COLUMN_CASES = [((4096, 1024), (0,), np.float32), ((1027, 1100), (0,), np.float64), ((13, 2000), (0,), np.float32),
+                ((0, 3000), (0,), np.float32), ((7, 1), (0,), np.float64), ((6, 5, 1500), (0, 1), np.float32),
+                ((300, 40, 30), (0,), np.float64), ((999, 2048), (0,), np.int32), ((50, 1200), (0,), np.complex64)]
+
+
+@pytest.mark.parametrize("shape, axes, dtype", COLUMN_CASES)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_column_reductions_equal_numpys_bit_for_bit(shape, axes, dtype, threads, monkeypatch):
+    """Sums over leading axes add each column's elements in NumPy's order (row after row, a
+    pass of eight rows at a time, no reassociation), whether threads split the columns or not:
+    the results are NumPy's exactly, and so are max, min and a fused elementwise producer's."""
+    from toolkit.backends.cpu import executor
+
+    monkeypatch.setattr(executor, "PARALLEL_THRESHOLD", 0)
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 7, shape)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * x[::-1]
+    fns = [lambda a: a.sum(axis=axes), lambda a: (a * 2 - 1).sum(axis=axes)]
+    if np.dtype(dtype).kind != "c":
+        fns += [lambda a: a.max(axis=axes) if a.size else a.sum(axis=axes), lambda a: a.min(axis=axes) if a.size else a.sum(axis=axes)]
+    for fn in fns:
+        c = tk.jit(fn, backend="cpu", on_recompile="ignore").lower(x).compile()
+        monkeypatch.setattr(c._executable, "threads", threads)
+        got, want = c(x), fn(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_column_sums_split_their_columns_over_threads_and_narrow_ones_do_not():
+    from toolkit.backends.llvm.planning import plan_kernel
+
+    def spec_of(shape):
+        c = tk.jit(lambda a: a.sum(axis=0), backend="cpu", on_recompile="ignore").lower(np.ones(shape, np.float32)).compile()
+        (reduce,) = [i for i in c.optimized_hlo.entry.instructions if i.opcode in ("reduce", "fusion")]
+        return plan_kernel(reduce)
+
+    wide, narrow = spec_of((4096, 2048)), spec_of((4096, 8))
+    assert (wide.kind, wide.split_dim, wide.extent) == ("general", 1, 2048)
+    assert narrow.extent is None  # 32 output bytes: threads would share every cache line
+
+
+@pytest.mark.parametrize("shape", [(1027, 77), (10, 5000), (3, 37, 100), (9, 3), (4099, 2, 33)])
+def test_row_reductions_do_not_depend_on_the_thread_split(shape, monkeypatch):
+    """Rows are reduced four at a time; wherever a split or the end of the rows leaves a tile
+    short, its spare slots repeat a row, and where the loop also stores (an extra output), the
+    vectoriser's overlap check runs such a tile in order. Splits fall on whole tiles, so a
+    row's sum is the same on 1, 2, 3 or 4 threads."""
+    from toolkit.backends.cpu import executor
+
+    monkeypatch.setattr(executor, "PARALLEL_THRESHOLD", 0)
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    def fn(a):  # the exp is an extra output of its sum's kernel: stores in the row loop
+        e = np.exp(a - a.max(-1, keepdims=True))
+        s = e.sum(-1, keepdims=True)
+        return e / s, s, (a * a).sum(-1)
+    c = tk.jit(fn, backend="cpu", on_recompile="ignore").lower(x).compile()
+    results = []
+    for threads in (1, 2, 3, 4):
+        monkeypatch.setattr(c._executable, "threads", threads)
+        results.append(c(x))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+    for got, want in zip(results[0], fn(x)):
+        np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
 @settings(max_examples=30, deadline=None)
 @given(steps=steps_strategy, data=inputs_strategy(np.float64))
 def test_random_programs_match_the_interpreter(steps, data):

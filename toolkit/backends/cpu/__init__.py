@@ -21,7 +21,7 @@ from ..llvm.planning import emit_or_discard
 from ..llvm.vector_math import keep_vector_variants
 from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, kernel_key, plan_kernel,
                              plan_update_in_place, update_in_place_operand)
-from .kernels import emit_kernel
+from .kernels import emit_kernel, row_grain
 from .native_loop import native_loop
 from .row_groups import RowGroup, emit_driver, find_row_groups
 
@@ -69,6 +69,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         step.splittable = partials or not full
         step.reducers = [spec.reducers[id(o)] for o in spec.outputs] if partials else []
         step.full_reduction = partials
+        step.grain = row_grain(spec) if spec.kind == "row" and not full else 1
         step.extra["spec"] = spec
         return step
 

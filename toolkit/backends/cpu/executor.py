@@ -92,6 +92,7 @@ class Step:
     reducers: list[str] = field(default_factory=list)  # per output, for combining partials
     full_reduction: bool = False
     splittable: bool = True  # False: one thread, whatever the work (a full reduction with extra outputs)
+    grain: int = 1  # thread splits of [begin, end) fall on multiples of this (a row kernel's tile)
     extra: dict = field(default_factory=dict)
 
 
@@ -258,7 +259,7 @@ class CpuExecutable:
                 and step.work >= PARALLEL_THRESHOLD)
 
     def _parallel(self, step: Step, pointers, outs, n: int) -> int:
-        bounds = [step.extent * i // n for i in range(n + 1)]
+        bounds = split_bounds(step.extent, n, step.grain)
         if step.full_reduction:
             # each chunk reduces into its own partial result; combined in a fixed order
             partials = [np.empty_like(outs[i]) for i in range(len(outs)) for _ in range(n)]
@@ -304,7 +305,7 @@ class CpuExecutable:
             if s not in group.scratch:
                 self._alloc(bufs, s)
         n = self._group_threads(step)
-        return group, n, [group.rows * i // n for i in range(n + 1)]
+        return group, n, split_bounds(group.rows, n, group.grain)
 
     def _group(self, step: Step, bufs) -> int:
         group, n, bounds = self._group_start(step, bufs)
@@ -338,6 +339,11 @@ class CpuExecutable:
             on_kernel(member.inst, t, share, f"threads={threads} row group of {len(group.members)} "
                       f"({group.names}): {blocks} blocks of {group.block_rows} rows; time split by bytes")
             t += share
+
+
+def split_bounds(extent: int, n: int, grain: int = 1) -> list[int]:
+    """``n`` near-equal chunks of range(extent) whose inner bounds are multiples of ``grain``."""
+    return [extent if i == n else min(extent, (extent * i // n + grain - 1) // grain * grain) for i in range(n + 1)]
 
 
 def _bytes_touched(inst) -> int:

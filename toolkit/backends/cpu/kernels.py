@@ -70,12 +70,12 @@ def _emit_loop(b, e, spec, out_ptrs, begin, end):
         nest(b, shape.dims, body, begin, end)
 
 
-def _reduce(e, spec, hero, acc, v, t):
+def _reduce(e, spec, hero, acc, v, t, flags=FAST):
     op = spec.reducers[id(hero)]
     if t.is_complex and op == "add":
-        return lcomplex.add(e, acc, v, t, flags=FAST)
+        return lcomplex.add(e, acc, v, t, flags=flags)
     if t.is_float and op in ("add", "multiply"):
-        return (e.b.fadd if op == "add" else e.b.fmul)(acc, v, flags=FAST)
+        return (e.b.fadd if op == "add" else e.b.fmul)(acc, v, flags=flags)
     return emit_binary(e, op, acc, v, t)
 
 
@@ -90,6 +90,29 @@ def _blocked_sum(spec, h) -> bool:
     return h.shape.dtype.is_float and spec.reducers[id(h)] == "add"
 
 
+# Row reductions run ROW_TILE rows side by side (the last kept dimension in steps of ROW_TILE):
+# one thread then streams several rows from memory at once, which the prefetchers serve far
+# better than one row after another (4096 rows of 4096 floats: 3.6 -> 2.4 ms on two cores).
+# Every row goes through the same tiled loop, in whichever slot of a tile it lands (a range
+# that ends inside a tile repeats its last row in the spare slots), so a row's result does not
+# depend on how the rows were split among threads or row blocks.
+ROW_TILE = 4
+MIN_TILED_ROWS = 8
+
+
+def _tiled_rows(kept_dims) -> bool:
+    return bool(kept_dims) and kept_dims[-1] >= MIN_TILED_ROWS
+
+
+def row_grain(spec) -> int:
+    """Thread splits of a row kernel's [begin, end) fall on multiples of this, so no rows are
+    computed twice in a tile's spare slots except at the very end."""
+    heroes = [o for o in spec.outputs if o.opcode == "reduce"]
+    in_shape = heroes[0].operands[0].shape
+    n_kept = in_shape.rank - len(heroes[0].attrs["dimensions"])
+    return ROW_TILE if n_kept == 1 and _tiled_rows(in_shape.dims[:1]) else 1
+
+
 def _emit_row(b, e, spec, out_ptrs, begin, end):
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     extras = [o for o in spec.outputs if o.opcode != "reduce"]
@@ -97,48 +120,71 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
     dims = sorted(heroes[0].attrs["dimensions"])
     n_kept = in_shape.rank - len(dims)
     kept_dims, red_dims = in_shape.dims[:n_kept], in_shape.dims[n_kept:]
-    # the entry block is still empty here: the allocas come first, where mem2reg expects them
-    accs = [b.alloca(value_type(h.shape.dtype), name=f"acc.{h.name}") for h in heroes]
+    tile = ROW_TILE if _tiled_rows(kept_dims) else 1
     blocked = [_blocked_sum(spec, h) for h in heroes]
-    totals = [b.alloca(F64, name=f"total.{h.name}") if blk else None for h, blk in zip(heroes, blocked)]
+    # the entry block is still empty here: the allocas come first, where mem2reg expects them
+    accs = [[b.alloca(value_type(h.shape.dtype), name=f"acc{k}.{h.name}") for h in heroes] for k in range(tile)]
+    totals = [[b.alloca(F64, name=f"total{k}.{h.name}") if blk else None for h, blk in zip(heroes, blocked)]
+              for k in range(tile)]
 
     def combine(h, acc, v):
         return _reduce(e, spec, h, acc, v, h.shape.dtype)
 
     def start_block():
-        for h, acc, blk in zip(heroes, accs, blocked):
-            if blk:
-                b.store(constant(h.shape.dtype, IDENTITIES["add"](h.shape.dtype.numpy)), acc)
+        for row_accs in accs:
+            for h, acc, blk in zip(heroes, row_accs, blocked):
+                if blk:
+                    b.store(constant(h.shape.dtype, IDENTITIES["add"](h.shape.dtype.numpy)), acc)
 
     def end_block():
-        for h, acc, total in zip(heroes, accs, totals):
-            if total is not None:
-                b.store(b.fadd(b.load(total), _to_f64(b, b.load(acc))), total)
+        for row_accs, row_totals in zip(accs, totals):
+            for acc, total in zip(row_accs, row_totals):
+                if total is not None:
+                    b.store(b.fadd(b.load(total), _to_f64(b, b.load(acc))), total)
 
-    def outer(kept_index):
+    def rows(kept_indices):
+        """Reduce the rows at ``kept_indices`` (one per tile slot) side by side."""
         e.reset()
-        start_accumulators(e, heroes, accs)
-        for h, acc, total in zip(heroes, accs, totals):
-            if total is not None:  # the init value starts the running total
-                b.store(_to_f64(b, b.load(acc)), total)
+        for row_accs, row_totals in zip(accs, totals):
+            start_accumulators(e, heroes, row_accs)
+            for acc, total in zip(row_accs, row_totals):
+                if total is not None:  # the init value starts the running total
+                    b.store(_to_f64(b, b.load(acc)), total)
 
         def inner(red_index):
-            fold_element(e, heroes, accs, extras, out_ptrs, kept_index + red_index, combine)
+            for kept_index, row_accs in zip(kept_indices, accs):
+                fold_element(e, heroes, row_accs, extras, out_ptrs, kept_index + red_index, combine)
 
         if red_dims:
             first = (begin, end) if n_kept == 0 else (None, None)
             _blocked_nest(b, red_dims, inner, first, start_block, end_block if any(blocked) else None)
         else:
             inner([])
-        for h, acc, total in zip(heroes, accs, totals):
-            if total is not None:
-                b.store(_from_f64(b, b.load(total), acc.type.pointee), acc)
-        store_accumulators(e, heroes, accs, out_ptrs, kept_index)
+        for kept_index, row_accs, row_totals in zip(kept_indices, accs, totals):
+            for acc, total in zip(row_accs, row_totals):
+                if total is not None:
+                    b.store(_from_f64(b, b.load(total), acc.type.pointee), acc)
+            store_accumulators(e, heroes, row_accs, out_ptrs, kept_index)
 
-    if n_kept:
-        nest(b, kept_dims, outer, begin, end, prefix="k")
+    if not n_kept:
+        rows([[]])
+    elif tile == 1:
+        nest(b, kept_dims, lambda index: rows([index]), begin, end, prefix="k")
     else:
-        outer([])
+        def tiles(prefix):
+            lo, hi = (begin, end) if n_kept == 1 else (i64(0), i64(kept_dims[-1]))
+            last = b.sub(hi, i64(1))
+
+            def slots(first):
+                picks = [first] + [b.add(first, i64(k)) for k in range(1, tile)]
+                return [prefix + [b.select(b.icmp_signed("<", p, hi), p, last)] for p in picks]
+
+            for_range(b, lo, hi, lambda r: rows(slots(r)), "tile", step=i64(tile))
+
+        if n_kept == 1:
+            tiles([])
+        else:
+            nest(b, kept_dims[:-1], tiles, begin, end, prefix="k")
 
 
 def _to_f64(b, v):
@@ -186,7 +232,7 @@ def _emit_general(b, e, spec, out_ptrs, begin, end):
     in_shape: Shape = heroes[0].operands[0].shape
     dims = set(heroes[0].attrs["dimensions"])
     kept = [d for d in range(in_shape.rank) if d not in dims]
-    parallel = 0 not in dims and in_shape.rank > 0
+    parallel = spec.extent is not None  # threads divide input dimension spec.split_dim, a kept one
 
     def init(out_index):
         e.reset()
@@ -196,9 +242,15 @@ def _emit_general(b, e, spec, out_ptrs, begin, end):
 
     out_dims = [in_shape.dims[d] for d in kept]
     if out_dims:
-        nest(b, out_dims, init, begin if parallel else None, end if parallel else None, prefix="z")
+        nest(b, out_dims, init, begin if parallel else None, end if parallel else None, prefix="z",
+             split=kept.index(spec.split_dim) if parallel else 0)
     else:
         init([])
+
+    lo, hi = (begin, end) if parallel else (None, None)
+    if kept and dims == set(range(len(dims))):  # reduced dimensions lead: a column reduction
+        _column_passes(b, e, spec, heroes, extras, out_ptrs, in_shape, len(dims), lo, hi)
+        return
 
     def body(index):
         e.reset()
@@ -210,6 +262,50 @@ def _emit_general(b, e, spec, out_ptrs, begin, end):
             ptr, s = out_ptrs[id(h)]
             v = e.value(h.operands[0], index)
             cur = e.load(ptr, s, out_index)
-            e.store(ptr, s, out_index, _reduce(e, spec, h, cur, v, h.shape.dtype))
+            e.store(ptr, s, out_index, _reduce(e, spec, h, cur, v, h.shape.dtype, flags=()))
 
-    nest(b, in_shape.dims, body, begin if parallel else None, end if parallel else None, prefix="g")
+    nest(b, in_shape.dims, body, lo, hi, prefix="g", split=spec.split_dim)
+
+
+# A column reduction adds this many input rows into the output row per pass over it: the
+# partial sums stay in registers for the run, and the rows stream in side by side (as many
+# prefetch streams) instead of one after the other through the output.
+COLUMN_TILE = 8
+
+
+def _column_passes(b, e, spec, heroes, extras, out_ptrs, in_shape, n_reduced, lo, hi):
+    """``out[c] = (((out[c] + x[r, c]) + x[r+1, c]) + ...)``, COLUMN_TILE rows at a time: each
+    output element folds in its inputs in the same order as one row at a time (NumPy's order
+    for a reduction over leading axes), with no reassociation, so the results are identical."""
+    reduced, kept_dims = in_shape.dims[:n_reduced], in_shape.dims[n_reduced:]
+    rows = reduced[-1]
+    tiles = rows // COLUMN_TILE
+
+    def rows_pass(prefix, first_row, count):
+        def columns(kept_index):
+            e.reset()
+            held = []  # index values stay referenced: the emitter's memo is keyed by their ids
+            accs = [e.load(*out_ptrs[id(h)], kept_index) for h in heroes]
+            for t in range(count):
+                index = prefix + [first_row if t == 0 else b.add(first_row, i64(t))] + kept_index
+                held.append(index)
+                for o in extras:
+                    ptr, s = out_ptrs[id(o)]
+                    e.store(ptr, s, index, e.value(o, index))
+                accs = [_reduce(e, spec, h, acc, e.value(h.operands[0], index), h.shape.dtype, flags=())
+                        for h, acc in zip(heroes, accs)]
+            for h, acc in zip(heroes, accs):
+                e.store(*out_ptrs[id(h)], kept_index, acc)
+
+        nest(b, kept_dims, columns, lo, hi, prefix="c")
+
+    def outer(prefix):
+        if tiles:
+            for_range(b, i64(0), i64(tiles), lambda j: rows_pass(prefix, b.mul(j, i64(COLUMN_TILE)), COLUMN_TILE), "tile")
+        if rows % COLUMN_TILE:
+            for_range(b, i64(tiles * COLUMN_TILE), i64(rows), lambda r: rows_pass(prefix, r, 1), "rest")
+
+    if n_reduced > 1:
+        nest(b, reduced[:-1], outer, prefix="o")
+    else:
+        outer([])

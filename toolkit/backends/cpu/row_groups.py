@@ -39,6 +39,7 @@ class RowGroup:
     scratch: list[int]  # slots only the group reads: a block of rows per thread, not the array
     symbol: str
     row_bytes: dict[int, int] = field(default_factory=dict)  # slot -> bytes per leading row
+    grain: int = 1  # thread splits and blocks fall on multiples of this (the members' row tile)
 
     @property
     def names(self) -> str:
@@ -99,7 +100,13 @@ def _make_group(members, steps, slots, out_slots) -> RowGroup | None:
     scratch = [s for s in touched if s in produced and s not in outside and s not in out_slots and s in row_bytes]
     per_row = sum(row_bytes.values()) or 1
     block_rows = max(1, min(rows, BLOCK_BYTES // per_row))
-    return RowGroup(members, rows, block_rows, touched, scratch, f"rowgroup_{members[0].inst.name}", row_bytes)
+    # blocks start on multiples of the members' row tile, so every row lands in the same tile
+    # (and the same code path: a tile's spare slots repeat a row, which the loop vectoriser's
+    # overlap check then runs in order) however the rows are blocked and split among threads
+    grain = max(m.grain for m in members)
+    block_rows = min(rows, max(grain, block_rows - block_rows % grain))
+    return RowGroup(members, rows, block_rows, touched, scratch, f"rowgroup_{members[0].inst.name}", row_bytes,
+                    grain)
 
 
 def emit_driver(module: ir.Module, group: RowGroup) -> None:

@@ -25,14 +25,15 @@ def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None):
     b.position_at_end(done)
 
 
-def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d"):
-    """Nested loops over ``dims``; the outermost over [begin, end) when given."""
+def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", split: int = 0):
+    """Nested loops over ``dims``; dimension ``split`` (the outermost unless told) over
+    [begin, end) when given."""
     def level(k: int, index: list):
         if k == len(dims):
             body(index)
             return
-        lo = begin if (k == 0 and begin is not None) else i64(0)
-        hi = end if (k == 0 and end is not None) else i64(dims[k])
+        lo = begin if (k == split and begin is not None) else i64(0)
+        hi = end if (k == split and end is not None) else i64(dims[k])
         for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}")
 
     level(0, [])

@@ -25,6 +25,7 @@ class KernelSpec:
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
     reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
     in_place: bool = False  # an input and the output share a buffer (read at the index written)
+    split_dim: int = 0  # the input dimension [begin, end) ranges over (general reductions: a kept one)
 
 
 def kernel_key(spec: KernelSpec) -> tuple:
@@ -33,7 +34,7 @@ def kernel_key(spec: KernelSpec) -> tuple:
     position = {id(inst): k for k, inst in enumerate(spec.computation.instructions)}
     reducers = tuple(sorted((position.get(i, -1 - i), r) for i, r in (spec.reducers or {}).items()))
     return (structural_key(spec.computation), tuple(position[id(o)] for o in spec.outputs), spec.kind,
-            spec.extent, spec.reducer, reducers, spec.in_place)
+            spec.extent, spec.reducer, reducers, spec.in_place, spec.split_dim)
 
 
 def emit_or_discard(module, emit, spec):
@@ -166,8 +167,32 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
     if row:
         kind = "row"
         extent = in_shape.dims[0] if rank else None
+        split_dim = 0
     else:
         kind = "general"
-        extent = in_shape.dims[0] if 0 not in dims else None
+        split_dim = _column_split(in_shape, hero.shape.dtype.numpy.itemsize, dims)
+        extent = in_shape.dims[split_dim] if split_dim is not None else None
     return KernelSpec(inst.name, comp, outputs, kind, extent, max(in_shape.size, 1),
-                      reducers[id(hero)], reducers)
+                      reducers[id(hero)], reducers, split_dim=split_dim or 0)
+
+
+# Threads that split a reduction's kept dimension write neighbouring stretches of one output;
+# below this many output bytes per kept index range, they would mostly share cache lines.
+MIN_SPLIT_OUTPUT_BYTES = 4096
+
+
+def _column_split(in_shape, itemsize: int, dims) -> int | None:
+    """The input dimension a general reduction's threads divide: the leading one when it is
+    kept (each thread then owns whole rows of the output), else the first kept dimension when
+    the output beyond it is wide enough (a column sum: each thread sums a band of columns down
+    all the rows). Every output element is accumulated in the same order either way."""
+    if 0 not in dims:
+        return 0 if in_shape.rank else None
+    kept = [d for d in range(in_shape.rank) if d not in dims]
+    if not kept:
+        return None
+    first = kept[0]
+    out_bytes = itemsize
+    for d in kept:
+        out_bytes *= in_shape.dims[d]
+    return first if out_bytes >= MIN_SPLIT_OUTPUT_BYTES and in_shape.dims[first] >= 2 else None

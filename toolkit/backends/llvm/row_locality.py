@@ -43,7 +43,7 @@ def row_local_parameters(spec: KernelSpec) -> set[int] | None:
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     if spec.kind not in ("loop", "row", "general"):  # scatter, update_slice: not one output row per index
         return None
-    if spec.extent is None or spec.kind == "row" and len(heroes[0].attrs["dimensions"]) == heroes[0].operands[0].shape.rank:
+    if spec.extent is None or spec.split_dim != 0 or spec.kind == "row" and len(heroes[0].attrs["dimensions"]) == heroes[0].operands[0].shape.rank:
         return None
     state: dict[int, str] = {}
     order = spec.computation.instructions  # operands before users
