@@ -149,6 +149,27 @@ def test_row_reductions_do_not_depend_on_the_thread_split(shape, monkeypatch):
         np.testing.assert_allclose(got, want, rtol=2e-6)
 
 
+def _tanh_chain(v):
+    for i in range(6):
+        v = np.tanh(v) * (1.0 + 0.01 * i)
+    return v
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 31, 33, 1000, 4099])
+def test_long_loop_bodies_fold_their_tail_and_short_ones_do_not(n):
+    """A long body is vectorised with a masked tail (no scalar copy of the body) and two
+    vectors in flight; every length, including those shorter than one vector, gives the
+    interpreter's results."""
+    x = np.random.default_rng(9).standard_normal(n).astype(np.float32)
+    long_body = tk.jit(_tanh_chain, backend="cpu", on_recompile="ignore").lower(x).compile()
+    short_body = tk.jit(lambda v: v * 2 + 1, backend="cpu", on_recompile="ignore").lower(x).compile()
+    if n:
+        assert "@llvm.masked.store" in long_body.as_text("llvm")  # the tail: masked, in the vector loop
+        assert "@llvm.masked.store" not in short_body.as_text("llvm")  # unmasked, a scalar remainder
+    assert_close(long_body(x), tk.jit(_tanh_chain, backend="interpreter", on_recompile="ignore")(x), approx=True)
+    np.testing.assert_array_equal(short_body(x), x * 2 + 1)
+
+
 @settings(max_examples=30, deadline=None)
 @given(steps=steps_strategy, data=inputs_strategy(np.float64))
 def test_random_programs_match_the_interpreter(steps, data):

@@ -15,7 +15,7 @@ from ...ir.queries import IDENTITIES
 from ..llvm.elemental import ElementalEmitter, emit_binary, i64
 from ..llvm import complex as lcomplex
 from ..llvm.indexing import emit_scatter, emit_update_slice
-from ..llvm.loops import for_range, nest
+from ..llvm.loops import FOLD_TAIL_INSTRUCTIONS, for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec
 from ..llvm.types import F64, I64, constant, storage_type, value_type
@@ -67,7 +67,7 @@ def _emit_loop(b, e, spec, out_ptrs, begin, end):
     if shape.rank == 0:
         body([])
     else:
-        nest(b, shape.dims, body, begin, end)
+        nest(b, shape.dims, body, begin, end, fold_tail_over=FOLD_TAIL_INSTRUCTIONS)
 
 
 def _reduce(e, spec, hero, acc, v, t, flags=FAST):

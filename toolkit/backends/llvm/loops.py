@@ -7,9 +7,43 @@ from .elemental import i64
 from .types import I64
 
 
-def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None):
+class LoopID(ir.values.MDValue):
+    """A loop's ``distinct !{!self, option...}`` metadata node, which LLVM's loop passes read
+    from the latch branch (llvmlite's ``add_metadata`` cannot build a node that names itself)."""
+
+    def __init__(self, module: ir.Module, options):
+        super().__init__(module, [module.add_metadata(list(o)) for o in options], name=str(len(module.metadata)))
+
+    def descr(self, buf):
+        buf += ("distinct !{" + ", ".join([self.get_reference()] + [o.get_reference() for o in self.operands]) + "}",
+                "\n")
+
+    __eq__ = object.__eq__  # identity: the operands name the node itself
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+
+# A loop body longer than this is vectorised with its tail folded into the vector loop (masked)
+# instead of followed by a scalar copy of the body for the last elements, and two vectors'
+# worth in flight per iteration. A long body is a long chain of dependent operations (a
+# division, then a polynomial, ... per tanh): left to itself LLVM interleaves one vector, and
+# out-of-order execution cannot reach across into the next iteration. For ten chained tanh on
+# 4M floats: 19.5 -> 12.7 ms (four in flight: 8.7 ms, but twice the compile time), LLVM's
+# optimisation 36 -> 19 ms, code generation 29 -> 9 ms, machine code 9.0 -> 4.0 KB. Short
+# bodies (memory-bound: x + 1) keep LLVM's own choice, whose compile costs little.
+FOLD_TAIL_INSTRUCTIONS = 96
+LONG_BODY_OPTIONS = (("llvm.loop.vectorize.predicate.enable", ir.IntType(1)(1)),
+                     ("llvm.loop.interleave.count", ir.IntType(32)(2)))
+
+
+def _instruction_count(fn: ir.Function) -> int:
+    return sum(len(block.instructions) for block in fn.blocks)
+
+
+def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None, fold_tail_over: int | None = None):
     """``for i in range(start, stop, step): body(i)`` with a phi-based loop (skipped when
-    empty); ``step`` (default 1) may be a runtime value, as in a GPU grid-stride loop."""
+    empty); ``step`` (default 1) may be a runtime value, as in a GPU grid-stride loop. With
+    ``fold_tail_over``, a body longer than that asks the vectoriser to fold the tail."""
     fn = b.function
     pre = b.block
     head = fn.append_basic_block(f"{name}.body")
@@ -18,22 +52,27 @@ def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None):
     b.position_at_end(head)
     i = b.phi(I64, name=name)
     i.add_incoming(start, pre)
+    size = _instruction_count(fn) if fold_tail_over is not None else 0
     body(i)
     nxt = b.add(i, i64(1) if step is None else step, name=f"{name}.next")
     i.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, stop), head, done)
+    latch = b.cbranch(b.icmp_signed("<", nxt, stop), head, done)
+    if fold_tail_over is not None and _instruction_count(fn) - size > fold_tail_over:
+        latch.set_metadata("llvm.loop", LoopID(fn.module, LONG_BODY_OPTIONS))
     b.position_at_end(done)
 
 
-def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", split: int = 0):
+def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", split: int = 0,
+         fold_tail_over: int | None = None):
     """Nested loops over ``dims``; dimension ``split`` (the outermost unless told) over
-    [begin, end) when given."""
+    [begin, end) when given; ``fold_tail_over`` applies to the innermost loop."""
     def level(k: int, index: list):
         if k == len(dims):
             body(index)
             return
         lo = begin if (k == split and begin is not None) else i64(0)
         hi = end if (k == split and end is not None) else i64(dims[k])
-        for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}")
+        fold = fold_tail_over if k == len(dims) - 1 else None
+        for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}", fold_tail_over=fold)
 
     level(0, [])
