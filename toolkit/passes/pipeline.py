@@ -1,5 +1,6 @@
-"""Named pipelines. ``default``: inline calls; simplify, fold constants and CSE to a fixed
-point; DCE; then fuse. ``none``: no optimisation (the optimised HLO equals the traced HLO)."""
+"""Named pipelines. ``default``: inline calls; move loop-invariant work out of loops; simplify,
+fold constants and CSE to a fixed point; DCE; then fuse (loop bodies and branches: the same
+pipeline, each as a module of its own). ``none``: no optimisation (the optimised HLO equals the traced HLO)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -9,6 +10,7 @@ from .constant_folding import constant_folding
 from .cse import cse, dce
 from .fusion import FusionOptions, fuse
 from .inline import inline_calls
+from .loop_invariants import hoist_loop_invariants
 from .manager import Pipeline
 from .simplify import simplify
 
@@ -36,7 +38,8 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
         result = fuse(module, fusion)
         return result.module, result.counts, result.decisions
 
-    passes = [("call-inliner", _plain(inline_calls)), ("simplify", _plain(simplify)),
+    passes = [("call-inliner", _plain(inline_calls)),
+              ("while-loop-invariant-code-motion", _plain(hoist_loop_invariants)), ("simplify", _plain(simplify)),
               ("constant-folding", _plain(fold)), ("cse", _plain(cse)), ("dce", _plain(dce))]
     if name == "default":
         passes.append(("fusion", fusion_pass))
