@@ -170,6 +170,20 @@ def test_long_loop_bodies_fold_their_tail_and_short_ones_do_not(n):
     np.testing.assert_array_equal(short_body(x), x * 2 + 1)
 
 
+def test_long_loop_bodies_over_large_arrays_keep_two_vectors_in_flight():
+    """Worth its compile time only where the array is large: one masked vector per iteration
+    below INTERLEAVE_ELEMENTS, two above."""
+    from toolkit.backends.llvm.loops import INTERLEAVE_ELEMENTS
+
+    stores = []
+    for n in (INTERLEAVE_ELEMENTS, INTERLEAVE_ELEMENTS + 1):
+        x = np.linspace(-3, 3, n, dtype=np.float32)
+        c = tk.jit(_tanh_chain, backend="cpu", on_recompile="ignore").lower(x).compile()
+        stores.append(c.as_text("llvm").count("call void @llvm.masked.store"))
+        assert_close(c(x), tk.jit(_tanh_chain, backend="interpreter", on_recompile="ignore")(x), approx=True)
+    assert stores == [1, 2]
+
+
 @settings(max_examples=30, deadline=None)
 @given(steps=steps_strategy, data=inputs_strategy(np.float64))
 def test_random_programs_match_the_interpreter(steps, data):

@@ -1,6 +1,8 @@
 """Counted loops and loop nests in LLVM IR (phi-based), shared by the CPU and GPU emitters."""
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from .elemental import i64
@@ -24,26 +26,30 @@ class LoopID(ir.values.MDValue):
 
 
 # A loop body longer than this is vectorised with its tail folded into the vector loop (masked)
-# instead of followed by a scalar copy of the body for the last elements, and two vectors'
-# worth in flight per iteration. A long body is a long chain of dependent operations (a
-# division, then a polynomial, ... per tanh): left to itself LLVM interleaves one vector, and
-# out-of-order execution cannot reach across into the next iteration. For ten chained tanh on
-# 4M floats: 19.5 -> 12.7 ms (four in flight: 8.7 ms, but twice the compile time), LLVM's
-# optimisation 36 -> 19 ms, code generation 29 -> 9 ms, machine code 9.0 -> 4.0 KB. Short
-# bodies (memory-bound: x + 1) keep LLVM's own choice, whose compile costs little.
+# instead of followed by a vector and a scalar copy of the body for the last elements: for a
+# chain of ten tanh, LLVM's optimisation 36 -> 19 ms, code generation 29 -> 9 ms, machine code
+# 9.0 -> 4.0 KB. Short bodies (memory-bound: x + 1) keep LLVM's own choice, which compiles fast.
 FOLD_TAIL_INSTRUCTIONS = 96
-LONG_BODY_OPTIONS = (("llvm.loop.vectorize.predicate.enable", ir.IntType(1)(1)),
-                     ("llvm.loop.interleave.count", ir.IntType(32)(2)))
+FOLD_TAIL = ("llvm.loop.vectorize.predicate.enable", ir.IntType(1)(1))
+# Over this many elements, a long body also keeps two vectors in flight per iteration. A long
+# body is a long chain of dependent operations (a division, then a polynomial, ... per tanh):
+# left to itself LLVM interleaves one vector, and out-of-order execution cannot reach across
+# into the next iteration. Ten chained tanh on 4M floats: 19.5 -> 12.7 ms (four vectors:
+# 8.7 ms), for about twice the compile time, which only a large array repays.
+INTERLEAVE_ELEMENTS = 1 << 20
+INTERLEAVE_TWO = ("llvm.loop.interleave.count", ir.IntType(32)(2))
 
 
 def _instruction_count(fn: ir.Function) -> int:
     return sum(len(block.instructions) for block in fn.blocks)
 
 
-def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None, fold_tail_over: int | None = None):
+def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None, fold_tail_over: int | None = None,
+              elements: int = 0):
     """``for i in range(start, stop, step): body(i)`` with a phi-based loop (skipped when
     empty); ``step`` (default 1) may be a runtime value, as in a GPU grid-stride loop. With
-    ``fold_tail_over``, a body longer than that asks the vectoriser to fold the tail."""
+    ``fold_tail_over``, a body longer than that asks the vectoriser to fold the tail (and, for
+    a kernel of ``elements`` over INTERLEAVE_ELEMENTS, to interleave two vectors)."""
     fn = b.function
     pre = b.block
     head = fn.append_basic_block(f"{name}.body")
@@ -58,7 +64,8 @@ def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None, fo
     i.add_incoming(nxt, b.block)
     latch = b.cbranch(b.icmp_signed("<", nxt, stop), head, done)
     if fold_tail_over is not None and _instruction_count(fn) - size > fold_tail_over:
-        latch.set_metadata("llvm.loop", LoopID(fn.module, LONG_BODY_OPTIONS))
+        options = [FOLD_TAIL, INTERLEAVE_TWO] if elements > INTERLEAVE_ELEMENTS else [FOLD_TAIL]
+        latch.set_metadata("llvm.loop", LoopID(fn.module, options))
     b.position_at_end(done)
 
 
@@ -66,6 +73,7 @@ def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", s
          fold_tail_over: int | None = None):
     """Nested loops over ``dims``; dimension ``split`` (the outermost unless told) over
     [begin, end) when given; ``fold_tail_over`` applies to the innermost loop."""
+    elements = math.prod(dims)
     def level(k: int, index: list):
         if k == len(dims):
             body(index)
@@ -73,6 +81,7 @@ def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", s
         lo = begin if (k == split and begin is not None) else i64(0)
         hi = end if (k == split and end is not None) else i64(dims[k])
         fold = fold_tail_over if k == len(dims) - 1 else None
-        for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}", fold_tail_over=fold)
+        for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}", fold_tail_over=fold,
+                  elements=elements)
 
     level(0, [])
