@@ -325,3 +325,29 @@ def test_a_python_int_argument_stored_into_a_narrower_array_is_checked_on_every_
     with pytest.raises(OverflowError, match="out of bounds for int32"):
         f(a, 2 ** 40)
     np.testing.assert_array_equal(a, [5, 5, 5])  # nothing was written
+
+
+@pytest.mark.parametrize("fn, overwrites", [
+    (lambda x, w, b: np.maximum(x @ w + b, 0.0), True),  # the epilogue writes over the product
+    (lambda x, w, b: (x @ w, np.maximum(x @ w + b, 0.0)), False),  # the product is returned as well
+    (lambda x, w, b: np.tanh(x @ w) + (x @ w).T, False),  # read transposed: not at the index written
+    (lambda x, w, b: (x @ w + b).astype(np.float64), False),  # another dtype: another buffer
+    (lambda x, w, b: np.exp(x) @ w + b, True),
+])
+def test_a_products_epilogue_is_written_over_the_product(fn, overwrites):
+    """An elementwise kernel that reads a matrix product last, at the index it writes, writes
+    its result into the product's buffer; anything else gets a buffer of its own. Results are
+    NumPy's either way."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    c = tk.jit(fn, backend="cpu").lower(x, w, b).compile()
+    steps = c._executable.steps
+    dots = {s.outputs[0] for s in steps if s.kind == "dot"}
+    written_over = [s for s in steps if s.kind == "kernel" and s.outputs[0] in dots]
+    assert bool(written_over) == overwrites
+    assert all(s.extra["spec"].in_place for s in written_over)
+    got, want = c(x, w, b), fn(x, w, b)
+    for g, v in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert g.dtype == v.dtype
+        np.testing.assert_allclose(g, v, rtol=2e-5, atol=2e-5)

@@ -128,6 +128,18 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
 
     chain_starts = chains_into_arguments() if donated else {}
 
+    def product_to_overwrite(inst, position) -> Instruction | None:
+        """A matrix product this elementwise kernel may write its result over: the epilogue of
+        ``relu(x @ w + b)`` then runs in place on the product BLAS just wrote (still in cache),
+        with no second buffer of that size. Products only: other producers are kernels that a
+        row group may run block by block, which an in-place consumer could not join."""
+        for j in sorted(overwritable(inst)) if overwritable is not None else ():
+            target = inst.operands[j]
+            if target.opcode == "dot" and last_use.get(id(target)) == position and id(target) not in returned \
+                    and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
+                return target
+        return None
+
     for position, inst in enumerate(entry.instructions):
         op = inst.opcode
         if op == "parameter":
@@ -152,6 +164,8 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
                     and last_use.get(id(target)) == position and id(target) not in returned \
                     and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
                 outs = value_slots[id(inst)] = list(value_slots[id(target)])  # overwritten in place
+            elif into_argument is None and (product := product_to_overwrite(inst, position)) is not None:
+                outs = value_slots[id(inst)] = list(value_slots[id(product)])
             elif into_argument is not None:  # the caller's array is the output buffer
                 j, out_index = into_argument
                 outs = value_slots[id(inst)] = list(value_slots[id(inst.operands[j])])
