@@ -440,6 +440,28 @@ def test_the_dispatch_fast_path_is_exact():
     np.testing.assert_array_equal(f(np.float32(3)), np.float32(7))
 
 
+def test_the_dispatch_fast_path_takes_numpy_scalars_and_any_argument_order():
+    """A kernel that reads its arguments in another order than they are passed (``x * a + b``
+    reads ``a`` first) and NumPy scalar arguments both take the fast path, with the results the
+    general path gives: every argument lands on the kernel's parameter that reads it."""
+    from toolkit.backends.cpu import executor
+
+    fn = lambda x, a, b: np.tanh(x * a + b) * np.float32(0.5) + x  # noqa: E731
+    f = tk.jit(fn, backend="cpu")
+    x = np.linspace(-2, 2, 37, dtype=np.float32)
+    for a, b in [(np.float32(1.5), np.float32(0.25)), (np.float32(-3.0), np.float32(2.0))]:
+        got = f(x, a, b)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, f.compiled(x, a, b)._executable(
+            [x, np.asarray(a), np.asarray(b)])[0])  # the general path
+        np.testing.assert_allclose(got, fn(x, a, b), rtol=1e-6, atol=1e-6)
+    if executor._native_call is not None:
+        assert f.compiled(x, a, b).plain_run is not None
+    g = tk.jit(lambda s, v: v - s, backend="cpu")  # the scalar first, read second
+    np.testing.assert_array_equal(g(np.float64(1.0), np.arange(4.0)), np.arange(4.0) - 1.0)
+    assert f.recompile_count == 0
+
+
 def test_the_c_kernel_call_is_built_where_a_compiler_is():
     """pip builds backends/cpu/_kernel_call.c (an optional extension); where a C compiler is
     present the dispatch fast path must find it, also when the tests run from a checkout."""

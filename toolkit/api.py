@@ -316,8 +316,9 @@ class JitFunction:
                     compiled = self._cache.get(key)
                     if compiled is not None and not RECORDER.active:
                         run = compiled.plain_run
-                        if run is not None and arrays:
-                            return run(list(args))
+                        if run is not None:  # NumPy scalars (np.float32(0.5)) as 0-d arrays of their dtype
+                            return run(list(args) if arrays else
+                                       [a if type(a) is np.ndarray else np.asarray(a) for a in args])
                         return compiled.execute_flat(list(args))
             return self._call(*args, **kwargs)
         except Exception as e:

@@ -145,25 +145,27 @@ class CpuExecutable:
 
     def _single_kernel_run(self):
         """``run(args) -> result`` for the commonest small program: one kernel on one thread
-        reading the arguments in order (C-contiguous ones) and writing one fresh output; the
-        dispatch fast path calls it directly. None for any other program."""
+        reading the arguments (C-contiguous ones, in any order) and writing one fresh output;
+        the dispatch fast path calls it directly. None for any other program."""
         if _native_call is None or len(self.steps) != 1 or len(self.out_slots) != 1:
             return None
         step = self.steps[0]
-        if (step.kind != "kernel" or not step.address or step.inputs != self.arg_slots
+        if (step.kind != "kernel" or not step.address or not set(step.inputs) <= set(self.arg_slots)
                 or len(step.outputs) != 1 or step.outputs != self.out_slots or self._copy_out[0]
                 or step.outputs[0] in self.arg_slots or len(step.inputs) + 1 > 16
                 or (self.threads > 1 and step.work >= PARALLEL_THRESHOLD and step.splittable)):
             return None
         dims, dtype = self._slot_types[step.outputs[0]]
         address, end, native, general = step.address, 1 if step.extent is None else step.extent, _native_call, self
+        order = [self.arg_slots.index(slot) for slot in step.inputs]
+        in_order = order == list(range(len(self.arg_slots)))
 
         def run(args):
             for a in args:
                 if not a.flags.c_contiguous:
                     return general(args)[0]
             out = np.empty(dims, dtype)
-            native(address, 0, end, *args, out)
+            native(address, 0, end, *(args if in_order else [args[k] for k in order]), out)
             return out
 
         return run
