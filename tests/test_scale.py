@@ -47,7 +47,7 @@ def test_a_long_compile_shows_its_phases_and_size(monkeypatch, capsys):
                         f"{self.instructions:,} instructions, {self.current}")
     import time
 
-    from toolkit.backends.cpu import llvm_worker
+    from toolkit.backends.llvm import llvm_worker
     real_optimize = llvm_worker.optimize
 
     def slow_optimize(module, tm):  # long enough for the watcher to look twice

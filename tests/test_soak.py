@@ -18,7 +18,7 @@ import json, sys
 import numpy as np
 import toolkit as tk
 from toolkit.soak import rss_bytes, trim
-from toolkit.backends.cpu.llvm_process import WORKER
+from toolkit.backends.llvm.llvm_process import WORKER
 
 g = tk.jit(lambda v: np.tanh(v) * 3.0 + v.sum(), on_recompile="ignore", backend="cpu")
 n = 2
@@ -69,8 +69,9 @@ def test_the_llvm_worker_is_replaced_and_compiles_match_in_process():
     quota, and a worker that cannot start leaves compiles in this process."""
     import time
 
-    from toolkit.backends.cpu import compiler, llvm_worker
-    from toolkit.backends.cpu.llvm_process import WorkerProcess, WorkerUnavailable
+    from toolkit.backends.cpu import compiler
+    from toolkit.backends.llvm import llvm_worker
+    from toolkit.backends.llvm.llvm_process import WorkerProcess, WorkerUnavailable
 
     ir_text = ('define void @k(ptr noalias %x, i64 %n) {\nentry:\n  br label %l\nl:\n'
                '  %i = phi i64 [0, %entry], [%j, %l]\n  %p = getelementptr double, ptr %x, i64 %i\n'
@@ -113,7 +114,7 @@ def test_the_llvm_worker_is_replaced_and_compiles_match_in_process():
 def test_without_a_worker_compiles_run_in_this_process(monkeypatch):
     import numpy as np
     import toolkit as tk
-    from toolkit.backends.cpu import llvm_process
+    from toolkit.backends.llvm import llvm_process
 
     monkeypatch.setattr(llvm_process.sys, "executable", "/nonexistent/python")
     pool = llvm_process.WorkerProcess()
@@ -132,7 +133,7 @@ def test_a_forked_child_starts_its_own_llvm_worker():
     import numpy as np
     import pytest
     import toolkit as tk
-    from toolkit.backends.cpu.llvm_process import WORKER
+    from toolkit.backends.llvm.llvm_process import WORKER
 
     if not hasattr(os, "fork"):
         pytest.skip("no fork() here")
@@ -153,3 +154,88 @@ def test_a_forked_child_starts_its_own_llvm_worker():
     assert os.waitstatus_to_exitcode(status) == 0
     assert WORKER._slots == parent_workers  # the parent's workers are untouched
     np.testing.assert_array_equal(f(np.ones(30)), np.full(30, 3.0))
+
+
+_PTX_COMPILES_STAY_FLAT = r"""
+import json, sys
+import numpy as np
+import toolkit as tk
+from toolkit.soak import rss_bytes, trim
+from toolkit.backends.gpu import compile_ptx
+from toolkit.backends.llvm.llvm_process import WORKER
+
+n = 2
+def compile_new_shapes(count):
+    global n
+    for _ in range(count):
+        module = tk.jit(lambda v: np.tanh(v) * 3.0 + v.sum(), backend="interpreter").lower(
+            np.ones(n, np.float32)).compile().optimized_hlo
+        compile_ptx(module)
+        n += 1
+compile_new_shapes(30)
+trim()
+before = rss_bytes()
+compile_new_shapes(int(sys.argv[1]))
+trim()
+print(json.dumps({"per_compile": (rss_bytes() - before) / int(sys.argv[1]), "workers": WORKER.started}))
+"""
+
+
+def test_memory_stays_flat_across_ptx_compiles(tmp_path):
+    """The GPU backend's PTX comes from the LLVM worker process too: compiles of new shapes
+    leave this process flat; in-process they grow by llvmlite's ~95 KB a pass builder."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "flat_ptx.py"
+    script.write_text(_PTX_COMPILES_STAY_FLAT)
+
+    def growth(count, **env):
+        done = subprocess.run([sys.executable, str(script), str(count)], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "TOOLKIT_CACHE_DIR": "off", **env})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    flat = growth(60)
+    assert flat["per_compile"] <= 30 * 1024 and flat["workers"] == 1, flat
+    leaky = growth(40, TOOLKIT_LLVM_WORKER="0")
+    assert leaky["workers"] == 0 and leaky["per_compile"] > 50 * 1024, leaky
+
+
+def test_ptx_from_the_worker_is_the_ptx_this_process_makes():
+    """Byte for byte, with and without libdevice linked in."""
+    import time
+
+    import numpy as np
+    import pytest
+    import toolkit as tk
+    from toolkit.backends.gpu import compile_ptx
+    from toolkit.backends.gpu.codegen import ARCHES
+    from toolkit.backends.gpu.libdevice import find_libdevice
+    from toolkit.backends.llvm import llvm_worker
+    from toolkit.backends.llvm.llvm_process import WorkerProcess, WorkerUnavailable
+
+    programs = [(lambda v: np.tanh(v) * 2 + 1, np.float32, "")]
+    library = find_libdevice()
+    if library:
+        programs.append((lambda v: np.sin(v) * 2, np.float64, library))  # float64 sin: libdevice's __nv_sin
+    pool = WorkerProcess()
+    try:
+        for fn, dtype, lib in programs:
+            text = compile_ptx(tk.jit(fn, backend="interpreter").lower(np.ones(40, dtype)).compile().optimized_hlo).source_ir
+            target = llvm_worker.nvptx_target("sm_80", ARCHES["sm_80"], lib)
+            here = llvm_worker.optimize_and_emit_ptx(text, "sm_80", ARCHES["sm_80"], lib)
+            while True:
+                try:
+                    there = pool.compile(text, target=target)
+                    break
+                except WorkerUnavailable:
+                    time.sleep(0.02)
+            assert there[0] == here[0] and there[1] == here[1]
+            assert b".entry" in there[1] and ("__nv_sin" not in there[1].decode() if lib else True)
+    finally:
+        pool.shutdown()
+    if not library:
+        pytest.skip("libdevice not found: the float64 case did not run")

@@ -13,8 +13,8 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
 from ...profiler.progress import phase as progress_phase
-from . import llvm_worker
-from .llvm_process import WORKER, WorkerUnavailable
+from ..llvm import llvm_worker
+from ..llvm.llvm_process import WORKER, WorkerUnavailable
 from .vector_library import description as vector_library_description
 
 _lock = threading.Lock()

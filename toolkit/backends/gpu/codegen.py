@@ -12,7 +12,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...ir.nodes import Module
@@ -22,12 +21,14 @@ from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.planning import KernelSpec, emit_or_discard, kernel_key, plan_kernel
 from ..llvm.types import I32, I64, storage_type, value_type
-from .libdevice import find_libdevice, link_libdevice, needs_libdevice
+from .libdevice import find_libdevice, needs_libdevice
+from ..llvm import llvm_worker
+from ..llvm.llvm_process import WORKER, WorkerUnavailable
 from .primitives import ptx_name, sreg
 from .reductions import BLOCK_WARPS, emit_cooperative_row, row_mode
 from .thread_split import emit_thread_split, thread_pieces
 
-TRIPLE = "nvptx64-nvidia-cuda"
+TRIPLE = llvm_worker.NVPTX_TRIPLE
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 ARCHES = {"sm_80": "+ptx75", "sm_90": "+ptx78"}
 THREADS_PER_BLOCK = 256
@@ -177,8 +178,6 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     """PTX for every kernel of an optimised module (fusions and unfused instructions)."""
     if arch not in ARCHES:
         raise ValueError(f"unsupported GPU architecture {arch!r}; toolkit emits {', '.join(ARCHES)}")
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
     ir_module = ir.Module(name=module.name)
     ir_module.triple = TRIPLE
     ir_module.data_layout = DATA_LAYOUT
@@ -207,13 +206,18 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
         except CodegenUnsupported as err:
             unsupported.append(f"%{inst.name}: {err}")
     text = str(ir_module)
-    parsed = llvm.parse_assembly(text)
-    parsed.verify()
-    if needs_libdevice(text):
-        link_libdevice(parsed, find_libdevice())
-    target = llvm.Target.from_triple(TRIPLE)
-    tm = target.create_target_machine(cpu=arch, features=ARCHES[arch], opt=3)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(parsed, pb)
-    return PtxProgram(tm.emit_assembly(parsed), arch, kernels, unsupported, str(parsed), text)
+    optimized, ptx = _optimize_to_ptx(text, arch, find_libdevice() if needs_libdevice(text) else "")
+    return PtxProgram(ptx, arch, kernels, unsupported, optimized, text)
+
+
+def _optimize_to_ptx(text: str, arch: str, library: str) -> tuple[str, str]:
+    """(optimised IR, PTX) from the LLVM worker process, as the CPU's object code is (each
+    in-process pass builder leaks ~95 KB in llvmlite), or in this process while none is ready."""
+    if WORKER.enabled():
+        try:
+            optimized, ptx, _, _ = WORKER.compile(text, target=llvm_worker.nvptx_target(arch, ARCHES[arch], library))
+            return optimized, ptx.decode()
+        except WorkerUnavailable:
+            pass
+    optimized, ptx, _, _ = llvm_worker.optimize_and_emit_ptx(text, arch, ARCHES[arch], library)
+    return optimized, ptx.decode()

@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 
-import llvmlite.binding as llvm
 
 _NAME = os.path.join("nvvm", "libdevice", "libdevice.10.bc")
 
@@ -41,24 +40,5 @@ def find_libdevice() -> str | None:
     return None
 
 
-@functools.cache
-def _bitcode(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def needs_libdevice(module_text: str) -> bool:
     return "__nv_" in module_text
-
-
-def link_libdevice(module: llvm.ModuleRef, path: str) -> None:
-    """Link libdevice into ``module`` and make its functions internal, so that the optimiser
-    inlines what the kernels call and drops the other ~500."""
-    library = llvm.parse_bitcode(_bitcode(path))
-    library.triple = module.triple
-    library.data_layout = module.data_layout
-    ours = {f.name for f in module.functions if not f.is_declaration}
-    module.link_in(library)
-    for f in module.functions:
-        if not f.is_declaration and f.name not in ours:
-            f.linkage = "internal"

@@ -44,8 +44,9 @@ class _Worker:
             self.failed = True
         self.ready.set()
 
-    def compile(self, ir_text: str) -> tuple[str, bytes, float, float]:
+    def compile(self, ir_text: str, target: str) -> tuple[str, bytes, float, float]:
         try:
+            llvm_worker.write_blob(self.process.stdin, target.encode())
             llvm_worker.write_blob(self.process.stdin, ir_text.encode())
             self.process.stdin.flush()
             status = llvm_worker.read_exactly(self.process.stdout, 1)
@@ -94,16 +95,17 @@ class WorkerProcess:
     def enabled() -> bool:
         return env_int("TOOLKIT_LLVM_WORKER", 1, 0, 1) == 1
 
-    def compile(self, ir_text: str, slot: int = 0) -> tuple[str, bytes, float, float]:
+    def compile(self, ir_text: str, slot: int = 0, target: str = llvm_worker.HOST) -> tuple[str, bytes, float, float]:
         """(optimised IR, object code, seconds optimising, seconds emitting) from the worker in
-        ``slot``; ``WorkerUnavailable`` while it is not ready (the caller compiles in-process)."""
+        ``slot``, for the host or an ``llvm_worker.nvptx_target`` (then the code is PTX);
+        ``WorkerUnavailable`` while it is not ready (the caller compiles in-process)."""
         lock = self._slot_lock(slot)
         with lock:
             worker = self._current(slot)
             if worker is None or not worker.ready.is_set() or worker.failed:
                 raise WorkerUnavailable("the LLVM worker is starting" if worker is not None and not worker.failed
                                         else "no LLVM worker")
-            return worker.compile(ir_text)
+            return worker.compile(ir_text, target)
 
     def compile_parts(self, ir_texts: list[str], processes: int) -> list[tuple[str, bytes, float, float]]:
         """Each part by a worker of its own (part k by worker k mod ``processes``), at once.

@@ -1,4 +1,6 @@
-"""LLVM's O3 pipeline and object emission for the host CPU, in this process or in a worker process.
+"""LLVM's O3 pipeline and code emission, in this process or in a worker process: object code
+for the host CPU, and PTX for NVIDIA GPUs (the GPU backend's kernels, with NVIDIA's libdevice
+linked in where they call it).
 
 Why a worker: llvmlite (0.50 and earlier) allocates a ``PassInstrumentationCallbacks`` for every
 pass builder (``LLVMPY_CreatePassBuilder``) and never frees it; each optimisation run then fills
@@ -31,14 +33,16 @@ def new_target_machine():
                                         features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True)
 
 
-def optimize(module, tm, run=None) -> None:
-    """O3 with the loop and SLP vectorisers. Every pass-manager object is disposed here: left to
-    the garbage collector they hold their analyses (and LLVM memory) for a while after each compile.
-    ``run(mpm, module, pb)`` runs the pipeline (default: llvmlite's, behind its global lock)."""
+def optimize(module, tm, run=None, vectorize: bool = True) -> None:
+    """O3 with the loop and SLP vectorisers (``vectorize``; a GPU's threads are its vectors).
+    Every pass-manager object is disposed here: left to the garbage collector they hold their
+    analyses (and LLVM memory) for a while after each compile. ``run(mpm, module, pb)`` runs
+    the pipeline (default: llvmlite's, behind its global lock)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pto.loop_unrolling = True
+    if vectorize:
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     try:
@@ -73,6 +77,76 @@ def optimize_and_emit(ir_text: str, tm) -> tuple[str, bytes, float, float]:
         context.close()
 
 
+# ---- NVIDIA PTX ----------------------------------------------------------------------------------
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+HOST = "host"
+_nvptx_machines: dict = {}
+_libraries: dict = {}
+
+
+def nvptx_target(arch: str, features: str, library: str = "") -> str:
+    """The request naming PTX for ``arch`` (with ``library``, a bitcode file, linked in)."""
+    return "\t".join(("nvptx", arch, features, library))
+
+
+def _nvptx_machine(arch: str, features: str):
+    key = (arch, features)
+    if key not in _nvptx_machines:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _nvptx_machines[key] = llvm.Target.from_triple(NVPTX_TRIPLE).create_target_machine(
+            cpu=arch, features=features, opt=3)
+    return _nvptx_machines[key]
+
+
+def link_library(module, path: str, context=None) -> None:
+    """Link the bitcode library at ``path`` (libdevice) into ``module`` (of LLVM ``context``)
+    and make its functions internal, so that the optimiser inlines what the kernels call and
+    drops the other ~500."""
+    if path not in _libraries:
+        with open(path, "rb") as f:
+            _libraries[path] = f.read()
+    library = llvm.parse_bitcode(_libraries[path], context=context)
+    library.triple = module.triple
+    library.data_layout = module.data_layout
+    ours = {f.name for f in module.functions if not f.is_declaration}
+    module.link_in(library)
+    for f in module.functions:
+        if not f.is_declaration and f.name not in ours:
+            f.linkage = "internal"
+
+
+def optimize_and_emit_ptx(ir_text: str, arch: str, features: str, library: str = "") -> tuple[str, bytes, float, float]:
+    """(optimised IR, PTX, seconds optimising, seconds emitting) of one NVPTX module, in an LLVM
+    context of its own."""
+    t0 = time.perf_counter()
+    context = llvm.create_context()
+    module = llvm.parse_assembly(ir_text, context=context)
+    try:
+        module.verify()
+        if library:
+            link_library(module, library, context)
+        tm = _nvptx_machine(arch, features)
+        optimize(module, tm, vectorize=False)
+        text = str(module)
+        t1 = time.perf_counter()
+        ptx = tm.emit_assembly(module).encode()
+        return text, ptx, t1 - t0, time.perf_counter() - t1
+    finally:
+        module.close()
+        context.close()
+
+
+def compile_for(target: str, ir_text: str, host_machine) -> tuple[str, bytes, float, float]:
+    """``optimize_and_emit`` for the host, or ``optimize_and_emit_ptx`` for an ``nvptx_target``."""
+    if target == HOST:
+        return optimize_and_emit(ir_text, host_machine)
+    kind, arch, features, library = target.split("\t")
+    if kind != "nvptx":
+        raise ValueError(f"unknown LLVM target {kind!r}")
+    return optimize_and_emit_ptx(ir_text, arch, features, library)
+
+
 # ---- the pipe protocol: lengths are 8-byte little-endian --------------------------------------
 def write_blob(stream, data: bytes) -> None:
     write_all(stream, struct.pack("<Q", len(data)))
@@ -104,19 +178,21 @@ def read_exactly(stream, n: int) -> bytes:
 
 
 def serve(requests, replies) -> None:
-    """Answer requests until the input closes: each request is LLVM IR text; each reply is
-    ``0`` + the seconds optimising and emitting (two doubles) + optimised IR + object code, or
-    ``1`` + the error message."""
+    """Answer requests until the input closes: each request is a target (``host``, or an
+    ``nvptx_target``) and LLVM IR text; each reply is ``0`` + the seconds optimising and
+    emitting (two doubles) + optimised IR + object code (PTX for a GPU), or ``1`` + the error
+    message."""
     tm = new_target_machine()
     replies.write(_READY)
     replies.flush()
     while True:
         try:
+            target = read_blob(requests).decode()
             ir_text = read_blob(requests).decode()
         except EOFError:
             return
         try:
-            text, code, optimizing, emitting = optimize_and_emit(ir_text, tm)
+            text, code, optimizing, emitting = compile_for(target, ir_text, tm)
         except Exception as e:  # noqa: BLE001 - the message goes back to the caller, who raises it
             replies.write(_ERROR)
             write_blob(replies, f"{type(e).__name__}: {e}".encode())
