@@ -57,6 +57,8 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
             in_place = update_in_place_operand(inst)
             spec = plan_update_in_place(inst) if in_place is not None and outs[0] in inputs else plan_kernel(inst)
             spec.in_place = outs[0] in inputs
+            if spec.in_place and inputs.count(outs[0]) == 1 and len(inputs) == len(spec.computation.parameters):
+                spec.aliased_parameter = inputs.index(outs[0])
         except CodegenUnsupported as e:
             _fallback(step, inst, str(e), fallbacks)
             return step

@@ -25,6 +25,7 @@ class KernelSpec:
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
     reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
     in_place: bool = False  # an input and the output share a buffer (read at the index written)
+    aliased_parameter: int | None = None  # in place: that input's parameter number (read through the output)
     split_dim: int = 0  # the input dimension [begin, end) ranges over (general reductions: a kept one)
 
 
@@ -34,7 +35,7 @@ def kernel_key(spec: KernelSpec) -> tuple:
     position = {id(inst): k for k, inst in enumerate(spec.computation.instructions)}
     reducers = tuple(sorted((position.get(i, -1 - i), r) for i, r in (spec.reducers or {}).items()))
     return (structural_key(spec.computation), tuple(position[id(o)] for o in spec.outputs), spec.kind,
-            spec.extent, spec.reducer, reducers, spec.in_place, spec.split_dim)
+            spec.extent, spec.reducer, reducers, spec.in_place, spec.aliased_parameter, spec.split_dim)
 
 
 def emit_or_discard(module, emit, spec):
