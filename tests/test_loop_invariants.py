@@ -139,3 +139,24 @@ def test_the_pass_is_reported_with_what_it_moved():
     result = make_pipeline("default", EVALUATORS).run(module)
     (event,) = [p for p in result.passes if p.pass_name == "while-loop-invariant-code-motion" and p.changed]
     assert dict(event.rewrites) == {"hoisted transpose of a dot's right-hand side": 1}
+
+
+def test_a_transposed_right_hand_side_made_inside_the_loop_moves_out_once():
+    """``g @ np.exp(w).T`` with ``w`` invariant: the exp is made and transposed once, in front
+    of the loop, and only its transpose enters the loop."""
+    def fn(h, w, n):
+        return tk.lax.fori_loop(0, n, lambda i, acc: np.tanh(acc @ np.exp(w).T), h)
+
+    rng = np.random.default_rng(1)
+    h = rng.standard_normal((32, 128)).astype(np.float32)
+    w = (rng.standard_normal((128, 128)) * 0.05).astype(np.float32)
+    module = tk.jit(fn, backend="cpu").lower(h, w, 3).compile().hlo
+    moved, counts = hoist_loop_invariants(module)
+    (before,) = [i for i in module.entry.instructions if i.opcode == "while"]
+    (after,) = [i for i in moved.entry.instructions if i.opcode == "while"]
+    assert len(after.shape.elements) == len(before.shape.elements) + 1  # the transpose, not exp(w) as well
+    assert counts == {"hoisted transpose of a dot's right-hand side": 1}
+    want = h
+    for _ in range(3):
+        want = np.tanh(want @ np.exp(w).T)
+    np.testing.assert_allclose(tk.jit(fn, backend="cpu")(h, w, 3), want, rtol=2e-5, atol=2e-6)

@@ -134,9 +134,11 @@ def _hoist(loop: Instruction, init: Instruction, outer: ComputationBuilder, coun
     for inst in body.instructions:
         if id(inst) in invariant:
             continue
+        reads = list(inst.operands)
         if _transposed_invariant_rhs(inst, invariant):
             transposed.append(inst)
-        stack = [o for o in inst.operands if id(o) in invariant and not _folds_into(o, inst)]
+            reads = reads[:1]  # the right-hand side is read transposed, from its own state element
+        stack = [o for o in reads if id(o) in invariant and not _folds_into(o, inst)]
         while stack:
             o = stack.pop()
             if id(o) in seen:
