@@ -477,3 +477,22 @@ def test_the_c_kernel_call_is_built_where_a_compiler_is():
     except metadata.PackageNotFoundError:
         pytest.skip("toolkit is not installed (pip install .): nothing was built")
     assert executor._native_call is not None
+
+
+def test_float64_to_float16_rounds_as_numpy_does_at_every_tie():
+    """No x86 instruction converts float64 to float16; LLVM's call to __truncdfhf2 jumped to
+    address 0 (the process died). The kernel rounds to float32 to odd, then to float16: every
+    float16 value, every midpoint between neighbours and the doubles either side of it, the
+    subnormals, overflow to inf, NaN and the signs of zero come out as NumPy's."""
+    halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)  # +0 .. 65504
+    mids = (halves[:-1] + halves[1:]) / 2  # exact in float64
+    x = np.concatenate([halves, mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf),
+                        [65504.0, 65519.99, 65520.0, 1e300, 5.960464477539063e-08 / 2, 1e-300, np.inf, np.nan]])
+    x = np.concatenate([x, -x])
+    got = tk.jit(lambda v: v.astype(np.float16), backend="cpu")(x)
+    want = x.astype(np.float16)
+    np.testing.assert_array_equal(got.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()
+    y = np.linspace(-3, 3, 1001)  # and inside a fused kernel, float64 math rounded to half at the end
+    np.testing.assert_array_equal(tk.jit(lambda v: (np.exp(v) * 3).astype(np.float16), backend="cpu")(y),
+                                  (tk.jit(lambda v: np.exp(v) * 3, backend="cpu")(y)).astype(np.float16))

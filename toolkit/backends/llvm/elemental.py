@@ -516,7 +516,7 @@ def convert_real(e, x, src, dst):
         return b.fcmp_unordered("!=", x, ir.Constant(sty, 0.0)) if src.is_float else \
             b.icmp_unsigned("!=", x, ir.Constant(sty, 0))
     if src.is_float and dst.is_float:
-        return b.fpext(x, dty) if dst.itemsize > src.itemsize else b.fptrunc(x, dty)
+        return lmath.convert_float(b, x, dty, e.target)
     if src.is_float:  # saturating, NaN -> 0: XLA's semantics, LLVM's fptosi.sat
         name = "llvm.fptosi.sat" if dst.kind == "i" else "llvm.fptoui.sat"
         return b.call(lmath.declare(e.module, name, [dty, sty], dty, [sty]), [x])

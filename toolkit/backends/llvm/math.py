@@ -25,7 +25,7 @@ import math
 
 from llvmlite import ir
 
-from .types import F32, I32
+from .types import F16, F32, I32
 
 LOG2E = 1.4426950408889634
 LN2_HI, LN2_LO = 0.693145751953125, 1.428606765330187e-06
@@ -461,3 +461,30 @@ OWN_F64 = {"exponential": exp_f64, "log": log_f64, "exponential-minus-one": expm
 OWN_F32 = {"exponential": exp_f32, "log": log_f32, "log-plus-one": log1p_f32,
            "exponential-minus-one": expm1_f32, "tanh": tanh_f32, "logistic": logistic_f32,
            "sine": sin_f32, "cosine": cos_f32, "erf": erf_f32}
+
+
+def convert_float(b: ir.IRBuilder, x, to, target: str = "cpu"):
+    """``x`` as float type ``to``, rounded to nearest even. float64 to float16 has no x86
+    instruction: LLVM would call compiler-rt's ``__truncdfhf2``, which nothing provides to JIT
+    code (a call to address 0). It rounds to float32 *to odd* first (truncate, then set the last
+    bit if anything was lost), which leaves the float16 rounding that follows exact: float32
+    carries 13 bits more than float16, so no value lands on a false tie."""
+    if x.type == F64 and to == F16 and target == "cpu":
+        return b.fptrunc(_round_to_odd_f32(b, x), F16)
+    return b.fpext(x, to) if _bits(to) > _bits(x.type) else b.fptrunc(x, to)
+
+
+def _bits(ty) -> int:
+    return {F16: 16, F32: 32, F64: 64}[ty]
+
+
+def _round_to_odd_f32(b: ir.IRBuilder, x):
+    nearest = b.fptrunc(x, F32)
+    back = b.fpext(nearest, F64)
+    fabs = declare(b.module, "llvm.fabs", [F64], F64, [F64])
+    beyond = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [x]))  # rounded away from zero
+    bits = b.bitcast(nearest, I32)
+    bits = b.select(beyond, b.sub(bits, ir.Constant(I32, 1)), bits)  # one step back toward zero
+    inexact = b.fcmp_ordered("!=", back, x)  # (false for NaN, which keeps its bits)
+    return b.bitcast(b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits), F32)
+
