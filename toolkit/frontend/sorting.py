@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from . import lax
-from .errors import UnsupportedNumpyError, UserValueError
+from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
 from .numpy_functions import EXPORTS, _as_tracer, normalize_axes, normalize_axis, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
@@ -97,78 +97,110 @@ def _check_kth(a: Tracer, kth, axis):
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-def _lerp(a, b, t):
-    """NumPy's _lerp: a + (b - a) t, computed from b's side where t >= 0.5."""
+def _lerp(a, b, t, weak_to=None):
+    """NumPy's _lerp: a + (b - a) t, computed from b's side where t >= 0.5. ``weak_to``: ``t``
+    stands for a Python float (NumPy's weak scalar), so it and 1 - t, computed in float64,
+    take that type."""
+    one_minus = _u(np.subtract, 1, t)
+    if weak_to is not None:
+        t_cast, one_minus = lax.convert(t, weak_to), lax.convert(one_minus, weak_to)
+    else:
+        t_cast = t
     diff = _u(np.subtract, b, a)
-    low = _u(np.add, a, _u(np.multiply, diff, t))
-    high = _u(np.subtract, b, _u(np.multiply, diff, _u(np.subtract, 1, t)))
+    low = _u(np.add, a, _u(np.multiply, diff, t_cast))
+    high = _u(np.subtract, b, _u(np.multiply, diff, one_minus))
     return EXPORTS["where"](_u(np.greater_equal, t, 0.5), high, low)
 
 
-def _quantile(a, q, axis, method, keepdims, ignore_nan, name):
+def _sorted_rows(a: Tracer, axis, name: str):
+    """``a``'s reduced axes moved last, flattened into one and sorted (NaN last); and the axes."""
+    axes = tuple(range(a.ndim)) if axis is None else normalize_axes(axis, a.ndim)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    moved = lax.transpose(a, kept + list(axes))
+    rows = lax.reshape(moved, [a.shape[d] for d in kept] + [int(np.prod([a.shape[d] for d in axes]))])
+    if rows.shape[-1] == 0:
+        raise UserValueError(f"np.{name} of an empty axis")
+    return lax.sort([rows], rows.ndim - 1)[0], axes
+
+
+def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
+    """NumPy's quantile, step for step (numpy/lib/_function_base_impl.py): the virtual index
+    (n - 1) q in q's type, the entries either side of it (the last one when it is past the
+    end), and NumPy's lerp; the discrete methods take an entry in the array's own type. A
+    Python number q is weak: the result keeps a float array's type."""
     if method not in _METHODS:
         raise UnsupportedNumpyError(f"np.{name}(method={method!r}) is not supported on traced arrays "
                                     f"(supported: {', '.join(_METHODS)})")
     a = _t(a)
-    if a.dtype.kind in "iub":
-        a = lax.convert(a, np.float64)
-    if axis is None:
-        axes = tuple(range(a.ndim))
+    weak = type(q) in (int, float) if weak is None else weak
+    q_dtype = q.dtype if isinstance(q, Tracer) else np.asarray(q).dtype
+    if not isinstance(q, Tracer) and q_dtype.kind in "iub" and method in ("linear", "midpoint"):
+        method = "lower"  # integer quantiles (0 or 1) index exactly: NumPy takes the entry
+    discrete = method in ("lower", "higher", "nearest")
+    if a.dtype.kind == "b" and not discrete:
+        raise UserTypeError("numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
+                            "the `^` operator, or the logical_xor function instead.")
+    index_dtype = q_dtype if q_dtype.kind == "f" else np.dtype(np.float64)
+    if discrete:
+        out_dtype = a.dtype
+    elif weak:
+        out_dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
     else:
-        axes = normalize_axes(axis, a.ndim)
-    kept = [d for d in range(a.ndim) if d not in axes]
-    moved = lax.transpose(a, kept + list(axes))
-    rows = lax.reshape(moved, [a.shape[d] for d in kept] + [int(np.prod([a.shape[d] for d in axes]))])
-    n = rows.shape[-1]
-    if n == 0:
-        raise UserValueError(f"np.{name} of an empty axis")
-    s = lax.sort([rows], rows.ndim - 1)[0]  # NaN last
-    q_arr = q if isinstance(q, Tracer) else np.asarray(q, np.float64)
+        out_dtype = np.result_type(a.dtype, index_dtype)
+    s, axes = _sorted_rows(a, axis, name)
+    n = s.shape[-1]
+    q_arr = q if isinstance(q, Tracer) else np.asarray(q, index_dtype)
     if not isinstance(q_arr, Tracer) and ((q_arr < 0) | (q_arr > 1)).any():
         raise UserValueError("Quantiles must be in the range [0, 1]")
-    qt = q_arr if isinstance(q_arr, Tracer) else lax.lift(a.trace, q_arr, np.float64, weak=False)
-    qt = lax.convert(qt, np.float64)
+    qt = q_arr if isinstance(q_arr, Tracer) else lax.lift(a.trace, q_arr, index_dtype, weak=False)
+    qt = lax.convert(qt, index_dtype)
     # one quantile per q entry, in front, as NumPy puts the q dimensions first
     qshape = tuple(qt.shape)
     batch = tuple(s.shape[:-1])
-    if ignore_nan:
-        count = EXPORTS["sum"](_u(np.logical_not, _u(np.isnan, s)), axis=-1)  # valid entries per row
-        count = lax.broadcast_in_dim(lax.convert(count, np.float64), qshape + batch, tuple(range(len(qshape), len(qshape) + len(batch))))
-        last = _u(np.subtract, count, 1.0)
+    to_q_batch = tuple(range(len(qshape), len(qshape) + len(batch)))
+    floats = s.dtype.kind == "f"
+    if ignore_nan and floats:  # the nan-functions take the quantile of the valid entries
+        count = EXPORTS["sum"](_u(np.logical_not, _u(np.isnan, s)), axis=-1)
+        count = lax.broadcast_in_dim(count, qshape + batch, to_q_batch)
     else:
-        last = lax.full(a.trace, qshape + batch, n - 1, np.float64)
-    qb = lax.broadcast_in_dim(qt, qshape + batch, tuple(range(len(qshape))))
-    virtual = _u(np.multiply, qb, last)
+        count = lax.full(a.trace, qshape + batch, n, np.int64)
+    last = lax.convert(_u(np.subtract, count, 1), index_dtype)
+    virtual = _u(np.multiply, last, lax.broadcast_in_dim(qt, qshape + batch, tuple(range(len(qshape)))))
     below = _u(np.floor, virtual)
-    if method == "lower":
+    if method == "midpoint":
+        virtual = _u(np.multiply, 0.5, _u(np.add, below, _u(np.ceil, virtual)))
+    elif method == "lower":
         virtual = below
     elif method == "higher":
         virtual = _u(np.ceil, virtual)
     elif method == "nearest":
-        virtual = _u(np.rint, virtual)
-    lo_index = EXPORTS["clip"](below, 0, n - 1).astype(np.int64)
-    hi_index = EXPORTS["clip"](_u(np.add, below, 1), 0, n - 1).astype(np.int64)
-    if method in ("lower", "higher", "nearest"):
+        virtual = _u(np.rint, virtual)  # np.around: half to even
+    if discrete:
         lo_index = hi_index = EXPORTS["clip"](virtual, 0, n - 1).astype(np.int64)
+    else:  # past the last entry (valid one, for the nan-functions): the last one, on both sides
+        past = _u(np.greater_equal, virtual, last)
+        lo_index = EXPORTS["where"](past, last, below)
+        hi_index = EXPORTS["where"](past, last, _u(np.add, below, 1))
+        lo_index = EXPORTS["clip"](lo_index, 0, n - 1).astype(np.int64)
+        hi_index = EXPORTS["clip"](hi_index, 0, n - 1).astype(np.int64)
     s_b = lax.broadcast_in_dim(s, qshape + batch + (n,), tuple(range(len(qshape), len(qshape) + len(batch) + 1)))
     lo = EXPORTS["take_along_axis"](s_b, EXPORTS["expand_dims"](lo_index, -1), axis=-1)[..., 0]
-    hi = EXPORTS["take_along_axis"](s_b, EXPORTS["expand_dims"](hi_index, -1), axis=-1)[..., 0]
-    if method == "linear":
-        gamma = _u(np.subtract, virtual, below)
-        value = _lerp(lo, hi, lax.convert(gamma, lo.dtype) if lo.dtype != np.float64 else gamma)
-        value = EXPORTS["where"](_u(np.greater_equal, below, last), lo, value)  # q = 1: the last entry
-    elif method == "midpoint":
-        value = _u(np.true_divide, _u(np.add, lo, hi), 2)
-        value = EXPORTS["where"](_u(np.greater_equal, below, last), lo, value)
-    else:
+    if discrete:
         value = lo
-    if ignore_nan:
-        value = EXPORTS["where"](_u(np.equal, count, 0), np.nan, value)
-    else:  # any NaN in the row makes the result NaN (NaN sorts last)
-        nan_row = _u(np.isnan, s[..., -1])
-        value = EXPORTS["where"](lax.broadcast_in_dim(nan_row, qshape + batch, tuple(range(len(qshape), len(qshape) + len(batch)))),
-                                 np.nan, value)
-    value = lax.convert(value, s.dtype)
+    else:
+        hi = EXPORTS["take_along_axis"](s_b, EXPORTS["expand_dims"](hi_index, -1), axis=-1)[..., 0]
+        gamma = _u(np.subtract, virtual, below)
+        if method == "midpoint":  # 0.5 between two entries, 0 on one
+            gamma = EXPORTS["where"](_u(np.equal, _u(np.remainder, virtual, 1), 0), 0.0, 0.5)
+            gamma = lax.convert(gamma, index_dtype)
+        value = _lerp(lo, hi, gamma, weak_to=out_dtype if weak else None)
+    if floats:
+        if ignore_nan:
+            missing = _u(np.equal, count, 0)
+        else:  # a NaN anywhere in the row makes the result NaN (NaN sorts last)
+            missing = lax.broadcast_in_dim(_u(np.isnan, s[..., -1]), qshape + batch, to_q_batch)
+        value = EXPORTS["where"](missing, np.nan, value)
+    value = lax.convert(value, out_dtype)
     if keepdims:
         shape = list(qshape) + [1 if d in axes else a.shape[d] for d in range(a.ndim)]
         value = lax.reshape(value, shape)
@@ -186,7 +218,8 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
                interpolation=None):
     _no_extras(out, weights, "percentile")
-    return _quantile(a, _percent(q), axis, interpolation or method, keepdims, False, "percentile")
+    return _quantile(a, _percent(q), axis, interpolation or method, keepdims, False, "percentile",
+                     weak=type(q) in (int, float))
 
 
 @numpy_function(np.nanquantile)
@@ -200,13 +233,15 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
                   interpolation=None):
     _no_extras(out, weights, "nanpercentile")
-    return _quantile(a, _percent(q), axis, interpolation or method, keepdims, True, "nanpercentile")
+    return _quantile(a, _percent(q), axis, interpolation or method, keepdims, True, "nanpercentile",
+                     weak=type(q) in (int, float))
 
 
 def _percent(q):
+    """q / 100 as NumPy's percentile divides it (np.true_divide keeps a float's type)."""
     if isinstance(q, Tracer):
         return _u(np.true_divide, q, 100)
-    q = np.true_divide(np.asarray(q, np.float64), 100)
+    q = np.true_divide(q, 100)
     if ((q < 0) | (q > 1)).any():
         raise UserValueError("Percentiles must be in the range [0, 100]")
     return q
@@ -230,11 +265,29 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 
 def _median(a, axis, keepdims, ignore_nan):
-    """NumPy's median: the middle entry, or the mean of the two middle ones."""
+    """NumPy's median: the middle entry of the sorted values, or the mean of the two middle
+    ones, ``(a + b) / 2`` in the result's type (as ``np.mean`` of the two computes it); NaN
+    where a value is NaN (``nanmedian``: of the values that are not, NaN where none is)."""
+    name = "nanmedian" if ignore_nan else "median"
     a = _t(a)
     out_dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
-    return lax.convert(_quantile(lax.convert(a, out_dtype), 0.5, axis, "midpoint", keepdims, ignore_nan,
-                                 "nanmedian" if ignore_nan else "median"), out_dtype)
+    s, axes = _sorted_rows(lax.convert(a, out_dtype), axis, name)
+    n = s.shape[-1]
+    if ignore_nan:
+        count = EXPORTS["sum"](_u(np.logical_not, _u(np.isnan, s)), axis=-1)
+    else:
+        count = lax.full(a.trace, s.shape[:-1], n, np.int64)
+    low_index = _u(np.floor_divide, _u(np.subtract, count, 1), 2)
+    high_index = _u(np.floor_divide, count, 2)
+    low = EXPORTS["take_along_axis"](s, EXPORTS["expand_dims"](EXPORTS["clip"](low_index, 0, n - 1), -1), axis=-1)[..., 0]
+    high = EXPORTS["take_along_axis"](s, EXPORTS["expand_dims"](EXPORTS["clip"](high_index, 0, n - 1), -1), axis=-1)[..., 0]
+    value = EXPORTS["where"](_u(np.equal, low_index, high_index), low,
+                             _u(np.true_divide, _u(np.add, low, high), lax.convert(lax.lift(a.trace, np.asarray(2), out_dtype, weak=False), out_dtype)))
+    missing = _u(np.equal, count, 0) if ignore_nan else _u(np.isnan, s[..., -1])  # (NaN sorts last)
+    value = lax.convert(EXPORTS["where"](missing, np.nan, value), out_dtype)
+    if keepdims:
+        value = lax.reshape(value, [1 if d in axes else a.shape[d] for d in range(a.ndim)])
+    return value
 
 
 # ---- membership and sets with a static size -----------------------------------------------------
