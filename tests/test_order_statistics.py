@@ -16,30 +16,29 @@ ROWS = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0], [np.nan, np.nan, np.nan], 
 
 
 def same(fn, *args, backend):
+    """``fn``'s results (one, or a tuple: one compile for several checks) are NumPy's."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NumPy warns about all-NaN slices and inf - inf
         want = fn(*args)
         got = tk.jit(fn, backend=backend, on_recompile="ignore")(*args)
-    assert np.asarray(got).dtype == np.asarray(want).dtype, (np.asarray(got).dtype, np.asarray(want).dtype)
-    assert np.shape(got) == np.shape(want)
-    np.testing.assert_array_equal(got, want)  # NaN equals NaN here
+    for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert np.asarray(g).dtype == np.asarray(w).dtype, (np.asarray(g).dtype, np.asarray(w).dtype)
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_array_equal(g, w)  # NaN equals NaN here
 
 
 @pytest.mark.parametrize("backend", ["cpu"])
 @pytest.mark.parametrize("shape, axis", [((6, 5), 1), ((6, 5), 0), ((7,), None), ((1,), 0), ((5, 7, 3), (0, 2)),
-                                         ((4, 6), None), ((3, 1), 1)])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int32, np.uint8])
+                                         ((3, 1), 1)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.uint8])
 def test_median_is_numpys(backend, shape, axis, dtype):
     x = (np.random.default_rng(0).standard_normal(shape) * 40).astype(dtype)
-    same(lambda v: np.median(v, axis=axis), x, backend=backend)
-    same(lambda v: np.median(v, axis=axis, keepdims=True), x, backend=backend)
+    same(lambda v: (np.median(v, axis=axis), np.median(v, axis=axis, keepdims=True)), x, backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_median_and_nanmedian_of_nan_and_infinite_rows(backend):
-    same(lambda v: np.median(v, axis=1), ROWS, backend=backend)
-    same(lambda v: np.nanmedian(v, axis=1), ROWS, backend=backend)
-    same(lambda v: np.nanmedian(v), ROWS, backend=backend)
+    same(lambda v: (np.median(v, axis=1), np.nanmedian(v, axis=1), np.nanmedian(v)), ROWS, backend=backend)
 
 
 @pytest.mark.parametrize("backend", ["cpu"])
@@ -47,19 +46,18 @@ def test_median_and_nanmedian_of_nan_and_infinite_rows(backend):
 @pytest.mark.parametrize("q", [2 / 3, 1.0, np.float32(0.3), [0.0, 0.1, 0.5, 0.9], np.array([0.25, 0.75], np.float32)],
                          ids=["two-thirds", "one", "float32", "list", "float32-array"])
 def test_quantiles_of_every_method_are_numpys(backend, method, q):
-    same(lambda v: np.quantile(v, q, axis=1, method=method), ROWS, backend=backend)
-    same(lambda v: np.nanquantile(v, q, axis=1, method=method), ROWS, backend=backend)
     x = (np.random.default_rng(1).standard_normal((7, 9)) * 100).astype(np.float32)
-    same(lambda v: np.quantile(v, q, axis=0, method=method, keepdims=True), x, backend=backend)
-    same(lambda v: np.quantile(v, q, method=method), x.astype(np.int64), backend=backend)
+    same(lambda rows, v, ints: (np.quantile(rows, q, axis=1, method=method), np.nanquantile(rows, q, axis=1, method=method),
+                                np.quantile(v, q, axis=0, method=method, keepdims=True), np.quantile(ints, q, method=method)),
+         ROWS, x, x.astype(np.int64), backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_percentiles_keep_numpys_types(backend):
     x = (np.random.default_rng(2).standard_normal((5, 8)) * 10).astype(np.float32)
-    for q in (50, 12.5, np.float32(70.0), [5, 95], np.float16(30)):
-        same(lambda v: np.percentile(v, q, axis=1), x, backend=backend)
-        same(lambda v: np.nanpercentile(v, q, axis=0, method="midpoint"), x, backend=backend)
+    qs = (50, 12.5, np.float32(70.0), [5, 95], np.float16(30))
+    same(lambda v: tuple(np.percentile(v, q, axis=1) for q in qs) + tuple(
+        np.nanpercentile(v, q, axis=0, method="midpoint") for q in qs), x, backend=backend)
     same(lambda v: np.percentile(v, 40), x.astype(np.float16), backend=backend)
 
 
@@ -70,10 +68,10 @@ def test_boolean_data_raise_numpys_error_unless_the_method_takes_an_entry():
     same(lambda v: np.quantile(v, 0.5, method="lower"), b, backend="cpu")
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(2))
 def test_random_order_statistics_match_numpy(seed):
     rng = np.random.default_rng(seed)
-    for _ in range(12):
+    for _ in range(10):
         dtype = rng.choice([np.float16, np.float32, np.float64, np.int8, np.int64, np.uint16])
         shape = tuple(int(v) for v in rng.integers(1, 8, size=rng.integers(1, 4)))
         x = (rng.standard_normal(shape) * 50).astype(dtype)

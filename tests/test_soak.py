@@ -172,7 +172,7 @@ def compile_new_shapes(count):
             np.ones(n, np.float32)).compile().optimized_hlo
         compile_ptx(module)
         n += 1
-compile_new_shapes(30)
+compile_new_shapes(20)
 trim()
 before = rss_bytes()
 compile_new_shapes(int(sys.argv[1]))
@@ -198,9 +198,9 @@ def test_memory_stays_flat_across_ptx_compiles(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    flat = growth(60)
+    flat = growth(40)
     assert flat["per_compile"] <= 30 * 1024 and flat["workers"] == 1, flat
-    leaky = growth(40, TOOLKIT_LLVM_WORKER="0")
+    leaky = growth(25, TOOLKIT_LLVM_WORKER="0")
     assert leaky["workers"] == 0 and leaky["per_compile"] > 50 * 1024, leaky
 
 
