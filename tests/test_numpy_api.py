@@ -123,7 +123,8 @@ CASES = {
     # comparison, rounding, selection
     "isclose": lambda x, xi, b, n, s: np.isclose(n, n + 1e-9, equal_nan=True), "allclose": lambda x, xi, b, n, s: np.allclose(x, x * (1 + 1e-7)),
     "array_equal": lambda x, xi, b, n, s: np.array_equal(n, n, equal_nan=True), "array_equiv": lambda x, xi, b, n, s: np.array_equiv(x, x[0]),
-    "round": lambda x, xi, b, n, s: (np.round(x * 100, 1), np.round(xi * 37, -1)), "around": lambda x, xi, b, n, s: np.around(x, 2),
+    "round": lambda x, xi, b, n, s: (np.round(x * 100, 1), np.round(xi * 37, -1)),
+    "fix": lambda x, xi, b, n, s: (np.fix(x * 3), np.fix(-np.abs(x) * 0.1), np.fix(xi), np.fix(n)), "around": lambda x, xi, b, n, s: np.around(x, 2),
     "nan_to_num": lambda x, xi, b, n, s: np.nan_to_num(n, nan=-1.0), "isposinf": lambda x, xi, b, n, s: np.isposinf(1 / x),
     "isneginf": lambda x, xi, b, n, s: np.isneginf(-1 / x), "isreal": lambda x, xi, b, n, s: np.isreal(x),
     "iscomplex": lambda x, xi, b, n, s: np.iscomplex(x), "real": lambda x, xi, b, n, s: np.real(x) + 0,

@@ -24,10 +24,27 @@ def _parse(subscripts: str, n: int) -> tuple[list[str], str]:
     for term in terms + [output]:
         if not term.isalpha() and term:
             raise UserValueError(f"einsum: invalid subscript '{term}' in '{subscripts}'")
-        if len(set(term)) != len(term):
-            raise UnsupportedNumpyError(
-                f"einsum: repeated index in '{term}' (diagonals/traces) is not supported")
+    for c in output:
+        if output.count(c) > 1:
+            raise UserValueError(f"einsum(): output subscript '{c}' appears more than once in '{subscripts}'")
     return terms, output
+
+
+def _diagonals(x: Tracer, term: str, operand: int) -> tuple[Tracer, str]:
+    """``x`` with each index its term repeats (``ii``) taken along the diagonal, as NumPy's
+    einsum does (a trace, then, once the index is summed out)."""
+    from .matrices import diagonal
+
+    while len(set(term)) != len(term):
+        c = next(c for c in term if term.count(c) > 1)
+        p = term.index(c)
+        q = term.index(c, p + 1)
+        if x.shape[p] != x.shape[q]:
+            raise ShapeMismatchError(f"einsum(): dimensions in operand {operand} for collapsing index '{c}' "
+                                     f"don't match ({x.shape[p]} != {x.shape[q]})")
+        x = diagonal(x, 0, p, q)  # the diagonal becomes the last axis
+        term = "".join(t for i, t in enumerate(term) if i not in (p, q)) + c
+    return x, term
 
 
 def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
@@ -57,13 +74,18 @@ def einsum(subscripts: str, *operands) -> Tracer:
     if len(operands) == 1:
         trace = lax.trace_of(operands)
         x = lax.lift(trace, operands[0], result_dtype(operands))
-        x, term = _sum_out(x, terms[0], set(output))
+        if len(terms[0]) != x.ndim:
+            raise ShapeMismatchError(f"einsum: '{terms[0]}' has {len(terms[0])} indices but the operand is {x.describe()}")
+        x, term = _diagonals(x, terms[0], 0)
+        x, term = _sum_out(x, term, set(output))
         return lax.transpose(x, [term.index(c) for c in output])
     a, b = _promote_pair(operands[0], operands[1], "einsum")
     ta, tb = terms
     for t, x in ((ta, a), (tb, b)):
         if len(t) != x.ndim:
             raise ShapeMismatchError(f"einsum: '{t}' has {len(t)} indices but the operand is {x.describe()}")
+    a, ta = _diagonals(a, ta, 0)
+    b, tb = _diagonals(b, tb, 1)
     sizes: dict[str, int] = {}
     for t, x in ((ta, a), (tb, b)):
         for c, d in zip(t, x.shape):

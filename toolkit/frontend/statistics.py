@@ -258,6 +258,14 @@ EXPORTS["around"] = EXPORTS["round"]
 FUNCTIONS[np.around] = FUNCTIONS[np.round]
 
 
+@numpy_function(np.fix)
+def fix(x, out=None):
+    """Round toward zero as NumPy's fix does: ceil, then floor where x >= 0 (so -0.5 -> -0.0)."""
+    _no(out, None, "fix")
+    x = _t(x)
+    return EXPORTS["where"](_u(np.greater_equal, x, 0), _u(np.floor, x), _u(np.ceil, x))
+
+
 @numpy_function(np.nan_to_num)
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     x = _t(x)
