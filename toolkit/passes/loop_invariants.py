@@ -63,17 +63,14 @@ def hoist_loop_invariants(module: Module) -> tuple[Module, Counter]:
     return (replace_entry(module, new_entry) if changed else module), counts
 
 
-def _pass_through(body: Computation) -> dict[int, Instruction]:
-    """State index -> the body's read of it, for elements the body returns as it read them."""
+def _pass_through(body: Computation) -> set[int]:
+    """The state indices the body returns as it read them: elements the loop never changes."""
     (state,) = body.parameters
     root = body.root
     if root.opcode != "tuple" or not isinstance(state.shape, TupleShape):
-        return {}
-    kept = {}
-    for i, out in enumerate(root.operands):
-        if out.opcode == "get-tuple-element" and out.operands[0] is state and out.attrs["index"] == i:
-            kept[i] = out
-    return kept
+        return set()
+    return {i for i, out in enumerate(root.operands)
+            if out.opcode == "get-tuple-element" and out.operands[0] is state and out.attrs["index"] == i}
 
 
 def _inlined(body: Computation) -> Computation:
