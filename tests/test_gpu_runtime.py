@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 
 import toolkit as tk
-from toolkit.backends import Backend, register_backend
+from toolkit.backends import Backend, RunContext, register_backend
 from toolkit.backends.gpu import DeviceArray, compile_module
 from toolkit.backends.gpu.device import cupy_or_reason
 from toolkit.backends.reference.interpreter import EVALUATORS
@@ -188,7 +188,7 @@ def test_host_fallback_is_correct_and_its_copies_are_shown(backend):
     launches = []
     with tk.profile() as prof:
         exe.run_profiled([x], RECORDER.clock, lambda inst, start, seconds, launch, device, stream:
-                         launches.append((launch, device)), {"function": "argmax"})
+                         launches.append((launch, device)), RunContext("argmax"))
     fallback = [t for t in prof.transfers if t.what.startswith("host fallback")]
     assert {t.direction for t in fallback} == {"device_to_host", "host_to_device"}
     assert ("host fallback", "cpu:0") in launches

@@ -260,7 +260,7 @@ class JitFunction:
             phases=(Phase("trace", start, traced - start),) + compiled.phases,
             hlo_fingerprint=record.hlo_fingerprint, call_site=call_site,
             thread=threading.get_ident(),
-            cache=getattr(compiled._executable, "cache_status", "miss"),
+            cache=compiled.cache_status,
             evicted=victim._signature_text if victim is not None else "",
             mutated_arguments=tuple(program.in_specs[i].path for i in program.mutated),
             written_in_place=compiled.arguments_written_in_place)

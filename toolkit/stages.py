@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .backends.base import Backend
+from .backends.base import Backend, Executable, KernelInfo, ResultPlacement, RunContext
 from .backends.gpu import arrays as _device_arrays
 from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
 from .frontend.errors import ArgumentTypeError, api_boundary
@@ -21,6 +21,7 @@ from .frontend.recompile import pretty_filename
 from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
+from .ir.shapes import TupleShape
 from .ir.source_names import display_location
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
 from .passes.manager import PassDump
@@ -125,7 +126,7 @@ class Lowered(_TracedStage):
             executable = self._backend.compile(optimized.module)
         end = clock.now()
         phases = [Phase("passes", start, passes_end - start)]
-        backend_phases = getattr(executable, "compile_phases", None) or []
+        backend_phases = executable.compile_phases
         t = passes_end
         for name, seconds in backend_phases:  # codegen, optimisation, machine code
             phases.append(Phase(name, t, seconds))
@@ -148,7 +149,8 @@ class Compiled(_TracedStage):
 
     _signature_text = ""  # set by jit: names this program when the cache evicts it
 
-    def __init__(self, program: TracedProgram, optimized: Module, executable, backend: Backend,
+    def __init__(self, program: TracedProgram, optimized: Module, executable: Executable,
+                 backend: Backend,
                  fn_name: str, compile_id: int = 0, phases: tuple[Phase, ...] = (),
                  pipeline_result=None):
         self._program = program
@@ -162,49 +164,61 @@ class Compiled(_TracedStage):
         self._out_tree = program.out_tree
         self._single_output = program.out_tree.kind == "leaf"
         self._kernel_info: dict | None = None
-        describe = getattr(executable, "describe", None)
-        self._keeps_device_arrays = describe is not None
+        self._keeps_device_arrays = executable.result_placement is ResultPlacement.DEVICE
         # the dispatch fast path (positional NumPy arrays of the compiled types): a program with
         # no argument checks, no extra outputs and one host result is its executable's first result
         plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
-                 and describe is None)
-        single = getattr(executable, "plain_run", None)  # the CPU's one-kernel programs
+                 and not self._keeps_device_arrays)
+        single = executable.plain_run  # the CPU's one-kernel programs
         self.plain_run = (single or (lambda leaves, run=executable: run(leaves)[0])) if plain else None
-        if describe is not None:  # names for the device's transfer events and results
-            describe(fn_name, [spec.path for spec in program.in_specs])
+        # names for what the executable reports and returns (a device's copies and results)
+        executable.describe(fn_name, [spec.path for spec in program.in_specs])
 
     def as_text(self, stage: str = "optimized_hlo", metadata: bool = True) -> str:
         if stage == "hlo":
             return self.hlo.to_text(metadata=metadata)
         if stage == "optimized_hlo":
             return self.optimized_hlo.to_text(metadata=metadata)
+        texts = self._executable.stages()
+        text = texts.get(stage)
+        if text is not None:
+            return text()
         kind, _, arch = stage.partition(":")
         if kind in ("ptx", "sass"):  # PTX needs no GPU, SASS only the CUDA tools: any backend shows them
             from .backends.gpu import compile_ptx
             from .backends.gpu.sass import sass
 
-            program = getattr(self._executable, "program", None)  # what the GPU backend runs
-            if program is None or arch and arch != program.arch:
-                program = compile_ptx(self.optimized_hlo, arch or "sm_80")
+            program = compile_ptx(self.optimized_hlo, arch or "sm_80")
             return program.ptx if kind == "ptx" else sass(program.ptx, program.arch)
         if stage in ("llvm", "asm"):
-            text = getattr(self._executable, "llvm_ir" if stage == "llvm" else "asm", None)
-            if text is None:
-                hint = "the GPU's assembly is stage 'ptx', its machine code 'sass'" if hasattr(
-                    self._executable, "ptx") else "use backend='cpu'"
-                raise ValueError(f"stage {stage!r} is not available on the {self.backend} backend ({hint})")
-            return text
+            hint = ("the GPU's assembly is stage 'ptx', its machine code 'sass'" if "ptx" in texts
+                    else "use backend='cpu'")
+            raise ValueError(f"stage {stage!r} is not available on the {self.backend} backend ({hint})")
         raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
+
+    @property
+    def executable(self) -> Executable:
+        """What the backend compiled (``toolkit.backends.Executable``)."""
+        return self._executable
+
+    @property
+    def cache_status(self) -> str:
+        """How the backend came by the machine code: ``miss``, ``persistent_hit`` ..."""
+        return self._executable.cache_status
+
+    def kernels(self) -> tuple[KernelInfo, ...]:
+        """The kernels (fusions, library calls, loops) one call runs, in order."""
+        return self._executable.kernels()
 
     @property
     def arguments_written_in_place(self) -> tuple[str, ...]:
         """Arguments written in place whose new value the backend writes straight into the
         caller's array (the CPU backend, for kernels that read them only where they write);
         the others are computed into a new buffer and copied back after the call."""
-        in_place = getattr(self._executable, "in_place_outputs", ())
+        in_place = self._executable.in_place_outputs
         program = self._program
         first = self.optimized_hlo.entry.root.shape
-        total = len(first.leaves()) if hasattr(first, "leaves") else 1
+        total = len(first.leaves()) if isinstance(first, TupleShape) else 1
         start = total - len(program.checks) - len(program.mutated)
         return tuple(program.in_specs[n].path for k, n in enumerate(program.mutated) if start + k in in_place)
 
@@ -263,9 +277,6 @@ class Compiled(_TracedStage):
 
     def execute_profiled(self, leaves: list) -> Any:
         """As ``execute_flat``, recording a KernelEvent per kernel when the backend reports them."""
-        run_profiled = getattr(self._executable, "run_profiled", None)
-        if run_profiled is None:
-            return self.execute_flat(leaves)
         if self._program.int_limits:
             self._program.check_int_limits(leaves)
         self._program.check_mutable(leaves)
@@ -282,11 +293,10 @@ class Compiled(_TracedStage):
                                       function=self.fn_name, kind=kind, source=source, phase=phase))
             spent[0] += time.perf_counter() - t0
 
-        if self._keeps_device_arrays:
-            context = {"function": self.fn_name, "location": _caller_line()}
-            results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel, context)
-        else:
-            results = run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel)
+        # the user's line, for the copies a device backend records (found only where it is used)
+        context = RunContext(self.fn_name, _caller_line() if self._keeps_device_arrays else "")
+        results = self._executable.run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel,
+                                                context)
         # charged: building the events, plus the two clock reads taken around each kernel
         RECORDER.charge(spent[0] + 2 * len(events) * RECORDER.clock_read_cost())
         for e in events:

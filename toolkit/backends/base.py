@@ -1,17 +1,95 @@
-"""The backend registry: backends register themselves; the runtime asks for one by name."""
+"""What a backend is and what its compile returns: the ``Executable`` protocol every backend
+(the interpreter, the CPU, the GPU) implements, and the registry the runtime finds backends in.
+
+The stages above a backend (``Compiled``, ``jit``) read an executable only through this
+protocol: its results' placement, its kernels, its texts, its two ways to run. Nothing above
+probes an executable for optional attributes."""
 from __future__ import annotations
 
+import abc
+import enum
 import os
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
-
-import numpy as np
-
-from ..ir.nodes import Module
+from typing import Any, Callable, Mapping, Sequence
 
 
-class Executable(Protocol):
-    def __call__(self, args: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]: ...
+from ..ir.nodes import Instruction, Module
+
+
+class ResultPlacement(enum.Enum):
+    """Where a program's results live after a run."""
+
+    HOST = "host"  # NumPy arrays
+    DEVICE = "device"  # device arrays, which stay on the device until the user asks for them
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """Who runs a profiled program, for the events a backend records itself (copies between
+    host and device): the jitted function and the user's line that called it."""
+
+    function: str = ""
+    location: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelInfo:
+    """One unit of work an executable runs per call: a fused kernel, a library call (BLAS,
+    cuBLAS, LAPACK), a loop or branch, or an instruction run on the host."""
+
+    name: str  # the instruction's name in the optimised module
+    kind: str  # kernel | dot | library | control | fallback | host | group | instruction
+    instruction: Instruction
+
+
+# on_kernel(instruction, start, seconds, launch text, device=..., stream=...): one kernel ran
+OnKernel = Callable[..., None]
+
+
+class Executable(abc.ABC):
+    """A compiled program, as every backend's ``compile(module)`` returns it.
+
+    ``run(args)`` is the unprofiled hot path (no clock, no callbacks); ``run_profiled`` also
+    reports each kernel through ``on_kernel`` on the profile's clock. Both take the leaf
+    arguments in parameter order and return the leaf results."""
+
+    #: where ``run`` leaves the results
+    result_placement: ResultPlacement = ResultPlacement.HOST
+    #: how the backend came by the machine code: "miss" (compiled now), "persistent_hit" (the
+    #: on-disk cache), or "miss (<why the cached entry was rebuilt>)"
+    cache_status: str = "miss"
+    #: the backend's compile phases after the passes, in order: (name, seconds)
+    compile_phases: Sequence[tuple[str, float]] = ()
+    #: result positions written straight into their argument's memory (in-place updates)
+    in_place_outputs: frozenset[int] = frozenset()
+    #: ``run(args) -> the one result`` for programs simple enough to skip the general path, or
+    #: None; ``jit``'s dispatch fast path calls it directly
+    plain_run: Callable[[list], Any] | None = None
+
+    @abc.abstractmethod
+    def run(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        """Run the program on ``args``; the results, placed as ``result_placement`` says."""
+
+    @abc.abstractmethod
+    def run_profiled(self, args: Sequence[Any], clock, on_kernel: OnKernel,
+                     context: RunContext = RunContext()) -> tuple[Any, ...]:
+        """As ``run``, calling ``on_kernel`` once per kernel (timed on ``clock``)."""
+
+    @abc.abstractmethod
+    def kernels(self) -> tuple[KernelInfo, ...]:
+        """The kernels one call runs, in order."""
+
+    def stages(self) -> Mapping[str, Callable[[], str]]:
+        """The texts this executable can show beyond the HLO (``"llvm"``, ``"asm"``, ``"ptx"``,
+        ``"ptx:sm_90"`` ...), each made when asked for."""
+        return {}
+
+    def describe(self, function_name: str, arg_names: Sequence[str]) -> None:
+        """Names for what the executable reports and returns: the jitted function and its
+        arguments' paths (a device backend names its copies and results with them)."""
+
+    def __call__(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        return self.run(args)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import numpy as np
 from ...config import env_int
 from ...ir.nodes import Instruction, Module
 from ...ir.shapes import Shape
+from ..base import Executable, KernelInfo, RunContext
 from ..control import trips_text
 
 
@@ -96,12 +97,15 @@ class Step:
     extra: dict = field(default_factory=dict)
 
 
+# the steps that are work, as a profile reports them (aliases and copies of arguments are not)
+_KERNEL_KINDS = ("kernel", "dot", "library", "fallback", "control")
+
 _PARTIAL_COMBINE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
                     "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
                     "xor": np.bitwise_xor}
 
 
-class CpuExecutable:
+class CpuExecutable(Executable):
     def __init__(self, module: Module, steps: list[Step], slots: list[Shape | None],
                  arg_slots: list[int], out_slots: list[int], temp_slots: set[int],
                  constants: dict[int, np.ndarray], machine_code, fallbacks: list[str],
@@ -142,6 +146,19 @@ class CpuExecutable:
     @property
     def compile_phases(self):
         return self.machine_code.phases if self.machine_code else []
+
+    def stages(self):
+        return {"llvm": lambda: self.llvm_ir, "asm": lambda: self.asm}
+
+    def kernels(self) -> tuple[KernelInfo, ...]:
+        found = []
+        for step in self.steps:
+            if step.kind == "group":  # a row group: one compiled driver running its members
+                found.extend(KernelInfo(m.inst.name, "kernel", m.inst)
+                             for m in step.extra["group"].members)
+            elif step.kind in _KERNEL_KINDS:
+                found.append(KernelInfo(step.inst.name, step.kind, step.inst))
+        return tuple(found)
 
     def _single_kernel_run(self):
         """``run(args) -> result`` for the commonest small program: one kernel on one thread
@@ -190,7 +207,7 @@ class CpuExecutable:
             bufs[slot] = arg if arg.flags.c_contiguous else np.array(arg, order="C")
         return bufs
 
-    def __call__(self, args):
+    def run(self, args):
         """The unprofiled hot path: no clock, no callbacks."""
         bufs = self._buffers(args)
         single = self.threads == 1
@@ -210,10 +227,9 @@ class CpuExecutable:
             return (np.array(out) if self._copy_out[0] else out,)
         return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
 
-    def run_profiled(self, args, clock, on_kernel):
-        return self.run(args, clock, on_kernel)
+    __call__ = run  # the dispatch path calls it directly: no indirection through the base class
 
-    def run(self, args, clock, on_kernel):
+    def run_profiled(self, args, clock, on_kernel, context: RunContext = RunContext()):
         bufs = self._buffers(args)
         for step in self.steps:
             if step.kind == "group" and on_kernel is not None:
@@ -221,7 +237,7 @@ class CpuExecutable:
                 continue
             start = clock.now() if on_kernel is not None else 0.0
             threads = self._execute(step, bufs)
-            if on_kernel is not None and step.kind in ("kernel", "dot", "library", "fallback", "control"):
+            if on_kernel is not None and step.kind in _KERNEL_KINDS:
                 trips = getattr(step.extra.get("run"), "trips", None)  # a while loop: how many times it ran
                 seconds = clock.now() - start
                 driver = getattr(step.extra.get("run"), "driver", None)

@@ -15,9 +15,11 @@ import numpy as np
 from ...ir.nodes import Instruction, Module
 from ...profiler.events import AllocationEvent, TransferEvent
 from ...profiler.recorder import RECORDER
+from ..base import Executable, KernelInfo, ResultPlacement, RunContext
 from ..buffer_plan import BufferPlan
 from ..control import trips_text
 from .arrays import DeviceArray, fetched_from
+from .sass import sass
 
 
 @dataclass
@@ -50,10 +52,10 @@ class _Probe:
     """Device-side timings of one profiled run: CUDA events around each operation, read after
     one synchronisation at the end and placed on the profile's clock."""
 
-    def __init__(self, device, clock, on_kernel, context: dict):
+    def __init__(self, device, clock, on_kernel, context: RunContext):
         self.device, self.clock, self.on_kernel = device, clock, on_kernel
-        self.function = context.get("function", "")
-        self.location = context.get("location", "")
+        self.function = context.function
+        self.location = context.location
         device.synchronize()
         self.anchor = device.timer()
         self.anchor_host = clock.now()
@@ -86,7 +88,9 @@ class _Probe:
                                               avoidable=avoidable))
 
 
-class GpuExecutable:
+class GpuExecutable(Executable):
+    result_placement = ResultPlacement.DEVICE
+
     def __init__(self, module: Module, plan: BufferPlan[GpuStep], program, device,
                  fallbacks: list[str], phases: list[tuple[str, float]]):
         self.module = module
@@ -116,12 +120,22 @@ class GpuExecutable:
     def llvm_ir(self) -> str:
         return self.program.llvm_ir
 
+    def stages(self):
+        arch = self.program.arch
+        ptx = lambda: self.program.ptx  # noqa: E731
+        machine = lambda: sass(self.program.ptx, arch)  # noqa: E731
+        return {"llvm": lambda: self.program.llvm_ir, "ptx": ptx, f"ptx:{arch}": ptx,
+                "sass": machine, f"sass:{arch}": machine}
+
+    def kernels(self) -> tuple[KernelInfo, ...]:
+        return tuple(KernelInfo(step.inst.name, step.kind, step.inst) for step in self.steps)
+
     # ---- running ------------------------------------------------------------------------
-    def __call__(self, args):
+    def run(self, args):
         return self._run(args, None)
 
-    def run_profiled(self, args, clock, on_kernel, context: dict | None = None):
-        probe = _Probe(self.device, clock, on_kernel, context or {})
+    def run_profiled(self, args, clock, on_kernel, context: RunContext = RunContext()):
+        probe = _Probe(self.device, clock, on_kernel, context)
         try:
             return self._run(args, probe)
         finally:

@@ -2,25 +2,29 @@
 from __future__ import annotations
 
 from ...ir.nodes import Module
-from ..base import Backend, register_backend
+from ..base import Backend, Executable, KernelInfo, RunContext, register_backend
 from .interpreter import EVALUATORS, evaluate_computation, flatten_value, run
 
 # Instructions that are bookkeeping, not work: not reported as kernels.
 _NOT_KERNELS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "opt-barrier"})
 
 
-class InterpreterExecutable:
+class InterpreterExecutable(Executable):
     """Runs the entry computation; each top-level instruction counts as one 'kernel'."""
 
     def __init__(self, module: Module):
         self.module = module
         self._entry = module.entry
 
-    def __call__(self, args):
+    def run(self, args):
         return flatten_value(evaluate_computation(self._entry, args))
 
-    def run_profiled(self, args, clock, on_kernel):
-        """As ``__call__``, reporting ``on_kernel(instruction, start, duration)`` per instruction."""
+    def kernels(self) -> tuple[KernelInfo, ...]:
+        return tuple(KernelInfo(i.name, "instruction", i) for i in self._entry.instructions
+                     if i.opcode not in _NOT_KERNELS)
+
+    def run_profiled(self, args, clock, on_kernel, context: RunContext = RunContext()):
+        """As ``run``, reporting ``on_kernel(instruction, start, duration)`` per instruction."""
         def observe(inst, start, end):
             if inst.opcode not in _NOT_KERNELS:
                 on_kernel(inst, start, end - start)
