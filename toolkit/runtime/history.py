@@ -13,7 +13,8 @@ import weakref
 
 from ..frontend.errors import ToolkitError
 from ..frontend.recompile import SignatureRecord, closest, suggestions
-from ..profiler.events import CompileEvent, RecompileEvent
+from ..profiler.events import Cause, CompileEvent, Phase, RecompileEvent
+from ..profiler.recorder import RECORDER
 from ..profiler.report import RecompileReport, ranked_causes, recompile_text
 
 DEFAULT_MAX_RECOMPILES = 5
@@ -74,6 +75,22 @@ def _others(nearest) -> tuple[str, ...]:
     return named + ((f"... and {rest} more",) if rest > 0 else ())
 
 
+@dataclasses.dataclass(frozen=True)
+class CompileFacts:
+    """What a miss's compile measured and decided, for its CompileEvent."""
+
+    compile_id: int
+    call_site: str
+    start: float  # clock readings: the miss began, tracing ended, the backend finished
+    traced: float
+    end: float
+    phases: tuple[Phase, ...]  # the passes' and the backend's, after tracing
+    cache: str  # the backend's machine-code cache status
+    evicted: str = ""  # the signature this compile pushes out of the function's cache
+    mutated_arguments: tuple[str, ...] = ()
+    written_in_place: tuple[str, ...] = ()
+
+
 class FunctionHistory:
     def __init__(self, name: str, location: str):
         self.name = name
@@ -118,6 +135,47 @@ class FunctionHistory:
             new_signature=record.text(), closest_signature=old.text(),
             other_closest=_others(nearest[1:]), avoidable=same is not None,
             avoidable_reason=avoidable_reason, suggestions=tuple(suggestions(causes, recent, record)))
+
+    def admit(self, record: SignatureRecord, call_site: str, compile_id: int, start: float,
+              on_recompile: str, max_recompiles: int,
+              evicted_note: str = "") -> RecompileEvent | None:
+        """Before a miss compiles: its RecompileEvent (None for a first compile), with the
+        storm policy applied. A refused recompilation is recorded, then raised.
+        ``evicted_note``: why the signature is missing although it compiled before."""
+        recompile = self.explain(record, call_site, compile_id, start)
+        if recompile is None:
+            return None
+        try:
+            self.apply_policy(recompile, on_recompile, max_recompiles)
+        except RecompileError:
+            self.add(record, None, recompile)
+            raise
+        if evicted_note:
+            evicted = Cause("EVICTED", "", "", "", evicted_note)
+            recompile = dataclasses.replace(recompile, causes=(evicted,) + recompile.causes)
+        return recompile
+
+    def record_compile(self, record: SignatureRecord, recompile: RecompileEvent | None,
+                       facts: CompileFacts) -> CompileEvent:
+        """After a miss compiled: its CompileEvent, kept here and recorded in the open
+        profile with the RecompileEvent ``admit`` made."""
+        start, end = facts.start, facts.end
+        event = CompileEvent(
+            function=self.name, location=self.location, signature=record.text(),
+            backend=record.backend, compile_id=facts.compile_id, start=start,
+            duration=end - start,
+            phases=(Phase("trace", start, facts.traced - start),) + facts.phases,
+            hlo_fingerprint=record.hlo_fingerprint, call_site=facts.call_site,
+            thread=threading.get_ident(), cache=facts.cache, evicted=facts.evicted,
+            mutated_arguments=facts.mutated_arguments, written_in_place=facts.written_in_place)
+        if recompile is not None:
+            recompile = dataclasses.replace(recompile, duration=end - start)
+        self.add(record, event, recompile)
+        if RECORDER.active:
+            RECORDER.record(event)
+            if recompile is not None:
+                RECORDER.record(recompile)
+        return event
 
     def add(self, record: SignatureRecord, compile_event: CompileEvent | None,
             recompile: RecompileEvent | None) -> None:
@@ -227,5 +285,5 @@ def explain_recompiles(histories: list[FunctionHistory], title: str) -> Recompil
     return RecompileReport(recompiles, compiles, title)
 
 
-__all__ = ["RecompileError", "RecompileWarning", "FunctionHistory", "history_for", "all_histories",
-           "clear_histories", "explain_recompiles", "next_compile_id", "dataclasses"]
+__all__ = ["RecompileError", "RecompileWarning", "FunctionHistory", "CompileFacts", "history_for",
+           "all_histories", "clear_histories", "explain_recompiles", "next_compile_id"]

@@ -1,0 +1,71 @@
+"""jit's cache key is a value (``JitKey``), made in one place; the dispatch fast path finds
+plain calls through an index of the cache that evictions keep exact; a miss is recorded by
+one call into the history, which alone makes compile events."""
+import ast
+import dataclasses
+import pathlib
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.api import JitKey
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "toolkit"
+
+
+def test_the_key_is_a_frozen_value_read_by_name():
+    f = tk.jit(lambda x, n: x * n, static_argnums=1)
+    f(np.ones(3), 2)
+    (key,) = f._cache
+    assert isinstance(key, JitKey) and dataclasses.is_dataclass(key)
+    assert key.statics == ((1, 2),) and key.arg_names == ("x",) and key.backend == f.options.backend.name
+    assert key.avals == (((3,), np.dtype(np.float64), False),)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        key.backend = "interpreter"
+
+
+def test_keys_are_made_in_one_place():
+    made = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in ROOT.rglob("*.py")
+            for n in ast.walk(ast.parse(p.read_text()))
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "JitKey"]
+    assert made and all(m.startswith("jitting/key.py") for m in made), made
+
+
+def test_compile_events_are_made_by_the_history_alone():
+    made = [f"{p.relative_to(ROOT)}" for p in ROOT.rglob("*.py")
+            for n in ast.walk(ast.parse(p.read_text()))
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "CompileEvent"]
+    assert made == ["runtime/history.py"], made
+
+
+def test_the_fast_path_serves_plain_calls_and_nothing_else():
+    f = tk.jit(lambda x, y=1.0: x + y)
+    a = np.ones(4)
+    f(a), f(a, 2.0), f(a, y=np.float64(3.0))
+    assert len(f._cache) == 3
+    # f(a) and f(a, y=np.float64(3.0)), which binds as f(a, np.float64(3.0)); not the Python float
+    f64 = np.dtype(np.float64)
+    assert set(f._plain) == {(((4,), f64, False),), (((4,), f64, False), ((), f64, False))}
+    np.testing.assert_array_equal(f(a, np.float64(3.0)), a + 3.0)
+    assert len(f._cache) == 3
+
+
+def test_an_evicted_program_leaves_the_fast_path_too():
+    f = tk.jit(lambda x: x * 2.0, cache_size=1, on_recompile="ignore")
+    a, b = np.ones(3), np.ones(4)
+    f(a), f(b)
+    assert len(f._plain) == 1
+    f(a)  # evicted: compiles again, its recompile says why
+    assert len(f.compiles) == 3
+    assert f.recompiles[-1].causes[0].code == "EVICTED"
+
+
+def test_a_wrapped_functions_attributes_do_not_hide_jits_methods():
+    def g(x):
+        return x + 1.0
+    g._compiled = None
+    g.lower = "not a method"
+    f = tk.jit(g)
+    np.testing.assert_array_equal(f(np.zeros(2)), np.ones(2))
+    assert f.lower(np.zeros(2)).as_text().startswith("HloModule")

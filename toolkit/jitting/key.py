@@ -1,0 +1,127 @@
+"""What a call is cached under: ``JitKey``, computed from the arguments in one place.
+
+A cache hit is one key computation and one dict lookup, so the key is built from the
+arguments with as little work as possible: plain NumPy arrays and Python scalars skip the
+pytree walk, and the argument paths (``params['w']``) are only computed when a trace needs
+them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..frontend.errors import UserTypeError
+from ..frontend.promotion import SUPPORTED
+from ..frontend.pytree import LEAF, TreeDef, flatten
+from ..frontend.signature import ArgSpec, abstractify, check_hashable_static
+from .options import Parameters
+
+FAST_DTYPES = frozenset(SUPPORTED)
+_PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
+_INT64 = 2 ** 63
+
+# (shape, dtype, weak): the abstract value of one array leaf; weak marks a Python scalar
+Aval = tuple[tuple[int, ...], np.dtype, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class JitKey:
+    """One compiled program's signature: change any field and the function recompiles."""
+
+    trees: tuple[TreeDef, ...]  # the pytree structure of each dynamic argument
+    avals: tuple[Aval, ...]  # every array leaf, in order
+    statics: tuple[tuple[int | str, Any], ...]  # (position or name, value) of static arguments
+    arg_names: tuple[str, ...]  # the dynamic arguments' names, in order
+    backend: str
+
+
+
+class KeyMaker:
+    """Reads a call's arguments the way one jitted function's parameters say."""
+
+    def __init__(self, fn_name: str, parameters: Parameters, backend: str):
+        self.fn_name = fn_name
+        self.parameters = parameters
+        self.backend = backend
+
+    def arg_name(self, i: int) -> str:
+        positional = self.parameters.positional
+        return positional[i] if i < len(positional) else f"args[{i}]"
+
+    def plain_names(self, n: int) -> tuple[str, ...]:
+        return tuple(self.arg_name(i) for i in range(n))
+
+    def is_plain(self, key: JitKey) -> bool:
+        """Is ``key`` a call with positional NumPy arrays only (no Python scalars, pytrees or
+        static arguments)? Those are the calls the dispatch fast path serves, and it finds
+        their programs by ``key.avals`` alone."""
+        return (not key.statics and all(t is LEAF for t in key.trees)
+                and not any(weak for _, _, weak in key.avals)
+                and key.arg_names == self.plain_names(len(key.arg_names)))
+
+    def canonical(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Keyword arguments bound to their parameters, as a positional call passes them."""
+        sig = self.parameters.signature
+        if kwargs and sig is not None:
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError as e:
+                raise UserTypeError(f"jit({self.fn_name}): {e}") from None
+            return bound.args, bound.kwargs
+        return args, kwargs
+
+    def split(self, args: tuple, kwargs: dict) -> tuple[tuple, list[tuple[str, Any]]]:
+        """The static arguments ``((position or name, value), ...)`` and the dynamic ones."""
+        static_nums, static_names = self.parameters.static_nums, self.parameters.static_names
+        statics = []
+        dynamic: list[tuple[str, Any]] = []
+        for i, a in enumerate(args):
+            if i in static_nums:
+                check_hashable_static(a, self.arg_name(i))
+                statics.append((i, a))
+            else:
+                dynamic.append((self.arg_name(i), a))
+        for k, v in kwargs.items():
+            if k in static_names:
+                check_hashable_static(v, k)
+                statics.append((k, v))
+            else:
+                dynamic.append((k, v))
+        return tuple(statics), dynamic
+
+    def key(self, args: tuple, kwargs: dict) -> tuple[JitKey, list, tuple, dict]:
+        """The key and the array leaves of a call, and its canonical arguments."""
+        args, kwargs = self.canonical(args, kwargs)
+        statics, dynamic = self.split(args, kwargs)
+        leaves: list = []
+        trees: list = []
+        avals: list = []
+        for name, value in dynamic:
+            t = type(value)
+            if (t is np.ndarray or isinstance(value, np.generic)) and value.dtype in FAST_DTYPES:
+                leaves.append(value)
+                trees.append(LEAF)
+                avals.append((value.shape, value.dtype, False))
+                continue
+            if t is float or t is int and -_INT64 <= value < _INT64:
+                leaves.append(value)
+                trees.append(LEAF)
+                avals.append(((), _PY_DTYPES[t], True))
+                continue
+            ls, td, ps = flatten(value, name)
+            leaves.extend(ls)
+            trees.append(td)
+            avals.extend(abstractify(leaf, path) for leaf, path in zip(ls, ps))
+        key = JitKey(tuple(trees), tuple(avals), statics, tuple(n for n, _ in dynamic),
+                     self.backend)
+        return key, leaves, args, kwargs
+
+    def paths(self, args: tuple, kwargs: dict) -> list[str]:
+        """Every array leaf's path (``x``, ``params['w']``), in the key's order."""
+        _, dynamic = self.split(args, kwargs)
+        return [p for name, value in dynamic for p in flatten(value, name)[2]]
+
+    @staticmethod
+    def specs(key: JitKey, paths: list[str]) -> list[ArgSpec]:
+        return [ArgSpec(p, shape, dtype, weak) for p, (shape, dtype, weak) in zip(paths, key.avals)]

@@ -1,0 +1,128 @@
+"""A cache miss, top to bottom: trace the Python function (frontend), explain the recompile
+and apply its policy (history), run the passes and the backend (``Lowered.compile``), and
+record it once (``history.record_compile``, which emits the profiler events). Each step hands
+its result to the next; none calls back into the one before."""
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Callable
+
+from ..frontend.errors import is_internal_file
+from ..frontend.pytree import unflatten
+from ..frontend.recompile import (SignatureRecord, captured_values, pretty_filename,
+                                  short_repr)
+from ..frontend.source_info import user_location
+from ..frontend.trace_function import TracedProgram, trace_program
+from ..frontend.tracer import Tracer
+from ..profiler.recorder import RECORDER
+from ..runtime import history
+from ..stages import Compiled, Lowered, hlo_fingerprint
+from .key import JitKey, KeyMaker
+from .options import JitOptions
+
+
+class ScalarListWarning(UserWarning):
+    """A list of Python numbers was passed where an array was probably meant."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the user's line, past toolkit's frames."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and is_internal_file(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+class MissCompiler:
+    """Compiles one jitted function's misses."""
+
+    def __init__(self, fn: Callable, fn_name: str, keys: KeyMaker, options: JitOptions,
+                 location: str, function_history: history.FunctionHistory,
+                 function_serial: int, jit_serial: int):
+        self.fn = fn
+        self.fn_name = fn_name
+        self.keys = keys
+        self.options = options
+        self.location = location
+        self.history = function_history
+        self.function_serial = function_serial
+        self.jit_serial = jit_serial
+
+    # ---- the steps ----------------------------------------------------------------------
+    def trace(self, key: JitKey, paths: list[str], args: tuple, kwargs: dict) -> TracedProgram:
+        trees, names = key.trees, key.arg_names
+        static_pos = dict(key.statics)
+        arg_name = self.keys.arg_name
+
+        def rebuild(params: list[Tracer]):
+            it = iter(params)
+            rebuilt = {name: unflatten(td, [next(it) for _ in range(td.num_leaves)])
+                       for name, td in zip(names, trees)}
+            new_args = [static_pos[i] if i in static_pos else rebuilt[arg_name(i)]
+                        for i in range(len(args))]
+            new_kwargs = {k: static_pos[k] if k in static_pos else rebuilt[k] for k in kwargs}
+            return tuple(new_args), new_kwargs
+
+        return trace_program(self.fn, self.fn_name, self.keys.specs(key, paths), rebuild)
+
+    def lowered(self, program: TracedProgram) -> Lowered:
+        o = self.options
+        return Lowered(program, o.backend, self.fn_name, o.pipeline, o.dump_passes)
+
+    def record(self, key: JitKey, paths: list[str], fingerprint: str) -> SignatureRecord:
+        arg_name = self.keys.arg_name
+        return SignatureRecord(
+            function_id=self.function_serial, jit_id=self.jit_serial, location=self.location,
+            arg_names=key.arg_names, trees=tuple(str(t) for t in key.trees),
+            leaves=tuple(self.keys.specs(key, paths)),
+            statics=tuple((arg_name(k) if isinstance(k, int) else k, short_repr(v), hash(v))
+                          for k, v in key.statics),
+            backend=key.backend, options=self.options.keyed, captured=captured_values(self.fn),
+            hlo_fingerprint=fingerprint)
+
+    # ---- the miss -----------------------------------------------------------------------
+    def compile(self, key: JitKey, args: tuple, kwargs: dict, *, call_site_hint: str = "",
+                evicted_before: str = "", evicts: str = "") -> Compiled:
+        """The program for ``key``. ``evicted_before``: the signature was compiled before and
+        evicted (its text); ``evicts``: the signature this compile pushes out of the cache."""
+        clock = RECORDER.clock
+        start = clock.now()
+        loc = user_location(2)
+        call_site = f"{pretty_filename(loc.file)}:{loc.line}" if loc else call_site_hint
+        paths = self.keys.paths(args, kwargs)
+        self.warn_scalar_lists(args, kwargs, call_site)
+        program = self.trace(key, paths, args, kwargs)
+        traced = clock.now()
+        record = self.record(key, paths, hlo_fingerprint(program.module))
+        compile_id = history.next_compile_id()
+        note = (f"this signature was compiled before and evicted: jit keeps the "
+                f"{self.options.cache_size} most recently compiled programs of a function "
+                f"(tk.jit(..., cache_size=N) keeps more)") if evicted_before else ""
+        recompile = self.history.admit(record, call_site, compile_id, start,
+                                       self.options.on_recompile, self.options.max_recompiles,
+                                       note)
+        compiled = self.lowered(program).compile(compile_id)
+        compiled._signature_text = record.text()
+        facts = history.CompileFacts(
+            compile_id=compile_id, call_site=call_site, start=start, traced=traced,
+            end=clock.now(), phases=compiled.phases, cache=compiled.cache_status, evicted=evicts,
+            mutated_arguments=tuple(program.in_specs[i].path for i in program.mutated),
+            written_in_place=compiled.arguments_written_in_place)
+        self.history.record_compile(record, recompile, facts)
+        return compiled
+
+    def warn_scalar_lists(self, args: tuple, kwargs: dict, call_site: str) -> None:
+        """A list of Python numbers is a pytree of separate scalars (as in JAX), not an array:
+        ``x * 2`` then repeats the list and ``x + y`` concatenates. Say so once per compile."""
+        _, dynamic = self.keys.split(args, kwargs)
+        for name, value in dynamic:
+            if type(value) is list and value and all(type(v) in (int, float, bool) for v in value):
+                warnings.warn(
+                    f"jit({self.fn_name}): argument '{name}' is a list of {len(value)} Python "
+                    f"numbers{' (called at ' + call_site + ')' if call_site else ''}. jit "
+                    f"treats a list as a pytree of {len(value)} separate scalar arguments, as "
+                    "JAX does, not as one array: operators act on the list. Pass "
+                    "np.asarray(...) for an array, or a tuple to keep separate scalars "
+                    "without this warning.",
+                    ScalarListWarning, stacklevel=user_stacklevel())
