@@ -16,6 +16,7 @@ import numpy as np
 
 from ...config import env_int
 from ...ir.nodes import Instruction, Module
+from ...ir.ops import reducer_ufunc
 from ...ir.shapes import Shape
 from ..control import trips_text
 
@@ -94,11 +95,6 @@ class Step:
     splittable: bool = True  # False: one thread, whatever the work (a full reduction with extra outputs)
     grain: int = 1  # thread splits of [begin, end) fall on multiples of this (a row kernel's tile)
     extra: dict = field(default_factory=dict)
-
-
-_PARTIAL_COMBINE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-                    "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-                    "xor": np.bitwise_xor}
 
 
 class CpuExecutable:
@@ -272,7 +268,7 @@ class CpuExecutable:
                 calls.append((ptrs, bounds[c], bounds[c + 1]))
             _fork_join(n, lambda c: step.fn(*calls[c][0], calls[c][1], calls[c][2]))
             for k, o in enumerate(outs):
-                combine = _PARTIAL_COMBINE[step.reducers[k]]
+                combine = reducer_ufunc(step.reducers[k])
                 acc = partials[k * n]
                 for c in range(1, n):
                     acc = combine(acc, partials[k * n + c])

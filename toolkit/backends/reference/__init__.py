@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from ...ir.nodes import Module
+from ...ir.ops import GroupOp
 from ..base import Backend, register_backend
 from .interpreter import EVALUATORS, evaluate_computation, flatten_value, run
 
-# Instructions that are bookkeeping, not work: not reported as kernels.
-_NOT_KERNELS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "opt-barrier"})
 
 
 class InterpreterExecutable:
@@ -22,7 +21,7 @@ class InterpreterExecutable:
     def run_profiled(self, args, clock, on_kernel):
         """As ``__call__``, reporting ``on_kernel(instruction, start, duration)`` per instruction."""
         def observe(inst, start, end):
-            if inst.opcode not in _NOT_KERNELS:
+            if inst.opcode not in GroupOp.BOOKKEEPING:  # not work: not reported as kernels
                 on_kernel(inst, start, end - start)
 
         return flatten_value(evaluate_computation(self._entry, args, clock=clock, observe=observe))
