@@ -56,7 +56,8 @@ def _scan(a, axis, dtype, opcode, name):
         a = lax.reshape(a, (a.size,))
         axis = 0
     axis = normalize_axis(operator.index(axis), a.ndim)
-    out = np.dtype(dtype) if dtype is not None else (_sum_dtype(a.dtype) if opcode in GroupOp.ARITHMETIC_REDUCERS else a.dtype)
+    widened = opcode in GroupOp.ARITHMETIC_REDUCERS  # NumPy's sums and products of small ints
+    out = np.dtype(dtype) if dtype is not None else (_sum_dtype(a.dtype) if widened else a.dtype)
     x = lax.convert(a, lax.check_supported_dtype(out, f"dtype= of {name}"))
     if x.dtype == np.bool_ and opcode in GroupOp.ARITHMETIC_REDUCERS:
         x = lax.convert(x, np.int64)

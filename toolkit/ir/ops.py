@@ -315,8 +315,16 @@ class GroupOp:
     INTEGER_OPERANDS = _ops(lambda op: op.operand_types == "integer")
     INTEGER_OR_PRED_OPERANDS = _ops(lambda op: op.operand_types == "integer_or_pred")
     NUMERIC_OPERANDS = _ops(lambda op: op.operand_types == "numeric")
+    # reshape, bitcast: the same elements in the same row-major order, under another shape
+    RESHAPES = ALIASING & LAYOUT
     # their elements are their operand's, repeated or regrouped: of a scalar, still one value
-    SAME_ELEMENTS = frozenset({"broadcast", "reshape", "bitcast"})
+    SAME_ELEMENTS = RESHAPES | frozenset({"broadcast"})
+    # name or regroup values made elsewhere (constants, though bookkeeping, are values of their own)
+    PLUMBING = BOOKKEEPING - frozenset({"constant"})
+    GIVEN = LEAVES & BOOKKEEPING  # parameters and constants: values the program does not compute
+    KNOWN_VALUES = LEAVES - PLUMBING  # constant, iota: known when the program is compiled
+    # what a compile summary counts as kernels: fusions and library matrix products
+    COUNTED_AS_KERNELS = frozenset({"fusion", "dot"})
     # cost arithmetic or a choice per element, not only an index: concatenate and pad choose
     # between their operands for every element
     CHOOSES_PER_ELEMENT = ELEMENTWISE | frozenset({"concatenate", "pad"})

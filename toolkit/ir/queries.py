@@ -59,7 +59,8 @@ def scatter_combiner(comp) -> str | None:
         return None
     if root.operands[0] is current and root.operands[1] is update:
         return root.opcode
-    if root.operands[0] is update and root.operands[1] is current and root.opcode in GroupOp.COMMUTATIVE:
+    if root.operands[0] is update and root.operands[1] is current \
+            and root.opcode in GroupOp.COMMUTATIVE:
         return root.opcode
     return None
 

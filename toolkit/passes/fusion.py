@@ -215,7 +215,7 @@ class _Fuser:
 
     # ---- the producer decisions -----------------------------------------------------------
     def visit(self, x: Instruction) -> None:
-        if OPS[x.opcode].bookkeeping and OPS[x.opcode].fusion == "none":  # (constants fuse)
+        if x.opcode in GroupOp.PLUMBING:
             return
         users = self.users[x]
         if x.opcode == "dot":

@@ -72,7 +72,8 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
             return GpuStep("control", inst, inputs, outs, run=_device_control(inst, device))
         if inst.opcode == "dot":
             return GpuStep("dot", inst, inputs, outs, run=make_dot(inst, device.xp))
-        if inst.opcode in GroupOp.LIBRARY:  # a library call: NumPy's stable sort on the host, between two copies
+        # a library call: NumPy's stable sort on the host, between two copies
+        if inst.opcode in GroupOp.LIBRARY:
             return GpuStep("library", inst, inputs, outs, run=_host_run(inst))
         kernel = kernels.get(inst.name)
         if kernel is None:  # the emitter could not lower it: compile_ptx listed why

@@ -12,7 +12,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.nodes import Instruction
-from ...ir.ops import OPS, GroupOp
+from ...ir.ops import GroupOp
 from ...ir.shapes import Shape
 from . import complex as lcomplex
 from . import math as lmath
