@@ -85,10 +85,6 @@ CALLEE_ATTRIBUTE_NAMES = ("to_apply", "calls", "condition", "body", "true_comput
                           "false_computation", "branch_computations")
 
 
-def _float_identity(value):
-    return lambda dt: value if dt.kind in "fc" else None
-
-
 def _add_identity(dt):
     # -0.0, not +0.0: -0.0 + x == x for every x, while +0.0 + -0.0 is +0.0, so folding a +0.0
     # into a sum of -0.0s would change its sign. NumPy's sums start from +0.0 instead: that is

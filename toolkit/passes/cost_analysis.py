@@ -6,7 +6,12 @@ costs (in − out) × the reducer's cost; ``bytes accessed`` is output plus oper
 zero-byte ops (parameter, constant, get-tuple-element, bitcast, layout-free transposes),
 tuples (their index table), slices (2 × output), calls (the callee's cost) and fusions
 (parameters and outputs only). Checked against XLA's own HloCostAnalysis on the programs
-in tests/data/jax. All figures are compiler estimates, not measurements."""
+in tests/data/jax. All figures are compiler estimates, not measurements.
+
+As XLA's HloCostAnalysis has a handler per opcode family, each op's family (``OpDef.cost``
+in the op table) picks one handler in ``COST_HANDLERS``. Elementwise ops count as XLA's CPU
+analysis counts them, one per element; XLA's GPU analysis weighs them per opcode and dtype by
+measured clock cycles per device, which a GPU variant would add as a handler of its own."""
 from __future__ import annotations
 
 import math
