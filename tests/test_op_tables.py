@@ -58,8 +58,21 @@ def test_ufunc_table_only_emits_known_ops():
 
 def test_llvm_elemental_table_covers_every_op_a_kernel_computes():
     from toolkit.backends.llvm.elemental import ELEMENTAL
+    from toolkit.ir.ops import GroupOp
 
-    structural = {"reduce", "scatter", "sort", "custom-call", "dot", "tuple", "get-tuple-element", "opt-barrier", "call",
-                  "fusion",
-                  "while", "conditional"}  # kernels, BLAS, plumbing, host control
-    assert set(ELEMENTAL) == set(OPS) - structural
+    # the rest are kernels of their own, BLAS, plumbing, library calls and host control
+    assert set(ELEMENTAL) == GroupOp.PER_ELEMENT
+
+
+def test_cost_analysis_has_one_handler_per_op_family():
+    """XLA's HloCostAnalysis has a handler per opcode family; toolkit's op table names each
+    op's family, and each family has its own handler (none is a catch-all)."""
+    from toolkit.ir.ops import COST_FAMILIES, GroupOp
+    from toolkit.passes.cost_analysis import COST_HANDLERS
+
+    assert set(COST_HANDLERS) == set(COST_FAMILIES)
+    assert len(set(COST_HANDLERS.values())) == len(COST_FAMILIES)
+    assert {op.cost for op in OPS.values()} == set(COST_FAMILIES)  # every family counts an op
+    for name, op in OPS.items():
+        assert COST_RULES[name] is COST_HANDLERS[op.cost], name
+    assert {n for n, op in OPS.items() if op.cost == "elementwise"} == GroupOp.ELEMENTWISE

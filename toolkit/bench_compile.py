@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+from .ir.ops import GroupOp
+
 SIZES = (1000, 2000, 4000, 8000, 16000)
 FAMILIES = ("chain", "stencil-1d", "stencil-2d", "dots")
 _PER_STEP = {"chain": 4, "stencil-1d": 8, "stencil-2d": 14, "dots": 1}
@@ -71,7 +73,8 @@ def measure(family: str, target: int) -> dict:
     passes = sum(p.duration for p in compiled.phases if p.name == "passes")
     return {"family": family, "instructions": len(lowered.hlo.entry.instructions), "trace": t1 - t0,
             "passes": passes, "codegen": (t2 - t1) - passes, "total": t2 - t0,
-            "kernels": sum(i.opcode in ("fusion", "dot") for i in compiled.optimized_hlo.entry.instructions),
+            "kernels": sum(i.opcode in GroupOp.COUNTED_AS_KERNELS
+                           for i in compiled.optimized_hlo.entry.instructions),
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 

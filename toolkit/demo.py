@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from . import api
+from .ir.ops import GroupOp
 from .profiler import profile
 from .workloads import DEMO, scaled
 
@@ -41,8 +42,9 @@ def main(out_dir: str = "toolkit-report", backend: str | None = None, scale: flo
             compiled[w.name] = c
             summary.append({"name": w.name, "backend": c.backend, "first_call_ms": first_ms,
                             "steady_ms": statistics.median(steady),
-                            "max_abs_error": error, "kernels": sum(i.opcode in ("fusion", "dot")
-                                                                   for i in c.optimized_hlo.entry.instructions),
+                            "max_abs_error": error,
+                            "kernels": sum(i.opcode in GroupOp.COUNTED_AS_KERNELS
+                                           for i in c.optimized_hlo.entry.instructions),
                             "shapes": ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in args),
                             **{k: c.cost_analysis()[k] for k in ("flops", "transcendentals", "bytes accessed")}})
             with open(os.path.join(out_dir, f"{w.make.__name__}.hlo"), "w") as fh:

@@ -11,6 +11,7 @@ from typing import Callable, Generic, TypeVar
 import numpy as np
 
 from ..ir.nodes import Instruction, Module
+from ..ir.ops import GroupOp
 from ..ir.shapes import Shape, TupleShape
 
 StepT = TypeVar("StepT")
@@ -108,7 +109,7 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             if out_index >= len(root_outputs) or sum(o is root_outputs[out_index] for o in root_outputs) != 1:
                 continue
             x = root_outputs[out_index]
-            while x.opcode not in ("parameter", "constant", "tuple", "get-tuple-element", "opt-barrier"):
+            while x.opcode not in GroupOp.BOOKKEEPING:
                 k = updates_in_place(x) if updates_in_place is not None else None
                 if k is None and overwritable is not None:  # the first link may be elementwise
                     k = next((j for j in sorted(overwritable(x)) if x.operands[j].opcode == "parameter"
@@ -159,8 +160,7 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             k = updates_in_place(inst) if updates_in_place is not None else None
             target = inst.operands[k] if k is not None else None
             into_argument = (donated_operand(inst, position) or chain_starts.get(id(inst))) if donated else None
-            if target is not None and target.opcode not in ("parameter", "constant", "tuple", "get-tuple-element",
-                                                            "opt-barrier") \
+            if target is not None and target.opcode not in GroupOp.BOOKKEEPING \
                     and last_use.get(id(target)) == position and id(target) not in returned \
                     and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
                 outs = value_slots[id(inst)] = list(value_slots[id(target)])  # overwritten in place

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.ops import GroupOp
 from ..ir.queries import known_trip_count
 from ..ir.shapes import TupleShape
 from . import control_flow, lax
@@ -154,7 +155,7 @@ def _while_vjp(eqn, ct):
     # trip's, the final state): the backward trip reads them instead of recomputing them
     root = eqn.inst.attrs["body"].root
     produced = {k: root.operands[k] for k in stacked_keys if root.opcode == "tuple"
-                and root.operands[k].opcode not in ("parameter", "get-tuple-element", "tuple")} if trips > 0 else {}
+                and root.operands[k].opcode not in GroupOp.PLUMBING} if trips > 0 else {}
     position = {k: j for j, k in enumerate(stacked_keys)}
     trip_numbers = [lax.iota(current_trace(), np.int64, (trips,), 0)] if produced else []
 

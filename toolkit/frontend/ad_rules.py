@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..ir.nodes import Instruction
+from ..ir.ops import GroupOp
 from ..ir.queries import reducer_opcode
 from ..ir.shapes import TupleShape
 from . import lax
@@ -366,7 +367,7 @@ def _reduce_kind(eqn) -> str:
         raise _NotDifferentiableHere("a reduction over several arrays at once (argmax's) has no derivative; "
                                      "its index result is an integer")
     kind = reducer_opcode(eqn.inst)
-    if kind not in ("add", "maximum", "minimum", "multiply"):
+    if kind not in GroupOp.ARITHMETIC_REDUCERS | GroupOp.SELECTING_REDUCERS:
         raise _NotDifferentiableHere(f"a reduction by '{kind}' has no derivative in toolkit")
     return kind
 
@@ -381,7 +382,7 @@ def _reduce_partial(eqn, kind: str) -> Callable[[Tracer], Tracer]:
     x = eqn.args[0]
     dims = tuple(eqn.inst.attrs["dimensions"])
     out_b = lax.broadcast_in_dim(eqn.out, x.shape, _kept(eqn))
-    if kind in ("maximum", "minimum"):  # spread evenly over the elements equal to the result
+    if kind in GroupOp.SELECTING_REDUCERS:  # spread evenly over the elements equal to the result
         at = lax.convert(lax.compare(x, out_b, "EQ"), x.dtype)
         count = lax.broadcast_in_dim(lax.reduce(at, "add", dims), x.shape, _kept(eqn))
         return lambda t: lax.elementwise("multiply", t, lax.elementwise("divide", at, count))
@@ -556,7 +557,7 @@ def _build_tables():
         else:
             jvp[name], vjp[name] = _elementwise_jvp, _elementwise_vjp
     leaf = NotDifferentiable("a leaf has no operands (its value is where differentiation starts)")
-    for name in ("parameter", "constant", "iota"):
+    for name in GroupOp.LEAVES:
         jvp[name] = vjp[name] = leaf
     jvp.update({
         "clamp": _clamp_jvp, "convert": _convert_jvp,

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.nodes import Instruction
+from ..ir.ops import OPS
 from ..ir.shapes import Shape, TupleShape
 from . import control_flow, lax
 from ..ir.queries import known_trip_count
@@ -68,7 +69,8 @@ def _elementwise(inst, args, flags, size):
         if b:
             ops.append(a if a.ndim == len(dims) + 1 else lax.broadcast_in_dim(a, (size,) + dims, (0,)))
         else:
-            ops.append(a if a.ndim == 0 and dims and inst.opcode in ("select", "clamp") else spread(a, size))
+            scalar_kept = a.ndim == 0 and dims and OPS[inst.opcode].category == "ternary"
+            ops.append(a if scalar_kept else spread(a, size))
     return _emit(inst, ops, dict(inst.attrs), size), True
 
 

@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from ..ir import dtypes as ir_dtypes
+from ..ir.ops import initial_value
 from ..ir.shapes import Shape
 from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, subclass_problem
 from .promotion import SUPPORTED, check_int_fits
@@ -167,23 +168,14 @@ def iota(trace: Trace, dtype, shape: Sequence[int], dimension: int) -> Tracer:
     return trace.emit("iota", (), {"iota_dimension": dimension}, ir_shape(dtype, shape))
 
 
-_REDUCER_INIT = {
-    "add": lambda dt: 0,
-    "multiply": lambda dt: 1,
-    "maximum": lambda dt: -np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min),
-    "minimum": lambda dt: np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max),
-    "and": lambda dt: True if dt.kind == "b" else -1,
-    "or": lambda dt: False if dt.kind == "b" else 0,
-}
-
-
 def reduce(x: Tracer, opcode: str, axes: Sequence[int]) -> Tracer:
-    """``reduce`` with a scalar ``opcode`` reducer over ``axes`` (its identity as init)."""
+    """``reduce`` with a scalar ``opcode`` reducer over ``axes``, starting from NumPy's initial
+    value (+0.0 for a float sum, as np.sum's)."""
     axes = tuple(sorted(axes))
     if not axes:
         return x
     trace = x.trace
-    init = lift(trace, _REDUCER_INIT[opcode](x.dtype), x.dtype, weak=False)
+    init = lift(trace, initial_value(opcode, x.dtype), x.dtype, weak=False)
     reducer = trace.module.scalar_reducer(opcode, ir_dtypes.from_numpy(x.dtype))
     return trace.emit("reduce", (x, init), {"dimensions": axes, "to_apply": reducer},
                       weak=x.weak_type)

@@ -14,13 +14,13 @@ import operator
 
 import numpy as np
 
+from ..ir.ops import GroupOp, identity, initial_value
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
 from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, _sum_dtype, normalize_axis, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
-_IDENTITY = {"add": 0, "multiply": 1, "maximum": None, "minimum": None, "and": True, "or": False}
 
 
 def _t(x) -> Tracer:
@@ -35,7 +35,7 @@ def associative_scan(x: Tracer, axis: int, opcode: str) -> Tracer:
         head = [(0, d, 1) for d in x.shape]
         head[axis] = (0, n - shift, 1)
         moved = lax.slice_(x, head)
-        if _IDENTITY[opcode] is None:  # max/min: the element itself is neutral for its own slot
+        if opcode in GroupOp.SELECTING_REDUCERS:  # the element itself is neutral for its own slot
             keep = [(0, d, 1) for d in x.shape]
             keep[axis] = (0, shift, 1)
             first = lax.slice_(x, keep)
@@ -43,7 +43,8 @@ def associative_scan(x: Tracer, axis: int, opcode: str) -> Tracer:
         else:
             padding = [(0, 0, 0)] * x.ndim
             padding[axis] = (shift, 0, 0)
-            pad = lax.pad(moved, lax.full(x.trace, (), _IDENTITY[opcode], x.dtype), padding)
+            # the exact identity: a -0.0 padded in keeps a leading -0.0 of a cumsum, as NumPy's
+            pad = lax.pad(moved, lax.full(x.trace, (), identity(opcode, x.dtype), x.dtype), padding)
         x = lax.elementwise(opcode, x, pad, weak=x.weak_type)
         shift *= 2
     return x
@@ -55,9 +56,10 @@ def _scan(a, axis, dtype, opcode, name):
         a = lax.reshape(a, (a.size,))
         axis = 0
     axis = normalize_axis(operator.index(axis), a.ndim)
-    out = np.dtype(dtype) if dtype is not None else (_sum_dtype(a.dtype) if opcode in ("add", "multiply") else a.dtype)
+    widened = opcode in GroupOp.ARITHMETIC_REDUCERS  # NumPy's sums and products of small ints
+    out = np.dtype(dtype) if dtype is not None else (_sum_dtype(a.dtype) if widened else a.dtype)
     x = lax.convert(a, lax.check_supported_dtype(out, f"dtype= of {name}"))
-    if x.dtype == np.bool_ and opcode in ("add", "multiply"):
+    if x.dtype == np.bool_ and opcode in GroupOp.ARITHMETIC_REDUCERS:
         x = lax.convert(x, np.int64)
     return associative_scan(x, axis, opcode)
 
@@ -108,7 +110,9 @@ def _cumulative(opcode, name):
         if include_initial:
             padding = [(0, 0, 0)] * result.ndim
             padding[axis] = (1, 0, 0)
-            result = lax.pad(result, lax.full(result.trace, (), _IDENTITY[opcode], result.dtype), padding)
+            # NumPy's include_initial starts from the ufunc's identity (+0.0 for a sum)
+            start = initial_value(opcode, result.dtype)
+            result = lax.pad(result, lax.full(result.trace, (), start, result.dtype), padding)
         return result
     return fn
 
@@ -127,7 +131,7 @@ def ufunc_accumulate(ufunc, array, axis=0, dtype=None, out=None):
                                     f"(supported: {', '.join(f'np.{u.__name__}' for u in ACCUMULATE)})")
     _no_out(out, f"{ufunc.__name__}.accumulate")
     a = _t(array)
-    if opcode in ("and", "or"):
+    if opcode in GroupOp.BITWISE_REDUCERS:  # logical_and, logical_or: on truth values
         a = a if a.dtype == np.bool_ else lax.compare(a, lax.full(a.trace, a.shape, 0, a.dtype), "NE")
         return associative_scan(a, normalize_axis(axis, a.ndim), opcode)
     return _scan(a, axis, dtype, opcode, f"np.{ufunc.__name__}.accumulate")

@@ -13,7 +13,7 @@ import numpy as np
 from . import indexing as ix
 from . import semantics as sem
 from .nodes import Computation, Instruction
-from .ops import OPS
+from .ops import OPS, GroupOp
 from .queries import reducer_opcode
 from .shapes import Shape
 
@@ -43,17 +43,10 @@ def _rsqrt(x):
     return np.ones((), x.dtype) / np.sqrt(x)
 
 
+# Ops the op table names a NumPy ufunc for are that ufunc; these others are not one
 _SIMPLE = {
-    "negate": np.negative, "abs": np.abs, "sign": sem.sign,
-    "floor": np.floor, "ceil": np.ceil, "round-nearest-even": np.rint,
-    "round-nearest-afz": sem.round_half_away, "is-finite": np.isfinite,
-    "exponential": np.exp, "exponential-minus-one": np.expm1, "log": np.log,
-    "log-plus-one": np.log1p, "sqrt": np.sqrt, "rsqrt": _rsqrt, "cbrt": np.cbrt,
-    "tanh": np.tanh, "logistic": sem.logistic, "sine": np.sin, "cosine": np.cos, "tan": np.tan,
-    "erf": sem.erf, "popcnt": np.bitwise_count, "count-leading-zeros": sem.count_leading_zeros,
-    "add": np.add, "subtract": np.subtract, "multiply": np.multiply,
-    "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2,
-    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "sign": sem.sign, "round-nearest-afz": sem.round_half_away, "rsqrt": _rsqrt,
+    "logistic": sem.logistic, "erf": sem.erf, "count-leading-zeros": sem.count_leading_zeros,
     "shift-left": lambda a, b: sem.shift(a, b, "left"),
     "shift-right-arithmetic": lambda a, b: sem.shift(a, b, "arithmetic"),
     "shift-right-logical": lambda a, b: sem.shift(a, b, "logical"),
@@ -61,6 +54,9 @@ _SIMPLE = {
 }
 for _name, _fn in _SIMPLE.items():
     EVALUATORS[_name] = _elementwise(_fn)
+for _name, _op in OPS.items():
+    if _op.ufunc is not None:
+        EVALUATORS[_name] = _elementwise(_op.ufunc)
 
 EVALUATORS["bitcast-convert"] = lambda inst, args: np.array(args[0]).view(_np_dtype(inst))  # a copy keeps 0-d as 0-d
 EVALUATORS["not"] = _elementwise(lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x))
@@ -111,17 +107,13 @@ def _pad(inst, args):
     return out[crop]
 
 
-_REDUCER_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-                   "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-                   "xor": np.bitwise_xor}
-
-
 def _reduce(inst, args):
     comp: Computation = inst.attrs["to_apply"]
     dims = tuple(inst.attrs["dimensions"])
     n = len(args) // 2
     inputs, inits = args[:n], args[n:]
-    ufunc = _REDUCER_UFUNCS.get(reducer_opcode(inst)) if n == 1 else None
+    reducer = reducer_opcode(inst) if n == 1 else None
+    ufunc = OPS[reducer].ufunc if reducer in GroupOp.REDUCERS else None
     if ufunc is not None:
         x, init = inputs[0], inits[0]
         if x.dtype.kind == "b" and ufunc in (np.bitwise_and, np.bitwise_or, np.bitwise_xor):

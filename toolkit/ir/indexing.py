@@ -11,10 +11,9 @@ import math
 
 import numpy as np
 
+from .ops import OPS, GroupOp
 from .queries import scatter_combiner
 
-_COMBINER_UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
-                    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 _BOOL_UFUNCS = {np.bitwise_and: np.logical_and, np.bitwise_or: np.logical_or, np.bitwise_xor: np.logical_xor}
 
 
@@ -93,7 +92,7 @@ def scatter(operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, attrs
     if combiner == "assign":  # NumPy assigns in index order: the last duplicate wins
         out[grids] = updates
         return out
-    ufunc = _COMBINER_UFUNCS.get(combiner)
+    ufunc = OPS[combiner].ufunc if combiner in GroupOp.REDUCERS else None
     if ufunc is not None:
         if out.dtype.kind == "b":
             ufunc = _BOOL_UFUNCS.get(ufunc, ufunc)

@@ -1,9 +1,8 @@
 """Questions about IR nodes that several layers ask."""
 from __future__ import annotations
 
-import numpy as np
-
 from .nodes import Instruction
+from .ops import GroupOp
 
 
 def reducer_opcode(inst: Instruction) -> str | None:
@@ -46,16 +45,6 @@ def known_trip_count(inst: Instruction) -> int | None:
     return None
 
 
-# The identity of each elementwise reducer, per NumPy dtype: folding it in changes nothing
-# (float add's is -0.0, so that a sum of -0.0s stays -0.0)
-IDENTITIES = {
-    "add": lambda dt: (-0.0 if dt.kind == "f" else complex(-0.0, -0.0) if dt.kind == "c" else 0), "multiply": lambda dt: 1, "or": lambda dt: 0, "xor": lambda dt: 0,
-    "and": lambda dt: (True if dt.kind == "b" else -1),
-    "maximum": lambda dt: (-np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)),
-    "minimum": lambda dt: (np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)),
-}
-
-
 def scatter_combiner(comp) -> str | None:
     """What a scatter's ``to_apply`` does: 'assign' when it returns its second parameter (an
     overwrite, ``x[idx] = v``), the opcode when it is ``op(current, update)`` in that order
@@ -70,9 +59,8 @@ def scatter_combiner(comp) -> str | None:
         return None
     if root.operands[0] is current and root.operands[1] is update:
         return root.opcode
-    if root.operands[0] is update and root.operands[1] is current and root.opcode in COMMUTATIVE:
+    if root.operands[0] is update and root.operands[1] is current \
+            and root.opcode in GroupOp.COMMUTATIVE:
         return root.opcode
     return None
 
-
-COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}

@@ -23,21 +23,6 @@ class ShapeError(ValueError):
 Rule = Callable[[Sequence[AnyShape], Mapping[str, Any], "AnyShape | None"], AnyShape]
 SHAPE_RULES: dict[str, Rule] = {}
 
-_FLOAT_ONLY = {
-    "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt", "cbrt",
-    "tanh", "logistic", "sine", "cosine", "tan", "erf", "floor", "ceil",
-    "round-nearest-even", "round-nearest-afz", "is-finite", "atan2",
-}
-_INT_ONLY = {"popcnt", "count-leading-zeros", "shift-left", "shift-right-arithmetic",
-             "shift-right-logical"}
-_INT_OR_PRED = {"not", "and", "or", "xor"}
-_NUMERIC = {"negate", "abs", "sign", "add", "subtract", "multiply", "divide", "remainder",
-            "power", "maximum", "minimum"}
-# What toolkit computes on complex numbers (XLA defines more: the rest are refused, never guessed)
-COMPLEX_OPS = {"negate", "abs", "add", "subtract", "multiply", "divide", "exponential",
-               "log", "sqrt", "real", "imag", "compare"}
-
-
 def _array(s: AnyShape, what: str) -> Shape:
     if not isinstance(s, Shape):
         raise ShapeError(f"{what} must be an array, got tuple {s}")
@@ -45,20 +30,20 @@ def _array(s: AnyShape, what: str) -> Shape:
 
 
 def _check_dtype(opcode: str, s: Shape) -> None:
-    t = s.dtype
+    t, op = s.dtype, OPS[opcode]
     if t.is_complex:
-        if opcode not in COMPLEX_OPS:
+        if not op.on_complex:
             raise ShapeError(f"{opcode} on complex numbers is not supported by toolkit, got {s}")
         return
-    if opcode in ("real", "imag") and not t.is_float:
-        raise ShapeError(f"{opcode} needs a complex or floating-point operand, got {s}")
-    if opcode in _FLOAT_ONLY and not t.is_float:
-        raise ShapeError(f"{opcode} needs a floating-point operand, got {s}")
-    if opcode in _INT_ONLY and not t.is_integer:
+    if op.operand_types == "float" and not t.is_float:
+        takes = "a complex or floating-point" if op.on_complex else "a floating-point"
+        raise ShapeError(f"{opcode} needs {takes} operand, got {s}")
+    if op.operand_types == "integer" and not t.is_integer:
         raise ShapeError(f"{opcode} needs an integer operand, got {s}")
-    if opcode in _INT_OR_PRED and t.is_float:
+    if op.operand_types == "integer_or_pred" and t.is_float:
         raise ShapeError(f"{opcode} needs an integer or pred operand, got {s}")
-    if opcode in _NUMERIC and t.is_bool and opcode not in ("maximum", "minimum"):
+    # maximum and minimum take pred: they are its or and and
+    if op.operand_types == "numeric" and t.is_bool and op.reducer != "selecting":
         raise ShapeError(f"{opcode} is not defined on pred, got {s}")
 
 

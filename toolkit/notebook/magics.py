@@ -16,6 +16,7 @@ from IPython.display import display
 from .. import api
 from ..backends import backend_names
 from ..frontend.errors import ToolkitError
+from ..ir.ops import GroupOp
 from ..profiler import Profile, profile
 from ..profiler.report import recompile_text
 from ..widgets.report import SECTIONS
@@ -31,7 +32,7 @@ def extra_output_notes(compiled, outputs) -> list[str]:
     users = compiled.hlo.entry.users()
     costly = []
     for name, inst in zip(outputs, values):
-        if any(u is not root for u in users.get(inst, ())) and inst.opcode not in ("parameter", "constant"):
+        if any(u is not root for u in users.get(inst, ())) and inst.opcode not in GroupOp.GIVEN:
             costly.append((name, inst.shape))
     if not costly:
         return []

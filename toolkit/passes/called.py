@@ -9,8 +9,9 @@ from types import MappingProxyType
 from typing import Callable
 
 from ..ir.nodes import CALLEE_ATTRIBUTES, Computation, Instruction, Module
+from ..ir.ops import GroupOp
 
-CONTROL = ("while", "conditional")
+CONTROL = GroupOp.CONTROL
 
 
 def callees_first(comp: Computation) -> list[Computation]:

@@ -9,22 +9,20 @@ from typing import Callable
 import numpy as np
 
 from ..ir.nodes import Instruction, Module
-from ..ir.ops import is_elementwise
+from ..ir.ops import GroupOp, is_elementwise
 from ..ir.shapes import Shape
 from .patterns import scalar_constant
 from .rewriter import replace_entry, rewrite_computation
 
 MAX_FOLDED_ELEMENTS = 64
 Evaluator = Callable[[Instruction, list], object]  # (instruction, operand values) -> value
-_NEVER_FOLD = {"parameter", "constant", "tuple", "get-tuple-element", "call", "fusion", "iota", "broadcast",
-               "opt-barrier"}
 
 
 def constant_folding(module: Module, evaluators: dict[str, Evaluator]) -> tuple[Module, Counter]:
     counts: Counter = Counter()
 
     def visit(inst: Instruction, ops: list[Instruction], b):
-        if inst.opcode in _NEVER_FOLD or not isinstance(inst.shape, Shape):
+        if inst.opcode in GroupOp.NOT_FOLDABLE or not isinstance(inst.shape, Shape):
             return None
         if ops and all(o.opcode == "constant" for o in ops) and inst.shape.size <= MAX_FOLDED_ELEMENTS:
             value = np.asarray(evaluators[inst.opcode](inst, [o.attrs["literal"] for o in ops]))

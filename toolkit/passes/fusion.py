@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module
-from ..ir.ops import OPS, is_elementwise
+from ..ir.ops import OPS, GroupOp
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .rewriter import replace_entry, with_operands
@@ -41,9 +41,6 @@ REASONS = {
     "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window in place",
 }
 
-LOOP_FUSIBLE = {"broadcast", "reshape", "bitcast", "transpose", "slice", "iota", "constant",
-                "concatenate", "pad", "reverse", "copy", "gather", "dynamic-slice", "dynamic-update-slice"}
-_EXPENSIVE_EXTRA = {"divide", "remainder", "power", "reduce", "dot"}
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,6 @@ class FusionOptions:
 # whether any step on it expands by a broadcast), so extending and comparing paths costs O(1)
 # however long the chain grows (a stencil fused over many steps).
 _MAX_PATHS = 4
-_ELEMENTWISE_CATEGORIES = ("unary", "binary", "ternary")
 Paths = frozenset  # of paths: (number, length, expands) triples
 ROOT_PATH = (0, 0, False)  # the fusion's output itself
 
@@ -77,7 +73,7 @@ class PathTable:
 
     def through(self, user: Instruction, paths: Paths) -> Paths:
         """The paths of an operand of ``user``, given ``user``'s own."""
-        if OPS[user.opcode].category in _ELEMENTWISE_CATEGORIES:
+        if user.opcode in GroupOp.ELEMENTWISE:
             return paths
         expands = user.opcode == "broadcast" and user.shape.size > user.operands[0].shape.size
         out = set()
@@ -91,19 +87,19 @@ class PathTable:
 
 
 def is_expensive(inst: Instruction) -> bool:
-    return OPS[inst.opcode].transcendental or inst.opcode in _EXPENSIVE_EXTRA
+    return inst.opcode in GroupOp.EXPENSIVE
 
 
 def is_free_to_duplicate(inst: Instruction) -> bool:
     """A value every fusion can make from nothing: a constant, an iota, or a broadcast or reshape
     of a scalar constant (XLA duplicates these into every consumer)."""
-    while inst.opcode in ("broadcast", "reshape", "bitcast"):
+    while inst.opcode in GroupOp.SAME_ELEMENTS:
         inst = inst.operands[0]
     return inst.opcode == "iota" or inst.opcode == "constant" and inst.shape.size <= 1
 
 
 def is_fusible(inst: Instruction) -> bool:
-    return is_elementwise(inst.opcode) or inst.opcode in LOOP_FUSIBLE or inst.opcode == "reduce"
+    return OPS[inst.opcode].fusion != "none"
 
 
 @dataclass(eq=False)
@@ -149,7 +145,7 @@ def _capped(paths) -> Paths:
 def _is_compute(inst: Instruction) -> bool:
     """Does evaluating ``inst`` cost arithmetic or a choice per element (rather than only moving
     an index)? Concatenate and pad choose between their operands for every element."""
-    return OPS[inst.opcode].category in _ELEMENTWISE_CATEGORIES or inst.opcode in ("concatenate", "pad")
+    return inst.opcode in GroupOp.CHOOSES_PER_ELEMENT
 
 
 def _loc(inst: Instruction) -> str:
@@ -219,7 +215,7 @@ class _Fuser:
 
     # ---- the producer decisions -----------------------------------------------------------
     def visit(self, x: Instruction) -> None:
-        if x.opcode in ("parameter", "tuple", "get-tuple-element", "opt-barrier"):
+        if x.opcode in GroupOp.PLUMBING:
             return
         users = self.users[x]
         if x.opcode == "dot":

@@ -25,17 +25,13 @@ from types import MappingProxyType
 
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module
+from ..ir.ops import GroupOp
 from ..ir.shapes import Shape, TupleShape
 from .called import callees_first
 from .inline import inline_calls
 from .rewriter import replace_entry, rewrite_computation
 from .simplify import simplify
 
-# Values every kernel makes for free, and instructions that must stay in the loop.
-CHEAP = frozenset({"constant", "iota", "broadcast", "reshape", "bitcast", "get-tuple-element", "slice",
-                   "parameter", "tuple"})
-PINNED = frozenset({"while", "conditional", "custom-call", "rng", "rng-bit-generator", "infeed", "outfeed",
-                    "send", "recv", "after-all", "sort"})
 SMALL_PRODUCT = 64 ** 3
 
 
@@ -120,7 +116,7 @@ def _hoist(loop: Instruction, init: Instruction, outer: ComputationBuilder, coun
             if inst.attrs["index"] in kept:  # any read of an element the loop never changes
                 invariant.add(id(inst))
         elif inst.opcode == "constant" or (
-                inst.opcode not in PINNED and inst.opcode != "parameter" and inst.operands
+                inst.opcode not in GroupOp.PINNED and inst.opcode != "parameter" and inst.operands
                 and all(id(o) in invariant for o in inst.operands) and isinstance(inst.shape, Shape)):
             invariant.add(id(inst))
     # what moves: invariant work that the loop's varying work reads, directly or through cheap
@@ -141,7 +137,7 @@ def _hoist(loop: Instruction, init: Instruction, outer: ComputationBuilder, coun
             if id(o) in seen:
                 continue
             seen.add(id(o))
-            if o.opcode in CHEAP:
+            if o.opcode in GroupOp.CHEAP:
                 stack.extend(x for x in o.operands if id(x) in invariant)
             else:
                 hoisted.append(o)

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.nodes import Module
+from ..ir.ops import GroupOp
 from ..ir.shapes import Shape, TupleShape
-
-_ALIASING = {"tuple", "get-tuple-element", "bitcast", "reshape", "opt-barrier"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def memory_analysis(module: Module) -> MemoryAnalysis:
     order = {id(i): n for n, i in enumerate(entry.instructions)}
     owner: dict[int, int] = {}  # instruction -> the instruction whose buffer it uses
     for inst in entry.instructions:
-        if inst.opcode in _ALIASING and inst.operands and inst.opcode != "tuple":
+        if inst.opcode in GroupOp.ALIASING and inst.operands and inst.opcode != "tuple":
             owner[id(inst)] = owner.get(id(inst.operands[0]), id(inst.operands[0]))
         else:
             owner[id(inst)] = id(inst)
@@ -60,7 +59,8 @@ def memory_analysis(module: Module) -> MemoryAnalysis:
     for inst in entry.instructions:
         n = order[id(inst)]
         buf = id(inst)
-        if owner[buf] == buf and kinds[buf] not in ("parameter", "constant", "tuple"):
+        # a buffer of its own that is no temporary: an argument, a constant, a tuple's index table
+        if owner[buf] == buf and kinds[buf] not in GroupOp.BOOKKEEPING:
             if buf in root_buffers:
                 live_out += size[buf]
             else:
@@ -68,7 +68,7 @@ def memory_analysis(module: Module) -> MemoryAnalysis:
         peak_temp = max(peak_temp, live_temp)
         peak_live = max(peak_live, live_temp + live_out)
         for freed in frees.get(n, []):
-            if freed not in root_buffers and kinds[freed] not in ("parameter", "constant", "tuple"):
+            if freed not in root_buffers and kinds[freed] not in GroupOp.BOOKKEEPING:
                 live_temp -= size[freed]
     return MemoryAnalysis(arguments, outputs, peak_temp, arguments + peak_live,
                           constant_size_in_bytes=constants)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.nodes import Instruction
-from ..ir.queries import IDENTITIES, reducer_opcode
+from ..ir.ops import GroupOp, identity
+from ..ir.queries import reducer_opcode
 from ..ir.shapes import Shape
 
 
@@ -46,6 +47,6 @@ def same_array_type(a: Instruction, b: Instruction) -> bool:
 
 def is_identity_init(reduce: Instruction) -> bool:
     op = reducer_opcode(reduce)
-    if op not in IDENTITIES or len(reduce.operands) != 2:
+    if op not in GroupOp.REDUCERS or len(reduce.operands) != 2:
         return False
-    return same_value(scalar_constant(reduce.operands[1]), IDENTITIES[op](reduce.shape.dtype.numpy))
+    return same_value(scalar_constant(reduce.operands[1]), identity(op, reduce.shape.dtype.numpy))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.nodes import Instruction, Module
+from ..ir.ops import GroupOp
 
 
 BACKWARD_MARKS = ("transpose(", "remat(")  # a backward op; a forward op recomputed by the backward pass
@@ -55,7 +56,7 @@ def saved_residuals(module: Module) -> list[Residual]:
     users = entry.users()
     out = []
     for inst in entry.instructions:
-        if is_backward(inst) or inst.opcode in ("constant", "tuple", "iota") or inst.shape.is_tuple:
+        if is_backward(inst) or inst.opcode in GroupOp.KNOWN_VALUES or inst.shape.is_tuple:
             continue
         readers = [u for u in users[inst] if is_backward(u)]
         if not readers:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir.builder import ComputationBuilder
 from ..ir.nodes import Instruction, Module
-from ..ir.ops import is_elementwise
+from ..ir.ops import GroupOp, is_elementwise
 from ..ir.queries import reads_update_window
 from ..ir.shapes import Shape
 from .patterns import (is_constant_value, is_identity_dims, is_identity_init, same_array_type,
@@ -236,9 +236,9 @@ def _rewrite_own_window(inst, ops, b):
     """As XLA's simplifier (DUS(x, DS(x, i), i) -> x): writing a window of ``x`` back where it
     was read changes nothing (what a write through a view leaves behind: ``b = a[1:]; b += 1``)."""
     x, update = ops[0], ops[1]
-    if update.opcode not in ("slice", "dynamic-slice") or update.operands[0] is not x or not same_array_type(x, inst):
+    if not update.operands or update.operands[0] is not x or not same_array_type(x, inst):
         return None
-    return x if reads_update_window(update, inst) else None
+    return x if reads_update_window(update, inst) else None  # (a slice or dynamic-slice only)
 
 
 @rule("negate(negate(x)) -> x", "negate")
@@ -258,7 +258,7 @@ def _noop_reshape(inst, ops, b):
 
 @rule("reshape(reshape(x)) -> reshape(x)", "reshape")
 def _reshape_reshape(inst, ops, b):
-    if ops[0].opcode not in ("reshape", "bitcast"):
+    if ops[0].opcode not in GroupOp.RESHAPES:
         return None
     return b.add("reshape", (ops[0].operands[0],), shape=inst.shape, metadata=inst.metadata)
 

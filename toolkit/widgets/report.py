@@ -8,6 +8,7 @@ import html
 import io
 from collections import Counter
 
+from ..ir.ops import GroupOp
 from ..profiler.report import RecompileReport, kernel_table, profile_summary_text
 from ..roofline import Ceilings, bound_text
 
@@ -117,7 +118,7 @@ def fusion_detail(inst) -> str:
     comp = inst.attrs["calls"]
     members = [[m.name, m.opcode, str(m.shape), m.metadata.op_name if m.metadata else "",
                 m.metadata.location if m.metadata else ""]
-               for m in comp.instructions if m.opcode not in ("parameter", "tuple")]
+               for m in comp.instructions if m.opcode not in GroupOp.PLUMBING]
     from ..ir.printer import computation_to_text
 
     return (f"<p>{e(inst.name)}: {e(inst.attrs['kind'])}, {len(members)} instructions, reads "

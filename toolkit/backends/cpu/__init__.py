@@ -8,6 +8,7 @@ import time
 from llvmlite import ir
 
 from ...ir.nodes import Module
+from ...ir.ops import GroupOp
 from ..base import Backend, register_backend
 from ..buffer_plan import BufferPlan, plan_buffers
 from ..library_dot import make_dot
@@ -43,10 +44,10 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
     def make_step(inst, inputs, outs) -> Step:
         if inst.opcode == "dot":
             return Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)})
-        if inst.opcode in ("while", "conditional"):  # host control over compiled computations
+        if inst.opcode in GroupOp.CONTROL:  # host control over compiled computations
             return Step("control", inst, inputs, outs,
                         extra={"run": make_control_runner(inst, compile_module, native_while=native_loop)})
-        if inst.opcode in ("sort", "custom-call"):  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
+        if inst.opcode in GroupOp.LIBRARY:  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
             comp = as_computation(inst)
             return Step("library", inst, inputs, outs,
                         extra={"run": lambda ins: flatten_value(evaluate_computation(comp, ins))})

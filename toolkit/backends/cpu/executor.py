@@ -16,6 +16,7 @@ import numpy as np
 
 from ...config import env_int
 from ...ir.nodes import Instruction, Module
+from ...ir.ops import reducer_ufunc
 from ...ir.shapes import Shape
 from ..base import Executable, KernelInfo, RunContext
 from ..control import trips_text
@@ -99,10 +100,6 @@ class Step:
 
 # the steps that are work, as a profile reports them (aliases and copies of arguments are not)
 _KERNEL_KINDS = ("kernel", "dot", "library", "fallback", "control")
-
-_PARTIAL_COMBINE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-                    "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
-                    "xor": np.bitwise_xor}
 
 
 class CpuExecutable(Executable):
@@ -288,7 +285,7 @@ class CpuExecutable(Executable):
                 calls.append((ptrs, bounds[c], bounds[c + 1]))
             _fork_join(n, lambda c: step.fn(*calls[c][0], calls[c][1], calls[c][2]))
             for k, o in enumerate(outs):
-                combine = _PARTIAL_COMBINE[step.reducers[k]]
+                combine = reducer_ufunc(step.reducers[k])
                 acc = partials[k * n]
                 for c in range(1, n):
                     acc = combine(acc, partials[k * n + c])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.shapes import Shape
-from ...ir.queries import IDENTITIES
+from ...ir.ops import GroupOp, identity
 from ..llvm.elemental import ElementalEmitter, emit_binary, i64
 from ..llvm import complex as lcomplex
 from ..llvm.indexing import emit_scatter, emit_update_slice
@@ -83,7 +83,7 @@ def _reduce(e, spec, hero, acc, v, t, flags=FAST):
     op = spec.reducers[id(hero)]
     if t.is_complex and op == "add":
         return lcomplex.add(e, acc, v, t, flags=flags)
-    if t.is_float and op in ("add", "multiply"):
+    if t.is_float and op in GroupOp.ARITHMETIC_REDUCERS:
         return (e.b.fadd if op == "add" else e.b.fmul)(acc, v, flags=flags)
     return emit_binary(e, op, acc, v, t)
 
@@ -143,7 +143,7 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
         for row_accs in accs:
             for h, acc, blk in zip(heroes, row_accs, blocked):
                 if blk:
-                    b.store(constant(h.shape.dtype, IDENTITIES["add"](h.shape.dtype.numpy)), acc)
+                    b.store(constant(h.shape.dtype, identity("add", h.shape.dtype.numpy)), acc)
 
     def end_block():
         for row_accs, row_totals in zip(accs, totals):

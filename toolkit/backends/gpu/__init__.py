@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ...ir.nodes import Module
+from ...ir.ops import GroupOp
 from ..base import Backend, register_backend
 from ..buffer_plan import plan_buffers
 from ..library_dot import make_dot
@@ -67,11 +68,12 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
     fallbacks = list(program.unsupported)
 
     def make_step(inst, inputs, outs) -> GpuStep:
-        if inst.opcode in ("while", "conditional"):  # each called computation a GPU program of its own
+        if inst.opcode in GroupOp.CONTROL:  # each called computation a GPU program of its own
             return GpuStep("control", inst, inputs, outs, run=_device_control(inst, device))
         if inst.opcode == "dot":
             return GpuStep("dot", inst, inputs, outs, run=make_dot(inst, device.xp))
-        if inst.opcode in ("sort", "custom-call"):  # a library call: NumPy's stable sort on the host, between two copies
+        # a library call: NumPy's stable sort on the host, between two copies
+        if inst.opcode in GroupOp.LIBRARY:
             return GpuStep("library", inst, inputs, outs, run=_host_run(inst))
         kernel = kernels.get(inst.name)
         if kernel is None:  # the emitter could not lower it: compile_ptx listed why

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from ...ir.nodes import Module
+from ...ir.ops import GroupOp
 from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary, i64
 from ..llvm.indexing import emit_scatter
 from ..llvm.loops import for_range, nest
@@ -32,6 +33,8 @@ TRIPLE = llvm_worker.NVPTX_TRIPLE
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 ARCHES = {"sm_80": "+ptx75", "sm_90": "+ptx78"}
 THREADS_PER_BLOCK = 256
+# Top-level instructions that get no kernel of their own from the emitter
+_NOT_EMITTED = GroupOp.BOOKKEEPING | GroupOp.LIBRARY | GroupOp.CONTROL | {"dot"}
 
 
 @dataclass
@@ -184,9 +187,10 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     kernels, unsupported = [], []
     first: dict[tuple, GpuKernel | str] = {}  # kernels alike up to names share one entry (an unrolled loop's trips)
     for inst in module.entry.instructions:
-        if inst.opcode in ("parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "dot", "sort", "custom-call",
-                           "while", "conditional"):  # (loops and branches: programs of their own, driven from the host)
-            continue  # dots go to cuBLAS, sorts to a library call
+        # no kernel: bookkeeping; dots go to cuBLAS, sorts and custom-calls to library calls;
+        # loops and branches are programs of their own, driven from the host
+        if inst.opcode in _NOT_EMITTED:
+            continue
         try:
             spec = plan_kernel(inst)
             key = kernel_key(spec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...ir.queries import IDENTITIES
+from ...ir.ops import identity as _identity
 from ..llvm.elemental import emit_binary
 from ..llvm.types import I8, I32, I64, constant
 
@@ -70,7 +70,7 @@ def warp_allreduce(e, reducer: str, value: ir.Value, dtype) -> ir.Value:
 
 def identity(h, reducer: str) -> ir.Constant:
     t = h.shape.dtype
-    return constant(t, IDENTITIES[reducer](t.numpy))
+    return constant(t, _identity(reducer, t.numpy))
 
 
 def shared_array(b: ir.IRBuilder, t: ir.Type, n: int, name: str) -> ir.GlobalVariable:

@@ -12,7 +12,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.nodes import Instruction
-from ...ir.ops import OPS
+from ...ir.ops import GroupOp
 from ...ir.shapes import Shape
 from . import complex as lcomplex
 from . import math as lmath
@@ -626,5 +626,4 @@ def covered_ops() -> set[str]:
 
 from . import indexing as _indexing  # noqa: E402,F401 - registers gather, dynamic-slice, dynamic-update-slice
 
-UNSUPPORTED_ELEMENTAL = set(OPS) - {"reduce", "scatter", "sort", "custom-call", "dot", "tuple", "get-tuple-element", "opt-barrier", "call", "fusion",
-                                     "while", "conditional"} - set(ELEMENTAL)
+UNSUPPORTED_ELEMENTAL = set(GroupOp.PER_ELEMENT) - set(ELEMENTAL)

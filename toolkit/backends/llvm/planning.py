@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 from ...ir.builder import ComputationBuilder, NameUniquer
 from ...ir.nodes import Computation, Instruction
+from ...ir.ops import GroupOp
 from ...ir.queries import reads_update_window, reducer_opcode
 from ...ir.structural import structural_key
 from .elemental import CodegenUnsupported
-
-SIMPLE_REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
 
 
 @dataclass
@@ -133,9 +132,9 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
     comp = as_computation(inst)
     root = comp.root
     outputs = list(root.operands) if root.opcode == "tuple" else [root]
-    if root.opcode in ("sort", "custom-call"):
+    if root.opcode in GroupOp.LIBRARY:
         raise CodegenUnsupported(f"{root.opcode} runs as a library call on the host")
-    if root.opcode in ("while", "conditional"):
+    if root.opcode in GroupOp.CONTROL:
         raise CodegenUnsupported(f"{root.opcode} runs its computations from the host")
     if root.opcode == "scatter":  # the copy splits over threads; the updates run in order on one
         shape = root.shape
@@ -153,7 +152,7 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
     reducers = {}
     for h in heroes:
         reducers[id(h)] = reducer_opcode(h)
-        if reducers[id(h)] not in SIMPLE_REDUCERS or len(h.operands) != 2:
+        if reducers[id(h)] not in GroupOp.REDUCERS or len(h.operands) != 2:
             raise CodegenUnsupported(f"reducer of %{h.name} is not a single elementwise op")
     in_shape = hero.operands[0].shape
     dims = tuple(sorted(hero.attrs["dimensions"]))

@@ -21,9 +21,10 @@ def _leading_index_kept(inst: Instruction, operand: Instruction) -> bool:
     if not operand.shape.rank or not inst.shape.rank or operand.shape.dims[0] != inst.shape.dims[0]:
         return False
     op = inst.opcode
-    if is_elementwise(op) or op in ("convert", "copy", "reshape"):
-        # (a row-major reshape with an equal leading dimension keeps the row)
-        return operand.shape.dims == inst.shape.dims or op == "reshape"
+    if is_elementwise(op) or op == "copy":
+        return operand.shape.dims == inst.shape.dims
+    if op == "reshape":  # a row-major reshape with an equal leading dimension keeps the row
+        return True
     if op == "broadcast":
         dims = inst.attrs["dimensions"]
         return bool(dims) and dims[0] == 0

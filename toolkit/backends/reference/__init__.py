@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 from ...ir.nodes import Module
+from ...ir.ops import GroupOp
 from ..base import Backend, Executable, KernelInfo, RunContext, register_backend
 from .interpreter import EVALUATORS, evaluate_computation, flatten_value, run
-
-# Instructions that are bookkeeping, not work: not reported as kernels.
-_NOT_KERNELS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "opt-barrier"})
 
 
 class InterpreterExecutable(Executable):
@@ -21,12 +19,12 @@ class InterpreterExecutable(Executable):
 
     def kernels(self) -> tuple[KernelInfo, ...]:
         return tuple(KernelInfo(i.name, "instruction", i) for i in self._entry.instructions
-                     if i.opcode not in _NOT_KERNELS)
+                     if i.opcode not in GroupOp.BOOKKEEPING)
 
     def run_profiled(self, args, clock, on_kernel, context: RunContext = RunContext()):
         """As ``run``, reporting ``on_kernel(instruction, start, duration)`` per instruction."""
         def observe(inst, start, end):
-            if inst.opcode not in _NOT_KERNELS:
+            if inst.opcode not in GroupOp.BOOKKEEPING:  # not work: not reported as kernels
                 on_kernel(inst, start, end - start)
 
         return flatten_value(evaluate_computation(self._entry, args, clock=clock, observe=observe))
