@@ -53,7 +53,9 @@ def test_print_parse_print_round_trip(name):
     text = tk.jit(fn).lower(*args).as_text()
     module = tk.hlo.parse(text)
     assert module.to_text() == text
-    expected = tk.jit(fn)(*args)
+    # the parsed text runs as the traced program does (the optimiser may round differently:
+    # power(x, 3) becomes x*x*x, where NumPy 2.4's float power is one pow per element)
+    expected = tk.jit(fn, pipeline="none")(*args)
     got = tk.hlo.run(module, *args)
     expected = expected if isinstance(expected, tuple) else (expected,)
     for e, g in zip(expected, got):

@@ -30,7 +30,6 @@ XLA_OTHER_OPCODES = frozenset({
 # that work lands. An entry that no longer finds anything fails, so this list only shrinks.
 PENDING = {
     "toolkit/frontend/numpy_functions.py": "the registry split of issue 28 item 4 rewrites it",
-    "toolkit/stages.py": "the Executable / stages split of issue 28 items 2-3 rewrites it",
 }
 
 

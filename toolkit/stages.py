@@ -21,6 +21,7 @@ from .frontend.recompile import pretty_filename
 from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
+from .ir.ops import GroupOp
 from .ir.shapes import TupleShape
 from .ir.source_names import display_location
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
@@ -121,8 +122,9 @@ class Lowered(_TracedStage):
         with watch_compile(f"jit({self.fn_name})", size), _collector_paused():
             optimized = pipeline.run(self.hlo, clock, self.dump_passes, compile_id=compile_id)
             passes_end = clock.now()
+            entry = optimized.module.entry.instructions
             progress_phase(f"{self._backend.name} code generation "
-                           f"({sum(i.opcode in ('fusion', 'dot') for i in optimized.module.entry.instructions)} kernels)")
+                           f"({sum(i.opcode in GroupOp.COUNTED_AS_KERNELS for i in entry)} kernels)")
             executable = self._backend.compile(optimized.module)
         end = clock.now()
         phases = [Phase("passes", start, passes_end - start)]
