@@ -141,10 +141,23 @@ def _no_widget_errors(page):
     assert not [e for e in errors if "Traceback" in e], errors
 
 
+def _shown_once(page):
+    """Once the live dashboard renders, its static copy (the output before it, for viewers with
+    no widgets) is hidden: the dashboard shows once, as tabs."""
+    page.locator(".widget-tab .lm-TabBar-tab").first.wait_for(state="visible", timeout=30_000)
+    statics = page.locator(".toolkit-static")
+    assert statics.count() >= 1, "the static dashboard is an output of its own"
+    for i in range(statics.count()):
+        statics.nth(i).wait_for(state="hidden", timeout=10_000)
+    assert page.locator(".widget-tab").count() == statics.count()
+    assert all(page.locator(".widget-tab").nth(i).is_visible() for i in range(statics.count()))
+
+
 def test_quickstart_runs_and_its_dashboard_works(browser, lab):
     page = _open(browser, lab, "quickstart.ipynb")
     _run_all(page)
     page.wait_for_selector(".widget-tab", timeout=30_000)
+    _shown_once(page)
     _shot(page, "quickstart")
     _no_widget_errors(page)
     tab = page.locator(".widget-tab").first
@@ -171,6 +184,7 @@ def test_the_timeline_zooms_and_hovers(browser, lab):
     page = _open(browser, lab, "dashboard.ipynb")
     _run_all(page, timeout_s=120)
     page.wait_for_selector(".widget-tab", timeout=30_000)
+    _shown_once(page)
     _no_widget_errors(page)
     tab = page.locator(".widget-tab").first
     tab.locator(".lm-TabBar-tab", has_text="Timeline").first.click()
