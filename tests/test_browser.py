@@ -180,6 +180,31 @@ def test_quickstart_runs_and_its_dashboard_works(browser, lab):
     _shot(page, "quickstart-ir")
 
 
+def _opens_on_the_runs(page, svg, lanes):
+    """The first view spans the kernels (the runs), not the compilation before them: the
+    kernels' bars reach from the plot's left edge to its right, as the browser lays them out."""
+    box = svg.bounding_box()
+    plot_left, plot_right = 170, box["width"] - 40  # the renderer's margins (LEFT, right gap)
+    streams = {i for i, lane in enumerate(lanes) if "stream" in lane}
+    bars = page.evaluate("""() => [...document.querySelectorAll('.tk-span')].map(r => ({
+        y: +r.getAttribute('y'), x: +r.getAttribute('x'), w: +r.getAttribute('width')}))""")
+    kernels = [b for b in bars if round((b["y"] - 8 - 3) / 24) in streams]
+    assert kernels, bars
+    first, last = min(b["x"] for b in kernels), max(b["x"] + b["w"] for b in kernels)
+    width = plot_right - plot_left
+    assert first - plot_left < 0.1 * width and plot_right - last < 0.1 * width, \
+        (first, last, plot_left, plot_right)
+    for k in kernels:  # every kernel bar drawn inside the plot, visible
+        assert plot_left - 1 <= k["x"] and k["x"] + k["w"] <= plot_right + 1, k
+    note = page.locator(".tk-elided").first
+    assert note.is_visible() and "ms of compilation before this view" in note.inner_text()
+    page.locator(".tk-fit-all").first.click()  # everything: the compilation comes into view
+    page.wait_for_timeout(200)
+    assert not page.locator(".tk-elided").first.inner_text()
+    page.locator(".tk-fit-runs").first.click()
+    page.wait_for_timeout(200)
+
+
 def test_the_timeline_zooms_and_hovers(browser, lab):
     page = _open(browser, lab, "dashboard.ipynb")
     _run_all(page, timeout_s=120)
@@ -192,6 +217,8 @@ def test_the_timeline_zooms_and_hovers(browser, lab):
     svg.wait_for(state="visible", timeout=15_000)
     lanes = page.locator(".tk-lane-label").all_text_contents()
     assert "compilation" in lanes and any("stream" in lane for lane in lanes), lanes
+    _opens_on_the_runs(page, svg, lanes)
+    _shot(page, "timeline-opening")
     ticks_before = page.locator(".tk-tick").all_text_contents()
     box = svg.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.5)
