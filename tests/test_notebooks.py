@@ -16,7 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 ARTIFACTS = pathlib.Path(os.environ.get("TOOLKIT_ARTIFACTS", ROOT / "test-artifacts")) / "notebooks"
 CHROMIUM = next((p for p in (os.environ.get("TOOLKIT_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser"), "/usr/bin/chromium") if p and os.path.exists(p)), None)
+                             shutil.which("chromium-browser"), "/usr/bin/chromium")
+                 if p and os.path.exists(p)), None)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -93,7 +94,8 @@ def _visible(locator) -> bool:
 def _chromium():
     if CHROMIUM is None:
         pytest.skip("no Chromium: apt-get install chromium (Debian), or set TOOLKIT_CHROMIUM")
-    api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install '.[test]'")
+    api = pytest.importorskip("playwright.sync_api",
+                              reason="playwright is not installed: pip install '.[test]'")
     with api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -110,7 +112,7 @@ def test_exported_notebook_shows_the_dashboard_offline(path, shared_dir, tmp_pat
     its section headings and tables visible in the browser, and every other output too."""
     nbconvert = pytest.importorskip("nbconvert", reason="nbconvert not installed")
     nb = executed(path, shared_dir)
-    assert nb.metadata.get("widgets") or not _widget_outputs(nb), "widget state stored, as nbconvert does"
+    assert nb.metadata.get("widgets") or not _widget_outputs(nb), "nbconvert stores widget state"
     page_html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
     exported = tmp_path / f"{path.stem}.html"
     exported.write_text(page_html)
@@ -118,7 +120,7 @@ def test_exported_notebook_shows_the_dashboard_offline(path, shared_dir, tmp_pat
     with _chromium() as browser:
         page, blocked = _offline_page(browser)
         page.goto(exported.as_uri(), wait_until="load")
-        page.wait_for_timeout(1500)  # scripts that would hide or replace outputs have had their turn
+        page.wait_for_timeout(1500)  # scripts that would hide or replace outputs had their turn
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{path.stem}.png"), full_page=True)
         statics = page.locator(".toolkit-static")
@@ -127,11 +129,13 @@ def test_exported_notebook_shows_the_dashboard_offline(path, shared_dir, tmp_pat
             static = statics.nth(i)
             assert _visible(static), f"dashboard {i + 1} of {path.name} is not shown offline"
             headings = static.locator("h2")
-            shown = [headings.nth(j).inner_text() for j in range(headings.count()) if _visible(headings.nth(j))]
+            shown = [headings.nth(j).inner_text() for j in range(headings.count())
+                     if _visible(headings.nth(j))]
             assert shown == list(sections), (shown, sections)
             tables = static.locator("table")
-            assert tables.count() and all(_visible(tables.nth(j)) for j in range(tables.count())
-                                          if tables.nth(j).evaluate("e => !e.closest('details')")), \
+            unfolded = [tables.nth(j) for j in range(tables.count())
+                        if tables.nth(j).evaluate("e => !e.closest('details')")]  # not in a fold
+            assert unfolded and all(_visible(t) for t in unfolded), \
                 f"a table of dashboard {i + 1} of {path.name} is hidden"
         # every other output (text, pictures, tables) shows too
         outputs = page.locator(".jp-OutputArea-output:not(.jupyter-widgets)")
