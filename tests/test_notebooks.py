@@ -2,24 +2,16 @@
 ``jupyter nbconvert --to html --execute`` runs it (widget state stored), and its exported page,
 opened in headless Chromium with the network cut off, shows the static dashboard: its sections
 and tables visible, a screenshot per notebook in ``test-artifacts/notebooks/``."""
-import contextlib
 import fcntl
 import os
 import pathlib
-import shutil
 
 import nbformat
 import pytest
+from browser_support import ARTIFACTS, ROOT, chromium, offline_page, visible
 from nbclient import NotebookClient
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-ARTIFACTS = pathlib.Path(os.environ.get("TOOLKIT_ARTIFACTS", ROOT / "test-artifacts")) / "notebooks"
-CHROMIUM = next((p for p in (os.environ.get("TOOLKIT_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser"), "/usr/bin/chromium")
-                 if p and os.path.exists(p)), None)
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def test_there_are_notebooks():
@@ -63,47 +55,6 @@ def test_notebook_runs(path, shared_dir):
     assert not errors, errors
 
 
-def _offline_page(browser):
-    """A page that may load file:// and data: URLs only; every other request is aborted."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    blocked: list[str] = []
-
-    def route(r):
-        if r.request.url.startswith(("file://", "data:")):
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    page.route("**/*", route)
-    return page, blocked
-
-
-def _visible(locator) -> bool:
-    """Shown as a user sees it: laid out with an area, and no ancestor hidden by CSS."""
-    box = locator.bounding_box()
-    if not box or box["width"] <= 0 or box["height"] <= 0:
-        return False
-    return locator.evaluate("""e => { for (let n = e; n && n.nodeType === 1; n = n.parentElement) {
-        const s = getComputedStyle(n);
-        if (s.display === 'none' || s.visibility === 'hidden' || +s.opacity === 0) return false; }
-        return true; }""")
-
-
-@contextlib.contextmanager
-def _chromium():
-    if CHROMIUM is None:
-        pytest.skip("no Chromium: apt-get install chromium (Debian), or set TOOLKIT_CHROMIUM")
-    api = pytest.importorskip("playwright.sync_api",
-                              reason="playwright is not installed: pip install '.[test]'")
-    with api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_exported_notebook_shows_the_dashboard_offline(path, shared_dir, tmp_path):
@@ -117,30 +68,30 @@ def test_exported_notebook_shows_the_dashboard_offline(path, shared_dir, tmp_pat
     exported = tmp_path / f"{path.stem}.html"
     exported.write_text(page_html)
     expected = _dashboards(nb)
-    with _chromium() as browser:
-        page, blocked = _offline_page(browser)
+    with chromium() as browser:
+        page, blocked = offline_page(browser)
         page.goto(exported.as_uri(), wait_until="load")
         page.wait_for_timeout(1500)  # scripts that would hide or replace outputs had their turn
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"{path.stem}.png"), full_page=True)
+        (ARTIFACTS / "notebooks").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "notebooks" / f"{path.stem}.png"), full_page=True)
         statics = page.locator(".toolkit-static")
         assert statics.count() == len(expected), (statics.count(), expected)
         for i, sections in enumerate(expected):
             static = statics.nth(i)
-            assert _visible(static), f"dashboard {i + 1} of {path.name} is not shown offline"
+            assert visible(static), f"dashboard {i + 1} of {path.name} is not shown offline"
             headings = static.locator("h2")
             shown = [headings.nth(j).inner_text() for j in range(headings.count())
-                     if _visible(headings.nth(j))]
+                     if visible(headings.nth(j))]
             assert shown == list(sections), (shown, sections)
             tables = static.locator("table")
             unfolded = [tables.nth(j) for j in range(tables.count())
                         if tables.nth(j).evaluate("e => !e.closest('details')")]  # not in a fold
-            assert unfolded and all(_visible(t) for t in unfolded), \
+            assert unfolded and all(visible(t) for t in unfolded), \
                 f"a table of dashboard {i + 1} of {path.name} is hidden"
         # every other output (text, pictures, tables) shows too
         outputs = page.locator(".jp-OutputArea-output:not(.jupyter-widgets)")
         hidden = [outputs.nth(j).inner_text()[:80] for j in range(outputs.count())
-                  if not _visible(outputs.nth(j)) and outputs.nth(j).inner_text().strip()]
+                  if not visible(outputs.nth(j)) and outputs.nth(j).inner_text().strip()]
         assert not hidden, hidden
         page.close()
     assert all(not url.startswith("file://") for url in blocked)

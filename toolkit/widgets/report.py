@@ -13,11 +13,16 @@ from ..roofline import Ceilings, bound_text
 
 e = html.escape
 STYLE = """<style>
-.tk-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;max-width:1200px}
-.tk-report table{border-collapse:collapse;margin:6px 0}
-.tk-report td,.tk-report th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+.tk-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;max-width:100%;
+  box-sizing:border-box}
+.tk-report table{border-collapse:collapse;margin:6px 0;max-width:100%}
+.tk-report td,.tk-report th{border:1px solid #ddd;padding:3px 8px;text-align:right;
+  overflow-wrap:anywhere}
 .tk-report td:first-child,.tk-report th:first-child{text-align:left}
-.tk-report pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:11px;max-height:480px}
+.tk-report pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:11px;max-height:480px;
+  white-space:pre-wrap;overflow-wrap:anywhere}
+.tk-report pre.tk-code .tk-line{display:block;padding-left:6ch;text-indent:-6ch}
+.tk-report img{max-width:100%;height:auto}
 .tk-report h3{margin:14px 0 4px}.tk-report .tk-note{color:#666}
 .tk-report .tk-side{display:flex;gap:8px}.tk-report .tk-side>div{flex:1;min-width:0}
 </style>"""
@@ -142,7 +147,7 @@ def fusion_detail(inst) -> str:
 
     return (f"<p>{e(inst.name)}: {e(inst.attrs['kind'])}, {len(members)} instructions, reads "
             f"{len(inst.operands)} operand(s)</p>" + _table(["instruction", "op", "shape", "op_name", "source"], members)
-            + f"<pre>{e(computation_to_text(comp, metadata=False))}</pre>")
+            + code_block(computation_to_text(comp, metadata=False)))
 
 
 def fusion_list_section(compiled: dict) -> str:
@@ -185,12 +190,20 @@ def plot_section(prof, which: str, ceilings: Ceilings | None = None) -> str:
     return f"<img alt='{which}' src='{figure_png(fig)}'/><p class='tk-note'>{note}</p>"
 
 
+def code_block(text: str) -> str:
+    """Program text that wraps within its box instead of running off its right edge: one block
+    per line, a wrapped line's continuation indented below its start."""
+    lines = "".join(f"<span class='tk-line'>{e(line) or ' '}</span>" for line in text.splitlines())
+    return f"<pre class='tk-code'>{lines}</pre>"
+
+
 def ir_section(compiled: dict) -> str:
     """``compiled``: name -> Compiled. HLO before and after optimisation, side by side."""
     parts = []
     for name, c in compiled.items():
-        parts.append(f"<h3>{e(name)}</h3><div class='tk-side'><div><b>hlo</b><pre>{e(c.as_text('hlo'))}</pre></div>"
-                     f"<div><b>optimized_hlo</b><pre>{e(c.as_text('optimized_hlo'))}</pre></div></div>")
+        before, after = code_block(c.as_text("hlo")), code_block(c.as_text("optimized_hlo"))
+        parts.append(f"<h3>{e(name)}</h3><div class='tk-side'><div><b>hlo</b>{before}</div>"
+                     f"<div><b>optimized_hlo</b>{after}</div></div>")
     return "".join(parts) or "<p class='tk-note'>no compiled programs</p>"
 
 
