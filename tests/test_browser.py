@@ -194,8 +194,8 @@ def _opens_on_the_runs(page, svg, lanes):
     width = plot_right - plot_left
     assert first - plot_left < 0.1 * width and plot_right - last < 0.1 * width, \
         (first, last, plot_left, plot_right)
-    for k in kernels:  # every kernel bar drawn inside the plot, visible
-        assert plot_left - 1 <= k["x"] and k["x"] + k["w"] <= plot_right + 1, k
+    for bar in bars:  # every bar drawn inside the plot (one reaching past an edge ends there)
+        assert plot_left - 1 <= bar["x"] and bar["x"] + bar["w"] <= plot_right + 1, bar
     note = page.locator(".tk-elided").first
     assert note.is_visible() and "ms of compilation before this view" in note.inner_text()
     page.locator(".tk-fit-all").first.click()  # everything: the compilation comes into view

@@ -139,7 +139,10 @@ function render({ model, el }) {
     svg.append(g);
     spans.forEach((s, i) => {
       if (s.start + s.dur < lo || s.start > hi) return;
-      const x0 = x(s.start), w = Math.max((s.dur / span) * plotW, 1.5);
+      // drawn only where it is in view: a span reaching past an edge (the compile before the
+      // opening view) ends at that edge, so what can be hovered is what is shown
+      const x0 = Math.max(x(s.start), LEFT), x1 = Math.min(x(s.start + s.dur), LEFT + plotW);
+      const w = Math.max(x1 - x0, 1.5);
       const r = svgEl("rect", { x: x0, y: TOP + s.lane * LANE + 3, width: w, height: LANE - 6, fill: s.color, class: "tk-span" });
       r.dataset.index = i;
       g.append(r);
