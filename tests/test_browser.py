@@ -141,10 +141,23 @@ def _no_widget_errors(page):
     assert not [e for e in errors if "Traceback" in e], errors
 
 
+def _shown_once(page):
+    """Once the live dashboard renders, its static copy (the output before it, for viewers with
+    no widgets) is hidden: the dashboard shows once, as tabs."""
+    page.locator(".widget-tab .lm-TabBar-tab").first.wait_for(state="visible", timeout=30_000)
+    statics = page.locator(".toolkit-static")
+    assert statics.count() >= 1, "the static dashboard is an output of its own"
+    for i in range(statics.count()):
+        statics.nth(i).wait_for(state="hidden", timeout=10_000)
+    assert page.locator(".widget-tab").count() == statics.count()
+    assert all(page.locator(".widget-tab").nth(i).is_visible() for i in range(statics.count()))
+
+
 def test_quickstart_runs_and_its_dashboard_works(browser, lab):
     page = _open(browser, lab, "quickstart.ipynb")
     _run_all(page)
     page.wait_for_selector(".widget-tab", timeout=30_000)
+    _shown_once(page)
     _shot(page, "quickstart")
     _no_widget_errors(page)
     tab = page.locator(".widget-tab").first
@@ -167,10 +180,36 @@ def test_quickstart_runs_and_its_dashboard_works(browser, lab):
     _shot(page, "quickstart-ir")
 
 
+def _opens_on_the_runs(page, svg, lanes):
+    """The first view spans the kernels (the runs), not the compilation before them: the
+    kernels' bars reach from the plot's left edge to its right, as the browser lays them out."""
+    box = svg.bounding_box()
+    plot_left, plot_right = 170, box["width"] - 40  # the renderer's margins (LEFT, right gap)
+    streams = {i for i, lane in enumerate(lanes) if "stream" in lane}
+    bars = page.evaluate("""() => [...document.querySelectorAll('.tk-span')].map(r => ({
+        y: +r.getAttribute('y'), x: +r.getAttribute('x'), w: +r.getAttribute('width')}))""")
+    kernels = [b for b in bars if round((b["y"] - 8 - 3) / 24) in streams]
+    assert kernels, bars
+    first, last = min(b["x"] for b in kernels), max(b["x"] + b["w"] for b in kernels)
+    width = plot_right - plot_left
+    assert first - plot_left < 0.1 * width and plot_right - last < 0.1 * width, \
+        (first, last, plot_left, plot_right)
+    for bar in bars:  # every bar drawn inside the plot (one reaching past an edge ends there)
+        assert plot_left - 1 <= bar["x"] and bar["x"] + bar["w"] <= plot_right + 1, bar
+    note = page.locator(".tk-elided").first
+    assert note.is_visible() and "ms of compilation before this view" in note.inner_text()
+    page.locator(".tk-fit-all").first.click()  # everything: the compilation comes into view
+    page.wait_for_timeout(200)
+    assert not page.locator(".tk-elided").first.inner_text()
+    page.locator(".tk-fit-runs").first.click()
+    page.wait_for_timeout(200)
+
+
 def test_the_timeline_zooms_and_hovers(browser, lab):
     page = _open(browser, lab, "dashboard.ipynb")
     _run_all(page, timeout_s=120)
     page.wait_for_selector(".widget-tab", timeout=30_000)
+    _shown_once(page)
     _no_widget_errors(page)
     tab = page.locator(".widget-tab").first
     tab.locator(".lm-TabBar-tab", has_text="Timeline").first.click()
@@ -178,6 +217,8 @@ def test_the_timeline_zooms_and_hovers(browser, lab):
     svg.wait_for(state="visible", timeout=15_000)
     lanes = page.locator(".tk-lane-label").all_text_contents()
     assert "compilation" in lanes and any("stream" in lane for lane in lanes), lanes
+    _opens_on_the_runs(page, svg, lanes)
+    _shot(page, "timeline-opening")
     ticks_before = page.locator(".tk-tick").all_text_contents()
     box = svg.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.5)

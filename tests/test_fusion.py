@@ -218,3 +218,18 @@ def test_a_long_chain_of_dots_compiles_without_recursion_limits():
     m, v = np.eye(4) * 0.5, np.ones(4)
     out = tk.jit(f, backend="cpu").lower(m, v).compile()
     np.testing.assert_allclose(out(m, v), f(m, v))
+
+
+def test_bytes_saved_is_the_buffer_not_written_and_not_read_back():
+    """XLA's fusion cost model: fusing a producer saves writing its buffer and each consumer
+    reading it back; copied into several fusions, each copy reads the producer's operands."""
+    n = 1024
+    one = compiled(lambda x: np.exp(x) + 1, np.ones(n, np.float32))
+    (exp,) = [d for d in decisions(one, "exponential") if d.fused]
+    assert exp.bytes_saved == 2 * 4 * n  # written once, read once
+    two = compiled(lambda x: (x * 2 + 1, x * 2 - 1), np.ones(n, np.float32))
+    copies = [d for d in decisions(two, "multiply") if d.fused]
+    assert len(copies) == 2
+    # unfused: write 4n, read it twice; fused twice: x (4n) read once more
+    assert sum(d.bytes_saved for d in copies) == 3 * 4 * n - 4 * n
+    assert all(d.bytes_saved == 0 for d in two.fusion_decisions if not d.fused)

@@ -148,6 +148,29 @@ def _is_compute(inst: Instruction) -> bool:
     return inst.opcode in GroupOp.CHOOSES_PER_ELEMENT
 
 
+def _bytes_saved(x: Instruction, reads: int, copies: int) -> int:
+    """Memory traffic fusing ``x`` avoids, in XLA's reasoning (its fusion cost model): unfused,
+    ``x`` writes its buffer once and each of its ``reads`` consumers reads it back; fused into
+    ``copies`` fusions, nothing is written, but each copy reads ``x``'s operands, all but one
+    of them more than the unfused program did. Scalar constants cost nothing either way."""
+    if not isinstance(x.shape, Shape):
+        return 0
+    operands = sum(_bytes_read(o) for o in x.operands)
+    return max(x.shape.nbytes * (1 + reads) - (copies - 1) * operands, 0)
+
+
+def _bytes_read(operand: Instruction) -> int:
+    """What a fusion reads for ``operand``: a broadcast or iota is computed inside the fusion
+    from its (small) source, a scalar constant is an immediate."""
+    if not isinstance(operand.shape, Shape) or operand.opcode == "iota":
+        return 0
+    if operand.opcode == "constant" and operand.shape.size <= 1:
+        return 0
+    if operand.opcode == "broadcast":
+        return sum(_bytes_read(o) for o in operand.operands)
+    return operand.shape.nbytes
+
+
 def _loc(inst: Instruction) -> str:
     return inst.metadata.location if inst.metadata is not None else ""
 
@@ -245,13 +268,13 @@ class _Fuser:
                 blocked[id(u)] = ("NOT_FUSIBLE", f"%{u.name} ({u.opcode}) is not fusible")
         verdict = self.check(x, users, user_groups, blocked)
         if verdict is None:  # fuse into every user's fusion
-            per_edge = x.shape.nbytes if isinstance(x.shape, Shape) else 0
             for g in user_groups:
                 g.add(x, self.paths_in(x, g))
             self.homes[id(x)] = list(user_groups)
-            share = per_edge // max(len(users), 1)
-            for u in users:
-                self.decide(x, u, True, "FUSED", saved=per_edge + share)
+            saved = _bytes_saved(x, len(users), len(user_groups))
+            share, rest = divmod(saved, len(users))
+            for n, u in enumerate(users):  # spread over the edges, so that the rows add up
+                self.decide(x, u, True, "FUSED", saved=share + (n < rest))
             return
         if verdict == "multi-output":
             return

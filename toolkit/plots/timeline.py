@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..profiler.timeline_window import compilation_before, execution_window, origin_of
 from .style import PHASE_COLORS, kind_color, literal
 
 
@@ -28,20 +29,30 @@ def _copy_lane(transfer) -> str:
     return f"{transfer.device} copy engine" if transfer.device else "copy engine"
 
 
-def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_label_fraction: float = 0.06):
-    """Plot ``profile`` on a time axis in ms from its start; ``window`` (ms, ms) zooms in.
+def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
+             min_label_fraction: float = 0.06):
+    """Plot ``profile`` on a time axis in ms from its start. It opens on the execution (kernels,
+    copies, cache-hit calls: ``execution_window``), with the compilation before it noted in the
+    compilation lane; ``window="all"`` shows the whole session, ``window=(ms, ms)`` any range.
     Labels appear only on bars wide enough to hold them. Returns the artists: ``lanes``,
-    ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``markers``, ``labels``."""
+    ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``markers``, ``labels``, ``elided``."""
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 4), layout="constrained")  # keeps the legend below in view
-    origin = profile.start if profile.start is not None else min((e.start for e in profile.events), default=0.0)
+    origin = origin_of(profile)
     lanes = _lanes(profile)
     row = {name: i for i, name in enumerate(lanes)}
     end = max([e.start + getattr(e, "duration", 0.0) for e in profile.events] + [origin])
-    lo, hi = window if window else (0.0, max((end - origin) * 1e3, 1e-3))
+    everything = (0.0, max((end - origin) * 1e3, 1e-3))
+    if isinstance(window, str):
+        if window != "all":
+            raise ValueError(f"timeline: window={window!r}; pass 'all', (start_ms, end_ms) "
+                             "or None (the runs)")
+        lo, hi = everything
+    else:
+        lo, hi = window or execution_window(profile) or everything
     span = max(hi - lo, 1e-9)
     artists = {"lanes": lanes, "phases": [], "dispatches": [], "kernels": [], "transfers": [],
-               "markers": [], "labels": []}
+               "markers": [], "labels": [], "elided": []}
 
     def ms(t: float) -> float:
         return (t - origin) * 1e3
@@ -88,6 +99,11 @@ def timeline(profile, ax=None, window: tuple[float, float] | None = None, min_la
         # below the axis, outside the lanes: it never covers a bar or a label
         artists["legend"] = ax.legend(handles=list(legend.values()), fontsize=6, loc="upper center",
                                       bbox_to_anchor=(0.5, -0.18), ncol=min(5, len(legend)), frameon=False)
+    hidden = compilation_before(profile, lo)
+    if hidden > 0:  # the opening view leaves the compilation out: say so, above the lanes
+        note = f"◂ {hidden:.1f} ms of compilation before this view (window='all' shows it)"
+        artists["elided"].append(ax.text(0.0, 1.01, note, transform=ax.transAxes, ha="left",
+                                         va="bottom", fontsize=6, color="#555"))
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([literal(lane) for lane in lanes], fontsize=7)
     ax.set_ylim(len(lanes) - 0.5, -1.2)

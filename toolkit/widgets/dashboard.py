@@ -10,7 +10,7 @@ import html
 
 import ipywidgets as widgets
 
-from . import report
+from . import report, static_fallback
 
 
 class Dashboard:
@@ -22,6 +22,8 @@ class Dashboard:
         self.title = title
         self.sections = tuple(sections)
         self._widget = None
+        self._live = None
+        self._static_id = static_fallback.new_static_id()
 
     # ---- the live widget ------------------------------------------------------------------
     def _fusion_tab(self) -> widgets.Widget:
@@ -111,10 +113,15 @@ class Dashboard:
 
     def static_html(self) -> str:
         """The static dashboard as its own output: shown where widgets do not render (nbconvert
-        without network, nbviewer, GitHub), hidden by CSS once the live widget beside it renders."""
-        guard = ("<style>.jp-OutputArea:has(.jupyter-widgets) .toolkit-static,"
-                 ".output:has(.jupyter-widgets) .toolkit-static{display:none}</style>")
-        return f"{guard}<div class='toolkit-static'>{self.to_html()}</div>"
+        without network, nbviewer, GitHub); the live widget beside it hides it once it renders."""
+        return static_fallback.static_output(self.to_html(), self._static_id)
+
+    def live_widget(self) -> widgets.Box:
+        """The tabs, with the watcher that hides the static dashboard once they render."""
+        if self._live is None:
+            hider = static_fallback.StaticFallbackHider(static_id=self._static_id)
+            self._live = widgets.VBox([self.widget(), hider])
+        return self._live
 
     def _ipython_display_(self):
         """Two outputs: the static dashboard, then the widget. nbconvert stores widget state by
@@ -124,7 +131,7 @@ class Dashboard:
 
         display({"text/html": self.static_html(), "text/plain": report.report_text(self.profile)}, raw=True)
         if _has_widget_frontend():
-            display(self.widget())
+            display(self.live_widget())
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = {"text/plain": report.report_text(self.profile), "text/html": self.to_html()}

@@ -14,11 +14,16 @@ from ..roofline import Ceilings, bound_text
 
 e = html.escape
 STYLE = """<style>
-.tk-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;max-width:1200px}
-.tk-report table{border-collapse:collapse;margin:6px 0}
-.tk-report td,.tk-report th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+.tk-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;max-width:100%;
+  box-sizing:border-box}
+.tk-report table{border-collapse:collapse;margin:6px 0;max-width:100%}
+.tk-report td,.tk-report th{border:1px solid #ddd;padding:3px 8px;text-align:right;
+  overflow-wrap:anywhere}
 .tk-report td:first-child,.tk-report th:first-child{text-align:left}
-.tk-report pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:11px;max-height:480px}
+.tk-report pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:11px;max-height:480px;
+  white-space:pre-wrap;overflow-wrap:anywhere}
+.tk-report pre.tk-code .tk-line{display:block;padding-left:6ch;text-indent:-6ch}
+.tk-report img{max-width:100%;height:auto}
 .tk-report h3{margin:14px 0 4px}.tk-report .tk-note{color:#666}
 .tk-report .tk-side{display:flex;gap:8px}.tk-report .tk-side>div{flex:1;min-width:0}
 </style>"""
@@ -87,24 +92,44 @@ def recompile_section(prof) -> str:
 
 def fusion_section(prof, reason: str | None = None) -> str:
     """Every decision: the rejections first (the user's question is why something did not
-    fuse), the fused edges folded below."""
+    fuse), the fused edges folded below with the memory traffic each saves. A ``program``
+    column says which compile made each decision: a function compiled at two shapes decides
+    twice."""
     decisions = [d for d in prof.fusion_decisions if reason is None or d.reason == reason]
     counts = Counter(d.reason for d in prof.fusion_decisions)
     summary = ", ".join(f"{n}× {r}" for r, n in counts.most_common())
-    header = ["producer", "consumer", "reason", "why", "source", "bytes saved (est.)"]
+    programs = _program_names(prof)
 
-    def rows(ds):
-        return [[d.producer, d.consumer, d.reason, d.message, d.producer_location, d.bytes_saved] for d in ds]
+    def rows(ds, saved: bool):
+        return [[programs.get(d.compile_id) or _earlier_program(prof, d), d.producer, d.consumer,
+                 d.reason, d.message, d.producer_location]
+                + ([f"{d.bytes_saved:,}"] if saved else []) for d in ds]
 
+    header = ["program", "producer", "consumer", "reason", "why", "source"]
     rejected = [d for d in decisions if not d.fused]
     fused = [d for d in decisions if d.fused]
     out = f"<p>{e(summary) or 'no fusion decisions recorded'}</p>"
     if rejected:
-        out += f"<h3>not fused ({len(rejected)})</h3>" + _table(header, rows(rejected))
+        out += f"<h3>not fused ({len(rejected)})</h3>" + _table(header, rows(rejected, False))
     if fused:
-        out += (f"<details><summary>fused ({len(fused)} edges)</summary>"
-                + _table(header, rows(fused)) + "</details>")
+        total = sum(d.bytes_saved for d in fused)
+        out += (f"<details><summary>fused ({len(fused)} edges, saving {total / 1e6:.2f} MB "
+                f"of memory traffic per run, est.)</summary>"
+                + _table(header + ["bytes saved (est.)"], rows(fused, True))
+                + "<p class='tk-note'>bytes saved: the buffer a producer no longer writes and its "
+                "consumers no longer read back, less its operands read again where it is copied "
+                "into several fusions (XLA's fusion cost model)</p></details>")
     return out
+
+
+def _program_names(prof) -> dict[int, str]:
+    """compile id -> 'function(signature)', the program a decision was made for."""
+    return {c.compile_id: f"{c.function}({c.signature})" for c in prof.compiles}
+
+
+def _earlier_program(prof, decision) -> str:
+    """A decision adopted from a compile before this profile (a cached program)."""
+    return getattr(prof, "cached_program", "") or f"compile #{decision.compile_id}"
 
 
 def fusions_of(compiled: dict) -> list[tuple[str, object]]:
@@ -123,7 +148,7 @@ def fusion_detail(inst) -> str:
 
     return (f"<p>{e(inst.name)}: {e(inst.attrs['kind'])}, {len(members)} instructions, reads "
             f"{len(inst.operands)} operand(s)</p>" + _table(["instruction", "op", "shape", "op_name", "source"], members)
-            + f"<pre>{e(computation_to_text(comp, metadata=False))}</pre>")
+            + code_block(computation_to_text(comp, metadata=False)))
 
 
 def fusion_list_section(compiled: dict) -> str:
@@ -166,12 +191,20 @@ def plot_section(prof, which: str, ceilings: Ceilings | None = None) -> str:
     return f"<img alt='{which}' src='{figure_png(fig)}'/><p class='tk-note'>{note}</p>"
 
 
+def code_block(text: str) -> str:
+    """Program text that wraps within its box instead of running off its right edge: one block
+    per line, a wrapped line's continuation indented below its start."""
+    lines = "".join(f"<span class='tk-line'>{e(line) or ' '}</span>" for line in text.splitlines())
+    return f"<pre class='tk-code'>{lines}</pre>"
+
+
 def ir_section(compiled: dict) -> str:
     """``compiled``: name -> Compiled. HLO before and after optimisation, side by side."""
     parts = []
     for name, c in compiled.items():
-        parts.append(f"<h3>{e(name)}</h3><div class='tk-side'><div><b>hlo</b><pre>{e(c.as_text('hlo'))}</pre></div>"
-                     f"<div><b>optimized_hlo</b><pre>{e(c.as_text('optimized_hlo'))}</pre></div></div>")
+        before, after = code_block(c.as_text("hlo")), code_block(c.as_text("optimized_hlo"))
+        parts.append(f"<h3>{e(name)}</h3><div class='tk-side'><div><b>hlo</b>{before}</div>"
+                     f"<div><b>optimized_hlo</b>{after}</div></div>")
     return "".join(parts) or "<p class='tk-note'>no compiled programs</p>"
 
 

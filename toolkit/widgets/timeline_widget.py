@@ -1,8 +1,9 @@
 """The interactive timeline: compile phases, host dispatch, each device stream (a differentiated
 program's forward and backward passes in lanes of their own) and the copy engine, on one time
-axis you can zoom (mouse wheel), pan (drag) and reset (double-click); hovering a span shows its
-details (kernel, kind, time, GFLOP/s, GB/s, launch, source line; a copy's size and cause; a
-recompilation's cause), as Perfetto's and Nsight's timelines do.
+axis you can zoom (mouse wheel), pan (drag) and reset (double-click, or the "runs" and
+"everything" buttons). It opens on the runs, not on the compilation before them. Hovering a
+span shows its details (kernel, kind, time, GFLOP/s, GB/s, launch, source line; a copy's size
+and cause; a recompilation's cause), as Perfetto's and Nsight's timelines do.
 
 An anywidget (a small SVG renderer shipped inside the package: nothing is fetched, so it works
 offline in JupyterLab, Notebook 7 and VS Code). The static report keeps the matplotlib picture
@@ -13,6 +14,7 @@ import anywidget
 import traitlets
 
 from ..plots.style import PHASE_COLORS, kind_color
+from ..profiler.timeline_window import execution_window, origin_of
 
 
 def _kernel_lane(k) -> str:
@@ -29,9 +31,10 @@ def _rate(amount: float, seconds: float) -> str:
 
 def timeline_data(profile) -> dict:
     """The timeline as plain data: ``lanes`` (names, top to bottom), ``spans`` (lane index,
-    start and duration in ms from the profile's start, label, colour, details) and ``markers``
-    (recompilations: time, cause)."""
-    origin = profile.start if profile.start is not None else min((e.start for e in profile.events), default=0.0)
+    start and duration in ms from the profile's start, label, colour, details), ``markers``
+    (recompilations: time, cause), ``runs`` (the window, in ms, the timeline opens on: the
+    kernels, copies and cache-hit calls; empty when nothing ran)."""
+    origin = origin_of(profile)
     order = {"": 0, "forward": 1, "backward": 2}
     kernel_lanes = [lane for _, lane in sorted({(k.device, k.stream, order.get(k.phase, 3)): _kernel_lane(k)
                                                 for k in profile.kernels}.items())]
@@ -64,7 +67,8 @@ def timeline_data(profile) -> dict:
              ("what", t.what), ("where", t.location), ("avoidable", t.avoidable)])
     markers = [{"at": (r.start - origin) * 1e3,
                 "cause": r.causes[0].message if r.causes else "recompiled"} for r in profile.recompiles]
-    return {"lanes": lanes, "spans": spans, "markers": markers}
+    runs = execution_window(profile)
+    return {"lanes": lanes, "spans": spans, "markers": markers, "runs": list(runs or ())}
 
 
 _ESM = r"""
@@ -79,14 +83,30 @@ function render({ model, el }) {
   root.className = "tk-timeline";
   const help = document.createElement("div");
   help.className = "tk-timeline-help";
-  help.textContent = "wheel: zoom · drag: pan · double-click: reset · hover a span for its details";
+  help.textContent =
+    "wheel: zoom · drag: pan · double-click: back to the runs · hover a span for its details";
+  const bar = document.createElement("div");
+  bar.className = "tk-timeline-bar";
+  const fitRuns = document.createElement("button");
+  fitRuns.className = "tk-fit-runs"; fitRuns.textContent = "runs";
+  fitRuns.title = "fit the kernels, copies and cache-hit calls";
+  const fitAll = document.createElement("button");
+  fitAll.className = "tk-fit-all"; fitAll.textContent = "everything";
+  fitAll.title = "the whole session, compilation included";
+  const elided = document.createElement("span");
+  elided.className = "tk-elided";
+  bar.append(fitRuns, fitAll, elided, help);
   const svg = svgEl("svg", { class: "tk-timeline-svg" });
   const tip = document.createElement("div");
   tip.className = "tk-timeline-tip";
-  root.append(help, svg, tip);
+  root.append(bar, svg, tip);
   el.append(root);
   const LEFT = 170, LANE = 24, TOP = 8, AXIS = 26;
   let view = null;
+  function opening() {  // the runs, where there are any: compilation would squeeze them to a sliver
+    const runs = model.get("runs");
+    return runs && runs.length === 2 && runs[1] > runs[0] ? runs.slice() : extent();
+  }
   function extent() {
     const spans = model.get("spans"), marks = model.get("markers");
     let end = 0;
@@ -96,7 +116,10 @@ function render({ model, el }) {
   }
   function width() { return Math.max(root.clientWidth || 900, 400); }
   function draw() {
-    if (!view) view = extent();
+    if (!view) {
+      const w = model.get("window");
+      view = w && w.length === 2 && w[1] > w[0] ? w.slice() : opening();
+    }
     const lanes = model.get("lanes"), spans = model.get("spans"), marks = model.get("markers");
     const W = width(), H = TOP + lanes.length * LANE + AXIS;
     svg.setAttribute("width", W); svg.setAttribute("height", H);
@@ -116,7 +139,10 @@ function render({ model, el }) {
     svg.append(g);
     spans.forEach((s, i) => {
       if (s.start + s.dur < lo || s.start > hi) return;
-      const x0 = x(s.start), w = Math.max((s.dur / span) * plotW, 1.5);
+      // drawn only where it is in view: a span reaching past an edge (the compile before the
+      // opening view) ends at that edge, so what can be hovered is what is shown
+      const x0 = Math.max(x(s.start), LEFT), x1 = Math.min(x(s.start + s.dur), LEFT + plotW);
+      const w = Math.max(x1 - x0, 1.5);
       const r = svgEl("rect", { x: x0, y: TOP + s.lane * LANE + 3, width: w, height: LANE - 6, fill: s.color, class: "tk-span" });
       r.dataset.index = i;
       g.append(r);
@@ -132,6 +158,12 @@ function render({ model, el }) {
       const title = svgEl("title"); title.textContent = "recompile: " + m.cause; line.append(title);
       g.append(line);
     });
+    // compilation left of the view: say how much, so that opening on the runs hides nothing
+    const compileLane = lanes.indexOf("compilation");
+    let before = 0;
+    for (const s of spans) if (s.lane === compileLane && s.start + s.dur <= lo) before += s.dur;
+    elided.textContent =
+      before > 0 ? `◂ ${before.toFixed(1)} ms of compilation before this view` : "";
     const axisY = TOP + lanes.length * LANE;
     svg.append(svgEl("line", { x1: LEFT, x2: LEFT + plotW, y1: axisY, y2: axisY, class: "tk-axis" }));
     for (let k = 0; k <= 5; k++) {
@@ -181,8 +213,10 @@ function render({ model, el }) {
     }
   });
   svg.addEventListener("mouseleave", () => { tip.style.display = "none"; });
-  svg.addEventListener("dblclick", () => { view = extent(); draw(); publish(); });
-  model.on("change:spans", () => { view = extent(); draw(); });
+  svg.addEventListener("dblclick", () => { view = opening(); draw(); publish(); });
+  fitRuns.addEventListener("click", () => { view = opening(); draw(); publish(); });
+  fitAll.addEventListener("click", () => { view = extent(); draw(); publish(); });
+  model.on("change:spans", () => { view = opening(); draw(); });
   model.on("change:window", () => {
     const w = model.get("window");
     if (w && w.length === 2 && w[1] > w[0] && (!view || w[0] !== view[0] || w[1] !== view[1])) { view = w.slice(); draw(); }
@@ -194,7 +228,10 @@ export default { render };
 
 _CSS = """
 .tk-timeline { position: relative; font: 11px system-ui, sans-serif; }
-.tk-timeline-help { color: #666; margin: 2px 0 4px 0; }
+.tk-timeline-bar { display: flex; gap: 6px; align-items: center; margin: 2px 0 4px 0; }
+.tk-timeline-bar button { font-size: 11px; padding: 1px 8px; }
+.tk-timeline-help { color: #666; }
+.tk-elided { color: #555; font-style: italic; }
 .tk-timeline-svg { user-select: none; cursor: grab; display: block; }
 .tk-lane { fill: #fafafa; } .tk-lane-odd { fill: #f0f0f0; }
 .tk-lane-label { font-size: 11px; fill: #333; }
@@ -209,7 +246,8 @@ _CSS = """
 
 class TimelineWidget(anywidget.AnyWidget):
     """``TimelineWidget(profile)``: the profile's timeline, interactive. ``window`` is the shown
-    range in ms (set it to zoom from Python; zooming in the browser updates it)."""
+    range in ms (set it to zoom from Python; zooming in the browser updates it); it opens on
+    ``runs``, the kernels, copies and cache-hit calls, not on the compilation before them."""
 
     _esm = _ESM
     _css = _CSS
@@ -217,10 +255,13 @@ class TimelineWidget(anywidget.AnyWidget):
     spans = traitlets.List([]).tag(sync=True)
     markers = traitlets.List([]).tag(sync=True)
     window = traitlets.List([]).tag(sync=True)
+    runs = traitlets.List([]).tag(sync=True)
 
     def __init__(self, profile, **kwargs):
         data = timeline_data(profile)
-        super().__init__(lanes=data["lanes"], spans=data["spans"], markers=data["markers"], **kwargs)
+        kwargs.setdefault("window", list(data["runs"]))  # it opens on the runs
+        super().__init__(lanes=data["lanes"], spans=data["spans"], markers=data["markers"],
+                         runs=data["runs"], **kwargs)
 
 
 def timeline(profile) -> TimelineWidget:
