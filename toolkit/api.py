@@ -21,8 +21,9 @@ from . import backends
 from .frontend.errors import UserTypeError, api_boundary, for_the_user, is_internal_file
 from .frontend.promotion import SUPPORTED
 from .frontend.pytree import LEAF, flatten, unflatten
-from .frontend.recompile import (SignatureRecord, captured_values, function_location, pretty_filename,
+from .frontend.recompile import (SignatureRecord, captured_values, function_location,
                                  short_repr)
+from .frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
 from .frontend.signature import ArgSpec, abstractify, check_hashable_static
 from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram, trace_program
@@ -43,10 +44,6 @@ MAX_INLINE_DEPTH = 64
 # machine code, ~0.2 MB on the CPU). An eviction is named as the cause of a later recompile.
 DEFAULT_CACHE_SIZE = 256
 _EVICTED_REMEMBERED = 1024
-
-
-class ScalarListWarning(UserWarning):
-    """A list of Python numbers was passed where an array was probably meant."""
 
 
 def _user_stacklevel() -> int:
@@ -213,7 +210,13 @@ class JitFunction:
             new_kwargs = {k: static_pos[k] if k in static_pos else rebuilt[k] for k in kwargs}
             return tuple(new_args), new_kwargs
 
-        return trace_program(self.fn, self.fn_name, self._specs(key, paths), rebuild)
+        try:
+            return trace_program(self.fn, self.fn_name, self._specs(key, paths), rebuild)
+        except TypeError as e:  # a list of Python numbers where an array was meant: say that
+            better = scalar_list_error(e, self.fn_name, self._split(args, kwargs)[1])
+            if better is None:
+                raise
+            raise better.with_traceback(e.__traceback__) from None
 
     def _record(self, key, paths, fingerprint: str) -> SignatureRecord:
         trees, _, statics, names, backend = key
@@ -230,7 +233,7 @@ class JitFunction:
         clock = RECORDER.clock
         start = clock.now()
         loc = user_location(3)
-        call_site = f"{pretty_filename(loc.file)}:{loc.line}" if loc else self.call_site_hint
+        call_site = str(loc) if loc else self.call_site_hint
         paths = self._paths(cargs, ckwargs)
         self._warn_scalar_lists(cargs, ckwargs, call_site)
         program = self._trace(key, paths, cargs, ckwargs)
@@ -240,7 +243,8 @@ class JitFunction:
         recompile = self._history.explain(record, call_site, compile_id, start)
         if recompile is not None:
             try:
-                self._history.apply_policy(recompile, self.on_recompile, self.max_recompiles)
+                self._history.apply_policy(recompile, self.on_recompile, self.max_recompiles,
+                                           (loc.file, loc.line) if loc else None)
             except _history.RecompileError:
                 self._history.add(record, None, recompile)
                 raise
@@ -276,16 +280,8 @@ class JitFunction:
     def _warn_scalar_lists(self, args, kwargs, call_site: str) -> None:
         """A list of Python numbers is a pytree of separate scalars (as in JAX), not an array:
         ``x * 2`` then repeats the list and ``x + y`` concatenates. Say so once per compile."""
-        _, dynamic = self._split(args, kwargs)
-        for name, value in dynamic:
-            if type(value) is list and value and all(type(v) in (int, float, bool) for v in value):
-                warnings.warn(
-                    f"jit({self.fn_name}): argument '{name}' is a list of {len(value)} Python numbers"
-                    f"{' (called at ' + call_site + ')' if call_site else ''}. jit treats a list as "
-                    f"a pytree of {len(value)} separate scalar arguments, as JAX does, not as one "
-                    "array: operators act on the list. Pass np.asarray(...) for an array, or a "
-                    "tuple to keep separate scalars without this warning.",
-                    ScalarListWarning, stacklevel=_user_stacklevel())
+        for message in scalar_list_warnings(self.fn_name, self._split(args, kwargs)[1], call_site):
+            warnings.warn(message, ScalarListWarning, stacklevel=_user_stacklevel())
 
     # ---- public -------------------------------------------------------------------------
     @api_boundary

@@ -139,7 +139,9 @@ class FunctionHistory:
                 self.recompiles.append(recompile)
                 del self.recompiles[:-MAX_HISTORY]
 
-    def apply_policy(self, event: RecompileEvent, on_recompile: str, max_recompiles: int) -> None:
+    def apply_policy(self, event: RecompileEvent, on_recompile: str, max_recompiles: int,
+                     where: tuple[str, int] | None = None) -> None:
+        """Raise or warn past ``max_recompiles``; a warning points at ``where`` (file, line)."""
         count = self.recompile_count + 1
         if count <= max_recompiles or on_recompile == "ignore":
             return
@@ -149,9 +151,9 @@ class FunctionHistory:
                 f"max_recompiles={max_recompiles} with on_recompile='error'.\n" + recompile_text(event))
         if not self.storm_warned:
             self.storm_warned = True
-            file, _, line = event.call_site.rpartition(":")
+            file, line = where or ("<unknown>", 0)
             warnings.warn_explicit(RecompileWarning(self.storm_summary(event, count, max_recompiles)),
-                                   RecompileWarning, file or "<unknown>", int(line) if line.isdigit() else 0)
+                                   RecompileWarning, file, line)
 
     def storm_summary(self, event: RecompileEvent, count: int, max_recompiles: int) -> str:
         causes = ranked_causes(self.recompiles + [event])
