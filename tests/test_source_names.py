@@ -7,10 +7,17 @@ import numpy as np
 import pytest
 
 from toolkit.ir.nodes import Metadata
+from toolkit.ir import source_names
 from toolkit.ir.printer import metadata_to_text
 from toolkit.ir.source_names import display_file, display_location, register_cell_resolver
 
 KERNEL_CELL = "/tmp/ipykernel_4242/1234567890.py"
+
+
+@pytest.fixture(autouse=True)
+def fresh_answers(monkeypatch):
+    """Each test's shell is new: forget the files an earlier test's shell said were no cells."""
+    monkeypatch.setattr(source_names, "_NOT_CELLS", set())
 
 
 @pytest.fixture

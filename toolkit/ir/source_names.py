@@ -16,6 +16,11 @@ _resolvers: list[CellResolver] = []
 _IPYTHON_INPUT = re.compile(r"<ipython-input-(\d+)-[0-9a-f]*>")
 # a name this module gave, read back from HLO text: already the cell's (lines already shifted)
 _NAMED_CELL = re.compile(r"cell \[\d+\]|%%xla cell")
+# Files found not to be cells (asking the shell costs ~25 µs; HLO text asks per instruction).
+# A cell's file is asked about only after the shell compiled it, so a "no" stays true; a "yes"
+# is never kept: re-running a cell's same text moves its file to the new execution count.
+_NOT_CELLS: set[str] = set()
+MAX_NOT_CELLS = 4096
 
 
 def register_cell_resolver(resolver: CellResolver) -> None:
@@ -41,7 +46,7 @@ def _shell_cell(filename: str) -> int | None:
 
 def notebook_cell(filename: str) -> tuple[str, int] | None:
     """(``cell [n]``, line offset) for a file that is a notebook cell, else None."""
-    if not filename:
+    if not filename or filename in _NOT_CELLS:
         return None
     if _NAMED_CELL.fullmatch(filename):
         return filename, 0
@@ -53,7 +58,12 @@ def notebook_cell(filename: str) -> tuple[str, int] | None:
     if count is None:
         match = _IPYTHON_INPUT.fullmatch(filename)
         count = int(match.group(1)) if match else None
-    return (f"cell [{count}]", 0) if count is not None else None
+    if count is None:
+        if len(_NOT_CELLS) >= MAX_NOT_CELLS:
+            _NOT_CELLS.clear()
+        _NOT_CELLS.add(filename)
+        return None
+    return f"cell [{count}]", 0
 
 
 def display_file(filename: str) -> str:
