@@ -118,7 +118,8 @@ def roofline(profile, ceilings: Ceilings | None = None, ax=None):
     ax.grid(True, which="both", alpha=0.2)
     table = _table(ax, rows)
     # Labels are placed in display space: the layout (a table beside the axes) settles first.
-    ax.figure.draw_without_rendering()
+    root = ax.get_figure(root=True) if hasattr(ax, "get_figure") else ax.figure  # not a subfigure
+    root.draw_without_rendering()
     placed: list = []
     markers = [marker_box(ax, r["intensity"], r["attained"], r["size"]) for r in rows]
     ceiling_labels = [_label_ceiling(ax, c, colors[id(c)], placed, markers) for c in drawn]
