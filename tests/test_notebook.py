@@ -1,10 +1,12 @@
 """The notebook face through a real IPython shell: magics, dashboard widget, static HTML."""
 import html.parser
 import json
+import re
 
 import numpy as np
 from IPython import get_ipython
 import pytest
+from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
@@ -54,7 +56,8 @@ def test_rerun_with_a_new_shape_leads_with_the_recompilation_cause(ip):
     ip.user_ns["a"] = np.ones((6, 4), np.float32)
     _, out = run(ip, cell)
     first = out.stdout.splitlines()[0]
-    assert first.startswith("RECOMPILE #2 of xla_cell (defined %%xla cell:1) at call site In [")
+    assert re.match(r"RECOMPILE #2 of xla_cell \(defined cell \[\d+\], line 2\) at call site "
+                    r"cell \[\d+\], line 1: cost", first), first
     assert "a.shape[0]: now 6, was 4" in out.stdout
     assert ip.user_ns["z"].shape == (6, 4)
 
@@ -83,23 +86,57 @@ def test_trace_option_writes_a_chrome_trace(ip, tmp_path):
     assert "traceEvents" in json.loads(path.read_text())
 
 
-def _failed(result, out, message):
-    """The cell failed (Run All stops, nbconvert exits non-zero), with one line and no traceback."""
+def _failed(result, out, message, usage=True):
+    """The cell failed (Run All stops, nbconvert exits non-zero), with one line and no traceback;
+    ``usage``: as a bad magic invocation (IPython's ``UsageError:``), else as the cell's own
+    error."""
+    shown = out.stderr + out.stdout
     assert result.error_in_exec is not None
-    assert message in out.stderr + out.stdout, out.stderr + out.stdout
-    assert "Traceback" not in out.stderr + out.stdout
+    assert message in shown, shown
+    assert "Traceback" not in shown
+    if not usage:
+        assert "UsageError" not in shown and message in shown.strip().splitlines()[0], shown
+        assert not isinstance(result.error_in_exec, UsageError)
 
 
 def test_errors_fail_the_cell_and_point_at_its_line_without_a_traceback(ip):
     ip.user_ns["q"] = np.ones(3, np.float32)
     result, out = run(ip, "%%xla --quiet\nr = q * 2\nif r.sum() > 0:\n    s = r\n")
-    _failed(result, out, "TracerConversionError: bool() was called on a traced value at %%xla cell line 2")
+    count = ip.execution_count  # run_cell without history: every cell is this one's number
+    _failed(result, out, "TracerConversionError: bool() was called on a traced value at "
+            f"cell [{count}], line 3", usage=False)
+    assert type(result.error_in_exec).__name__ == "TracerConversionError"
     result, out = run(ip, "%%xla --quiet\nr = q * 2\nt = r + undefined_name\n")
-    _failed(result, out, "NameError at %%xla cell line 2: name 'undefined_name' is not defined")
+    _failed(result, out, f"NameError at cell [{count}], line 3: name 'undefined_name' is not "
+            "defined", usage=False)
+    assert isinstance(result.error_in_exec, NameError)
     result, out = run(ip, "%%xla --quiet --backend tpu\nr = q * 2\n")
     _failed(result, out, "unknown backend 'tpu'; choose from")
     result, out = run(ip, "%%xla --quiet\nr = q *\n")
-    _failed(result, out, "SyntaxError in the %%xla cell, line 1")
+    _failed(result, out, f"SyntaxError at cell [{count}], line 2")
+
+
+def test_bare_xla_hlo_shows_the_last_xla_cell(ip):
+    ip.user_ns["hx"] = np.ones((2, 3), np.float32)
+    result, _ = run(ip, "%%xla --quiet\nhy = np.tanh(hx) * 3\n")
+    assert result.error_in_exec is None
+    result, out = run(ip, "%xla_hlo --stage hlo")
+    assert result.error_in_exec is None, out.stderr
+    text = out.outputs[-1].data["text/plain"]
+    assert "ENTRY" in text and "tanh(" in text and "f32[2,3]" in text
+
+
+def test_xla_recompiles_counts_what_xla_hlo_compiled(ip):
+    run(ip, "_hlo_softmax = tk.jit(lambda x: np.exp(x) / np.exp(x).sum())\n_hlo_x = np.ones(5)")
+    result, out = run(ip, "%xla_hlo _hlo_softmax(_hlo_x)")
+    assert result.error_in_exec is None, out.stderr
+    result, out = run(ip, "%xla_recompiles _hlo_softmax")
+    text = out.outputs[-1].data["text/plain"]
+    assert "nothing compiled yet" not in text and "1 compiles of 1 function(s)" in text, text
+    result, out = run(ip, "%xla_hlo _hlo_softmax(np.ones(7))")  # a new shape: a recompile
+    result, out = run(ip, "%xla_recompiles _hlo_softmax")
+    assert "_hlo_x.shape[0]" in out.outputs[-1].data["text/plain"] or \
+        "x.shape[0]: now 7, was 5" in out.outputs[-1].data["text/plain"], out.outputs[-1].data
 
 
 def test_bad_options_fail_with_usage_and_one_line(ip):

@@ -121,3 +121,47 @@ def _dashboards(nb) -> list[tuple[str, ...]]:
             if "toolkit-static" in text:
                 found.append(tuple(re.findall(r"<h2>([^<]*)</h2>", text)))
     return found
+
+
+def _run_cells(sources, tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return nb.cells
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream") + "".join(
+        o.get("data", {}).get("text/plain", "") for o in cell.outputs if "data" in o)
+
+
+def test_a_kernel_names_cells_and_fails_xla_cells_with_their_own_error(tmp_path):
+    """In a real kernel (cells compiled as /tmp/ipykernel_PID/HASH.py): recompile banners, the
+    HLO's source_file and errors say ``cell [n], line m``; an %%xla cell's runtime error is the
+    cell's own (ename NameError, not UsageError), one line, and the cell fails."""
+    cells = _run_cells([
+        "%load_ext toolkit\nimport numpy as np, toolkit as tk\n"
+        "from toolkit.profiler.report import recompile_text",
+        "a = np.ones((4, 4), np.float32)",
+        "%%xla --quiet\nz = np.tanh(a) + 1",
+        "a = np.ones((6, 4), np.float32)",
+        "%%xla --quiet\nz = np.tanh(a) + 1",
+        "@tk.jit(on_recompile='ignore')\ndef g(x):\n    return np.sin(x) * 2",
+        "g(np.ones(3))\ng(np.ones(4))\nprint(recompile_text(g.recompiles[-1]))\n"
+        "print(g.lower(np.ones(3)).as_text())",
+        "%%xla --quiet\nr = a * 2\nt = r + undefined_name",
+    ], tmp_path)
+    count = [c.execution_count for c in cells]
+    banner = _text(cells[4])
+    site = f"(defined cell [{count[2]}], line 2) at call site cell [{count[4]}], line 1"
+    assert site in banner, banner
+    printed = _text(cells[6])
+    site = f"(defined cell [{count[5]}], line 1) at call site cell [{count[6]}], line 2"
+    assert site in printed, printed
+    assert f'source_file="cell [{count[5]}]" source_line=3' in printed, printed
+    assert "ipykernel_" not in banner + printed
+    errors = [o for o in cells[7].outputs if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "NameError", cells[7].outputs
+    assert errors[0].traceback == [
+        f"NameError at cell [{count[7]}], line 3: name 'undefined_name' is not defined"]
+    assert all(o.output_type == "error" for o in cells[7].outputs)

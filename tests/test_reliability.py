@@ -227,3 +227,21 @@ def test_dollar_signs_in_user_strings_do_not_reach_math_text(tmp_path):
     plt.close(fig)
     assert artists["labels"]
     Dashboard(prof).save(str(tmp_path / "report.html"))
+
+
+@pytest.mark.parametrize("arg", [[1.0, 2.0], [[1.0, 2.0], [3.0, 4.0]]], ids=["flat", "nested"])
+def test_a_list_of_python_numbers_that_fails_says_so_and_names_the_argument(arg):
+    """A nested list warns too; the error that follows is about the list (pass np.asarray),
+    not about if/while on traced values or np.zeros buffers."""
+    kind = "nested list" if isinstance(arg[0], list) else "list"
+    for body in (lambda x: np.exp(x), lambda x: x * 2.0):
+        f = tk.jit(body)
+        with pytest.warns(tk.ScalarListWarning, match=f"argument 'x' is a {kind} of"):
+            with pytest.raises(tk.ScalarListError) as caught:
+                f(arg)
+        message = str(caught.value)
+        assert f"argument 'x' is a {kind} of {np.size(arg)} Python numbers" in message
+        assert "Pass np.asarray(x)" in message
+        for wrong in ("if/while", "np.zeros", "static_argnums"):
+            assert wrong not in message, message
+    assert isinstance(caught.value, TypeError)  # as Python's own error on a list is

@@ -1,4 +1,5 @@
 """Ceilings (measured and spec sheets), roofline and timeline plots, run comparison."""
+import dataclasses
 import json
 import os
 import pathlib
@@ -47,6 +48,9 @@ def test_measured_ceilings_are_sane(tmp_path, monkeypatch):
     assert measure_ceilings(elements=n // 2, repeats=1, progress=False) == other
     entry = json.loads(stored.read_text())["measurements"][str(n)]
     assert entry["measured_at"] and entry["bytes_per_array"] == 4 * n and "best of 2 runs" in entry["provenance"]
+    # when, and under what load
+    assert entry["checked"] and (entry["load"] is None or entry["load"] >= 0)
+    assert ceilings.measured_at == entry["measured_at"] and ceilings.when().startswith("measured ")
 
 
 def test_a_point_above_its_roof_is_explained_never_over_100_percent():
@@ -112,19 +116,141 @@ CEILINGS = Ceilings("test machine", (
 
 def test_roofline_artists(monkeypatch):
     monkeypatch.setattr(plt, "show", lambda *a, **k: pytest.fail("plots must not call show()"))
-    art = tk.plot.roofline(synthetic_profile(), CEILINGS, top=2)
+    art = tk.plot.roofline(synthetic_profile(), CEILINGS)
     offsets = art["points"].get_offsets()
-    assert len(offsets) == 3 and len(art["roofs"]) == 4 and len(art["labels"]) == 2
+    assert len(offsets) == 3 and len(art["roofs"]) == 4 and len(art["labels"]) == 3
     assert [line.get_linestyle() for line in art["roofs"]] == ["-", "--", "-", "--"]  # measured solid, spec dashed
     assert len(art["ridges"]) == 2
     dot = next(r for r in art["rows"] if r["name"] == "dot.3")
     assert dot["intensity"] == pytest.approx(1e8 / 12e6)
     # intensity 8.3 FLOP/byte: bound = min(100 GFLOP/s, 20 GB/s * 8.3) from the measured ceilings
     assert dot["percent_of_bound"] == pytest.approx(100 * (1e8 / 0.002) / 100e9)
-    assert "% of bound" in art["labels"][0].get_text()
+    assert [t.get_text() for t in art["labels"]] == ["1", "2", "3"]  # by time, explained beside
+    assert "% of bound" in art["table"].get_texts()[0].get_text()
     ax = art["axes"]
     assert "compiler estimate" in ax.get_xlabel() and "measured" in ax.get_ylabel()
     plt.close("all")
+
+
+CROWDED_NAMES = ("rowsum/input_reduce_fusion", "chain/loop_add_fusion", "softmax/loop_exp_fusion",
+                 "softmax/input_reduce_fusion", "mlp/dot.3", "mlp/loop_tanh_fusion",
+                 "norm/input_reduce_fusion.1", "norm/loop_divide_fusion",
+                 "chain/loop_multiply_fusion",
+                 "scan/loop_add_fusion.2", "gelu/loop_tanh_fusion.1", "attn/dot.7")
+
+
+def crowded_profile() -> Profile:
+    """Twelve kernels, ten of them in one cluster (as a notebook's elementwise kernels are)."""
+    p = Profile(name="crowded")
+    p.start, p.end = 0.0, 1.0
+    for i, name in enumerate(CROWDED_NAMES):
+        kind = "dot" if "dot" in name else "kInput" if "reduce" in name else "kLoop"
+        flops = 1e6 * (1 + 0.1 * i)
+        intensity = 8.0 + i if kind == "dot" else 0.2 + 0.02 * i
+        p.extend([KernelEvent(name, "cpu", 0.01 * i, 1e-4 * (1 + 0.05 * i), flops=flops,
+                              bytes_accessed=flops / intensity, kind=kind, compile_id=1,
+                              source=f"cell [3], line {i + 2}")])
+    return p
+
+
+# as measured by a busy machine: two threads no faster than one (STREAM copy)
+STALE = Ceilings("test machine (2 threads)", (
+    Ceiling("STREAM copy (y = -x), 1 thread(s)", "bandwidth", 10.0e9, "measured", 1),
+    Ceiling("STREAM triad (a = b + s*c), 1 thread(s)", "bandwidth", 11.0e9, "measured", 1),
+    Ceiling("STREAM copy (y = -x), 2 thread(s)", "bandwidth", 9.7e9, "measured", 2),
+    Ceiling("STREAM triad (a = b + s*c), 2 thread(s)", "bandwidth", 18.0e9, "measured", 2),
+    Ceiling("FMA-bound kernel (cache-resident), 1 thread(s)", "compute", 30e9, "measured", 1),
+    Ceiling("FMA-bound kernel (cache-resident), 2 thread(s)", "compute", 58e9, "measured", 2),
+    Ceiling("BLAS sgemm 1024^3 (NumPy's BLAS, its own threads)", "compute", 70e9, "measured", 0),
+), measured_at="2026-11-20T09:14:03+0000", load=4.2)
+
+
+def test_every_point_is_numbered_where_no_label_covers_another():
+    from matplotlib.colors import to_hex
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    art = tk.plot.roofline(crowded_profile(), STALE, ax=ax)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = art["labels"] + art["ceiling_labels"]
+    assert sorted(int(t.get_text()) for t in art["labels"]) == list(range(1, 13))
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    frame = ax.get_window_extent(renderer)
+    overlapping = [(texts[i].get_text(), texts[j].get_text()) for i in range(len(boxes))
+                   for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+    assert not overlapping
+    assert all(frame.contains(b.x0, b.y0) and frame.contains(b.x1, b.y1) for b in boxes)
+    table = [t.get_text() for t in art["table"].get_texts()]
+    assert len(table) == 12 and all(f"{i + 1}. " in t for i, t in enumerate(table))
+    assert all(any(name in t for t in table) for name in CROWDED_NAMES)
+    line_colors = [to_hex(line.get_color()) for line in art["roofs"]]
+    assert len(set(line_colors)) == len(line_colors) == 7  # each ceiling its own colour
+    for line, label, c in zip(art["roofs"], art["ceiling_labels"], STALE.of_kind("bandwidth")
+                              + STALE.of_kind("compute")):
+        assert to_hex(label.get_color()) == to_hex(line.get_color())  # labelled at its line:
+        x, y = label.xy
+        assert y == pytest.approx(c.value * x if c.kind == "bandwidth" else c.value)
+        assert c.name.split(" (")[0] in label.get_text()
+    plt.close(fig)
+
+
+def test_stale_ceilings_are_flagged_with_their_date_and_load():
+    from toolkit.roofline import contradictions
+
+    assert contradictions(STALE) == [
+        "STREAM copy: 2 threads measured slower than 1 (9.7 vs 10.0 GB/s)"]
+    doubted = Ceilings(STALE.device, STALE.items, STALE.measured_at, STALE.load,
+                       tuple(contradictions(STALE)))
+    art = tk.plot.roofline(crowded_profile(), doubted)
+    flag = art["flag"].get_text().replace("\n", " ")
+    assert "measured 2026-11-20 09:14 (load 4.2" in flag and "slower than 1" in flag, flag
+    assert tk.plot.roofline(crowded_profile(), CEILINGS)["flag"] is None
+    plt.close("all")
+    # a kernel above its roof: 104% of the measured compute roof, which no cache explains
+    p = Profile(name="above")
+    p.extend([KernelEvent("dot.9", "cpu", 0.0, 1e-3, flops=104e6, bytes_accessed=1e6, kind="dot")])
+    art = tk.plot.roofline(p, CEILINGS)
+    assert "dot.9 reached 104% of its roof" in art["flag"].get_text().replace("\n", " ")
+    plt.close("all")
+
+
+def test_a_cached_measurement_that_contradicts_itself_is_measured_again(tmp_path, monkeypatch):
+    import toolkit.roofline as roof
+
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", str(tmp_path))
+    path = roof._cache_path("cpu")
+    n = 1 << 20
+    items = [dataclasses.asdict(c) for c in STALE.items]
+    old = {"ceilings": {"device": STALE.device, "items": items}, "elements": n,
+           "measured_at": "2026-11-20T09:14:03+0000"}  # an entry from before the check
+    pathlib.Path(path).write_text(json.dumps({"format": 2, "measurements": {str(n): old}}))
+    fresh_items = tuple(dataclasses.replace(c, value=46.8e9) if c.name.startswith(
+        "STREAM copy (y = -x), 2") else c for c in STALE.items)
+    calls = []
+
+    def measure(elements, repeats, progress):
+        calls.append(elements)
+        return Ceilings(STALE.device, fresh_items, "2026-11-26T07:00:00+0000", 0.5)
+
+    monkeypatch.setattr(roof, "_measure", measure)
+    got = roof.measure_ceilings(elements=n, progress=False)
+    assert calls == [n] and not got.doubts
+    assert got.best("bandwidth").value == 46.8e9
+    entry = json.loads(pathlib.Path(path).read_text())["measurements"][str(n)]
+    assert entry["checked"] and entry["load"] == 0.5
+    assert entry["measured_at"] == "2026-11-26T07:00:00+0000"
+    assert roof.measure_ceilings(elements=n, progress=False) == got and calls == [n]  # now reused
+
+    # measured twice, still contradicting: kept, with its doubts
+    def still_busy(elements, repeats, progress):
+        calls.append(elements)
+        return Ceilings(STALE.device, STALE.items, "2026-11-26T07:05:00+0000", 3.9,
+                        tuple(roof.contradictions(STALE)))
+
+    monkeypatch.setattr(roof, "_measure", still_busy)
+    doubted = roof.measure_ceilings(elements=n, progress=False, remeasure=True)
+    assert len(calls) == 3 and doubted.doubts and doubted.load == 3.9
+    assert roof.measure_ceilings(elements=n, progress=False) == doubted and len(calls) == 3
 
 
 def test_roofline_comparison_draws_arrows():

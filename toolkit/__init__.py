@@ -13,6 +13,7 @@
 """
 from . import hlo, lax, numpy
 from .api import JitFunction, ScalarListWarning, explain_recompiles, jit
+from .frontend.scalar_lists import ScalarListError
 from .stages import Compiled, Lowered
 from .transformations import checkpoint, grad, jvp, remat, value_and_grad, vjp, vmap
 from .backends import backend_names
@@ -28,7 +29,8 @@ from .profiler.debug import install_from_environment as _debug_from_environment 
 from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402
 
 _debug_from_environment(_RECORDER)
-__all__ = ["jit", "grad", "value_and_grad", "jvp", "vjp", "vmap", "checkpoint", "remat", "ScalarListWarning", "hlo", "lax", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
+__all__ = ["jit", "grad", "value_and_grad", "jvp", "vjp", "vmap", "checkpoint", "remat", "ScalarListWarning",
+           "ScalarListError", "hlo", "lax", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
            "backend_names", "DeviceArray", "device_get", "device_put", "profile", "Profile", "explain_recompiles", "RecompileError",
            "RecompileWarning", "compare", "plot", "roofline", "__version__"]
 

@@ -17,10 +17,11 @@ import numpy as np
 
 from .frontend.errors import api_boundary, for_the_user
 from .frontend.recompile import function_location
+from .frontend.scalar_lists import ScalarListWarning
 from .frontend.tracer import current_trace
 from .jitting.inline import MAX_INLINE_DEPTH, Inliner
 from .jitting.key import FAST_DTYPES, JitKey, KeyMaker
-from .jitting.miss import MissCompiler, ScalarListWarning
+from .jitting.miss import MissCompiler
 from .jitting.options import DEFAULT_CACHE_SIZE, make_options, read_parameters
 from .profiler.events import DispatchEvent
 from .profiler.recorder import RECORDER

@@ -6,9 +6,10 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -27,6 +28,9 @@ class Ceiling:
 class Ceilings:
     device: str
     items: tuple[Ceiling, ...] = field(default_factory=tuple)
+    measured_at: str = ""  # when measured (ISO 8601); "" for spec sheets
+    load: float | None = None  # the 1-minute load average while measuring (os.getloadavg)
+    doubts: tuple[str, ...] = ()  # how the measurements contradict themselves (see contradictions)
 
     def of_kind(self, kind: str) -> list[Ceiling]:
         return [c for c in self.items if c.kind == kind]
@@ -44,14 +48,26 @@ class Ceilings:
         return min(bounds) if bounds else float("nan")
 
     def __add__(self, other: Ceilings) -> Ceilings:
-        return Ceilings(f"{self.device} + {other.device}", self.items + other.items)
+        measured = self if self.measured_at else other
+        return Ceilings(f"{self.device} + {other.device}", self.items + other.items,
+                        measured.measured_at, measured.load, self.doubts + other.doubts)
+
+    def when(self) -> str:
+        """``measured 2026-11-26 07:12 (load 3.1 on 2 cores)``, or "" for spec sheets."""
+        if not self.measured_at:
+            return ""
+        day, _, clock = self.measured_at.partition("T")
+        load = f" (load {self.load:.1f} on {os.cpu_count()} cores)" if self.load is not None else ""
+        return f"measured {day} {clock[:5]}{load}".rstrip()
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "items": [asdict(c) for c in self.items]}
+        return {"device": self.device, "items": [asdict(c) for c in self.items],
+                "measured_at": self.measured_at, "load": self.load, "doubts": list(self.doubts)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Ceilings:
-        return cls(data["device"], tuple(Ceiling(**c) for c in data["items"]))
+        return cls(data["device"], tuple(Ceiling(**c) for c in data["items"]),
+                   data.get("measured_at", ""), data.get("load"), tuple(data.get("doubts", ())))
 
     def __str__(self) -> str:
         lines = [f"ceilings for {self.device}:"]
@@ -110,6 +126,39 @@ def _cache_path(backend: str) -> str | None:
     return os.path.join(directory, f"ceilings-{key}.json")
 
 
+_THREADS = re.compile(r", (\d+) thread\(s\)$")
+NO_FASTER = 1.05  # more threads must measure at least this much faster, or the pair is doubted
+
+
+def contradictions(ceilings: Ceilings) -> list[str]:
+    """How measured ceilings contradict themselves: a kernel measured on more threads no faster
+    than on one (the machine was busy, or throttled, while measuring). Each says which."""
+    by_family: dict[str, dict[int, Ceiling]] = {}
+    for c in ceilings.items:
+        match = _THREADS.search(c.name)
+        if c.source == "measured" and match:
+            family = re.sub(r"\s+\([^)]*\)", "", c.name[:match.start()])  # "STREAM copy"
+            by_family.setdefault(family, {})[int(match.group(1))] = c
+    doubts = []
+    for family, runs in by_family.items():
+        one = runs.get(1)
+        for threads, many in sorted(runs.items()):
+            if one is None or threads <= 1 or many.value >= NO_FASTER * one.value:
+                continue
+            unit, scale = ("GB/s", 1e9) if one.kind == "bandwidth" else ("GFLOP/s", 1e9)
+            word = "slower" if many.value < one.value else "no faster"
+            doubts.append(f"{family}: {threads} threads measured {word} than 1 "
+                          f"({many.value / scale:.1f} vs {one.value / scale:.1f} {unit})")
+    return doubts
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on every platform
+        return None
+
+
 def _best_seconds(call, repeats: int) -> float:
     call()
     best = float("inf")
@@ -137,17 +186,47 @@ def measure_ceilings(backend: str = "cpu", elements: int = 32 << 20, repeats: in
     """Bandwidth (STREAM copy y=-x and triad a=b+s*c) and compute (an FMA-bound kernel) compiled
     by toolkit, plus BLAS sgemm; each on one thread and on every core, the best of ``repeats``
     runs. Stored per machine and per array size, with the date and how they were measured, so
-    measurements at different sizes never overwrite each other; ``remeasure=True`` measures again."""
+    measurements at different sizes never overwrite each other; ``remeasure=True`` measures again.
+
+    Ceilings that contradict themselves (more threads no faster than one: see
+    ``contradictions``) are measured once more; if they still do, they are kept with their
+    ``doubts``, and the roofline plot flags them with their date and load. A stored measurement
+    from before that check is checked when read, and measured again if it fails it."""
     if backend != "cpu":
         raise ValueError(f"ceilings can be measured on the cpu backend here, not {backend!r}")
     path = _cache_path(backend) if cache else None
     stored = _stored_measurements(path)
     entry = stored.get(str(elements))
     if entry is not None and not remeasure:
-        return Ceilings.from_dict(entry["ceilings"])
+        cached = Ceilings.from_dict(entry["ceilings"])
+        if entry.get("checked") or not contradictions(cached):
+            return replace(cached, measured_at=cached.measured_at or entry.get("measured_at", ""))
+    result = _measure(elements, repeats, progress)
+    if result.doubts:  # once more: a busy moment passes
+        again = _measure(elements, repeats, progress)
+        result = again if len(again.doubts) <= len(result.doubts) else result
+    if path:
+        stored = _stored_measurements(path)  # another process's measurements at other sizes stay
+        stored[str(elements)] = {
+            "ceilings": result.to_dict(), "elements": elements, "bytes_per_array": elements * 4,
+            "measured_at": result.measured_at, "load": result.load, "checked": True,
+            "repeats": repeats,
+            "provenance": f"toolkit {__import__('toolkit').__version__} measure_ceilings: "
+                          f"best of {repeats} runs"}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"format": 2, "measurements": stored}, f, indent=1)
+        os.replace(tmp, path)
+    return result
+
+
+def _measure(elements: int, repeats: int, progress: bool) -> Ceilings:
+    """One measurement of every ceiling, with its date, the load and its contradictions."""
     from . import api
     from .backends.cpu.executor import num_threads
 
+    started, load_before = time.time(), _load()
     n = elements
     x = np.ones(n, np.float32)
     y = np.ones(n, np.float32)
@@ -187,18 +266,11 @@ def measure_ceilings(backend: str = "cpu", elements: int = 32 << 20, repeats: in
     items.append(Ceiling(f"BLAS sgemm {k}^3 (NumPy's BLAS, its own threads)", "compute",
                          2 * k ** 3 / s, "measured", 0))
     progress_bar.step("BLAS sgemm")
-    result = Ceilings(f"{cpu_model()} ({threads} threads)", tuple(items))
-    if path:
-        stored[str(elements)] = {
-            "ceilings": result.to_dict(), "elements": elements, "bytes_per_array": elements * 4,
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "repeats": repeats,
-            "provenance": f"toolkit {__import__('toolkit').__version__} measure_ceilings: best of {repeats} runs"}
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"format": 2, "measurements": stored}, f, indent=1)
-        os.replace(tmp, path)  # another process's measurements at other sizes are kept too (read above)
-    return result
+    loads = [v for v in (load_before, _load()) if v is not None]
+    result = Ceilings(f"{cpu_model()} ({threads} threads)", tuple(items),
+                      time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+                      max(loads) if loads else None)
+    return replace(result, doubts=tuple(contradictions(result)))
 
 
 def _stored_measurements(path: str | None) -> dict:

@@ -17,7 +17,6 @@ from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
 from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
-from .frontend.recompile import pretty_filename
 from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
@@ -71,7 +70,7 @@ def _collector_paused():
 
 def _caller_line() -> str:
     loc = user_location(2)
-    return f"{pretty_filename(loc.file)}:{loc.line}" if loc else ""
+    return str(loc) if loc else ""
 
 
 _device_arrays.locate_caller = _caller_line  # the line that fetched a device array, in its events

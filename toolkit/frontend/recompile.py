@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ir.source_names import display_location
 from ..profiler.events import Cause
 from .signature import ArgSpec
 
@@ -25,7 +26,7 @@ def short_repr(value) -> str:
         # a function: where it is defined, so a closure re-created per call is recognised
         code = value.__code__
         text = f"<function {getattr(value, '__qualname__', code.co_name)} defined at " \
-               f"{pretty_filename(code.co_filename)}:{code.co_firstlineno}, object {id(value):#x}>"
+               f"{display_location(code.co_filename, code.co_firstlineno)}, object {id(value):#x}>"
         return text
     else:
         text = repr(value)
@@ -77,17 +78,7 @@ def function_location(fn) -> str:
     code = getattr(fn, "__code__", None)
     if code is None:
         return ""
-    return f"{pretty_filename(code.co_filename)}:{code.co_firstlineno}"
-
-
-def pretty_filename(filename: str) -> str:
-    """Notebook cells get their IPython name (``In [3]``) rather than a temporary path."""
-    if filename.startswith("<ipython-input-"):
-        parts = filename.split("-")
-        return f"In [{parts[2]}]" if len(parts) > 2 else filename
-    if filename.startswith("<xla-cell-"):
-        return "%%xla cell"
-    return filename
+    return display_location(code.co_filename, code.co_firstlineno)
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ class Trace:
                 if info.max - info.min <= hi - lo:
                     narrowest = dtype
                     loc = self.location()
-                    where = f" at {_pretty(loc)}" if loc else ""
+                    where = f" at {loc}" if loc else ""
                 self.int_limits[number] = (max(lo, int(info.min)), min(hi, int(info.max)), narrowest, where)
             else:
                 stack.extend(inst.operands)
@@ -267,8 +267,7 @@ class Tracer:
         md = self.inst.metadata
         where = ""
         if md is not None and md.location:
-            where = f" at %%xla cell line {md.source_line}" if md.source_file.startswith("<xla-cell-") \
-                else f" at {md.location}"
+            where = f" at {md.location}"
         op = md.op_name.split("/", 1)[-1] if md is not None and md.op_name else self.inst.opcode
         return f"the result of '{op}'{where}"
 
@@ -302,8 +301,8 @@ class Tracer:
     # ---- concretisation is impossible: explain why and what to do ---------------------
     def _concrete_error(self, what: str) -> TracerConversionError:
         loc = user_location(3)
-        at = f" at {_pretty(loc)}" if loc else ""
-        return TracerConversionError(
+        at = f" at {loc}" if loc else ""
+        error = TracerConversionError(
             f"{what} was called on a traced value{at}: {self.describe()}.\n"
             "Inside a jitted function, arrays are abstract (only shape and dtype are known), so "
             "Python control flow (if/while/and/or) and bool()/int()/float() cannot depend on "
@@ -312,6 +311,9 @@ class Tracer:
             "tk.lax.while_loop/fori_loop; or, if the value is really a Python constant, mark the "
             "argument static with static_argnums=/static_argnames=."
         )
+        # what frontend.scalar_lists reads when a list of Python numbers caused this
+        error.origin, error.location = self.origin, str(loc) if loc else ""
+        return error
 
     # A traced array that depends on no argument (np.zeros(3) made inside the function, then
     # filled with constants) has a value now: Python may use it, as NumPy would.
@@ -372,12 +374,6 @@ class Tracer:
         return np.asarray(value).item(*args)
 
     # NumPy protocols and operators are attached by frontend.dispatch.
-
-
-def _pretty(loc) -> str:
-    if loc.file.startswith("<xla-cell-"):
-        return f"%%xla cell line {loc.line}"
-    return str(loc)
 
 
 def check_same_trace(t: Tracer) -> Trace:

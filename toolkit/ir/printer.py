@@ -4,6 +4,7 @@ from __future__ import annotations
 from .literals import literal_to_text
 from .nodes import Computation, Instruction, Metadata, Module
 from .ops import opdef
+from .source_names import notebook_cell
 
 _DOT_ATTRS = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")
 
@@ -32,13 +33,16 @@ def _escape(text: str) -> str:
 
 
 def metadata_to_text(md: Metadata) -> str:
+    """XLA's metadata; a notebook cell's temporary file is named as the cell (``cell [3]``)."""
     parts = []
     if md.op_name:
         parts.append(f'op_name="{_escape(md.op_name)}"')
-    if md.source_file:
-        parts.append(f'source_file="{_escape(md.source_file)}"')
+    cell = notebook_cell(md.source_file)
+    source_file, line_offset = cell if cell is not None else (md.source_file, 0)
+    if source_file:
+        parts.append(f'source_file="{_escape(source_file)}"')
     if md.source_line:
-        parts.append(f"source_line={md.source_line}")
+        parts.append(f"source_line={md.source_line + line_offset}")
     parts.extend(f"{k}={v}" for k, v in md.extra)
     return "metadata={" + " ".join(parts) + "}"
 

@@ -10,8 +10,8 @@ from typing import Callable
 
 from ..frontend.errors import is_internal_file
 from ..frontend.pytree import unflatten
-from ..frontend.recompile import (SignatureRecord, captured_values, pretty_filename,
-                                  short_repr)
+from ..frontend.recompile import SignatureRecord, captured_values, short_repr
+from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
 from ..frontend.source_info import user_location
 from ..frontend.trace_function import TracedProgram, trace_program
 from ..frontend.tracer import Tracer
@@ -20,10 +20,6 @@ from ..runtime import history
 from ..stages import Compiled, Lowered, hlo_fingerprint
 from .key import JitKey, KeyMaker
 from .options import JitOptions
-
-
-class ScalarListWarning(UserWarning):
-    """A list of Python numbers was passed where an array was probably meant."""
 
 
 def user_stacklevel() -> int:
@@ -64,7 +60,13 @@ class MissCompiler:
             new_kwargs = {k: static_pos[k] if k in static_pos else rebuilt[k] for k in kwargs}
             return tuple(new_args), new_kwargs
 
-        return trace_program(self.fn, self.fn_name, self.keys.specs(key, paths), rebuild)
+        try:
+            return trace_program(self.fn, self.fn_name, self.keys.specs(key, paths), rebuild)
+        except TypeError as e:  # a list of Python numbers where an array was meant: say that
+            better = scalar_list_error(e, self.fn_name, self.keys.split(args, kwargs)[1])
+            if better is None:
+                raise
+            raise better.with_traceback(e.__traceback__) from None
 
     def lowered(self, program: TracedProgram) -> Lowered:
         o = self.options
@@ -89,7 +91,7 @@ class MissCompiler:
         clock = RECORDER.clock
         start = clock.now()
         loc = user_location(2)
-        call_site = f"{pretty_filename(loc.file)}:{loc.line}" if loc else call_site_hint
+        call_site = str(loc) if loc else call_site_hint
         paths = self.keys.paths(args, kwargs)
         self.warn_scalar_lists(args, kwargs, call_site)
         program = self.trace(key, paths, args, kwargs)
@@ -101,7 +103,7 @@ class MissCompiler:
                 f"(tk.jit(..., cache_size=N) keeps more)") if evicted_before else ""
         recompile = self.history.admit(record, call_site, compile_id, start,
                                        self.options.on_recompile, self.options.max_recompiles,
-                                       note)
+                                       (loc.file, loc.line) if loc else None, note)
         compiled = self.lowered(program).compile(compile_id)
         compiled._signature_text = record.text()
         facts = history.CompileFacts(
@@ -115,14 +117,6 @@ class MissCompiler:
     def warn_scalar_lists(self, args: tuple, kwargs: dict, call_site: str) -> None:
         """A list of Python numbers is a pytree of separate scalars (as in JAX), not an array:
         ``x * 2`` then repeats the list and ``x + y`` concatenates. Say so once per compile."""
-        _, dynamic = self.keys.split(args, kwargs)
-        for name, value in dynamic:
-            if type(value) is list and value and all(type(v) in (int, float, bool) for v in value):
-                warnings.warn(
-                    f"jit({self.fn_name}): argument '{name}' is a list of {len(value)} Python "
-                    f"numbers{' (called at ' + call_site + ')' if call_site else ''}. jit "
-                    f"treats a list as a pytree of {len(value)} separate scalar arguments, as "
-                    "JAX does, not as one array: operators act on the list. Pass "
-                    "np.asarray(...) for an array, or a tuple to keep separate scalars "
-                    "without this warning.",
-                    ScalarListWarning, stacklevel=user_stacklevel())
+        for message in scalar_list_warnings(self.fn_name, self.keys.split(args, kwargs)[1],
+                                            call_site):
+            warnings.warn(message, ScalarListWarning, stacklevel=user_stacklevel())

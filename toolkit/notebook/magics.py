@@ -16,7 +16,9 @@ from IPython.display import display
 from .. import api
 from ..backends import backend_names
 from ..frontend.errors import ToolkitError
+from ..frontend.source_info import user_location
 from ..ir.ops import GroupOp
+from ..ir.source_names import display_location, notebook_cell, register_cell_resolver
 from ..profiler import Profile, profile
 from ..profiler.report import recompile_text
 from ..widgets.report import SECTIONS
@@ -45,10 +47,50 @@ def extra_output_notes(compiled, outputs) -> list[str]:
 
 
 def _fail(message: str):
-    """An error in a ``%%xla`` cell or a magic's arguments fails the cell (Run All stops,
+    """A bad magic invocation (an unknown option, backend or tab) fails the cell (Run All stops,
     ``nbconvert --execute`` exits non-zero) as IPython's UsageError: one line, no traceback
     (IPython shows that type, exactly, without one)."""
     raise UsageError(message) from None
+
+
+def _fail_as_cell(error: BaseException, message: str):
+    """The user's code failed: the cell fails with that error (its own type, e.g. ``NameError``,
+    is what a kernel reports as ``ename``), shown as the one line ``message``. IPython renders
+    an exception with ``_render_traceback_`` by that method, instead of a traceback."""
+    error._render_traceback_ = lambda: [message]
+    raise error.with_traceback(None) from None
+
+
+MAX_CELL_NAMES = 1024  # %%xla cells' files whose notebook cells are remembered
+_cell_names: OrderedDict[str, str] = OrderedDict()  # %%xla cell file -> "cell [5]"
+
+
+def _running_cell() -> str | None:
+    """``cell [5]``: the notebook cell running this magic (the first frame outside toolkit and
+    IPython is the cell's code, whose file the shell maps to its execution count)."""
+    here = user_location(1)
+    found = notebook_cell(here.file) if here is not None else None
+    return found[0] if found is not None else None
+
+
+def _remember_cell(filename: str, cell_name: str | None) -> None:
+    if cell_name is not None:
+        _cell_names[filename] = cell_name
+        _cell_names.move_to_end(filename)
+        while len(_cell_names) > MAX_CELL_NAMES:
+            _cell_names.popitem(last=False)
+
+
+def xla_cell_name(filename: str) -> tuple[str, int] | None:
+    """A ``%%xla`` cell's file as the cell that ran it: ``cell [5]``, whose line 1 is the
+    ``%%xla`` line (so the body's line 1 is the cell's line 2)."""
+    if not filename.startswith("<xla-cell-"):
+        return None
+    name = _cell_names.get(filename)
+    return (name, 1) if name is not None else ("%%xla cell", 0)
+
+
+register_cell_resolver(xla_cell_name)
 
 
 def _cell_line(error: BaseException, filename: str) -> int | None:
@@ -140,6 +182,7 @@ class XlaMagics(Magics):
         # (cell source, backend, static names) -> jitted function, least recently run first
         self._cells: OrderedDict = OrderedDict()
         self._key_of_cell: dict[str, tuple] = {}  # notebook cell id -> its current key
+        self._last_cell = None  # the program the last %%xla cell ran: what a bare %xla_hlo shows
 
     def _function_for(self, key: tuple, make):
         """The jitted function of a cell: an edited cell drops its old function (and the
@@ -184,10 +227,14 @@ class XlaMagics(Magics):
         if args.backend is not None and args.backend not in backend_names():
             _fail(f"unknown backend {args.backend!r}; choose from {', '.join(backend_names())}")
         ns = self.shell.user_ns
+        running = _running_cell()
         try:
             info = analyze(cell)
-        except SyntaxError as e:
-            _fail(f"SyntaxError in the %%xla cell, line {e.lineno}: {e.msg}")
+        except SyntaxError as e:  # the cell's line e.lineno + 1: its line 1 is the %%xla line
+            # (a UsageError: IPython shows any SyntaxError as a parse error of the cell's text)
+            where = f"{running or 'the %%xla cell'}, line {(e.lineno or 0) + 1}"
+            _fail(f"SyntaxError at {where}: {e.msg}")
+        _remember_cell(info.filename, running)
         forced_static = {s.strip() for s in args.static.split(",") if s.strip()}
         params, statics = [], []
         for name in info.inputs:
@@ -230,16 +277,18 @@ class XlaMagics(Magics):
                         fn(*call_args)
                         timings.append(time.perf_counter() - t0)
         except ToolkitError as e:
-            _fail(f"{type(e).__name__}: {e}")
+            _fail_as_cell(e, f"{type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 - the cell's own error (a NameError ...): fail, name the line
             line_no = _cell_line(e, info.filename)
             if line_no is None:
                 raise  # toolkit's own error: the whole traceback
-            _fail(f"{type(e).__name__} at %%xla cell line {line_no}: {e}")
+            where = display_location(info.filename, line_no)
+            _fail_as_cell(e, f"{type(e).__name__} at {where}: {e}")
         ns.update(outputs)
         compiled = fn.compiled(*call_args)  # the program this run used (cached: no compile)
         recompiled = fn.recompile_count > before
         if compiled is not None:
+            self._last_cell = compiled
             prof.notes.extend(extra_output_notes(compiled, outputs))
         if compiled is not None and not prof.compiles:  # a re-run: the program came from the cache
             prof.adopt_compile(compiled, f"compiled earlier (compile #{compiled.compile_id}), reused from the cache")
@@ -274,11 +323,17 @@ class XlaMagics(Magics):
     @line_magic
     @magic_arguments()
     @argument("--stage", default="optimized_hlo", choices=["hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass"])
-    @argument("expression", nargs="+", help="a call of a jitted function, e.g. f(x, y)")
+    @argument("expression", nargs="*", help="a call of a jitted function, e.g. f(x) "
+              "(default: the last %%xla cell)")
     def xla_hlo(self, line):
-        """The IR of a jitted call at a stage, highlighted."""
+        """The IR of a jitted call at a stage, highlighted; bare, the last ``%%xla`` cell's."""
         args = _parse(self.xla_hlo, line)
         if args is None:
+            return None
+        if not args.expression:
+            if self._last_cell is None:
+                _fail("no %%xla cell has run yet: run one, or name a call such as %xla_hlo f(x)")
+            self._show_ir(self._last_cell, args.stage)
             return None
         source = " ".join(args.expression)
         try:
@@ -292,15 +347,23 @@ class XlaMagics(Magics):
             fn = eval(compile(ast.Expression(call.func), "<xla_hlo>", "eval"), ns)  # noqa: S307
             values = [eval(compile(ast.Expression(a), "<xla_hlo>", "eval"), ns) for a in call.args]  # noqa: S307
         except Exception as e:  # noqa: BLE001 - the user's expression: one line, no traceback
-            _fail(f"cannot evaluate {source!r}: {type(e).__name__}: {e}")
+            _fail_as_cell(e, f"cannot evaluate {source!r}: {type(e).__name__}: {e}")
         if not isinstance(fn, api.JitFunction):
             _fail(f"{ast.unparse(call.func)} is not a function made by tk.jit")
-        try:
-            text = fn.lower(*values).compile().as_text(args.stage)
+        try:  # compiled through the function's cache: its history (%xla_recompiles) counts it
+            compiled = fn.compiled(*values)
         except (ToolkitError, ValueError, RuntimeError) as e:
-            _fail(f"{type(e).__name__}: {e}")
-        display(_Text(text, highlight(text)))
+            _fail_as_cell(e, f"{type(e).__name__}: {e}")
+        self._show_ir(compiled, args.stage)
         return None
+
+    @staticmethod
+    def _show_ir(compiled, stage: str) -> None:
+        try:
+            text = compiled.as_text(stage)
+        except ValueError as e:  # a stage this backend does not have: the option was wrong
+            _fail(str(e))
+        display(_Text(text, highlight(text)))
 
     @line_magic
     def xla_recompiles(self, line):

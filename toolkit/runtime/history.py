@@ -137,16 +137,17 @@ class FunctionHistory:
             avoidable_reason=avoidable_reason, suggestions=tuple(suggestions(causes, recent, record)))
 
     def admit(self, record: SignatureRecord, call_site: str, compile_id: int, start: float,
-              on_recompile: str, max_recompiles: int,
+              on_recompile: str, max_recompiles: int, where: tuple[str, int] | None = None,
               evicted_note: str = "") -> RecompileEvent | None:
         """Before a miss compiles: its RecompileEvent (None for a first compile), with the
-        storm policy applied. A refused recompilation is recorded, then raised.
-        ``evicted_note``: why the signature is missing although it compiled before."""
+        storm policy applied (a storm warning points at ``where``, the user's file and line).
+        A refused recompilation is recorded, then raised. ``evicted_note``: why the signature
+        is missing although it compiled before."""
         recompile = self.explain(record, call_site, compile_id, start)
         if recompile is None:
             return None
         try:
-            self.apply_policy(recompile, on_recompile, max_recompiles)
+            self.apply_policy(recompile, on_recompile, max_recompiles, where)
         except RecompileError:
             self.add(record, None, recompile)
             raise
@@ -197,7 +198,9 @@ class FunctionHistory:
                 self.recompiles.append(recompile)
                 del self.recompiles[:-MAX_HISTORY]
 
-    def apply_policy(self, event: RecompileEvent, on_recompile: str, max_recompiles: int) -> None:
+    def apply_policy(self, event: RecompileEvent, on_recompile: str, max_recompiles: int,
+                     where: tuple[str, int] | None = None) -> None:
+        """Raise or warn past ``max_recompiles``; a warning points at ``where`` (file, line)."""
         count = self.recompile_count + 1
         if count <= max_recompiles or on_recompile == "ignore":
             return
@@ -207,9 +210,9 @@ class FunctionHistory:
                 f"max_recompiles={max_recompiles} with on_recompile='error'.\n" + recompile_text(event))
         if not self.storm_warned:
             self.storm_warned = True
-            file, _, line = event.call_site.rpartition(":")
+            file, line = where or ("<unknown>", 0)
             warnings.warn_explicit(RecompileWarning(self.storm_summary(event, count, max_recompiles)),
-                                   RecompileWarning, file or "<unknown>", int(line) if line.isdigit() else 0)
+                                   RecompileWarning, file, line)
 
     def storm_summary(self, event: RecompileEvent, count: int, max_recompiles: int) -> str:
         causes = ranked_causes(self.recompiles + [event])
