@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .version import __version__
+
 
 @dataclass(frozen=True)
 class Ceiling:
@@ -101,7 +103,6 @@ def cpu_model() -> str:
 
 def _cache_path(backend: str) -> str | None:
     from .backends.cpu.disk_cache import cache_dir
-    from . import __version__
 
     directory = cache_dir()
     if directory is None:
@@ -192,7 +193,7 @@ def measure_ceilings(backend: str = "cpu", elements: int = 32 << 20, repeats: in
         stored[str(elements)] = {
             "ceilings": result.to_dict(), "elements": elements, "bytes_per_array": elements * 4,
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "repeats": repeats,
-            "provenance": f"toolkit {__import__('toolkit').__version__} measure_ceilings: best of {repeats} runs"}
+            "provenance": f"toolkit {__version__} measure_ceilings: best of {repeats} runs"}
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:

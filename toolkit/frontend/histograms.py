@@ -105,7 +105,7 @@ def _outer_edges(x: Tracer, bins: int, range_, dim: int) -> Tracer:
     if x.size == 0:
         return lax.lift(x.trace, np.linspace(0, 1, bins + 1), weak=False)
     lo, hi = EXPORTS["min"](x), EXPORTS["max"](x)
-    x.trace.add_check(apply_ufunc(np.logical_not, (apply_ufunc(np.logical_and, (
+    lax.add_check(apply_ufunc(np.logical_not, (apply_ufunc(np.logical_and, (
         apply_ufunc(np.isfinite, (lo,)), apply_ufunc(np.isfinite, (hi,)))),)), UserValueError,
         f"histogramdd: the autodetected range of dimension {dim} is not finite")
     dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind != "f" else x.dtype

@@ -133,7 +133,7 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
         # NumPy raises IndexError for an index out of range: checked on every call
         low = lax.compare(t, lax.full(t.trace, t.shape, -size, np.int64), "LT") if k.dtype.kind == "i" else None
         high = lax.compare(t, lax.full(t.trace, t.shape, size, np.int64), "GE")
-        t.trace.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
+        lax.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
                           f"a traced index is out of bounds for axis {dim} with size {size} (x[{key_text(key)}] "
                           f"of {x.describe()})")
         if k.dtype.kind == "i":

@@ -420,7 +420,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
         raise UserValueError("np.bincount: x must be a 1-d array of non-negative integers")
     length = builtins.max(operator.index(length), operator.index(minlength))
     if xs.dtype.kind == "i":  # NumPy refuses negative values (values >= length are dropped: see above)
-        xs.trace.add_check(lax.compare(xs, lax.full(xs.trace, xs.shape, 0, xs.dtype), "LT"), UserValueError,
+        lax.add_check(lax.compare(xs, lax.full(xs.trace, xs.shape, 0, xs.dtype), "LT"), UserValueError,
                            "'list' argument must have no negative elements")
     return _counts(xs, weights, length)
 

@@ -130,7 +130,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     w = lax.convert(w, result_dtype)
     scale = EXPORTS["sum"](w, axis=axis, keepdims=keepdims)
     total = EXPORTS["sum"](_u(np.multiply, lax.convert(a, result_dtype), w), axis=axis, keepdims=keepdims)
-    a.trace.add_check(_u(np.equal, scale, 0), ZeroDivisionError, "Weights sum to zero, can't be normalized")
+    lax.add_check(_u(np.equal, scale, 0), ZeroDivisionError, "Weights sum to zero, can't be normalized")
     avg = _u(np.true_divide, total, scale)
     return (avg, lax.broadcast_to(scale, avg.shape)) if returned else avg
 
@@ -326,7 +326,7 @@ def choose(a, choices, out=None, mode="raise"):
         index = _u(np.mod, index, n) if isinstance(index, Tracer) else np.mod(index, n)
     elif isinstance(index, Tracer):
         if mode != "clip":  # 'raise': NumPy's error, after the call (a runtime check)
-            index.trace.add_check(_u(np.logical_or, _u(np.less, index, 0), _u(np.greater_equal, index, n)),
+            lax.add_check(_u(np.logical_or, _u(np.less, index, 0), _u(np.greater_equal, index, n)),
                                   UserValueError, "invalid entry in choice array")
         index = EXPORTS["clip"](index, 0, n - 1)
     elif mode == "clip":
