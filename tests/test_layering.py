@@ -196,3 +196,9 @@ def test_the_cycle_checker_finds_cycles(tmp_path):  # prove it can fail
     (package / "__init__.py").write_text("from .sub import a\n__version__ = '0'\n")
     assert import_cycles(package) == []
     assert strongly_connected_components({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    cycles = [c for c in strongly_connected_components(graph) if len(c) > 1]
+    assert not cycles, "\n".join(_describe_cycle(c, graph) for c in cycles)

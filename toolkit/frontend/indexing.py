@@ -21,6 +21,7 @@ import numpy as np
 
 from . import lax
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserIndexError
+from .shape_functions import stack
 from .tracer import Tracer
 
 
@@ -159,7 +160,6 @@ def _parse(x: Tracer, key):
     for k in raw:  # lists become arrays; concrete boolean arrays become their nonzero()
         if isinstance(k, (list, tuple)):
             if any(isinstance(v, Tracer) for v in k):
-                from .shape_functions import stack
                 k = stack([v if isinstance(v, Tracer) else lax.lift(x.trace, v) for v in k])
             else:
                 k = np.asarray(k) if len(k) else np.zeros(0, np.int64)  # x[[]]: an empty integer index

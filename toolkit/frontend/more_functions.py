@@ -13,7 +13,9 @@ import numpy as np
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
 from .inplace import check_writable, write
-from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, normalize_axis, numpy_function
+from .arguments import as_tracer, normalize_axis
+from .registry import EXPORTS, FUNCTIONS, numpy_function
+from .promotion import numpy_stand_in
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
@@ -24,7 +26,7 @@ STATIC_FUNCTIONS = ("bartlett", "blackman", "hamming", "hanning", "kaiser", "bro
 
 
 def _t(x) -> Tracer:
-    return _as_tracer(x)
+    return as_tracer(x)
 
 
 def _u(ufunc, *args):
@@ -33,11 +35,8 @@ def _u(ufunc, *args):
 
 def result_type(*arrays_and_dtypes):
     """np.result_type with traced arrays standing for their dtype (weak ones as Python scalars)."""
-    def stand_in(v):
-        if isinstance(v, Tracer):
-            return v.dtype.type(0).item() if v.weak_type else v.dtype
-        return v
-    return np.result_type(*[stand_in(v) for v in arrays_and_dtypes])
+    return np.result_type(*[numpy_stand_in(v) if isinstance(v, Tracer) else v
+                            for v in arrays_and_dtypes])
 
 
 def can_cast(from_, to, casting="safe"):
@@ -139,7 +138,7 @@ def _numpy_i0_pieces():
 def i0(x):
     """NumPy's own Chebyshev expansions (Cephes), run on the traced array: both pieces on every
     element, the one NumPy's piecewise picks kept; in the input's float type, as NumPy's."""
-    x = _as_tracer(x)
+    x = as_tracer(x)
     if x.dtype.kind == "c":
         raise UnsupportedNumpyError("np.i0 is not supported for complex values (NumPy raises too)")
     if x.dtype.kind != "f":
@@ -159,7 +158,7 @@ def _bit_weights(bitorder: str, dtype=np.uint8) -> np.ndarray:
 
 @numpy_function(np.packbits)
 def packbits(a, axis=None, bitorder="big"):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     if a.dtype.kind not in "biu":
         raise UserValueError(f"Expected an input array of integer or boolean data type, got {a.describe()}")
     if axis is None:
@@ -178,7 +177,7 @@ def packbits(a, axis=None, bitorder="big"):
 
 @numpy_function(np.unpackbits)
 def unpackbits(a, axis=None, count=None, bitorder="big"):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     if a.dtype != np.uint8:
         raise UserValueError(f"Expected an input array of unsigned byte data type, got {a.describe()}")
     if axis is None:
