@@ -1,13 +1,13 @@
 """Comparing traced arrays as wholes: isclose, allclose, array_equal, array_equiv."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import lax
 from .registry import EXPORTS, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
+
 
 def _u(ufunc, *args):
     return apply_ufunc(ufunc, args)

@@ -9,7 +9,6 @@ names it: NumPy's complex ordering, complex trigonometry and friends are not tra
 nothing falls back to a real-number path that would quietly give a different answer."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import lax

@@ -1,7 +1,6 @@
 """Convolution on traced arrays: convolve and correlate."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import lax
@@ -9,7 +8,6 @@ from .errors import UserValueError
 from .registry import EXPORTS, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
-
 
 
 def _convolve(a: Tracer, v: Tracer, mode: str) -> Tracer:

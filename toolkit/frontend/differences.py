@@ -9,13 +9,12 @@ import numpy as np
 
 from . import lax
 from .arguments import as_tracer as _t
-from .errors import UnsupportedNumpyError, UserValueError
 from .arguments import normalize_axis
+from .errors import UnsupportedNumpyError, UserValueError
 from .registry import EXPORTS, numpy_function
 from .scans import cumsum
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
-
 
 
 def _axis_slice(a: Tracer, axis: int, lo: int, hi: int) -> Tracer:

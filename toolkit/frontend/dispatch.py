@@ -10,8 +10,9 @@ from .indexing import getitem, is_advanced
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
-_REDUCE_METHODS = {np.add: reductions.sum, np.multiply: reductions.prod, np.maximum: reductions.max,
-                   np.minimum: reductions.min, np.logical_and: reductions.all, np.logical_or: reductions.any}
+_REDUCE_METHODS = {np.add: reductions.sum, np.multiply: reductions.prod,
+                   np.maximum: reductions.max, np.minimum: reductions.min,
+                   np.logical_and: reductions.all, np.logical_or: reductions.any}
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
@@ -49,7 +50,8 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if method == "outer":
         a, b = inputs
         a = a if isinstance(a, Tracer) else np.asarray(a)
-        return apply_ufunc(ufunc, (registry.EXPORTS["reshape"](a, tuple(a.shape) + (1,) * np.ndim(b)), b), kwargs)
+        outer = registry.EXPORTS["reshape"](a, tuple(a.shape) + (1,) * np.ndim(b))
+        return apply_ufunc(ufunc, (outer, b), kwargs)
     if method == "at":
         from .indexing_functions import ufunc_at
         return ufunc_at(ufunc, *inputs, **kwargs)
@@ -63,7 +65,8 @@ def _array_function(self, func, types, args, kwargs):
         where = module if module.startswith("np.") and module.count(".") == 1 else "np"  # np.linalg.eig
         raise UnsupportedNumpyError(
             f"{where}.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit "
-            f"({len(registry.FUNCTIONS)} NumPy functions are: toolkit.numpy.supported_functions() lists them, "
+            f"({len(registry.FUNCTIONS)} NumPy functions are: "
+            "toolkit.numpy.supported_functions() lists them, "
             "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported and why)")
     # the exported wrapper (view tracking, fresh results) when ``func`` is np.<name> itself;
     # np.linalg.trace is not np.trace
@@ -207,7 +210,8 @@ def _sort_in_place(self, axis=-1, kind=None, order=None, *, stable=None):
 
 def _partition_in_place(self, kth, axis=-1, kind="introselect", order=None):
     with self.trace.op_scope("partition"):
-        inplace.store_result(self, registry.EXPORTS["partition"](self, kth, axis, kind, order), "x.partition()")
+        inplace.store_result(self, registry.EXPORTS["partition"](self, kth, axis, kind, order),
+                             "x.partition()")
 
 
 def _put(self, indices, values, mode="raise"):
@@ -231,7 +235,8 @@ def _resize(self, *args, **kwargs):
                                 "use x = np.resize(x, shape)")
 
 
-Tracer.compress = lambda self, condition, axis=None, out=None: registry.EXPORTS["compress"](condition, self, axis, out)
+Tracer.compress = lambda self, condition, axis=None, out=None: registry.EXPORTS["compress"](
+    condition, self, axis, out)
 Tracer.sort = _sort_in_place
 Tracer.partition = _partition_in_place
 Tracer.put = _put

@@ -6,9 +6,10 @@ import math
 import numpy as np
 
 from . import lax
+from .arguments import as_tracer as _t
 from .registry import EXPORTS, numpy_function
 from .ufuncs import apply_ufunc
-from .arguments import as_tracer as _t
+
 
 def _u(ufunc, *args):
     return apply_ufunc(ufunc, args)

@@ -135,8 +135,8 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
         low = lax.compare(t, lax.full(t.trace, t.shape, -size, np.int64), "LT") if k.dtype.kind == "i" else None
         high = lax.compare(t, lax.full(t.trace, t.shape, size, np.int64), "GE")
         lax.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
-                          f"a traced index is out of bounds for axis {dim} with size {size} (x[{key_text(key)}] "
-                          f"of {x.describe()})")
+                      f"a traced index is out of bounds for axis {dim} with size {size} "
+                      f"(x[{key_text(key)}] of {x.describe()})")
         if k.dtype.kind == "i":
             zero = lax.full(t.trace, t.shape, 0, np.int64)
             t = lax.select(lax.compare(t, zero, "LT"),

@@ -75,7 +75,8 @@ def _nan_arg(a, axis, keepdims, name, fill):
     nan = _u(np.isnan, a)
     result = EXPORTS[name](EXPORTS["where"](nan, fill, a), axis=axis, keepdims=keepdims)
     all_nan = EXPORTS["all"](nan, axis=axis, keepdims=keepdims)
-    lax.add_check(all_nan, UserValueError, "All-NaN slice encountered")  # NumPy's error, after the call
+    # NumPy's error, after the call
+    lax.add_check(all_nan, UserValueError, "All-NaN slice encountered")
     return result
 
 
@@ -288,7 +289,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
             i = EXPORTS["clip"](i, 0, d - 1)
         elif isinstance(index, Tracer):  # 'raise': NumPy's error, after the call (a runtime check)
             lax.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, d)),
-                            UserValueError, "invalid entry in coordinates array")
+                          UserValueError, "invalid entry in coordinates array")
         elif ((np.asarray(index) < 0) | (np.asarray(index) >= d)).any():
             raise UserValueError("invalid entry in coordinates array")
         term = _u(np.multiply, i, stride)
@@ -304,8 +305,9 @@ def unravel_index(indices, shape, order="C"):
     dims = tuple(operator.index(s) for s in shape)
     size = int(np.prod(dims))
     i = lax.convert(_t(indices), np.int64)
-    lax.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, size)), UserValueError,
-                      f"an index is out of bounds for array with size {size}")  # NumPy's error, after the call
+    # NumPy's error, after the call
+    lax.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, size)),
+                  UserValueError, f"an index is out of bounds for array with size {size}")
     out = []
     for d in reversed(dims):
         out.append(_u(np.mod, i, d))

@@ -2,14 +2,15 @@
 nanvar, nanstd."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import lax
+from .arguments import as_tracer as _t
+from .arguments import no_out_or_where as _no
 from .registry import EXPORTS, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
-from .arguments import as_tracer as _t, no_out_or_where as _no
+
 
 def _u(ufunc, *args):
     return apply_ufunc(ufunc, args)

@@ -12,6 +12,7 @@ from .registry import EXPORTS, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
+
 def _u(ufunc, *args):
     return apply_ufunc(ufunc, args)
 

@@ -59,7 +59,8 @@ def _masked_reduce(a, opcode, axis, keepdims, dtype, name, initial=None, where=N
     if masked:
         fill = initial if opcode in ("maximum", "minimum") else {"add": 0, "multiply": 1, "and": True, "or": False}[opcode]
         mask = where if isinstance(where, Tracer) else lax.lift(a.trace, np.asarray(where, bool), weak=False)
-        a = _where(lax.broadcast_to(mask, a.shape), a, lax.convert(lax.lift(a.trace, fill, a.dtype), a.dtype))
+        filler = lax.convert(lax.lift(a.trace, fill, a.dtype), a.dtype)
+        a = _where(lax.broadcast_to(mask, a.shape), a, filler)
     if has_initial and opcode in ("maximum", "minimum"):  # initial joins the reduction
         axes = normalize_axes(axis, a.ndim)
         start = lax.convert(lax.lift(a.trace, initial, a.dtype), a.dtype)
@@ -79,14 +80,16 @@ def _masked_reduce(a, opcode, axis, keepdims, dtype, name, initial=None, where=N
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     reject(out=out)
     a = as_tracer(a)
-    return _masked_reduce(a, "add", axis, keepdims, dtype or sum_dtype(a.dtype), "sum", initial, where)
+    dtype = dtype or sum_dtype(a.dtype)
+    return _masked_reduce(a, "add", axis, keepdims, dtype, "sum", initial, where)
 
 
 @numpy_function(np.prod)
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     reject(out=out)
     a = as_tracer(a)
-    return _masked_reduce(a, "multiply", axis, keepdims, dtype or sum_dtype(a.dtype), "prod", initial, where)
+    dtype = dtype or sum_dtype(a.dtype)
+    return _masked_reduce(a, "multiply", axis, keepdims, dtype, "prod", initial, where)
 
 
 @numpy_function(np.max)

@@ -5,9 +5,11 @@ import operator
 
 import numpy as np
 
+from .arguments import as_tracer as _t
+from .arguments import no_out_or_where as _no
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .ufuncs import apply_ufunc
-from .arguments import as_tracer as _t, no_out_or_where as _no
+
 
 def _u(ufunc, *args):
     return apply_ufunc(ufunc, args)

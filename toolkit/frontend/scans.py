@@ -11,13 +11,11 @@ import operator
 import numpy as np
 
 from . import lax
-from .errors import UnsupportedNumpyError, UserValueError
 from .arguments import as_tracer, normalize_axis
+from .errors import UnsupportedNumpyError, UserValueError
 from .reductions import sum_dtype
 from .registry import numpy_function
 from .tracer import Tracer
-
-
 
 _IDENTITY = {"add": 0, "multiply": 1, "maximum": None, "minimum": None, "and": True, "or": False}
 
@@ -54,7 +52,8 @@ def _scan(a, axis, dtype, opcode, name):
         a = lax.reshape(a, (a.size,))
         axis = 0
     axis = normalize_axis(operator.index(axis), a.ndim)
-    out = np.dtype(dtype) if dtype is not None else (sum_dtype(a.dtype) if opcode in ("add", "multiply") else a.dtype)
+    natural = sum_dtype(a.dtype) if opcode in ("add", "multiply") else a.dtype
+    out = np.dtype(dtype) if dtype is not None else natural
     x = lax.convert(a, lax.check_supported_dtype(out, f"dtype= of {name}"))
     if x.dtype == np.bool_ and opcode in ("add", "multiply"):
         x = lax.convert(x, np.int64)

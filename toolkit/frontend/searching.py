@@ -15,7 +15,6 @@ from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
 
-
 def _nan_last_less(x: Tracer, y: Tracer) -> Tracer:
     """x < y in NumPy's sort order, where NaN is after every number."""
     lt = lax.compare(x, y, "LT")
@@ -127,8 +126,8 @@ def bincount(x, weights=None, minlength=0, *, length=None):
         raise UserValueError("np.bincount: x must be a 1-d array of non-negative integers")
     length = builtins.max(operator.index(length), operator.index(minlength))
     if xs.dtype.kind == "i":  # NumPy refuses negative values (values >= length are dropped: see above)
-        lax.add_check(lax.compare(xs, lax.full(xs.trace, xs.shape, 0, xs.dtype), "LT"), UserValueError,
-                           "'list' argument must have no negative elements")
+        lax.add_check(lax.compare(xs, lax.full(xs.trace, xs.shape, 0, xs.dtype), "LT"),
+                      UserValueError, "'list' argument must have no negative elements")
     return bin_counts(xs, weights, length)
 
 

@@ -7,7 +7,8 @@ import builtins
 import numpy as np
 
 from . import lax
-from .arguments import as_tracer, no_out_or_where as _no, reject
+from .arguments import as_tracer, reject
+from .arguments import no_out_or_where as _no
 from .errors import UnsupportedNumpyError, UserValueError
 from .promotion import result_dtype
 from .registry import EXPORTS, numpy_function
@@ -110,7 +111,7 @@ def choose(a, choices, out=None, mode="raise"):
     elif isinstance(index, Tracer):
         if mode != "clip":  # 'raise': NumPy's error, after the call (a runtime check)
             lax.add_check(_u(np.logical_or, _u(np.less, index, 0), _u(np.greater_equal, index, n)),
-                                  UserValueError, "invalid entry in choice array")
+                          UserValueError, "invalid entry in choice array")
         index = EXPORTS["clip"](index, 0, n - 1)
     elif mode == "clip":
         index = np.clip(index, 0, n - 1)

@@ -402,7 +402,8 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         inverse = scatter_into(lax.full(ar.trace, (flat.size,), 0, np.int64), order, group, "assign")
         results.append(lax.reshape(inverse, ar.shape) if ar.ndim > 1 else inverse)
     if return_counts:
-        results.append(bin_counts(group, None, size))  # slots beyond size are dropped, as its values
+        # slots beyond size are dropped, as its values
+        results.append(bin_counts(group, None, size))
     return results[0] if len(results) == 1 else tuple(results)
 
 

@@ -6,12 +6,14 @@ import builtins
 import numpy as np
 
 from . import lax
-from .errors import UnsupportedNumpyError, UserValueError
+from .arguments import as_tracer as _t
+from .arguments import no_out_or_where as _no
 from .arguments import normalize_axes
+from .errors import UnsupportedNumpyError, UserValueError
 from .registry import EXPORTS, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
-from .arguments import as_tracer as _t, no_out_or_where as _no
+
 
 def _u(ufunc, *args):
     return apply_ufunc(ufunc, args)
@@ -36,7 +38,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     w = lax.convert(w, result_dtype)
     scale = EXPORTS["sum"](w, axis=axis, keepdims=keepdims)
     total = EXPORTS["sum"](_u(np.multiply, lax.convert(a, result_dtype), w), axis=axis, keepdims=keepdims)
-    lax.add_check(_u(np.equal, scale, 0), ZeroDivisionError, "Weights sum to zero, can't be normalized")
+    lax.add_check(_u(np.equal, scale, 0), ZeroDivisionError,
+                  "Weights sum to zero, can't be normalized")
     avg = _u(np.true_divide, total, scale)
     return (avg, lax.broadcast_to(scale, avg.shape)) if returned else avg
 

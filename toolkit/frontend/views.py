@@ -8,7 +8,6 @@ import weakref
 
 from .tracer import Tracer
 
-
 # np.* functions whose result is a view of their first argument in NumPy (when it can be):
 # writing through them is refused rather than silently not reaching the original.
 VIEW_FUNCTIONS = frozenset({"reshape", "ravel", "transpose", "swapaxes", "moveaxis", "squeeze",

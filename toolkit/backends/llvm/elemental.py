@@ -11,14 +11,15 @@ from llvmlite import ir
 
 from ...ir.ops import OPS
 from . import complex as lcomplex
-from . import indexing as _indexing  # noqa: F401 - registers gather, dynamic-slice, dynamic-update-slice
-from .emitter import (ELEMENTAL, CodegenUnsupported, ElementalEmitter, _dtype, delinearize, i64,
-                      intrinsic as _intrinsic, linearize, rule)
+from . import indexing as _indexing  # noqa: F401 - gather, dynamic-slice, dynamic-update-slice
+from .emitter import (ELEMENTAL, CodegenUnsupported, ElementalEmitter, delinearize, i64, linearize,
+                      rule)
+from .emitter import dtype_of as _dtype, intrinsic as _intrinsic
 from .scalars import BINARY, UNARY, convert_real, widened
 from .types import I1, constant, storage_type, value_type
 
-__all__ = ["CodegenUnsupported", "ELEMENTAL", "ElementalEmitter", "delinearize", "emit_binary", "i64",
-           "linearize"]  # where the backends have always found them
+__all__ = ["CodegenUnsupported", "ELEMENTAL", "ElementalEmitter", "delinearize", "emit_binary",
+           "i64", "linearize"]  # where the backends have always found them
 
 
 # ---- leaves ---------------------------------------------------------------------------------

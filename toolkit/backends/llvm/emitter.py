@@ -1,8 +1,7 @@
 """The elemental emitter's machinery: ``ElementalEmitter`` computes the LLVM IR value of one
 element of an instruction at a multi-dimensional index, memoised per (instruction, index)
 within a loop body, by the op's entry in ``ELEMENTAL``. The entries are registered with
-``@rule`` by elemental (and indexing, complex arithmetic through scalars); this module imports
-none of them."""
+``@rule`` by elemental and indexing; this module imports neither (they build on it)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -122,7 +121,7 @@ def rule(*opcodes):
     return deco
 
 
-def _dtype(inst):
+def dtype_of(inst):
     return inst.shape.dtype
 
 

@@ -10,9 +10,9 @@ from llvmlite import ir
 
 from ...ir import dtypes
 from . import math as lmath
+from .emitter import ElementalEmitter
+from .emitter import intrinsic as _intrinsic
 from .types import F16, F32, I1, value_type
-
-from .emitter import ElementalEmitter, intrinsic as _intrinsic
 
 
 def _unary_float(fn_name):
