@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import reductions, registry
+from . import reductions, registry, views
 from .errors import UnsupportedNumpyError, UserValueError
 from . import inplace
 from .indexing import getitem, is_advanced
@@ -169,7 +169,7 @@ def _getitem(self, key):
     with self.trace.op_scope("getitem"):
         if is_advanced(key):  # a copy in NumPy, never a view
             return getitem(self, key)
-        return inplace.view_of(self, key, getitem(self, key))
+        return views.view_of(self, key, getitem(self, key))
 
 
 def _setitem(self, key, value):
@@ -227,7 +227,7 @@ def _view(self, dtype=None, type=None):
                                     "same width is supported on traced arrays")
     from . import lax
     result = self if dtype == self.dtype else lax.bitcast_convert(self, dtype)
-    return inplace.mark_untracked_view(result, self, "view") if result is not self else result
+    return views.mark_untracked_view(result, self, "view") if result is not self else result
 
 
 def _resize(self, *args, **kwargs):

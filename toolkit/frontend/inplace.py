@@ -15,15 +15,12 @@ Arguments written in place become extra outputs of the program (printed as XLA's
 ``input_output_alias``) and are copied back into the caller's arrays after each call."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import lax
 from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, UserIndexError, UserValueError
 from .indexing import decompose, getitem, is_advanced, scatter_into
 from .tracer import Tracer
-
-from .views import fresh_results, mark_untracked_view, view_of  # noqa: F401 (inplace's own)
 
 
 def check_writable(target: Tracer, what: str) -> None:
