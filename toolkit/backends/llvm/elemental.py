@@ -1,7 +1,11 @@
 """The elemental emitter: LLVM IR for the value of one element of an instruction at a given
 multi-dimensional index, recursively through the fused computation. Target-neutral: the CPU
 backend wraps it in loop nests, the GPU backend in grid-stride loops. One entry per op in
-``ELEMENTAL``; values memoised per (instruction, index) within a loop body."""
+``ELEMENTAL``; values memoised per (instruction, index) within a loop body.
+
+This module holds the rules for the leaves, elementwise ops and data movement, and imports the
+rest so that ``ELEMENTAL`` is complete: the machinery is in emitter, the real scalar
+arithmetic in scalars, complex numbers in complex, gathers and dynamic slices in indexing."""
 from __future__ import annotations
 
 import hashlib
