@@ -11,8 +11,9 @@ import numpy as _np
 
 from ..frontend import dispatch as _dispatch  # noqa: F401  (attaches the protocols)
 # Each family registers its functions in the registry when imported; this is the one place
-# that imports them all (the registry imports none of them). No two families register one
-# name; were one to, the later line would win.
+# that imports them all (the registry imports none of them). Where two register one function
+# the later wins: NumPy 2's np.permute_dims is np.transpose, so joining's permute_dims serves
+# np.transpose's __array_function__, not shape_functions' transpose (as it always has).
 from ..frontend import ufuncs_math as _ufuncs_math  # noqa: F401
 from ..frontend import (reductions as _reductions, selection as _selection,  # noqa: F401
                         array_basics as _array_basics)
