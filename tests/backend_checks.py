@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from toolkit.frontend.complex_numbers import COMPLEX_UFUNCS
+from toolkit.frontend.complex_ufuncs import COMPLEX_UFUNCS
 from toolkit.frontend.promotion import SUPPORTED
 from toolkit.frontend.pytree import flatten
 from toolkit.frontend.ufuncs import UFUNCS

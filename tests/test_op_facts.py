@@ -26,13 +26,6 @@ XLA_OTHER_OPCODES = frozenset({
     "set-dimension-size", "stochastic-convert", "topk", "triangular-solve",
 })
 
-# Files another branch of the redesign owns (issue 28): their opcode sets move to GroupOp when
-# that work lands. An entry that no longer finds anything fails, so this list only shrinks.
-PENDING = {
-    "toolkit/frontend/numpy_functions.py": "the registry split of issue 28 item 4 rewrites it",
-}
-
-
 def _opcode_names(nodes) -> list[str] | None:
     """The strings of ``nodes`` when every one is an opcode name (toolkit's or XLA's), else
     None: a list of NumPy or Python names that happens to hold an opcode is no opcode set."""
@@ -93,18 +86,9 @@ def _modules_outside_ir():
 def test_no_opcode_set_outside_ir():
     problems = []
     for relative, path in _modules_outside_ir():
-        if relative in PENDING:
-            continue
         problems += [f"{relative}:{line}: {what}" for line, what in opcode_sets(path.read_text())]
     assert not problems, ("facts about ops belong on OpDef / GroupOp in toolkit/ir/ops.py:\n"
                           + "\n".join(problems))
-
-
-def test_pending_files_still_need_their_exemption():
-    for relative, reason in PENDING.items():
-        path = PACKAGE.parent / relative
-        assert path.exists() and opcode_sets(path.read_text()), \
-            f"{relative} holds no opcode set any more ({reason}): remove it from PENDING"
 
 
 @pytest.mark.parametrize("source", [

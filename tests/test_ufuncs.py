@@ -5,7 +5,7 @@ from hypothesis import assume, given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import toolkit as tk
-from toolkit.frontend.complex_numbers import COMPLEX_UFUNCS
+from toolkit.frontend.complex_ufuncs import COMPLEX_UFUNCS
 from toolkit.frontend.errors import DTypeMismatchError, UnsupportedNumpyError
 from toolkit.frontend.promotion import SUPPORTED
 from toolkit.frontend.ufuncs import UFUNCS

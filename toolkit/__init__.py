@@ -23,7 +23,7 @@ from .profiler import Profile, profile
 from .profiler.compare import compare
 from .runtime.history import RecompileError, RecompileWarning
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 from .profiler.debug import install_from_environment as _debug_from_environment  # noqa: E402
 from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402

@@ -11,13 +11,13 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
 
+from .timing import median_seconds as _time
 from .workloads import BENCHMARK, Workload, scaled
 
 SIDES = ("numpy", "toolkit", "jax")
@@ -43,28 +43,6 @@ def _jax():
 def _bytes_moved(args, out) -> int:
     leaves = out if isinstance(out, tuple) else () if out is None else (out,)
     return sum(np.asarray(a).nbytes for a in args) + sum(np.asarray(o).nbytes for o in leaves)
-
-
-def _time(call, min_seconds: float = 0.02, repeats: int = 7, sync=None) -> float:
-    """Median seconds per call over ``repeats`` runs of enough calls to last ``min_seconds``;
-    with ``sync`` (a GPU's wait-for-the-device), each run ends with one ``sync()``."""
-    sync = sync or (lambda: None)
-    call()
-    call()
-    sync()
-    t0 = time.perf_counter()
-    call()
-    sync()
-    one = max(time.perf_counter() - t0, 1e-7)
-    number = max(1, int(min_seconds / one))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            call()
-        sync()
-        samples.append((time.perf_counter() - t0) / number)
-    return statistics.median(samples)
 
 
 def _callable(side: str, w: Workload):

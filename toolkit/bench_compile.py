@@ -80,7 +80,7 @@ def measure(family: str, target: int) -> dict:
 
 def jacobi_row() -> dict:
     import toolkit as tk
-    from .bench import _time
+    from .timing import median_seconds as _time
 
     fn = jacobi(50)
     a = np.linspace(0, 1, 64 * 64).reshape(64, 64)

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from .version import __version__
+
 
 @dataclass(frozen=True)
 class Ceiling:
@@ -117,7 +119,6 @@ def cpu_model() -> str:
 
 def _cache_path(backend: str) -> str | None:
     from .backends.cpu.disk_cache import cache_dir
-    from . import __version__
 
     directory = cache_dir()
     if directory is None:
@@ -211,7 +212,7 @@ def measure_ceilings(backend: str = "cpu", elements: int = 32 << 20, repeats: in
             "ceilings": result.to_dict(), "elements": elements, "bytes_per_array": elements * 4,
             "measured_at": result.measured_at, "load": result.load, "checked": True,
             "repeats": repeats,
-            "provenance": f"toolkit {__import__('toolkit').__version__} measure_ceilings: "
+            "provenance": f"toolkit {__version__} measure_ceilings: "
                           f"best of {repeats} runs"}
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"

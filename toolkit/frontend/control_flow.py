@@ -24,7 +24,7 @@ from .pytree import flatten, unflatten
 from .tracer import Trace, Tracer, current_trace
 
 
-def _has_tracer(leaves) -> bool:
+def has_tracer(leaves) -> bool:
     return any(isinstance(v, Tracer) for v in leaves)
 
 
@@ -89,7 +89,7 @@ def while_loop(cond_fun, body_fun, init_val, _trip_count: int | None = None):
     XLA's ``known_trip_count`` (reverse-mode differentiation needs it)."""
     leaves, tree, _ = flatten(init_val)
     parent = current_trace()
-    if parent is None and not _has_tracer(leaves):
+    if parent is None and not has_tracer(leaves):
         val = init_val
         while bool(cond_fun(val)):
             val = body_fun(val)
@@ -148,7 +148,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     the program is the same for every trip count."""
     parent = current_trace()
     leaves, _, _ = flatten(init_val)
-    if parent is None and not _has_tracer(leaves + [lower, upper]):
+    if parent is None and not has_tracer(leaves + [lower, upper]):
         val = init_val
         for i in range(operator.index(lower), operator.index(upper)):
             val = body_fun(i, val)
@@ -188,7 +188,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         raise UserTypeError(f"scan: xs leaves and length= disagree on the length to scan over: {sorted(lengths)}")
     (n,) = lengths
     parent = current_trace()
-    if parent is None and not _has_tracer(x_leaves + init_leaves):  # eager, as Python would
+    if parent is None and not has_tracer(x_leaves + init_leaves):  # eager, as Python would
         if n == 0:  # the stacked outputs' shapes come from tracing f, which eager mode does not do
             raise UserTypeError("scan over zero elements outside a jitted function: call it inside tk.jit, "
                                 "where f is traced and the outputs are empty arrays of its output shapes")

@@ -10,7 +10,8 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError
-from .numpy_functions import _as_tracer, _has_tracer, numpy_function
+from .arguments import as_tracer
+from .registry import has_tracer, numpy_function
 from .shape_functions import stack
 from .tracer import Tracer, current_trace
 
@@ -49,7 +50,7 @@ def full(shape, fill_value, dtype=None, order="C", **kwargs):
 
 
 def _like(a, dtype, shape):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     return (a.shape if shape is None else _shape_tuple(shape)), (a.dtype if dtype is None else np.dtype(dtype)), a.trace
 
 
@@ -135,7 +136,7 @@ def eye(N, M=None, k=0, dtype=float, order="C", **kwargs):
 def asarray(a, dtype=None, order=None, **kwargs):
     if isinstance(a, Tracer):
         return a if dtype is None else lax.convert(a, dtype)
-    if isinstance(a, (list, tuple)) and _has_tracer(a):
+    if isinstance(a, (list, tuple)) and has_tracer(a):
         return stack([asarray(x, dtype) for x in a])
     trace = current_trace()
     value = np.asarray(a, dtype=dtype)

@@ -11,7 +11,8 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
-from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, _has_tracer, normalize_axes
+from .arguments import as_tracer, normalize_axes
+from .registry import EXPORTS, FUNCTIONS, has_tracer
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
@@ -23,7 +24,7 @@ def traced_submodule_function(np_func, impl, public: str, scope: str, registry: 
     inside the op scope ``scope.public``, NumPy's own function otherwise; registered for NumPy's
     ``__array_function__`` dispatch and in ``registry`` (the toolkit.numpy namespace)."""
     def wrapper(*args, **kwargs):
-        if not _has_tracer(list(args) + list(kwargs.values())):
+        if not has_tracer(list(args) + list(kwargs.values())):
             return np_func(*args, **kwargs)
         trace = lax.trace_of([a for a in _leaves(list(args) + list(kwargs.values())) if isinstance(a, Tracer)])
         with trace.op_scope(f"{scope}.{public}"):
@@ -55,7 +56,7 @@ def _u(ufunc, *args):
 
 
 def _float(a) -> Tracer:
-    a = _as_tracer(a)
+    a = as_tracer(a)
     if a.dtype.kind in "biu":
         return lax.convert(a, np.float64)
     return a
@@ -202,7 +203,7 @@ def cond(x, p=None):
 
 @_register(np.linalg.matrix_power)
 def matrix_power(a, n):
-    a = _square(_as_tracer(a), "matrix_power")
+    a = _square(as_tracer(a), "matrix_power")
     n = operator.index(n)
     if n == 0:
         return lax.broadcast_to(lax.convert(EXPORTS["eye"](a.shape[-1]), a.dtype), a.shape)
@@ -329,7 +330,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     order = operator.index(deg) + 1
     if order < 1:
         raise UserValueError("expected deg >= 0")
-    x, y = _u(np.add, _as_tracer(x), 0.0), _u(np.add, _as_tracer(y), 0.0)
+    x, y = _u(np.add, as_tracer(x), 0.0), _u(np.add, as_tracer(y), 0.0)
     if x.ndim != 1:
         raise TypeError("expected 1D vector for x")
     if x.size == 0:
@@ -340,7 +341,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         raise TypeError("expected x and y to have same length")
     lhs, rhs = EXPORTS["vander"](x, order), y
     if w is not None:
-        w = _u(np.add, _as_tracer(w), 0.0)
+        w = _u(np.add, as_tracer(w), 0.0)
         if w.ndim != 1 or w.shape[0] != y.shape[0]:
             raise TypeError("expected a 1-d weight vector of the same length as y")
         lhs = _u(np.multiply, lhs, lax.reshape(w, (w.shape[0], 1)))

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numpy_functions as nf
+from . import reductions, registry, views
 from .errors import UnsupportedNumpyError, UserValueError
 from . import inplace
 from .indexing import getitem, is_advanced
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
-_REDUCE_METHODS = {np.add: nf.sum, np.multiply: nf.prod, np.maximum: nf.max,
-                   np.minimum: nf.min, np.logical_and: nf.all, np.logical_or: nf.any}
+_REDUCE_METHODS = {np.add: reductions.sum, np.multiply: reductions.prod,
+                   np.maximum: reductions.max, np.minimum: reductions.min,
+                   np.logical_and: reductions.all, np.logical_or: reductions.any}
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
@@ -24,7 +25,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         with out.trace.op_scope(ufunc.__name__):
             result = _array_ufunc(self, ufunc, method, *inputs, **kwargs)
             if where is not True:  # NumPy leaves out's other elements as they were
-                result = nf.EXPORTS["where"](where, result, out)
+                result = registry.EXPORTS["where"](where, result, out)
             return inplace.store_result(out, result, f"np.{ufunc.__name__}(..., out=)")
     if method == "__call__" and kwargs.get("where", True) is not True and out is None:
         raise UnsupportedNumpyError(
@@ -35,21 +36,22 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         if ufunc in GUFUNCS:
             return GUFUNCS[ufunc](*inputs, **kwargs)
         if ufunc is np.matmul:
-            return nf.EXPORTS["matmul"](*inputs, **kwargs)
+            return registry.EXPORTS["matmul"](*inputs, **kwargs)
         if ufunc is np.divmod:
             return (apply_ufunc(np.floor_divide, inputs, kwargs), apply_ufunc(np.remainder, inputs, kwargs))
         return apply_ufunc(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in _REDUCE_METHODS:
         (x,) = inputs
         axis = kwargs.pop("axis", 0)
-        return nf.EXPORTS[_REDUCE_METHODS[ufunc].__name__](x, axis=axis, **kwargs)
+        return registry.EXPORTS[_REDUCE_METHODS[ufunc].__name__](x, axis=axis, **kwargs)
     if method == "accumulate":
         from .scans import ufunc_accumulate
         return ufunc_accumulate(ufunc, *inputs, **kwargs)
     if method == "outer":
         a, b = inputs
         a = a if isinstance(a, Tracer) else np.asarray(a)
-        return apply_ufunc(ufunc, (nf.EXPORTS["reshape"](a, tuple(a.shape) + (1,) * np.ndim(b)), b), kwargs)
+        outer = registry.EXPORTS["reshape"](a, tuple(a.shape) + (1,) * np.ndim(b))
+        return apply_ufunc(ufunc, (outer, b), kwargs)
     if method == "at":
         from .indexing_functions import ufunc_at
         return ufunc_at(ufunc, *inputs, **kwargs)
@@ -57,18 +59,19 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
 
 
 def _array_function(self, func, types, args, kwargs):
-    impl = nf.FUNCTIONS.get(func)
+    impl = registry.FUNCTIONS.get(func)
     if impl is None:
         module = (getattr(func, "__module__", "") or "").replace("numpy", "np", 1)
         where = module if module.startswith("np.") and module.count(".") == 1 else "np"  # np.linalg.eig
         raise UnsupportedNumpyError(
             f"{where}.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit "
-            f"({len(nf.FUNCTIONS)} NumPy functions are: toolkit.numpy.supported_functions() lists them, "
+            f"({len(registry.FUNCTIONS)} NumPy functions are: "
+            "toolkit.numpy.supported_functions() lists them, "
             "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported and why)")
     # the exported wrapper (view tracking, fresh results) when ``func`` is np.<name> itself;
     # np.linalg.trace is not np.trace
     name = getattr(func, "__name__", "")
-    public = nf.EXPORTS.get(name) if getattr(np, name, None) is func else None
+    public = registry.EXPORTS.get(name) if getattr(np, name, None) is func else None
     return (public or impl)(*args, **kwargs)
 
 
@@ -125,7 +128,7 @@ def _pow(self, other):
         if other == 2:
             return apply_ufunc(np.square, (self,))
         if self.dtype.kind == "c":
-            from .complex_numbers import integer_power
+            from .complex_ufuncs import integer_power
 
             with self.trace.op_scope("power"):
                 return integer_power(self, other)
@@ -144,11 +147,11 @@ Tracer.__invert__ = _unary(np.invert)
 
 
 def _matmul(self, other):
-    return nf.EXPORTS["matmul"](self, other)
+    return registry.EXPORTS["matmul"](self, other)
 
 
 def _rmatmul(self, other):
-    return nf.EXPORTS["matmul"](other, self)
+    return registry.EXPORTS["matmul"](other, self)
 
 
 def _divmod(self, other):
@@ -166,7 +169,7 @@ def _getitem(self, key):
     with self.trace.op_scope("getitem"):
         if is_advanced(key):  # a copy in NumPy, never a view
             return getitem(self, key)
-        return inplace.view_of(self, key, getitem(self, key))
+        return views.view_of(self, key, getitem(self, key))
 
 
 def _setitem(self, key, value):
@@ -185,10 +188,8 @@ Tracer.fill = _fill
 
 
 def _method(name):
-    fn = nf.EXPORTS[name]
-
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
+    def method(self, *args, **kwargs):  # looked up per call: the families register after this
+        return registry.EXPORTS[name](self, *args, **kwargs)
 
     method.__name__ = name
     return method
@@ -204,16 +205,17 @@ for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argm
 def _sort_in_place(self, axis=-1, kind=None, order=None, *, stable=None):
     """ndarray.sort sorts in place (and returns None), as ndarray.partition partitions."""
     with self.trace.op_scope("sort"):
-        inplace.store_result(self, nf.EXPORTS["sort"](self, axis, kind, order), "x.sort()")
+        inplace.store_result(self, registry.EXPORTS["sort"](self, axis, kind, order), "x.sort()")
 
 
 def _partition_in_place(self, kth, axis=-1, kind="introselect", order=None):
     with self.trace.op_scope("partition"):
-        inplace.store_result(self, nf.EXPORTS["partition"](self, kth, axis, kind, order), "x.partition()")
+        inplace.store_result(self, registry.EXPORTS["partition"](self, kth, axis, kind, order),
+                             "x.partition()")
 
 
 def _put(self, indices, values, mode="raise"):
-    nf.EXPORTS["put"](self, indices, values, mode)
+    registry.EXPORTS["put"](self, indices, values, mode)
 
 
 def _view(self, dtype=None, type=None):
@@ -225,7 +227,7 @@ def _view(self, dtype=None, type=None):
                                     "same width is supported on traced arrays")
     from . import lax
     result = self if dtype == self.dtype else lax.bitcast_convert(self, dtype)
-    return inplace.mark_untracked_view(result, self, "view") if result is not self else result
+    return views.mark_untracked_view(result, self, "view") if result is not self else result
 
 
 def _resize(self, *args, **kwargs):
@@ -233,14 +235,15 @@ def _resize(self, *args, **kwargs):
                                 "use x = np.resize(x, shape)")
 
 
-Tracer.compress = lambda self, condition, axis=None, out=None: nf.EXPORTS["compress"](condition, self, axis, out)
+Tracer.compress = lambda self, condition, axis=None, out=None: registry.EXPORTS["compress"](
+    condition, self, axis, out)
 Tracer.sort = _sort_in_place
 Tracer.partition = _partition_in_place
 Tracer.put = _put
 Tracer.view = _view
 Tracer.resize = _resize
-Tracer.real = property(lambda self: nf.EXPORTS["real"](self))
-Tracer.imag = property(lambda self: nf.EXPORTS["imag"](self))
+Tracer.real = property(lambda self: registry.EXPORTS["real"](self))
+Tracer.imag = property(lambda self: registry.EXPORTS["imag"](self))
 Tracer.itemsize = property(lambda self: self.dtype.itemsize)
 Tracer.nbytes = property(lambda self: self.size * self.dtype.itemsize)
 
@@ -248,19 +251,19 @@ Tracer.nbytes = property(lambda self: self.size * self.dtype.itemsize)
 def _reshape(self, *shape, order="C"):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return nf.EXPORTS["reshape"](self, shape, order)
+    return registry.EXPORTS["reshape"](self, shape, order)
 
 
 def _transpose(self, *axes):
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or (len(axes) == 1 and axes[0] is None):
         axes = axes[0]
-    return nf.EXPORTS["transpose"](self, axes or None)
+    return registry.EXPORTS["transpose"](self, axes or None)
 
 
 Tracer.reshape = _reshape
 Tracer.transpose = _transpose
-Tracer.T = property(lambda self: nf.EXPORTS["transpose"](self))
-Tracer.mT = property(lambda self: nf.EXPORTS["swapaxes"](self, -1, -2))
-Tracer.flatten = lambda self, order="C": nf.EXPORTS["ravel"](self, order)
+Tracer.T = property(lambda self: registry.EXPORTS["transpose"](self))
+Tracer.mT = property(lambda self: registry.EXPORTS["swapaxes"](self, -1, -2))
+Tracer.flatten = lambda self, order="C": registry.EXPORTS["ravel"](self, order)
 
 __all__: list[str] = []  # importing this module attaches the protocols to Tracer

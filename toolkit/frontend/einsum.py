@@ -4,7 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import lax
+from .arguments import promote_pair
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError
+from .matrices import diagonal
+from .promotion import result_dtype
 from .tracer import Tracer
 
 
@@ -33,7 +36,6 @@ def _parse(subscripts: str, n: int) -> tuple[list[str], str]:
 def _diagonals(x: Tracer, term: str, operand: int) -> tuple[Tracer, str]:
     """``x`` with each index its term repeats (``ii``) taken along the diagonal, as NumPy's
     einsum does (a trace, then, once the index is summed out)."""
-    from .matrices import diagonal
 
     while len(set(term)) != len(term):
         c = next(c for c in term if term.count(c) > 1)
@@ -65,8 +67,6 @@ builtins_max = max
 
 
 def einsum(subscripts: str, *operands) -> Tracer:
-    from .linalg import _promote_pair
-    from .numpy_functions import result_dtype
 
     if len(operands) not in (1, 2):
         raise UnsupportedNumpyError("einsum supports one or two operands")
@@ -79,7 +79,7 @@ def einsum(subscripts: str, *operands) -> Tracer:
         x, term = _diagonals(x, terms[0], 0)
         x, term = _sum_out(x, term, set(output))
         return lax.transpose(x, [term.index(c) for c in output])
-    a, b = _promote_pair(operands[0], operands[1], "einsum")
+    a, b = promote_pair(operands[0], operands[1], "einsum")
     ta, tb = terms
     for t, x in ((ta, a), (tb, b)):
         if len(t) != x.ndim:

@@ -14,7 +14,8 @@ from ..ir.custom_calls import fft_options
 from . import lax
 from .decompositions import custom_call, traced_submodule_function
 from .errors import UserValueError
-from .numpy_functions import EXPORTS, _as_tracer, normalize_axis
+from .arguments import as_tracer, normalize_axis
+from .registry import EXPORTS
 from .tracer import Tracer
 
 FFT: dict[str, object] = {}  # name -> traced np.fft function (toolkit.numpy.fft)
@@ -26,7 +27,7 @@ def _register(name: str):
 
 
 def _input(a, kind: str) -> Tracer:
-    a = _as_tracer(a)
+    a = as_tracer(a)
     if a.dtype.kind in "biu":
         a = lax.convert(a, np.float64)
     if kind == "r2c" and a.dtype.kind == "c":
@@ -74,7 +75,7 @@ def _two_dim(name: str, kind: str):
 def _n_dim(name: str, kind: str):
     @_register(name)
     def transform(a, s=None, axes=None, norm=None, out=None):
-        ndim = _as_tracer(a).ndim
+        ndim = as_tracer(a).ndim
         if axes is None:
             axes = list(range(ndim)) if s is None else list(range(ndim - len(s), ndim))
         return _transform(name, kind, a, s, list(axes), norm, out)
@@ -91,7 +92,7 @@ for _name, _kind in (("fftn", "c2c"), ("ifftn", "c2c"), ("rfftn", "r2c"), ("irff
 
 
 def _shift(x, axes, sign: int):
-    x = _as_tracer(x)
+    x = as_tracer(x)
     axes = list(range(x.ndim)) if axes is None else ([axes] if isinstance(axes, int) else list(axes))
     shifts = [sign * (x.shape[normalize_axis(ax, x.ndim)] // 2) for ax in axes]
     return EXPORTS["roll"](x, shifts, axes)

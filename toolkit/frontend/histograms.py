@@ -11,8 +11,10 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
-from .numpy_functions import EXPORTS, numpy_function
-from .scans import _counts, _t, diff, search_sorted
+from .registry import EXPORTS, numpy_function
+from .arguments import as_tracer as _t
+from .differences import diff
+from .searching import bin_counts, search_sorted
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
@@ -88,7 +90,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
         keep = apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, edges[0])),
                                             apply_ufunc(np.less_equal, (x, edges[-1]))))
     idx = EXPORTS["where"](keep, idx, -1)
-    counts = _counts(idx, weights, nbins)  # idx -1: outside the range, skipped
+    counts = bin_counts(idx, weights, nbins)  # idx -1: outside the range, skipped
     if density:
         widths = diff(edges)
         counts = apply_ufunc(np.true_divide, (apply_ufunc(np.true_divide, (counts, widths)), EXPORTS["sum"](counts)))
@@ -105,7 +107,7 @@ def _outer_edges(x: Tracer, bins: int, range_, dim: int) -> Tracer:
     if x.size == 0:
         return lax.lift(x.trace, np.linspace(0, 1, bins + 1), weak=False)
     lo, hi = EXPORTS["min"](x), EXPORTS["max"](x)
-    x.trace.add_check(apply_ufunc(np.logical_not, (apply_ufunc(np.logical_and, (
+    lax.add_check(apply_ufunc(np.logical_not, (apply_ufunc(np.logical_and, (
         apply_ufunc(np.isfinite, (lo,)), apply_ufunc(np.isfinite, (hi,)))),)), UserValueError,
         f"histogramdd: the autodetected range of dimension {dim} is not finite")
     dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind != "f" else x.dtype
@@ -159,7 +161,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
     total = int(np.prod(nbin))
     if counts_index is None:
         counts_index = lax.full(sample.trace, (n,), 0, np.int64)
-    hist = lax.convert(_counts(counts_index, weights, total), np.float64)
+    hist = lax.convert(bin_counts(counts_index, weights, total), np.float64)
     hist = lax.reshape(hist, tuple(nbin))[(slice(1, -1),) * d]
     if density:
         s = EXPORTS["sum"](hist)

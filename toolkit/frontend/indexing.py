@@ -21,6 +21,7 @@ import numpy as np
 
 from . import lax
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserIndexError
+from .shape_functions import stack
 from .tracer import Tracer
 
 
@@ -133,9 +134,9 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
         # NumPy raises IndexError for an index out of range: checked on every call
         low = lax.compare(t, lax.full(t.trace, t.shape, -size, np.int64), "LT") if k.dtype.kind == "i" else None
         high = lax.compare(t, lax.full(t.trace, t.shape, size, np.int64), "GE")
-        t.trace.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
-                          f"a traced index is out of bounds for axis {dim} with size {size} (x[{key_text(key)}] "
-                          f"of {x.describe()})")
+        lax.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
+                      f"a traced index is out of bounds for axis {dim} with size {size} "
+                      f"(x[{key_text(key)}] of {x.describe()})")
         if k.dtype.kind == "i":
             zero = lax.full(t.trace, t.shape, 0, np.int64)
             t = lax.select(lax.compare(t, zero, "LT"),
@@ -159,7 +160,6 @@ def _parse(x: Tracer, key):
     for k in raw:  # lists become arrays; concrete boolean arrays become their nonzero()
         if isinstance(k, (list, tuple)):
             if any(isinstance(v, Tracer) for v in k):
-                from .shape_functions import stack
                 k = stack([v if isinstance(v, Tracer) else lax.lift(x.trace, v) for v in k])
             else:
                 k = np.asarray(k) if len(k) else np.zeros(0, np.int64)  # x[[]]: an empty integer index

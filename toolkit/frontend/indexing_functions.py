@@ -10,7 +10,8 @@ from . import lax
 from .errors import DTypeMismatchError, UnsupportedNumpyError, UserValueError
 from .indexing import getitem, scatter_into
 from .inplace import check_writable, write
-from .numpy_functions import _as_tracer, normalize_axis, numpy_function
+from .arguments import as_tracer, normalize_axis
+from .registry import numpy_function
 from .tracer import Tracer
 
 
@@ -37,7 +38,7 @@ def _index_mode(indices, n: int, mode: str, what: str):
 def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:
         raise UnsupportedNumpyError("np.take(..., out=) is not supported on traced arrays")
-    a = _as_tracer(a)
+    a = as_tracer(a)
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0
@@ -76,7 +77,7 @@ def _along_axis_key(arr: Tracer, indices, axis, what: str):
 
 @numpy_function(np.take_along_axis)
 def take_along_axis(arr, indices, axis=-1):
-    arr = _as_tracer(arr)
+    arr = as_tracer(arr)
     axis, key = _along_axis_key(arr, indices, axis, "np.take_along_axis")
     if axis is None:
         return getitem(lax.reshape(arr, (arr.size,)), key)

@@ -12,12 +12,13 @@ import numpy as np
 
 from . import lax
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError
-from .numpy_functions import EXPORTS, _as_tracer, normalize_axis, numpy_function
+from .arguments import as_tracer, normalize_axis
+from .registry import EXPORTS, numpy_function
 from .tracer import Tracer
 
 
 def _t(x) -> Tracer:
-    return _as_tracer(x)
+    return as_tracer(x)
 
 
 def _arrays(arrays):

@@ -9,6 +9,7 @@ import numpy as np
 from ..ir import dtypes as ir_dtypes
 from ..ir.ops import initial_value
 from ..ir.shapes import Shape
+from ..ir.sorting import numpy_order_comparator
 from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, subclass_problem
 from .promotion import SUPPORTED, check_int_fits
 from .tracer import Trace, Tracer, check_same_trace, current_trace
@@ -212,12 +213,18 @@ def scatter(x: Tracer, indices: Tracer, updates: Tracer, combiner: str, *, updat
     return trace.emit("scatter", (x, indices, updates), attrs, weak=x.weak_type)
 
 
+def add_check(failed: Tracer, error: type, message: str) -> None:
+    """Raise ``error(message)`` after a call in which any element of ``failed`` is true."""
+    flag = failed if failed.ndim == 0 else reduce(failed, "or", tuple(range(failed.ndim)))
+    flag.trace.add_check(flag, error, message)
+
+
 def sort(operands: Sequence[Tracer], dimension: int, num_keys: int = 1) -> tuple[Tracer, ...]:
     """Stable sort of ``operands`` along ``dimension`` in NumPy's order of the first
     ``num_keys`` operands (NaN last); the rest are permuted alongside."""
     trace = operands[0].trace
     types = [ir_dtypes.from_numpy(o.dtype) for o in operands]
-    comparator = trace.module.sort_comparator(types[:num_keys], types)
+    comparator = numpy_order_comparator(trace.module, types[:num_keys], types)
     result = trace.emit("sort", tuple(operands), {"dimensions": (dimension,), "is_stable": True,
                                                   "to_apply": comparator})
     if len(operands) == 1:

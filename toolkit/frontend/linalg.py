@@ -4,21 +4,17 @@ from __future__ import annotations
 import numpy as np
 
 from . import lax
+from .einsum import einsum as _einsum
 from .errors import ShapeMismatchError, UserValueError
-from .numpy_functions import _reject, normalize_axis, numpy_function, result_dtype
+from .arguments import promote_pair, normalize_axis, reject
+from .registry import numpy_function
 from .ufuncs import apply_ufunc
-
-
-def _promote_pair(a, b, what):
-    trace = lax.trace_of([a, b])
-    dtype = lax.check_supported_dtype(result_dtype([a, b]), what)
-    return lax.lift(trace, a, dtype, weak=False), lax.lift(trace, b, dtype, weak=False)
 
 
 @numpy_function(np.matmul)
 def matmul(a, b, out=None, **kwargs):
-    _reject(out=out)
-    a, b = _promote_pair(a, b, "matmul")
+    reject(out=out)
+    a, b = promote_pair(a, b, "matmul")
     if a.ndim == 0 or b.ndim == 0:
         raise UserValueError("matmul: input operand does not have enough dimensions (use * for scalars)")
     a2 = lax.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
@@ -41,8 +37,8 @@ def matmul(a, b, out=None, **kwargs):
 
 @numpy_function(np.dot)
 def dot(a, b, out=None):
-    _reject(out=out)
-    a, b = _promote_pair(a, b, "dot")
+    reject(out=out)
+    a, b = promote_pair(a, b, "dot")
     if a.ndim == 0 or b.ndim == 0:
         return apply_ufunc(np.multiply, [a, b])
     rhs_axis = 0 if b.ndim == 1 else b.ndim - 2
@@ -54,7 +50,7 @@ def dot(a, b, out=None):
 
 @numpy_function(np.vdot)
 def vdot(a, b):
-    a, b = _promote_pair(a, b, "vdot")
+    a, b = promote_pair(a, b, "vdot")
     if a.dtype.kind == "c":  # NumPy conjugates the first argument
         a = apply_ufunc(np.conjugate, (a,))
     return dot(lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,)))
@@ -62,7 +58,7 @@ def vdot(a, b):
 
 @numpy_function(np.inner)
 def inner(a, b):
-    a, b = _promote_pair(a, b, "inner")
+    a, b = promote_pair(a, b, "inner")
     if a.ndim == 0 or b.ndim == 0:
         return apply_ufunc(np.multiply, [a, b])
     return lax.dot_general(a, b, ((a.ndim - 1,), (b.ndim - 1,)))
@@ -70,8 +66,8 @@ def inner(a, b):
 
 @numpy_function(np.outer)
 def outer(a, b, out=None):
-    _reject(out=out)
-    a, b = _promote_pair(a, b, "outer")
+    reject(out=out)
+    a, b = promote_pair(a, b, "outer")
     a1 = lax.reshape(a, (a.size, 1))
     b1 = lax.reshape(b, (1, b.size))
     return apply_ufunc(np.multiply, [a1, b1])
@@ -79,7 +75,7 @@ def outer(a, b, out=None):
 
 @numpy_function(np.tensordot)
 def tensordot(a, b, axes=2):
-    a, b = _promote_pair(a, b, "tensordot")
+    a, b = promote_pair(a, b, "tensordot")
     if isinstance(axes, int):
         la, lb = tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
     else:
@@ -94,7 +90,6 @@ def tensordot(a, b, axes=2):
 
 @numpy_function(np.einsum)
 def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    _reject(out=out)
-    from .einsum import einsum as _einsum
+    reject(out=out)
 
     return _einsum(subscripts, *operands)

@@ -11,13 +11,14 @@ import numpy as np
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
 from .inplace import check_writable, write
-from .numpy_functions import EXPORTS, _as_tracer, normalize_axis, numpy_function
+from .arguments import as_tracer, normalize_axis
+from .registry import EXPORTS, numpy_function
 from .tracer import Tracer, current_trace
 from .ufuncs import apply_ufunc
 
 
 def _t(x) -> Tracer:
-    return _as_tracer(x)
+    return as_tracer(x)
 
 
 def _band(trace, n: int, m: int, k: int, below: bool) -> Tracer:

@@ -13,7 +13,9 @@ import numpy as np
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
 from .inplace import check_writable, write
-from .numpy_functions import EXPORTS, FUNCTIONS, _as_tracer, normalize_axis, numpy_function
+from .arguments import as_tracer, normalize_axis
+from .registry import EXPORTS, FUNCTIONS, numpy_function
+from .promotion import numpy_stand_in
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
@@ -24,7 +26,7 @@ STATIC_FUNCTIONS = ("bartlett", "blackman", "hamming", "hanning", "kaiser", "bro
 
 
 def _t(x) -> Tracer:
-    return _as_tracer(x)
+    return as_tracer(x)
 
 
 def _u(ufunc, *args):
@@ -33,11 +35,8 @@ def _u(ufunc, *args):
 
 def result_type(*arrays_and_dtypes):
     """np.result_type with traced arrays standing for their dtype (weak ones as Python scalars)."""
-    def stand_in(v):
-        if isinstance(v, Tracer):
-            return v.dtype.type(0).item() if v.weak_type else v.dtype
-        return v
-    return np.result_type(*[stand_in(v) for v in arrays_and_dtypes])
+    return np.result_type(*[numpy_stand_in(v) if isinstance(v, Tracer) else v
+                            for v in arrays_and_dtypes])
 
 
 def can_cast(from_, to, casting="safe"):
@@ -76,7 +75,8 @@ def _nan_arg(a, axis, keepdims, name, fill):
     nan = _u(np.isnan, a)
     result = EXPORTS[name](EXPORTS["where"](nan, fill, a), axis=axis, keepdims=keepdims)
     all_nan = EXPORTS["all"](nan, axis=axis, keepdims=keepdims)
-    a.trace.add_check(all_nan, UserValueError, "All-NaN slice encountered")  # NumPy's error, after the call
+    # NumPy's error, after the call
+    lax.add_check(all_nan, UserValueError, "All-NaN slice encountered")
     return result
 
 
@@ -139,7 +139,7 @@ def _numpy_i0_pieces():
 def i0(x):
     """NumPy's own Chebyshev expansions (Cephes), run on the traced array: both pieces on every
     element, the one NumPy's piecewise picks kept; in the input's float type, as NumPy's."""
-    x = _as_tracer(x)
+    x = as_tracer(x)
     if x.dtype.kind == "c":
         raise UnsupportedNumpyError("np.i0 is not supported for complex values (NumPy raises too)")
     if x.dtype.kind != "f":
@@ -159,7 +159,7 @@ def _bit_weights(bitorder: str, dtype=np.uint8) -> np.ndarray:
 
 @numpy_function(np.packbits)
 def packbits(a, axis=None, bitorder="big"):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     if a.dtype.kind not in "biu":
         raise UserValueError(f"Expected an input array of integer or boolean data type, got {a.describe()}")
     if axis is None:
@@ -178,7 +178,7 @@ def packbits(a, axis=None, bitorder="big"):
 
 @numpy_function(np.unpackbits)
 def unpackbits(a, axis=None, count=None, bitorder="big"):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     if a.dtype != np.uint8:
         raise UserValueError(f"Expected an input array of unsigned byte data type, got {a.describe()}")
     if axis is None:
@@ -288,8 +288,8 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
         elif m == "clip":
             i = EXPORTS["clip"](i, 0, d - 1)
         elif isinstance(index, Tracer):  # 'raise': NumPy's error, after the call (a runtime check)
-            trace.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, d)),
-                            UserValueError, "invalid entry in coordinates array")
+            lax.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, d)),
+                          UserValueError, "invalid entry in coordinates array")
         elif ((np.asarray(index) < 0) | (np.asarray(index) >= d)).any():
             raise UserValueError("invalid entry in coordinates array")
         term = _u(np.multiply, i, stride)
@@ -305,8 +305,9 @@ def unravel_index(indices, shape, order="C"):
     dims = tuple(operator.index(s) for s in shape)
     size = int(np.prod(dims))
     i = lax.convert(_t(indices), np.int64)
-    i.trace.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, size)), UserValueError,
-                      f"an index is out of bounds for array with size {size}")  # NumPy's error, after the call
+    # NumPy's error, after the call
+    lax.add_check(_u(np.logical_or, _u(np.less, i, 0), _u(np.greater_equal, i, size)),
+                  UserValueError, f"an index is out of bounds for array with size {size}")
     out = []
     for d in reversed(dims):
         out.append(_u(np.mod, i, d))

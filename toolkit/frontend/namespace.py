@@ -29,7 +29,7 @@ BUFFER_FUNCTIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like"
 
 
 def _traced_buffer(name: str):
-    from .numpy_functions import EXPORTS
+    from .registry import EXPORTS
 
     original = getattr(numpy, name)
     like = name.endswith("_like")

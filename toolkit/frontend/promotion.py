@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import UserOverflowError
+from .tracer import Tracer
 
 SUPPORTED = tuple(np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                         "uint64", "float16", "float32", "float64", "complex64",
@@ -49,3 +50,20 @@ def check_int_fits(value: int, dtype: np.dtype, where: str) -> None:
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
             raise UserOverflowError(f"Python integer {value} out of bounds for {dtype}{where}")
+
+
+def numpy_stand_in(t: Tracer):
+    """What NumPy's promotion sees for a tracer: its dtype, or, for a weak one, a Python zero of
+    its kind (NEP 50: weak values take the other operand's precision)."""
+    return t.dtype.type(0).item() if t.weak_type else t.dtype
+
+
+def result_dtype(values) -> np.dtype:
+    """NumPy's promotion of ``values`` (weak Python scalars and weak tracers included)."""
+    def arg(v):
+        if isinstance(v, Tracer):
+            return numpy_stand_in(v)
+        if isinstance(v, (bool, int, float)) and not isinstance(v, np.generic):
+            return v
+        return np.asarray(v).dtype
+    return np.result_type(*[arg(v) for v in values])

@@ -10,8 +10,9 @@ import numpy as np
 
 from . import lax
 from .errors import LazyText, ShapeMismatchError, UnsupportedNumpyError, UserValueError
-from .numpy_functions import (_as_tracer, _reject, normalize_axes, normalize_axis, numpy_function,
-                              result_dtype)
+from .arguments import as_tracer, normalize_axes, normalize_axis, reject
+from .promotion import result_dtype
+from .registry import numpy_function
 
 
 def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
@@ -33,7 +34,7 @@ def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if order != "C":
         raise UnsupportedNumpyError("reshape supports only order='C'")
-    a = _as_tracer(a)
+    a = as_tracer(a)
     return lax.reshape(a, _resolve_shape(shape if shape is not None else newshape, a.size, LazyText(a.describe)))
 
 
@@ -44,7 +45,7 @@ def ravel(a, order="C"):
 
 @numpy_function(np.transpose)
 def transpose(a, axes=None):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(normalize_axis(operator.index(p), a.ndim) for p in axes)
     if sorted(perm) != list(range(a.ndim)):
         raise UserValueError(f"axes {axes} don't match array of dimension {a.ndim}")
@@ -53,7 +54,7 @@ def transpose(a, axes=None):
 
 @numpy_function(np.swapaxes)
 def swapaxes(a, axis1, axis2):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     perm = list(range(a.ndim))
     i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)
     perm[i], perm[j] = perm[j], perm[i]
@@ -62,7 +63,7 @@ def swapaxes(a, axis1, axis2):
 
 @numpy_function(np.moveaxis)
 def moveaxis(a, source, destination):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     src = normalize_axes(source, a.ndim)
     dst = normalize_axes(destination, a.ndim)
     order = [i for i in range(a.ndim) if i not in src]
@@ -73,7 +74,7 @@ def moveaxis(a, source, destination):
 
 @numpy_function(np.expand_dims)
 def expand_dims(a, axis):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     axes = normalize_axes(axis, a.ndim + len(axis if isinstance(axis, (tuple, list)) else (axis,)))
     shape = list(a.shape)
     for ax in sorted(axes):
@@ -83,7 +84,7 @@ def expand_dims(a, axis):
 
 @numpy_function(np.squeeze)
 def squeeze(a, axis=None):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     axes = tuple(i for i, d in enumerate(a.shape) if d == 1) if axis is None else normalize_axes(axis, a.ndim)
     for ax in axes:
         if a.shape[ax] != 1:
@@ -94,7 +95,7 @@ def squeeze(a, axis=None):
 @numpy_function(np.broadcast_to)
 def broadcast_to(array, shape, subok=False):
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    return lax.broadcast_to(_as_tracer(array), shape)
+    return lax.broadcast_to(as_tracer(array), shape)
 
 
 def _common(arrays, what):
@@ -108,7 +109,7 @@ def _common(arrays, what):
 
 @numpy_function(np.concatenate)
 def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
-    _reject(out=out)
+    reject(out=out)
     ts = _common(arrays, "concatenate")
     if axis is None:
         ts = [lax.reshape(t, (t.size,)) for t in ts]
@@ -139,7 +140,7 @@ def stack(arrays, axis=0, out=None, dtype=None, casting=None):
 def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
     if mode != "constant":
         raise UnsupportedNumpyError(f"np.pad mode={mode!r} is not supported (only 'constant')")
-    a = _as_tracer(array)
+    a = as_tracer(array)
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
     value = lax.lift(a.trace, constant_values, a.dtype, weak=False)
     return lax.pad(a, value, [(int(lo), int(hi), 0) for lo, hi in widths])
@@ -147,11 +148,11 @@ def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
 
 @numpy_function(np.flip)
 def flip(m, axis=None):
-    m = _as_tracer(m)
+    m = as_tracer(m)
     return lax.rev(m, normalize_axes(axis, m.ndim))
 
 
 @numpy_function(np.copy)
 def copy(a, order="K", subok=False):
-    a = _as_tracer(a)
+    a = as_tracer(a)
     return a.trace.emit("copy", (a,), weak=a.weak_type)

@@ -14,13 +14,15 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
-from .numpy_functions import EXPORTS, _as_tracer, normalize_axes, normalize_axis, numpy_function
+from .arguments import as_tracer, normalize_axes, normalize_axis
+from .registry import EXPORTS, FUNCTIONS, numpy_function
+from .searching import bin_counts
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
 
 def _t(x) -> Tracer:
-    return _as_tracer(x)
+    return as_tracer(x)
 
 
 def _u(ufunc, *args):
@@ -368,7 +370,6 @@ def argwhere(a, *, size=None, fill_value=0):
 
 
 EXPORTS.update(nonzero=nonzero, flatnonzero=flatnonzero, argwhere=argwhere)
-from .numpy_functions import FUNCTIONS  # noqa: E402
 FUNCTIONS[np.nonzero], FUNCTIONS[np.flatnonzero], FUNCTIONS[np.argwhere] = nonzero, flatnonzero, argwhere
 
 
@@ -401,8 +402,8 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         inverse = scatter_into(lax.full(ar.trace, (flat.size,), 0, np.int64), order, group, "assign")
         results.append(lax.reshape(inverse, ar.shape) if ar.ndim > 1 else inverse)
     if return_counts:
-        from .scans import _counts
-        results.append(_counts(group, None, size))  # slots beyond size are dropped, as its values
+        # slots beyond size are dropped, as its values
+        results.append(bin_counts(group, None, size))
     return results[0] if len(results) == 1 else tuple(results)
 
 

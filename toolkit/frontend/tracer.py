@@ -161,11 +161,11 @@ class Trace:
         return [(n, t) for n, t in enumerate(self.parameters)
                 if t.inst is not self.builder._parameters.get(n)]
 
-    def add_check(self, failed: Tracer, error: type, message: str) -> None:
-        """Raise ``error(message)`` after a call in which ``failed`` (any element) is true, as
-        NumPy raises it: the compiled program returns the flag as an extra output."""
-        from . import lax  # noqa: PLC0415 - lax builds on this module
-        flag = failed if failed.ndim == 0 else lax.reduce(failed, "or", tuple(range(failed.ndim)))
+    def add_check(self, flag: Tracer, error: type, message: str) -> None:
+        """Raise ``error(message)`` after a call in which the scalar ``flag`` is true, as NumPy
+        raises it: the compiled program returns the flag as an extra output (lax.add_check
+        reduces an array of flags to one)."""
+        assert flag.ndim == 0, flag.shape
         loc = self.location()
         self.checks.append((flag, error, message + (f" (at {loc})" if loc else "")))
 

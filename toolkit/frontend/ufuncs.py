@@ -9,9 +9,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import lax
-from .inplace import fresh_results
+from .complex_ufuncs import COMPLEX_UFUNCS, unsupported_complex_ufunc
 from .errors import DTypeMismatchError, LazyText, ShapeMismatchError, UnsupportedNumpyError
 from .tracer import Tracer
+from .views import fresh_results
 
 Impl = Callable[..., Tracer]  # (operands converted and broadcast, out dtype) -> Tracer
 UFUNCS: dict[np.ufunc, Impl] = {}
@@ -82,8 +83,6 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                 + _where(trace)) from None
         in_dtypes, out_dtype = dtypes[: ufunc.nin], dtypes[-1]
         if any(np.dtype(d).kind == "c" for d in dtypes):
-            from .complex_numbers import COMPLEX_UFUNCS, unsupported_complex_ufunc
-
             impl = COMPLEX_UFUNCS.get(ufunc)
             if impl is None:
                 raise unsupported_complex_ufunc(name)
@@ -383,9 +382,6 @@ for _ufunc, _opcode in [(np.logical_and, "and"), (np.logical_or, "or"), (np.logi
 @_register(np.logical_not)
 def _logical_not(x, out):
     return lax.elementwise("not", _truth(x))
-
-
-from . import ufuncs_math as _ufuncs_math  # noqa: E402,F401  (registers the rest)
 
 
 def ufunc_names() -> list[str]:

@@ -153,13 +153,11 @@ class ModuleBuilder:
             self._reducers[key] = self.add_computation(b.build(root))
         return self._reducers[key]
 
-    def sort_comparator(self, key_types, operand_types) -> Computation:
-        """NumPy's ascending order on the leading ``key_types`` operands (see ir.sorting)."""
-        from .sorting import build_numpy_order
-        key = ("sort", tuple(key_types), tuple(operand_types))
+    def shared_computation(self, key, base: str, build) -> Computation:
+        """The computation ``build(builder)`` makes, built once per ``key`` per module (a sort's
+        comparator: see ir.sorting.numpy_order_comparator)."""
         if key not in self._reducers:
-            self._reducers[key] = self.add_computation(
-                build_numpy_order(self.computation("compare"), list(key_types), list(operand_types)))
+            self._reducers[key] = self.add_computation(build(self.computation(base)))
         return self._reducers[key]
 
     def build(self, entry: Computation, attributes=()) -> Module:

@@ -13,6 +13,7 @@ from .shapes import AnyShape
 from .source_names import display_location
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+TEXT_PRINTERS: dict[str, Any] = {}  # "module" -> ir.printer.module_to_text, set by that module
 # attributes whose value is a called computation (branch_computations: a tuple of them)
 CALLEE_ATTRIBUTES = ("to_apply", "calls", "condition", "body", "true_computation", "false_computation",
                      "branch_computations")
@@ -98,9 +99,9 @@ class Module:
         raise KeyError(name)
 
     def to_text(self, **options) -> str:
-        from .printer import module_to_text
-
-        return module_to_text(self, **options)
+        """HLO text, written by the printer that ir.printer registers (ir/__init__ imports it):
+        the printer builds on these nodes, so they cannot import it."""
+        return TEXT_PRINTERS["module"](self, **options)
 
     def __str__(self) -> str:
         return self.to_text()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .literals import literal_to_text
-from .nodes import Computation, Instruction, Metadata, Module
+from .nodes import TEXT_PRINTERS, Computation, Instruction, Metadata, Module
 from .ops import opdef
 from .source_names import notebook_cell
 
@@ -148,6 +148,9 @@ def module_to_text(module: Module, metadata: bool = True) -> str:
     for comp in module.computations:
         blocks.append(computation_to_text(comp, comp is module.entry, metadata))
     return "\n\n".join(blocks) + "\n"
+
+
+TEXT_PRINTERS["module"] = module_to_text  # Module.to_text and str(module)
 
 
 def check_printer_covers_ops() -> None:

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builder import ComputationBuilder, NameUniquer
+from .builder import ComputationBuilder, ModuleBuilder, NameUniquer
 from .dtypes import ElementType
 from .nodes import Computation
 from .shapes import Shape
+
+
+def numpy_order_comparator(module: ModuleBuilder, key_types, operand_types) -> Computation:
+    """NumPy's ascending order on the leading ``key_types`` operands, one per module."""
+    key = ("sort", tuple(key_types), tuple(operand_types))
+    return module.shared_computation(
+        key, "compare", lambda b: build_numpy_order(b, list(key_types), list(operand_types)))
 
 
 def build_numpy_order(b: ComputationBuilder, key_types: list[ElementType], operand_types: list[ElementType]) -> Computation:

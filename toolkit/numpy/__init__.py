@@ -10,7 +10,27 @@ import builtins as _builtins
 import numpy as _np
 
 from ..frontend import dispatch as _dispatch  # noqa: F401  (attaches the protocols)
-from ..frontend.numpy_functions import EXPORTS as _EXPORTS
+# Each family registers its functions in the registry when imported; this is the one place
+# that imports them all (the registry imports none of them). Where two register one function
+# the later wins: NumPy 2's np.permute_dims is np.transpose, so joining's permute_dims serves
+# np.transpose's __array_function__, not shape_functions' transpose (as it always has).
+from ..frontend import ufuncs_math as _ufuncs_math  # noqa: F401
+from ..frontend import (reductions as _reductions, selection as _selection,  # noqa: F401
+                        array_basics as _array_basics)
+from ..frontend import shape_functions as _shape_functions  # noqa: F401
+from ..frontend import creation as _creation, linalg as _linalg  # noqa: F401
+from ..frontend import indexing_functions as _indexing_functions  # noqa: F401
+from ..frontend import joining as _joining, matrices as _matrices  # noqa: F401
+from ..frontend import (scans as _scans, differences as _differences,  # noqa: F401
+                        convolution as _convolution, searching as _searching)
+from ..frontend import histograms as _histograms, sorting as _sorting  # noqa: F401
+from ..frontend import (nan_reductions as _nan_reductions, statistics as _statistics,  # noqa: F401
+                        comparisons as _comparisons, rounding as _rounding,
+                        float_functions as _float_functions, polynomials as _polynomials)
+from ..frontend import complex_numbers as _complex_numbers  # noqa: F401
+from ..frontend import more_functions as _more_functions  # noqa: F401
+from ..frontend import decompositions as _decompositions, fft as _fft  # noqa: F401
+from ..frontend.registry import EXPORTS as _EXPORTS
 from ..frontend.more_functions import STATIC_FUNCTIONS as _STATIC_FUNCTIONS
 from ..frontend.decompositions import namespace as linalg
 from ..frontend.fft import namespace as fft

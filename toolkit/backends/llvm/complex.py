@@ -21,6 +21,9 @@ from llvmlite import ir
 
 from ...ir import dtypes
 from ...ir.dtypes import ElementType
+from .emitter import intrinsic as _intrinsic
+from .scalars import BINARY as REAL_BINARY, UNARY as REAL_UNARY, convert_real
+from .types import value_type
 
 
 def parts(b: ir.IRBuilder, z):
@@ -28,8 +31,6 @@ def parts(b: ir.IRBuilder, z):
 
 
 def make(b: ir.IRBuilder, t: ElementType, re, im):
-    from .types import value_type
-
     z = ir.Constant(value_type(t), ir.Undefined)
     return b.insert_value(b.insert_value(z, re, 0), im, 1)
 
@@ -39,27 +40,19 @@ def _c(x, v: float) -> ir.Constant:
 
 
 def _fabs(e, x):
-    from .elemental import _intrinsic
-
     return _intrinsic(e, "llvm.fabs", [x], x.type)
 
 
 def _copysign(e, magnitude, sign):
-    from .elemental import _intrinsic
-
     return _intrinsic(e, "llvm.copysign", [magnitude, sign], magnitude.type)
 
 
 def _real_op(e, opcode: str, xs, part: ElementType):
-    from .elemental import BINARY, UNARY
-
-    table = UNARY if len(xs) == 1 else BINARY
+    table = REAL_UNARY if len(xs) == 1 else REAL_BINARY
     return table[opcode](e, *xs, part)
 
 
 def _fma(e, a, c, d):
-    from .elemental import _intrinsic
-
     return _intrinsic(e, "llvm.fma", [a, c, d], a.type)
 
 
@@ -81,8 +74,6 @@ def hypot(e, x, y, part: ElementType = None):
     small = b.select(x_larger, ay, ax)
     divide = b.not_(b.or_(b.fcmp_ordered("==", big, zero), b.fcmp_ordered("==", small, inf)))
     ratio = b.select(divide, b.fdiv(small, big), zero)
-    from .elemental import _intrinsic
-
     root = _intrinsic(e, "llvm.sqrt", [_fma(e, ratio, ratio, _c(x, 1.0))], x.type)
     return b.fmul(root, big)
 
@@ -195,7 +186,6 @@ def sqrt(e, z, t):
     sa = b.select(large, b.fmul(a, quarter), a)
     sy = b.select(large, b.fmul(y, quarter), y)
     h = libm_hypot(e, sa, sy, part)
-    from .elemental import _intrinsic
 
     def root(v):
         return _intrinsic(e, "llvm.sqrt", [v], v.type)
@@ -241,7 +231,6 @@ def compare(e, z, w, direction: str):
 
 def convert(e, x, src: ElementType, dst: ElementType):
     """Into a complex type: a real value becomes (value, 0); a complex one changes width."""
-    from .elemental import convert_real
 
     part = dst.component
     if src.is_complex:

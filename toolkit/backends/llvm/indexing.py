@@ -9,7 +9,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.queries import scatter_combiner
-from .elemental import BINARY, ElementalEmitter, i64, rule
+from .emitter import ElementalEmitter, i64, rule
+from .scalars import BINARY
 from .loops import nest
 from .types import I1, I64
 

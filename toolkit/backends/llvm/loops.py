@@ -5,7 +5,7 @@ import math
 
 from llvmlite import ir
 
-from .elemental import i64
+from .emitter import i64
 from .types import I64
 
 

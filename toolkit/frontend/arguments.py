@@ -1,0 +1,56 @@
+"""Argument handling shared by the NumPy functions on traced arrays: array-likes as tracers,
+NumPy's axis normalisation, refusing keywords toolkit does not trace, promoting a pair."""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from . import lax
+from .errors import UnsupportedNumpyError, UserAxisError, UserValueError
+from .promotion import result_dtype
+from .tracer import Tracer
+
+
+def as_tracer(x, what="operand") -> Tracer:
+    if isinstance(x, Tracer):
+        return x
+    return lax.lift(lax.trace_of([x]), x, what=what)
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise UserAxisError(f"{what} {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, Tracer):
+        raise UnsupportedNumpyError("axis must be a Python int or tuple, not a traced value")
+    axes = tuple(normalize_axis(operator.index(a), ndim) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if len(set(axes)) != len(axes):
+        raise UserValueError(f"duplicate value in 'axis': {axis}")
+    return axes
+
+
+
+def reject(**unsupported):
+    for key, value in unsupported.items():
+        if value is not None and value is not np._NoValue:
+            raise UnsupportedNumpyError(f"the '{key}=' argument is not supported on traced arrays")
+
+
+
+def no_out_or_where(out=None, where=None, name=""):
+    if out is not None or (where is not None and where is not True and where is not np._NoValue):
+        raise UnsupportedNumpyError(f"np.{name}: out= and where= are not supported on traced arrays")
+
+
+def promote_pair(a, b, what):
+    """``a`` and ``b`` as tracers of their promoted type (matmul, dot, einsum ...)."""
+    trace = lax.trace_of([a, b])
+    dtype = lax.check_supported_dtype(result_dtype([a, b]), what)
+    return lax.lift(trace, a, dtype, weak=False), lax.lift(trace, b, dtype, weak=False)

@@ -1,0 +1,53 @@
+"""Convolution on traced arrays: convolve and correlate."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import lax
+from .errors import UserValueError
+from .registry import EXPORTS, numpy_function
+from .tracer import Tracer
+from .ufuncs import apply_ufunc
+
+
+def _convolve(a: Tracer, v: Tracer, mode: str) -> Tracer:
+    if a.ndim != 1 or v.ndim != 1:
+        raise UserValueError("object too deep for desired array")
+    n, m = a.shape[0], v.shape[0]
+    if n == 0 or m == 0:
+        raise UserValueError("a cannot be empty" if n == 0 else "v cannot be empty")
+    if m > n:
+        a, v, n, m = v, a, m, n
+    # full[j] = sum_k padded[j + k] * v[m - 1 - k] over a padded by m - 1 zeros on both sides;
+    # 'same' and 'valid' are centred and inner windows of it, as in NumPy
+    offsets = {"full": (0, n + m - 1), "same": ((m - 1) // 2, n), "valid": (m - 1, n - m + 1)}
+    if mode not in offsets:
+        raise UserValueError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})")
+    offset, out_len = offsets[mode]
+    zero = lax.full(a.trace, (), 0, a.dtype)
+    padded = lax.pad(a, zero, [(m - 1, m - 1, 0)])
+    index = offset + np.arange(out_len)[:, None] + np.arange(m)[None, :]
+    windows = padded[index]
+    total = EXPORTS["sum"](apply_ufunc(np.multiply, (windows, lax.rev(v, (0,)))), axis=1)
+    return lax.convert(total, a.dtype)
+
+
+def _pair(a, v):
+    trace = lax.trace_of([a, v])
+    dtype = np.result_type(*(x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype for x in (a, v)))
+    dtype = lax.check_supported_dtype(dtype, "np.convolve operands")
+    return (lax.convert(x if isinstance(x, Tracer) else lax.lift(trace, x, weak=False), dtype) for x in (a, v))
+
+
+@numpy_function(np.convolve)
+def convolve(a, v, mode="full"):
+    a, v = _pair(a, v)
+    return _convolve(a, v, mode)
+
+
+@numpy_function(np.correlate)
+def correlate(a, v, mode="valid"):
+    a, v = _pair(a, v)
+    if v.shape[0] > a.shape[0]:  # NumPy: correlate(a, v) = correlate(v, a) reversed
+        return lax.rev(_convolve(v, lax.rev(a, (0,)), mode), (0,))
+    return _convolve(a, lax.rev(v, (0,)), mode)

@@ -1,0 +1,47 @@
+"""Functions of floating-point values on traced arrays: nan_to_num, isposinf, isneginf, sinc."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import lax
+from .arguments import as_tracer as _t
+from .registry import EXPORTS, numpy_function
+from .ufuncs import apply_ufunc
+
+
+def _u(ufunc, *args):
+    return apply_ufunc(ufunc, args)
+
+
+@numpy_function(np.nan_to_num)
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = _t(x)
+    if x.dtype.kind != "f":
+        return EXPORTS["copy"](x)
+    info = np.finfo(x.dtype)
+    x = EXPORTS["where"](_u(np.isnan, x), nan, x).astype(x.dtype)
+    x = EXPORTS["where"](_u(np.equal, x, np.inf), info.max if posinf is None else posinf, x).astype(x.dtype)
+    return EXPORTS["where"](_u(np.equal, x, -np.inf), info.min if neginf is None else neginf, x).astype(x.dtype)
+
+
+@numpy_function(np.isposinf)
+def isposinf(x, out=None):
+    x = _t(x)
+    return _u(np.logical_and, _u(np.isinf, x), _u(np.logical_not, _u(np.signbit, x)))
+
+
+@numpy_function(np.isneginf)
+def isneginf(x, out=None):
+    x = _t(x)
+    return _u(np.logical_and, _u(np.isinf, x), _u(np.signbit, x))
+
+
+@numpy_function(np.sinc)
+def sinc(x):
+    x = _t(x)
+    if x.dtype.kind != "f":
+        x = lax.convert(x, np.float64)
+    y = _u(np.multiply, math.pi, EXPORTS["where"](_u(np.equal, x, 0), 1.0e-20, x).astype(x.dtype))
+    return _u(np.true_divide, _u(np.sin, y), y)

@@ -1,0 +1,104 @@
+"""The registry of NumPy functions on traced arrays: ``FUNCTIONS`` (NumPy's function -> its
+traced implementation, for ``__array_function__``) and ``EXPORTS`` (name -> the public
+``toolkit.numpy`` function), filled by ``@numpy_function``.
+
+It imports none of the modules that register: each family (reductions, shape_functions,
+sorting ...) registers itself when imported, and ``toolkit/numpy/__init__.py`` imports them all.
+Called without traced arguments outside a trace, the functions are NumPy's own."""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from . import lax
+from .errors import UnsupportedNumpyError
+from .tracer import Tracer, current_trace
+from .views import VIEW_FUNCTIONS, fresh_results, mark_untracked_view
+
+FUNCTIONS: dict[Callable, Callable] = {}  # NumPy function -> traced implementation
+EXPORTS: dict[str, Callable] = {}  # name -> public toolkit.numpy function
+
+
+def has_tracer(values) -> bool:
+    """Is a Tracer among ``values``, or inside their (nested) lists and tuples (np.block)?"""
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Tracer):
+            return True
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
+
+
+def numpy_function(np_func: Callable | None, name: str | None = None, creation: bool = False):
+    """Register ``impl`` as the traced version of ``np_func`` and export it."""
+
+    def deco(impl):
+        public_name = name or impl.__name__.lstrip("_")
+        impl = _refusing_complex(impl, public_name)
+
+        @functools.wraps(impl)
+        def wrapper(*args, **kwargs):
+            traced = has_tracer(args) or has_tracer(kwargs.values())
+            trace = current_trace() if creation else None
+            if not traced and trace is None:
+                if np_func is None:
+                    raise UnsupportedNumpyError(f"tnp.{public_name} needs a traced argument")
+                return np_func(*args, **kwargs)
+            if trace is None:
+                trace = lax.trace_of(list(args) + [a for v in args if isinstance(v, (list, tuple)) for a in v])
+            with trace.op_scope(public_name):
+                result = impl(*args, **kwargs)
+            if public_name in VIEW_FUNCTIONS and args:
+                # functions of several arrays (np.atleast_1d(a, b)) view each of them
+                several = public_name in ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays") and len(args) > 1
+                return mark_untracked_view(result, args if several else args[0], public_name)
+            return fresh_results(result, list(args) + list(kwargs.values()))
+
+        wrapper.__name__ = wrapper.__qualname__ = public_name
+        if np_func is not None:
+            FUNCTIONS[np_func] = impl
+        EXPORTS[public_name] = wrapper
+        return wrapper
+
+    return deco
+
+
+# Functions that trace complex arrays as NumPy computes them (the rest raise, naming the function:
+# their real-number implementations may take paths that are wrong for complex numbers)
+COMPLEX_FUNCTIONS = frozenset({
+    "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis", "rollaxis", "squeeze",
+    "expand_dims", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "broadcast_arrays", "concatenate",
+    "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", "block", "split", "array_split",
+    "hsplit", "vsplit", "dsplit", "unstack", "flip", "fliplr", "flipud", "roll", "rot90", "tile", "repeat",
+    "take", "take_along_axis", "diagonal", "diag", "diagflat", "tril", "triu", "copy", "asarray", "array",
+    "asanyarray", "ascontiguousarray", "where", "zeros_like", "ones_like", "empty_like", "full_like", "real", "imag",
+    "angle", "conj", "conjugate", "iscomplex", "isreal", "iscomplexobj", "isrealobj", "sum", "mean", "prod",
+    "dot", "vdot", "matmul", "inner", "outer", "tensordot", "einsum", "kron", "trace", "shape", "ndim", "size",
+    "pad", "astype", "array_equal", "all", "any", "var", "std", "sort_complex", "count_nonzero", "nonzero", "flatnonzero", "select", "choose", "compress",
+    "extract", "append", "insert", "delete", "resize", "trim_zeros", "put", "put_along_axis", "place", "copyto",
+    "fill_diagonal", "empty", "zeros", "ones", "full", "identity", "eye", "tri", "linspace",
+})
+
+
+def _refusing_complex(impl, public_name: str):
+    if public_name in COMPLEX_FUNCTIONS:
+        return impl
+
+    @functools.wraps(impl)
+    def checked(*args, **kwargs):
+        stack = list(args) + list(kwargs.values())
+        while stack:
+            v = stack.pop()
+            if isinstance(v, Tracer) and v.dtype.kind == "c":
+                raise UnsupportedNumpyError(
+                    f"np.{public_name} of a complex array ({v.describe()}) is not supported by toolkit; on "
+                    "complex arrays it traces arithmetic, abs, exp, log, sqrt, conj, real, imag, angle, sums, "
+                    "products, dots and data movement (take .real/.imag to work on the parts)")
+            if isinstance(v, (list, tuple)):
+                stack.extend(v)
+        return impl(*args, **kwargs)
+
+    return checked
+

@@ -1,0 +1,64 @@
+"""Which traced arrays are views, for in-place writes (see inplace): views that writes reach
+(``view_of``), views of functions toolkit does not track (``mark_untracked_view``: writing
+through them is an error naming the function), and fresh results that must not alias an
+input (``fresh_results``)."""
+from __future__ import annotations
+
+import weakref
+
+from .tracer import Tracer
+
+# np.* functions whose result is a view of their first argument in NumPy (when it can be):
+# writing through them is refused rather than silently not reaching the original.
+VIEW_FUNCTIONS = frozenset({"reshape", "ravel", "transpose", "swapaxes", "moveaxis", "squeeze",
+                            "expand_dims", "broadcast_to", "flip", "fliplr", "flipud", "atleast_1d",
+                            "atleast_2d", "atleast_3d", "diagonal", "real", "imag", "split", "array_split",
+                            "hsplit", "vsplit", "dsplit", "unstack", "rot90", "rollaxis", "permute_dims",
+                            "matrix_transpose", "broadcast_arrays", "view"})
+
+
+def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
+    """Register ``view`` (``parent[key]``) so that writes through it reach ``parent``."""
+    view._view = (parent, key)
+    if parent._views is None:
+        parent._views = []
+    parent._views.append(weakref.ref(view))
+    return view
+
+
+READ_ONLY_VIEWS = frozenset({"broadcast_to", "broadcast_arrays"})
+
+
+def mark_untracked_view(result, source, function: str):
+    if isinstance(result, (tuple, list)):  # np.split's pieces, np.atleast_1d(a, b) ...
+        return type(result)(mark_untracked_view(r, source, function) for r in result)
+    if isinstance(source, (tuple, list)):  # several arguments: an argument handed back is itself
+        if not isinstance(result, Tracer) or (function not in READ_ONLY_VIEWS and any(result is s for s in source)):
+            return result
+        source = next((s for s in source if isinstance(s, Tracer)), None)
+    if not (isinstance(result, Tracer) and isinstance(source, Tracer)):
+        return result
+    if function in READ_ONLY_VIEWS:  # NumPy's result is a read-only view, even of the same shape
+        result = Tracer(result._trace, result.inst, result.weak_type)
+        result._alias_of = f"np.{function} (a read-only view)"
+    elif result is not source:
+        result._alias_of = f"np.{function}"
+    return result
+
+
+def fresh_results(result, inputs):
+    """A function that is not a view in NumPy returns a new array: when toolkit's version hands
+    back an input tracer unchanged (an identity cast, ``+x``, a one-array concatenate), give it
+    a new identity, so writing into the result does not write into the input."""
+    if isinstance(result, Tracer):
+        return Tracer(result._trace, result.inst, result.weak_type) if _is_one_of(result, inputs) else result
+    if isinstance(result, (tuple, list)) and any(isinstance(r, Tracer) for r in result):
+        return type(result)(fresh_results(r, inputs) for r in result)
+    return result
+
+
+def _is_one_of(t: Tracer, inputs) -> bool:
+    for v in inputs:
+        if v is t or isinstance(v, (list, tuple)) and any(u is t for u in v):
+            return True
+    return False
