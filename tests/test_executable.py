@@ -68,3 +68,26 @@ def test_the_probe_finder_finds_probes(tmp_path):  # a test that cannot fail is 
     source = tmp_path / "probe.py"
     source.write_text("x = getattr(compiled._executable, 'cache_status', 'miss')\n")
     assert _probes(source)
+
+
+def _patches(source: str) -> list[str]:
+    """Module-level assignments to an attribute of an imported module (monkeypatching). Names
+    of classes (capitalised: dispatch.py wires NumPy's protocols onto ``Tracer`` by design) are
+    not modules."""
+    tree = ast.parse(source)
+    imported = {alias.asname or alias.name.split(".")[0] for node in tree.body
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    imported = {name for name in imported if not name.lstrip("_")[:1].isupper()}
+    return [ast.unparse(target) for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name) and target.value.id in imported]
+
+
+def test_no_module_patches_another_at_import():
+    patched = [f"{p.relative_to(ROOT)}: {t}" for p in ROOT.rglob("*.py")
+               for t in _patches(p.read_text())]
+    assert not patched, patched
+
+
+def test_the_patch_finder_finds_patches():
+    assert _patches("from .backends.gpu import arrays as _a\n_a.locate_caller = print\n")

@@ -12,17 +12,16 @@ from typing import Any
 import numpy as np
 
 from .backends.base import Backend, Executable, KernelInfo, ResultPlacement, RunContext
-from .backends.gpu import arrays as _device_arrays
 from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
 from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
-from .frontend.source_info import user_location
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
 from .ir.ops import GroupOp
 from .ir.shapes import TupleShape
 from .ir.source_names import display_location
+from .ir.user_code import user_line
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
 from .passes.manager import PassDump
 from .passes.memory_analysis import MemoryAnalysis, memory_analysis as _memory_analysis
@@ -66,14 +65,6 @@ def _collector_paused():
         yield
     finally:
         gc.enable()
-
-
-def _caller_line() -> str:
-    loc = user_location(2)
-    return str(loc) if loc else ""
-
-
-_device_arrays.locate_caller = _caller_line  # the line that fetched a device array, in its events
 
 
 def hlo_fingerprint(module: Module) -> str:
@@ -295,7 +286,7 @@ class Compiled(_TracedStage):
             spent[0] += time.perf_counter() - t0
 
         # the user's line, for the copies a device backend records (found only where it is used)
-        context = RunContext(self.fn_name, _caller_line() if self._keeps_device_arrays else "")
+        context = RunContext(self.fn_name, user_line() if self._keeps_device_arrays else "")
         results = self._executable.run_profiled(self._arrays(leaves), RECORDER.clock, on_kernel,
                                                 context)
         # charged: building the events, plus the two clock reads taken around each kernel

@@ -6,6 +6,8 @@ import types
 
 import numpy as np
 
+from ..ir.user_code import is_internal_file
+
 
 class LazyText:
     """Error text built only if an error is raised: describing a traced value walks the program
@@ -89,18 +91,6 @@ class UserOverflowError(ToolkitError, OverflowError):
 
 class UserAxisError(ToolkitError, np.exceptions.AxisError):
     pass
-
-
-_TOOLKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-# The demo and its workloads play the user's part: their lines are the "user's lines".
-_PLAYS_USER = {os.path.join(_TOOLKIT_DIR, name) for name in ("workloads.py", "demo.py")}
-
-
-def is_internal_file(filename: str) -> bool:
-    path = os.path.abspath(filename)
-    return path.startswith(_TOOLKIT_DIR + os.sep) and path not in _PLAYS_USER
 
 
 def for_the_user(e: Exception) -> Exception | None:

@@ -8,7 +8,7 @@ import sys
 import warnings
 from typing import Callable
 
-from ..frontend.errors import is_internal_file
+from ..ir.user_code import is_internal_file
 from ..frontend.pytree import unflatten
 from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings

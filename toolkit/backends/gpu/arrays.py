@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import operator
 import weakref
-from typing import Callable
 
 import numpy as np
 
+from ...ir.user_code import user_line
 from ...profiler.events import TransferEvent
 from ...profiler.recorder import RECORDER
-
-# The user's source line for an event: installed by the layer that knows how to find it
-# (the runtime may not import the frontend from here).
-locate_caller: Callable[[], str] = lambda: ""
 
 # id(host array) -> (weak reference to it, what it was fetched from): fetches while profiling
 _fetched: dict[int, tuple[weakref.ref, str]] = {}
@@ -108,7 +104,7 @@ class DeviceArray:
         what = self.origin or "device array"
         _remember_fetch(host, what)
         RECORDER.record(TransferEvent("device_to_host", self.nbytes, RECORDER.clock.now() - duration, duration,
-                                      what=what, location=locate_caller(), device=self._device.label,
+                                      what=what, location=user_line(), device=self._device.label,
                                       stream=self._device.copy_stream_id))
         return host
 

@@ -1,0 +1,73 @@
+"""Where the user's code is: the first Python frame outside toolkit, NumPy and the notebook
+machinery. Operations record it as their source line (HLO metadata), compiles as their call
+site, and the device backend as the line that copied an array; the one formatter in
+``source_names`` names it (``cell [3], line 2`` in a notebook)."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as _np
+
+from .source_names import display_location
+
+_TOOLKIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The demo and its workloads play the user's part: their lines are the "user's lines".
+_PLAYS_USER = {os.path.join(_TOOLKIT_DIR, name) for name in ("workloads.py", "demo.py")}
+_NUMPY_DIR = os.path.dirname(os.path.abspath(_np.__file__)) + os.sep
+# Frames of context managers and wrappers toolkit itself uses sit between the user and us.
+_STDLIB_WRAPPERS = {contextlib.__file__, functools.__file__}
+# The notebook machinery between a user's cell and toolkit is never the user's code.
+_HOST_PACKAGES = tuple(f"{os.sep}{name}{os.sep}"
+                       for name in ("IPython", "ipykernel", "traitlets", "asyncio"))
+# filename -> not the user's: asked once per frame walked, so remembered (and bounded)
+_not_users: dict[str, bool] = {}
+MAX_REMEMBERED_FILES = 4096
+
+
+def is_internal_file(filename: str) -> bool:
+    """A file of toolkit's own (the demo's workloads excepted: they play the user)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_TOOLKIT_DIR + os.sep) and path not in _PLAYS_USER
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLocation:
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return display_location(self.file, self.line)
+
+
+def _skip(filename: str) -> bool:
+    hit = _not_users.get(filename)
+    if hit is None:
+        path = os.path.abspath(filename)
+        hit = is_internal_file(filename) or path.startswith(_NUMPY_DIR) \
+            or filename.startswith("<frozen") or filename in _STDLIB_WRAPPERS \
+            or any(p in path for p in _HOST_PACKAGES)
+        if len(_not_users) >= MAX_REMEMBERED_FILES:
+            _not_users.clear()
+        _not_users[filename] = hit
+    return hit
+
+
+def user_location(depth: int = 1) -> SourceLocation | None:
+    """The user's frame nearest the caller (``depth`` frames up, then outwards)."""
+    frame = sys._getframe(depth)
+    while frame is not None and _skip(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+def user_line() -> str:
+    """The user's line nearest the caller, as the user reads it; "" when there is none."""
+    loc = user_location(2)
+    return str(loc) if loc else ""
