@@ -164,6 +164,18 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     return apply_ufunc(np.true_divide, [total, float(n) if n else math.nan])
 
 
+def _var_mean(a: Tracer, axes, dtype) -> Tracer:
+    """The mean NumPy's var subtracts: the sum in the accumulation type, divided in that type.
+    For float16 that is a float16 sum divided in float16 (two roundings), not np.mean's
+    float32 intermediate: the two means differ, and with them the variance (np.var of float16
+    [68.3, 68, 68] is 0.02344 by the first and 0.02214 by the second)."""
+    acc = np.dtype(dtype) if dtype is not None else (
+        a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64))
+    total = _reduce(lax.convert(a, acc), "add", axes, True)
+    n = _count(a.shape, axes)
+    return apply_ufunc(np.true_divide, [total, float(n) if n else math.nan])
+
+
 @numpy_function(np.var)
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
     reject(out=out, mean=mean)
@@ -181,7 +193,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
         total = _masked_reduce(squared, "add", axis, keepdims, squared.dtype, "var", None, mask)
         n = apply_ufunc(np.maximum, [apply_ufunc(np.subtract, [count, ddof]), 0])
         return apply_ufunc(np.true_divide, [total, lax.convert(n, total.dtype)])
-    centred = apply_ufunc(np.subtract, [a, EXPORTS["mean"](a, axes, dtype, keepdims=True)])
+    centred = apply_ufunc(np.subtract, [a, _var_mean(a, axes, dtype)])
     # NumPy: x * conj(x), real part, for complex numbers (|x - mean|^2)
     other = apply_ufunc(np.conjugate, [centred]) if centred.dtype.kind == "c" else centred
     squared = apply_ufunc(np.multiply, [centred, other])
