@@ -6,18 +6,24 @@ import numpy as np
 
 def jacobi_2d(A, B, steps):
     for _ in range(steps):
-        B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
-        A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
+        B[1:-1, 1:-1] = 0.2 * (
+            A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1]
+        )
+        A[1:-1, 1:-1] = 0.2 * (
+            B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1]
+        )
 
 
 def heat_3d(A, steps):
     B = np.empty_like(A)
     B[...] = A
     for _ in range(steps):
-        B[1:-1, 1:-1, 1:-1] = (0.125 * (A[2:, 1:-1, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[:-2, 1:-1, 1:-1])
-                               + 0.125 * (A[1:-1, 2:, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, :-2, 1:-1])
-                               + 0.125 * (A[1:-1, 1:-1, 2:] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, 1:-1, :-2])
-                               + A[1:-1, 1:-1, 1:-1])
+        B[1:-1, 1:-1, 1:-1] = (
+            0.125 * (A[2:, 1:-1, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[:-2, 1:-1, 1:-1])
+            + 0.125 * (A[1:-1, 2:, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, :-2, 1:-1])
+            + 0.125 * (A[1:-1, 1:-1, 2:] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, 1:-1, :-2])
+            + A[1:-1, 1:-1, 1:-1]
+        )
         A, B = B, A
     return A
 
@@ -179,5 +185,9 @@ def gpt2_params(rng, n_vocab=50, n_ctx=16, n_embd=32, n_head=4, n_layer=2):
     blocks = [{"mlp": {"c_fc": dense(n_embd, 4 * n_embd), "c_proj": dense(4 * n_embd, n_embd)},
                "attn": {"c_attn": dense(n_embd, 3 * n_embd), "c_proj": dense(n_embd, n_embd)},
                "ln_1": norm(), "ln_2": norm()} for _ in range(n_layer)]
-    return {"wte": rng.standard_normal((n_vocab, n_embd)) * 0.1, "wpe": rng.standard_normal((n_ctx, n_embd)) * 0.1,
-            "blocks": blocks, "ln_f": norm()}
+    return {
+        "wte": rng.standard_normal((n_vocab, n_embd)) * 0.1,
+        "wpe": rng.standard_normal((n_ctx, n_embd)) * 0.1,
+        "blocks": blocks,
+        "ln_f": norm(),
+    }

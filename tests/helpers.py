@@ -2,8 +2,25 @@ import os
 
 import numpy as np
 
-DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                                "float16", "float32", "float64", "complex64", "complex128")]
+DTYPES = [
+    np.dtype(t)
+    for t in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+]
 
 
 def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
@@ -20,8 +37,13 @@ def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
         np.testing.assert_allclose(got, expected, rtol=tol, atol=0, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, expected)
-        parts = [(got, expected)] if expected.dtype.kind == "f" else \
-            [(got.real, expected.real), (got.imag, expected.imag)] if expected.dtype.kind == "c" else []
+        parts = (
+            [(got, expected)]
+            if expected.dtype.kind == "f"
+            else [(got.real, expected.real), (got.imag, expected.imag)]
+            if expected.dtype.kind == "c"
+            else []
+        )
         for g, e in parts if signed_zeros else []:
             zeros = e == 0
             np.testing.assert_array_equal(np.signbit(g[zeros]), np.signbit(e[zeros]),

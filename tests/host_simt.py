@@ -45,12 +45,22 @@ def _for_the_host(source: str) -> str:
 
 
 def _host_source(source: str) -> str:
-    text = re.sub(r'@"llvm\.nvvm\.read\.ptx\.sreg\.([a-z.]+)"', r'@"sim.sreg.\1"', _for_the_host(source))
-    text = text.replace('@"llvm.nvvm.membar.gl"', '@"sim.membar"').replace('@"llvm.nvvm.barrier0"', '@"sim.barrier"')
+    text = re.sub(
+        r'@"llvm\.nvvm\.read\.ptx\.sreg\.([a-z.]+)"', r'@"sim.sreg.\1"', _for_the_host(source)
+    )
+    text = text.replace('@"llvm.nvvm.membar.gl"', '@"sim.membar"').replace(
+        '@"llvm.nvvm.barrier0"', '@"sim.barrier"'
+    )
     text = text.replace('@"llvm.nvvm.shfl.sync.bfly.i32"', '@"sim.shuffle"')
-    runtime = [f'@"sim.{r}" = global i32 0\ndefine i32 @"sim.sreg.{r}"() {{\n  %v = load i32, i32* @"sim.{r}"\n  ret i32 %v\n}}'
-               for r in _REGISTERS]
-    runtime.append('define void @"sim.membar"() {\n  ret void\n}\ndefine void @"sim.barrier"() {\n  ret void\n}')
+    runtime = [
+        f'@"sim.{r}" = global i32 0\ndefine i32 @"sim.sreg.{r}"() {{\n'
+        f'  %v = load i32, i32* @"sim.{r}"\n  ret i32 %v\n}}'
+        for r in _REGISTERS
+    ]
+    runtime.append(
+        'define void @"sim.membar"() {\n  ret void\n}\ndefine void @"sim.barrier"() {\n  ret void\n'
+        '}'
+    )
     runtime.append('define i32 @"sim.shuffle"(i32 %m, i32 %v, i32 %l, i32 %c) {\n  ret i32 %v\n}')
     return text + "\n" + "\n".join(runtime) + "\n"
 
@@ -63,13 +73,18 @@ def _driver(kernel) -> str:
             [storage_type(o.shape.dtype).as_pointer() for o in outputs]
     target = ir.Function(m, ir.FunctionType(ir.VoidType(), [*types, I64]), kernel.symbol)
     registers = {r: ir.GlobalVariable(m, I32, f"sim.{r}") for r in _REGISTERS}
-    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer().as_pointer(), I64, I64]),
-                     f"sim.run.{kernel.symbol}")
+    fn = ir.Function(
+        m,
+        ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer().as_pointer(), I64, I64]),
+        f"sim.run.{kernel.symbol}",
+    )
     pointers, count, grid = fn.args
     b = ir.IRBuilder(fn.append_basic_block())
     b.store(b.trunc(grid, I32), registers["nctaid.x"])
     b.store(ir.Constant(I32, THREADS_PER_BLOCK), registers["ntid.x"])
-    args = [b.bitcast(b.load(b.gep(pointers, [ir.Constant(I64, i)])), t) for i, t in enumerate(types)]
+    args = [
+        b.bitcast(b.load(b.gep(pointers, [ir.Constant(I64, i)])), t) for i, t in enumerate(types)
+    ]
     def loop(n, body, name):
         pre = b.block
         head = fn.append_basic_block(f"{name}.body")
@@ -86,8 +101,14 @@ def _driver(kernel) -> str:
 
     def block(block_index):
         b.store(b.trunc(block_index, I32), registers["ctaid.x"])
-        loop(ir.Constant(I64, THREADS_PER_BLOCK),
-             lambda t: (b.store(b.trunc(t, I32), registers["tid.x"]), b.call(target, [*args, count])), "thread")
+        loop(
+            ir.Constant(I64, THREADS_PER_BLOCK),
+            lambda t: (
+                b.store(b.trunc(t, I32), registers["tid.x"]),
+                b.call(target, [*args, count]),
+            ),
+            "thread",
+        )
 
     loop(grid, block, "block")
     b.ret_void()
@@ -106,7 +127,9 @@ class HostKernels:
         self._runners = {}
         for symbol in self.kernels:
             address = self.machine.address(f"sim.run.{symbol}")
-            self._runners[symbol] = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(address)
+            self._runners[symbol] = ctypes.CFUNCTYPE(
+                None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64
+            )(address)
 
     def run(self, symbol: str, buffers, count: int, grid: int) -> None:
         pointers = (ctypes.c_void_p * max(1, len(buffers)))(*[b.ctypes.data for b in buffers])
@@ -118,7 +141,8 @@ class HostKernels:
 # barriers read it. Shuffles go through a per-warp exchange buffer between two waits on the
 # warp's pthread barrier, __syncthreads is a wait on the block's. Shared memory is a global
 # (blocks run one after another), global scratch and atomics are the host's own.
-_CTX = "{i32, i32, i32, i32, i32*, i8*, i8*}"  # tid, ctaid, ntid, nctaid, exchange, warp and block barriers
+# tid, ctaid, ntid, nctaid, exchange, warp and block barriers
+_CTX = "{i32, i32, i32, i32, i32*, i8*, i8*}"
 _REGISTER_FIELD = {"tid.x": 0, "ctaid.x": 1, "ntid.x": 2, "nctaid.x": 3}
 _COOPERATIVE_RUNTIME = f"""
 declare i32 @pthread_barrier_wait(i8*)
@@ -166,10 +190,17 @@ define i32 @"sim.shuffle"(i8* %ctx, i32 %mask, i32 %v, i32 %lanemask, i32 %clamp
 
 def _cooperative_source(source: str) -> str:
     text = re.sub(r'(define void @"\w+"\([^)]*)\)', r'\1, i8* %"sim.ctx")', _for_the_host(source))
-    text = re.sub(r'call i32 @"llvm\.nvvm\.read\.ptx\.sreg\.([a-z.]+)"\(\)',
-                  lambda m: f'call i32 @"sim.reg"(i8* %"sim.ctx", i32 {_REGISTER_FIELD[m.group(1)]})', text)
-    text = text.replace('call i32 @"llvm.nvvm.shfl.sync.bfly.i32"(', 'call i32 @"sim.shuffle"(i8* %"sim.ctx", ')
-    text = text.replace('call void @"llvm.nvvm.barrier0"()', 'call void @"sim.block_barrier"(i8* %"sim.ctx")')
+    text = re.sub(
+        r'call i32 @"llvm\.nvvm\.read\.ptx\.sreg\.([a-z.]+)"\(\)',
+        lambda m: f'call i32 @"sim.reg"(i8* %"sim.ctx", i32 {_REGISTER_FIELD[m.group(1)]})',
+        text,
+    )
+    text = text.replace(
+        'call i32 @"llvm.nvvm.shfl.sync.bfly.i32"(', 'call i32 @"sim.shuffle"(i8* %"sim.ctx", '
+    )
+    text = text.replace(
+        'call void @"llvm.nvvm.barrier0"()', 'call void @"sim.block_barrier"(i8* %"sim.ctx")'
+    )
     text = text.replace('call void @"llvm.nvvm.membar.gl"()', "fence seq_cst")
     # shared memory and scratch as ordinary globals the barrier calls may touch, so that the
     # optimiser keeps every load and store of them on its side of a barrier
@@ -178,9 +209,15 @@ def _cooperative_source(source: str) -> str:
 
 
 class _Context(ctypes.Structure):
-    _fields_ = [("tid", ctypes.c_int32), ("ctaid", ctypes.c_int32), ("ntid", ctypes.c_int32),
-                ("nctaid", ctypes.c_int32), ("exchange", ctypes.c_void_p), ("warp_barrier", ctypes.c_void_p),
-                ("block_barrier", ctypes.c_void_p)]
+    _fields_ = [
+        ("tid", ctypes.c_int32),
+        ("ctaid", ctypes.c_int32),
+        ("ntid", ctypes.c_int32),
+        ("nctaid", ctypes.c_int32),
+        ("exchange", ctypes.c_void_p),
+        ("warp_barrier", ctypes.c_void_p),
+        ("block_barrier", ctypes.c_void_p),
+    ]
 
 
 _libc = ctypes.CDLL(None)
@@ -196,7 +233,9 @@ class CooperativeKernels:
         self._functions = {}
         for symbol, kernel in self.kernels.items():
             n = len(kernel.spec.computation.parameters) + len(kernel.spec.outputs)
-            proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n), ctypes.c_int64, ctypes.c_void_p)
+            proto = ctypes.CFUNCTYPE(
+                None, *([ctypes.c_void_p] * n), ctypes.c_int64, ctypes.c_void_p
+            )
             self._functions[symbol] = proto(self.machine.address(symbol))
 
     def run(self, symbol: str, buffers, count: int, grid: int, timeout: float = 60.0) -> None:
@@ -209,22 +248,43 @@ class CooperativeKernels:
             barriers = ctypes.create_string_buffer(_BARRIER_BYTES * (warps + 1))
             base = ctypes.addressof(barriers)
             for w in range(warps):
-                assert _libc.pthread_barrier_init(ctypes.c_void_p(base + w * _BARRIER_BYTES), None, 32) == 0
+                assert (
+                    _libc.pthread_barrier_init(ctypes.c_void_p(base + w * _BARRIER_BYTES), None, 32)
+                    == 0
+                )
             block_barrier = base + warps * _BARRIER_BYTES
-            assert _libc.pthread_barrier_init(ctypes.c_void_p(block_barrier), None, threads_per_block) == 0
+            assert (
+                _libc.pthread_barrier_init(ctypes.c_void_p(block_barrier), None, threads_per_block)
+                == 0
+            )
             exchange = (ctypes.c_int32 * threads_per_block)()
-            contexts = [_Context(t, block, threads_per_block, grid,
-                                 ctypes.addressof(exchange) + (t // 32) * 32 * 4,
-                                 base + (t // 32) * _BARRIER_BYTES, block_barrier) for t in range(threads_per_block)]
-            workers = [threading.Thread(target=fn, args=(*pointers, count, ctypes.addressof(c)), daemon=True)
-                       for c in contexts]
+            contexts = [
+                _Context(
+                    t,
+                    block,
+                    threads_per_block,
+                    grid,
+                    ctypes.addressof(exchange) + (t // 32) * 32 * 4,
+                    base + (t // 32) * _BARRIER_BYTES,
+                    block_barrier,
+                )
+                for t in range(threads_per_block)
+            ]
+            workers = [
+                threading.Thread(
+                    target=fn, args=(*pointers, count, ctypes.addressof(c)), daemon=True
+                )
+                for c in contexts
+            ]
             for w in workers:
                 w.start()
             for w in workers:
                 w.join(timeout)
                 if w.is_alive():
-                    raise TimeoutError(f"{symbol}: block {block} did not finish (threads waiting at a barrier "
-                                       "or a shuffle that not all of them reached)")
+                    raise TimeoutError(
+                        f"{symbol}: block {block} did not finish (threads waiting at a barrier "
+                        "or a shuffle that not all of them reached)"
+                    )
             for w in range(warps + 1):
                 _libc.pthread_barrier_destroy(ctypes.c_void_p(base + w * _BARRIER_BYTES))
 
@@ -246,9 +306,13 @@ class EmulatedDevice(SimulatedDevice):
         functions = super().load(program)
         host = HostKernels(program)
         together = {k.symbol for k in program.kernels if k.mode not in EMULATED_MODES}
-        cooperative = CooperativeKernels(program, together) if together and self.cooperative else None
+        cooperative = (
+            CooperativeKernels(program, together) if together and self.cooperative else None
+        )
         for symbol, function in functions.items():
-            function.host = host if symbol in host.kernels else cooperative if symbol in together else None
+            function.host = (
+                host if symbol in host.kernels else cooperative if symbol in together else None
+            )
         return functions
 
     def launch(self, function, grid, block, buffers, count: int) -> None:
@@ -256,6 +320,8 @@ class EmulatedDevice(SimulatedDevice):
             self.interpreted.append(function.kernel.symbol)
             return super().launch(function, grid, block, buffers, count)
         assert block == (THREADS_PER_BLOCK, 1, 1) and count == function.kernel.work_items
-        function.host.run(function.kernel.symbol, [b.view(np.ndarray) for b in buffers], count, grid[0])
+        function.host.run(
+            function.kernel.symbol, [b.view(np.ndarray) for b in buffers], count, grid[0]
+        )
         self.emulated.append(function.kernel.symbol)
         self.launches.append(function.kernel.symbol)

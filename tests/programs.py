@@ -40,7 +40,14 @@ def shapes_mix(x):
 
 
 def reductions(x):
-    return x.sum(), x.max(axis=0), x.min(axis=1, keepdims=True), x.prod(axis=1), np.argmax(x, axis=1), x.std()
+    return (
+        x.sum(),
+        x.max(axis=0),
+        x.min(axis=1, keepdims=True),
+        x.prod(axis=1),
+        np.argmax(x, axis=1),
+        x.std(),
+    )
 
 
 def dots(a, b, v):
@@ -60,12 +67,22 @@ def conversions(x, i):
 
 
 def creation(x):
-    return x + tnp.arange(x.shape[-1], dtype=np.float32), tnp.zeros_like(x), tnp.linspace(0.0, 1.0, 5), tnp.eye(3)
+    return (
+        x + tnp.arange(x.shape[-1], dtype=np.float32),
+        tnp.zeros_like(x),
+        tnp.linspace(0.0, 1.0, 5),
+        tnp.eye(3),
+    )
 
 
 def indexing(table, ids, i):
     """Reads: an embedding lookup (gather), a traced scalar index (dynamic-slice), mixed indices."""
-    return table[ids], table[i], table[ids[:2], 1:3], np.take_along_axis(table[:5], ids[:, None] % 3, axis=1)
+    return (
+        table[ids],
+        table[i],
+        table[ids[:2], 1:3],
+        np.take_along_axis(table[:5], ids[:, None] % 3, axis=1),
+    )
 
 
 def scatters(table, ids, v):
@@ -84,9 +101,19 @@ def sorting(x, keys):
 
 
 def complex_numbers(z, w, x):
-    """complex64: arithmetic (NumPy's Smith division), abs, exp/log/sqrt, the parts, a dot, a sum."""
+    """complex64: arithmetic (NumPy's Smith division), abs, exp/log/sqrt, the parts, a dot, a
+    sum."""
     y = z * w + x * 1j
-    return y / w, np.abs(y), np.exp(z), np.sqrt(w), np.log(w), np.conj(y).real + y.imag, z @ w.T, y.sum(axis=1)
+    return (
+        y / w,
+        np.abs(y),
+        np.exp(z),
+        np.sqrt(w),
+        np.log(w),
+        np.conj(y).real + y.imag,
+        z @ w.T,
+        y.sum(axis=1),
+    )
 
 
 def _mlp_loss(params, x, y):
@@ -112,7 +139,9 @@ def checkpoint_grad(w, x):  # call + opt-barrier: the backward pass recomputes t
 
 
 def per_example(w, x, ids):  # vmap of grad with a batched gather
-    return tk.vmap(tk.grad(lambda w, xi, i: np.sum(np.tanh(xi @ w)[i] ** 2)), in_axes=(None, 0, 0))(w, x, ids)
+    return tk.vmap(tk.grad(lambda w, xi, i: np.sum(np.tanh(xi @ w)[i] ** 2)), in_axes=(None, 0, 0))(
+        w, x, ids
+    )
 
 
 def c64(rng, *shape):
@@ -129,7 +158,9 @@ def i32(rng, *shape, low=-50, high=50):
 
 def make_cases(rng):
     """name -> (function, arguments)."""
-    nonzero = i32(rng, 4, 5, low=1, high=9) * np.where(rng.random((4, 5)) < 0.5, -1, 1).astype(np.int32)
+    nonzero = i32(rng, 4, 5, low=1, high=9) * np.where(rng.random((4, 5)) < 0.5, -1, 1).astype(
+        np.int32
+    )
     return {
         "add_one": (add_one, (f32(rng, 10, 10),)),
         "softmax": (softmax, (f32(rng, 8, 128),)),
@@ -145,14 +176,22 @@ def make_cases(rng):
         "conversions": (conversions, (f32(rng, 3, 4) * 10, i32(rng, 3, 4))),
         "creation": (creation, (f32(rng, 3, 4),)),
         "indexing": (indexing, (f32(rng, 6, 4), np.array([5, 0, -1, 2, 5], np.int32), np.int64(3))),
-        "sorting": (sorting, (np.where(f32(rng, 4, 6) > 1.0, np.nan, f32(rng, 4, 6)).astype(np.float32),
-                              np.array([3, 1, 3, 0, 1, 2], np.int32))),
+        "sorting": (
+            sorting,
+            (
+                np.where(f32(rng, 4, 6) > 1.0, np.nan, f32(rng, 4, 6)).astype(np.float32),
+                np.array([3, 1, 3, 0, 1, 2], np.int32),
+            ),
+        ),
         "scatters": (scatters, (f32(rng, 6, 4), np.array([5, 0, -1, 5], np.int64), f32(rng, 4, 4))),
         "complex_numbers": (complex_numbers, (c64(rng, 3, 5), c64(rng, 3, 5), f32(rng, 3, 5))),
         "mlp_grad": (mlp_grad, (f32(rng, 6, 4), f32(rng, 4), f32(rng, 8, 6), f32(rng, 8, 4))),
         "scan_grad": (scan_grad, (f32(rng, 4), f32(rng, 6, 4))),
         "checkpoint_grad": (checkpoint_grad, (f32(rng, 5, 5) * np.float32(0.3), f32(rng, 7, 5))),
-        "per_example": (per_example, (f32(rng, 5, 3), f32(rng, 4, 5), np.array([0, 2, 1, 2], np.int32))),
+        "per_example": (
+            per_example,
+            (f32(rng, 5, 3), f32(rng, 4, 5), np.array([0, 2, 1, 2], np.int32)),
+        ),
     }
 
 
@@ -162,9 +201,18 @@ FUSION_KINDS = {
     "kInput row": lambda x: x.sum(axis=-1),
     "kInput column": lambda x: x.max(axis=0),
     "full reduction": lambda x: x.sum(),
-    "multi-output (softmax)": lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
+    "multi-output (softmax)": lambda x: (
+        np.exp(x - x.max(-1, keepdims=True))
+        / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)
+    ),
     "sibling multi-output": lambda x: (x.sum(axis=1), (x * x).sum(axis=1)),
     "data movement": lambda x: (x.T * 2, np.concatenate([x, x[:, ::-1]], axis=1), np.pad(x, 1)),
     "integers": lambda x: (x.astype(np.int32) // 3, x.astype(np.int64) % 7, x > 0),
-    "float32 math": lambda x: (np.log1p(np.abs(x)), np.expm1(x), np.sin(x), np.cos(x), np.abs(x) ** 1.5),
+    "float32 math": lambda x: (
+        np.log1p(np.abs(x)),
+        np.expm1(x),
+        np.sin(x),
+        np.cos(x),
+        np.abs(x) ** 1.5,
+    ),
 }

@@ -91,13 +91,21 @@ class SimulatedDevice:
         kernel = function.kernel
         comp = kernel.spec.computation
         params, outputs = comp.parameters, kernel.spec.outputs
-        assert len(buffers) == len(params) + len(outputs), f"{kernel.symbol}: wrong number of pointers"
-        assert all(isinstance(b, DeviceBuffer) for b in buffers), f"{kernel.symbol}: a host array reached a kernel"
+        assert len(buffers) == len(params) + len(outputs), (
+            f"{kernel.symbol}: wrong number of pointers"
+        )
+        assert all(isinstance(b, DeviceBuffer) for b in buffers), (
+            f"{kernel.symbol}: a host array reached a kernel"
+        )
         for buffer, inst in zip(buffers, [*params, *outputs]):
-            assert buffer.shape == inst.shape.dims and buffer.dtype == inst.shape.dtype.numpy, \
-                f"{kernel.symbol}: buffer {buffer.dtype}{buffer.shape} for %{inst.name} {inst.shape}"
+            assert buffer.shape == inst.shape.dims and buffer.dtype == inst.shape.dtype.numpy, (
+                f"{kernel.symbol}: buffer {buffer.dtype}{buffer.shape} for %{inst.name} "
+                f"{inst.shape}"
+            )
         assert count == kernel.work_items and grid[0] >= 1 and block[0] >= 32
-        results = flatten_value(evaluate_computation(comp, [b.view(np.ndarray) for b in buffers[:len(params)]]))
+        results = flatten_value(
+            evaluate_computation(comp, [b.view(np.ndarray) for b in buffers[: len(params)]])
+        )
         for out, value in zip(buffers[len(params):], results):
             out[...] = value
         self.launches.append(kernel.symbol)

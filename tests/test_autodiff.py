@@ -112,7 +112,10 @@ STRUCTURAL = {
     "sort": (lambda x: np.sum(np.sort(x, axis=1) * np.arange(4.0)), A),
     "cumsum": (lambda x: np.sum(np.cumsum(x, axis=1) ** 2), A),
     "cumprod": (lambda x: np.sum(np.cumprod(x, axis=1)), A),
-    "softmax": (lambda x: np.sum(np.exp(x) / np.exp(x).sum(axis=1, keepdims=True) * np.arange(4.0)), A),
+    "softmax": (
+        lambda x: np.sum(np.exp(x) / np.exp(x).sum(axis=1, keepdims=True) * np.arange(4.0)),
+        A,
+    ),
     "logsumexp": (lambda x: np.log(np.sum(np.exp(x - x.max()))) + x.max(), A),
     "norm": (lambda x: np.linalg.norm(x), A),
     "diff": (lambda x: np.sum(np.diff(x, axis=1) ** 2), A),
@@ -178,7 +181,9 @@ def test_ties_in_maximum_and_max_split_the_gradient_as_jax_does():
     x = np.array([1.0, 1.0, 0.5])
     np.testing.assert_array_equal(tk.grad(lambda v: np.max(v))(x), [0.5, 0.5, 0.0])
     np.testing.assert_array_equal(tk.grad(lambda v: np.sum(np.maximum(v, 1.0)))(x), [0.5, 0.5, 0.0])
-    np.testing.assert_array_equal(tk.grad(lambda v: np.sum(np.abs(v)))(np.array([0.0, -2.0])), [0.0, -1.0])
+    np.testing.assert_array_equal(
+        tk.grad(lambda v: np.sum(np.abs(v)))(np.array([0.0, -2.0])), [0.0, -1.0]
+    )
 
 
 def test_product_with_zeros_has_the_exact_gradient():
@@ -199,14 +204,20 @@ def test_pytrees_argnums_has_aux_and_float32():
         return err, {"pred": pred}
 
     (value, aux), grads = tk.value_and_grad(loss, has_aux=True)(params, x, y)
-    assert set(grads) == {"w", "b"} and grads["w"].dtype == np.float32 and grads["w"].shape == (3, 2)
+    assert (
+        set(grads) == {"w", "b"} and grads["w"].dtype == np.float32 and grads["w"].shape == (3, 2)
+    )
     assert aux["pred"].shape == (5, 2)
     for key in ("w", "b"):
         def f(v, key=key):
             p = dict(params, **{key: v.astype(np.float32)})
             return float(loss(p, x, y)[0])
-        np.testing.assert_allclose(grads[key], numeric_grad(f, params[key].astype(np.float64), eps=1e-3),
-                                   rtol=2e-2, atol=2e-3)
+        np.testing.assert_allclose(
+            grads[key],
+            numeric_grad(f, params[key].astype(np.float64), eps=1e-3),
+            rtol=2e-2,
+            atol=2e-3,
+        )
     gx, gy = tk.grad(lambda p, x, y: loss(p, x, y)[0], argnums=(1, 2))(params, x, y)
     assert gx.shape == x.shape and gy.shape == y.shape
 
@@ -231,7 +242,9 @@ def test_second_derivatives_and_grad_of_vjp_compose():
     want = -np.sin(x) * x ** 2 + 4 * x * np.cos(x) + 2 * np.sin(x)
     np.testing.assert_allclose(d2(x), want, rtol=1e-12)
     d3 = tk.grad(tk.grad(tk.grad(f)))
-    np.testing.assert_allclose(d3(x), numeric_grad(lambda v: d2(float(v)), np.array(x), eps=1e-5), rtol=1e-6)
+    np.testing.assert_allclose(
+        d3(x), numeric_grad(lambda v: d2(float(v)), np.array(x), eps=1e-5), rtol=1e-6
+    )
     # Hessian-vector product: forward over reverse
     v = np.array([1.0, -2.0, 0.5])
     w = np.array([0.3, 0.1, -0.4])
@@ -272,8 +285,11 @@ def test_errors_name_the_problem():
         tk.grad(lambda x: np.sum(x), has_aux=True)(np.ones(3))
     with pytest.raises(NotDifferentiableError, match="complex"):
         tk.grad(lambda x: np.sum(np.abs(x * 1j + 1)))(np.ones(3))
-    with pytest.raises(NotDifferentiableError, match="np.linalg.cholesky is not differentiated yet.*test_autodiff.py|"
-                                                     "test_autodiff.py.*np.linalg.cholesky is not differentiated"):
+    with pytest.raises(
+        NotDifferentiableError,
+        match="np.linalg.cholesky is not differentiated yet.*test_autodiff.py|"
+        "test_autodiff.py.*np.linalg.cholesky is not differentiated",
+    ):
         tk.grad(lambda x: np.sum(np.linalg.cholesky(x.reshape(2, 2) + 3 * np.eye(2))))(np.ones(4))
 
 
@@ -303,13 +319,17 @@ def test_matches_jax_grad(name):
     jnp = pytest.importorskip("jax.numpy")
     f, x = ELEMENTWISE[name]
     source = {
-        "sin": lambda v, m: m.sum(m.sin(v)), "tanh": lambda v, m: m.sum(m.tanh(v)),
-        "power_float": lambda v, m: m.sum(v ** 2.5), "maximum": lambda v, m: m.sum(m.maximum(v, 0.5) * v),
-        "clip": lambda v, m: m.sum(m.clip(v, -1.0, 1.0) * v), "abs": lambda v, m: m.sum(m.abs(v) * v),
-        "where": lambda v, m: m.sum(m.where(v > 0, v ** 2, -v)),
+        "sin": lambda v, m: m.sum(m.sin(v)),
+        "tanh": lambda v, m: m.sum(m.tanh(v)),
+        "power_float": lambda v, m: m.sum(v**2.5),
+        "maximum": lambda v, m: m.sum(m.maximum(v, 0.5) * v),
+        "clip": lambda v, m: m.sum(m.clip(v, -1.0, 1.0) * v),
+        "abs": lambda v, m: m.sum(m.abs(v) * v),
+        "where": lambda v, m: m.sum(m.where(v > 0, v**2, -v)),
     }[name]
-    np.testing.assert_allclose(tk.grad(lambda v: source(v, np))(x), jax_.grad(lambda v: source(v, jnp))(x),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        tk.grad(lambda v: source(v, np))(x), jax_.grad(lambda v: source(v, jnp))(x), rtol=1e-13
+    )
 
 
 # ---- control flow ----------------------------------------------------------------------------
@@ -333,13 +353,26 @@ def test_scan_gradients_for_xs_init_and_closed_over_weights():
 
     c0 = np.zeros(3)
     g_xs, g_c0, g_w = tk.grad(loss, argnums=(0, 1, 2))(xs, c0, w)
-    np.testing.assert_allclose(g_xs, numeric_grad(lambda v: loss(v, c0, w), xs), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(g_c0, numeric_grad(lambda v: loss(xs, v, w), c0), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(g_w, numeric_grad(lambda v: loss(xs, c0, v), w), rtol=1e-6, atol=1e-8)
-    g_rev = tk.grad(lambda xs: np.sum(tk.lax.scan(lambda c, x: (c * x, c), 1.0, xs, reverse=True)[1]))(xs[:, 0])
     np.testing.assert_allclose(
-        g_rev, numeric_grad(lambda v: np.sum(tk.lax.scan(lambda c, x: (c * x, c), 1.0, v, reverse=True)[1]), xs[:, 0]),
-        rtol=1e-6)
+        g_xs, numeric_grad(lambda v: loss(v, c0, w), xs), rtol=1e-6, atol=1e-8
+    )
+    np.testing.assert_allclose(
+        g_c0, numeric_grad(lambda v: loss(xs, v, w), c0), rtol=1e-6, atol=1e-8
+    )
+    np.testing.assert_allclose(
+        g_w, numeric_grad(lambda v: loss(xs, c0, v), w), rtol=1e-6, atol=1e-8
+    )
+    g_rev = tk.grad(
+        lambda xs: np.sum(tk.lax.scan(lambda c, x: (c * x, c), 1.0, xs, reverse=True)[1])
+    )(xs[:, 0])
+    np.testing.assert_allclose(
+        g_rev,
+        numeric_grad(
+            lambda v: np.sum(tk.lax.scan(lambda c, x: (c * x, c), 1.0, v, reverse=True)[1]),
+            xs[:, 0],
+        ),
+        rtol=1e-6,
+    )
 
 
 
@@ -362,10 +395,15 @@ def test_scan_inputs_not_differentiated_get_no_backward_work():
     g_xs, g_w2, g_u2 = everything(xs, w, u)
     np.testing.assert_allclose(g_w, numeric_grad(lambda v: loss(xs, v, u), w), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(g_u, numeric_grad(lambda v: loss(xs, w, v), u), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(g_xs, numeric_grad(lambda v: loss(v, w, u), xs), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        g_xs, numeric_grad(lambda v: loss(v, w, u), xs), rtol=1e-6, atol=1e-8
+    )
     np.testing.assert_allclose(g_w, g_w2, rtol=1e-12)
     np.testing.assert_allclose(g_u, g_u2, rtol=1e-12)
-    dots = [tk.jit(f).lower(xs, w, u).compile().as_text().count(" dot(") for f in (weights_only, everything)]
+    dots = [
+        tk.jit(f).lower(xs, w, u).compile().as_text().count(" dot(")
+        for f in (weights_only, everything)
+    ]
     assert dots[0] == dots[1] - 1, dots
     # the backward trip reads the state the forward trip produced (tanh's output: the next trip's
     # carry) instead of recomputing it, so the forward dots are not repeated: 2 forward, 3 back
@@ -391,8 +429,12 @@ def test_the_backward_loop_reads_each_trips_results_instead_of_recomputing_them(
     x = RNG.standard_normal((2, 3))
     for trips in (0, 1, 4):
         g = tk.jit(tk.grad(loss, argnums=(0, 1)), static_argnums=(2,))(x, w, trips)
-        np.testing.assert_allclose(g[0], numeric_grad(lambda v: loss(v, w, trips), x), rtol=1e-6, atol=1e-8)
-        np.testing.assert_allclose(g[1], numeric_grad(lambda v: loss(x, v, trips), w), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(
+            g[0], numeric_grad(lambda v: loss(v, w, trips), x), rtol=1e-6, atol=1e-8
+        )
+        np.testing.assert_allclose(
+            g[1], numeric_grad(lambda v: loss(x, v, trips), w), rtol=1e-6, atol=1e-8
+        )
 
 def test_scan_reverse_mode_is_linear_in_the_trip_count():
     """The backward loop writes one row of the xs cotangent per trip (in place), so twice the
@@ -445,7 +487,9 @@ def test_cond_and_switch_gradients_follow_the_branch_taken():
     for k, want in ((0, (2.0, 0.5)), (1, (1.0, 3.0)), (7, (np.exp(0.5), 0.0)), (-1, (2.0, 0.5))):
         got = tk.grad(s, argnums=(1, 2))(np.int64(k), 0.5, 2.0)
         np.testing.assert_allclose(got, want, rtol=1e-12)
-    _, t = tk.jvp(lambda a: tk.lax.cond(a > 1.0, lambda v: v * 3.0, lambda v: v * v, a), (0.5,), (1.0,))
+    _, t = tk.jvp(
+        lambda a: tk.lax.cond(a > 1.0, lambda v: v * 3.0, lambda v: v * v, a), (0.5,), (1.0,)
+    )
     assert t == 1.0
 
 
@@ -457,8 +501,12 @@ def test_grad_through_scan_inside_jit_and_second_order():
     d1 = tk.grad(f)
     d2 = tk.grad(d1)
     x = 0.8
-    np.testing.assert_allclose(tk.jit(d1)(x), numeric_grad(lambda v: f(float(v)), np.array(x)), rtol=1e-7)
-    np.testing.assert_allclose(d2(x), numeric_grad(lambda v: d1(float(v)), np.array(x), eps=1e-5), rtol=1e-5)
+    np.testing.assert_allclose(
+        tk.jit(d1)(x), numeric_grad(lambda v: f(float(v)), np.array(x)), rtol=1e-7
+    )
+    np.testing.assert_allclose(
+        d2(x), numeric_grad(lambda v: d1(float(v)), np.array(x), eps=1e-5), rtol=1e-5
+    )
 
 
 # ---- residuals and checkpoint ----------------------------------------------------------------
@@ -487,7 +535,11 @@ def test_saved_residuals_name_what_the_backward_pass_keeps():
 def test_checkpoint_recomputes_instead_of_keeping():
     w, x = RNG.standard_normal((8, 8)) / 4, RNG.standard_normal((16, 8))
     g = tk.jit(tk.grad(_deep_loss), static_argnums=2)
-    kept = sum(r.bytes for r in g.lower(w, x, False).compile().saved_residuals() if r.kind == "intermediate")
+    kept = sum(
+        r.bytes
+        for r in g.lower(w, x, False).compile().saved_residuals()
+        if r.kind == "intermediate"
+    )
     remat = g.lower(w, x, True).compile()
     kept_remat = sum(r.bytes for r in remat.saved_residuals() if r.kind == "intermediate")
     assert kept_remat < kept / 2
@@ -500,7 +552,9 @@ def test_checkpoint_recomputes_instead_of_keeping():
     _, t = tk.jvp(lambda v: np.sum(tk.checkpoint(_block)(v, w)), (x,), (np.ones_like(x),))
     _, t_plain = tk.jvp(lambda v: np.sum(_block(v, w)), (x,), (np.ones_like(x),))
     np.testing.assert_allclose(t, t_plain, rtol=1e-12)
-    h = tk.grad(lambda s: tk.grad(lambda v: np.sum(tk.checkpoint(np.sin)(v * s)))(np.ones(2)).sum())(0.3)
+    h = tk.grad(
+        lambda s: tk.grad(lambda v: np.sum(tk.checkpoint(np.sin)(v * s)))(np.ones(2)).sum()
+    )(0.3)
     np.testing.assert_allclose(h, -2 * 0.3 * np.sin(0.3) + 2 * np.cos(0.3), rtol=1e-12)
 
 
@@ -521,7 +575,8 @@ def test_the_profile_splits_forward_and_backward_kernels():
     phases = {k.phase for k in prof.kernels}
     assert phases == {"forward", "backward"}
     backward = [k for k in prof.kernels if k.phase == "backward"]
-    assert all("test_autodiff.py" in k.source for k in backward)  # the forward op's line, not grad's caller
+    # the forward op's line, not grad's caller
+    assert all("test_autodiff.py" in k.source for k in backward)
     assert "differentiated program: forward" in prof.summary()
     lanes = timeline(prof)["lanes"]
     assert lanes.index("cpu:0 stream 0 (forward)") < lanes.index("cpu:0 stream 0 (backward)")
@@ -545,9 +600,12 @@ def test_transformations_compose_through_control_flow(backend):
     w = 0.7
     per_sequence = tk.jit(tk.vmap(tk.grad(_rnn), in_axes=(None, 0)), backend=backend)(w, xs)
     for b in range(5):
-        np.testing.assert_allclose(per_sequence[b], numeric_grad(lambda v: _rnn(float(v), xs[b]), np.array(w)),
-                                   rtol=1e-6)
-    total = tk.jit(tk.grad(lambda w: np.sum(tk.vmap(_rnn, in_axes=(None, 0))(w, xs))), backend=backend)(w)
+        np.testing.assert_allclose(
+            per_sequence[b], numeric_grad(lambda v: _rnn(float(v), xs[b]), np.array(w)), rtol=1e-6
+        )
+    total = tk.jit(
+        tk.grad(lambda w: np.sum(tk.vmap(_rnn, in_axes=(None, 0))(w, xs))), backend=backend
+    )(w)
     np.testing.assert_allclose(total, per_sequence.sum(), rtol=1e-10)
     points = np.array([-1.2, 0.4, 2.0])
     g = tk.jit(tk.vmap(tk.grad(_gated), in_axes=(None, 0)), backend=backend)(w, points)
@@ -560,8 +618,9 @@ def test_transformations_compose_through_control_flow(backend):
     np.testing.assert_allclose(t1, g, rtol=1e-12)
     # second order through a scan: d2/dw2, checked against finite differences of the gradient
     d2 = tk.jit(tk.grad(tk.grad(_rnn)), backend=backend)(w, xs[0])
-    np.testing.assert_allclose(d2, numeric_grad(lambda v: tk.grad(_rnn)(float(v), xs[0]), np.array(w), eps=1e-5),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        d2, numeric_grad(lambda v: tk.grad(_rnn)(float(v), xs[0]), np.array(w), eps=1e-5), rtol=1e-5
+    )
 
 
 def test_checkpoint_inside_a_scan_body():
@@ -586,8 +645,13 @@ LINALG = {
     "det": lambda a: np.linalg.det(a),
     "slogdet": lambda a: np.linalg.slogdet(a)[1],
     "batched_inv": lambda a: np.sum(np.linalg.inv(np.stack([a, a + np.eye(3)])) ** 2),
-    "gaussian_log_likelihood": lambda a: -0.5 * (np.linalg.slogdet(a)[1]
-                                                + np.array([1.0, 2.0, -1.0]) @ np.linalg.solve(a, np.array([1.0, 2.0, -1.0]))),
+    "gaussian_log_likelihood": lambda a: (
+        -0.5
+        * (
+            np.linalg.slogdet(a)[1]
+            + np.array([1.0, 2.0, -1.0]) @ np.linalg.solve(a, np.array([1.0, 2.0, -1.0]))
+        )
+    ),
 }
 
 
@@ -634,14 +698,15 @@ def test_transformed_functions_keep_their_own_compile_histories():
     tk.grad(lambda v: np.sum(v ** 2))(np.ones(2))  # other functions' grads: no shared history
     tk.grad(lambda v: np.sum(v ** 3))(np.ones(2))
     tk.vmap(lambda v: v * 2)(np.ones(2))
-    with pytest.warns(RecompileWarning) as caught:  # one lambda re-created in a loop: said, at its line
+    # one lambda re-created in a loop: said, at its line
+    with pytest.warns(RecompileWarning) as caught:
         for k in range(8):
             tk.grad(lambda v, k=k: np.sum(v ** 2) * k)(np.ones(2))
     text = str(caught[0].message)
     assert "test_autodiff.py" in text and "transformations.py" not in text and "6×" in text
 
 
-# ---- against JAX on the MLP, RNN (scan) and power-iteration (fori_loop) examples --------------------
+# ---- against JAX on the MLP, RNN (scan) and power-iteration (fori_loop) examples -----------------
 def _examples(xp, lax):
     def mlp(params, x, y):
         h = xp.tanh(x @ params["w1"] + params["b1"])
@@ -669,7 +734,11 @@ def test_grad_jvp_and_vmap_match_jax_on_training_examples():
     jax.config.update("jax_enable_x64", True)
     jnp = jax.numpy
     ours, theirs = _examples(np, tk.lax), _examples(jnp, jax.lax)
-    params = {"w1": RNG.standard_normal((5, 7)), "b1": RNG.standard_normal(7), "w2": RNG.standard_normal((7, 2))}
+    params = {
+        "w1": RNG.standard_normal((5, 7)),
+        "b1": RNG.standard_normal(7),
+        "w2": RNG.standard_normal((7, 2)),
+    }
     x, y = RNG.standard_normal((9, 5)), RNG.standard_normal((9, 2))
     xs = RNG.standard_normal((12, 4))
     a = RNG.standard_normal((6, 6))

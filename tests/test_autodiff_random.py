@@ -8,14 +8,42 @@ from hypothesis.extra import numpy as hnp
 import toolkit as tk
 from test_random_programs import BINARY, STRUCTURAL, UNARY, run_program
 
-SMOOTH = ["negative", "exp", "tanh", "sin", "square", "add", "subtract", "multiply", "sum", "mean", "transpose",
-          "reshape_flat", "slice", "concat", "matmul", "broadcast_add", "flip", "pad", "expand", "gather_rows",
-          "set_rows", "add_at", "shift_update", "cumsum"]
+SMOOTH = [
+    "negative",
+    "exp",
+    "tanh",
+    "sin",
+    "square",
+    "add",
+    "subtract",
+    "multiply",
+    "sum",
+    "mean",
+    "transpose",
+    "reshape_flat",
+    "slice",
+    "concat",
+    "matmul",
+    "broadcast_add",
+    "flip",
+    "pad",
+    "expand",
+    "gather_rows",
+    "set_rows",
+    "add_at",
+    "shift_update",
+    "cumsum",
+]
 
 
 def steps_of(kinds):
-    return st.lists(st.tuples(st.sampled_from(kinds), st.integers(0, 20), st.integers(0, 20), st.integers(0, 7)),
-                    min_size=1, max_size=10)
+    return st.lists(
+        st.tuples(
+            st.sampled_from(kinds), st.integers(0, 20), st.integers(0, 20), st.integers(0, 7)
+        ),
+        min_size=1,
+        max_size=10,
+    )
 
 
 @st.composite

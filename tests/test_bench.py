@@ -7,16 +7,26 @@ from toolkit import bench, bench_gpu
 
 
 def _run(side, seconds, **extra):
-    return {"side": side, "rows": {"sum 16M": {"seconds": seconds, "bytes": 64e6, "flops": 0.0}}, **extra}
+    return {
+        "side": side,
+        "rows": {"sum 16M": {"seconds": seconds, "bytes": 64e6, "flops": 0.0}},
+        **extra,
+    }
 
 
 def test_cpu_table_takes_the_best_process_and_divides_the_right_way():
     runs = [_run("numpy", 4e-3), _run("toolkit", 2e-3, ceiling_bytes_per_second=40e9),
             _run("numpy", 3e-3), _run("toolkit", 1e-3, ceiling_bytes_per_second=30e9)]
     best = bench.combine(runs)
-    assert best["toolkit"]["rows"]["sum 16M"]["seconds"] == 1e-3 and best["toolkit"]["processes"] == 2
+    assert (
+        best["toolkit"]["rows"]["sum 16M"]["seconds"] == 1e-3 and best["toolkit"]["processes"] == 2
+    )
     assert best["toolkit"]["ceiling"] == 40e9
-    row = next(line for line in bench.markdown(best, ["sum 16M"]).splitlines() if line.startswith("| sum 16M"))
+    row = next(
+        line
+        for line in bench.markdown(best, ["sum 16M"]).splitlines()
+        if line.startswith("| sum 16M")
+    )
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:3] == ["3.000", "1.000"]  # NumPy ms, toolkit ms
     assert cells[3] == "64.0" and cells[5] == "3.00x"  # GB/s; NumPy's time over toolkit's
@@ -24,8 +34,11 @@ def test_cpu_table_takes_the_best_process_and_divides_the_right_way():
 
 
 def test_gpu_table_compares_with_cupy_and_jax_against_the_copy_ceiling():
-    runs = [_run("toolkit", 25e-6), _run("cupy", 50e-6, ceiling_bytes_per_second=3.0e12, device="NVIDIA H100"),
-            _run("jax", 20e-6)]
+    runs = [
+        _run("toolkit", 25e-6),
+        _run("cupy", 50e-6, ceiling_bytes_per_second=3.0e12, device="NVIDIA H100"),
+        _run("jax", 20e-6),
+    ]
     best = bench.combine(runs)
     text = bench_gpu.markdown(best, ["sum 16M"])
     row = next(line for line in text.splitlines() if line.startswith("| sum 16M"))
@@ -45,7 +58,9 @@ def test_gpu_benchmark_without_a_gpu_says_why(capsys):
 
 def test_synchronised_timer_waits_for_the_work():
     pending = []
-    seconds = bench_gpu._time_synchronised(lambda: pending.append(1), pending.clear, min_seconds=0.001, repeats=3)
+    seconds = bench_gpu._time_synchronised(
+        lambda: pending.append(1), pending.clear, min_seconds=0.001, repeats=3
+    )
     assert 0 < seconds < 1e-3 and pending == []
     assert np.isfinite(seconds)
 
@@ -55,15 +70,22 @@ def test_gpu_benchmark_toolkit_side_runs_on_the_gpu_executor():
     from toolkit.workloads import BENCHMARK, scaled
     for w in BENCHMARK:
         w = scaled(w, 0.002)
-        call, sync, result = bench_gpu._side("toolkit", w, backend="gpu-simulated", device=SIMULATED_GPU)
+        call, sync, result = bench_gpu._side(
+            "toolkit", w, backend="gpu-simulated", device=SIMULATED_GPU
+        )
         if w.in_place:  # its arguments, which the timed calls below go on writing
             result = tuple(np.array(a) for a in result)
         seconds = bench_gpu._time_synchronised(call, sync, min_seconds=0.0005, repeats=2)
         expected = w.result(w.make(np), w.args())
         pairs = list(zip(result, expected)) if isinstance(expected, tuple) else [(result, expected)]
-        for got, want in pairs:  # (a training step's gradients: tk.grad against the hand-written backward pass)
-            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
-        assert seconds > 0 and bench_gpu._bytes_moved(w, result) >= sum(np.asarray(want).nbytes for _, want in pairs)
+        # (a training step's gradients: tk.grad against the hand-written backward pass)
+        for got, want in pairs:
+            np.testing.assert_allclose(
+                np.asarray(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max()
+            )
+        assert seconds > 0 and bench_gpu._bytes_moved(w, result) >= sum(
+            np.asarray(want).nbytes for _, want in pairs
+        )
 
 
 def test_every_row_computes_numpys_result_on_each_side():
@@ -81,15 +103,24 @@ def test_every_row_computes_numpys_result_on_each_side():
         w = scaled(w, 0.01)
         args = w.args()  # (drawn at full size, then cut: drawn once, each side given copies)
         expected = w.result(w.make(np), [a.copy() for a in args])
-        sides = {"toolkit": w.result(api.jit(w.toolkit_function(), backend="cpu"), [a.copy() for a in args])}
+        sides = {
+            "toolkit": w.result(
+                api.jit(w.toolkit_function(), backend="cpu"), [a.copy() for a in args]
+            )
+        }
         if jax is not None:
             with jax.enable_x64(True):
                 sides["jax"] = w.result(jax.jit(w.make(jnp)), [a.copy() for a in args])
         for side, got in sides.items():
             pairs = list(zip(got, expected)) if isinstance(expected, tuple) else [(got, expected)]
             for g, want in pairs:
-                np.testing.assert_allclose(np.asarray(g), want, rtol=1e-4, atol=1e-4 * (np.abs(want).max() + 1),
-                                           err_msg=f"{w.name} ({side})")
+                np.testing.assert_allclose(
+                    np.asarray(g),
+                    want,
+                    rtol=1e-4,
+                    atol=1e-4 * (np.abs(want).max() + 1),
+                    err_msg=f"{w.name} ({side})",
+                )
 
 
 def test_table_prints_geometric_means_and_the_profiled_ratio():

@@ -23,14 +23,30 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHROMIUM = next((p for p in (os.environ.get("TOOLKIT_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser"), "/usr/bin/chromium") if p and os.path.exists(p)), None)
+CHROMIUM = next(
+    (
+        p
+        for p in (
+            os.environ.get("TOOLKIT_CHROMIUM"),
+            shutil.which("chromium"),
+            shutil.which("chromium-browser"),
+            "/usr/bin/chromium",
+        )
+        if p and os.path.exists(p)
+    ),
+    None,
+)
 ARTIFACTS = pathlib.Path(os.environ.get("TOOLKIT_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 
 if CHROMIUM is None:
-    pytest.skip("no Chromium: apt-get install chromium (Debian), or set TOOLKIT_CHROMIUM", allow_module_level=True)
+    pytest.skip(
+        "no Chromium: apt-get install chromium (Debian), or set TOOLKIT_CHROMIUM",
+        allow_module_level=True,
+    )
 pytest.importorskip("jupyterlab", reason="JupyterLab is not installed: pip install '.[test]'")
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install '.[test]'")
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed: pip install '.[test]'"
+)
 
 TIMELINE_CELL = """\
 import numpy as np
@@ -58,22 +74,55 @@ def lab(tmp_path_factory):
     notebook that shows a full dashboard; yields its base URL with the token."""
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                     "source": TIMELINE_CELL}],
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": TIMELINE_CELL,
+            }
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (root / "dashboard.ipynb").write_text(json.dumps(nb))
     port, token = _free_port(), secrets.token_hex(16)
     settings = root / ".lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')  # no news pop-up
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / ".jupyter"), JUPYTER_RUNTIME_DIR=str(root / ".runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(root / ".lab-settings"), TOOLKIT_BACKEND="cpu")
+    # no news pop-up
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(root / ".jupyter"),
+        JUPYTER_RUNTIME_DIR=str(root / ".runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(root / ".lab-settings"),
+        TOOLKIT_BACKEND="cpu",
+    )
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", *(["--allow-root"] if os.geteuid() == 0 else []), f"--ServerApp.root_dir={root}", "--ServerApp.disable_check_xsrf=True",
-         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "w"))
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            f"--IdentityProvider.token={token}",
+            *(["--allow-root"] if os.geteuid() == 0 else []),
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.disable_check_xsrf=True",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(root / "server.log", "w"),
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -86,7 +135,9 @@ def lab(tmp_path_factory):
             time.sleep(0.5)
     else:
         server.kill()
-        pytest.fail("JupyterLab did not start in 60 s: " + (root / "server.log").read_text()[-2000:])
+        pytest.fail(
+            "JupyterLab did not start in 60 s: " + (root / "server.log").read_text()[-2000:]
+        )
     yield base, token
     server.terminate()
     try:
@@ -98,7 +149,11 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage"],
+        )
         yield b
         b.close()
 
@@ -106,7 +161,8 @@ def browser():
 def _open(browser, lab, name):
     base, token = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    # a workspace of its own, so that JupyterLab does not restore the other test's notebook beside it
+    # a workspace of its own, so that JupyterLab does not restore the other test's notebook beside
+    # it
     workspace = name.replace(".", "-")
     page.goto(f"{base}/lab/workspaces/{workspace}/tree/{name}?token={token}&reset")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
@@ -119,7 +175,9 @@ def _open(browser, lab, name):
 def _run_all(page, timeout_s=180):
     page.locator(".jp-Notebook").first.click()  # the notebook has the focus the Run menu acts on
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-item:not(.lm-mod-disabled) .lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    page.locator(
+        ".lm-Menu-item:not(.lm-mod-disabled) .lm-Menu-itemLabel", has_text="Run All Cells"
+    ).first.click()
     deadline = time.time() + timeout_s
     while time.time() < deadline:  # every code cell numbered, none waiting ('[*]')
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
@@ -137,7 +195,9 @@ def _shot(page, name):
 def _no_widget_errors(page):
     text = page.locator(".jp-Notebook").inner_text()
     assert "Error displaying widget" not in text, text[:2000]
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+    ).all_inner_texts()
     assert not [e for e in errors if "Traceback" in e], errors
 
 

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from toolkit.backends.cpu import disk_cache
@@ -109,7 +108,11 @@ def test_an_entry_from_the_old_unkeyed_format_is_not_loaded(dirs):
     run_program(dirs)
     entry = _entry(cache)
     header, payload = _split(entry.read_bytes())
-    old = {"key": header["key"], "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)}
+    old = {
+        "key": header["key"],
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "size": len(payload),
+    }
     entry.write_bytes(b"toolkit-object-cache 1\n" + json.dumps(old).encode() + b"\n" + payload)
     assert run_program(dirs)["cache"] == "miss (corrupt cache entry rebuilt)"
 

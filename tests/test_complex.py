@@ -46,17 +46,38 @@ def expect(fn, *args):
 def test_arithmetic_is_numpys_bit_for_bit_on_special_values(backend, dtype):
     z = special_grid(dtype)
     w = np.roll(z, 17)
-    fn = lambda a, b: (a + b, a - b, a * b, a / b, -a, np.conj(a), np.abs(a), np.square(a),  # noqa: E731
-                       np.reciprocal(b), a == b, a != b, np.isnan(a), np.isinf(a), np.isfinite(a),
-                       # what the simplifier must leave alone: y * 0 is NaN for infinite y
-                       a * 1, a + 0, a - 0, a / 1, a * 0, a.sum(axis=0, keepdims=True)[:1] * 0 + a[:1])
+    fn = lambda a, b: (  # noqa: E731
+        a + b,
+        a - b,
+        a * b,
+        a / b,
+        -a,
+        np.conj(a),
+        np.abs(a),
+        np.square(a),
+        np.reciprocal(b),
+        a == b,
+        a != b,
+        np.isnan(a),
+        np.isinf(a),
+        np.isfinite(a),
+        # what the simplifier must leave alone: y * 0 is NaN for infinite y
+        a * 1,
+        a + 0,
+        a - 0,
+        a / 1,
+        a * 0,
+        a.sum(axis=0, keepdims=True)[:1] * 0 + a[:1],
+    )
     for got, want in zip(run(fn, backend, z, w), expect(fn, z, w)):
         assert_same(got, want)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_integer_powers_multiply_as_numpys_scalar_loop(backend):
-    z = (np.random.default_rng(1).standard_normal(64) + 1j * np.random.default_rng(2).standard_normal(64))
+    z = np.random.default_rng(1).standard_normal(64) + 1j * np.random.default_rng(
+        2
+    ).standard_normal(64)
     fn = lambda a: (a ** 2, a ** 3, a ** 5, a ** -2, a ** 0, a ** 1, a ** 17)  # noqa: E731
     for got, want in zip(run(fn, backend, z), expect(fn, z)):
         assert_same(got, want)
@@ -66,7 +87,8 @@ def _finite(dtype, size=400, seed=0):
     rng = np.random.default_rng(seed)
     scale = np.exp(rng.uniform(-8, 8, size))  # magnitudes across many binades, near 1 included
     z = (rng.standard_normal(size) + 1j * rng.standard_normal(size)) * scale
-    z[:4] = [1 + 1e-10j, 1e-10 + 1j, -1 + 1e-12j, 0.5 + 0.5j]  # |z| close to 1: log's real part is tiny
+    # |z| close to 1: log's real part is tiny
+    z[:4] = [1 + 1e-10j, 1e-10 + 1j, -1 + 1e-12j, 0.5 + 0.5j]
     return z.astype(dtype)
 
 
@@ -115,8 +137,12 @@ def test_exp_and_log_special_values(backend):
 @given(data=st.data())
 def test_random_arithmetic_matches_numpy_exactly_on_the_cpu(data):
     dtype = data.draw(st.sampled_from([np.complex64, np.complex128]))
-    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=5))
-    elements = st.complex_numbers(width=np.dtype(dtype).itemsize * 8, allow_nan=True, allow_infinity=True)
+    shapes = data.draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=5)
+    )
+    elements = st.complex_numbers(
+        width=np.dtype(dtype).itemsize * 8, allow_nan=True, allow_infinity=True
+    )
     a = data.draw(hnp.arrays(dtype, shapes.input_shapes[0], elements=elements))
     b = data.draw(hnp.arrays(dtype, shapes.input_shapes[1], elements=elements))
     fn = lambda x, y: (x + y, x - y, x * y, x / y, np.abs(x), x == y, np.conj(y) * 2.0)  # noqa: E731
@@ -142,10 +168,23 @@ def test_reductions_dots_and_data_movement(backend):
     rng = np.random.default_rng(4)
     a = (rng.standard_normal((6, 5)) + 1j * rng.standard_normal((6, 5)))
     b = (rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))).astype(np.complex64)
-    fn = lambda a, b: (a.sum(), a.sum(axis=0), a.mean(axis=1), np.prod(a[:3], axis=0), a @ b,  # noqa: E731
-                       np.dot(a[0], a[1]), np.vdot(a[0], a[1]), np.einsum("ij,jk->ik", a, b),
-                       np.concatenate([a, a[::-1]]), a.T.reshape(-1)[::3], np.where(a.real > 0, a, 1j),
-                       a.var(axis=0), np.std(b), np.all(a), np.any(a * 0, axis=1))
+    fn = lambda a, b: (  # noqa: E731
+        a.sum(),
+        a.sum(axis=0),
+        a.mean(axis=1),
+        np.prod(a[:3], axis=0),
+        a @ b,
+        np.dot(a[0], a[1]),
+        np.vdot(a[0], a[1]),
+        np.einsum("ij,jk->ik", a, b),
+        np.concatenate([a, a[::-1]]),
+        a.T.reshape(-1)[::3],
+        np.where(a.real > 0, a, 1j),
+        a.var(axis=0),
+        np.std(b),
+        np.all(a),
+        np.any(a * 0, axis=1),
+    )
     for g, w in zip(run(fn, backend, a, b), expect(fn, a, b)):
         assert_same(g, w, approx=True, rtol=1e-6 if np.asarray(w).dtype == np.complex64 else 1e-13)
 
@@ -153,8 +192,22 @@ def test_reductions_dots_and_data_movement(backend):
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
 def test_sort_complex_orders_as_numpy_nans_included(backend):
     n = np.nan
-    z = np.array([3 + 1j, 1 + 2j, complex(n, 1), 1 + 1j, complex(1, n), complex(n, n), complex(2, n),
-                  complex(n, 0), -1 - 5j, 1 + 1j, -0.0 + 0j, 0 - 0j]).reshape(2, 6)
+    z = np.array(
+        [
+            3 + 1j,
+            1 + 2j,
+            complex(n, 1),
+            1 + 1j,
+            complex(1, n),
+            complex(n, n),
+            complex(2, n),
+            complex(n, 0),
+            -1 - 5j,
+            1 + 1j,
+            -0.0 + 0j,
+            0 - 0j,
+        ]
+    ).reshape(2, 6)
     assert_same(run(np.sort_complex, backend, z), np.sort_complex(z))
     small = np.array([3, -1, 2], np.int16)
     assert_same(run(np.sort_complex, backend, small), np.sort_complex(small))
@@ -218,12 +271,24 @@ ENTRY e {
         assert s == np.complex64(0.5 + 2j)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("x = c64[2] parameter(0)\n  ROOT y = f32[2] convert(x)", "would drop the imaginary part"),
-    ("x = c64[2] parameter(0)\n  ROOT y = c64[2] sine(x)", "sine on complex numbers is not supported"),
-    ("x = c64[2] parameter(0)\n  ROOT y = pred[2] compare(x, x), direction=LT", "needs direction=EQ|NE"),
-    ("x = s32[2] parameter(0)\n  ROOT y = c64[2] complex(x, x)", "complex needs f32 or f64 parts"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("x = c64[2] parameter(0)\n  ROOT y = f32[2] convert(x)", "would drop the imaginary part"),
+        (
+            "x = c64[2] parameter(0)\n  ROOT y = c64[2] sine(x)",
+            "sine on complex numbers is not supported",
+        ),
+        (
+            "x = c64[2] parameter(0)\n  ROOT y = pred[2] compare(x, x), direction=LT",
+            "needs direction=EQ|NE",
+        ),
+        (
+            "x = s32[2] parameter(0)\n  ROOT y = c64[2] complex(x, x)",
+            "complex needs f32 or f64 parts",
+        ),
+    ],
+)
 def test_the_ir_refuses_what_complex_numbers_do_not_have(text, message):
     with pytest.raises((ShapeError, tk.hlo.HloParseError, Exception), match=message):
         tk.hlo.parse(f"HloModule m\nENTRY e {{\n  {text}\n}}")
@@ -233,7 +298,15 @@ def test_the_ir_refuses_what_complex_numbers_do_not_have(text, message):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_complex_kernels_assemble_for_the_gpu(arch, tmp_path):
     z = (np.ones((32, 40)) * (1 + 2j)).astype(np.complex64)
-    fn = lambda a: (a * a / (a + 1), np.abs(a), np.exp(a), np.sqrt(a), np.log(a), a.sum(axis=1), a.sum())  # noqa: E731
+    fn = lambda a: (  # noqa: E731
+        a * a / (a + 1),
+        np.abs(a),
+        np.exp(a),
+        np.sqrt(a),
+        np.log(a),
+        a.sum(axis=1),
+        a.sum(),
+    )
     program = compile_ptx(tk.jit(fn, backend="interpreter").compiled(z).optimized_hlo, arch)
     assert program.kernels and not program.unsupported, program.unsupported
     assemble(program.ptx, arch, tmp_path)

@@ -16,8 +16,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run(
+        [sys.executable, "-W", "always", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
 
 
 def test_a_size_with_units_does_not_break_import():
@@ -58,8 +63,17 @@ def test_more_threads_than_cores_are_clamped(monkeypatch):
         assert num_threads() == available_cores()
 
 
-@pytest.mark.parametrize("text, expected", [("4194304", 4194304), ("4MiB", 4 << 20), ("4 MB", 4_000_000),
-                                            ("2GiB", 2 << 30), ("1.5k", 1500), ("0", 0)])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("4194304", 4194304),
+        ("4MiB", 4 << 20),
+        ("4 MB", 4_000_000),
+        ("2GiB", 2 << 30),
+        ("1.5k", 1500),
+        ("0", 0),
+    ],
+)
 def test_sizes(text, expected):
     assert config.parse_bytes(text) == expected
 

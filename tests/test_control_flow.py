@@ -80,7 +80,9 @@ def test_while_and_conditional_print_as_xla_and_parse_back():
     module = tk.hlo.parse(LOOPS)
     text = module.to_text(metadata=False)
     assert "while(%init), condition=%cond, body=%body" in text
-    assert "conditional(%p, %result, %data), true_computation=%neg, false_computation=%ident" in text
+    assert (
+        "conditional(%p, %result, %data), true_computation=%neg, false_computation=%ident" in text
+    )
     assert "branch_computations={%neg, %ident, %twice}" in text
     assert tk.hlo.parse(text).to_text(metadata=False) == text
 
@@ -171,22 +173,41 @@ ENTRY %main (trips: s32[]) -> f32[] {
     ("ROOT %out = s32[] get-tuple-element(%state), index=0", "must return the loop state's shape"),
 ])
 def test_a_body_of_the_wrong_shape_is_refused(body_root, message):
-    text = LOOPS.replace("ROOT %out = (s32[], f32[8]) tuple(%next, %twice)", body_root) \
-        .replace("%body (state: (s32[], f32[8])) -> (s32[], f32[8])", "%body (state: (s32[], f32[8])) -> s32[]")
+    text = LOOPS.replace("ROOT %out = (s32[], f32[8]) tuple(%next, %twice)", body_root).replace(
+        "%body (state: (s32[], f32[8])) -> (s32[], f32[8])",
+        "%body (state: (s32[], f32[8])) -> s32[]",
+    )
     with pytest.raises(Exception, match=message):
         tk.hlo.parse(text)
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("ROOT %lt = pred[] compare(%i, %limit), direction=LT", "ROOT %lt = s32[] add(%i, %limit)", "must return pred"),
-    ("conditional(%k, %result, %data, %result), branch_computations", "conditional(%p, %result, %data, %result), "
-     "branch_computations", "needs an s32"),
-    ("conditional(%p, %result, %data), true", "conditional(%p, %result), true", "2 branches but 1"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "ROOT %lt = pred[] compare(%i, %limit), direction=LT",
+            "ROOT %lt = s32[] add(%i, %limit)",
+            "must return pred",
+        ),
+        (
+            "conditional(%k, %result, %data, %result), branch_computations",
+            "conditional(%p, %result, %data, %result), branch_computations",
+            "needs an s32",
+        ),
+        (
+            "conditional(%p, %result, %data), true",
+            "conditional(%p, %result), true",
+            "2 branches but 1",
+        ),
+    ],
+)
 def test_the_ir_refuses_malformed_control_flow(old, new, message):
-    text = LOOPS.replace(old, new).replace("%cond (state.1: (s32[], f32[8])) -> pred[]",
-                                           "%cond (state.1: (s32[], f32[8])) -> s32[]" if "add(%i" in new else
-                                           "%cond (state.1: (s32[], f32[8])) -> pred[]")
+    text = LOOPS.replace(old, new).replace(
+        "%cond (state.1: (s32[], f32[8])) -> pred[]",
+        "%cond (state.1: (s32[], f32[8])) -> s32[]"
+        if "add(%i" in new
+        else "%cond (state.1: (s32[], f32[8])) -> pred[]",
+    )
     with pytest.raises(Exception, match=message):
         tk.hlo.parse(text)
 
@@ -196,7 +217,10 @@ def test_cost_analysis_counts_one_trip_as_xla_does():
 
     module = tk.hlo.parse(LOOPS)
     loop = next(i for i in module.entry.instructions if i.opcode == "while")
-    body, cond = computation_cost(module.computation("body")), computation_cost(module.computation("cond"))
+    body, cond = (
+        computation_cost(module.computation("body")),
+        computation_cost(module.computation("cond")),
+    )
     assert instruction_cost(loop)["flops"] == body["flops"] + cond["flops"] == 1 + 8 + 1
     branches = next(i for i in module.entry.instructions if i.attrs.get("branch_computations"))
     assert instruction_cost(branches)["flops"] == 8  # the costliest branch (twice: an add)

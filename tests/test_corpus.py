@@ -21,7 +21,8 @@ def _same_as_numpy(fn, *args, backend="interpreter", rtol=1e-12, static_argnums=
     want = fn(*theirs)
     for o, t in zip(ours, theirs):
         if isinstance(o, np.ndarray):
-            np.testing.assert_allclose(o, t, rtol=rtol, atol=rtol)  # the arguments, as NumPy left them
+            # the arguments, as NumPy left them
+            np.testing.assert_allclose(o, t, rtol=rtol, atol=rtol)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
     for g, w in zip(got, want):
@@ -39,9 +40,17 @@ CASES = {
     "cholesky": (corpus.cholesky, ((lambda m: m @ m.T + 5 * np.eye(5))(rng.random((5, 5))),), ()),
     "covariance": (corpus.covariance, (rng.random((9, 6)),), ()),
     "histogram": (corpus.histogram_counts, (rng.random(40), 7), (1,)),
-    "conv2d_im2col": (corpus.conv2d_im2col, (rng.random((3, 8, 9)), rng.random((4, 3, 3, 3)), rng.random(4)), ()),
+    "conv2d_im2col": (
+        corpus.conv2d_im2col,
+        (rng.random((3, 8, 9)), rng.random((4, 3, 3, 3)), rng.random(4)),
+        (),
+    ),
     "floyd_warshall": (corpus.floyd_warshall, (rng.random((6, 6)) * 10,), ()),
-    "nbody_step": (corpus.nbody_step, (rng.random((5, 3)), rng.random((5, 3)), rng.random(5), 0.01), ()),
+    "nbody_step": (
+        corpus.nbody_step,
+        (rng.random((5, 3)), rng.random((5, 3)), rng.random(5), 0.01),
+        (),
+    ),
 }
 
 
@@ -51,7 +60,9 @@ def test_kernel_traces_unmodified_and_matches_numpy(name):
     _same_as_numpy(fn, *args, static_argnums=static)
 
 
-@pytest.mark.parametrize("name", ["jacobi_2d", "lu", "covariance", "histogram", "conv2d_im2col", "floyd_warshall"])
+@pytest.mark.parametrize(
+    "name", ["jacobi_2d", "lu", "covariance", "histogram", "conv2d_im2col", "floyd_warshall"]
+)
 def test_kernel_on_the_cpu_backend(name):
     fn, args, static = CASES[name]
     _same_as_numpy(fn, *args, backend="cpu", static_argnums=static, rtol=1e-10)
@@ -142,8 +153,13 @@ def test_gpt2_language_model_loss_differentiates():
 
     grads = tk.grad(loss)(params)
     assert set(grads) == set(params) and grads["wte"].shape == params["wte"].shape
-    checks = [(("wte",), (3, 0)), (("wpe",), (2, 7)), (("blocks", 0, "attn", "c_attn", "w"), (1, 5)),
-              (("blocks", 1, "mlp", "c_fc", "b"), (4,)), (("ln_f", "g"), (9,))]
+    checks = [
+        (("wte",), (3, 0)),
+        (("wpe",), (2, 7)),
+        (("blocks", 0, "attn", "c_attn", "w"), (1, 5)),
+        (("blocks", 1, "mlp", "c_fc", "b"), (4,)),
+        (("ln_f", "g"), (9,)),
+    ]
     for path, index in checks:
         def get(tree):
             for key in path:
@@ -154,4 +170,6 @@ def test_gpt2_language_model_loss_differentiates():
             get(p)[index] += delta
             return loss(p)
         numeric = (shifted(1e-6) - shifted(-1e-6)) / 2e-6
-        np.testing.assert_allclose(get(grads)[index], numeric, rtol=1e-5, atol=1e-8, err_msg=str(path))
+        np.testing.assert_allclose(
+            get(grads)[index], numeric, rtol=1e-5, atol=1e-8, err_msg=str(path)
+        )

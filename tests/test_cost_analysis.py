@@ -56,9 +56,19 @@ def test_zero_cost_instructions():
 
 def test_a_loop_counts_one_trip_as_xla_and_every_trip_when_known():
     body = lambda i, v: np.tanh(v) * 2  # noqa: E731
-    known = tk.jit(lambda x: tk.lax.fori_loop(0, 10, body, x)).lower(np.ones(100)).compile().cost_analysis()
+    known = (
+        tk.jit(lambda x: tk.lax.fori_loop(0, 10, body, x))
+        .lower(np.ones(100))
+        .compile()
+        .cost_analysis()
+    )
     assert known["transcendentals"] == 100  # XLA's number: one trip
     assert known["transcendentals (known trip counts)"] == 1000
     assert known["flops (known trip counts)"] == pytest.approx(10 * known["flops"])
-    traced = tk.jit(lambda x, n: tk.lax.fori_loop(0, n, body, x)).lower(np.ones(100), 3).compile().cost_analysis()
+    traced = (
+        tk.jit(lambda x, n: tk.lax.fori_loop(0, n, body, x))
+        .lower(np.ones(100), 3)
+        .compile()
+        .cost_analysis()
+    )
     assert "flops (known trip counts)" not in traced  # a traced trip count is not known

@@ -42,7 +42,9 @@ def test_programs_match_the_interpreter(name):
     assert_close(*both(fn, *args), approx=True)
 
 
-@pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (1, 1), (3, 17), (7, 33), (1, 1023), (2, 3, 65)])
+@pytest.mark.parametrize(
+    "shape", [(0,), (1,), (0, 5), (5, 0), (1, 1), (3, 17), (7, 33), (1, 1023), (2, 3, 65)]
+)
 def test_awkward_shapes_for_every_fusion_kind(shape):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     fns = [lambda a: np.tanh(a * 2 + 1),  # kLoop
@@ -81,9 +83,17 @@ def test_threaded_and_single_threaded_results_are_identical(monkeypatch):
     np.testing.assert_allclose(four, y.astype(np.float64).sum(), rtol=1e-4)
 
 
-COLUMN_CASES = [((4096, 1024), (0,), np.float32), ((1027, 1100), (0,), np.float64), ((13, 2000), (0,), np.float32),
-                ((0, 3000), (0,), np.float32), ((7, 1), (0,), np.float64), ((6, 5, 1500), (0, 1), np.float32),
-                ((300, 40, 30), (0,), np.float64), ((999, 2048), (0,), np.int32), ((50, 1200), (0,), np.complex64)]
+COLUMN_CASES = [
+    ((4096, 1024), (0,), np.float32),
+    ((1027, 1100), (0,), np.float64),
+    ((13, 2000), (0,), np.float32),
+    ((0, 3000), (0,), np.float32),
+    ((7, 1), (0,), np.float64),
+    ((6, 5, 1500), (0, 1), np.float32),
+    ((300, 40, 30), (0,), np.float64),
+    ((999, 2048), (0,), np.int32),
+    ((50, 1200), (0,), np.complex64),
+]
 
 
 @pytest.mark.parametrize("shape, axes, dtype", COLUMN_CASES)
@@ -101,7 +111,10 @@ def test_column_reductions_equal_numpys_bit_for_bit(shape, axes, dtype, threads,
         x = x + 1j * x[::-1]
     fns = [lambda a: a.sum(axis=axes), lambda a: (a * 2 - 1).sum(axis=axes)]
     if np.dtype(dtype).kind != "c":
-        fns += [lambda a: a.max(axis=axes) if a.size else a.sum(axis=axes), lambda a: a.min(axis=axes) if a.size else a.sum(axis=axes)]
+        fns += [
+            lambda a: a.max(axis=axes) if a.size else a.sum(axis=axes),
+            lambda a: a.min(axis=axes) if a.size else a.sum(axis=axes),
+        ]
     for fn in fns:
         c = tk.jit(fn, backend="cpu", on_recompile="ignore").lower(x).compile()
         monkeypatch.setattr(c._executable, "threads", threads)
@@ -114,8 +127,14 @@ def test_column_sums_split_their_columns_over_threads_and_narrow_ones_do_not():
     from toolkit.backends.llvm.planning import plan_kernel
 
     def spec_of(shape):
-        c = tk.jit(lambda a: a.sum(axis=0), backend="cpu", on_recompile="ignore").lower(np.ones(shape, np.float32)).compile()
-        (reduce,) = [i for i in c.optimized_hlo.entry.instructions if i.opcode in ("reduce", "fusion")]
+        c = (
+            tk.jit(lambda a: a.sum(axis=0), backend="cpu", on_recompile="ignore")
+            .lower(np.ones(shape, np.float32))
+            .compile()
+        )
+        (reduce,) = [
+            i for i in c.optimized_hlo.entry.instructions if i.opcode in ("reduce", "fusion")
+        ]
         return plan_kernel(reduce)
 
     wide, narrow = spec_of((4096, 2048)), spec_of((4096, 8))
@@ -162,11 +181,19 @@ def test_long_loop_bodies_fold_their_tail_and_short_ones_do_not(n):
     interpreter's results."""
     x = np.random.default_rng(9).standard_normal(n).astype(np.float32)
     long_body = tk.jit(_tanh_chain, backend="cpu", on_recompile="ignore").lower(x).compile()
-    short_body = tk.jit(lambda v: v * 2 + 1, backend="cpu", on_recompile="ignore").lower(x).compile()
+    short_body = (
+        tk.jit(lambda v: v * 2 + 1, backend="cpu", on_recompile="ignore").lower(x).compile()
+    )
     if n:
-        assert "@llvm.masked.store" in long_body.as_text("llvm")  # the tail: masked, in the vector loop
-        assert "@llvm.masked.store" not in short_body.as_text("llvm")  # unmasked, a scalar remainder
-    assert_close(long_body(x), tk.jit(_tanh_chain, backend="interpreter", on_recompile="ignore")(x), approx=True)
+        # the tail: masked, in the vector loop
+        assert "@llvm.masked.store" in long_body.as_text("llvm")
+        # unmasked, a scalar remainder
+        assert "@llvm.masked.store" not in short_body.as_text("llvm")
+    assert_close(
+        long_body(x),
+        tk.jit(_tanh_chain, backend="interpreter", on_recompile="ignore")(x),
+        approx=True,
+    )
     np.testing.assert_array_equal(short_body(x), x * 2 + 1)
 
 
@@ -180,7 +207,9 @@ def test_long_loop_bodies_over_large_arrays_keep_two_vectors_in_flight():
         x = np.linspace(-3, 3, n, dtype=np.float32)
         c = tk.jit(_tanh_chain, backend="cpu", on_recompile="ignore").lower(x).compile()
         stores.append(c.as_text("llvm").count("call void @llvm.masked.store"))
-        assert_close(c(x), tk.jit(_tanh_chain, backend="interpreter", on_recompile="ignore")(x), approx=True)
+        assert_close(
+            c(x), tk.jit(_tanh_chain, backend="interpreter", on_recompile="ignore")(x), approx=True
+        )
     assert stores == [1, 2]
 
 
@@ -205,18 +234,23 @@ def test_dots_are_library_calls(dtype):
 
 def test_general_reducers_fall_back_to_the_interpreter():
     text = (pathlib.Path(__file__).parent / "data" / "jax" / "argmax.hlo").read_text()
-    module = make_pipeline("default", EVALUATORS).run(tk.hlo.parse(text)).module  # inlines JAX's calls
+    # inlines JAX's calls
+    module = make_pipeline("default", EVALUATORS).run(tk.hlo.parse(text)).module
     exe = compile_module(module)
     assert exe.fallbacks and all("reducer" in f for f in exe.fallbacks)  # variadic argmax reducers
     x = np.random.default_rng(5).standard_normal((6, 9)).astype(np.float32)
     np.testing.assert_array_equal(exe([x])[0], np.argmax(x, axis=1))
-    np.testing.assert_array_equal(tk.hlo.run(tk.hlo.parse(text), x, backend="cpu")[1], np.argmin(x, axis=0))
+    np.testing.assert_array_equal(
+        tk.hlo.run(tk.hlo.parse(text), x, backend="cpu")[1], np.argmin(x, axis=0)
+    )
 
 
 def test_inspection_stages():
     c = tk.jit(lambda x: np.tanh(x) + 1, backend="cpu").lower(np.ones(1024, np.float32)).compile()
     llvm = c.as_text("llvm")
-    assert "define void @loop_add_fusion" in llvm and "<16 x float>" in llvm or "<8 x float>" in llvm
+    assert (
+        "define void @loop_add_fusion" in llvm and "<16 x float>" in llvm or "<8 x float>" in llvm
+    )
     asm = c.as_text("asm")
     assert "loop_add_fusion:" in asm and ("zmm" in asm or "ymm" in asm)
     with pytest.raises(ValueError, match="not available on the interpreter backend"):
@@ -230,7 +264,13 @@ def test_profile_records_cpu_kernels_and_compile_phases():
         f(x)
         f(x)
     (compile_event,) = prof.compiles
-    assert [p.name for p in compile_event.phases] == ["trace", "passes", "llvm_ir", "llvm_optimize", "machine_code"]
+    assert [p.name for p in compile_event.phases] == [
+        "trace",
+        "passes",
+        "llvm_ir",
+        "llvm_optimize",
+        "machine_code",
+    ]
     kernels = prof.kernels
     assert len(kernels) == 2 and all(k.backend == "cpu" for k in kernels)
     assert kernels[0].launch.startswith("threads=") and kernels[0].transcendentals == x.size
@@ -352,7 +392,8 @@ def test_a_full_reduction_with_an_extra_output_is_never_split_over_threads(monke
     monkeypatch.setattr(executor, "PARALLEL_THRESHOLD", 0)
     monkeypatch.setenv("TOOLKIT_NUM_THREADS", "2")
     monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
-    f = tk.jit(lambda b: (-np.exp(b), np.exp(b).sum()), backend="cpu")  # exp: an extra output of the sum
+    # exp: an extra output of the sum
+    f = tk.jit(lambda b: (-np.exp(b), np.exp(b).sum()), backend="cpu")
     b = np.zeros(1000)
     e, total = f(b)
     assert total == 1000.0 and (e == -1.0).all()
@@ -371,7 +412,9 @@ def test_ir_and_assembly_of_a_persistent_cache_hit_are_regenerated(tmp_path, mon
     again = tk.jit(fn, backend="cpu").lower(x).compile()  # a new wrapper: the disk cache answers
     assert again._executable.cache_status == "persistent_hit"
     llvm_text, asm = again.as_text("llvm"), again.as_text("asm")
-    assert llvm_text.startswith("; regenerated: this machine code was loaded from the persistent compilation cache")
+    assert llvm_text.startswith(
+        "; regenerated: this machine code was loaded from the persistent compilation cache"
+    )
     assert llvm_text.split("\n", 1)[1] == fresh.as_text("llvm")
     assert asm == fresh.as_text("asm") and "ret" in asm
 
@@ -400,8 +443,12 @@ def test_kernels_compile_in_parallel_parts_and_link_across_them(monkeypatch, tmp
     machine = compiled._executable.machine_code
     assert len(machine.parts) == 3 and "; ---- part 3 of 3" in compiled.as_text("llvm")
     assert any(s.kind == "group" for s in compiled._executable.steps)
-    assert compiler.unpack_objects(machine.object_code) and len(compiler.unpack_objects(machine.object_code)) == 3
-    assert any("declare void @" in part for part in machine.parts)  # a driver calls another part's kernel
+    assert (
+        compiler.unpack_objects(machine.object_code)
+        and len(compiler.unpack_objects(machine.object_code)) == 3
+    )
+    # a driver calls another part's kernel
+    assert any("declare void @" in part for part in machine.parts)
     assert compiled.as_text("asm").count("rowgroup_") >= 1
     assert_close(compiled(x, y), tk.jit(program, backend="interpreter")(x, y), approx=True)
     again = tk.jit(program, backend="cpu").lower(x, y).compile()  # from the persistent cache
@@ -484,15 +531,28 @@ def test_float64_to_float16_rounds_as_numpy_does_at_every_tie():
     address 0 (the process died). The kernel rounds to float32 to odd, then to float16: every
     float16 value, every midpoint between neighbours and the doubles either side of it, the
     subnormals, overflow to inf, NaN and the signs of zero come out as NumPy's."""
-    halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)  # +0 .. 65504
+    # +0 .. 65504
+    halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
     mids = (halves[:-1] + halves[1:]) / 2  # exact in float64
-    x = np.concatenate([halves, mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf),
-                        [65504.0, 65519.99, 65520.0, 1e300, 5.960464477539063e-08 / 2, 1e-300, np.inf, np.nan]])
+    x = np.concatenate(
+        [
+            halves,
+            mids,
+            np.nextafter(mids, 0),
+            np.nextafter(mids, np.inf),
+            [65504.0, 65519.99, 65520.0, 1e300, 5.960464477539063e-08 / 2, 1e-300, np.inf, np.nan],
+        ]
+    )
     x = np.concatenate([x, -x])
     got = tk.jit(lambda v: v.astype(np.float16), backend="cpu")(x)
     want = x.astype(np.float16)
-    np.testing.assert_array_equal(got.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)])
+    np.testing.assert_array_equal(
+        got.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)]
+    )
     assert np.isnan(got[np.isnan(want)]).all()
-    y = np.linspace(-3, 3, 1001)  # and inside a fused kernel, float64 math rounded to half at the end
-    np.testing.assert_array_equal(tk.jit(lambda v: (np.exp(v) * 3).astype(np.float16), backend="cpu")(y),
-                                  (tk.jit(lambda v: np.exp(v) * 3, backend="cpu")(y)).astype(np.float16))
+    # and inside a fused kernel, float64 math rounded to half at the end
+    y = np.linspace(-3, 3, 1001)
+    np.testing.assert_array_equal(
+        tk.jit(lambda v: (np.exp(v) * 3).astype(np.float16), backend="cpu")(y),
+        (tk.jit(lambda v: np.exp(v) * 3, backend="cpu")(y)).astype(np.float16),
+    )

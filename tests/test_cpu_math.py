@@ -33,8 +33,16 @@ def log_uniform(lo, hi, n):
 CASES = {  # opcode: (reference, samples, documented bound in ulp)
     "exponential": (np.exp, rng.uniform(-104, 89, N), 1.2),
     "log": (np.log, log_uniform(1e-45, 3e38, N), 2.5),
-    "log-plus-one": (np.log1p, np.concatenate([rng.uniform(-0.999, 1, N), log_uniform(1e-30, 1e30, N)]), 3.5),
-    "exponential-minus-one": (np.expm1, np.concatenate([rng.uniform(-20, 88, N), rng.uniform(-1e-3, 1e-3, N)]), 4.0),
+    "log-plus-one": (
+        np.log1p,
+        np.concatenate([rng.uniform(-0.999, 1, N), log_uniform(1e-30, 1e30, N)]),
+        3.5,
+    ),
+    "exponential-minus-one": (
+        np.expm1,
+        np.concatenate([rng.uniform(-20, 88, N), rng.uniform(-1e-3, 1e-3, N)]),
+        4.0,
+    ),
     "tanh": (np.tanh, np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e-3, 1e-3, N)]), 6.0),
     "logistic": (lambda x: 1 / (1 + np.exp(-x)), rng.uniform(-80, 80, N), 2.5),
     "erf": (_erf, rng.uniform(-5, 5, N), 6.0),
@@ -73,17 +81,23 @@ def test_special_values(opcode, ref):
     if opcode in ("sine", "cosine"):  # accurate for |x| < 8192 only; bounded beyond
         huge = np.abs(SPECIAL) > 8192
         assert np.all(np.abs(got[huge & np.isfinite(SPECIAL)]) <= 1)
-        got, expected = np.where(huge & np.isfinite(SPECIAL), 0, got), np.where(huge & np.isfinite(SPECIAL), 0, expected)
+        got, expected = (
+            np.where(huge & np.isfinite(SPECIAL), 0, got),
+            np.where(huge & np.isfinite(SPECIAL), 0, expected),
+        )
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected), err_msg=opcode)
     finite = np.isfinite(expected) & ~np.isnan(expected)
     np.testing.assert_array_equal(np.isinf(got) & ~finite, np.isinf(expected), err_msg=opcode)
     np.testing.assert_allclose(got[finite], expected[finite], rtol=2e-6, atol=2e-38, err_msg=opcode)
     if opcode in ("exponential-minus-one", "log-plus-one", "tanh", "sine", "erf"):
         zeros = SPECIAL == 0
-        np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(SPECIAL[zeros]), err_msg=opcode)
+        np.testing.assert_array_equal(
+            np.signbit(got[zeros]), np.signbit(SPECIAL[zeros]), err_msg=opcode
+        )
 
 
-# ---- float64: toolkit's own vectorised exp and log (documented bounds, against NumPy's results) ----
+# ---- float64: toolkit's own vectorised exp and log (documented bounds, against NumPy's results)
+# ----
 def run_op64(opcode: str, x: np.ndarray) -> np.ndarray:
     module = tk.hlo.parse(f"HloModule m\nENTRY e {{\n  p = f64[{x.size}] parameter(0)\n"
                           f"  ROOT r = f64[{x.size}] {opcode}(p)\n}}\n")
@@ -91,14 +105,43 @@ def run_op64(opcode: str, x: np.ndarray) -> np.ndarray:
 
 
 CASES64 = {  # opcode: (reference, samples, bound in ulp of NumPy's float64 result)
-    "exponential": (np.exp, np.concatenate([rng.uniform(-745, 709.7, N), rng.uniform(-1, 1, N)]), 1.0),
-    "log": (np.log, np.concatenate([np.exp(rng.uniform(np.log(5e-324), np.log(1.7e308), N)),
-                                    rng.uniform(0.5, 2.0, N)]), 3.0),
-    "exponential-minus-one": (np.expm1, np.concatenate([rng.uniform(-50, 709.7, N), rng.uniform(-1, 1, N),
-                                                        rng.uniform(-1e-8, 1e-8, N)]), 2.0),
-    "tanh": (np.tanh, np.concatenate([rng.uniform(-30, 30, N), rng.uniform(-1, 1, N), rng.uniform(-1e-6, 1e-6, N)]), 3.0),
-    "log-plus-one": (np.log1p, np.concatenate([rng.uniform(-0.999999, 1, N), rng.uniform(-1e-10, 1e-10, N),
-                                               np.exp(rng.uniform(np.log(1e-300), np.log(1e300), N))]), 3.0),
+    "exponential": (
+        np.exp,
+        np.concatenate([rng.uniform(-745, 709.7, N), rng.uniform(-1, 1, N)]),
+        1.0,
+    ),
+    "log": (
+        np.log,
+        np.concatenate(
+            [np.exp(rng.uniform(np.log(5e-324), np.log(1.7e308), N)), rng.uniform(0.5, 2.0, N)]
+        ),
+        3.0,
+    ),
+    "exponential-minus-one": (
+        np.expm1,
+        np.concatenate(
+            [rng.uniform(-50, 709.7, N), rng.uniform(-1, 1, N), rng.uniform(-1e-8, 1e-8, N)]
+        ),
+        2.0,
+    ),
+    "tanh": (
+        np.tanh,
+        np.concatenate(
+            [rng.uniform(-30, 30, N), rng.uniform(-1, 1, N), rng.uniform(-1e-6, 1e-6, N)]
+        ),
+        3.0,
+    ),
+    "log-plus-one": (
+        np.log1p,
+        np.concatenate(
+            [
+                rng.uniform(-0.999999, 1, N),
+                rng.uniform(-1e-10, 1e-10, N),
+                np.exp(rng.uniform(np.log(1e-300), np.log(1e300), N)),
+            ]
+        ),
+        3.0,
+    ),
 }
 
 
@@ -108,21 +151,55 @@ def test_float64_max_ulp_error_within_documented_bound(opcode):
     got, want = run_op64(opcode, x), ref(x)
     ok = np.isfinite(want) & (want != 0)
     assert np.max(np.abs(got[ok] - want[ok]) / np.spacing(np.abs(want[ok]))) <= bound
-    assert np.array_equal(got[~ok], want[~ok])  # overflow to inf, underflow to 0 exactly where NumPy's do
+    # overflow to inf, underflow to 0 exactly where NumPy's do
+    assert np.array_equal(got[~ok], want[~ok])
 
 
-SPECIAL64 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 709.78,
-                      709.79, -708.4, -745.13, -745.2, 1.0, -1.0, 1.7e308, -1.7e308, 22.0, -22.0, 40.0, -41.0])
+SPECIAL64 = np.array(
+    [
+        np.nan,
+        np.inf,
+        -np.inf,
+        0.0,
+        -0.0,
+        5e-324,
+        -5e-324,
+        2.2250738585072014e-308,
+        709.78,
+        709.79,
+        -708.4,
+        -745.13,
+        -745.2,
+        1.0,
+        -1.0,
+        1.7e308,
+        -1.7e308,
+        22.0,
+        -22.0,
+        40.0,
+        -41.0,
+    ]
+)
 
 
-@pytest.mark.parametrize("opcode,ref", [("exponential", np.exp), ("log", np.log), ("exponential-minus-one", np.expm1),
-                                        ("tanh", np.tanh), ("log-plus-one", np.log1p)])
+@pytest.mark.parametrize(
+    "opcode,ref",
+    [
+        ("exponential", np.exp),
+        ("log", np.log),
+        ("exponential-minus-one", np.expm1),
+        ("tanh", np.tanh),
+        ("log-plus-one", np.log1p),
+    ],
+)
 def test_float64_special_values(opcode, ref):
     with np.errstate(all="ignore"):
         want = ref(SPECIAL64)
     got = run_op64(opcode, SPECIAL64)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    np.testing.assert_array_equal(np.isinf(got) & (np.sign(got) > 0), np.isinf(want) & (np.sign(want) > 0))
+    np.testing.assert_array_equal(
+        np.isinf(got) & (np.sign(got) > 0), np.isinf(want) & (np.sign(want) > 0)
+    )
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=7e-16, atol=0)
     np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
@@ -131,7 +208,12 @@ def test_float64_special_values(opcode, ref):
 def test_float64_exp_and_log_are_vectorised():
     for fn in (np.exp, np.log, np.expm1, np.tanh, np.log1p):
         text = tk.jit(fn, backend="cpu").compiled(np.ones(1024)).as_text("llvm")
-        assert "x double>" in text and "@exp" not in text and "@log(" not in text and "@tanh" not in text
+        assert (
+            "x double>" in text
+            and "@exp" not in text
+            and "@log(" not in text
+            and "@tanh" not in text
+        )
 
 
 def special_grid(f, reference, values, rtol):
@@ -158,7 +240,9 @@ def test_float64_atan2_within_two_ulp_and_c99_special_values():
         nonzero = want != 0
         assert np.max(np.abs(got[nonzero] - want[nonzero]) / np.spacing(np.abs(want[nonzero]))) <= 2
         np.testing.assert_array_equal(got[~nonzero], want[~nonzero])
-    y, x = special_grid(f, np.arctan2, [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 5e-324, 1e308], 2.3e-16)
+    y, x = special_grid(
+        f, np.arctan2, [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 5e-324, 1e308], 2.3e-16
+    )
     text = f.compiled(y, x).as_text("llvm")
     assert "x double>" in text and "@atan2" not in text
     g = tk.jit(np.arctan, backend="cpu")
@@ -166,13 +250,20 @@ def test_float64_atan2_within_two_ulp_and_c99_special_values():
     assert np.max(np.abs(g(xs) - np.arctan(xs)) / np.spacing(np.abs(np.arctan(xs)))) <= 2
 
 
-POWER_SAMPLES = {  # (x, y): the ranges where pow's error could grow (|y ln x| near the overflow bound)
+# (x, y): the ranges where pow's error could grow (|y ln x| near the overflow bound)
+POWER_SAMPLES = {
     "moderate": (rng.uniform(0.1, 3, N), rng.uniform(-10, 10, N)),
     "x over the whole range": (np.exp(rng.uniform(-700, 700, N)), rng.uniform(-1, 1, N)),
     "large y": (rng.uniform(0.5, 2, N), rng.uniform(-1000, 1000, N)),
     "x near 1, huge y": (1 + rng.uniform(-1e-3, 1e-3, N), rng.uniform(-5e5, 5e5, N)),
-    "negative x, integer y": (-rng.uniform(0.1, 10, N), rng.integers(-30, 30, N).astype(np.float64)),
-    "results near overflow and in the subnormals": (rng.uniform(0.1, 2.5, N), rng.uniform(700, 1100, N)),
+    "negative x, integer y": (
+        -rng.uniform(0.1, 10, N),
+        rng.integers(-30, 30, N).astype(np.float64),
+    ),
+    "results near overflow and in the subnormals": (
+        rng.uniform(0.1, 2.5, N),
+        rng.uniform(700, 1100, N),
+    ),
     "x near sqrt(2), y near 2000": (rng.uniform(1.40, 1.4142, N), rng.uniform(1500, 2000, N)),
     "subnormal x": (rng.uniform(1e-320, 1e-308, N), rng.uniform(-1, 1, N)),
 }
@@ -192,8 +283,30 @@ def test_float64_power_within_two_ulp_of_numpy(case):
 
 
 def test_float64_power_c99_special_values_and_vectorised():
-    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 1e308, -1e308,
-               5e-324, -5e-324, 2.5, -2.5, 1e17, 9007199254740993.0, -9007199254740993.0]
+    special = [
+        np.nan,
+        np.inf,
+        -np.inf,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.0,
+        -2.0,
+        3.0,
+        -3.0,
+        1e308,
+        -1e308,
+        5e-324,
+        -5e-324,
+        2.5,
+        -2.5,
+        1e17,
+        9007199254740993.0,
+        -9007199254740993.0,
+    ]
     f = tk.jit(np.power, backend="cpu")
     x, y = special_grid(f, np.power, special, 4.5e-16)
     text = f.compiled(x, y).as_text("llvm")
@@ -204,13 +317,17 @@ def test_float64_power_c99_special_values_and_vectorised():
 def test_float64_sinh_cosh_within_three_ulp_up_to_the_overflow_edge(fn):
     """Above |x| = 22, e^|x| / 2 is (h/2) h with h = e^(|x|/2): exact halving, where the old
     e^(|x| - ln 2) rounded |x| - ln 2 and was up to 495 ulp off near |x| = 709."""
-    x = np.concatenate([rng.uniform(-710.47, 710.47, N), rng.uniform(-30, 30, N), rng.uniform(-1e-5, 1e-5, N)])
+    x = np.concatenate(
+        [rng.uniform(-710.47, 710.47, N), rng.uniform(-30, 30, N), rng.uniform(-1e-5, 1e-5, N)]
+    )
     with np.errstate(all="ignore"):
         got, want = tk.jit(fn, backend="cpu")(x), fn(x)
     ok = np.isfinite(want) & (want != 0)
     assert np.max(np.abs(got[ok] - want[ok]) / np.spacing(np.abs(want[ok]))) <= 3
     np.testing.assert_array_equal(got[~ok], want[~ok])
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 710.4758, -710.4758, 710.48, 22.0, -22.0, 5e-324])
+    special = np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 710.4758, -710.4758, 710.48, 22.0, -22.0, 5e-324]
+    )
     with np.errstate(all="ignore"):
         got, want = tk.jit(fn, backend="cpu")(special), fn(special)
     finite = np.isfinite(want)
@@ -221,12 +338,29 @@ def test_float64_sinh_cosh_within_three_ulp_up_to_the_overflow_edge(fn):
 
 from toolkit.backends.cpu.vector_library import host_vector_math  # noqa: E402
 
-needs_libmvec = pytest.mark.skipif(host_vector_math() is None, reason="no vector math library (glibc's libmvec)")
+needs_libmvec = pytest.mark.skipif(
+    host_vector_math() is None, reason="no vector math library (glibc's libmvec)"
+)
 
-LIBMVEC_CASES = {  # NumPy function: (float64 samples, bound in ulp of NumPy's result); glibc documents <= 4
-    np.sin: (np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e5, 1e5, N), rng.uniform(-1e-8, 1e-8, N),
-                             rng.uniform(-1e300, 1e300, 1000)]), 4),
-    np.cos: (np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e5, 1e5, N), rng.uniform(-1e300, 1e300, 1000)]), 4),
+# NumPy function: (float64 samples, bound in ulp of NumPy's result); glibc documents <= 4
+LIBMVEC_CASES = {
+    np.sin: (
+        np.concatenate(
+            [
+                rng.uniform(-10, 10, N),
+                rng.uniform(-1e5, 1e5, N),
+                rng.uniform(-1e-8, 1e-8, N),
+                rng.uniform(-1e300, 1e300, 1000),
+            ]
+        ),
+        4,
+    ),
+    np.cos: (
+        np.concatenate(
+            [rng.uniform(-10, 10, N), rng.uniform(-1e5, 1e5, N), rng.uniform(-1e300, 1e300, 1000)]
+        ),
+        4,
+    ),
     np.tan: (np.concatenate([rng.uniform(-10, 10, N), rng.uniform(-1e-8, 1e-8, N)]), 4),
     np.cbrt: (np.concatenate([rng.uniform(-1e5, 1e5, N), np.exp(rng.uniform(-700, 700, N))]), 4),
 }
@@ -246,7 +380,9 @@ def test_libm_calls_use_the_vector_library_within_its_bound(fn):
     np.testing.assert_array_equal(np.isnan(special), np.isnan(expected))
     finite = np.isfinite(expected)
     np.testing.assert_allclose(special[finite], expected[finite], rtol=bound * 2.3e-16)
-    np.testing.assert_array_equal(np.signbit(special[expected == 0]), np.signbit(expected[expected == 0]))
+    np.testing.assert_array_equal(
+        np.signbit(special[expected == 0]), np.signbit(expected[expected == 0])
+    )
     text = tk.jit(fn, backend="cpu").compiled(x).as_text("llvm")
     assert "@_ZGV" in text and "x double>" in text
 
@@ -267,10 +403,16 @@ def test_float32_libm_calls_use_the_vector_library(fn):
 def test_without_the_vector_library_libm_is_called_as_before():
     import subprocess
     import sys
-    code = ("import numpy as np, toolkit as tk; x = np.linspace(-3, 3, 4096); f = tk.jit(np.sin, backend='cpu');"
-            "assert np.array_equal(f(x), np.sin(x)); assert '@_ZGV' not in f.compiled(x).as_text('llvm'); print('ok')")
+    code = (
+        "import numpy as np, toolkit as tk; x = np.linspace(-3, 3, 4096); f = tk.jit(np.sin, "
+        "backend='cpu');"
+        "assert np.array_equal(f(x), np.sin(x)); assert '@_ZGV' not in "
+        "f.compiled(x).as_text('llvm'); print('ok')"
+    )
     env = {**__import__("os").environ, "TOOLKIT_VECTOR_MATH": "0", "TOOLKIT_CACHE_DIR": "off"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
@@ -280,18 +422,29 @@ def test_cached_machine_code_calling_the_vector_library_loads_in_a_fresh_process
     before linking it (else the link fails), and a host without it never shares the entry."""
     import subprocess
     import sys
-    code = ("import numpy as np, toolkit as tk; x = np.linspace(-3, 3, 4096); f = tk.jit(np.tan, backend='cpu');"
-            "y = f(x); assert np.max(np.abs(y - np.tan(x)) / np.spacing(np.abs(np.tan(x)))) <= 4;"
-            "print(f.compiled(x)._executable.cache_status)")
+    code = (
+        "import numpy as np, toolkit as tk; x = np.linspace(-3, 3, 4096); f = tk.jit(np.tan, "
+        "backend='cpu');"
+        "y = f(x); assert np.max(np.abs(y - np.tan(x)) / np.spacing(np.abs(np.tan(x)))) <= 4;"
+        "print(f.compiled(x)._executable.cache_status)"
+    )
     env = {**__import__("os").environ, "TOOLKIT_CACHE_DIR": str(tmp_path)}
-    statuses = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                               timeout=120) for _ in range(2)]
-    assert [s.stdout.strip() for s in statuses] == ["miss", "persistent_hit"], [s.stderr[-1500:] for s in statuses]
+    statuses = [
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+        for _ in range(2)
+    ]
+    assert [s.stdout.strip() for s in statuses] == ["miss", "persistent_hit"], [
+        s.stderr[-1500:] for s in statuses
+    ]
 
 
 @needs_libmvec
 def test_float64_erf_uses_the_vector_library_within_its_bound():
-    x = np.concatenate([rng.uniform(-6, 6, N), rng.uniform(-1e-6, 1e-6, 1000), [0.0, -0.0, np.inf, -np.inf]])
+    x = np.concatenate(
+        [rng.uniform(-6, 6, N), rng.uniform(-1e-6, 1e-6, 1000), [0.0, -0.0, np.inf, -np.inf]]
+    )
     got, want = run_op64("erf", x), np.vectorize(math.erf, otypes=[np.float64])(x)
     ok = want != 0
     assert np.max(np.abs(got[ok] - want[ok]) / np.spacing(np.abs(want[ok]))) <= 4

@@ -40,7 +40,9 @@ def _cpu_program(steps):
     if key not in _CPU:
         if len(_CPU) > 64:
             _CPU.clear()
-        _CPU[key] = tk.jit(lambda a, b: run_program(steps, a, b), backend="cpu", on_recompile="ignore")
+        _CPU[key] = tk.jit(
+            lambda a, b: run_program(steps, a, b), backend="cpu", on_recompile="ignore"
+        )
     return _CPU[key]
 
 

@@ -52,7 +52,9 @@ def test_complex_input_frequencies_and_namespace():
     z = X + 1j * RNG.standard_normal(X.shape)
     np.testing.assert_allclose(tk.jit(lambda v: np.fft.ifft(np.fft.fft(v)))(z), z, atol=1e-14)
     np.testing.assert_allclose(tk.jit(lambda d: np.fft.fftfreq(8, d))(0.5), np.fft.fftfreq(8, 0.5))
-    np.testing.assert_allclose(tk.jit(lambda d: tnp.fft.rfftfreq(9, d))(0.25), np.fft.rfftfreq(9, 0.25))
+    np.testing.assert_allclose(
+        tk.jit(lambda d: tnp.fft.rfftfreq(9, d))(0.25), np.fft.rfftfreq(9, 0.25)
+    )
     np.testing.assert_allclose(tk.jit(lambda v: tnp.fft.rfft(v))(X), np.fft.rfft(X), rtol=1e-12)
     np.testing.assert_allclose(tk.vmap(np.fft.fft)(X), np.fft.fft(X), rtol=1e-12)
 

@@ -45,7 +45,12 @@ def test_add_one_is_one_loop_fusion_with_the_constant_inside():
     c = compiled(programs.add_one, np.ones((10, 10), np.float32))
     (k,) = kernels(c)
     assert k.attrs["kind"] == "kLoop" and k.name == "loop_add_fusion"
-    assert [i.opcode for i in k.attrs["calls"].instructions] == ["parameter", "constant", "broadcast", "add"]
+    assert [i.opcode for i in k.attrs["calls"].instructions] == [
+        "parameter",
+        "constant",
+        "broadcast",
+        "add",
+    ]
     assert c.optimized_hlo.entry.root is k
 
 
@@ -59,9 +64,13 @@ def test_softmax_is_at_most_three_kernels_with_exp_computed_once():
     ks = kernels(c)
     assert len(ks) == 3
     assert [k.attrs["kind"] for k in ks] == ["kInput", "kInput", "kLoop"]
-    exp_kernels = [k for k in ks if any(i.opcode == "exponential" for i in k.attrs["calls"].instructions)]
+    exp_kernels = [
+        k for k in ks if any(i.opcode == "exponential" for i in k.attrs["calls"].instructions)
+    ]
     assert len(exp_kernels) == 1  # exp is not duplicated: the sum's fusion also writes it out
-    assert [d.reason for d in decisions(c, "exponential", "divide")] == ["EXPENSIVE_WOULD_DUPLICATE"]
+    assert [d.reason for d in decisions(c, "exponential", "divide")] == [
+        "EXPENSIVE_WOULD_DUPLICATE"
+    ]
     assert [d.reason for d in decisions(c, "exponential", "reduce")] == ["MULTI_OUTPUT"]
 
 
@@ -90,7 +99,11 @@ def test_mlp_keeps_the_dot_a_library_call_with_the_epilogue_fused():
     dot, epilogue = kernels(c)
     assert dot.opcode == "dot"
     assert epilogue.attrs["kind"] == "kLoop"
-    assert {i.opcode for i in epilogue.attrs["calls"].instructions} >= {"add", "maximum", "broadcast"}
+    assert {i.opcode for i in epilogue.attrs["calls"].instructions} >= {
+        "add",
+        "maximum",
+        "broadcast",
+    }
     assert [d.reason for d in decisions(c, "dot")] == ["LIBRARY_CALL"]
 
 
@@ -129,7 +142,9 @@ def test_fusion_budget_on_operands():
 
 
 def test_outputs_and_library_call_consumers():
-    c = compiled(lambda x, w: (x * 2, (x * x) @ w), np.ones((2, 3), np.float32), np.ones((3, 2), np.float32))
+    c = compiled(
+        lambda x, w: (x * 2, (x * x) @ w), np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    )
     assert {d.reason for d in decisions(c, "multiply", "tuple")} == {"ROOT"}
     assert {d.reason for d in decisions(c, "multiply", "dot")} == {"LIBRARY_CALL"}
 
@@ -147,8 +162,14 @@ def test_every_decision_has_a_known_reason_and_locations():
 def test_fused_computations_map_back_to_source_lines():
     c = compiled(programs.softmax, np.ones((8, 128), np.float32))
     for k in kernels(c):
-        members = [i for i in k.attrs["calls"].instructions if i.opcode not in ("parameter", "tuple")]
-        assert all(m.metadata.source_file.endswith("programs.py") for m in members if m.opcode != "constant")
+        members = [
+            i for i in k.attrs["calls"].instructions if i.opcode not in ("parameter", "tuple")
+        ]
+        assert all(
+            m.metadata.source_file.endswith("programs.py")
+            for m in members
+            if m.opcode != "constant"
+        )
         assert re.fullmatch(r"(loop|input)_[a-z\-]+_fusion(\.\d+)?", k.name), k.name
         assert k.attrs["calls"].name.startswith("fused_")
 
@@ -157,17 +178,33 @@ def test_fusion_cost_counts_only_parameters_and_outputs():
     c = compiled(programs.add_one, np.ones((10, 10), np.float32))
     cost = c.cost_analysis()
     assert cost["flops"] == 100
-    assert cost["bytes accessed"] == 400 + 400  # read x, write the result: the constant stays inside
-    assert compiled(programs.add_one, np.ones((10, 10), np.float32), pipeline="none").cost_analysis()["bytes accessed"] == (4 + 400) + 400 * 3  # broadcast, add
+    # read x, write the result: the constant stays inside
+    assert cost["bytes accessed"] == 400 + 400
+    # broadcast, add
+    assert (
+        compiled(programs.add_one, np.ones((10, 10), np.float32), pipeline="none").cost_analysis()[
+            "bytes accessed"
+        ]
+        == (4 + 400) + 400 * 3
+    )
 
 
 def test_profile_records_fusion_decisions_and_pass_events():
     f = tk.jit(programs.softmax)
     with tk.profile() as prof:
         f(np.ones((4, 16), np.float32))
-    assert {p.pass_name for p in prof.passes} == {"call-inliner", "while-loop-invariant-code-motion", "simplify",
-                                                  "constant-folding", "cse", "dce", "fusion"}
-    assert prof.fusion_decisions and all(d.compile_id == prof.compiles[0].compile_id for d in prof.fusion_decisions)
+    assert {p.pass_name for p in prof.passes} == {
+        "call-inliner",
+        "while-loop-invariant-code-motion",
+        "simplify",
+        "constant-folding",
+        "cse",
+        "dce",
+        "fusion",
+    }
+    assert prof.fusion_decisions and all(
+        d.compile_id == prof.compiles[0].compile_id for d in prof.fusion_decisions
+    )
 
 
 # ---- limits that keep fusion linear in program size -------------------------------------------
@@ -206,7 +243,9 @@ def test_an_expensive_scalar_is_not_recomputed_per_broadcast_element():
 def test_a_cheap_producer_read_once_per_element_still_fuses():
     c = compiled(lambda x: np.exp(x * 2.0) + x[::-1], np.ones(32))
     assert len(kernels(c)) == 1
-    assert not [d for d in c.fusion_decisions if d.reason in ("REUSES_ELEMENTS", "EXPENSIVE_BROADCAST")]
+    assert not [
+        d for d in c.fusion_decisions if d.reason in ("REUSES_ELEMENTS", "EXPENSIVE_BROADCAST")
+    ]
 
 
 def test_a_long_chain_of_dots_compiles_without_recursion_limits():

@@ -59,7 +59,9 @@ def test_test_programs_assemble(name, tmp_path):
         for k, comp in enumerate(inst.called_computations):
             inner = flat_module(comp, f"{inst.name}_{k}")
             body = compile_ptx(inner, "sm_90")
-            pending.extend(i for i in inner.entry.instructions if i.opcode in ("while", "conditional"))
+            pending.extend(
+                i for i in inner.entry.instructions if i.opcode in ("while", "conditional")
+            )
             assert not body.unsupported, body.unsupported
             if body.kernels:
                 assemble(body.ptx, "sm_90", tmp_path)
@@ -80,8 +82,9 @@ SHUFFLED_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
 def test_cooperative_row_reductions_assemble_for_every_width(case, dtype, tmp_path):
     shape, mode = ROW_REDUCTIONS[case]
     x = np.ones(shape, dtype)
+    # siblings + an extra output
     fn = (lambda v: (v.any(axis=-1), v.all(axis=-1))) if dtype == np.bool_ else \
-        (lambda v: (v.sum(axis=-1, dtype=v.dtype), v.max(axis=-1), v * 2))  # siblings + an extra output
+        (lambda v: (v.sum(axis=-1, dtype=v.dtype), v.max(axis=-1), v * 2))
     program = compile_ptx(optimized(fn, x), "sm_80")
     assert not program.unsupported, program.unsupported
     reductions = [k for k in program.kernels if any(o.opcode == "reduce" for o in k.spec.outputs)]
@@ -125,16 +128,26 @@ def test_column_reductions_of_few_outputs_split_over_threads(dtype, tmp_path):
     assert "atom.global.add" in program.ptx and "bar.sync" not in program.ptx
     assemble(program.ptx, "sm_90", tmp_path)
     # many outputs: a thread per output, as before
-    assert compile_ptx(optimized(fn, np.ones((4096, 1 << 16), dtype)), "sm_90").kernels[0].mode == "thread"
+    assert (
+        compile_ptx(optimized(fn, np.ones((4096, 1 << 16), dtype)), "sm_90").kernels[0].mode
+        == "thread"
+    )
 
 
 def test_row_reduction_launches_a_warp_or_a_block_per_row():
-    warp = compile_ptx(optimized(lambda x: x.sum(-1), np.ones((1000, 512), np.float32)), "sm_90").kernels[0]
-    assert warp.mode == "warp" and warp.launch(sm_count=132) == ((125, 1, 1), (256, 1, 1))  # 8 rows a block
-    block = compile_ptx(optimized(lambda x: x.sum(-1), np.ones((1024, 8192), np.float32)), "sm_90").kernels[0]
+    warp = compile_ptx(
+        optimized(lambda x: x.sum(-1), np.ones((1000, 512), np.float32)), "sm_90"
+    ).kernels[0]
+    # 8 rows a block
+    assert warp.mode == "warp" and warp.launch(sm_count=132) == ((125, 1, 1), (256, 1, 1))
+    block = compile_ptx(
+        optimized(lambda x: x.sum(-1), np.ones((1024, 8192), np.float32)), "sm_90"
+    ).kernels[0]
     assert block.mode == "block" and block.launch(sm_count=132) == ((1024, 1, 1), (256, 1, 1))
     # a full reduction of 1M elements: 256 pieces of 4096, combined by the last block to finish
-    split = compile_ptx(optimized(lambda x: x.sum(), np.ones(1 << 20, np.float32)), "sm_90").kernels[0]
+    split = compile_ptx(
+        optimized(lambda x: x.sum(), np.ones(1 << 20, np.float32)), "sm_90"
+    ).kernels[0]
     assert split.mode == "split" and split.work_items == 256
     assert split.launch(sm_count=132) == ((256, 1, 1), (256, 1, 1))
 
@@ -147,12 +160,15 @@ def test_loop_fusion_ptx_snippets():
                     ".param .u64 .ptr .align 16",  # whole pool buffers: 16-byte aligned
                     "st.global"):
         assert snippet in ptx, snippet
-    # mul then add, never contracted to fma: contraction changes rounding (toolkit does not allow it)
+    # mul then add, never contracted to fma: contraction changes rounding (toolkit does not allow
+    # it)
     assert re.search(r"\bmul(\.rn)?\.f32", ptx) and re.search(r"\badd(\.rn)?\.f32", ptx)
 
 
 def test_row_reduction_ptx_snippets():
-    ptx = compile_ptx(optimized(lambda x: x.max(axis=-1), np.ones((32, 64), np.float32)), "sm_80").ptx
+    ptx = compile_ptx(
+        optimized(lambda x: x.max(axis=-1), np.ones((32, 64), np.float32)), "sm_80"
+    ).ptx
     assert ".visible .entry input_reduce_fusion(" in ptx and ".maxntid 256" in ptx
     assert "max.NaN.f32" in ptx  # NaN-propagating maximum, as XLA
     assert "ld.global" in ptx and ("st.global.b32" in ptx or "st.global.f32" in ptx)
@@ -173,8 +189,16 @@ def test_float64_transcendentals_without_libdevice_are_reported_not_miscompiled(
     assert "libdevice" in program.unsupported[0]
 
 
-F64_MATH = lambda x: (np.exp(x) + np.tanh(x), np.arctan2(x, x + 1), np.abs(x) ** 1.5, np.log1p(np.abs(x)),  # noqa: E731
-                      np.sin(x) * np.cos(x), np.expm1(x), np.tan(x.astype(np.float32)), np.cbrt(x))
+F64_MATH = lambda x: (  # noqa: E731
+    np.exp(x) + np.tanh(x),
+    np.arctan2(x, x + 1),
+    np.abs(x) ** 1.5,
+    np.log1p(np.abs(x)),
+    np.sin(x) * np.cos(x),
+    np.expm1(x),
+    np.tan(x.astype(np.float32)),
+    np.cbrt(x),
+)
 
 
 @needs_ptxas
@@ -182,7 +206,9 @@ F64_MATH = lambda x: (np.exp(x) + np.tanh(x), np.arctan2(x, x + 1), np.abs(x) **
 def test_float64_math_links_libdevice(arch, tmp_path):
     from toolkit.backends.gpu.libdevice import find_libdevice
     if find_libdevice() is None:
-        pytest.skip("libdevice (the CUDA toolkit's nvvm/libdevice/libdevice.10.bc) is not on this machine")
+        pytest.skip(
+            "libdevice (the CUDA toolkit's nvvm/libdevice/libdevice.10.bc) is not on this machine"
+        )
     program = compile_ptx(optimized(F64_MATH, np.ones(8, np.float64)), arch)
     assert not program.unsupported, program.unsupported
     assert ".extern" not in program.ptx  # every __nv_* call resolved: linked, inlined or internal
@@ -195,7 +221,8 @@ def test_launch_dimensions():
     (kernel,) = program.kernels
     assert kernel.work_items == 1 << 20  # four float32s a thread: one 16-byte load and store
     grid, block = kernel.launch(sm_count=132)
-    assert block == (256, 1, 1) and grid == (1056, 1, 1)  # 8 blocks per SM; a grid-stride loop covers the rest
+    # 8 blocks per SM; a grid-stride loop covers the rest
+    assert block == (256, 1, 1) and grid == (1056, 1, 1)
     small = compile_ptx(optimized(lambda x: x + 1, np.ones(100, np.float32)), "sm_80").kernels[0]
     assert small.launch()[0] == (1, 1, 1)
 
@@ -213,7 +240,9 @@ def test_ptx_stage_on_any_backend_and_the_gpu_backend_says_what_is_missing():
 
 def test_sass_stage_shows_machine_code_and_resource_usage():
     from toolkit.backends.gpu.sass import missing_tools
-    c = tk.jit(lambda x: (x * 2).sum(-1), backend="interpreter").compiled(np.ones((64, 128), np.float32))
+    c = tk.jit(lambda x: (x * 2).sum(-1), backend="interpreter").compiled(
+        np.ones((64, 128), np.float32)
+    )
     reason = missing_tools()
     if reason is not None:
         with pytest.raises(RuntimeError, match="stage 'sass' needs"):
@@ -227,21 +256,30 @@ def test_sass_stage_shows_machine_code_and_resource_usage():
 
 def test_empty_outputs_launch_no_work():
     # a kernel for an empty output used to claim one work item and store out of bounds
-    program = compile_ptx(optimized(lambda x: (x * 2, x.sum(axis=0), x.sum(axis=1)), np.ones((5, 0), np.float32)))
+    program = compile_ptx(
+        optimized(lambda x: (x * 2, x.sum(axis=0), x.sum(axis=1)), np.ones((5, 0), np.float32))
+    )
     work = {k.name: k.work_items for k in program.kernels}
-    assert sorted(work.values()) == [0, 0, 5], work  # x*2 and the column sums are empty; 5 row sums of nothing
+    # x*2 and the column sums are empty; 5 row sums of nothing
+    assert sorted(work.values()) == [0, 0, 5], work
 
 
-@pytest.mark.parametrize("dtype, width", [(np.float32, 4), (np.float64, 2), (np.bool_, 16), (np.int32, 4)])
+@pytest.mark.parametrize(
+    "dtype, width", [(np.float32, 4), (np.float64, 2), (np.bool_, 16), (np.int32, 4)]
+)
 def test_loop_kernels_move_16_bytes_a_thread(dtype, width):
     x = np.ones((256, 64), dtype)
     program = compile_ptx(optimized(lambda a: (a * 2) if dtype != np.bool_ else ~a, x), "sm_90")
     (kernel,) = program.kernels
     assert kernel.work_items == x.size // width
     if dtype != np.bool_:
-        assert re.search(r"ld\.global\.nc\.v[24]\.b(32|64)", program.ptx) and re.search(r"st\.global\.v[24]\.b(32|64)", program.ptx)
+        assert re.search(r"ld\.global\.nc\.v[24]\.b(32|64)", program.ptx) and re.search(
+            r"st\.global\.v[24]\.b(32|64)", program.ptx
+        )
     # rows that no whole vector divides fall back to narrower items, never crossing a row
-    odd = compile_ptx(optimized(lambda a: a * 2 if dtype != np.bool_ else ~a, np.ones((5, 6), dtype)), "sm_90").kernels[0]
+    odd = compile_ptx(
+        optimized(lambda a: a * 2 if dtype != np.bool_ else ~a, np.ones((5, 6), dtype)), "sm_90"
+    ).kernels[0]
     assert odd.work_items == 30 // min(width, 2)
 
 

@@ -45,12 +45,31 @@ def test_programs(name):
     assert_close(*both(fn, *args), approx=True)
 
 
-@pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (1, 1), (3, 17), (7, 33), (2, 3, 65), (20000, 3),
-                                   (5000, 40), (2, 9000)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (0,),
+        (1,),
+        (0, 5),
+        (5, 0),
+        (1, 1),
+        (3, 17),
+        (7, 33),
+        (2, 3, 65),
+        (20000, 3),
+        (5000, 40),
+        (2, 9000),
+    ],
+)
 def test_awkward_shapes(shape):
     x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
-    for fn in (lambda a: np.tanh(a * 2 + 1), lambda a: a.sum(axis=0), lambda a: (a.max(axis=0) if a.shape[0] else a),
-               lambda a: (a > 0).any(axis=0), lambda a: a[::-1] * 2):
+    for fn in (
+        lambda a: np.tanh(a * 2 + 1),
+        lambda a: a.sum(axis=0),
+        lambda a: a.max(axis=0) if a.shape[0] else a,
+        lambda a: (a > 0).any(axis=0),
+        lambda a: a[::-1] * 2,
+    ):
         assert_close(*both(fn, x), approx=True)
 
 
@@ -62,7 +81,8 @@ def test_thread_split_reductions_run_their_own_code_and_reset_their_counts():
     ran = emulated_during(lambda: f(x))
     assert ran == [kernel.symbol]
     first = tk.device_get(f(x))
-    second = tk.device_get(f(x * 2))  # the arrival counts went back to 0: the next launch combines again
+    # the arrival counts went back to 0: the next launch combines again
+    second = tk.device_get(f(x * 2))
     np.testing.assert_allclose(first[0], x.astype(np.float64).sum(axis=0), rtol=1e-4)
     np.testing.assert_array_equal(first[1], x.min(axis=0))
     np.testing.assert_allclose(second[0], 2 * x.astype(np.float64).sum(axis=0), rtol=1e-4)
@@ -70,11 +90,18 @@ def test_thread_split_reductions_run_their_own_code_and_reset_their_counts():
 
 def test_float64_math_runs_the_libdevice_calls_as_libm():
     x = np.linspace(-3, 3, 1001)
-    fn = lambda a: (np.exp(a), np.tanh(a), np.arctan2(a, a + 0.5), np.abs(a) ** 1.5, np.log1p(np.abs(a)))  # noqa: E731
+    fn = lambda a: (  # noqa: E731
+        np.exp(a),
+        np.tanh(a),
+        np.arctan2(a, a + 0.5),
+        np.abs(a) ** 1.5,
+        np.log1p(np.abs(a)),
+    )
     assert_close(*both(fn, x), approx=True)
 
 
-@settings(max_examples=sweep_examples(5), deadline=None)  # each example compiles ~20 kernels twice (PTX, host)
+# each example compiles ~20 kernels twice (PTX, host)
+@settings(max_examples=sweep_examples(5), deadline=None)
 @given(data=st.data())
 def test_every_unary_ufunc(data):
     check_every_unary_ufunc(data, both)
@@ -87,7 +114,8 @@ def test_every_binary_ufunc(data):
 
 
 @settings(max_examples=20, deadline=None)
-@given(steps=steps_strategy, data=inputs_strategy(np.float64))  # float32 dots differ by an ulp that sin() amplifies
+# float32 dots differ by an ulp that sin() amplifies
+@given(steps=steps_strategy, data=inputs_strategy(np.float64))
 def test_random_programs(steps, data):
     x, y = data
     assert_close(*both(lambda a, b: run_program(steps, a, b), x, y), approx=True)
@@ -101,14 +129,20 @@ COOPERATIVE = {  # (shape, mode): small enough for 256 OS threads a block on 2 c
 }
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_], ids=lambda d: np.dtype(d).name
+)
 @pytest.mark.parametrize("case", sorted(COOPERATIVE))
 def test_cooperative_reductions_run_their_own_code(case, dtype, monkeypatch):
     shape, mode = COOPERATIVE[case]
     if mode == "block":
         monkeypatch.setattr(reductions, "TARGET_BLOCKS", 1)  # one block a row even for few rows
     rng = np.random.default_rng(4)
-    x = (rng.standard_normal(shape) * 100).astype(dtype) if dtype != np.bool_ else rng.random(shape) > 0.9
+    x = (
+        (rng.standard_normal(shape) * 100).astype(dtype)
+        if dtype != np.bool_
+        else rng.random(shape) > 0.9
+    )
     if dtype == np.bool_:
         fn = lambda a: (a.any(axis=-1), a.all(axis=-1), ~a)  # noqa: E731  (and an extra output)
     else:
@@ -139,5 +173,7 @@ def test_scatter_with_repeated_indices_reads_its_own_writes_on_the_gpu():
     got = tk.device_get(tk.jit(add_at, backend="gpu-emulated")(b, ids))
     np.testing.assert_array_equal(got, [4.5, 11.5])
     from toolkit.backends.gpu import compile_ptx
-    program = compile_ptx(tk.jit(add_at, backend="interpreter").compiled(b, ids).optimized_hlo, "sm_80")
+    program = compile_ptx(
+        tk.jit(add_at, backend="interpreter").compiled(b, ids).optimized_hlo, "sm_80"
+    )
     assert "ld.global.b64" in program.ptx  # the output's reads bypass the read-only cache

@@ -38,8 +38,22 @@ def test_every_binary_ufunc(backend, data):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("shape", [(0,), (1,), (0, 5), (5, 0), (1, 1), (3, 17), (7, 33), (1, 1023), (2, 3, 65),
-                                   (3, 9000), (20000, 3)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (0,),
+        (1,),
+        (0, 5),
+        (5, 0),
+        (1, 1),
+        (3, 17),
+        (7, 33),
+        (1, 1023),
+        (2, 3, 65),
+        (3, 9000),
+        (20000, 3),
+    ],
+)
 def test_awkward_shapes_for_every_reduction_mode(backend, shape):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     fns = [lambda a: np.tanh(a * 2 + 1),

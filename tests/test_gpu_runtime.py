@@ -52,7 +52,9 @@ def test_test_programs_match_the_interpreter(name, backend):
     has_dot = " dot(" in tk.jit(fn, backend="interpreter").compiled(*args).as_text()
     for got, want in zip(device_results(fn, args, backend), interpreter_results(fn, args)):
         if has_dot:
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(initial=1))
+            np.testing.assert_allclose(
+                got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(initial=1)
+            )
         else:
             assert_same(got, want, approx=backend == "gpu", rtol=2e-6)
 
@@ -89,14 +91,19 @@ def test_numpy_arguments_are_copied_once_per_call_and_results_stay(backend):
     with tk.profile() as prof:
         host = np.asarray(out)
     assert transfers(prof) == [("device_to_host", x.nbytes, "lambda result")]
-    assert prof.transfers[0].location.endswith(f"test_gpu_runtime.py:{_line_of('host = np.asarray(out)')}")
+    assert prof.transfers[0].location.endswith(
+        f"test_gpu_runtime.py:{_line_of('host = np.asarray(out)')}"
+    )
     assert_same(host, x * y + 1)
 
 
 def _line_of(text: str) -> int:
     import inspect
-    return next(i for i, line in enumerate(inspect.getsource(inspect.getmodule(_line_of)).splitlines(), 1)
-                if text in line)
+    return next(
+        i
+        for i, line in enumerate(inspect.getsource(inspect.getmodule(_line_of)).splitlines(), 1)
+        if text in line
+    )
 
 
 def test_device_arrays_passed_between_functions_are_not_copied(backend):
@@ -124,7 +131,9 @@ def test_a_fetched_result_sent_back_unchanged_is_flagged(backend):
         f(z)  # changed on the host first: a real copy, not flagged
     flags = [t.avoidable for t in prof.transfers if t.direction == "host_to_device"]
     assert flags[0] == "" and flags[2] == "" and flags[3] == ""
-    assert "unchanged host copy of lambda result" in flags[1] and "pass the device array" in flags[1]
+    assert (
+        "unchanged host copy of lambda result" in flags[1] and "pass the device array" in flags[1]
+    )
     assert "round trip" in tk.profiler.report.profile_summary_text(prof)
 
 
@@ -172,7 +181,9 @@ def test_without_a_profile_nothing_is_recorded_or_synchronised(backend, monkeypa
     f(x)
     compiled = f.compiled(x)
     device = compiled._executable.device
-    monkeypatch.setattr(device, "synchronize", lambda: pytest.fail("synchronised without a profile"))
+    monkeypatch.setattr(
+        device, "synchronize", lambda: pytest.fail("synchronised without a profile")
+    )
     monkeypatch.setattr(device, "timer", lambda: pytest.fail("timed without a profile"))
     assert isinstance(f(x), DeviceArray)
 
@@ -216,7 +227,9 @@ def test_arrays_of_another_device_are_refused_with_the_argument_named():
     register_backend(Backend("gpu-simulated-2", "a second simulated device", -1,
                              lambda module: compile_module(module, device=other)))
     a = tk.jit(lambda x: x + 1, backend="gpu-simulated")(np.ones(4, np.float32))
-    with pytest.raises(ValueError, match=r"argument 'weights' lives on sim:\d+; this program runs on sim:\d+"):
+    with pytest.raises(
+        ValueError, match=r"argument 'weights' lives on sim:\d+; this program runs on sim:\d+"
+    ):
         tk.jit(lambda weights: weights * 2, backend="gpu-simulated-2")(a)
 
 
@@ -226,14 +239,18 @@ def test_simulated_counters_agree_with_the_profile():
     x = np.ones((32, 32), np.float64)
     with tk.profile() as prof:
         np.asarray(f(f(x)))
-    assert SIMULATED.uploads[before_up:] == [x.nbytes] and SIMULATED.downloads[before_down:] == [x.nbytes]
+    assert SIMULATED.uploads[before_up:] == [x.nbytes] and SIMULATED.downloads[before_down:] == [
+        x.nbytes
+    ]
     assert [t.bytes for t in prof.transfers] == [x.nbytes, x.nbytes]
 
 
 def test_gpu_backend_without_a_device_says_what_is_missing():
     if not _why_no_gpu:
         pytest.skip("a CUDA device is present")
-    with pytest.raises(tk.backends.BackendUnavailableError, match="backend 'gpu' cannot run here: (CuPy|the GPU)"):
+    with pytest.raises(
+        tk.backends.BackendUnavailableError, match="backend 'gpu' cannot run here: (CuPy|the GPU)"
+    ):
         tk.jit(lambda x: x, backend="gpu")
 
 
@@ -270,12 +287,16 @@ def test_dashboard_summary_lists_copies_and_round_trips():
         y = np.asarray(f(x))
         f(y)
     html_text = report_html(prof, sections=("Summary",))
-    assert "host/device copies" in html_text and "3 (2 host to device, 1 device to host)" in html_text
+    assert (
+        "host/device copies" in html_text and "3 (2 host to device, 1 device to host)" in html_text
+    )
     assert "avoidable round trips" in html_text and "<h3>copies</h3>" in html_text
 
 
 def test_every_stage_of_a_gpu_program(backend):
-    c = tk.jit(lambda x: np.exp(x).sum(-1), backend=backend).compiled(np.ones((64, 128), np.float32))
+    c = tk.jit(lambda x: np.exp(x).sum(-1), backend=backend).compiled(
+        np.ones((64, 128), np.float32)
+    )
     assert ".visible .entry input_reduce_fusion(" in c.as_text("ptx")
     assert c.as_text("ptx") == c._executable.ptx  # the PTX it runs, for the device's architecture
     assert 'target triple = "nvptx64-nvidia-cuda"' in c.as_text("llvm")
@@ -286,7 +307,9 @@ def test_every_stage_of_a_gpu_program(backend):
 def test_demo_runs_on_the_gpu_executor(tmp_path, capsys):
     from toolkit import demo
     result = demo.main(str(tmp_path), backend="gpu-simulated", scale=0.02, measure=False)
-    assert all(s["backend"] == "gpu-simulated" and s["max_abs_error"] < 1e-3 for s in result["summary"])
+    assert all(
+        s["backend"] == "gpu-simulated" and s["max_abs_error"] < 1e-3 for s in result["summary"]
+    )
     assert result["profile"].transfers  # the inputs went to the device, results were fetched
     assert "host/device copies" in (tmp_path / "report.html").read_text()
 

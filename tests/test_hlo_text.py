@@ -25,9 +25,21 @@ def _normalized_text(fn, args) -> str:
     return text.replace(os.path.abspath(programs.__file__), "tests/programs.py")
 
 
-@pytest.mark.parametrize("name", ["add_one", "softmax", "layernorm", "mlp_layer", "indexing", "scatters", "sorting",
-                                  "scan_grad", "checkpoint_grad",
-                                  "complex_numbers"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "add_one",
+        "softmax",
+        "layernorm",
+        "mlp_layer",
+        "indexing",
+        "scatters",
+        "sorting",
+        "scan_grad",
+        "checkpoint_grad",
+        "complex_numbers",
+    ],
+)
 def test_golden_hlo(name):
     fn, args = programs.make_cases(np.random.default_rng(0))[name]
     text = _normalized_text(fn, args)
@@ -39,7 +51,10 @@ def test_golden_hlo(name):
 
 def test_add_one_reads_like_xla():
     text = tk.jit(programs.add_one).lower(np.ones((10, 10), np.float32)).as_text(metadata=False)
-    assert text.splitlines()[0] == "HloModule jit_add_one, entry_computation_layout={(f32[10,10]{1,0})->f32[10,10]{1,0}}"
+    assert (
+        text.splitlines()[0]
+        == "HloModule jit_add_one, entry_computation_layout={(f32[10,10]{1,0})->f32[10,10]{1,0}}"
+    )
     assert "ENTRY %main.1 (x.2: f32[10,10]) -> f32[10,10] {" in text
     assert "%x.2 = f32[10,10]{1,0} parameter(0)" in text
     assert "%constant.3 = f32[] constant(1)" in text
@@ -128,15 +143,46 @@ def test_long_form_operands_and_comments():
     assert "is_scheduled=true" in module.to_text()
 
 
-@pytest.mark.parametrize("text,line,col,message", [
-    ("HloMod m", 1, 1, "expects HloModule"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] frobnicate(p)\n}", 4, 19, "unknown opcode 'frobnicate'"),
-    ("HloModule m\nENTRY e {\n  ROOT r = f32[2] negate(q)\n}", 3, 3, "undefined operand %q"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[3] negate(p)\n}", 4, 3, "declared result f32[3] but operands give f32[2]"),
-    ("HloModule m\nENTRY e {\n  p = q99[2] parameter(0)\n}", 3, 7, "unknown element type 'q99'"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, p), dimensions={x}\n}", 4, 42, "expected an integer"),
-    ("HloModule m\nENTRY e {\n  c = f32[2] constant({1, 2, 3})\n}", 3, 23, "constant has 3 values"),
-])
+@pytest.mark.parametrize(
+    "text,line,col,message",
+    [
+        ("HloMod m", 1, 1, "expects HloModule"),
+        (
+            "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] frobnicate(p)\n}",
+            4,
+            19,
+            "unknown opcode 'frobnicate'",
+        ),
+        ("HloModule m\nENTRY e {\n  ROOT r = f32[2] negate(q)\n}", 3, 3, "undefined operand %q"),
+        (
+            "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[3] negate(p)\n}",
+            4,
+            3,
+            "declared result f32[3] but operands give f32[2]",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  p = q99[2] parameter(0)\n}",
+            3,
+            7,
+            "unknown element type 'q99'",
+        ),
+        (
+            (
+                "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n"
+                "  ROOT r = f32[2] add(p, p), dimensions={x}\n}"
+            ),
+            4,
+            42,
+            "expected an integer",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  c = f32[2] constant({1, 2, 3})\n}",
+            3,
+            23,
+            "constant has 3 values",
+        ),
+    ],
+)
 def test_parse_errors_have_line_and_column(text, line, col, message):
     with pytest.raises(HloParseError) as info:
         tk.hlo.parse(text)
@@ -147,7 +193,10 @@ def test_parse_errors_have_line_and_column(text, line, col, message):
 
 
 def test_constants_round_trip_special_values():
-    text = ("HloModule m\nENTRY e {\n  ROOT c = f32[6]{0} constant({nan, inf, -inf, -0, 1e-45, 3.4028235e+38})\n}\n")
+    text = (
+        "HloModule m\nENTRY e {\n  ROOT c = f32[6]{0} constant({nan, inf, -inf, -0, 1e-45, "
+        "3.4028235e+38})\n}\n"
+    )
     module = tk.hlo.parse(text)
     (c,) = tk.hlo.run(module)
     assert np.isnan(c[0]) and c[1] == np.inf and c[2] == -np.inf
@@ -157,8 +206,11 @@ def test_constants_round_trip_special_values():
 
 
 def test_int64_and_f64_constants_keep_full_precision():
-    text = ("HloModule m\nENTRY e {\n  a = s64[] constant(9007199254740993)\n  b = f64[] constant(0.1)\n"
-            "  ROOT t = (s64[], f64[]) tuple(a, b)\n}\n")
+    text = (
+        "HloModule m\nENTRY e {\n  a = s64[] constant(9007199254740993)\n"
+        "  b = f64[] constant(0.1)\n"
+        "  ROOT t = (s64[], f64[]) tuple(a, b)\n}\n"
+    )
     module = tk.hlo.parse(text)
     assert int(module.entry.instructions[0].attrs["literal"]) == 9007199254740993
     assert "constant(9007199254740993)" in module.to_text()

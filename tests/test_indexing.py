@@ -41,14 +41,29 @@ def keys(draw, shape):
             entries.append(draw(st.integers(-size - 1, size)))
             dim += 1
         elif kind == "slice":
-            entries.append(slice(draw(st.none() | st.integers(-6, 6)), draw(st.none() | st.integers(-6, 6)),
-                                 draw(st.none() | st.sampled_from([1, 2, -1, -2, 3]))))
+            entries.append(
+                slice(
+                    draw(st.none() | st.integers(-6, 6)),
+                    draw(st.none() | st.integers(-6, 6)),
+                    draw(st.none() | st.sampled_from([1, 2, -1, -2, 3])),
+                )
+            )
             dim += 1
         elif kind == "array":
             n = draw(st.integers(0, 3))
             side = draw(st.sampled_from([(n,), (1, n), (n, 1), (2, n)]))
-            entries.append(np.array(draw(st.lists(st.integers(-size, max(size - 1, 0)), min_size=int(np.prod(side)),
-                                                  max_size=int(np.prod(side)))), np.int64).reshape(side))
+            entries.append(
+                np.array(
+                    draw(
+                        st.lists(
+                            st.integers(-size, max(size - 1, 0)),
+                            min_size=int(np.prod(side)),
+                            max_size=int(np.prod(side)),
+                        )
+                    ),
+                    np.int64,
+                ).reshape(side)
+            )
             dim += 1
         elif kind == "none":
             entries.append(None)
@@ -56,7 +71,9 @@ def keys(draw, shape):
             entries.append(Ellipsis)
             used_ellipsis = True
         elif kind == "bool" and dim < len(shape):
-            entries.append(np.array(draw(st.lists(st.booleans(), min_size=shape[dim], max_size=shape[dim]))))
+            entries.append(
+                np.array(draw(st.lists(st.booleans(), min_size=shape[dim], max_size=shape[dim])))
+            )
             dim += 1
         if len(entries) > 5:
             break
@@ -132,7 +149,14 @@ def test_traced_index_arrays_and_scalars(backend):
     x = np.arange(60.0).reshape(5, 4, 3)
 
     def reads(a, i, j):
-        return a[i], a[j], a[j, 1:, i[:2] % 3], a[:, i % 4][..., None, 0], np.take(a, i, axis=0), a[-1 - j]
+        return (
+            a[i],
+            a[j],
+            a[j, 1:, i[:2] % 3],
+            a[:, i % 4][..., None, 0],
+            np.take(a, i, axis=0),
+            a[-1 - j],
+        )
 
     _same_as_numpy(reads, x, np.array([4, -5, 0, 2, 2]), np.int64(-2), backend=backend)
 
@@ -157,7 +181,9 @@ def test_ufunc_at_accumulates_repeated_indices(backend):
         np.maximum.at(a, i, 3.0)
         np.multiply.at(a, (i, i % 2), 2.0)
 
-    _same_as_numpy(at, np.zeros((5, 2)), np.array([4, 1, 4, 4, -1]), np.ones((5, 2)), backend=backend)
+    _same_as_numpy(
+        at, np.zeros((5, 2)), np.array([4, 1, 4, 4, -1]), np.ones((5, 2)), backend=backend
+    )
 
 
 def test_integer_ufunc_at_and_histogram_style_counting():
@@ -181,9 +207,16 @@ def test_take_put_and_along_axis(backend):
         np.put_along_axis(b, order, -1.0, axis=1)
         c = np.zeros_like(a)
         c[np.arange(2)[:, None], order] = a[:, :3]
-        return (np.take(a, i, axis=1), np.take(a, [[0, 5]]), np.take(a, i + 10, axis=1, mode="wrap"),
-                np.take(a, i * 7, mode="clip"), np.take_along_axis(a, order, axis=1),
-                np.take_along_axis(a, np.argmax(a, axis=1, keepdims=True), axis=1), b, c)
+        return (
+            np.take(a, i, axis=1),
+            np.take(a, [[0, 5]]),
+            np.take(a, i + 10, axis=1, mode="wrap"),
+            np.take(a, i * 7, mode="clip"),
+            np.take_along_axis(a, order, axis=1),
+            np.take_along_axis(a, np.argmax(a, axis=1, keepdims=True), axis=1),
+            b,
+            c,
+        )
 
     _same_as_numpy(fns, np.arange(8.0).reshape(2, 4), np.array([3, -1, 0]), backend=backend)
 
@@ -196,7 +229,7 @@ def test_writes_into_an_argument_through_an_advanced_index_reach_the_caller():
     _same_as_numpy(k, np.ones((6, 4)), np.array([5, 1, 5]), np.arange(12.0).reshape(3, 4))
 
 
-# ---- what cannot be traced says why ---------------------------------------------------------------
+# ---- what cannot be traced says why --------------------------------------------------------------
 def test_out_of_range_concrete_indices_raise_like_numpy():
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
         tk.jit(lambda a: a[[0, 5]])(np.ones(5))
@@ -234,20 +267,30 @@ def test_data_dependent_reads_are_explained():
         tk.jit(lambda a: a[True])(np.ones(3))
 
 
-# ---- golden HLO and XLA's spellings ------------------------------------------------------------------
+# ---- golden HLO and XLA's spellings --------------------------------------------------------------
 def test_mutating_scatter_prints_input_output_alias():
     def k(table, ids, rows):
         table[ids] += rows
 
     text = tk.jit(k).lower(np.ones((6, 4), np.float32), np.array([1, 2], np.int32),
                            np.ones((2, 4), np.float32)).as_text(metadata=False)
-    assert text.splitlines()[0] == ("HloModule jit_k, input_output_alias={ {0}: (0, {}, may-alias) }, "
-                                    "entry_computation_layout={(f32[6,4]{1,0}, s32[2]{0}, f32[2,4]{1,0})->(f32[6,4]{1,0}, pred[], pred[])}")
+    assert text.splitlines()[0] == (
+        "HloModule jit_k, input_output_alias={ {0}: (0, {}, may-alias) }, "
+        "entry_computation_layout={(f32[6,4]{1,0}, s32[2]{0}, f32[2,4]{1,0})->(f32[6,4]{1,0}, "
+        "pred[], pred[])}"
+    )
     # (the two pred[] outputs: the traced indices' range checks, of the read and of the write)
-    assert "gather(%table.2, %reshape." in text and "offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, " \
-        "index_vector_dim=1, slice_sizes={1,4}" in text
-    assert "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, " \
+    assert (
+        "gather(%table.2, %reshape." in text
+        and "offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, "
+        "index_vector_dim=1, slice_sizes={1,4}"
+        in text
+    )
+    assert (
+        "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+        "index_vector_dim=1, "
         "to_apply=%region." in text
+    )
 
 
 XLA_PARSER_CASES = """HloModule indexing
@@ -277,12 +320,14 @@ ENTRY main {
   dus = f32[5,4,3] dynamic-update-slice(input, ds, i, i, i)
   ROOT t = (f32[2,4,2], f32[5,4,3], f32[5,4,3], f32[2,2,3], f32[5,4,3]) tuple(gather, scatter, set, ds, dus)
 }
-"""
+"""  # noqa: E501
 
 
 def _manual(x, starts, updates, i, rows):
     """The same five results computed with plain NumPy from XLA's definitions."""
-    gather = np.stack([x[min(max(s0, 0), 4), :, min(max(s2, 0), 1): min(max(s2, 0), 1) + 2] for s0, s2 in starts])
+    gather = np.stack(
+        [x[min(max(s0, 0), 4), :, min(max(s2, 0), 1) : min(max(s2, 0), 1) + 2] for s0, s2 in starts]
+    )
     scatter, overwrite = x.copy(), x.copy()
     for row, u in zip(rows, updates):
         if 0 <= row < 5:

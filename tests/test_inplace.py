@@ -19,7 +19,9 @@ def _same_as_numpy(fn, *args, backend="interpreter"):
     for o, t in zip(ours, theirs):
         np.testing.assert_array_equal(o, t)  # the arguments, after the call
     if want is not None:
-        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        for g, w in zip(
+            got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+        ):
             np.testing.assert_allclose(g, w)
     return got
 
@@ -134,8 +136,10 @@ def test_mutated_arguments_print_as_input_output_alias_and_parse_back():
 
     lowered = tk.jit(k).lower(np.ones(3, np.float32), np.ones(3, np.float32))
     text = lowered.as_text()
-    assert text.splitlines()[0] == ("HloModule jit_k, input_output_alias={ {1}: (0, {}, must-alias) }, "
-                                    "entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[3]{0}, f32[3]{0})}")
+    assert text.splitlines()[0] == (
+        "HloModule jit_k, input_output_alias={ {1}: (0, {}, must-alias) }, "
+        "entry_computation_layout={(f32[3]{0}, f32[3]{0})->(f32[3]{0}, f32[3]{0})}"
+    )
     module = tk.hlo.parse(text)
     x, y = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
     out = tk.hlo.run(module, x, y)
@@ -168,14 +172,24 @@ def _scaled_then_set(a, y):
     a[0] = y
 
 
-def _two_arrays_in_turn(a, y):  # PolyBench's jacobi: each array written from the other, trip after trip
+# PolyBench's jacobi: each array written from the other, trip after trip
+def _two_arrays_in_turn(a, y):
     for _ in range(3):
         y[1:-1] = 0.5 * (a[0, :-2] + a[0, 2:])
         a[0, 1:-1] = 0.5 * (y[:-2] + y[2:])
 
 
-@pytest.mark.parametrize("fn, in_place", [(_add_row, True), (_add_inner, True), (_through_a_view, True),
-                                          (_reversed, False), (_scaled_then_set, False), (_two_arrays_in_turn, True)])
+@pytest.mark.parametrize(
+    "fn, in_place",
+    [
+        (_add_row, True),
+        (_add_inner, True),
+        (_through_a_view, True),
+        (_reversed, False),
+        (_scaled_then_set, False),
+        (_two_arrays_in_turn, True),
+    ],
+)
 def test_the_cpu_backend_writes_donated_arguments_in_place(fn, in_place):
     """``A += y`` and ``A[1:-1] += ...`` write the caller's array directly: its buffer is the
     kernel's output, and nothing is copied back; so does a chain of writes (an unrolled loop's
@@ -286,12 +300,25 @@ def _check_steps(steps, backend):
     np.testing.assert_allclose(got, want)
 
 
-@pytest.mark.parametrize("make", [
-    lambda x: x.copy(), lambda x: np.copy(x), lambda x: x.astype(x.dtype), lambda x: +x,
-    lambda x: np.positive(x), lambda x: np.concatenate([x]), lambda x: np.where(True, x, x),
-    lambda x: x.reshape(3), lambda x: x.T, lambda x: np.squeeze(x), lambda x: x[:], lambda x: x[...],
-    lambda x: np.moveaxis(x, 0, 0), lambda x: np.clip(x, -1, 1),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: x.copy(),
+        lambda x: np.copy(x),
+        lambda x: x.astype(x.dtype),
+        lambda x: +x,
+        lambda x: np.positive(x),
+        lambda x: np.concatenate([x]),
+        lambda x: np.where(True, x, x),
+        lambda x: x.reshape(3),
+        lambda x: x.T,
+        lambda x: np.squeeze(x),
+        lambda x: x[:],
+        lambda x: x[...],
+        lambda x: np.moveaxis(x, 0, 0),
+        lambda x: np.clip(x, -1, 1),
+    ],
+)
 def test_writing_into_a_result_reaches_the_input_exactly_when_numpy_returns_a_view(make):
     def f(x):
         y = make(x)
@@ -330,7 +357,8 @@ def test_a_python_int_argument_stored_into_a_narrower_array_is_checked_on_every_
 @pytest.mark.parametrize("fn, overwrites", [
     (lambda x, w, b: np.maximum(x @ w + b, 0.0), True),  # the epilogue writes over the product
     (lambda x, w, b: (x @ w, np.maximum(x @ w + b, 0.0)), False),  # the product is returned as well
-    (lambda x, w, b: np.tanh(x @ w) + (x @ w).T, False),  # read transposed: not at the index written
+    # read transposed: not at the index written
+    (lambda x, w, b: np.tanh(x @ w) + (x @ w).T, False),
     (lambda x, w, b: (x @ w + b).astype(np.float64), False),  # another dtype: another buffer
     (lambda x, w, b: np.exp(x) @ w + b, True),
 ])
@@ -339,7 +367,10 @@ def test_a_products_epilogue_is_written_over_the_product(fn, overwrites):
     its result into the product's buffer; anything else gets a buffer of its own. Results are
     NumPy's either way."""
     rng = np.random.default_rng(3)
-    x, w = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    x, w = (
+        rng.standard_normal((64, 64)).astype(np.float32),
+        rng.standard_normal((64, 64)).astype(np.float32),
+    )
     b = rng.standard_normal(64).astype(np.float32)
     c = tk.jit(fn, backend="cpu").lower(x, w, b).compile()
     steps = c._executable.steps
@@ -348,7 +379,9 @@ def test_a_products_epilogue_is_written_over_the_product(fn, overwrites):
     assert bool(written_over) == overwrites
     assert all(s.extra["spec"].in_place for s in written_over)
     got, want = c(x, w, b), fn(x, w, b)
-    for g, v in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+    for g, v in zip(
+        got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+    ):
         assert g.dtype == v.dtype
         np.testing.assert_allclose(g, v, rtol=2e-5, atol=2e-5)
 
@@ -368,7 +401,10 @@ def test_an_in_place_kernel_reads_through_its_output_and_needs_no_overlap_check(
     pointer: the loop vectorises with no runtime overlap check (which, with the two pointers
     equal, failed into the scalar loop on every call: 7x slower)."""
     rng = np.random.default_rng(4)
-    x, w = rng.standard_normal((256, 512)).astype(np.float32), rng.standard_normal((512, 512)).astype(np.float32)
+    x, w = (
+        rng.standard_normal((256, 512)).astype(np.float32),
+        rng.standard_normal((512, 512)).astype(np.float32),
+    )
     b = rng.standard_normal(512).astype(np.float32)
     c = tk.jit(fn, backend="cpu").lower(x, w, b).compile()
     in_place = [s for s in c._executable.steps if s.kind == "kernel" and s.extra["spec"].in_place]

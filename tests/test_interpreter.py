@@ -59,7 +59,12 @@ def test_integer_power():
 def test_compare_with_nan():
     nan = np.nan
     a, b = [nan, 1.0, nan], [nan, nan, 1.0]
-    for direction, expected in [("EQ", [0, 0, 0]), ("NE", [1, 1, 1]), ("LT", [0, 0, 0]), ("GE", [0, 0, 0])]:
+    for direction, expected in [
+        ("EQ", [0, 0, 0]),
+        ("NE", [1, 1, 1]),
+        ("LT", [0, 0, 0]),
+        ("GE", [0, 0, 0]),
+    ]:
         body = ("  a = f32[3] parameter(0)\n  b = f32[3] parameter(1)\n"
                 f"  ROOT r = pred[3] compare(a, b), direction={direction}")
         (got,) = run1(body, np.array(a, np.float32), np.array(b, np.float32))

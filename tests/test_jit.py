@@ -156,7 +156,9 @@ def test_stages():
     x = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
     f = tk.jit(lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True))
     lowered = f.lower(x)
-    assert lowered.as_text().startswith("HloModule jit_lambda, entry_computation_layout={(f32[8,128]{1,0})->f32[8,128]{1,0}}")
+    assert lowered.as_text().startswith(
+        "HloModule jit_lambda, entry_computation_layout={(f32[8,128]{1,0})->f32[8,128]{1,0}}"
+    )
     compiled = lowered.compile()
     assert compiled.as_text("hlo") == lowered.as_text()
     assert compiled.as_text() == compiled.as_text("optimized_hlo")
@@ -184,10 +186,13 @@ def test_metadata_names_the_users_source_line():
 
 # ---- errors a user can act on --------------------------------------------------------------
 def _internal_frames(exc: BaseException) -> list[str]:
-    """toolkit's own frames (by toolkit's rule, so the name of the clone's folder does not matter)."""
+    """toolkit's own frames (by toolkit's rule, so the name of the clone's folder does not
+    matter)."""
     from toolkit.frontend.errors import is_internal_file
 
-    return [f.filename for f in traceback.extract_tb(exc.__traceback__) if is_internal_file(f.filename)]
+    return [
+        f.filename for f in traceback.extract_tb(exc.__traceback__) if is_internal_file(f.filename)
+    ]
 
 
 def test_python_if_on_traced_value_explains_and_points_at_the_line():
@@ -216,7 +221,9 @@ def test_int_and_float_of_traced_argument_name_the_argument():
 def test_unsupported_numpy_function_is_named():
     with pytest.raises(UnsupportedNumpyError, match=r"np.abs \(vectorized\) is not supported"):
         tk.jit(lambda x: np.frompyfunc(abs, 1, 1)(x))(np.ones(3))
-    with pytest.raises(UnsupportedNumpyError, match=r"np.linalg.eig is not supported.*supported_functions\(\)"):
+    with pytest.raises(
+        UnsupportedNumpyError, match=r"np.linalg.eig is not supported.*supported_functions\(\)"
+    ):
         tk.jit(lambda x: np.linalg.eig(x))(np.ones((3, 3)))
 
 

@@ -19,7 +19,11 @@ def test_the_key_is_a_frozen_value_read_by_name():
     f(np.ones(3), 2)
     (key,) = f._cache
     assert isinstance(key, JitKey) and dataclasses.is_dataclass(key)
-    assert key.statics == ((1, 2),) and key.arg_names == ("x",) and key.backend == f.options.backend.name
+    assert (
+        key.statics == ((1, 2),)
+        and key.arg_names == ("x",)
+        and key.backend == f.options.backend.name
+    )
     assert key.avals == (((3,), np.dtype(np.float64), False),)
     with pytest.raises(dataclasses.FrozenInstanceError):
         key.backend = "interpreter"

@@ -12,8 +12,14 @@ def _entry(text: str):
     return tk.hlo.parse(f"HloModule m\n{text}").entry
 
 
-ADD = "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n"
-MAX = "%max (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %s = f32[] maximum(%a, %b)\n}\n"
+ADD = (
+    "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+    "  ROOT %s = f32[] add(%a, %b)\n}\n"
+)
+MAX = (
+    "%max (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+    "  ROOT %s = f32[] maximum(%a, %b)\n}\n"
+)
 
 
 def _reduce(reducer: str, names=("p", "z", "r")) -> str:
@@ -23,34 +29,74 @@ def _reduce(reducer: str, names=("p", "z", "r")) -> str:
 
 
 def test_the_key_ignores_names_and_metadata():
-    a = _entry("ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n"
-               "  ROOT %m = f32[8] multiply(%x, %b)\n}\n")
-    b = _entry("ENTRY other {\n  %p.7 = f32[8] parameter(0), metadata={op_name=\"w\"}\n  %k.1 = f32[] constant(2)\n"
-               "  %bb = f32[8] broadcast(%k.1), dimensions={}\n  ROOT %out.9 = f32[8] multiply(%p.7, %bb)\n}\n")
+    a = _entry(
+        "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n"
+        "  %b = f32[8] broadcast(%c), dimensions={}\n"
+        "  ROOT %m = f32[8] multiply(%x, %b)\n}\n"
+    )
+    b = _entry(
+        'ENTRY other {\n  %p.7 = f32[8] parameter(0), metadata={op_name="w"}\n'
+        '  %k.1 = f32[] constant(2)\n'
+        "  %bb = f32[8] broadcast(%k.1), dimensions={}\n"
+        "  ROOT %out.9 = f32[8] multiply(%p.7, %bb)\n}\n"
+    )
     assert structural_key(a) == structural_key(b)
     renamed_reducer = ADD.replace("%add", "%sum.3")
     assert structural_key(_entry(ADD + _reduce("add"))) == \
         structural_key(_entry(renamed_reducer + _reduce("sum.3", ("q", "zero", "out"))))
 
 
-@pytest.mark.parametrize("changed", [
-    "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(3)\n  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] multiply(%x, %b)\n}\n",
-    "ENTRY e {\n  %x = f32[9] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[9] broadcast(%c), dimensions={}\n  ROOT %m = f32[9] multiply(%x, %b)\n}\n",
-    "ENTRY e {\n  %x = f64[8] parameter(0)\n  %c = f64[] constant(2)\n  %b = f64[8] broadcast(%c), dimensions={}\n  ROOT %m = f64[8] multiply(%x, %b)\n}\n",
-    "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] add(%x, %b)\n}\n",
-    "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] multiply(%b, %x)\n}\n",
-], ids=["constant", "shape", "dtype", "opcode", "operand order"])
+@pytest.mark.parametrize(
+    "changed",
+    [
+        (
+            "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(3)\n"
+            "  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] multiply(%x, %b)\n}\n"
+        ),
+        (
+            "ENTRY e {\n  %x = f32[9] parameter(0)\n  %c = f32[] constant(2)\n"
+            "  %b = f32[9] broadcast(%c), dimensions={}\n  ROOT %m = f32[9] multiply(%x, %b)\n}\n"
+        ),
+        (
+            "ENTRY e {\n  %x = f64[8] parameter(0)\n  %c = f64[] constant(2)\n"
+            "  %b = f64[8] broadcast(%c), dimensions={}\n  ROOT %m = f64[8] multiply(%x, %b)\n}\n"
+        ),
+        (
+            "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n"
+            "  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] add(%x, %b)\n}\n"
+        ),
+        (
+            "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n"
+            "  %b = f32[8] broadcast(%c), dimensions={}\n  ROOT %m = f32[8] multiply(%b, %x)\n}\n"
+        ),
+    ],
+    ids=["constant", "shape", "dtype", "opcode", "operand order"],
+)
 def test_the_key_sees_what_changes_the_code(changed):
-    base = ("ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n  %b = f32[8] broadcast(%c), dimensions={}\n"
-            "  ROOT %m = f32[8] multiply(%x, %b)\n}\n")
+    base = (
+        "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(2)\n"
+        "  %b = f32[8] broadcast(%c), dimensions={}\n"
+        "  ROOT %m = f32[8] multiply(%x, %b)\n}\n"
+    )
     assert structural_key(_entry(base)) != structural_key(_entry(changed))
 
 
 def test_the_key_sees_layouts_attributes_and_called_computations():
-    t = "ENTRY e {\n  %x = f32[4,8]{LAYOUT} parameter(0)\n  ROOT %t = f32[8,4] transpose(%x), dimensions={1,0}\n}\n"
-    assert structural_key(_entry(t.replace("LAYOUT", "1,0"))) != structural_key(_entry(t.replace("LAYOUT", "0,1")))
-    assert structural_key(_entry(ADD + _reduce("add"))) != structural_key(_entry(MAX + _reduce("max")))
-    other_dims = (ADD + _reduce("add")).replace("dimensions={1}", "dimensions={0}").replace("f32[4] reduce", "f32[8] reduce")
+    t = (
+        "ENTRY e {\n  %x = f32[4,8]{LAYOUT} parameter(0)\n"
+        "  ROOT %t = f32[8,4] transpose(%x), dimensions={1,0}\n}\n"
+    )
+    assert structural_key(_entry(t.replace("LAYOUT", "1,0"))) != structural_key(
+        _entry(t.replace("LAYOUT", "0,1"))
+    )
+    assert structural_key(_entry(ADD + _reduce("add"))) != structural_key(
+        _entry(MAX + _reduce("max"))
+    )
+    other_dims = (
+        (ADD + _reduce("add"))
+        .replace("dimensions={1}", "dimensions={0}")
+        .replace("f32[4] reduce", "f32[8] reduce")
+    )
     assert structural_key(_entry(ADD + _reduce("add"))) != structural_key(_entry(other_dims))
 
 
@@ -109,8 +155,12 @@ def test_the_gpu_backend_emits_each_distinct_kernel_once():
     assert len(program.kernels) >= 50 and program.ptx.count(".entry") < 5
     assert len({k.symbol for k in program.kernels}) == program.ptx.count(".entry")
     if shutil.which("ptxas"):
-        done = subprocess.run(["ptxas", "-arch=sm_80", "-o", "/dev/null", "-"], input=program.ptx, text=True,
-                              capture_output=True)
+        done = subprocess.run(
+            ["ptxas", "-arch=sm_80", "-o", "/dev/null", "-"],
+            input=program.ptx,
+            text=True,
+            capture_output=True,
+        )
         assert done.returncode == 0, done.stderr
     got = tk.jit(_steps, backend="gpu-simulated")(x)
     np.testing.assert_allclose(np.asarray(got), _steps(x), rtol=2e-6, atol=1e-6)

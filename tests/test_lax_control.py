@@ -36,7 +36,9 @@ def test_fori_loop_with_a_traced_trip_count_compiles_once(backend):
     jitted = tk.jit(decay, backend=backend)
     for n in (0, 1, 5, 9):
         got = jitted(x, n)
-        np.testing.assert_array_equal(tk.device_get(got) if backend == "gpu-emulated" else got, decay_python(x, n))
+        np.testing.assert_array_equal(
+            tk.device_get(got) if backend == "gpu-emulated" else got, decay_python(x, n)
+        )
     assert len(jitted._cache) == 1
     assert "while(" in jitted.lower(x, 3).as_text()
 
@@ -69,7 +71,8 @@ def test_cond_and_switch_take_one_branch(backend, k):
     x = np.arange(5.0)
     (c, m), s = run(branches, backend, x, k)
     want_c, want_m = (x * 2, x.max()) if k > 0 else (-x, x.min())
-    want_s = [x + 1, x * x.sum(), x - 1][min(max(k, 0), 2)]  # an index out of range is clamped, as JAX's
+    # an index out of range is clamped, as JAX's
+    want_s = [x + 1, x * x.sum(), x - 1][min(max(k, 0), 2)]
     np.testing.assert_array_equal(c, want_c)
     assert m == want_m
     np.testing.assert_array_equal(s, want_s)
@@ -135,7 +138,9 @@ def test_xla_runs_the_traced_loop():
 
 def test_loop_bodies_are_optimised_and_fused_like_the_entry():
     def f(x, n):
-        return tk.lax.fori_loop(0, n, lambda i, acc: np.tanh(acc * 0.5 + x) * 2 + 1, np.zeros_like(x))
+        return tk.lax.fori_loop(
+            0, n, lambda i, acc: np.tanh(acc * 0.5 + x) * 2 + 1, np.zeros_like(x)
+        )
 
     x = np.arange(4.0)
     compiled = tk.jit(f, backend="cpu").lower(x, 5).compile()
@@ -175,9 +180,15 @@ def test_scan_stacks_the_outputs_as_jax_does(backend, reverse):
     np.testing.assert_allclose(got_h, h, rtol=1e-14)
     np.testing.assert_allclose(got_ys["sum"], [s for s, _ in ys], rtol=1e-14)
     np.testing.assert_allclose(got_ys["h"], np.stack([v for _, v in ys]), rtol=1e-14)
-    eager_h, eager_ys = tk.lax.scan(lambda c, x: (np.tanh(c * 0.5 + x * w), {"sum": np.tanh(c * 0.5 + x * w).sum(),
-                                                                            "h": np.tanh(c * 0.5 + x * w)}),
-                                    np.zeros(3), xs, reverse=reverse)
+    eager_h, eager_ys = tk.lax.scan(
+        lambda c, x: (
+            np.tanh(c * 0.5 + x * w),
+            {"sum": np.tanh(c * 0.5 + x * w).sum(), "h": np.tanh(c * 0.5 + x * w)},
+        ),
+        np.zeros(3),
+        xs,
+        reverse=reverse,
+    )
     np.testing.assert_allclose(eager_ys["h"], got_ys["h"], rtol=1e-14)
 
 
@@ -196,7 +207,9 @@ def test_the_profile_records_a_loops_trip_count():
 
 
 def test_scan_over_zero_elements():
-    carry, ys = tk.jit(lambda xs: tk.lax.scan(lambda c, x: (c + x.sum(), (c * 2, x[None])), 1.5, xs))(np.zeros((0, 3)))
+    carry, ys = tk.jit(
+        lambda xs: tk.lax.scan(lambda c, x: (c + x.sum(), (c * 2, x[None])), 1.5, xs)
+    )(np.zeros((0, 3)))
     assert float(carry) == 1.5
     assert ys[0].shape == (0,) and ys[1].shape == (0, 1, 3)
     with pytest.raises(UserTypeError, match="zero elements outside a jitted function"):

@@ -53,8 +53,17 @@ def test_config_is_a_leaf():
 
 
 def test_core_never_imports_notebook_libraries():
-    core = [p for p in ROOT.rglob("*.py") if p.relative_to(ROOT).parts[0] not in ("plots", "widgets", "notebook")]
-    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in core for m in _imports(p) if m.split(".")[0] in GUI]
+    core = [
+        p
+        for p in ROOT.rglob("*.py")
+        if p.relative_to(ROOT).parts[0] not in ("plots", "widgets", "notebook")
+    ]
+    bad = [
+        f"{p.relative_to(ROOT)} imports {m}"
+        for p in core
+        for m in _imports(p)
+        if m.split(".")[0] in GUI
+    ]
     assert not bad, "\n".join(bad)
 
 

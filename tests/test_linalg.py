@@ -17,22 +17,43 @@ ARGS = (A, SPD, B, R, BATCH)
 CASES = {
     "inv": lambda a, spd, b, r, batch: (np.linalg.inv(a), np.linalg.inv(batch)),
     "solve": lambda a, spd, b, r, batch: (np.linalg.solve(a, b), np.linalg.solve(a, b[:, 0])),
-    "cholesky": lambda a, spd, b, r, batch: (np.linalg.cholesky(spd), np.linalg.cholesky(spd, upper=True)),
+    "cholesky": lambda a, spd, b, r, batch: (
+        np.linalg.cholesky(spd),
+        np.linalg.cholesky(spd, upper=True),
+    ),
     "det": lambda a, spd, b, r, batch: (np.linalg.det(a), np.linalg.det(batch)),
     "slogdet": lambda a, spd, b, r, batch: tuple(np.linalg.slogdet(a)),
-    "qr": lambda a, spd, b, r, batch: (*np.linalg.qr(r), *np.linalg.qr(r, mode="complete"), np.linalg.qr(r, mode="r")),
+    "qr": lambda a, spd, b, r, batch: (
+        *np.linalg.qr(r),
+        *np.linalg.qr(r, mode="complete"),
+        np.linalg.qr(r, mode="r"),
+    ),
     "eigh": lambda a, spd, b, r, batch: (*np.linalg.eigh(spd), np.linalg.eigvalsh(spd, UPLO="U")),
-    "svd": lambda a, spd, b, r, batch: (*np.linalg.svd(r), *np.linalg.svd(r, full_matrices=False),
-                                        np.linalg.svd(r, compute_uv=False), np.linalg.svdvals(batch)),
+    "svd": lambda a, spd, b, r, batch: (
+        *np.linalg.svd(r),
+        *np.linalg.svd(r, full_matrices=False),
+        np.linalg.svd(r, compute_uv=False),
+        np.linalg.svdvals(batch),
+    ),
     "pinv": lambda a, spd, b, r, batch: np.linalg.pinv(r),
     "matrix_rank": lambda a, spd, b, r, batch: np.linalg.matrix_rank(r),
     "cond": lambda a, spd, b, r, batch: (np.linalg.cond(a), np.linalg.cond(a, 1)),
-    "matrix_power": lambda a, spd, b, r, batch: (np.linalg.matrix_power(a, 5), np.linalg.matrix_power(a, -2)),
+    "matrix_power": lambda a, spd, b, r, batch: (
+        np.linalg.matrix_power(a, 5),
+        np.linalg.matrix_power(a, -2),
+    ),
     "multi_dot": lambda a, spd, b, r, batch: np.linalg.multi_dot([a, b, b.T]),
-    "norm": lambda a, spd, b, r, batch: (np.linalg.norm(a), np.linalg.norm(a, 2), np.linalg.norm(a, "nuc"),
-                                         np.linalg.norm(a, 1), np.linalg.norm(a, -np.inf, keepdims=True),
-                                         np.linalg.norm(a, axis=1), np.linalg.norm(a, 3, axis=0),
-                                         np.linalg.norm(a, 0, axis=0), np.linalg.norm(batch, axis=(1, 2))),
+    "norm": lambda a, spd, b, r, batch: (
+        np.linalg.norm(a),
+        np.linalg.norm(a, 2),
+        np.linalg.norm(a, "nuc"),
+        np.linalg.norm(a, 1),
+        np.linalg.norm(a, -np.inf, keepdims=True),
+        np.linalg.norm(a, axis=1),
+        np.linalg.norm(a, 3, axis=0),
+        np.linalg.norm(a, 0, axis=0),
+        np.linalg.norm(batch, axis=(1, 2)),
+    ),
     "vector_norm": lambda a, spd, b, r, batch: np.linalg.vector_norm(a, ord=np.inf),
     "matrix_norm": lambda a, spd, b, r, batch: np.linalg.matrix_norm(batch, ord=2),
     "trace": lambda a, spd, b, r, batch: np.linalg.trace(batch),
@@ -64,8 +85,17 @@ def test_linalg_on_the_cpu_and_gpu_executors(name):
 
 
 def test_every_traced_linalg_function_has_a_case():
-    assert set(vars(tnp.linalg)) - {"LinAlgError", "matmul", "outer", "cross", "tensordot", "vecdot",
-                                    "matrix_transpose", "eigvalsh", "svdvals"} <= set(CASES)
+    assert set(vars(tnp.linalg)) - {
+        "LinAlgError",
+        "matmul",
+        "outer",
+        "cross",
+        "tensordot",
+        "vecdot",
+        "matrix_transpose",
+        "eigvalsh",
+        "svdvals",
+    } <= set(CASES)
 
 
 def test_hlo_names_the_library_routine_and_errors_are_numpys():
@@ -81,6 +111,9 @@ def test_hlo_names_the_library_routine_and_errors_are_numpys():
 def test_cost_analysis_counts_the_factorization():
     from toolkit.passes.cost_analysis import cost_analysis
 
-    costs = cost_analysis(tk.jit(np.linalg.inv).lower(A).hlo if hasattr(tk.jit(np.linalg.inv).lower(A), "hlo")
-                          else tk.jit(np.linalg.inv).compiled(A).optimized_hlo)
+    costs = cost_analysis(
+        tk.jit(np.linalg.inv).lower(A).hlo
+        if hasattr(tk.jit(np.linalg.inv).lower(A), "hlo")
+        else tk.jit(np.linalg.inv).compiled(A).optimized_hlo
+    )
     assert costs["flops"] >= 2 * 4 ** 3

@@ -27,7 +27,9 @@ def entry_and_bodies(compiled) -> tuple[str, str]:
     text = compiled.as_text(metadata=False)
     entry = text[text.index("ENTRY"):]
     body = re.search(r"body=%([\w.-]+)", entry).group(1)
-    blocks = {m.group(1): m.group(0) for m in re.finditer(r"^%([\w.-]+) \(.*?^}$", text, re.S | re.M)}
+    blocks = {
+        m.group(1): m.group(0) for m in re.finditer(r"^%([\w.-]+) \(.*?^}$", text, re.S | re.M)
+    }
     called = [blocks[body]] + [blocks[c] for c in re.findall(r"calls=%([\w.-]+)", blocks[body])]
     return entry, "\n".join(called)
 
@@ -48,8 +50,12 @@ def test_a_transposed_invariant_matrix_is_transposed_once_before_the_loop(backen
     rng = np.random.default_rng(0)
     h = rng.standard_normal((32, 128)).astype(np.float32)
     w = (rng.standard_normal((128, 128)) * 0.1).astype(np.float32)
-    np.testing.assert_allclose(run(rnn, backend, h, w, n), rnn_python(h, w, n), rtol=2e-5, atol=2e-6)
-    entry, bodies = entry_and_bodies(tk.jit(rnn, backend=backend, on_recompile="ignore").lower(h, w, n).compile())
+    np.testing.assert_allclose(
+        run(rnn, backend, h, w, n), rnn_python(h, w, n), rtol=2e-5, atol=2e-6
+    )
+    entry, bodies = entry_and_bodies(
+        tk.jit(rnn, backend=backend, on_recompile="ignore").lower(h, w, n).compile()
+    )
     assert "transpose" in entry.split(" while(")[0]  # made in front of the loop
     (dot,) = [line for line in bodies.splitlines() if " dot(" in line]
     assert "rhs_contracting_dims={0}" in dot  # a plain product inside
@@ -62,7 +68,9 @@ def test_small_products_keep_their_layout():
     w = np.ones((64, 64), np.float32)
     entry, bodies = entry_and_bodies(tk.jit(rnn, backend="cpu").lower(h, w, 3).compile())
     assert "transpose(" not in entry
-    assert "rhs_contracting_dims={1}" in [line for line in bodies.splitlines() if " dot(" in line][0]
+    assert (
+        "rhs_contracting_dims={1}" in [line for line in bodies.splitlines() if " dot(" in line][0]
+    )
 
 
 def scaled_decay(x, b, n):
@@ -80,7 +88,9 @@ def test_an_invariant_kernel_runs_once_before_the_loop(backend, n):
         acc = acc * np.exp(b) + x
     np.testing.assert_array_equal(want, acc)
     np.testing.assert_allclose(run(scaled_decay, backend, x, b, n), want, rtol=1e-14, atol=0)
-    entry, bodies = entry_and_bodies(tk.jit(scaled_decay, backend=backend, on_recompile="ignore").lower(x, b, n).compile())
+    entry, bodies = entry_and_bodies(
+        tk.jit(scaled_decay, backend=backend, on_recompile="ignore").lower(x, b, n).compile()
+    )
     assert "exponential" not in bodies  # no exp left in the loop body ...
     assert "exponential" in entry.split(" while(")[0]  # ... it runs before
 
@@ -137,7 +147,9 @@ def test_the_pass_is_reported_with_what_it_moved():
     w = np.ones((128, 128), np.float32)
     module = tk.jit(rnn, backend="cpu").lower(h, w, 3).compile().hlo
     result = make_pipeline("default", EVALUATORS).run(module)
-    (event,) = [p for p in result.passes if p.pass_name == "while-loop-invariant-code-motion" and p.changed]
+    (event,) = [
+        p for p in result.passes if p.pass_name == "while-loop-invariant-code-motion" and p.changed
+    ]
     assert dict(event.rewrites) == {"hoisted transpose of a dot's right-hand side": 1}
 
 
@@ -154,7 +166,8 @@ def test_a_transposed_right_hand_side_made_inside_the_loop_moves_out_once():
     moved, counts = hoist_loop_invariants(module)
     (before,) = [i for i in module.entry.instructions if i.opcode == "while"]
     (after,) = [i for i in moved.entry.instructions if i.opcode == "while"]
-    assert len(after.shape.elements) == len(before.shape.elements) + 1  # the transpose, not exp(w) as well
+    # the transpose, not exp(w) as well
+    assert len(after.shape.elements) == len(before.shape.elements) + 1
     assert counts == {"hoisted transpose of a dot's right-hand side": 1}
     want = h
     for _ in range(3):

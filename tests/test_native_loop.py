@@ -12,7 +12,9 @@ import toolkit as tk
 from toolkit.backends.cpu import executor
 from toolkit.backends.cpu.native_loop import blas_gemm
 
-pytestmark = pytest.mark.skipif(executor.native_run_loop is None, reason="the C extension was not built here")
+pytestmark = pytest.mark.skipif(
+    executor.native_run_loop is None, reason="the C extension was not built here"
+)
 RNG = np.random.default_rng(3)
 
 
@@ -38,7 +40,9 @@ def _fori_in_place(a, n):
 
 
 def _swap_state(x, y):  # each element comes back from a temporary, copied into its buffer
-    return tk.lax.fori_loop(0, 5, lambda i, s: (s[0] @ s[1].T * 0.1 + i, np.tanh(s[1]) + s[0][:, :1]), (x, y))
+    return tk.lax.fori_loop(
+        0, 5, lambda i, s: (s[0] @ s[1].T * 0.1 + i, np.tanh(s[1]) + s[0][:, :1]), (x, y)
+    )
 
 
 def _data_dependent(x):
@@ -46,16 +50,28 @@ def _data_dependent(x):
 
 
 CASES = {
-    "rnn gradients f32": (tk.grad(_rnn_loss, argnums=(1, 2)),
-                          (RNG.standard_normal((12, 4, 5)).astype(np.float32),
-                           (RNG.standard_normal((6, 6)) * 0.3).astype(np.float32),
-                           (RNG.standard_normal((5, 6)) * 0.3).astype(np.float32))),
-    "rnn gradients f64": (tk.grad(_rnn_loss, argnums=(0, 1, 2)),
-                          (RNG.standard_normal((9, 3, 5)), RNG.standard_normal((6, 6)) * 0.3,
-                           RNG.standard_normal((5, 6)) * 0.3)),
+    "rnn gradients f32": (
+        tk.grad(_rnn_loss, argnums=(1, 2)),
+        (
+            RNG.standard_normal((12, 4, 5)).astype(np.float32),
+            (RNG.standard_normal((6, 6)) * 0.3).astype(np.float32),
+            (RNG.standard_normal((5, 6)) * 0.3).astype(np.float32),
+        ),
+    ),
+    "rnn gradients f64": (
+        tk.grad(_rnn_loss, argnums=(0, 1, 2)),
+        (
+            RNG.standard_normal((9, 3, 5)),
+            RNG.standard_normal((6, 6)) * 0.3,
+            RNG.standard_normal((5, 6)) * 0.3,
+        ),
+    ),
     "zero trips": (_data_dependent, (np.array([50.0, 60.0]),)),
     "window writes": (lambda a: _fori_in_place(a, 7), (RNG.standard_normal(8),)),
-    "state from temporaries": (_swap_state, (RNG.standard_normal((4, 4)), RNG.standard_normal((4, 4)))),
+    "state from temporaries": (
+        _swap_state,
+        (RNG.standard_normal((4, 4)), RNG.standard_normal((4, 4))),
+    ),
     "trip count from the data": (_data_dependent, (np.array([0.5, 1.0, 2.0]),)),
 }
 
@@ -78,7 +94,8 @@ def test_the_profile_shows_the_trip_count_and_the_native_driver():
     with tk.profile() as prof:
         tk.jit(_data_dependent, backend="cpu")(x)
     (launch,) = [k.launch for k in prof.kernels if k.name.startswith("while")]
-    assert launch.startswith("trips=7, native, ") and launch.endswith("µs/trip")  # the profile says how it ran
+    # the profile says how it ran
+    assert launch.startswith("trips=7, native, ") and launch.endswith("µs/trip")
 
 
 def test_loops_with_steps_it_cannot_run_stay_in_python():
@@ -86,9 +103,13 @@ def test_loops_with_steps_it_cannot_run_stay_in_python():
     assert _drivers(lambda v: tk.lax.fori_loop(0, 3, lambda i, s: s * 1.5 + 1.0, v), big) == \
         (["python"] if executor.num_threads() > 1 else ["native"])
     same = np.ones((4, 3))  # x.T @ x: NumPy's matmul calls syrk for one buffer, not gemm
-    assert _drivers(lambda v: tk.lax.fori_loop(0, 3, lambda i, s: s + np.sum(s.T @ s), v), same) == ["python"]
+    assert _drivers(
+        lambda v: tk.lax.fori_loop(0, 3, lambda i, s: s + np.sum(s.T @ s), v), same
+    ) == ["python"]
     sort = np.array([3.0, 1.0, 2.0])
-    assert _drivers(lambda v: tk.lax.fori_loop(0, 2, lambda i, s: np.sort(s) * 2.0, v), sort) == ["python"]
+    assert _drivers(lambda v: tk.lax.fori_loop(0, 2, lambda i, s: np.sort(s) * 2.0, v), sort) == [
+        "python"
+    ]
 
 
 def test_numpys_blas_is_found():
@@ -100,11 +121,20 @@ def test_numpys_blas_is_found():
 
 
 def test_without_the_native_driver_loops_run_from_python():
-    code = ("import numpy as np, toolkit as tk; f = tk.jit(lambda v: tk.lax.fori_loop(0, 3, lambda i, s: s * 2.0, v), backend='cpu');"
-            "c = f.lower(np.ones(3)).compile(); print([s.extra['run'].driver for s in c._executable.steps"
-            " if s.kind == 'control'], f(np.ones(3)))")
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TOOLKIT_NATIVE_LOOP": "0"},
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import numpy as np, toolkit as tk; f = tk.jit(lambda v: tk.lax.fori_loop(0, 3, lambda i, "
+        "s: s * 2.0, v), backend='cpu');"
+        "c = f.lower(np.ones(3)).compile(); print([s.extra['run'].driver for s in "
+        "c._executable.steps"
+        " if s.kind == 'control'], f(np.ones(3)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TOOLKIT_NATIVE_LOOP": "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout.strip() == "['python'] [8. 8. 8.]", done.stderr[-1500:]
 
 

@@ -14,7 +14,8 @@ import toolkit as tk
 from toolkit.widgets.dashboard import Dashboard
 from toolkit.widgets.report import report_html
 
-TABS = "--show summary,recompilations,fusion,kernels,timeline,ir"  # Roofline measures ceilings: slow
+# Roofline measures ceilings: slow
+TABS = "--show summary,recompilations,fusion,kernels,timeline,ir"
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,11 @@ def test_cell_magic_binds_outputs_and_shows_a_dashboard(ip):
     np.testing.assert_allclose(ip.user_ns["y"], ref / ref.sum(-1, keepdims=True), rtol=1e-5)
     res = ip.user_ns["res"]
     assert set(res.outputs) == {"m", "e", "y"} and res.profile.compiles
-    static, widget = out.outputs[-2].data, out.outputs[-1].data  # two outputs: see Dashboard._ipython_display_
-    assert {"text/plain", "text/html"} <= set(static) and "application/vnd.jupyter.widget-view+json" in widget
+    # two outputs: see Dashboard._ipython_display_
+    static, widget = out.outputs[-2].data, out.outputs[-1].data
+    assert {"text/plain", "text/html"} <= set(
+        static
+    ) and "application/vnd.jupyter.widget-view+json" in widget
     assert "Fusion" in static["text/html"] and "toolkit-static" in static["text/html"]
     assert "toolkit profile" in static["text/plain"]
 
@@ -159,15 +163,21 @@ def test_underscore_names_stay_local_and_out_chooses_the_outputs(ip):
 
 def test_the_dashboard_says_what_returning_intermediates_costs(ip):
     ip.user_ns["x"] = np.random.default_rng(0).standard_normal((8, 128)).astype(np.float32)
-    result, out = run(ip, "%%xla --quiet -o r3\nm = np.max(x, axis=-1, keepdims=True)\ne = np.exp(x - m)\n"
-                          "y = e / e.sum(axis=-1, keepdims=True)\n")
+    result, out = run(
+        ip,
+        "%%xla --quiet -o r3\nm = np.max(x, axis=-1, keepdims=True)\ne = np.exp(x - m)\n"
+        "y = e / e.sum(axis=-1, keepdims=True)\n",
+    )
     assert result.error_in_exec is None
     notes = ip.user_ns["r3"].profile.notes
     assert len(notes) == 1 and "e, m are intermediates" in notes[0] and "--out y" in notes[0]
     assert "e (f32[8,128], 0.00 MB)" in notes[0]
     assert "note: e, m are intermediates" in ip.user_ns["r3"].profile.summary()
-    result, out = run(ip, "%%xla --quiet -o r4\n_m = np.max(x, axis=-1, keepdims=True)\n_e = np.exp(x - _m)\n"
-                          "y = _e / _e.sum(axis=-1, keepdims=True)\n")
+    result, out = run(
+        ip,
+        "%%xla --quiet -o r4\n_m = np.max(x, axis=-1, keepdims=True)\n_e = np.exp(x - _m)\n"
+        "y = _e / _e.sum(axis=-1, keepdims=True)\n",
+    )
     assert ip.user_ns["r4"].profile.notes == []
 
 
@@ -177,7 +187,11 @@ def test_help_is_not_run_as_code(ip):
 
 
 def test_line_magics(ip):
-    run(ip, "f = tk.jit(lambda v: np.exp(v) * 2)\nv = np.ones(4, np.float32)\nf(v)\nf(np.ones(5, np.float32))")
+    run(
+        ip,
+        "f = tk.jit(lambda v: np.exp(v) * 2)\nv = np.ones(4, np.float32)\nf(v)\n"
+        "f(np.ones(5, np.float32))",
+    )
     _, out = run(ip, "%xla_hlo f(v) --stage optimized_hlo")
     page = out.outputs[-1].data["text/html"]
     assert "<b>HloModule</b>" in page and "kind=" in page and "<b>fusion</b>" in page
@@ -245,13 +259,22 @@ def test_dashboard_widget_tree_and_state():
     dash = Dashboard(prof, None, compiled)
     tab = dash.widget()
     state = tab.get_state()
-    assert state["titles"] == ("Summary", "Recompilations", "Fusion", "Kernels", "Timeline", "Roofline", "IR")
+    assert state["titles"] == (
+        "Summary",
+        "Recompilations",
+        "Fusion",
+        "Kernels",
+        "Timeline",
+        "Roofline",
+        "IR",
+    )
     fusion = tab.children[2]
     pick, table = fusion.children[:2]
     reasons = [o for o in pick.options if o != "all"]
     pick.value = reasons[0]
     assert reasons[0] in table.value
-    assert "class='tk-report'" in table.value and "text-align:right" in table.value  # the static report's tables
+    # the static report's tables
+    assert "class='tk-report'" in table.value and "text-align:right" in table.value
     assert "class='tk-report'" in tab.children[3].children[1].value  # the kernel table too
     chooser, detail = fusion.children[2], fusion.children[3]
     assert "exponential" in detail.value and "source" in detail.value  # the fusion's instructions
@@ -279,7 +302,9 @@ def test_a_rerun_keeps_the_story_of_its_compile(ip):
 def test_call_sites_in_cells_read_as_cell_and_line(ip):
     from toolkit.frontend.source_info import SourceLocation
 
-    result, _ = run(ip, "import toolkit.frontend.source_info as _si\n_loc_here = _si.user_location(1)\n")
+    result, _ = run(
+        ip, "import toolkit.frontend.source_info as _si\n_loc_here = _si.user_location(1)\n"
+    )
     loc = ip.user_ns["_loc_here"]
     count = ip.compile._filename_map.get(loc.file)
     assert count is not None and str(loc) == f"cell [{count}], line 2"

@@ -51,7 +51,9 @@ def executed(path: pathlib.Path, shared_dir: pathlib.Path) -> nbformat.NotebookN
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, shared_dir):
     nb = executed(path, shared_dir)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
     assert not errors, errors
 
 

@@ -18,11 +18,20 @@ from toolkit.frontend.ufuncs import UFUNCS
 CALLABLES = (pathlib.Path(__file__).parent / "data" / "jax_numpy_callables.txt").read_text().split()
 # NumPy callables that cannot be part of a compiled program, and why
 NOT_TRACEABLE = {
-    "load": "file I/O", "save": "file I/O", "savez": "file I/O", "fromfile": "file I/O",
-    "frombuffer": "reads a Python buffer", "fromstring": "parses text", "fromiter": "consumes a Python iterator",
-    "from_dlpack": "imports a foreign buffer", "frompyfunc": "a Python function per element",
-    "array_repr": "prints values", "array_str": "prints values", "einsum_path": "plans from concrete operands",
-    "trim_zeros": "output size depends on the data", "polydiv": "trims the remainder by its values",
+    "load": "file I/O",
+    "save": "file I/O",
+    "savez": "file I/O",
+    "fromfile": "file I/O",
+    "frombuffer": "reads a Python buffer",
+    "fromstring": "parses text",
+    "fromiter": "consumes a Python iterator",
+    "from_dlpack": "imports a foreign buffer",
+    "frompyfunc": "a Python function per element",
+    "array_repr": "prints values",
+    "array_str": "prints values",
+    "einsum_path": "plans from concrete operands",
+    "trim_zeros": "output size depends on the data",
+    "polydiv": "trims the remainder by its values",
     "roots": "trims leading zero coefficients by value; non-symmetric eigenvalues",
 }
 
@@ -31,7 +40,10 @@ def test_share_of_numpy_api_that_jax_numpy_also_has():
     supported = [n for n in CALLABLES if hasattr(tnp, n)]
     missing = sorted(set(CALLABLES) - set(supported))
     share = len(supported) / len(CALLABLES)
-    print(f"toolkit.numpy supports {len(supported)} of {len(CALLABLES)} ({share:.0%}); missing: {' '.join(missing)}")
+    print(
+        f"toolkit.numpy supports {len(supported)} of {len(CALLABLES)} ({share:.0%}); missing: "
+        f"{' '.join(missing)}"
+    )
     assert share >= 0.85, f"only {share:.0%}; missing: {missing}"
     assert not set(NOT_TRACEABLE) & set(supported)
 
@@ -48,108 +60,198 @@ ARGS = (X, XI, B, N, S)
 # name -> function of (x, xi, b, n, s); the name is the function under test
 CASES = {
     # ufuncs beyond arithmetic
-    "arcsin": lambda x, xi, b, n, s: np.arcsin(x / 4), "arccos": lambda x, xi, b, n, s: np.arccos(x / 4),
-    "arctan": lambda x, xi, b, n, s: np.arctan(x), "sinh": lambda x, xi, b, n, s: np.sinh(x * 3),
-    "cosh": lambda x, xi, b, n, s: np.cosh(x * 3), "arcsinh": lambda x, xi, b, n, s: np.arcsinh(x * 1e3),
-    "arccosh": lambda x, xi, b, n, s: np.arccosh(1 + np.abs(x) * 10), "arctanh": lambda x, xi, b, n, s: np.arctanh(x / 4),
-    "hypot": lambda x, xi, b, n, s: np.hypot(x, xi), "copysign": lambda x, xi, b, n, s: np.copysign(xi, x),
-    "heaviside": lambda x, xi, b, n, s: np.heaviside(xi, 0.5), "logaddexp": lambda x, xi, b, n, s: np.logaddexp(x, xi),
-    "logaddexp2": lambda x, xi, b, n, s: np.logaddexp2(x, x[0]), "deg2rad": lambda x, xi, b, n, s: np.deg2rad(xi),
-    "rad2deg": lambda x, xi, b, n, s: np.rad2deg(x), "degrees": lambda x, xi, b, n, s: np.degrees(x),
-    "radians": lambda x, xi, b, n, s: np.radians(x), "fabs": lambda x, xi, b, n, s: np.fabs(xi),
-    "float_power": lambda x, xi, b, n, s: np.float_power(np.abs(x), xi), "ldexp": lambda x, xi, b, n, s: np.ldexp(x, xi),
-    "nextafter": lambda x, xi, b, n, s: np.nextafter(x, xi), "spacing": lambda x, xi, b, n, s: np.spacing(x),
-    "signbit": lambda x, xi, b, n, s: np.signbit(n), "modf": lambda x, xi, b, n, s: np.modf(x * 3),
-    "gcd": lambda x, xi, b, n, s: np.gcd(xi, 6), "lcm": lambda x, xi, b, n, s: np.lcm(xi, 4),
+    "arcsin": lambda x, xi, b, n, s: np.arcsin(x / 4),
+    "arccos": lambda x, xi, b, n, s: np.arccos(x / 4),
+    "arctan": lambda x, xi, b, n, s: np.arctan(x),
+    "sinh": lambda x, xi, b, n, s: np.sinh(x * 3),
+    "cosh": lambda x, xi, b, n, s: np.cosh(x * 3),
+    "arcsinh": lambda x, xi, b, n, s: np.arcsinh(x * 1e3),
+    "arccosh": lambda x, xi, b, n, s: np.arccosh(1 + np.abs(x) * 10),
+    "arctanh": lambda x, xi, b, n, s: np.arctanh(x / 4),
+    "hypot": lambda x, xi, b, n, s: np.hypot(x, xi),
+    "copysign": lambda x, xi, b, n, s: np.copysign(xi, x),
+    "heaviside": lambda x, xi, b, n, s: np.heaviside(xi, 0.5),
+    "logaddexp": lambda x, xi, b, n, s: np.logaddexp(x, xi),
+    "logaddexp2": lambda x, xi, b, n, s: np.logaddexp2(x, x[0]),
+    "deg2rad": lambda x, xi, b, n, s: np.deg2rad(xi),
+    "rad2deg": lambda x, xi, b, n, s: np.rad2deg(x),
+    "degrees": lambda x, xi, b, n, s: np.degrees(x),
+    "radians": lambda x, xi, b, n, s: np.radians(x),
+    "fabs": lambda x, xi, b, n, s: np.fabs(xi),
+    "float_power": lambda x, xi, b, n, s: np.float_power(np.abs(x), xi),
+    "ldexp": lambda x, xi, b, n, s: np.ldexp(x, xi),
+    "nextafter": lambda x, xi, b, n, s: np.nextafter(x, xi),
+    "spacing": lambda x, xi, b, n, s: np.spacing(x),
+    "signbit": lambda x, xi, b, n, s: np.signbit(n),
+    "modf": lambda x, xi, b, n, s: np.modf(x * 3),
+    "gcd": lambda x, xi, b, n, s: np.gcd(xi, 6),
+    "lcm": lambda x, xi, b, n, s: np.lcm(xi, 4),
     "conjugate": lambda x, xi, b, n, s: np.conjugate(x),
-    "bitwise_count": lambda x, xi, b, n, s: (np.bitwise_count(xi), np.bitwise_count(xi.astype(np.uint16) * 977)),
+    "bitwise_count": lambda x, xi, b, n, s: (
+        np.bitwise_count(xi),
+        np.bitwise_count(xi.astype(np.uint16) * 977),
+    ),
     # joining, splitting, reordering
-    "hstack": lambda x, xi, b, n, s: np.hstack([x, xi]), "vstack": lambda x, xi, b, n, s: np.vstack([x[0], n[1]]),
-    "dstack": lambda x, xi, b, n, s: np.dstack([x, x]), "column_stack": lambda x, xi, b, n, s: np.column_stack([x[0], xi[1]]),
+    "hstack": lambda x, xi, b, n, s: np.hstack([x, xi]),
+    "vstack": lambda x, xi, b, n, s: np.vstack([x[0], n[1]]),
+    "dstack": lambda x, xi, b, n, s: np.dstack([x, x]),
+    "column_stack": lambda x, xi, b, n, s: np.column_stack([x[0], xi[1]]),
     "row_stack": lambda x, xi, b, n, s: np.vstack([x, x]),
     "block": lambda x, xi, b, n, s: np.block([[x, x[:, :2]], [x[:1], x[:1, :2]]]),
-    "split": lambda x, xi, b, n, s: tuple(np.split(x, 3, axis=1)), "array_split": lambda x, xi, b, n, s: tuple(np.array_split(x, 4, axis=1)),
-    "hsplit": lambda x, xi, b, n, s: tuple(np.hsplit(x, [1, 4])), "vsplit": lambda x, xi, b, n, s: tuple(np.vsplit(x, 2)),
-    "dsplit": lambda x, xi, b, n, s: tuple(np.dsplit(x.reshape(2, 2, 6), 3)), "unstack": lambda x, xi, b, n, s: np.unstack(x, axis=1),
-    "tile": lambda x, xi, b, n, s: np.tile(x, (2, 1, 3)), "repeat": lambda x, xi, b, n, s: np.repeat(x, [1, 0, 2, 3], axis=0),
-    "append": lambda x, xi, b, n, s: np.append(x, xi[0]), "delete": lambda x, xi, b, n, s: np.delete(x, [0, 2], axis=1),
-    "insert": lambda x, xi, b, n, s: np.insert(x, [1, 3], x[:, :2], axis=1), "resize": lambda x, xi, b, n, s: np.resize(x, (5, 7)),
-    "roll": lambda x, xi, b, n, s: np.roll(x, (1, -2), axis=(0, 1)), "rot90": lambda x, xi, b, n, s: np.rot90(x, 3),
-    "fliplr": lambda x, xi, b, n, s: np.fliplr(x), "flipud": lambda x, xi, b, n, s: np.flipud(x),
-    "atleast_1d": lambda x, xi, b, n, s: np.atleast_1d(x[0, 0]), "atleast_2d": lambda x, xi, b, n, s: np.atleast_2d(x[0]),
-    "atleast_3d": lambda x, xi, b, n, s: np.atleast_3d(x[0]), "broadcast_arrays": lambda x, xi, b, n, s: np.broadcast_arrays(x, x[0]),
-    "rollaxis": lambda x, xi, b, n, s: np.rollaxis(x[None], 2), "permute_dims": lambda x, xi, b, n, s: np.permute_dims(x, (1, 0)),
+    "split": lambda x, xi, b, n, s: tuple(np.split(x, 3, axis=1)),
+    "array_split": lambda x, xi, b, n, s: tuple(np.array_split(x, 4, axis=1)),
+    "hsplit": lambda x, xi, b, n, s: tuple(np.hsplit(x, [1, 4])),
+    "vsplit": lambda x, xi, b, n, s: tuple(np.vsplit(x, 2)),
+    "dsplit": lambda x, xi, b, n, s: tuple(np.dsplit(x.reshape(2, 2, 6), 3)),
+    "unstack": lambda x, xi, b, n, s: np.unstack(x, axis=1),
+    "tile": lambda x, xi, b, n, s: np.tile(x, (2, 1, 3)),
+    "repeat": lambda x, xi, b, n, s: np.repeat(x, [1, 0, 2, 3], axis=0),
+    "append": lambda x, xi, b, n, s: np.append(x, xi[0]),
+    "delete": lambda x, xi, b, n, s: np.delete(x, [0, 2], axis=1),
+    "insert": lambda x, xi, b, n, s: np.insert(x, [1, 3], x[:, :2], axis=1),
+    "resize": lambda x, xi, b, n, s: np.resize(x, (5, 7)),
+    "roll": lambda x, xi, b, n, s: np.roll(x, (1, -2), axis=(0, 1)),
+    "rot90": lambda x, xi, b, n, s: np.rot90(x, 3),
+    "fliplr": lambda x, xi, b, n, s: np.fliplr(x),
+    "flipud": lambda x, xi, b, n, s: np.flipud(x),
+    "atleast_1d": lambda x, xi, b, n, s: np.atleast_1d(x[0, 0]),
+    "atleast_2d": lambda x, xi, b, n, s: np.atleast_2d(x[0]),
+    "atleast_3d": lambda x, xi, b, n, s: np.atleast_3d(x[0]),
+    "broadcast_arrays": lambda x, xi, b, n, s: np.broadcast_arrays(x, x[0]),
+    "rollaxis": lambda x, xi, b, n, s: np.rollaxis(x[None], 2),
+    "permute_dims": lambda x, xi, b, n, s: np.permute_dims(x, (1, 0)),
     "matrix_transpose": lambda x, xi, b, n, s: np.matrix_transpose(x),
     # triangles, grids, products
-    "tri": lambda x, xi, b, n, s: np.tri(3, 5, 1) + x[0, 0], "tril": lambda x, xi, b, n, s: np.tril(x, 1),
-    "triu": lambda x, xi, b, n, s: np.triu(x, -1), "diag": lambda x, xi, b, n, s: (np.diag(x, 2), np.diag(x[0], -1)),
-    "diagonal": lambda x, xi, b, n, s: np.diagonal(x.reshape(2, 3, 4), 1, 1, 2), "diagflat": lambda x, xi, b, n, s: np.diagflat(x[:2, :2], 1),
-    "trace": lambda x, xi, b, n, s: np.trace(xi, -1), "vander": lambda x, xi, b, n, s: np.vander(x[0], 4),
-    "kron": lambda x, xi, b, n, s: np.kron(x[:2, :2], xi[:2]), "cross": lambda x, xi, b, n, s: np.cross(x[:, :3], x[:, 3:]),
-    "meshgrid": lambda x, xi, b, n, s: np.meshgrid(x[0], x[1, :3]), "linspace": lambda x, xi, b, n, s: np.linspace(x[0, 0], x[1], 5, axis=1),
-    "logspace": lambda x, xi, b, n, s: np.logspace(x[0, 0], 2.0, 5), "geomspace": lambda x, xi, b, n, s: np.geomspace(np.abs(x[0, 0]) + 1, 100.0, 6),
-    "vecdot": lambda x, xi, b, n, s: np.vecdot(x, x), "matvec": lambda x, xi, b, n, s: np.matvec(x[:, :4], x[0, :4]),
-    "vecmat": lambda x, xi, b, n, s: np.vecmat(x[0, :4], x[:4]), "identity": lambda x, xi, b, n, s: np.identity(3) * x[0, 0],
+    "tri": lambda x, xi, b, n, s: np.tri(3, 5, 1) + x[0, 0],
+    "tril": lambda x, xi, b, n, s: np.tril(x, 1),
+    "triu": lambda x, xi, b, n, s: np.triu(x, -1),
+    "diag": lambda x, xi, b, n, s: (np.diag(x, 2), np.diag(x[0], -1)),
+    "diagonal": lambda x, xi, b, n, s: np.diagonal(x.reshape(2, 3, 4), 1, 1, 2),
+    "diagflat": lambda x, xi, b, n, s: np.diagflat(x[:2, :2], 1),
+    "trace": lambda x, xi, b, n, s: np.trace(xi, -1),
+    "vander": lambda x, xi, b, n, s: np.vander(x[0], 4),
+    "kron": lambda x, xi, b, n, s: np.kron(x[:2, :2], xi[:2]),
+    "cross": lambda x, xi, b, n, s: np.cross(x[:, :3], x[:, 3:]),
+    "meshgrid": lambda x, xi, b, n, s: np.meshgrid(x[0], x[1, :3]),
+    "linspace": lambda x, xi, b, n, s: np.linspace(x[0, 0], x[1], 5, axis=1),
+    "logspace": lambda x, xi, b, n, s: np.logspace(x[0, 0], 2.0, 5),
+    "geomspace": lambda x, xi, b, n, s: np.geomspace(np.abs(x[0, 0]) + 1, 100.0, 6),
+    "vecdot": lambda x, xi, b, n, s: np.vecdot(x, x),
+    "matvec": lambda x, xi, b, n, s: np.matvec(x[:, :4], x[0, :4]),
+    "vecmat": lambda x, xi, b, n, s: np.vecmat(x[0, :4], x[:4]),
+    "identity": lambda x, xi, b, n, s: np.identity(3) * x[0, 0],
     "ix_": lambda x, xi, b, n, s: x[np.ix_((xi[0, :3] + 3) % 4, (xi[1, :2] + 3) % 6)],
     # scans and differences
-    "cumsum": lambda x, xi, b, n, s: (np.cumsum(x, axis=1), np.cumsum(b)), "cumprod": lambda x, xi, b, n, s: np.cumprod(xi, axis=0),
-    "nancumsum": lambda x, xi, b, n, s: np.nancumsum(n, axis=0), "nancumprod": lambda x, xi, b, n, s: np.nancumprod(n),
+    "cumsum": lambda x, xi, b, n, s: (np.cumsum(x, axis=1), np.cumsum(b)),
+    "cumprod": lambda x, xi, b, n, s: np.cumprod(xi, axis=0),
+    "nancumsum": lambda x, xi, b, n, s: np.nancumsum(n, axis=0),
+    "nancumprod": lambda x, xi, b, n, s: np.nancumprod(n),
     "cumulative_sum": lambda x, xi, b, n, s: np.cumulative_sum(x, axis=1, include_initial=True),
     "cumulative_prod": lambda x, xi, b, n, s: np.cumulative_prod(xi[0]),
-    "diff": lambda x, xi, b, n, s: (np.diff(x, 2, axis=0), np.diff(b)), "ediff1d": lambda x, xi, b, n, s: np.ediff1d(x, to_begin=[9.0]),
-    "gradient": lambda x, xi, b, n, s: np.gradient(x), "trapezoid": lambda x, xi, b, n, s: np.trapezoid(x[0], x=np.arange(6.0) ** 2),
-    "unwrap": lambda x, xi, b, n, s: np.unwrap(np.cumsum(x[0]) * 3), "convolve": lambda x, xi, b, n, s: np.convolve(x[0], x[1, :4], "same"),
-    "correlate": lambda x, xi, b, n, s: np.correlate(x[0, :3], x[1], "full"), "searchsorted": lambda x, xi, b, n, s: np.searchsorted(s, x, side="right"),
-    "digitize": lambda x, xi, b, n, s: np.digitize(x, s[:5]), "interp": lambda x, xi, b, n, s: np.interp(x, s, np.arange(9.0) ** 2),
-    "frexp": lambda x, xi, b, n, s: (np.frexp(x * 1e-310), np.frexp(np.append(x[0], [0.0, -0.0, np.inf]))),
+    "diff": lambda x, xi, b, n, s: (np.diff(x, 2, axis=0), np.diff(b)),
+    "ediff1d": lambda x, xi, b, n, s: np.ediff1d(x, to_begin=[9.0]),
+    "gradient": lambda x, xi, b, n, s: np.gradient(x),
+    "trapezoid": lambda x, xi, b, n, s: np.trapezoid(x[0], x=np.arange(6.0) ** 2),
+    "unwrap": lambda x, xi, b, n, s: np.unwrap(np.cumsum(x[0]) * 3),
+    "convolve": lambda x, xi, b, n, s: np.convolve(x[0], x[1, :4], "same"),
+    "correlate": lambda x, xi, b, n, s: np.correlate(x[0, :3], x[1], "full"),
+    "searchsorted": lambda x, xi, b, n, s: np.searchsorted(s, x, side="right"),
+    "digitize": lambda x, xi, b, n, s: np.digitize(x, s[:5]),
+    "interp": lambda x, xi, b, n, s: np.interp(x, s, np.arange(9.0) ** 2),
+    "frexp": lambda x, xi, b, n, s: (
+        np.frexp(x * 1e-310),
+        np.frexp(np.append(x[0], [0.0, -0.0, np.inf])),
+    ),
     "i0": lambda x, xi, b, n, s: (np.i0(x * 5), np.i0(xi)),
     "packbits": lambda x, xi, b, n, s: (np.packbits(xi, axis=1), np.packbits(b, bitorder="little")),
-    "unpackbits": lambda x, xi, b, n, s: np.unpackbits(np.packbits(xi > 0, axis=0), axis=0, count=3),
-    "histogram2d": lambda x, xi, b, n, s: np.histogram2d(x[0], x[1], bins=(3, [-1.0, 0.0, 2.0]), density=True),
-    "histogramdd": lambda x, xi, b, n, s: (lambda h, e: (h, *e))(*np.histogramdd(
-        x[:3].T, bins=(2, 3, 4), range=[(-2, 2), None, (-1, 3)], weights=np.arange(6.0))),
-    "histogram": lambda x, xi, b, n, s: np.histogram(x, 5), "histogram_bin_edges": lambda x, xi, b, n, s: np.histogram_bin_edges(x, 3),
+    "unpackbits": lambda x, xi, b, n, s: np.unpackbits(
+        np.packbits(xi > 0, axis=0), axis=0, count=3
+    ),
+    "histogram2d": lambda x, xi, b, n, s: np.histogram2d(
+        x[0], x[1], bins=(3, [-1.0, 0.0, 2.0]), density=True
+    ),
+    "histogramdd": lambda x, xi, b, n, s: (lambda h, e: (h, *e))(
+        *np.histogramdd(
+            x[:3].T, bins=(2, 3, 4), range=[(-2, 2), None, (-1, 3)], weights=np.arange(6.0)
+        )
+    ),
+    "histogram": lambda x, xi, b, n, s: np.histogram(x, 5),
+    "histogram_bin_edges": lambda x, xi, b, n, s: np.histogram_bin_edges(x, 3),
     # statistics
-    "nansum": lambda x, xi, b, n, s: np.nansum(n, axis=1), "nanprod": lambda x, xi, b, n, s: np.nanprod(n, axis=0),
-    "nanmax": lambda x, xi, b, n, s: np.nanmax(n, axis=1), "nanmin": lambda x, xi, b, n, s: np.nanmin(n),
-    "nanmean": lambda x, xi, b, n, s: np.nanmean(n, axis=1), "nanvar": lambda x, xi, b, n, s: np.nanvar(n, axis=0, ddof=1),
-    "nanstd": lambda x, xi, b, n, s: np.nanstd(n), "nanargmax": lambda x, xi, b, n, s: np.nanargmax(n[:2], axis=1),
-    "nanargmin": lambda x, xi, b, n, s: np.nanargmin(n), "average": lambda x, xi, b, n, s: np.average(x, axis=1, weights=np.arange(6.0)),
-    "cov": lambda x, xi, b, n, s: np.cov(x), "corrcoef": lambda x, xi, b, n, s: np.corrcoef(x[0], x[1]),
-    "ptp": lambda x, xi, b, n, s: np.ptp(x, axis=0), "count_nonzero": lambda x, xi, b, n, s: np.count_nonzero(xi, axis=1),
-    "median": lambda x, xi, b, n, s: (np.median(x, axis=1), np.median(n)), "nanmedian": lambda x, xi, b, n, s: np.nanmedian(n, axis=1),
-    "percentile": lambda x, xi, b, n, s: np.percentile(x, [10, 50, 90], axis=1), "quantile": lambda x, xi, b, n, s: np.quantile(xi, 0.25, axis=0),
-    "nanpercentile": lambda x, xi, b, n, s: np.nanpercentile(n, 40, axis=0), "nanquantile": lambda x, xi, b, n, s: np.nanquantile(n, [0.2, 0.8]),
+    "nansum": lambda x, xi, b, n, s: np.nansum(n, axis=1),
+    "nanprod": lambda x, xi, b, n, s: np.nanprod(n, axis=0),
+    "nanmax": lambda x, xi, b, n, s: np.nanmax(n, axis=1),
+    "nanmin": lambda x, xi, b, n, s: np.nanmin(n),
+    "nanmean": lambda x, xi, b, n, s: np.nanmean(n, axis=1),
+    "nanvar": lambda x, xi, b, n, s: np.nanvar(n, axis=0, ddof=1),
+    "nanstd": lambda x, xi, b, n, s: np.nanstd(n),
+    "nanargmax": lambda x, xi, b, n, s: np.nanargmax(n[:2], axis=1),
+    "nanargmin": lambda x, xi, b, n, s: np.nanargmin(n),
+    "average": lambda x, xi, b, n, s: np.average(x, axis=1, weights=np.arange(6.0)),
+    "cov": lambda x, xi, b, n, s: np.cov(x),
+    "corrcoef": lambda x, xi, b, n, s: np.corrcoef(x[0], x[1]),
+    "ptp": lambda x, xi, b, n, s: np.ptp(x, axis=0),
+    "count_nonzero": lambda x, xi, b, n, s: np.count_nonzero(xi, axis=1),
+    "median": lambda x, xi, b, n, s: (np.median(x, axis=1), np.median(n)),
+    "nanmedian": lambda x, xi, b, n, s: np.nanmedian(n, axis=1),
+    "percentile": lambda x, xi, b, n, s: np.percentile(x, [10, 50, 90], axis=1),
+    "quantile": lambda x, xi, b, n, s: np.quantile(xi, 0.25, axis=0),
+    "nanpercentile": lambda x, xi, b, n, s: np.nanpercentile(n, 40, axis=0),
+    "nanquantile": lambda x, xi, b, n, s: np.nanquantile(n, [0.2, 0.8]),
     # comparison, rounding, selection
-    "isclose": lambda x, xi, b, n, s: np.isclose(n, n + 1e-9, equal_nan=True), "allclose": lambda x, xi, b, n, s: np.allclose(x, x * (1 + 1e-7)),
-    "array_equal": lambda x, xi, b, n, s: np.array_equal(n, n, equal_nan=True), "array_equiv": lambda x, xi, b, n, s: np.array_equiv(x, x[0]),
+    "isclose": lambda x, xi, b, n, s: np.isclose(n, n + 1e-9, equal_nan=True),
+    "allclose": lambda x, xi, b, n, s: np.allclose(x, x * (1 + 1e-7)),
+    "array_equal": lambda x, xi, b, n, s: np.array_equal(n, n, equal_nan=True),
+    "array_equiv": lambda x, xi, b, n, s: np.array_equiv(x, x[0]),
     "round": lambda x, xi, b, n, s: (np.round(x * 100, 1), np.round(xi * 37, -1)),
-    "fix": lambda x, xi, b, n, s: (np.fix(x * 3), np.fix(-np.abs(x) * 0.1), np.fix(xi), np.fix(n)), "around": lambda x, xi, b, n, s: np.around(x, 2),
-    "nan_to_num": lambda x, xi, b, n, s: np.nan_to_num(n, nan=-1.0), "isposinf": lambda x, xi, b, n, s: np.isposinf(1 / x),
-    "isneginf": lambda x, xi, b, n, s: np.isneginf(-1 / x), "isreal": lambda x, xi, b, n, s: np.isreal(x),
-    "iscomplex": lambda x, xi, b, n, s: np.iscomplex(x), "real": lambda x, xi, b, n, s: np.real(x) + 0,
-    "imag": lambda x, xi, b, n, s: np.imag(x) + 0, "angle": lambda x, xi, b, n, s: np.angle(x, deg=True),
+    "fix": lambda x, xi, b, n, s: (np.fix(x * 3), np.fix(-np.abs(x) * 0.1), np.fix(xi), np.fix(n)),
+    "around": lambda x, xi, b, n, s: np.around(x, 2),
+    "nan_to_num": lambda x, xi, b, n, s: np.nan_to_num(n, nan=-1.0),
+    "isposinf": lambda x, xi, b, n, s: np.isposinf(1 / x),
+    "isneginf": lambda x, xi, b, n, s: np.isneginf(-1 / x),
+    "isreal": lambda x, xi, b, n, s: np.isreal(x),
+    "iscomplex": lambda x, xi, b, n, s: np.iscomplex(x),
+    "real": lambda x, xi, b, n, s: np.real(x) + 0,
+    "imag": lambda x, xi, b, n, s: np.imag(x) + 0,
+    "angle": lambda x, xi, b, n, s: np.angle(x, deg=True),
     "select": lambda x, xi, b, n, s: np.select([x > 0.5, x < -0.5], [x, x * 2], default=-1.0),
-    "choose": lambda x, xi, b, n, s: np.choose(np.abs(xi[:, :3]) % 3, [x[:, :3], x[:, 3:], x[:, :3] * 10]),
+    "choose": lambda x, xi, b, n, s: np.choose(
+        np.abs(xi[:, :3]) % 3, [x[:, :3], x[:, 3:], x[:, :3] * 10]
+    ),
     "compress": lambda x, xi, b, n, s: np.compress([True, False, True, True], x, axis=0),
     "extract": lambda x, xi, b, n, s: np.extract(np.arange(24).reshape(4, 6) % 5 == 0, x),
-    "piecewise": lambda x, xi, b, n, s: np.piecewise(x, [x < 0, x > 0.5], [lambda v: -v, lambda v: v * 2, 7.0]),
+    "piecewise": lambda x, xi, b, n, s: np.piecewise(
+        x, [x < 0, x > 0.5], [lambda v: -v, lambda v: v * 2, 7.0]
+    ),
     "sinc": lambda x, xi, b, n, s: np.sinc(np.append(x[0], 0.0)),
-    "polyval": lambda x, xi, b, n, s: np.polyval(x[0], x[1]), "polyadd": lambda x, xi, b, n, s: np.polyadd(x[0, :3], x[1]),
-    "polysub": lambda x, xi, b, n, s: np.polysub(x[0], x[1, :2]), "polymul": lambda x, xi, b, n, s: np.polymul(x[0, :3], x[1, :2]),
-    "polyder": lambda x, xi, b, n, s: np.polyder(x[0], 2), "polyint": lambda x, xi, b, n, s: np.polyint(x[0, :3], 2, k=[1.0, 2.0]),
+    "polyval": lambda x, xi, b, n, s: np.polyval(x[0], x[1]),
+    "polyadd": lambda x, xi, b, n, s: np.polyadd(x[0, :3], x[1]),
+    "polysub": lambda x, xi, b, n, s: np.polysub(x[0], x[1, :2]),
+    "polymul": lambda x, xi, b, n, s: np.polymul(x[0, :3], x[1, :2]),
+    "polyder": lambda x, xi, b, n, s: np.polyder(x[0], 2),
+    "polyint": lambda x, xi, b, n, s: np.polyint(x[0, :3], 2, k=[1.0, 2.0]),
     "poly": lambda x, xi, b, n, s: np.poly(x[0, :3]),
-    "polyfit": lambda x, xi, b, n, s: (np.polyfit(s, s ** 3 - s, 3), np.polyfit(x[0], x[1:].T, 2, w=np.arange(1.0, 7.0))),
+    "polyfit": lambda x, xi, b, n, s: (
+        np.polyfit(s, s**3 - s, 3),
+        np.polyfit(x[0], x[1:].T, 2, w=np.arange(1.0, 7.0)),
+    ),
     # sorting and indexing helpers
-    "sort": lambda x, xi, b, n, s: (np.sort(n, axis=0), np.sort(xi, axis=None)), "argsort": lambda x, xi, b, n, s: np.argsort(n, axis=0, kind="stable"),
-    "lexsort": lambda x, xi, b, n, s: np.lexsort((x[0], xi[0])), "partition": lambda x, xi, b, n, s: np.partition(x, 2)[:, 2],
-    "argpartition": lambda x, xi, b, n, s: np.take_along_axis(x, np.argpartition(x, 2), axis=-1)[:, 2],
+    "sort": lambda x, xi, b, n, s: (np.sort(n, axis=0), np.sort(xi, axis=None)),
+    "argsort": lambda x, xi, b, n, s: np.argsort(n, axis=0, kind="stable"),
+    "lexsort": lambda x, xi, b, n, s: np.lexsort((x[0], xi[0])),
+    "partition": lambda x, xi, b, n, s: np.partition(x, 2)[:, 2],
+    "argpartition": lambda x, xi, b, n, s: np.take_along_axis(x, np.argpartition(x, 2), axis=-1)[
+        :, 2
+    ],
     "isin": lambda x, xi, b, n, s: np.isin(xi, [0, 2]),
     "ravel_multi_index": lambda x, xi, b, n, s: np.ravel_multi_index((xi, xi), (7, 5), mode="wrap"),
     "unravel_index": lambda x, xi, b, n, s: np.unravel_index(xi + 3, (2, 3)),
     "apply_along_axis": lambda x, xi, b, n, s: np.apply_along_axis(lambda r: r * r.sum(), 1, x),
     "apply_over_axes": lambda x, xi, b, n, s: np.apply_over_axes(np.sum, x, [0, 1]),
-    "take": lambda x, xi, b, n, s: np.take(x, xi, axis=1, mode="wrap"), "take_along_axis": lambda x, xi, b, n, s: np.take_along_axis(x, np.argsort(x, axis=1, kind="stable"), axis=1),
+    "take": lambda x, xi, b, n, s: np.take(x, xi, axis=1, mode="wrap"),
+    "take_along_axis": lambda x, xi, b, n, s: np.take_along_axis(
+        x, np.argsort(x, axis=1, kind="stable"), axis=1
+    ),
     "result_type": lambda x, xi, b, n, s: x.astype(np.result_type(xi, 1.0)),
     "can_cast": lambda x, xi, b, n, s: x + np.can_cast(xi, np.float64),
 }
@@ -174,8 +276,26 @@ def test_function_matches_numpy(name):
     _check(CASES[name])
 
 
-@pytest.mark.parametrize("name", ["cumsum", "convolve", "searchsorted", "histogram", "median", "sort", "unwrap",
-                                  "nanvar", "cross", "insert", "interp", "gcd", "arcsinh", "percentile", "lexsort"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cumsum",
+        "convolve",
+        "searchsorted",
+        "histogram",
+        "median",
+        "sort",
+        "unwrap",
+        "nanvar",
+        "cross",
+        "insert",
+        "interp",
+        "gcd",
+        "arcsinh",
+        "percentile",
+        "lexsort",
+    ],
+)
 def test_function_matches_numpy_on_cpu(name):
     _check(CASES[name], "cpu")
 
@@ -193,14 +313,48 @@ def test_every_function_added_here_has_a_case():
                float_functions, selection, polynomials, complex_numbers)
     # where and clip (selection) are tested in test_numpy_functions, sort_complex in test_complex
     older = {"where", "clip", "sort_complex"}
-    added = {name for name, fn in EXPORTS.items() if getattr(fn, "__module__", "") in {m.__name__ for m in modules}}
+    added = {
+        name
+        for name, fn in EXPORTS.items()
+        if getattr(fn, "__module__", "") in {m.__name__ for m in modules}
+    }
     added |= {u.__name__ for u, impl in UFUNCS.items() if impl.__module__ == ufuncs_math.__name__}
-    size_functions = {"unique", "unique_values", "unique_counts", "unique_inverse", "unique_all", "nonzero",
-                      "flatnonzero", "argwhere", "union1d", "intersect1d", "setdiff1d", "setxor1d", "bincount",
-                      "place", "fill_diagonal", "put", "put_along_axis"}  # tested in test_indexing / below
-    untested = sorted(added - set(CASES) - size_functions - set(STATIC_FUNCTIONS) - older
-                      - {"diag_indices_from", "tril_indices_from", "triu_indices_from", "isrealobj", "iscomplexobj",
-                         "conj", "broadcast_to"})
+    size_functions = {
+        "unique",
+        "unique_values",
+        "unique_counts",
+        "unique_inverse",
+        "unique_all",
+        "nonzero",
+        "flatnonzero",
+        "argwhere",
+        "union1d",
+        "intersect1d",
+        "setdiff1d",
+        "setxor1d",
+        "bincount",
+        # tested in test_indexing / below
+        "place",
+        "fill_diagonal",
+        "put",
+        "put_along_axis",
+    }
+    untested = sorted(
+        added
+        - set(CASES)
+        - size_functions
+        - set(STATIC_FUNCTIONS)
+        - older
+        - {
+            "diag_indices_from",
+            "tril_indices_from",
+            "triu_indices_from",
+            "isrealobj",
+            "iscomplexobj",
+            "conj",
+            "broadcast_to",
+        }
+    )
     assert not untested, untested
 
 
@@ -213,10 +367,19 @@ def test_histogramdd_raises_numpys_error_for_a_non_finite_autodetected_range():
 
 def test_static_size_functions_pad_as_jax_does():
     def f(a, c):
-        return (tnp.unique(a, return_index=True, return_inverse=True, return_counts=True, size=8, fill_value=-9),
-                tnp.nonzero(a > 1, size=5), tnp.argwhere(a > 1, size=3), tnp.flatnonzero(a, size=30),
-                tnp.union1d(a, c, size=8), tnp.intersect1d(a[0], c[0], size=4), tnp.setdiff1d(a, c, size=2),
-                tnp.setxor1d(a[0], c[1], size=6), tnp.bincount(a.ravel() + 3, length=7))
+        return (
+            tnp.unique(
+                a, return_index=True, return_inverse=True, return_counts=True, size=8, fill_value=-9
+            ),
+            tnp.nonzero(a > 1, size=5),
+            tnp.argwhere(a > 1, size=3),
+            tnp.flatnonzero(a, size=30),
+            tnp.union1d(a, c, size=8),
+            tnp.intersect1d(a[0], c[0], size=4),
+            tnp.setdiff1d(a, c, size=2),
+            tnp.setxor1d(a[0], c[1], size=6),
+            tnp.bincount(a.ravel() + 3, length=7),
+        )
 
     xi, yi = XI, np.roll(XI, 1)
     values, index, inverse, counts = np.unique(xi, True, True, True)
@@ -264,9 +427,27 @@ def test_ndarray_methods_including_the_in_place_ones():
         d.put([0, 5], [9.0, 8.0])
         e = a.copy()
         e.partition(1)
-        return (b, c, d, e[:, 1], a.argsort(kind="stable"), a.cumsum(1), a.cumprod(0), a.round(1), a.take([0, 2], axis=1),
-                a.repeat(2, axis=0), a[0].searchsorted(2.0), a.diagonal(), a.view(np.int64), a.real, a.imag, a.nbytes,
-                a.itemsize, a.compress([True, False, True], axis=1), a.conj())
+        return (
+            b,
+            c,
+            d,
+            e[:, 1],
+            a.argsort(kind="stable"),
+            a.cumsum(1),
+            a.cumprod(0),
+            a.round(1),
+            a.take([0, 2], axis=1),
+            a.repeat(2, axis=0),
+            a[0].searchsorted(2.0),
+            a.diagonal(),
+            a.view(np.int64),
+            a.real,
+            a.imag,
+            a.nbytes,
+            a.itemsize,
+            a.compress([True, False, True], axis=1),
+            a.conj(),
+        )
 
     x = np.array([[3.0, 1.0, 2.0], [0.5, -1.0, 4.0]])
     got, want = tk.jit(f)(x), f(x)
@@ -286,7 +467,15 @@ def test_float16_computes_in_float32_and_stores_half(backend):
     ones = np.ones(5000, np.float16)
 
     def f(a, o):
-        return np.exp(a) * a + 1, np.tanh(a), o.sum(), np.mean(a), a.max(), a.astype(np.int16), np.sqrt(np.abs(a))
+        return (
+            np.exp(a) * a + 1,
+            np.tanh(a),
+            o.sum(),
+            np.mean(a),
+            a.max(),
+            a.astype(np.int16),
+            np.sqrt(np.abs(a)),
+        )
 
     got, want = tk.jit(f, backend=backend)(x, ones), f(x, ones)
     got = [np.asarray(g) for g in got]  # the GPU executor returns device arrays
@@ -300,9 +489,17 @@ def test_where_and_initial_follow_numpy():
     def f(x, n, b):
         out = np.zeros_like(x)
         np.add(x, 1.0, out=out, where=x > 0)
-        return (np.sum(x, where=x > 0, axis=1), np.prod(x, initial=2.0), np.max(n, initial=-5.0, where=~np.isnan(n)),
-                np.min(x[:0], initial=3.0, axis=0), np.max(x, axis=(0, 1), initial=10.0), np.any(x > 1, where=b),
-                np.all(x > -5, axis=1, where=b), np.sum(x, initial=1.5, axis=0), out)
+        return (
+            np.sum(x, where=x > 0, axis=1),
+            np.prod(x, initial=2.0),
+            np.max(n, initial=-5.0, where=~np.isnan(n)),
+            np.min(x[:0], initial=3.0, axis=0),
+            np.max(x, axis=(0, 1), initial=10.0),
+            np.any(x > 1, where=b),
+            np.all(x > -5, axis=1, where=b),
+            np.sum(x, initial=1.5, axis=0),
+            out,
+        )
 
     got, want = tk.jit(f)(X, N, B), f(X, N, B)
     for g, w in zip(got, want):
@@ -317,11 +514,27 @@ def test_where_and_initial_follow_numpy():
 
 def test_traced_values_numpy_refuses_raise_its_error_after_the_call():
     """Never a quiet clamp or drop: the runtime check raises what NumPy raises."""
-    cases = [(lambda a: tnp.bincount(a, length=5), (np.array([1, -1]),), "no negative elements"),
-             (lambda a, b: np.choose(a, [b, b * 2]), (np.array([0, 2]), np.ones(2)), "invalid entry in choice"),
-             (lambda a: np.ravel_multi_index((a, a), (3, 3)), (np.array([0, 3]),), "invalid entry in coordinates"),
-             (lambda a: np.unravel_index(a, (2, 2)), (np.array([0, 4]),), "out of bounds for array with size 4")]
+    cases = [
+        (lambda a: tnp.bincount(a, length=5), (np.array([1, -1]),), "no negative elements"),
+        (
+            lambda a, b: np.choose(a, [b, b * 2]),
+            (np.array([0, 2]), np.ones(2)),
+            "invalid entry in choice",
+        ),
+        (
+            lambda a: np.ravel_multi_index((a, a), (3, 3)),
+            (np.array([0, 3]),),
+            "invalid entry in coordinates",
+        ),
+        (
+            lambda a: np.unravel_index(a, (2, 2)),
+            (np.array([0, 4]),),
+            "out of bounds for array with size 4",
+        ),
+    ]
     for fn, args, message in cases:
         with pytest.raises(ValueError, match=message):
             tk.jit(fn)(*args)
-    np.testing.assert_array_equal(tk.jit(lambda a: np.choose(a, [a, a * 2], mode="clip"))(np.array([0, 5])), [0, 10])
+    np.testing.assert_array_equal(
+        tk.jit(lambda a: np.choose(a, [a, a * 2], mode="clip"))(np.array([0, 5])), [0, 10]
+    )

@@ -119,7 +119,7 @@ def test_the_check_leaves_other_literals(source):
 
 def test_the_check_reads_the_old_sets():
     """The sets this test replaced, as they were written, are found."""
-    old = '''
+    old = """
 _NEVER_FOLD = {"parameter", "constant", "tuple", "get-tuple-element", "call", "fusion", "iota",
                "broadcast", "opt-barrier"}
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
@@ -127,7 +127,7 @@ _REDUCER_INIT = {
     "add": lambda dt: 0,
     "maximum": lambda dt: -np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min),
 }
-'''
+"""  # noqa: E501
     assert [line for line, _ in opcode_sets(old)] == [2, 4, 5]
 
 

@@ -12,22 +12,37 @@ from toolkit.frontend.batching import BATCH_RULES
 from toolkit.passes.cost_analysis import COST_RULES
 
 
-@pytest.mark.parametrize("table,name", [(SHAPE_RULES, "shape rules"), (EVALUATORS, "interpreter"),
-                                        (COST_RULES, "cost model"), (JVP_RULES, "forward-mode rules"),
-                                        (VJP_RULES, "reverse-mode rules"), (BATCH_RULES, "vmap rules")])
+@pytest.mark.parametrize(
+    "table,name",
+    [
+        (SHAPE_RULES, "shape rules"),
+        (EVALUATORS, "interpreter"),
+        (COST_RULES, "cost model"),
+        (JVP_RULES, "forward-mode rules"),
+        (VJP_RULES, "reverse-mode rules"),
+        (BATCH_RULES, "vmap rules"),
+    ],
+)
 def test_table_covers_every_op(table, name):
-    assert set(table) == set(OPS), f"{name}: missing {set(OPS) - set(table)}, extra {set(table) - set(OPS)}"
+    assert set(table) == set(OPS), (
+        f"{name}: missing {set(OPS) - set(table)}, extra {set(table) - set(OPS)}"
+    )
 
 
 def test_every_elementwise_op_has_its_derivative_or_a_reason():
     from toolkit.ir.ops import is_elementwise
-    elementwise = {n for n in OPS if is_elementwise(n) and n not in ("convert", "bitcast-convert", "clamp")}
+    elementwise = {
+        n for n in OPS if is_elementwise(n) and n not in ("convert", "bitcast-convert", "clamp")
+    }
     assert set(PARTIALS) == elementwise
     for name in OPS:  # a rule, the zero derivative, or a stated reason: never a silent gap
         for table in (JVP_RULES, VJP_RULES, BATCH_RULES):
             rule = table[name]
             assert callable(rule) or isinstance(rule, NotDifferentiable) and rule.reason, name
-    assert all(callable(p) or p == ZERO_DERIVATIVE or isinstance(p, NotDifferentiable) for p in PARTIALS.values())
+    assert all(
+        callable(p) or p == ZERO_DERIVATIVE or isinstance(p, NotDifferentiable)
+        for p in PARTIALS.values()
+    )
 
 
 def test_printer_knows_every_attribute():
@@ -52,7 +67,9 @@ def test_ufunc_table_only_emits_known_ops():
     source = inspect.getsource(ufuncs)
     import re
 
-    for opcode in re.findall(r'elementwise\("([a-z\-]+)"', source) + re.findall(r'_op\("([a-z\-]+)"\)', source):
+    for opcode in re.findall(r'elementwise\("([a-z\-]+)"', source) + re.findall(
+        r'_op\("([a-z\-]+)"\)', source
+    ):
         assert opcode in OPS, opcode
 
 

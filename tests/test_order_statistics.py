@@ -21,35 +21,62 @@ def same(fn, *args, backend):
         warnings.simplefilter("ignore")  # NumPy warns about all-NaN slices and inf - inf
         want = fn(*args)
         got = tk.jit(fn, backend=backend, on_recompile="ignore")(*args)
-    for g, w in zip(got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-        assert np.asarray(g).dtype == np.asarray(w).dtype, (np.asarray(g).dtype, np.asarray(w).dtype)
+    for g, w in zip(
+        got if isinstance(want, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+    ):
+        assert np.asarray(g).dtype == np.asarray(w).dtype, (
+            np.asarray(g).dtype,
+            np.asarray(w).dtype,
+        )
         assert np.shape(g) == np.shape(w)
         np.testing.assert_array_equal(g, w)  # NaN equals NaN here
 
 
 @pytest.mark.parametrize("backend", ["cpu"])
-@pytest.mark.parametrize("shape, axis", [((6, 5), 1), ((6, 5), 0), ((7,), None), ((1,), 0), ((5, 7, 3), (0, 2)),
-                                         ((3, 1), 1)])
+@pytest.mark.parametrize(
+    "shape, axis",
+    [((6, 5), 1), ((6, 5), 0), ((7,), None), ((1,), 0), ((5, 7, 3), (0, 2)), ((3, 1), 1)],
+)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.uint8])
 def test_median_is_numpys(backend, shape, axis, dtype):
     x = (np.random.default_rng(0).standard_normal(shape) * 40).astype(dtype)
-    same(lambda v: (np.median(v, axis=axis), np.median(v, axis=axis, keepdims=True)), x, backend=backend)
+    same(
+        lambda v: (np.median(v, axis=axis), np.median(v, axis=axis, keepdims=True)),
+        x,
+        backend=backend,
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_median_and_nanmedian_of_nan_and_infinite_rows(backend):
-    same(lambda v: (np.median(v, axis=1), np.nanmedian(v, axis=1), np.nanmedian(v)), ROWS, backend=backend)
+    same(
+        lambda v: (np.median(v, axis=1), np.nanmedian(v, axis=1), np.nanmedian(v)),
+        ROWS,
+        backend=backend,
+    )
 
 
 @pytest.mark.parametrize("backend", ["cpu"])
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("q", [2 / 3, 1.0, np.float32(0.3), [0.0, 0.1, 0.5, 0.9], np.array([0.25, 0.75], np.float32)],
-                         ids=["two-thirds", "one", "float32", "list", "float32-array"])
+@pytest.mark.parametrize(
+    "q",
+    [2 / 3, 1.0, np.float32(0.3), [0.0, 0.1, 0.5, 0.9], np.array([0.25, 0.75], np.float32)],
+    ids=["two-thirds", "one", "float32", "list", "float32-array"],
+)
 def test_quantiles_of_every_method_are_numpys(backend, method, q):
     x = (np.random.default_rng(1).standard_normal((7, 9)) * 100).astype(np.float32)
-    same(lambda rows, v, ints: (np.quantile(rows, q, axis=1, method=method), np.nanquantile(rows, q, axis=1, method=method),
-                                np.quantile(v, q, axis=0, method=method, keepdims=True), np.quantile(ints, q, method=method)),
-         ROWS, x, x.astype(np.int64), backend=backend)
+    same(
+        lambda rows, v, ints: (
+            np.quantile(rows, q, axis=1, method=method),
+            np.nanquantile(rows, q, axis=1, method=method),
+            np.quantile(v, q, axis=0, method=method, keepdims=True),
+            np.quantile(ints, q, method=method),
+        ),
+        ROWS,
+        x,
+        x.astype(np.int64),
+        backend=backend,
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -78,9 +105,14 @@ def test_random_order_statistics_match_numpy(seed):
         if x.dtype.kind == "f" and rng.random() < 0.4:
             x.flat[rng.integers(0, x.size)] = rng.choice([np.nan, np.inf, -np.inf])
         method = str(rng.choice(METHODS))
-        q = [0.5, float(rng.random()), np.float32(rng.random()), [0.1, 0.9, 1.0]][rng.integers(0, 4)]
+        q = [0.5, float(rng.random()), np.float32(rng.random()), [0.1, 0.9, 1.0]][
+            rng.integers(0, 4)
+        ]
         axis = None if rng.random() < 0.3 else int(rng.integers(0, len(shape)))
-        fn = [lambda v: np.quantile(v, q, axis=axis, method=method),
-              lambda v: np.nanquantile(v, q, axis=axis, method=method),
-              lambda v: np.median(v, axis=axis), lambda v: np.nanmedian(v, axis=axis, keepdims=True)][rng.integers(0, 4)]
+        fn = [
+            lambda v: np.quantile(v, q, axis=axis, method=method),
+            lambda v: np.nanquantile(v, q, axis=axis, method=method),
+            lambda v: np.median(v, axis=axis),
+            lambda v: np.nanmedian(v, axis=axis, keepdims=True),
+        ][rng.integers(0, 4)]
         same(fn, x, backend="cpu")

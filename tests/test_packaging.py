@@ -8,7 +8,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_every_package_is_listed():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "toolkit").rglob("__init__.py")}
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "toolkit").rglob("__init__.py")
+    }
     assert found - listed == set(), f"add to pyproject.toml packages: {sorted(found - listed)}"
     assert config["package-dir"]["toolkit._data"] == "data"
 

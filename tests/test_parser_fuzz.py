@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 import toolkit as tk
 
 TESTS = pathlib.Path(__file__).resolve().parent
-CORPUS = sorted({p.read_text() for p in [*TESTS.glob("golden/*.hlo"), *TESTS.glob("data/**/*.hlo")]})
+CORPUS = sorted(
+    {p.read_text() for p in [*TESTS.glob("golden/*.hlo"), *TESTS.glob("data/**/*.hlo")]}
+)
 TOKENS = ["(", ")", "{", "}", "[", "]", ",", "=", "%", "-1", "0", "99999999999999999999999",
           "-9223372036854775809", "f32[", "pred[]", "s32[3,-1]", "u8[2]", "(f32[], (s32[]))",
           "ROOT ", "ENTRY ", "parameter(", "constant(", "tuple(", "\"", "/*", "*/", "//", "\n",
@@ -45,7 +47,13 @@ def mutated(draw):
             digits = [k for k, c in enumerate(text) if c.isdigit()]
             if digits:
                 k = draw(st.sampled_from(digits))
-                text = text[:k] + draw(st.sampled_from(["9" * 30, "-", "-1", "", "7", "0x", "1e9", "99999999999"])) + text[k + 1:]
+                text = (
+                    text[:k]
+                    + draw(
+                        st.sampled_from(["9" * 30, "-", "-1", "", "7", "0x", "1e9", "99999999999"])
+                    )
+                    + text[k + 1 :]
+                )
         else:
             lines = text.split("\n")
             a, b = draw(st.integers(0, len(lines) - 1)), draw(st.integers(0, len(lines) - 1))
@@ -75,19 +83,32 @@ def test_every_truncation_parses_or_raises_the_parsers_error(text, data):
     _parse_or_explain(text[:cut])
 
 
-@pytest.mark.parametrize("text", [
-    "", "HloModule", "HloModule m", "HloModule m\nENTRY e {", "HloModule m\nENTRY e { ROOT }",
-    b"HloModule m\nENTRY e { ROOT p = f32[] parameter(0) }\xff",
-    "HloModule m\nENTRY e { ROOT p = " + "(" * 5000 + "f32[]" + ")" * 5000 + " parameter(0) }",
-    "HloModule m\nENTRY e { ROOT c = f32[2] constant({" + "{" * 5000 + "}",
-    "HloModule m\nENTRY e { ROOT c = s64[] constant(9223372036854775808) }",
-    "HloModule m\nENTRY e { ROOT c = f32[] constant(1e99999) }",
-    "HloModule m\nENTRY e { ROOT p = f32[99999999999999999999] parameter(0) }",
-    "HloModule m\nENTRY e { ROOT p = f32[] parameter(0), metadata={source_line=99999999999999999999} }",
-    "HloModule m\nENTRY e { ROOT p = f32[] parameter(0), metadata={source_line=\"x\"} }",
-    "HloModule m\nENTRY e { ROOT p = f32[] parameter(99999999999999999999) }",
-    "HloModule m\nENTRY e { p = f32[2] parameter(0)\n ROOT i = s32[2] iota(), iota_dimension=99999999999999999999 }",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "HloModule",
+        "HloModule m",
+        "HloModule m\nENTRY e {",
+        "HloModule m\nENTRY e { ROOT }",
+        b"HloModule m\nENTRY e { ROOT p = f32[] parameter(0) }\xff",
+        "HloModule m\nENTRY e { ROOT p = " + "(" * 5000 + "f32[]" + ")" * 5000 + " parameter(0) }",
+        "HloModule m\nENTRY e { ROOT c = f32[2] constant({" + "{" * 5000 + "}",
+        "HloModule m\nENTRY e { ROOT c = s64[] constant(9223372036854775808) }",
+        "HloModule m\nENTRY e { ROOT c = f32[] constant(1e99999) }",
+        "HloModule m\nENTRY e { ROOT p = f32[99999999999999999999] parameter(0) }",
+        (
+            "HloModule m\nENTRY e { ROOT p = f32[] parameter(0), "
+            "metadata={source_line=99999999999999999999} }"
+        ),
+        'HloModule m\nENTRY e { ROOT p = f32[] parameter(0), metadata={source_line="x"} }',
+        "HloModule m\nENTRY e { ROOT p = f32[] parameter(99999999999999999999) }",
+        (
+            "HloModule m\nENTRY e { p = f32[2] parameter(0)\n"
+            " ROOT i = s32[2] iota(), iota_dimension=99999999999999999999 }"
+        ),
+    ],
+)
 def test_hostile_inputs_raise_the_parsers_error(text):
     _parse_or_explain(text)
 

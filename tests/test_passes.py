@@ -37,19 +37,28 @@ RULE_CASES = {
     "divide(x, 1) -> x": (lambda x: x / 1, x34),
     "integer multiply(x, 0) -> 0": (lambda x: x * 0, x34.astype(np.int32)),
     "divide(x, 2^k) -> multiply(x, 2^-k)": (lambda x: x / 8.0, x34),
-    "power(x, 1) -> x": (lambda x: x ** 1, x34),
+    "power(x, 1) -> x": (lambda x: x**1, x34),
     "power(x, 2) -> multiply(x, x)": (lambda x: np.power(x, 2), x34),
     # exact here (small integers), and the signs of -0.0 ** 3 and -0.0 ** -3 are pow's
-    "power(x, integer n) -> multiplies (square and multiply; 1/x^n for n < 0)":
-        (lambda x: x ** 3 + x ** -3.0 + x ** 7, x34),
+    "power(x, integer n) -> multiplies (square and multiply; 1/x^n for n < 0)": (
+        lambda x: x**3 + x**-3.0 + x**7,
+        x34,
+    ),
     "negate(negate(x)) -> x": (lambda x: -(-x), x34),
-    "dot(s*A, x) -> s*dot(A, x) (when the dot's result is smaller)": (lambda x: (2.0 * x) @ x[0], x34),
+    "dot(s*A, x) -> s*dot(A, x) (when the dot's result is smaller)": (
+        lambda x: (2.0 * x) @ x[0],
+        x34,
+    ),
     "not(not(x)) -> x": (lambda x: ~~x, x34.astype(np.int32)),
-    "dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)":
-        (lambda x: x.T @ x + (x @ x.T)[0, 0], x34),
+    "dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)": (
+        lambda x: x.T @ x + (x @ x.T)[0, 0],
+        x34,
+    ),
     # batched, with the contracting dimension first on the left (a transpose): (3, 4, 1) @ (3, 1, 4)
-    "dot contracting only size-1 dimensions (an outer product) -> multiply":
-        (lambda x: np.matmul(x[:, None, :].transpose(0, 2, 1), x[:, None, :]) + np.outer(x[0], x[1]), x34),
+    "dot contracting only size-1 dimensions (an outer product) -> multiply": (
+        lambda x: np.matmul(x[:, None, :].transpose(0, 2, 1), x[:, None, :]) + np.outer(x[0], x[1]),
+        x34,
+    ),
     "no-op reshape -> x": ("  ROOT r = f32[3,4] reshape(p)", x34),
     "reshape(reshape(x)) -> reshape(x)": (lambda x: x.reshape(12).reshape(2, 6), x34),
     "no-op transpose -> x": ("  ROOT r = f32[3,4] transpose(p), dimensions={0,1}", x34),
@@ -57,18 +66,28 @@ RULE_CASES = {
     "no-op convert -> x": ("  ROOT r = f32[3,4] convert(p)", x34),
     "no-op slice -> x": ("  ROOT r = f32[3,4] slice(p), slice={[0:3], [0:4]}", x34),
     "no-op broadcast -> x": ("  ROOT r = f32[3,4] broadcast(p), dimensions={0,1}", x34),
-    "broadcast(broadcast(x)) -> broadcast(x)": ("  s = f32[1,4] slice(p), slice={[0:1], [0:4]}\n"
-                                                "  r = f32[4] reshape(s)\n"
-                                                "  b1 = f32[3,4] broadcast(r), dimensions={1}\n"
-                                                "  ROOT b2 = f32[2,3,4] broadcast(b1), dimensions={1,2}", x34),
+    "broadcast(broadcast(x)) -> broadcast(x)": (
+        "  s = f32[1,4] slice(p), slice={[0:1], [0:4]}\n"
+        "  r = f32[4] reshape(s)\n"
+        "  b1 = f32[3,4] broadcast(r), dimensions={1}\n"
+        "  ROOT b2 = f32[2,3,4] broadcast(b1), dimensions={1,2}",
+        x34,
+    ),
     "no-op copy -> x": (lambda x: np.copy(x), x34),
     "concatenate(x) -> x": ("  ROOT r = f32[3,4] concatenate(p), dimensions={0}", x34),
-    "get-tuple-element(tuple(...)) -> element": ("  t = (f32[3,4], f32[3,4]) tuple(p, p)\n"
-                                                 "  ROOT r = f32[3,4] get-tuple-element(t), index=1", x34),
-    "select(constant predicate) -> branch": (lambda x: tnp.where(tnp.full((3, 4), True), x, -x), x34),
+    "get-tuple-element(tuple(...)) -> element": (
+        "  t = (f32[3,4], f32[3,4]) tuple(p, p)\n  ROOT r = f32[3,4] get-tuple-element(t), index=1",
+        x34,
+    ),
+    "select(constant predicate) -> branch": (
+        lambda x: tnp.where(tnp.full((3, 4), True), x, -x),
+        x34,
+    ),
     "reduce over size-1 dimensions -> reshape": (lambda x: x.reshape(3, 1, 4).max(axis=1), x34),
-    "elementwise(reshape(x), reshape(y)) -> reshape(elementwise(x, y))":
-        (lambda x: x.reshape(12) * x.reshape(12), x34),
+    "elementwise(reshape(x), reshape(y)) -> reshape(elementwise(x, y))": (
+        lambda x: x.reshape(12) * x.reshape(12),
+        x34,
+    ),
 }
 
 
@@ -100,25 +119,46 @@ def test_rule_fires_and_preserves_results(rule):
 def test_an_outer_product_dot_matches_numpy_to_the_sign_of_zero(dtype, backend):
     """NumPy's matmul sums from +0.0, so (-0.0) * 1.0 through a k = 1 matmul is +0.0 while
     np.outer gives -0.0: the multiply the dot becomes keeps each one's sign."""
-    a = np.array([-0.0, 1.0, -2.0, 3.0], dtype) if dtype != np.int32 else np.arange(-2, 2, dtype=dtype)
+    a = (
+        np.array([-0.0, 1.0, -2.0, 3.0], dtype)
+        if dtype != np.int32
+        else np.arange(-2, 2, dtype=dtype)
+    )
     b = np.array([1.0, -0.0, 0.0], dtype) if dtype != np.int32 else np.array([7, -1, 0], dtype)
-    for fn in (lambda a, b: a[:, None] @ b[None, :], np.outer, lambda a, b: np.einsum("i,j->ij", a, b)):
+    for fn in (
+        lambda a, b: a[:, None] @ b[None, :],
+        np.outer,
+        lambda a, b: np.einsum("i,j->ij", a, b),
+    ):
         got, want = tk.jit(fn, backend=backend)(a, b), fn(a, b)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
-    assert "dot(" not in tk.jit(lambda a, b: a[:, None] @ b[None, :]).lower(a, b).compile().as_text()
+    assert (
+        "dot(" not in tk.jit(lambda a, b: a[:, None] @ b[None, :]).lower(a, b).compile().as_text()
+    )
 
 
 TRANSPOSED_DOTS = {  # name: (function, operand shapes, whether every transpose folds)
     "x.T @ y": (lambda x, y: x.T @ y, [(5, 3), (5, 4)], True),
     "x @ y.T": (lambda x, y: x @ y.T, [(3, 5), (4, 5)], True),
     "x.T @ x (one buffer: BLAS's syrk in NumPy)": (lambda x: x.T @ x, [(6, 4)], True),
-    "batched, swapped matrices": (lambda x, y: np.swapaxes(x, 1, 2) @ y, [(2, 5, 3), (2, 5, 4)], True),
-    "batch dimension moved": (lambda x, y: np.transpose(x, (1, 0, 2)) @ y, [(3, 2, 5), (2, 5, 4)], True),
+    "batched, swapped matrices": (
+        lambda x, y: np.swapaxes(x, 1, 2) @ y,
+        [(2, 5, 3), (2, 5, 4)],
+        True,
+    ),
+    "batch dimension moved": (
+        lambda x, y: np.transpose(x, (1, 0, 2)) @ y,
+        [(3, 2, 5), (2, 5, 4)],
+        True,
+    ),
     # the left operand's free dimensions (3, 2) would come out in x's order (2, 3): not folded
-    "free dimensions reordered": (lambda x, y: np.tensordot(np.transpose(x, (1, 0, 2)), y, axes=([2], [0])),
-                                  [(2, 3, 5), (5, 4)], False),
+    "free dimensions reordered": (
+        lambda x, y: np.tensordot(np.transpose(x, (1, 0, 2)), y, axes=([2], [0])),
+        [(2, 3, 5), (5, 4)],
+        False,
+    ),
 }
 
 
@@ -143,8 +183,11 @@ def test_transposes_fold_into_dots_and_match_numpy(name, dtype):
 
 
 def test_a_window_written_elsewhere_is_not_a_no_op():
-    text = ("  s = f32[2,4] slice(p), slice={[0:2], [0:4]}\n  one = s64[] constant(1)\n  zero = s64[] constant(0)\n"
-            "  ROOT r = f32[3,4] dynamic-update-slice(p, s, one, zero)")
+    text = (
+        "  s = f32[2,4] slice(p), slice={[0:2], [0:4]}\n  one = s64[] constant(1)\n"
+        "  zero = s64[] constant(0)\n"
+        "  ROOT r = f32[3,4] dynamic-update-slice(p, s, one, zero)"
+    )
     module = tk.hlo.parse(f"HloModule m\nENTRY e {{\n  p = f32[3,4] parameter(0)\n{text}\n}}\n")
     simplified, counts = simplify(module)
     assert counts["dynamic-update-slice(x, slice(x) at the same window) -> x"] == 0
@@ -205,7 +248,13 @@ def test_manager_times_verifies_and_dumps():
     f = tk.jit(lambda x: np.exp(x - 0) * 2, dump_passes="simplify|fusion")
     c = f.lower(x34).compile()
     names = [p.pass_name for p in c.pass_events]
-    assert names[:5] == ["call-inliner", "while-loop-invariant-code-motion", "simplify", "constant-folding", "cse"]
+    assert names[:5] == [
+        "call-inliner",
+        "while-loop-invariant-code-motion",
+        "simplify",
+        "constant-folding",
+        "cse",
+    ]
     assert names[-2:] == ["dce", "fusion"]
     assert all(p.duration >= 0 for p in c.pass_events)
     assert dict(c.pass_events[2].rewrites) == {"subtract(x, 0) -> x": 1}
@@ -220,7 +269,11 @@ def test_a_broken_pass_is_named():
     def breaks(module):
         entry = module.entry
         bad = type(entry)(entry.name, entry.parameters, entry.instructions[::-1], entry.root)
-        return type(module)(module.name, module.computations[:-1] + (bad,), bad), Counter({"x": 1}), []
+        return (
+            type(module)(module.name, module.computations[:-1] + (bad,), bad),
+            Counter({"x": 1}),
+            [],
+        )
 
     module = tk.jit(lambda x: np.exp(x) * 2).lower(x34).hlo
     with pytest.raises(PassError, match="pass 'breaker' produced an invalid module"):
@@ -230,13 +283,19 @@ def test_a_broken_pass_is_named():
 def test_unknown_pipeline():
     with pytest.raises(ValueError, match="unknown pipeline"):
         tk.jit(lambda x: x, pipeline="O9")
-    assert tk.jit(lambda x: x + 0, pipeline="none").lower(x34).compile().as_text().count("add(") == 1
+    assert (
+        tk.jit(lambda x: x + 0, pipeline="none").lower(x34).compile().as_text().count("add(") == 1
+    )
 
 
 def test_memory_analysis():
     # broadcast(2) -> x*2 -> exp; log(x); exp*log: at most two f32[1000] temporaries are live
     # at once (x*2 with exp, then exp with log), and the output joins exp and log at the end
-    c = tk.jit(lambda x: np.exp(x * 2) * np.log(x), pipeline="none").lower(np.ones(1000, f32)).compile()
+    c = (
+        tk.jit(lambda x: np.exp(x * 2) * np.log(x), pipeline="none")
+        .lower(np.ones(1000, f32))
+        .compile()
+    )
     m = c.memory_analysis()
     assert m.argument_size_in_bytes == 4000 and m.output_size_in_bytes == 4000
     assert m.temp_size_in_bytes == 2 * 4000

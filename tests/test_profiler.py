@@ -121,9 +121,14 @@ def test_save_load_round_trip(tmp_path):
         Profile.from_dict({"format": "other"})
 
 
-REQUIRED = {"X": {"name", "ph", "pid", "tid", "ts", "dur"}, "M": {"name", "ph", "pid", "args"},
-            "i": {"name", "ph", "pid", "ts", "s"}, "C": {"name", "ph", "pid", "ts", "args"},
-            "s": {"name", "ph", "pid", "tid", "ts", "id"}, "f": {"name", "ph", "pid", "tid", "ts", "id", "bp"}}
+REQUIRED = {
+    "X": {"name", "ph", "pid", "tid", "ts", "dur"},
+    "M": {"name", "ph", "pid", "args"},
+    "i": {"name", "ph", "pid", "ts", "s"},
+    "C": {"name", "ph", "pid", "ts", "args"},
+    "s": {"name", "ph", "pid", "tid", "ts", "id"},
+    "f": {"name", "ph", "pid", "tid", "ts", "id", "bp"},
+}
 
 
 def validate_trace_event_format(trace: dict) -> None:
@@ -139,7 +144,9 @@ def validate_trace_event_format(trace: dict) -> None:
         if ph == "X":
             assert isinstance(ev["dur"], (int, float)) and ev["dur"] >= 0
         if ph == "C":
-            assert isinstance(ev["args"], dict) and all(isinstance(v, (int, float)) for v in ev["args"].values())
+            assert isinstance(ev["args"], dict) and all(
+                isinstance(v, (int, float)) for v in ev["args"].values()
+            )
         assert isinstance(ev["pid"], int) and isinstance(ev.get("tid", 0), int)
 
 
@@ -158,7 +165,11 @@ def test_chrome_trace_tracks_and_flows(tmp_path):
     assert json.loads(path.read_text()) == trace
     validate_trace_event_format(trace)
     events = trace["traceEvents"]
-    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    names = {
+        (e["pid"], e.get("tid")): e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     assert {"compilation", "host dispatch", "stream 0", "copy engine"} <= set(names.values())
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert kernels and all("flops" in e["args"] for e in kernels)
@@ -167,7 +178,9 @@ def test_chrome_trace_tracks_and_flows(tmp_path):
     recompile_id = prof.recompiles[0].compile_id
     assert flows_start and len(flows_start) == len(flows_end)
     assert {e["id"] for e in flows_start} == {e["id"] for e in flows_end}
-    assert len(flows_end) == len({k["name"] for k in kernels if k["args"]["compile_id"] == recompile_id})
+    assert len(flows_end) == len(
+        {k["name"] for k in kernels if k["args"]["compile_id"] == recompile_id}
+    )
     assert any(e["ph"] == "C" and e["name"] == "live memory" for e in events)
     assert any(e["ph"] == "i" and e["cat"] == "recompile" for e in events)
 

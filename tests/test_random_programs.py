@@ -7,7 +7,18 @@ from hypothesis import given, strategies as st
 
 import toolkit as tk
 
-UNARY = ["negative", "abs", "exp", "tanh", "sin", "sqrt_abs", "square", "floor", "sign", "log1p_abs"]
+UNARY = [
+    "negative",
+    "abs",
+    "exp",
+    "tanh",
+    "sin",
+    "sqrt_abs",
+    "square",
+    "floor",
+    "sign",
+    "log1p_abs",
+]
 BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "divide_safe", "where_gt"]
 STRUCTURAL = ["sum", "max", "mean", "transpose", "reshape_flat", "slice", "concat", "matmul",
               "broadcast_add", "astype_roundtrip", "flip", "pad", "expand",
@@ -111,7 +122,11 @@ def _apply(step, pool):
     if kind == "sort":
         return np.sort(a, axis=ax) if ax is not None else a
     if kind == "take_sorted":
-        return np.take_along_axis(a, np.argsort(a, axis=ax, kind="stable"), axis=ax) if ax is not None else a
+        return (
+            np.take_along_axis(a, np.argsort(a, axis=ax, kind="stable"), axis=ax)
+            if ax is not None
+            else a
+        )
     raise AssertionError(kind)
 
 

@@ -55,8 +55,15 @@ def test_rank_dtype_and_weak_type():
     got = [causes(e) for e in f.recompiles]
     assert got[0] == [("RANK", "x", "f32[3]", "f32[3,1]")]
     assert got[1] == [("DTYPE", "x", "float32", "float64")]
-    assert got[2] == [("DTYPE", "s", "float64", "float32"),
-                      ("WEAK_TYPE", "s", "a Python scalar (weakly typed)", "a NumPy array or scalar (strongly typed)")]
+    assert got[2] == [
+        ("DTYPE", "s", "float64", "float32"),
+        (
+            "WEAK_TYPE",
+            "s",
+            "a Python scalar (weakly typed)",
+            "a NumPy array or scalar (strongly typed)",
+        ),
+    ]
 
 
 def test_nested_pytree_paths():
@@ -66,7 +73,10 @@ def test_nested_pytree_paths():
 
     params = {"w1": np.ones((4, 8), f32), "b1": np.zeros(8, f32)}
     f(params, (np.ones((2, 4), f32), np.ones(3, f32)))
-    f({"w1": np.ones((4, 16), f32), "b1": np.zeros(16, f32)}, (np.ones((2, 4), f32), np.ones(3, np.int32)))
+    f(
+        {"w1": np.ones((4, 16), f32), "b1": np.zeros(16, f32)},
+        (np.ones((2, 4), f32), np.ones(3, np.int32)),
+    )
     assert causes(only_recompile(f)) == [
         ("SHAPE", "params['b1'].shape[0]", "8", "16"),
         ("SHAPE", "params['w1'].shape[1]", "8", "16"),
@@ -94,7 +104,9 @@ def test_static_value_old_and_new_repr():
 
 
 def test_backend_change():
-    register_backend(Backend("interpreter-copy", "a second interpreter, for tests", -1, InterpreterExecutable))
+    register_backend(
+        Backend("interpreter-copy", "a second interpreter, for tests", -1, InterpreterExecutable)
+    )
 
     def body(x):
         return x + 1
@@ -104,7 +116,12 @@ def test_backend_change():
     g(np.ones(2))
     e = g.recompiles[-1]
     assert ("BACKEND", "", "interpreter", "interpreter-copy") in causes(e)
-    assert ("NEW_FUNCTION_OBJECT", "", "earlier function object", "new function object") not in causes(e)
+    assert (
+        "NEW_FUNCTION_OBJECT",
+        "",
+        "earlier function object",
+        "new function object",
+    ) not in causes(e)
 
 
 def test_function_redefined_in_a_loop_with_changing_closure():
@@ -114,8 +131,10 @@ def test_function_redefined_in_a_loop_with_changing_closure():
         f(np.ones(2))
         fns.append(f)
     e = fns[-1].recompiles[-1]
-    assert causes(e) == [("NEW_FUNCTION_OBJECT", "", "earlier function object", "new function object"),
-                         ("CLOSURE_VALUE", "i", "1", "2")]
+    assert causes(e) == [
+        ("NEW_FUNCTION_OBJECT", "", "earlier function object", "new function object"),
+        ("CLOSURE_VALUE", "i", "1", "2"),
+    ]
     assert "re-created on every call" in e.causes[0].message
     assert any("define the jitted function once" in s for s in e.suggestions)
     assert any("pass 'i' as an argument" in s for s in e.suggestions)
@@ -183,7 +202,10 @@ def test_storm_warns_once_with_bucket_suggestion():
     assert "padding it to powers of two (8, 16, 32) would compile 3 times instead of 5" in message
     assert record[0].filename == __file__ and record[0].lineno == line_of("# STORM")
     e = f.recompiles[-1]
-    assert "padding it to powers of two (8, 16, 32) would compile 3 times instead of 6 (saves 3)" in e.suggestions[0]
+    assert (
+        "padding it to powers of two (8, 16, 32) would compile 3 times instead of 6 (saves 3)"
+        in e.suggestions[0]
+    )
 
 
 def test_on_recompile_error_and_ignore():
@@ -213,7 +235,8 @@ def test_explain_recompiles_report_ranks_causes():
     report = tk.explain_recompiles(model)
     text = report.text()
     assert "4 compiles of 1 function(s)" in text and "3 recompiles" in text
-    ranked = report.causes()  # by compile time spent, which varies run to run: check the order's rule
+    # by compile time spent, which varies run to run: check the order's rule
+    ranked = report.causes()
     by_code = {c.code: c for c in ranked}
     assert by_code["SHAPE"].count == 2 and by_code["DTYPE"].count == 1
     assert [c.seconds for c in ranked] == sorted((c.seconds for c in ranked), reverse=True)
@@ -259,19 +282,27 @@ def test_a_smaller_last_batch_gets_padding_advice():
     f(np.ones((128, 3)))
     f(np.ones((40, 3)))
     (suggestion,) = f.recompiles[-1].suggestions
-    assert "x.shape[0] is smaller than before (40 < 128)" in suggestion and "Pad it to 128 rows" in suggestion
+    assert (
+        "x.shape[0] is smaller than before (40 < 128)" in suggestion
+        and "Pad it to 128 rows" in suggestion
+    )
 
 
 def test_a_closure_re_created_per_call_as_a_loop_body_is_named():
-    run = tk.jit(lambda body, x: tk.lax.fori_loop(0, 3, body, x), static_argnums=0, on_recompile="ignore")
+    run = tk.jit(
+        lambda body, x: tk.lax.fori_loop(0, 3, body, x), static_argnums=0, on_recompile="ignore"
+    )
     x = np.ones(3)
     for _ in range(3):
         run(lambda i, v: v * 2, x)  # BODY
     cause = run.recompiles[-1].causes[0]
     assert cause.code == "STATIC_VALUE" and "re-created from the same code" in cause.message
-    assert f"test_recompile.py:{line_of('# BODY')}" in cause.message and "optax#1171" in cause.message
+    assert (
+        f"test_recompile.py:{line_of('# BODY')}" in cause.message and "optax#1171" in cause.message
+    )
     assert "define 'body' once" in run.recompiles[-1].suggestions[0]
     other = tk.jit(lambda f, x: f(x), static_argnums=0, on_recompile="ignore")
     other(np.sin, x)
     other(np.cos, x)
-    assert "re-created" not in other.recompiles[-1].causes[0].message  # different functions: plain change
+    # different functions: plain change
+    assert "re-created" not in other.recompiles[-1].causes[0].message

@@ -96,7 +96,8 @@ def test_a_jitted_function_called_inside_another_after_running_alone_inlines():
     inner = tk.jit(lambda x: x * 2)
     outer = tk.jit(lambda x: inner(x) + 1)
     x = np.ones(3)
-    np.testing.assert_array_equal(inner(x), 2 * x)  # cached: the hit path used to run it on a tracer
+    # cached: the hit path used to run it on a tracer
+    np.testing.assert_array_equal(inner(x), 2 * x)
     np.testing.assert_array_equal(outer(x), 2 * x + 1)
     assert "multiply" in outer.lower(x).as_text()  # inlined, not a call to compiled code
 
@@ -156,8 +157,10 @@ def test_a_session_cannot_be_opened_twice_at_once():
 
 # ---- small differences from NumPy ------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])
-@pytest.mark.parametrize("lo, hi", [(-1.0, 0.0), (-0.0, 0.0), (0.0, -0.0), (1.0, 0.0), (np.nan, 2.0),
-                                    (0.0, np.nan), (-1, 0)])
+@pytest.mark.parametrize(
+    "lo, hi",
+    [(-1.0, 0.0), (-0.0, 0.0), (0.0, -0.0), (1.0, 0.0), (np.nan, 2.0), (0.0, np.nan), (-1, 0)],
+)
 def test_clip_keeps_numpys_zero_signs_and_nans(backend, lo, hi):
     x = np.array([1.0, np.nan, -0.0, 0.0, 5.0, -5.0, 0.5, -0.5])
     f = tk.jit(lambda x, lo, hi: np.clip(x, lo, hi), backend=backend)
@@ -183,12 +186,21 @@ def test_power_follows_ndarray_pow_fast_path():
             tk.jit(lambda x: x ** -1)(x)
 
 
-@pytest.mark.parametrize("spec, sa, sb", [("ij,ij->ij", (3, 1), (1, 4)), ("ij,jk->ik", (3, 1), (4, 5)),
-                                          ("ij,ij->i", (3, 1), (3, 4)), ("bij,bjk->bik", (1, 2, 3), (4, 3, 5)),
-                                          ("i,i->", (1,), (5,))])
+@pytest.mark.parametrize(
+    "spec, sa, sb",
+    [
+        ("ij,ij->ij", (3, 1), (1, 4)),
+        ("ij,jk->ik", (3, 1), (4, 5)),
+        ("ij,ij->i", (3, 1), (3, 4)),
+        ("bij,bjk->bik", (1, 2, 3), (4, 3, 5)),
+        ("i,i->", (1,), (5,)),
+    ],
+)
 def test_einsum_broadcasts_size_one_indices_as_numpy_does(spec, sa, sb, rng):
     a, b = rng.normal(size=sa), rng.normal(size=sb)
-    np.testing.assert_allclose(tk.jit(lambda a, b: np.einsum(spec, a, b))(a, b), np.einsum(spec, a, b))
+    np.testing.assert_allclose(
+        tk.jit(lambda a, b: np.einsum(spec, a, b))(a, b), np.einsum(spec, a, b)
+    )
 
 
 def test_einsum_still_rejects_sizes_that_do_not_broadcast():

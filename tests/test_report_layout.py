@@ -40,7 +40,7 @@ def test_the_demo_report_uses_the_width_and_nothing_runs_off_the_edge(report, ca
               past: [...document.querySelectorAll('.tk-report *')]
                 .filter(e => e.getBoundingClientRect().right > doc.clientWidth + 1).map(describe),
               hints: [...document.querySelectorAll('.toolkit-recompiles pre')].map(e => e.innerText),
-            }; }""")
+            }; }""")  # noqa: E501
         page.close()
     assert not blocked, blocked  # a self-contained report: nothing asked of the network
     assert layout["blocks"] > 5 and layout["hints"], layout

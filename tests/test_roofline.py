@@ -33,7 +33,10 @@ def test_measured_ceilings_are_sane(tmp_path, monkeypatch):
         np.copyto(out, a)
     numpy_copy = 2 * n * 4 * 5 / (time.perf_counter() - t0)
     for c in ceilings.of_kind("bandwidth"):
-        assert c.source == "measured" and numpy_copy / 20 < c.value < numpy_copy * 20, (c, numpy_copy)
+        assert c.source == "measured" and numpy_copy / 20 < c.value < numpy_copy * 20, (
+            c,
+            numpy_copy,
+        )
     for c in ceilings.of_kind("compute"):
         assert 1e8 < c.value < 2e13, c  # positive, and below any CPU's spec sheet
     names = {c.name.split(" (")[0].split(",")[0] for c in ceilings.items}
@@ -41,13 +44,19 @@ def test_measured_ceilings_are_sane(tmp_path, monkeypatch):
     assert any(n.startswith("BLAS sgemm") for n in names)
     t0 = time.perf_counter()
     again = measure_ceilings(elements=n, repeats=2, progress=False)
-    assert again == ceilings and time.perf_counter() - t0 < 0.05  # reused from the per-machine cache
+    # reused from the per-machine cache
+    assert again == ceilings and time.perf_counter() - t0 < 0.05
     (stored,) = list(tmp_path.glob("ceilings-*.json"))
-    other = measure_ceilings(elements=n // 2, repeats=1, progress=False)  # another size: kept beside it
+    # another size: kept beside it
+    other = measure_ceilings(elements=n // 2, repeats=1, progress=False)
     assert measure_ceilings(elements=n, repeats=2, progress=False) == ceilings
     assert measure_ceilings(elements=n // 2, repeats=1, progress=False) == other
     entry = json.loads(stored.read_text())["measurements"][str(n)]
-    assert entry["measured_at"] and entry["bytes_per_array"] == 4 * n and "best of 2 runs" in entry["provenance"]
+    assert (
+        entry["measured_at"]
+        and entry["bytes_per_array"] == 4 * n
+        and "best of 2 runs" in entry["provenance"]
+    )
     # when, and under what load
     assert entry["checked"] and (entry["load"] is None or entry["load"] >= 0)
     assert ceilings.measured_at == entry["measured_at"] and ceilings.when().startswith("measured ")
@@ -84,25 +93,86 @@ def test_spec_sheets_are_complete_and_sourced():
 def synthetic_profile(scale: float = 1.0) -> Profile:
     p = Profile(name="synthetic")
     p.start, p.end = 0.0, 0.02
-    p.extend([
-        CompileEvent("f", "a.py:1", "x: f32[1024]", "cpu", 1, 0.0, 0.006,
-                     (Phase("trace", 0.0, 0.001), Phase("passes", 0.001, 0.001), Phase("llvm_ir", 0.002, 0.001),
-                      Phase("llvm_optimize", 0.003, 0.002), Phase("machine_code", 0.005, 0.001))),
-        CompileEvent("f", "a.py:1", "x: f32[2048]", "cpu", 2, 0.008, 0.004, (Phase("trace", 0.008, 0.001),
-                                                                               Phase("machine_code", 0.009, 0.003))),
-        RecompileEvent("f", "a.py:1", "b.py:9", 2, 2, 0.008, 0.004,
-                       (Cause("SHAPE", "x.shape[0]", "1024", "2048", "x.shape[0]: now 2048, was 1024"),),
-                       "x: f32[2048]", "x: f32[1024]"),
-        DispatchEvent("f", 0.006, 0.001, False, 1), DispatchEvent("f", 0.012, 0.004, False, 2),
-        KernelEvent("loop_tanh_fusion", "cpu", 0.0062, 0.0007 * scale, flops=2e6, transcendentals=1e6,
-                    bytes_accessed=8e6, kind="kLoop", compile_id=1, source="a.py:3"),
-        KernelEvent("input_reduce_fusion", "cpu", 0.0122, 0.0010 * scale, flops=4e6, bytes_accessed=16e6,
-                    kind="kInput", compile_id=2, source="a.py:4"),
-        KernelEvent("dot.3", "cpu", 0.0133, 0.0020, flops=1e8, bytes_accessed=12e6, kind="dot",
-                    compile_id=2, source="a.py:5"),
-        TransferEvent("host_to_device", 8_000_000, 0.0140, 0.0008, "x", "b.py:9", "cpu:0"),
-        FusionDecision("exp.1", "divide.2", False, "EXPENSIVE_WOULD_DUPLICATE", "..."),
-    ])
+    p.extend(
+        [
+            CompileEvent(
+                "f",
+                "a.py:1",
+                "x: f32[1024]",
+                "cpu",
+                1,
+                0.0,
+                0.006,
+                (
+                    Phase("trace", 0.0, 0.001),
+                    Phase("passes", 0.001, 0.001),
+                    Phase("llvm_ir", 0.002, 0.001),
+                    Phase("llvm_optimize", 0.003, 0.002),
+                    Phase("machine_code", 0.005, 0.001),
+                ),
+            ),
+            CompileEvent(
+                "f",
+                "a.py:1",
+                "x: f32[2048]",
+                "cpu",
+                2,
+                0.008,
+                0.004,
+                (Phase("trace", 0.008, 0.001), Phase("machine_code", 0.009, 0.003)),
+            ),
+            RecompileEvent(
+                "f",
+                "a.py:1",
+                "b.py:9",
+                2,
+                2,
+                0.008,
+                0.004,
+                (Cause("SHAPE", "x.shape[0]", "1024", "2048", "x.shape[0]: now 2048, was 1024"),),
+                "x: f32[2048]",
+                "x: f32[1024]",
+            ),
+            DispatchEvent("f", 0.006, 0.001, False, 1),
+            DispatchEvent("f", 0.012, 0.004, False, 2),
+            KernelEvent(
+                "loop_tanh_fusion",
+                "cpu",
+                0.0062,
+                0.0007 * scale,
+                flops=2e6,
+                transcendentals=1e6,
+                bytes_accessed=8e6,
+                kind="kLoop",
+                compile_id=1,
+                source="a.py:3",
+            ),
+            KernelEvent(
+                "input_reduce_fusion",
+                "cpu",
+                0.0122,
+                0.0010 * scale,
+                flops=4e6,
+                bytes_accessed=16e6,
+                kind="kInput",
+                compile_id=2,
+                source="a.py:4",
+            ),
+            KernelEvent(
+                "dot.3",
+                "cpu",
+                0.0133,
+                0.0020,
+                flops=1e8,
+                bytes_accessed=12e6,
+                kind="dot",
+                compile_id=2,
+                source="a.py:5",
+            ),
+            TransferEvent("host_to_device", 8_000_000, 0.0140, 0.0008, "x", "b.py:9", "cpu:0"),
+            FusionDecision("exp.1", "divide.2", False, "EXPENSIVE_WOULD_DUPLICATE", "..."),
+        ]
+    )
     return p
 
 
@@ -119,7 +189,8 @@ def test_roofline_artists(monkeypatch):
     art = tk.plot.roofline(synthetic_profile(), CEILINGS)
     offsets = art["points"].get_offsets()
     assert len(offsets) == 3 and len(art["roofs"]) == 4 and len(art["labels"]) == 3
-    assert [line.get_linestyle() for line in art["roofs"]] == ["-", "--", "-", "--"]  # measured solid, spec dashed
+    # measured solid, spec dashed
+    assert [line.get_linestyle() for line in art["roofs"]] == ["-", "--", "-", "--"]
     assert len(art["ridges"]) == 2
     dot = next(r for r in art["rows"] if r["name"] == "dot.3")
     assert dot["intensity"] == pytest.approx(1e8 / 12e6)
@@ -266,12 +337,17 @@ def test_timeline_artists():
     assert len(art["transfers"]) == 1 and len(art["markers"]) == 1
     texts = [t.get_text() for t in art["labels"]]
     assert any(t.startswith("recompile: x.shape[0]: now 2048, was 1024") for t in texts)
-    assert not any("H→D" in t.get_text() for t in tk.plot.timeline(synthetic_profile())["labels"])  # too narrow
+    # too narrow
+    assert not any("H→D" in t.get_text() for t in tk.plot.timeline(synthetic_profile())["labels"])
     zoomed = tk.plot.timeline(synthetic_profile(), window=(12.0, 16.0))
     assert zoomed["axes"].get_xlim() == (12.0, 16.0)
     assert any("H→D 8.0 MB" in t.get_text() for t in zoomed["labels"])  # zoomed in, the label fits
     legend = [t.get_text() for t in art["legend"].get_texts()]
-    assert "recompile" in legend and "copy" in legend and any(t.startswith("compile: ") for t in legend)
+    assert (
+        "recompile" in legend
+        and "copy" in legend
+        and any(t.startswith("compile: ") for t in legend)
+    )
     assert any(t.startswith("kernel: ") for t in legend)
     plt.close("all")
 
@@ -295,7 +371,9 @@ def test_plots_match_stored_images(name, tmp_path):
 
 def test_compare_report():
     before, after = synthetic_profile(1.0), synthetic_profile(0.5)
-    after.events = [e for e in after.events if not (isinstance(e, KernelEvent) and e.name == "dot.3")]
+    after.events = [
+        e for e in after.events if not (isinstance(e, KernelEvent) and e.name == "dot.3")
+    ]
     after.extend([KernelEvent("loop_new_fusion", "cpu", 0.015, 0.001, flops=1, bytes_accessed=1),
                   FusionDecision("exp.1", "divide.2", True, "FUSED", "...")])
     report = tk.compare(before, after)

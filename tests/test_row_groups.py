@@ -36,7 +36,8 @@ def test_softmax_and_layernorm_become_one_group_with_their_temporaries_in_scratc
     (group,) = steps_of(softmax(np), x)
     assert group.kind == "group" and len(group.extra["group"].members) == 3
     info = group.extra["group"]
-    assert info.block_rows == 20  # 4 KB of x, exp and the output per row (+ 2 row statistics): 256 KB
+    # 4 KB of x, exp and the output per row (+ 2 row statistics): 256 KB
+    assert info.block_rows == 20
     # blocks (21 rows), rounded down to whole tiles of four rows
     assert len(info.scratch) == 3  # the row max, exp(x - max) and the row sums never reach memory
     (group,) = steps_of(layernorm(np), x, g, g)
@@ -50,7 +51,8 @@ def test_small_programs_are_not_grouped():
 
 
 @pytest.mark.parametrize("fn, local_ranks", [
-    (lambda x: x - x.max(-1, keepdims=True), [1, 2]),  # x, and its row maxima broadcast along the row
+    # x, and its row maxima broadcast along the row
+    (lambda x: x - x.max(-1, keepdims=True), [1, 2]),
     (lambda x: x[::-1] - x.max(-1, keepdims=True)[::-1], []),  # rows reversed: read elsewhere
     (lambda x: x.T + x, []),  # transposed as well: column i of the input is read for row i
     (lambda x: x * x.max(0), [2]),  # column maxima are read at every row; x only at its own
@@ -61,15 +63,24 @@ def test_row_locality(fn, local_ranks):
     last = [i for i in c.optimized_hlo.entry.instructions if i.opcode == "fusion"][-1]
     spec = plan_kernel(last)
     local = row_local_parameters(spec)
-    assert sorted(p.shape.rank for p in spec.computation.parameters if p.attrs["parameter_number"] in local) == local_ranks
+    assert (
+        sorted(
+            p.shape.rank
+            for p in spec.computation.parameters
+            if p.attrs["parameter_number"] in local
+        )
+        == local_ranks
+    )
 
 
 def test_kernels_reading_an_earlier_result_out_of_row_are_not_grouped(always_group):
     x = np.random.default_rng(1).standard_normal((64, 48)).astype(np.float32)
     fn = lambda a: np.exp(a - a.max(-1, keepdims=True))[::-1] * 2  # noqa: E731
     steps = steps_of(fn, x)
-    assert all(s.kind != "group" or all("reverse" not in m.inst.name for m in s.extra["group"].members)
-               for s in steps)
+    assert all(
+        s.kind != "group" or all("reverse" not in m.inst.name for m in s.extra["group"].members)
+        for s in steps
+    )
     assert_close(*both(fn, x), approx=True)
 
 
@@ -89,8 +100,10 @@ def test_softmax_grouped_matches_ungrouped_exactly(always_group, monkeypatch):
 
 
 @settings(max_examples=30, deadline=None)
-@given(steps=steps_strategy, data=inputs_strategy(np.float64))  # float32 dots differ from the interpreter's
-def test_random_programs_grouped(steps, data):  # by an ulp, which sin(113.1) turns into 1e-3 relative
+# float32 dots differ from the interpreter's
+@given(steps=steps_strategy, data=inputs_strategy(np.float64))
+# by an ulp, which sin(113.1) turns into 1e-3 relative
+def test_random_programs_grouped(steps, data):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(row_groups, "MIN_GROUP_BYTES", 0)
         mp.setattr(row_groups, "BLOCK_BYTES", 64)
@@ -124,5 +137,9 @@ def test_groups_survive_the_persistent_cache(tmp_path, monkeypatch):
     first = tk.jit(softmax(np), backend="cpu").compiled(x)
     again = tk.jit(softmax(np), backend="cpu").compiled(x)
     assert again._executable.cache_status == "persistent_hit"
-    assert [s.kind for s in again._executable.steps] == [s.kind for s in first._executable.steps] == ["group"]
+    assert (
+        [s.kind for s in again._executable.steps]
+        == [s.kind for s in first._executable.steps]
+        == ["group"]
+    )
     np.testing.assert_array_equal(first(x), again(x))

@@ -34,7 +34,7 @@ before = rss_bytes()
 compile_new_shapes(int(sys.argv[1]))
 trim()
 print(json.dumps({"per_compile": (rss_bytes() - before) / int(sys.argv[1]), "workers": WORKER.started}))
-"""
+"""  # noqa: E501
 
 
 def _compiles_growth(tmp_path, count: int, **env) -> dict:
@@ -45,8 +45,13 @@ def _compiles_growth(tmp_path, count: int, **env) -> dict:
 
     script = tmp_path / "flat.py"
     script.write_text(_COMPILES_STAY_FLAT)
-    done = subprocess.run([sys.executable, str(script), str(count)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TOOLKIT_CACHE_DIR": "off", "TOOLKIT_BACKEND": "cpu", **env})
+    done = subprocess.run(
+        [sys.executable, str(script), str(count)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TOOLKIT_CACHE_DIR": "off", "TOOLKIT_BACKEND": "cpu", **env},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -73,10 +78,13 @@ def test_the_llvm_worker_is_replaced_and_compiles_match_in_process():
     from toolkit.backends.llvm import llvm_worker
     from toolkit.backends.llvm.llvm_process import WorkerProcess, WorkerUnavailable
 
-    ir_text = ('define void @k(ptr noalias %x, i64 %n) {\nentry:\n  br label %l\nl:\n'
-               '  %i = phi i64 [0, %entry], [%j, %l]\n  %p = getelementptr double, ptr %x, i64 %i\n'
-               '  %v = load double, ptr %p\n  %w = fmul double %v, 2.0\n  store double %w, ptr %p\n'
-               '  %j = add i64 %i, 1\n  %c = icmp slt i64 %j, %n\n  br i1 %c, label %l, label %e\ne:\n  ret void\n}\n')
+    ir_text = (
+        "define void @k(ptr noalias %x, i64 %n) {\nentry:\n  br label %l\nl:\n"
+        "  %i = phi i64 [0, %entry], [%j, %l]\n  %p = getelementptr double, ptr %x, i64 %i\n"
+        "  %v = load double, ptr %p\n  %w = fmul double %v, 2.0\n  store double %w, ptr %p\n"
+        "  %j = add i64 %i, 1\n  %c = icmp slt i64 %j, %n\n  br i1 %c, label %l, label %e\ne:\n"
+        "  ret void\n}\n"
+    )
     in_process = llvm_worker.optimize_and_emit(ir_text, compiler.target_machine())
     pool = WorkerProcess(compiles_per_worker=2)
     try:
@@ -178,7 +186,7 @@ before = rss_bytes()
 compile_new_shapes(int(sys.argv[1]))
 trim()
 print(json.dumps({"per_compile": (rss_bytes() - before) / int(sys.argv[1]), "workers": WORKER.started}))
-"""
+"""  # noqa: E501
 
 
 def test_memory_stays_flat_across_ptx_compiles(tmp_path):
@@ -193,8 +201,13 @@ def test_memory_stays_flat_across_ptx_compiles(tmp_path):
     script.write_text(_PTX_COMPILES_STAY_FLAT)
 
     def growth(count, **env):
-        done = subprocess.run([sys.executable, str(script), str(count)], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "TOOLKIT_CACHE_DIR": "off", **env})
+        done = subprocess.run(
+            [sys.executable, str(script), str(count)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TOOLKIT_CACHE_DIR": "off", **env},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -220,11 +233,14 @@ def test_ptx_from_the_worker_is_the_ptx_this_process_makes():
     programs = [(lambda v: np.tanh(v) * 2 + 1, np.float32, "")]
     library = find_libdevice()
     if library:
-        programs.append((lambda v: np.sin(v) * 2, np.float64, library))  # float64 sin: libdevice's __nv_sin
+        # float64 sin: libdevice's __nv_sin
+        programs.append((lambda v: np.sin(v) * 2, np.float64, library))
     pool = WorkerProcess()
     try:
         for fn, dtype, lib in programs:
-            text = compile_ptx(tk.jit(fn, backend="interpreter").lower(np.ones(40, dtype)).compile().optimized_hlo).source_ir
+            text = compile_ptx(
+                tk.jit(fn, backend="interpreter").lower(np.ones(40, dtype)).compile().optimized_hlo
+            ).source_ir
             target = llvm_worker.nvptx_target("sm_80", ARCHES["sm_80"], lib)
             here = llvm_worker.optimize_and_emit_ptx(text, "sm_80", ARCHES["sm_80"], lib)
             while True:

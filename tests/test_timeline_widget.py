@@ -14,7 +14,9 @@ def test_timeline_data_lanes_spans_and_markers():
         f(np.ones(16))  # a recompilation
         f(np.ones(16))
     data = timeline_data(prof)
-    assert data["lanes"][:2] == ["compilation", "host dispatch"] and "cpu:0 stream 0" in data["lanes"]
+    assert (
+        data["lanes"][:2] == ["compilation", "host dispatch"] and "cpu:0 stream 0" in data["lanes"]
+    )
     kernels = [s for s in data["spans"] if data["lanes"][s["lane"]].startswith("cpu:0")]
     assert kernels and all(s["dur"] >= 0 and s["start"] >= 0 for s in data["spans"])
     details = dict(kernels[0]["details"])
@@ -22,7 +24,11 @@ def test_timeline_data_lanes_spans_and_markers():
     assert "test_timeline_widget.py" in details["source"]
     assert len(data["markers"]) == 1 and "16" in data["markers"][0]["cause"]
     widget = timeline(prof)
-    assert isinstance(widget, TimelineWidget) and widget.lanes == data["lanes"] and len(widget.spans) == len(data["spans"])
+    assert (
+        isinstance(widget, TimelineWidget)
+        and widget.lanes == data["lanes"]
+        and len(widget.spans) == len(data["spans"])
+    )
 
 
 def test_a_differentiated_program_has_forward_and_backward_lanes():

@@ -35,7 +35,11 @@ def swapping(x):
     return np.sum(a * b)
 
 
-PARAMS = {"w1": RNG.standard_normal((6, 8)), "b1": RNG.standard_normal(8), "w2": RNG.standard_normal((8, 2))}
+PARAMS = {
+    "w1": RNG.standard_normal((6, 8)),
+    "b1": RNG.standard_normal(8),
+    "w2": RNG.standard_normal((8, 2)),
+}
 X, Y = RNG.standard_normal((16, 6)), RNG.standard_normal((16, 2))
 XS = RNG.standard_normal((20, 5))
 
@@ -45,17 +49,28 @@ def remat_loss(w, x):
 
 
 CASES = {
-    "checkpoint_grad": (tk.grad(remat_loss), (RNG.standard_normal((5, 5)) / 3, RNG.standard_normal((7, 5)))),
+    "checkpoint_grad": (
+        tk.grad(remat_loss),
+        (RNG.standard_normal((5, 5)) / 3, RNG.standard_normal((7, 5))),
+    ),
     "mlp_grad": (tk.grad(mlp_loss), (PARAMS, X, Y)),
     "rnn_grad": (tk.grad(rnn_loss, argnums=(0, 1)), (RNG.standard_normal(5), XS)),
     "branchy_grad": (tk.grad(branchy), (RNG.standard_normal(4),)),
     "swapping_grad": (tk.grad(swapping), (RNG.standard_normal(3),)),
     "per_example": (tk.vmap(tk.grad(mlp_loss), in_axes=(None, 0, 0)), (PARAMS, X, Y)),
-    "vmap_while": (tk.vmap(lambda s: tk.lax.while_loop(lambda v: v < 10.0, lambda v: v * 3.0, s)),
-                   (np.array([0.5, 2.0, 11.0]),)),
+    "vmap_while": (
+        tk.vmap(lambda s: tk.lax.while_loop(lambda v: v < 10.0, lambda v: v * 3.0, s)),
+        (np.array([0.5, 2.0, 11.0]),),
+    ),
     "vmap_gather_scatter": (tk.vmap(lambda x, i: _write(x, i)), (XS[:4], np.array([0, 4, 2, 1]))),
-    "jvp_while": (lambda x: tk.jvp(lambda v: tk.lax.while_loop(lambda s: s[0] < 5.0, lambda s: s * 1.5, v), (x,), (x * 0 + 1,)),
-                  (np.array([1.0, 2.0]),)),
+    "jvp_while": (
+        lambda x: tk.jvp(
+            lambda v: tk.lax.while_loop(lambda s: s[0] < 5.0, lambda s: s * 1.5, v),
+            (x,),
+            (x * 0 + 1,),
+        ),
+        (np.array([1.0, 2.0]),),
+    ),
 }
 
 
@@ -83,7 +98,9 @@ def _leaves(tree):
 
 
 def test_gpu_loops_run_their_bodies_as_compiled_gpu_programs():
-    f = tk.jit(lambda x: tk.lax.fori_loop(0, 7, lambda i, v: v * 1.5 + 1, x), backend="gpu-emulated")
+    f = tk.jit(
+        lambda x: tk.lax.fori_loop(0, 7, lambda i, v: v * 1.5 + 1, x), backend="gpu-emulated"
+    )
     x = np.ones(4)
     compiled = f.compiled(x)
     assert not compiled._executable.fallbacks  # no interpreter fallback: the loop is a control step
@@ -94,4 +111,6 @@ def test_gpu_loops_run_their_bodies_as_compiled_gpu_programs():
     for _ in range(7):
         want = want * 1.5 + 1
     np.testing.assert_allclose(out, want)
-    assert [k.launch.split(",")[0] for k in prof.kernels if k.name.startswith("while")] == ["trips=7"]
+    assert [k.launch.split(",")[0] for k in prof.kernels if k.name.startswith("while")] == [
+        "trips=7"
+    ]

@@ -15,10 +15,28 @@ from helpers import DTYPES, assert_same
 UNARY = sorted((u for u in UFUNCS if u.nin == 1), key=lambda u: u.__name__)
 BINARY = sorted((u for u in UFUNCS if u.nin == 2), key=lambda u: u.__name__)
 # computed differently from NumPy (log via ln, exp2 via power): equal to a few ulp
-APPROX = {np.log2, np.log10, np.exp2, np.power, np.arctan2, np.cbrt,
-          # composed from other functions (as XLA's and JAX's math libraries compose them)
-          np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.arcsinh, np.arccosh, np.arctanh, np.hypot,
-          np.logaddexp, np.logaddexp2, np.float_power, np.ldexp}
+APPROX = {
+    np.log2,
+    np.log10,
+    np.exp2,
+    np.power,
+    np.arctan2,
+    np.cbrt,
+    # composed from other functions (as XLA's and JAX's math libraries compose them)
+    np.arcsin,
+    np.arccos,
+    np.arctan,
+    np.sinh,
+    np.cosh,
+    np.arcsinh,
+    np.arccosh,
+    np.arctanh,
+    np.hypot,
+    np.logaddexp,
+    np.logaddexp2,
+    np.float_power,
+    np.ldexp,
+}
 SHIFTS = {np.left_shift, np.right_shift}
 # on complex numbers: C99's cexp/clog/csqrt are libm's in NumPy, toolkit's own formulas here
 COMPLEX_APPROX = {np.exp, np.log, np.sqrt}
@@ -34,7 +52,9 @@ def arrays(dtype, shape):
     elif dtype.kind in "iu":
         info = np.iinfo(dtype)
         small = st.integers(max(-300, int(info.min)), min(300, int(info.max)))
-        edges = [int(info.min), int(info.max), 0, 1] + ([-1] if dtype.kind == "i" else [int(info.max) - 1])
+        edges = [int(info.min), int(info.max), 0, 1] + (
+            [-1] if dtype.kind == "i" else [int(info.max) - 1]
+        )
         elements = st.one_of(small, st.sampled_from(edges))
     else:
         elements = st.booleans()
@@ -76,7 +96,8 @@ def test_unary_ufunc_matches_numpy(ufunc, data):
 
 
 def _check_complex(ufunc, f, args):
-    """A ufunc toolkit traces on complex numbers matches NumPy; any other says it is not supported."""
+    """A ufunc toolkit traces on complex numbers matches NumPy; any other says it is not
+    supported."""
     if ufunc not in COMPLEX_UFUNCS:
         with pytest.raises(UnsupportedNumpyError, match=f"np.{ufunc.__name__} of complex numbers"):
             f(*args)
@@ -85,7 +106,9 @@ def _check_complex(ufunc, f, args):
         expected = ufunc(*args)
     got = f(*args)
     if ufunc in COMPLEX_APPROX:
-        finite = np.isfinite(np.asarray(expected)) & np.all([np.isfinite(a) for a in np.broadcast_arrays(*args)], axis=0)
+        finite = np.isfinite(np.asarray(expected)) & np.all(
+            [np.isfinite(a) for a in np.broadcast_arrays(*args)], axis=0
+        )
         assert_same(np.where(finite, got, 0), np.where(finite, expected, 0), approx=True, rtol=1e-5)
     else:
         assert_same(got, expected)
@@ -122,7 +145,9 @@ def test_binary_ufunc_matches_numpy(ufunc, data):
         return _check_complex(ufunc, f, (a, b))
     with np.errstate(all="ignore"):
         expected = ufunc(a, b)
-    assert_same(f(a, b), expected, approx=ufunc in APPROX, signed_zeros=ufunc not in UNPINNED_ZERO_SIGN)
+    assert_same(
+        f(a, b), expected, approx=ufunc in APPROX, signed_zeros=ufunc not in UNPINNED_ZERO_SIGN
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
@@ -163,7 +188,8 @@ def test_weak_scalar_argument_promotes_like_a_python_scalar():
     assert f(np.ones(3, np.float32), 2.0).dtype == np.float32
     assert f(np.ones(3, np.int32), 2).dtype == np.int32
     assert f(np.ones(3, np.int32), 2.0).dtype == np.float64
-    assert f(np.ones(3, np.float32), np.float64(2.0)).dtype == np.float64  # NumPy scalars are strong
+    # NumPy scalars are strong
+    assert f(np.ones(3, np.float32), np.float64(2.0)).dtype == np.float64
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
@@ -178,12 +204,18 @@ def test_integer_floor_division_and_modulo_follow_numpy(dtype):
 
 
 def test_float_floor_division_and_modulo_edge_cases():
-    a = np.array([7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 1.0, -1.0, np.inf, 5.0, -5.0, 1e300, 0.3], np.float64)
-    b = np.array([2.0, 2.0, -2.0, -2.0, -3.0, 3.0, 0.0, 0.0, 2.0, np.inf, np.inf, 1e-300, 0.1], np.float64)
+    a = np.array(
+        [7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 1.0, -1.0, np.inf, 5.0, -5.0, 1e300, 0.3], np.float64
+    )
+    b = np.array(
+        [2.0, 2.0, -2.0, -2.0, -3.0, 3.0, 0.0, 0.0, 2.0, np.inf, np.inf, 1e-300, 0.1], np.float64
+    )
     with np.errstate(all="ignore"):
         for fn in (np.floor_divide, np.remainder, np.divmod):
             got = tk.jit(lambda x, y: fn(x, y))(a, b)
             expected = fn(a, b)
-            for g, e in zip(got if fn is np.divmod else [got], expected if fn is np.divmod else [expected]):
+            for g, e in zip(
+                got if fn is np.divmod else [got], expected if fn is np.divmod else [expected]
+            ):
                 assert_same(g, e)
                 np.testing.assert_array_equal(np.signbit(g), np.signbit(e))

@@ -22,12 +22,16 @@ def looped(f, in_axes, *args):
 X = RNG.standard_normal((B, 5))
 M = RNG.standard_normal((B, 5, 3))
 W = RNG.standard_normal((5, 3))
-I = np.array([0, 3, 4, 1])
+IDX = np.array([0, 3, 4, 1])
 
 CASES = {
-    "elementwise": (lambda x: np.tanh(x) * 2 + np.exp(-x ** 2), 0, (X,)),
+    "elementwise": (lambda x: np.tanh(x) * 2 + np.exp(-(x**2)), 0, (X,)),
     "unbatched_operand": (lambda x, w: x * w[:, 0], (0, None), (X, W)),
-    "reductions": (lambda x: np.stack([np.sum(x), np.max(x), np.mean(x ** 2), np.argmax(x) * 1.0]), 0, (X,)),
+    "reductions": (
+        lambda x: np.stack([np.sum(x), np.max(x), np.mean(x**2), np.argmax(x) * 1.0]),
+        0,
+        (X,),
+    ),
     "softmax": (lambda x: np.exp(x - x.max()) / np.sum(np.exp(x - x.max())), 0, (X,)),
     "matvec_lhs": (lambda x, w: x @ w, (0, None), (X, W)),
     "matvec_rhs": (lambda w, x: w.T @ x, (None, 0), (W, X)),
@@ -38,10 +42,10 @@ CASES = {
     "slice_concat_pad": (lambda x: np.concatenate([np.pad(x[1:4], 2), x[::-2]]), 0, (X,)),
     "sort": (lambda x: np.sort(x), 0, (X,)),
     "cumsum": (lambda x: np.cumsum(x), 0, (X,)),
-    "traced_index": (lambda x, i: x[i] * 2, (0, 0), (X, I)),
-    "traced_index_unbatched_array": (lambda x, i: x[i], (None, 0), (W[:, 0], I)),
-    "fancy_index": (lambda x, i: x[np.stack([i, i * 0, i])], (0, 0), (X, I)),
-    "take_batched_table": (lambda w, i: np.take(w, i, axis=0), (None, 0), (W, I)),
+    "traced_index": (lambda x, i: x[i] * 2, (0, 0), (X, IDX)),
+    "traced_index_unbatched_array": (lambda x, i: x[i], (None, 0), (W[:, 0], IDX)),
+    "fancy_index": (lambda x, i: x[np.stack([i, i * 0, i])], (0, 0), (X, IDX)),
+    "take_batched_table": (lambda w, i: np.take(w, i, axis=0), (None, 0), (W, IDX)),
     "where": (lambda x: np.where(x > 0, x, -2 * x), 0, (X,)),
     "clip_minimum": (lambda x: np.clip(np.minimum(x, 0.5), -1, 1), 0, (X,)),
 }
@@ -62,8 +66,8 @@ def test_writes_with_batched_indices():
         np.add.at(y, np.stack([i, i]), 1.0)
         return y
 
-    got = tk.vmap(f)(X, I)
-    np.testing.assert_allclose(got, looped(f, 0, X, I))
+    got = tk.vmap(f)(X, IDX)
+    np.testing.assert_allclose(got, looped(f, 0, X, IDX))
 
 
 def test_out_axes_axis_size_and_unbatched_outputs():
@@ -80,7 +84,9 @@ def test_out_axes_axis_size_and_unbatched_outputs():
 
 def test_pytree_in_axes():
     params = {"w": W, "b": np.ones(3)}
-    got = tk.vmap(lambda p, x: np.tanh(x @ p["w"] + p["b"]), in_axes=({"w": None, "b": None}, 0))(params, X)
+    got = tk.vmap(lambda p, x: np.tanh(x @ p["w"] + p["b"]), in_axes=({"w": None, "b": None}, 0))(
+        params, X
+    )
     np.testing.assert_allclose(got, np.tanh(X @ W + 1))
 
 
@@ -100,7 +106,9 @@ def test_per_example_gradients():
 
 def test_cond_with_a_batched_predicate_runs_both_branches_and_selects():
     f = lambda x: tk.lax.cond(x[0] > 0, lambda a: a * 2.0, lambda a: np.sin(a), x)  # noqa: E731
-    np.testing.assert_allclose(tk.vmap(f)(X), looped(lambda x: x * 2.0 if x[0] > 0 else np.sin(x), 0, X))
+    np.testing.assert_allclose(
+        tk.vmap(f)(X), looped(lambda x: x * 2.0 if x[0] > 0 else np.sin(x), 0, X)
+    )
     branches = [lambda a: a + 1, lambda a: a * 3, lambda a: -a]
     g = lambda k, a: tk.lax.switch(k, branches, a)  # noqa: E731
     ks = np.array([0, 2, 9, -3])
@@ -147,7 +155,9 @@ def test_vmap_under_jit_compiles_once():
 def test_numpy_index_errors_are_raised_when_any_batch_element_fails():
     with pytest.raises(IndexError):
         tk.vmap(lambda x, i: x[i])(X, np.array([0, 9, 0, 0]))
-    np.testing.assert_allclose(tk.vmap(lambda x, i: x[i])(X, np.array([0, -1, 2, 4])), X[np.arange(B), [0, -1, 2, 4]])
+    np.testing.assert_allclose(
+        tk.vmap(lambda x, i: x[i])(X, np.array([0, -1, 2, 4])), X[np.arange(B), [0, -1, 2, 4]]
+    )
 
 
 # ---- random programs ---------------------------------------------------------------------------
@@ -165,9 +175,19 @@ def batched_inputs(draw):
             draw(hnp.arrays(np.float64, (batch, cols), elements=elems)))
 
 
-@given(steps=st.lists(st.tuples(st.sampled_from(UNARY + BINARY + STRUCTURAL), st.integers(0, 20), st.integers(0, 20),
-                                st.integers(0, 7)), min_size=1, max_size=10),
-       data=batched_inputs())
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(UNARY + BINARY + STRUCTURAL),
+            st.integers(0, 20),
+            st.integers(0, 20),
+            st.integers(0, 7),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    data=batched_inputs(),
+)
 def test_vmap_of_random_programs_matches_a_loop(steps, data):
     xs, ys = data
     with np.errstate(all="ignore"):
@@ -185,5 +205,6 @@ def test_linalg_inside_vmap_runs_once_per_element():
     np.testing.assert_allclose(got, want, rtol=1e-12)
     w, v = tk.vmap(np.linalg.eigh)(mats @ np.swapaxes(mats, 1, 2))
     np.testing.assert_allclose(w, np.linalg.eigh(mats @ np.swapaxes(mats, 1, 2))[0], rtol=1e-10)
-    shared = tk.vmap(lambda b: np.linalg.solve(mats[0], b))(rhs)  # an unbatched matrix, batched right-hand sides
+    # an unbatched matrix, batched right-hand sides
+    shared = tk.vmap(lambda b: np.linalg.solve(mats[0], b))(rhs)
     np.testing.assert_allclose(shared, np.linalg.solve(mats[0], rhs.T).T, rtol=1e-12)

@@ -10,7 +10,9 @@ import toolkit as tk
 import programs
 from helpers import assert_outputs_match
 
-jax = pytest.importorskip("jax", reason="JAX not installed: pip install '.[bench]' to check HLO against XLA")
+jax = pytest.importorskip(
+    "jax", reason="JAX not installed: pip install '.[bench]' to check HLO against XLA"
+)
 pytestmark = pytest.mark.jax
 
 try:
@@ -27,7 +29,9 @@ def xla_run(text: str, args):
     module = xla_hlo.hlo_module_from_text(text)  # XLA's parser
     mlir = jex.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
     exe = backend.compile_and_load(mlir, jax.devices("cpu")[:1], xla_client.CompileOptions())
-    outs = exe.execute_sharded([jax.device_put(a) for a in args]).disassemble_into_single_device_arrays()
+    outs = exe.execute_sharded(
+        [jax.device_put(a) for a in args]
+    ).disassemble_into_single_device_arrays()
     return [np.asarray(o[0]) for o in outs]
 
 
@@ -38,7 +42,8 @@ def test_xla_parses_compiles_and_agrees(name):
     ours = tk.jit(fn)(*args)
     ours = list(ours) if isinstance(ours, tuple) else [ours]
     theirs = xla_run(text, args)
-    assert not any(bool(flag) for flag in theirs[len(ours):])  # runtime checks (traced indices in range)
+    # runtime checks (traced indices in range)
+    assert not any(bool(flag) for flag in theirs[len(ours):])
     assert_outputs_match(ours, theirs[:len(ours)])
 
 

@@ -29,10 +29,38 @@ from .profiler.debug import install_from_environment as _debug_from_environment 
 from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402
 
 _debug_from_environment(_RECORDER)
-__all__ = ["jit", "grad", "value_and_grad", "jvp", "vjp", "vmap", "checkpoint", "remat", "ScalarListWarning",
-           "ScalarListError", "hlo", "lax", "numpy", "Lowered", "Compiled", "JitFunction", "ToolkitError",
-           "backend_names", "DeviceArray", "device_get", "device_put", "profile", "Profile", "explain_recompiles", "RecompileError",
-           "RecompileWarning", "compare", "plot", "roofline", "__version__"]
+__all__ = [
+    "jit",
+    "grad",
+    "value_and_grad",
+    "jvp",
+    "vjp",
+    "vmap",
+    "checkpoint",
+    "remat",
+    "ScalarListWarning",
+    "ScalarListError",
+    "hlo",
+    "lax",
+    "numpy",
+    "Lowered",
+    "Compiled",
+    "JitFunction",
+    "ToolkitError",
+    "backend_names",
+    "DeviceArray",
+    "device_get",
+    "device_put",
+    "profile",
+    "Profile",
+    "explain_recompiles",
+    "RecompileError",
+    "RecompileWarning",
+    "compare",
+    "plot",
+    "roofline",
+    "__version__",
+]
 
 
 def load_ipython_extension(ipython) -> None:

@@ -9,7 +9,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m toolkit")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="compile the standard workloads and write a report")
-    demo.add_argument("--out", default="toolkit-report", help="output folder (default: %(default)s)")
+    demo.add_argument(
+        "--out", default="toolkit-report", help="output folder (default: %(default)s)"
+    )
     demo.add_argument("--backend", default=None, help="backend name (default: the best available)")
     demo.add_argument("--scale", type=float, default=0.25,
                       help="fraction of the benchmark sizes to use (default: %(default)s)")

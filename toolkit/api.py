@@ -185,7 +185,8 @@ class JitFunction:
 
     @api_boundary
     def compiled(self, *args, **kwargs) -> Compiled:
-        """The Compiled program for these arguments: the cached one, or compiled (and cached) now."""
+        """The Compiled program for these arguments: the cached one, or compiled (and cached)
+        now."""
         key, _, cargs, ckwargs = self._keys.key(args, kwargs)
         return self._cache.get(key) or self._compiled(key, cargs, ckwargs)
 

@@ -61,7 +61,9 @@ def _callable(side: str, w: Workload):
     fn = jax.jit(w.make(jnp))
     dev = [jax.device_put(a) for a in args]
     out = fn(*dev)
-    result = tuple(np.asarray(o) for o in out) if isinstance(out, (tuple, list)) else np.asarray(out)
+    result = (
+        tuple(np.asarray(o) for o in out) if isinstance(out, (tuple, list)) else np.asarray(out)
+    )
     return lambda: jax.block_until_ready(fn(*dev)), args, result
 
 
@@ -153,7 +155,11 @@ def worker(side: str, rows: list[str], scale: float) -> dict:
         w = scaled(w, scale) if scale != 1 else w
         call, args, result = _callable(side, w)
         seconds = _time(call)
-        out["rows"][w.name] = {"seconds": seconds, "bytes": _bytes_moved(args, result), "flops": w.flops}
+        out["rows"][w.name] = {
+            "seconds": seconds,
+            "bytes": _bytes_moved(args, result),
+            "flops": w.flops,
+        }
         if side == "toolkit" and w.name in PROFILED_ROWS:
             out["profiled"][w.name] = _profiled(call) / seconds
     out["compile_seconds"] = _compile_time(side)
@@ -179,7 +185,9 @@ def combine(runs: list[dict]) -> dict:
             if run.get(key) is not None:
                 side[key] = min(side.get(key, float("inf")), run[key])
         for name, ratio in run.get("profiled", {}).items():  # the best process's ratio
-            side.setdefault("profiled", {})[name] = min(side.get("profiled", {}).get(name, float("inf")), ratio)
+            side.setdefault("profiled", {})[name] = min(
+                side.get("profiled", {}).get(name, float("inf")), ratio
+            )
         if "ceiling_bytes_per_second" in run:
             side["ceiling"] = max(side.get("ceiling", 0.0), run["ceiling_bytes_per_second"])
         if "device" in run:
@@ -194,11 +202,24 @@ def run_workers(module: str, sides: list[str], rows: list[str], scale: float, pr
     runs = []
     for i in range(processes):
         for side in sides:
-            cmd = [sys.executable, "-m", module, "--worker", side, "--rows", ",".join(rows), "--scale", str(scale)]
+            cmd = [
+                sys.executable,
+                "-m",
+                module,
+                "--worker",
+                side,
+                "--rows",
+                ",".join(rows),
+                "--scale",
+                str(scale),
+            ]
             done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
             if done.returncode != 0:
-                print(f"{side} worker failed{' (left out)' if skip_failed else ''}:\n{done.stderr[-2000:]}",
-                      file=sys.stderr)
+                print(
+                    f"{side} worker failed{' (left out)' if skip_failed else ''}:\n"
+                    f"{done.stderr[-2000:]}",
+                    file=sys.stderr,
+                )
                 if skip_failed:
                     continue
                 return None
@@ -219,7 +240,11 @@ def write_results(out: str, runs: list[dict], best: dict, table: str) -> None:
 def markdown(best: dict, rows: list[str]) -> str:
     sides = [s for s in SIDES if s in best]
     ceiling = best.get("toolkit", {}).get("ceiling")
-    head = "| workload | " + " | ".join(f"{s} ms" for s in sides) + " | toolkit GB/s | GFLOP/s | vs NumPy | vs JAX | % of ceiling |"
+    head = (
+        "| workload | "
+        + " | ".join(f"{s} ms" for s in sides)
+        + " | toolkit GB/s | GFLOP/s | vs NumPy | vs JAX | % of ceiling |"
+    )
     lines = [head, "|" + "---|" * (len(sides) + 6)]
     for name in rows:
         cells = {s: best[s]["rows"].get(name) for s in sides}
@@ -231,26 +256,49 @@ def markdown(best: dict, rows: list[str]) -> str:
         gflops = f"{tk_cell['flops'] / t / 1e9:.0f}" if tk_cell["flops"] else ""
         vs_np = cells["numpy"]["seconds"] / t if cells.get("numpy") else float("nan")
         vs_jax = f"{cells['jax']['seconds'] / t:.2f}x" if cells.get("jax") else "n/a"
-        pct = f"{100 * tk_cell['bytes'] / t / ceiling:.0f}%" if ceiling and not tk_cell["flops"] else ""
-        times = " | ".join(f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides)
-        lines.append(f"| {name} | {times} | {gbs:.1f} | {gflops} | {vs_np:.2f}x | {vs_jax} | {pct} |")
+        pct = (
+            f"{100 * tk_cell['bytes'] / t / ceiling:.0f}%"
+            if ceiling and not tk_cell["flops"]
+            else ""
+        )
+        times = " | ".join(
+            f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides
+        )
+        lines.append(
+            f"| {name} | {times} | {gbs:.1f} | {gflops} | {vs_np:.2f}x | {vs_jax} | {pct} |"
+        )
     lines.append("")
     for other, label in (("numpy", "NumPy"), ("jax", "JAX")):
-        ratios = [best[other]["rows"][n]["seconds"] / best["toolkit"]["rows"][n]["seconds"] for n in rows
-                  if other in best and n in best[other]["rows"] and n in best.get("toolkit", {}).get("rows", {})]
+        ratios = [
+            best[other]["rows"][n]["seconds"] / best["toolkit"]["rows"][n]["seconds"]
+            for n in rows
+            if other in best
+            and n in best[other]["rows"]
+            and n in best.get("toolkit", {}).get("rows", {})
+        ]
         if ratios:
-            lines.append(f"Geometric mean of toolkit's speed-up over {label}: "
-                         f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over {len(ratios)} rows.")
+            lines.append(
+                f"Geometric mean of toolkit's speed-up over {label}: "
+                f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}x over {len(ratios)} "
+                "rows."
+            )
     profiled = best.get("toolkit", {}).get("profiled", {})
     if profiled:
         lines.append("Time under tk.profile() / unprofiled time: "
                      + ", ".join(f"{n} {r:.2f}x" for n, r in profiled.items()) + ".")
     if ceiling:
-        lines.append(f"Bandwidth ceiling (STREAM triad compiled by toolkit, all cores): {ceiling / 1e9:.1f} GB/s.")
-    for key, label, unit, factor in (("compile_seconds", "Compile time of a 20-op elementwise chain (cold)", "ms", 1e3),
-                                     ("cached_compile_seconds", "Same, loaded from toolkit's persistent cache", "ms", 1e3),
-                                     ("dispatch_seconds", "Cache-hit call of x+1 on 1k elements", "µs", 1e6)):
-        parts = [f"{s} {best[s][key] * factor:.1f} {unit}" for s in sides if best[s].get(key) is not None]
+        lines.append(
+            f"Bandwidth ceiling (STREAM triad compiled by toolkit, all cores): {ceiling / 1e9:.1f} "
+            "GB/s."
+        )
+    for key, label, unit, factor in (
+        ("compile_seconds", "Compile time of a 20-op elementwise chain (cold)", "ms", 1e3),
+        ("cached_compile_seconds", "Same, loaded from toolkit's persistent cache", "ms", 1e3),
+        ("dispatch_seconds", "Cache-hit call of x+1 on 1k elements", "µs", 1e6),
+    ):
+        parts = [
+            f"{s} {best[s][key] * factor:.1f} {unit}" for s in sides if best[s].get(key) is not None
+        ]
         lines.append(f"{label}: " + ", ".join(parts) + ".")
     counts = ", ".join(f"{s} {best[s]['processes']}" for s in sides)
     lines.append(f"Processes per side: {counts}; "
@@ -259,12 +307,19 @@ def markdown(best: dict, rows: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def argument_parser(module: str, doc: str, sides, processes: int, out: str) -> argparse.ArgumentParser:
+def argument_parser(
+    module: str, doc: str, sides, processes: int, out: str
+) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc)
     p.add_argument("--processes", type=int, default=processes)
     p.add_argument("--rows", default=",".join(w.name for w in BENCHMARK),
                    help="comma-separated row names (default: all)")
-    p.add_argument("--scale", type=float, default=1.0, help="fraction of the full sizes (e.g. 0.05 to smoke-test)")
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="fraction of the full sizes (e.g. 0.05 to smoke-test)",
+    )
     p.add_argument("--sides", default=",".join(sides))
     p.add_argument("--out", default=out)
     p.add_argument("--worker", help=argparse.SUPPRESS)

@@ -88,19 +88,34 @@ def jacobi_row() -> dict:
     compiled = tk.jit(fn, backend="cpu").lower(a).compile()
     seconds = time.perf_counter() - t0
     np.testing.assert_allclose(compiled(a), fn(a), rtol=1e-12)
-    return {"compile": seconds, "toolkit": _time(lambda: compiled(a)), "numpy": _time(lambda: fn(a))}
+    return {
+        "compile": seconds,
+        "toolkit": _time(lambda: compiled(a)),
+        "numpy": _time(lambda: fn(a)),
+    }
 
 
 def _in_fresh_process(*args: str) -> dict:
     env = {**os.environ, "TOOLKIT_CACHE_DIR": "off"}
-    out = subprocess.run([sys.executable, "-m", "toolkit.bench_compile", *args], capture_output=True,
-                         text=True, env=env, check=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, "-m", "toolkit.bench_compile", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=1800,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| program | instructions | kernels | trace s | passes s | codegen s | total s | x per doubling | peak RSS MiB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        (
+            "| program | instructions | kernels | trace s | passes s | codegen s | total s | x per "
+            "doubling | peak RSS MiB |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     previous: dict[str, float] = {}
     for r in rows:
         before = previous.get(r["family"])

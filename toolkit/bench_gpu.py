@@ -43,7 +43,9 @@ def _side(side: str, w: Workload, backend: str = "gpu", device=None):
         fn = w.make(cupy)
         args = [cupy.asarray(a) for a in host_args]
         out = w.result(fn, args)
-        result = tuple(cupy.asnumpy(o) for o in out) if isinstance(out, tuple) else cupy.asnumpy(out)
+        result = (
+            tuple(cupy.asnumpy(o) for o in out) if isinstance(out, tuple) else cupy.asnumpy(out)
+        )
         return (lambda: fn(*args)), cupy.cuda.Stream.null.synchronize, result
     from .bench import _jax
 
@@ -91,13 +93,19 @@ def worker(side: str, rows: list[str], scale: float) -> dict:
         w = scaled(w, scale) if scale != 1 else w
         call, sync, result = _side(side, w)
         seconds = _time_synchronised(call, sync)
-        out["rows"][w.name] = {"seconds": seconds, "bytes": _bytes_moved(w, result), "flops": w.flops}
+        out["rows"][w.name] = {
+            "seconds": seconds,
+            "bytes": _bytes_moved(w, result),
+            "flops": w.flops,
+        }
     if side == "cupy":
         out["ceiling_bytes_per_second"] = _copy_ceiling()
         import cupy
 
         props = cupy.cuda.runtime.getDeviceProperties(0)
-        out["device"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        out["device"] = (
+            props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        )
     return out
 
 
@@ -114,9 +122,15 @@ def markdown(best: dict, rows: list[str]) -> str:
         t = mine["seconds"]
         gbs = mine["bytes"] / t
         pct = f"{100 * gbs / ceiling:.0f}%" if ceiling and not mine["flops"] else ""
-        ratio = {s: f"{cells[s]['seconds'] / t:.2f}x" if cells.get(s) else "n/a" for s in ("cupy", "jax")}
-        times = " | ".join(f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides)
-        lines.append(f"| {name} | {times} | {gbs / 1e9:.0f} | {pct} | {ratio['cupy']} | {ratio['jax']} |")
+        ratio = {
+            s: f"{cells[s]['seconds'] / t:.2f}x" if cells.get(s) else "n/a" for s in ("cupy", "jax")
+        }
+        times = " | ".join(
+            f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides
+        )
+        lines.append(
+            f"| {name} | {times} | {gbs / 1e9:.0f} | {pct} | {ratio['cupy']} | {ratio['jax']} |"
+        )
     lines.append("")
     device = best.get("cupy", {}).get("device", "unknown GPU")
     if ceiling:
@@ -127,7 +141,9 @@ def markdown(best: dict, rows: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argument_parser("toolkit.bench_gpu", __doc__, SIDES, 2, "toolkit-bench-gpu").parse_args(argv)
+    args = argument_parser("toolkit.bench_gpu", __doc__, SIDES, 2, "toolkit-bench-gpu").parse_args(
+        argv
+    )
     rows = [r for r in args.rows.split(",") if r]
     if args.worker:
         print(json.dumps(worker(args.worker, rows, args.scale)))
@@ -140,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")  # JAX would take 75% of the GPU
     sides = [s for s in args.sides.split(",") if s in SIDES]
-    runs = run_workers("toolkit.bench_gpu", sides, rows, args.scale, args.processes, env, skip_failed=True)
+    runs = run_workers(
+        "toolkit.bench_gpu", sides, rows, args.scale, args.processes, env, skip_failed=True
+    )
     best = combine(runs)
     write_results(args.out, runs, best, markdown(best, rows))
     return 0

@@ -35,7 +35,9 @@ def env_str(name: str) -> str | None:
     return value if value is None else value.strip()
 
 
-def _env_number(name: str, default, parse, expected: str, minimum: int, maximum: int, unit: str = ""):
+def _env_number(
+    name: str, default, parse, expected: str, minimum: int, maximum: int, unit: str = ""
+):
     """A numeric variable: unset or empty gives ``default``; unreadable warns and gives
     ``default``; out of range warns and is clamped."""
     raw = env_str(name)

@@ -36,17 +36,33 @@ def main(out_dir: str = "toolkit-report", backend: str | None = None, scale: flo
                 out = f(*args)
                 steady.append((time.perf_counter() - t0) * 1e3)
             expected = fn(*args)
-            error = float(np.max(np.abs(np.asarray(out, np.float64) - np.asarray(expected, np.float64)))) \
-                if np.size(out) else 0.0
+            error = (
+                float(
+                    np.max(np.abs(np.asarray(out, np.float64) - np.asarray(expected, np.float64)))
+                )
+                if np.size(out)
+                else 0.0
+            )
             c = f.compiled(*args)  # the program the calls ran: no second compile
             compiled[w.name] = c
-            summary.append({"name": w.name, "backend": c.backend, "first_call_ms": first_ms,
-                            "steady_ms": statistics.median(steady),
-                            "max_abs_error": error,
-                            "kernels": sum(i.opcode in GroupOp.COUNTED_AS_KERNELS
-                                           for i in c.optimized_hlo.entry.instructions),
-                            "shapes": ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in args),
-                            **{k: c.cost_analysis()[k] for k in ("flops", "transcendentals", "bytes accessed")}})
+            summary.append(
+                {
+                    "name": w.name,
+                    "backend": c.backend,
+                    "first_call_ms": first_ms,
+                    "steady_ms": statistics.median(steady),
+                    "max_abs_error": error,
+                    "kernels": sum(
+                        i.opcode in GroupOp.COUNTED_AS_KERNELS
+                        for i in c.optimized_hlo.entry.instructions
+                    ),
+                    "shapes": ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in args),
+                    **{
+                        k: c.cost_analysis()[k]
+                        for k in ("flops", "transcendentals", "bytes accessed")
+                    },
+                }
+            )
             with open(os.path.join(out_dir, f"{w.make.__name__}.hlo"), "w") as fh:
                 fh.write(c.as_text("hlo"))
         # a deliberate recompilation: the same softmax on half the rows
@@ -68,11 +84,20 @@ def main(out_dir: str = "toolkit-report", backend: str | None = None, scale: flo
     prof.save(os.path.join(out_dir, "profile.json"))
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
-    print(f"  {'workload':<24} {'backend':<11} {'kernels':>7}  {'first call':>10}  {'steady':>9}  {'max|err|':>8}")
+    print(
+        f"  {'workload':<24} {'backend':<11} {'kernels':>7}  {'first call':>10}  {'steady':>9}  "
+        f"{'max|err|':>8}"
+    )
     for s in summary:
-        print(f"  {s['name']:<24} {s['backend']:<11} {s['kernels']:>7}  {s['first_call_ms']:7.1f} ms  "
-              f"{s['steady_ms']:6.2f} ms  {s['max_abs_error']:8.1e}")
-    print(f"  {len(prof.compiles)} compiles ({len(prof.recompiles)} recompile: "
-          f"{prof.recompiles[0].causes[0].message if prof.recompiles else '-'}), {len(prof.kernels)} kernel launches")
+        print(
+            f"  {s['name']:<24} {s['backend']:<11} {s['kernels']:>7}  {s['first_call_ms']:7.1f} ms "
+            " "
+            f"{s['steady_ms']:6.2f} ms  {s['max_abs_error']:8.1e}"
+        )
+    print(
+        f"  {len(prof.compiles)} compiles ({len(prof.recompiles)} recompile: "
+        f"{prof.recompiles[0].causes[0].message if prof.recompiles else '-'}), {len(prof.kernels)} "
+        "kernel launches"
+    )
     print(f"report: {os.path.abspath(report)}\ntrace:  {os.path.abspath(trace)} (open in https://ui.perfetto.dev)")
     return {"report": report, "trace": trace, "summary": summary, "profile": prof}

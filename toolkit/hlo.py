@@ -34,7 +34,8 @@ def run(module: Module, *args, backend: str = "interpreter", pipeline: str = "de
     optimized = make_pipeline(pipeline, EVALUATORS).run(module).module
     arrays = list(coerce_arguments(module, args))
     for number in set(donated_arguments(module).values()):  # a backend may write those in place:
-        arrays[number] = np.array(arrays[number])              # run() leaves the caller's arrays alone
+        # run() leaves the caller's arrays alone
+        arrays[number] = np.array(arrays[number])
     return get_backend(backend).compile(optimized)(arrays)
 
 

@@ -44,7 +44,11 @@ class Ceilings:
     def attainable(self, intensity: float) -> float:
         """The roofline bound at ``intensity`` FLOP/byte from the best ceilings of one source:
         measured ones when there are any (the kernels ran here), else the spec sheet's."""
-        source = "measured" if self.best("bandwidth", "measured") or self.best("compute", "measured") else None
+        source = (
+            "measured"
+            if self.best("bandwidth", "measured") or self.best("compute", "measured")
+            else None
+        )
         bw, peak = self.best("bandwidth", source), self.best("compute", source)
         bounds = [c.value for c in (peak,) if c] + ([bw.value * intensity] if bw else [])
         return min(bounds) if bounds else float("nan")
@@ -86,7 +90,9 @@ def load_spec_sheets() -> dict:
 
         text = resources.files("toolkit._data").joinpath("spec_sheets.json").read_text()
     except (ModuleNotFoundError, FileNotFoundError):  # a source checkout: data/ beside toolkit/
-        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "spec_sheets.json")
+        path = os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "spec_sheets.json"
+        )
         with open(path) as f:
             text = f.read()
     return json.loads(text)["devices"]
@@ -97,11 +103,22 @@ def spec_ceilings(device: str, dtype: str = "float32") -> Ceilings:
     if device not in sheets:
         raise KeyError(f"no spec sheet for {device!r}; known: {', '.join(sorted(sheets))}")
     sheet = sheets[device]
-    items = [Ceiling(f"{device} memory bandwidth", "bandwidth", sheet["memory_bandwidth"], "spec sheet",
-                     detail=sheet["source"])]
+    items = [
+        Ceiling(
+            f"{device} memory bandwidth",
+            "bandwidth",
+            sheet["memory_bandwidth"],
+            "spec sheet",
+            detail=sheet["source"],
+        )
+    ]
     for key, value in sheet["flops_per_second"].items():
         if key.split("_")[0] in (dtype, dtype.replace("float", "bfloat")) or key == dtype:
-            items.append(Ceiling(f"{device} peak {key}", "compute", value, "spec sheet", detail=sheet["source"]))
+            items.append(
+                Ceiling(
+                    f"{device} peak {key}", "compute", value, "spec sheet", detail=sheet["source"]
+                )
+            )
     return Ceilings(device, tuple(items))
 
 
@@ -123,7 +140,9 @@ def _cache_path(backend: str) -> str | None:
     directory = cache_dir()
     if directory is None:
         return None
-    key = hashlib.sha256(f"{cpu_model()}|{os.cpu_count()}|{__version__}|{backend}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        f"{cpu_model()}|{os.cpu_count()}|{__version__}|{backend}".encode()
+    ).hexdigest()[:16]
     return os.path.join(directory, f"ceilings-{key}.json")
 
 
@@ -182,8 +201,14 @@ class _Progress:
             print(f"\rmeasuring ceilings [{bar}] {what:<40}", end=end, file=sys.stderr, flush=True)
 
 
-def measure_ceilings(backend: str = "cpu", elements: int = 32 << 20, repeats: int = 5,
-                     progress: bool = True, cache: bool = True, remeasure: bool = False) -> Ceilings:
+def measure_ceilings(
+    backend: str = "cpu",
+    elements: int = 32 << 20,
+    repeats: int = 5,
+    progress: bool = True,
+    cache: bool = True,
+    remeasure: bool = False,
+) -> Ceilings:
     """Bandwidth (STREAM copy y=-x and triad a=b+s*c) and compute (an FMA-bound kernel) compiled
     by toolkit, plus BLAS sgemm; each on one thread and on every core, the best of ``repeats``
     runs. Stored per machine and per array size, with the date and how they were measured, so
@@ -242,10 +267,22 @@ def _measure(elements: int, repeats: int, progress: bool) -> Ceilings:
 
     for t in sorted({1, threads}):
         s = kernel_seconds(lambda a: -a, (x,), t)
-        items.append(Ceiling(f"STREAM copy (y = -x), {t} thread(s)", "bandwidth", 2 * n * 4 / s, "measured", t))
+        items.append(
+            Ceiling(
+                f"STREAM copy (y = -x), {t} thread(s)", "bandwidth", 2 * n * 4 / s, "measured", t
+            )
+        )
         progress_bar.step(f"STREAM copy, {t} thread(s)")
         s = kernel_seconds(lambda a, b: a + 3.0 * b, (x, y), t)
-        items.append(Ceiling(f"STREAM triad (a = b + s*c), {t} thread(s)", "bandwidth", 3 * n * 4 / s, "measured", t))
+        items.append(
+            Ceiling(
+                f"STREAM triad (a = b + s*c), {t} thread(s)",
+                "bandwidth",
+                3 * n * 4 / s,
+                "measured",
+                t,
+            )
+        )
         progress_bar.step(f"STREAM triad, {t} thread(s)")
         m = min(n, max(1 << 20, 1 << 16) if t > 1 else 1 << 16)
         z = np.ones(m, np.float32)

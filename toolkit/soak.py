@@ -61,8 +61,10 @@ class Phase:
 
     def row(self) -> str:
         per = self.growth / max(self.count, 1)
-        return (f"{self.name:<44} {self.count:>7} {self.before / 2**20:9.1f} {self.after / 2**20:9.1f} "
-                f"{self.growth / 2**10:+10.1f} {per:+10.1f} B/{self.unit:<8} {self.seconds:7.2f}")
+        return (
+            f"{self.name:<44} {self.count:>7} {self.before / 2**20:9.1f} {self.after / 2**20:9.1f} "
+            f"{self.growth / 2**10:+10.1f} {per:+10.1f} B/{self.unit:<8} {self.seconds:7.2f}"
+        )
 
 
 HEADER = (f"{'phase':<44} {'count':>7} {'RSS MiB':>9} {'after':>9} {'growth KiB':>10} "
@@ -138,7 +140,9 @@ def run(calls: int, compiles: int, threads: int, backend: str, out=sys.stdout) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m toolkit.soak", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m toolkit.soak", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--compiles", type=int, default=1_000)
     parser.add_argument("--threads", type=int, default=8)

@@ -113,8 +113,10 @@ class Lowered(_TracedStage):
             optimized = pipeline.run(self.hlo, clock, self.dump_passes, compile_id=compile_id)
             passes_end = clock.now()
             entry = optimized.module.entry.instructions
-            progress_phase(f"{self._backend.name} code generation "
-                           f"({sum(i.opcode in GroupOp.COUNTED_AS_KERNELS for i in entry)} kernels)")
+            progress_phase(
+                f"{self._backend.name} code generation "
+                f"({sum(i.opcode in GroupOp.COUNTED_AS_KERNELS for i in entry)} kernels)"
+            )
             executable = self._backend.compile(optimized.module)
         end = clock.now()
         phases = [Phase("passes", start, passes_end - start)]
@@ -162,7 +164,9 @@ class Compiled(_TracedStage):
         plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
                  and not self._keeps_device_arrays)
         single = executable.plain_run  # the CPU's one-kernel programs
-        self.plain_run = (single or (lambda leaves, run=executable: run(leaves)[0])) if plain else None
+        self.plain_run = (
+            (single or (lambda leaves, run=executable: run(leaves)[0])) if plain else None
+        )
         # names for what the executable reports and returns (a device's copies and results)
         executable.describe(fn_name, [spec.path for spec in program.in_specs])
 
@@ -176,7 +180,8 @@ class Compiled(_TracedStage):
         if text is not None:
             return text()
         kind, _, arch = stage.partition(":")
-        if kind in ("ptx", "sass"):  # PTX needs no GPU, SASS only the CUDA tools: any backend shows them
+        # PTX needs no GPU, SASS only the CUDA tools: any backend shows them
+        if kind in ("ptx", "sass"):
             from .backends.gpu import compile_ptx
             from .backends.gpu.sass import sass
 
@@ -185,7 +190,9 @@ class Compiled(_TracedStage):
         if stage in ("llvm", "asm"):
             hint = ("the GPU's assembly is stage 'ptx', its machine code 'sass'" if "ptx" in texts
                     else "use backend='cpu'")
-            raise ValueError(f"stage {stage!r} is not available on the {self.backend} backend ({hint})")
+            raise ValueError(
+                f"stage {stage!r} is not available on the {self.backend} backend ({hint})"
+            )
         raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
 
     @property
@@ -212,7 +219,9 @@ class Compiled(_TracedStage):
         first = self.optimized_hlo.entry.root.shape
         total = len(first.leaves()) if isinstance(first, TupleShape) else 1
         start = total - len(program.checks) - len(program.mutated)
-        return tuple(program.in_specs[n].path for k, n in enumerate(program.mutated) if start + k in in_place)
+        return tuple(
+            program.in_specs[n].path for k, n in enumerate(program.mutated) if start + k in in_place
+        )
 
     def saved_residuals(self) -> list[Residual]:
         """What the backward pass of a differentiated program (tk.grad, tk.vjp) keeps from its
@@ -242,7 +251,8 @@ class Compiled(_TracedStage):
 
     @property
     def pass_dumps(self) -> list[PassDump]:
-        """The module after each pass matching ``dump_passes``, with a diff against the stage before."""
+        """The module after each pass matching ``dump_passes``, with a diff against the stage
+        before."""
         return list(self._pipeline.dumps) if self._pipeline is not None else []
 
     @property
@@ -250,10 +260,17 @@ class Compiled(_TracedStage):
         return self._pipeline.rewrites if self._pipeline is not None else {}
 
     def _arrays(self, leaves: list) -> list:
-        """Host arrays of the argument leaves; device arrays stay as they are on a device backend."""
+        """Host arrays of the argument leaves; device arrays stay as they are on a device
+        backend."""
         keep_device = self._keeps_device_arrays
-        return [leaf if type(leaf) is np.ndarray or keep_device and getattr(type(leaf), "__toolkit_array__", False)
-                else np.asarray(leaf, spec.dtype) for leaf, spec in zip(leaves, self._program.in_specs)]
+        return [
+            leaf
+            if type(leaf) is np.ndarray
+            or keep_device
+            and getattr(type(leaf), "__toolkit_array__", False)
+            else np.asarray(leaf, spec.dtype)
+            for leaf, spec in zip(leaves, self._program.in_specs)
+        ]
 
     def _result(self, results) -> Any:
         return results[0] if self._single_output else unflatten(self._out_tree, results)
@@ -264,7 +281,9 @@ class Compiled(_TracedStage):
             program.check_int_limits(leaves)
         if program.has_extra_outputs:
             program.check_mutable(leaves)
-            return self._result(program.split_results(leaves, self._executable(self._arrays(leaves))))
+            return self._result(
+                program.split_results(leaves, self._executable(self._arrays(leaves)))
+            )
         return self._result(self._executable(self._arrays(leaves)))
 
     def execute_profiled(self, leaves: list) -> Any:
@@ -279,10 +298,25 @@ class Compiled(_TracedStage):
         def on_kernel(inst, start, duration, launch="threads=1", device="cpu:0", stream=0):
             t0 = time.perf_counter()
             flops, trans, nbytes, kind, source, phase = info[inst.name]
-            events.append(KernelEvent(inst.name, self.backend, start, duration, device=device,
-                                      stream=stream, flops=flops, transcendentals=trans,
-                                      bytes_accessed=nbytes, launch=launch, compile_id=self.compile_id,
-                                      function=self.fn_name, kind=kind, source=source, phase=phase))
+            events.append(
+                KernelEvent(
+                    inst.name,
+                    self.backend,
+                    start,
+                    duration,
+                    device=device,
+                    stream=stream,
+                    flops=flops,
+                    transcendentals=trans,
+                    bytes_accessed=nbytes,
+                    launch=launch,
+                    compile_id=self.compile_id,
+                    function=self.fn_name,
+                    kind=kind,
+                    source=source,
+                    phase=phase,
+                )
+            )
             spent[0] += time.perf_counter() - t0
 
         # the user's line, for the copies a device backend records (found only where it is used)

@@ -83,7 +83,9 @@ def _runner(fun: Callable, kind: tuple | str, make: Callable) -> "_Transformed":
         return made
 
 
-def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def value_and_grad(
+    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable:
     """``f(*args) -> (value, gradient)`` of the scalar-valued ``fun``; the gradient has the
     structure of the ``argnums`` argument(s). With ``has_aux``, ``fun`` returns ``(value, aux)``
     and the result is ``((value, aux), gradient)``."""
@@ -98,7 +100,11 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     def impl(*args, **kwargs):
         value, grads = autodiff.value_and_grad(fun, args, kwargs, argnums, has_aux, what="grad")
         return (grads, value[1]) if has_aux else grads
-    return _runner(fun, ("grad", repr(argnums), has_aux), lambda: _Transformed(fun, f"grad({_name(fun)})", impl))
+    return _runner(
+        fun,
+        ("grad", repr(argnums), has_aux),
+        lambda: _Transformed(fun, f"grad({_name(fun)})", impl),
+    )
 
 
 def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
@@ -106,7 +112,11 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence):
     primals, tangents = tuple(primals), tuple(tangents)
     if _traced_now(primals, tangents):
         return autodiff.jvp(fun, primals, tangents)
-    runner = _runner(fun, "jvp", lambda: _Transformed(fun, f"jvp({_name(fun)})", lambda p, t: autodiff.jvp(fun, p, t)))
+    runner = _runner(
+        fun,
+        "jvp",
+        lambda: _Transformed(fun, f"jvp({_name(fun)})", lambda p, t: autodiff.jvp(fun, p, t)),
+    )
     return runner(primals, tangents)
 
 

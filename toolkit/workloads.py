@@ -108,7 +108,9 @@ def jacobi_2d(xp):
     jax_side = xp.__name__.startswith("jax")
 
     def stencil(src):
-        return 0.2 * (src[1:-1, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:] + src[2:, 1:-1] + src[:-2, 1:-1])
+        return 0.2 * (
+            src[1:-1, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:] + src[2:, 1:-1] + src[:-2, 1:-1]
+        )
 
     def jacobi_2d(a, b):
         for _ in range(50):
@@ -274,7 +276,8 @@ class Workload:
     flops: float = 0.0  # for rows measured in FLOP/s
     toolkit: Callable | None = None  # () -> toolkit's function, where it is not make(np) (tk.grad)
     batch_args: tuple[int, ...] = (0,)  # the arguments whose first axis is the batch (scaled())
-    in_place: bool = False  # NumPy's and toolkit's version writes into its arguments and returns None
+    # NumPy's and toolkit's version writes into its arguments and returns None
+    in_place: bool = False
 
     def result(self, fn: Callable, args) -> object:
         """What one call computes: its return value, or for an in-place workload the arguments
@@ -299,39 +302,110 @@ BENCHMARK: tuple[Workload, ...] = (
     Workload("chain 32M", chain, _chain_args(32 << 20)),
     Workload("gelu 4096x4096", gelu, lambda r: (_f32(r, 4096, 4096),)),
     Workload("softmax 4096x1024", softmax, lambda r: (_f32(r, 4096, 1024),)),
-    Workload("layernorm 4096x1024", layernorm, lambda r: (_f32(r, 4096, 1024), _f32(r, 1024), _f32(r, 1024))),
+    Workload(
+        "layernorm 4096x1024",
+        layernorm,
+        lambda r: (_f32(r, 4096, 1024), _f32(r, 1024), _f32(r, 1024)),
+    ),
     Workload("sum 16M", total, lambda r: (_f32(r, 16 << 20),)),
     Workload("rowsum 4096x4096", rowsum, lambda r: (_f32(r, 4096, 4096),)),
     Workload("gelu x**3 2048x2048", gelu_cube, lambda r: (_f32(r, 2048, 2048),)),
-    Workload("scalar chain into 2000x2000 f64", scalar_chain,
-             lambda r: (r.standard_normal((2000, 2000)), r.standard_normal(16))),
+    Workload(
+        "scalar chain into 2000x2000 f64",
+        scalar_chain,
+        lambda r: (r.standard_normal((2000, 2000)), r.standard_normal(16)),
+    ),
     Workload("colsum 4096x4096", colsum, lambda r: (_f32(r, 4096, 4096),)),
     Workload("exp f64 1M", exp_f64, lambda r: (r.standard_normal(1 << 20),)),
-    Workload("arctan2 f64 1M", arctan2_f64, lambda r: (r.random(1 << 20), r.standard_normal(1 << 20)),
-             batch_args=(0, 1)),
-    Workload("gesummv 2000 f64", gesummv,
-             lambda r: (r.standard_normal((2000, 2000)), r.standard_normal((2000, 2000)), r.standard_normal(2000)),
-             flops=2.0 * 2 * 2000 * 2000, batch_args=(0, 1)),
-    Workload("jacobi-2d 50 steps 512x512 f64", jacobi_2d,
-             lambda r: (r.random((512, 512)), r.random((512, 512))), batch_args=(0, 1), in_place=True),
-    Workload("covariance 1024x512 f64", covariance, lambda r: (r.standard_normal((1024, 512)),),
-             flops=2.0 * 1024 * 512 * 512),
-    Workload("mlp relu(x@W+b) 1024", mlp, lambda r: (_f32(r, 1024, 1024), _f32(r, 1024, 1024) * np.float32(0.03),
-                                                     _f32(r, 1024)), flops=2.0 * 1024 ** 3),
-    Workload("train step grads 1024x512", train_grads,
-             lambda r: (_f32(r, 1024, 512), _f32(r, 1024, 64), _f32(r, 512, 512) * np.float32(0.04), _f32(r, 512),
-                        _f32(r, 512, 64) * np.float32(0.04)),
-             flops=2.0 * 1024 * 512 * (512 * 3 + 64 * 3), toolkit=_toolkit_train_grads, batch_args=(0, 1)),
-    Workload("train step 256x1024", train_step,
-             lambda r: (_f32(r, 256, 1024), _f32(r, 256, 16), _f32(r, 1024, 1024) * np.float32(0.03), _f32(r, 1024),
-                        _f32(r, 1024, 16) * np.float32(0.03)),
-             flops=2.0 * 256 * 1024 * (1024 * 3 + 16 * 3), toolkit=_toolkit_train_step, batch_args=(0, 1)),
-    Workload("rnn grads 256 steps", rnn_grads,
-             lambda r: (_f32(r, 256, 32, 64), _f32(r, 128, 128) * np.float32(0.05), _f32(r, 64, 128) * np.float32(0.05)),
-             flops=2.0 * 3 * 256 * 32 * 128 * (128 + 64), toolkit=_toolkit_rnn_grads, batch_args=()),
-    Workload("per-example grads 512", per_example_grads,
-             lambda r: (_f32(r, 32, 64) * np.float32(0.2), _f32(r, 64) * np.float32(0.2), _f32(r, 512, 32), _f32(r, 512)),
-             flops=2.0 * 3 * 512 * 32 * 64, toolkit=_toolkit_per_example_grads, batch_args=(2, 3)),
+    Workload(
+        "arctan2 f64 1M",
+        arctan2_f64,
+        lambda r: (r.random(1 << 20), r.standard_normal(1 << 20)),
+        batch_args=(0, 1),
+    ),
+    Workload(
+        "gesummv 2000 f64",
+        gesummv,
+        lambda r: (
+            r.standard_normal((2000, 2000)),
+            r.standard_normal((2000, 2000)),
+            r.standard_normal(2000),
+        ),
+        flops=2.0 * 2 * 2000 * 2000,
+        batch_args=(0, 1),
+    ),
+    Workload(
+        "jacobi-2d 50 steps 512x512 f64",
+        jacobi_2d,
+        lambda r: (r.random((512, 512)), r.random((512, 512))),
+        batch_args=(0, 1),
+        in_place=True,
+    ),
+    Workload(
+        "covariance 1024x512 f64",
+        covariance,
+        lambda r: (r.standard_normal((1024, 512)),),
+        flops=2.0 * 1024 * 512 * 512,
+    ),
+    Workload(
+        "mlp relu(x@W+b) 1024",
+        mlp,
+        lambda r: (_f32(r, 1024, 1024), _f32(r, 1024, 1024) * np.float32(0.03), _f32(r, 1024)),
+        flops=2.0 * 1024**3,
+    ),
+    Workload(
+        "train step grads 1024x512",
+        train_grads,
+        lambda r: (
+            _f32(r, 1024, 512),
+            _f32(r, 1024, 64),
+            _f32(r, 512, 512) * np.float32(0.04),
+            _f32(r, 512),
+            _f32(r, 512, 64) * np.float32(0.04),
+        ),
+        flops=2.0 * 1024 * 512 * (512 * 3 + 64 * 3),
+        toolkit=_toolkit_train_grads,
+        batch_args=(0, 1),
+    ),
+    Workload(
+        "train step 256x1024",
+        train_step,
+        lambda r: (
+            _f32(r, 256, 1024),
+            _f32(r, 256, 16),
+            _f32(r, 1024, 1024) * np.float32(0.03),
+            _f32(r, 1024),
+            _f32(r, 1024, 16) * np.float32(0.03),
+        ),
+        flops=2.0 * 256 * 1024 * (1024 * 3 + 16 * 3),
+        toolkit=_toolkit_train_step,
+        batch_args=(0, 1),
+    ),
+    Workload(
+        "rnn grads 256 steps",
+        rnn_grads,
+        lambda r: (
+            _f32(r, 256, 32, 64),
+            _f32(r, 128, 128) * np.float32(0.05),
+            _f32(r, 64, 128) * np.float32(0.05),
+        ),
+        flops=2.0 * 3 * 256 * 32 * 128 * (128 + 64),
+        toolkit=_toolkit_rnn_grads,
+        batch_args=(),
+    ),
+    Workload(
+        "per-example grads 512",
+        per_example_grads,
+        lambda r: (
+            _f32(r, 32, 64) * np.float32(0.2),
+            _f32(r, 64) * np.float32(0.2),
+            _f32(r, 512, 32),
+            _f32(r, 512),
+        ),
+        flops=2.0 * 3 * 512 * 32 * 64,
+        toolkit=_toolkit_per_example_grads,
+        batch_args=(2, 3),
+    ),
 )
 
 
@@ -343,8 +417,15 @@ def scaled(workload: Workload, scale: float) -> Workload:
         return tuple(a[:n] if k in workload.batch_args else a for k, a in enumerate(full))
     first = workload.make_args(np.random.default_rng(0))[0]  # named after what really runs
     shape = (max(1, int(first.shape[0] * scale)),) + tuple(first.shape[1:])
-    return Workload(f"{workload.name.rsplit(' ', 1)[0]} {_size_text(shape)}", workload.make, make_args,
-                    workload.flops * scale, workload.toolkit, workload.batch_args, workload.in_place)
+    return Workload(
+        f"{workload.name.rsplit(' ', 1)[0]} {_size_text(shape)}",
+        workload.make,
+        make_args,
+        workload.flops * scale,
+        workload.toolkit,
+        workload.batch_args,
+        workload.in_place,
+    )
 
 
 def _size_text(shape) -> str:
@@ -359,5 +440,17 @@ def _size_text(shape) -> str:
 
 
 # the demo's set: one of each kind, at a fraction of the benchmark's size
-DEMO = tuple(w for w in BENCHMARK if w.name in ("chain 4M", "gelu 4096x4096", "softmax 4096x1024", "layernorm 4096x1024",
-                                                 "sum 16M", "rowsum 4096x4096", "mlp relu(x@W+b) 1024"))
+DEMO = tuple(
+    w
+    for w in BENCHMARK
+    if w.name
+    in (
+        "chain 4M",
+        "gelu 4096x4096",
+        "softmax 4096x1024",
+        "layernorm 4096x1024",
+        "sum 16M",
+        "rowsum 4096x4096",
+        "mlp relu(x@W+b) 1024",
+    )
+)

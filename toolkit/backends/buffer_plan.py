@@ -25,7 +25,8 @@ class BufferPlan(Generic[StepT]):
     constants: dict[int, np.ndarray]
     steps: list[StepT]
     produced: set[int] = field(default_factory=set)  # slots some step writes
-    in_place_outputs: set[int] = field(default_factory=set)  # output positions written into their argument
+    # output positions written into their argument
+    in_place_outputs: set[int] = field(default_factory=set)
 
     @property
     def temp_slots(self) -> set[int]:
@@ -45,9 +46,12 @@ def donated_arguments(module: Module) -> dict[int, int]:
             re.findall(r"\{(\d+)\}:\s*\((\d+),\s*\{\},\s*must-alias\)", text)}
 
 
-def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], list[int]], StepT],
-                 updates_in_place: Callable[[Instruction], int | None] | None = None,
-                 overwritable: Callable[[Instruction], set[int]] | None = None) -> BufferPlan[StepT]:
+def plan_buffers(
+    module: Module,
+    make_step: Callable[[Instruction, list[int], list[int]], StepT],
+    updates_in_place: Callable[[Instruction], int | None] | None = None,
+    overwritable: Callable[[Instruction], set[int]] | None = None,
+) -> BufferPlan[StepT]:
     """``make_step(inst, input_slots, output_slots)`` for each instruction that computes.
 
     ``updates_in_place(inst)``: the operand an instruction can overwrite (a dynamic-update-slice
@@ -63,7 +67,9 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
     for position, inst in enumerate(entry.instructions):
         for o in inst.operands:
             last_use[id(o)] = position
-    returned = {id(o) for o in (entry.root.operands if entry.root.opcode == "tuple" else ())} | {id(entry.root)}
+    returned = {id(o) for o in (entry.root.operands if entry.root.opcode == "tuple" else ())} | {
+        id(entry.root)
+    }
     slots: list[Shape] = []
     value_slots: dict[int, list[int]] = {}  # instruction -> the slots holding its value(s)
     steps: list[StepT] = []
@@ -90,10 +96,14 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             allowed |= {k} if k is not None else set()
             for j in allowed:
                 target = inst.operands[j]
-                if target.opcode == "parameter" and target.attrs["parameter_number"] == param_number \
-                        and last_use.get(id(target)) == position and id(target) not in returned \
-                        and sum(o is target for o in inst.operands) == 1 \
-                        and sum(o is inst for o in root_outputs) == 1:
+                if (
+                    target.opcode == "parameter"
+                    and target.attrs["parameter_number"] == param_number
+                    and last_use.get(id(target)) == position
+                    and id(target) not in returned
+                    and sum(o is target for o in inst.operands) == 1
+                    and sum(o is inst for o in root_outputs) == 1
+                ):
                     return j, out_index
         return None
 
@@ -106,19 +116,33 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
         position_of = {id(inst): k for k, inst in enumerate(entry.instructions)}
         starts: dict[int, tuple[int, int]] = {}
         for out_index, param_number in donated.items():
-            if out_index >= len(root_outputs) or sum(o is root_outputs[out_index] for o in root_outputs) != 1:
+            if (
+                out_index >= len(root_outputs)
+                or sum(o is root_outputs[out_index] for o in root_outputs) != 1
+            ):
                 continue
             x = root_outputs[out_index]
             while x.opcode not in GroupOp.BOOKKEEPING:
                 k = updates_in_place(x) if updates_in_place is not None else None
                 if k is None and overwritable is not None:  # the first link may be elementwise
-                    k = next((j for j in sorted(overwritable(x)) if x.operands[j].opcode == "parameter"
-                              and x.operands[j].attrs["parameter_number"] == param_number), None)
+                    k = next(
+                        (
+                            j
+                            for j in sorted(overwritable(x))
+                            if x.operands[j].opcode == "parameter"
+                            and x.operands[j].attrs["parameter_number"] == param_number
+                        ),
+                        None,
+                    )
                 if k is None:
                     break
                 target = x.operands[k]
-                if last_use.get(id(target)) != position_of[id(x)] or id(target) in returned \
-                        or sum(o is target for o in x.operands) != 1 or len(leaf_shapes(target.shape)) != 1:
+                if (
+                    last_use.get(id(target)) != position_of[id(x)]
+                    or id(target) in returned
+                    or sum(o is target for o in x.operands) != 1
+                    or len(leaf_shapes(target.shape)) != 1
+                ):
                     break
                 if target.opcode == "parameter":
                     if target.attrs["parameter_number"] == param_number:
@@ -136,8 +160,13 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
         row group may run block by block, which an in-place consumer could not join."""
         for j in sorted(overwritable(inst)) if overwritable is not None else ():
             target = inst.operands[j]
-            if target.opcode == "dot" and last_use.get(id(target)) == position and id(target) not in returned \
-                    and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
+            if (
+                target.opcode == "dot"
+                and last_use.get(id(target)) == position
+                and id(target) not in returned
+                and sum(o is target for o in inst.operands) == 1
+                and len(value_slots[id(target)]) == 1
+            ):
                 return target
         return None
 
@@ -159,12 +188,22 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             inputs = [s for o in inst.operands for s in value_slots[id(o)]]
             k = updates_in_place(inst) if updates_in_place is not None else None
             target = inst.operands[k] if k is not None else None
-            into_argument = (donated_operand(inst, position) or chain_starts.get(id(inst))) if donated else None
-            if target is not None and target.opcode not in GroupOp.BOOKKEEPING \
-                    and last_use.get(id(target)) == position and id(target) not in returned \
-                    and sum(o is target for o in inst.operands) == 1 and len(value_slots[id(target)]) == 1:
+            into_argument = (
+                (donated_operand(inst, position) or chain_starts.get(id(inst))) if donated else None
+            )
+            if (
+                target is not None
+                and target.opcode not in GroupOp.BOOKKEEPING
+                and last_use.get(id(target)) == position
+                and id(target) not in returned
+                and sum(o is target for o in inst.operands) == 1
+                and len(value_slots[id(target)]) == 1
+            ):
                 outs = value_slots[id(inst)] = list(value_slots[id(target)])  # overwritten in place
-            elif into_argument is None and (product := product_to_overwrite(inst, position)) is not None:
+            elif (
+                into_argument is None
+                and (product := product_to_overwrite(inst, position)) is not None
+            ):
                 outs = value_slots[id(inst)] = list(value_slots[id(product)])
             elif into_argument is not None:  # the caller's array is the output buffer
                 j, out_index = into_argument
@@ -187,5 +226,12 @@ def plan_buffers(module: Module, make_step: Callable[[Instruction, list[int], li
             in_place_outputs.add(out_index)
         else:  # every link was checked: a chain cannot break
             raise AssertionError(f"in-place chain into argument {donated[out_index]} broke")
-    return BufferPlan(slots, arg_slots, list(value_slots[id(entry.root)]), constants, steps, produced,
-                      in_place_outputs)
+    return BufferPlan(
+        slots,
+        arg_slots,
+        list(value_slots[id(entry.root)]),
+        constants,
+        steps,
+        produced,
+        in_place_outputs,
+    )

@@ -43,14 +43,25 @@ def flat_module(comp: Computation, name: str, donate_state: bool = False) -> Mod
         if inst.opcode == "parameter":
             continue
         source = mapped[id(inst.operands[0])] if inst.operands else None
-        if inst.opcode == "get-tuple-element" and source.opcode == "tuple" and source.name not in names:
-            mapped[id(inst)] = source.operands[inst.attrs["index"]]  # an element of a rebuilt parameter
+        if (
+            inst.opcode == "get-tuple-element"
+            and source.opcode == "tuple"
+            and source.name not in names
+        ):
+            # an element of a rebuilt parameter
+            mapped[id(inst)] = source.operands[inst.attrs["index"]]
             continue
-        mapped[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(mapped[id(o)] for o in inst.operands)))
+        mapped[id(inst)] = b.adopt(
+            dataclasses.replace(inst, operands=tuple(mapped[id(o)] for o in inst.operands))
+        )
     entry = b.build(mapped[id(comp.root)])
     attributes = ()
     if donate_state:
-        leaves = comp.root.shape.leaves() if isinstance(comp.root.shape, TupleShape) else [comp.root.shape]
+        leaves = (
+            comp.root.shape.leaves()
+            if isinstance(comp.root.shape, TupleShape)
+            else [comp.root.shape]
+        )
         aliases = ", ".join(f"{{{k}}}: ({k}, {{}}, must-alias)" for k in range(len(leaves)))
         attributes = (("input_output_alias", f"{{ {aliases} }}"),)
     callees = []
@@ -71,8 +82,13 @@ def flat_module(comp: Computation, name: str, donate_state: bool = False) -> Mod
     return Module(name, tuple(ordered) + (entry,), entry, attributes)
 
 
-def make_control_runner(inst: Instruction, compile_module: Callable[[Module], object],
-                        own: Callable = np.array, to_host: Callable = np.asarray, native_while: Callable | None = None):
+def make_control_runner(
+    inst: Instruction,
+    compile_module: Callable[[Module], object],
+    own: Callable = np.array,
+    to_host: Callable = np.asarray,
+    native_while: Callable | None = None,
+):
     """``run(leaf arrays of the operands) -> leaf arrays of the result`` for a while or a
     conditional, its computations compiled by ``compile_module``. ``own(array)``: a copy the
     loop may write (the state, once per loop); ``to_host(array)``: a predicate or branch index
@@ -81,7 +97,9 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
     where the backend has none for these parts; the loop is driven from Python then."""
     if inst.opcode == "while":
         cond = compile_module(flat_module(inst.attrs["condition"], f"{inst.name}.condition"))
-        body = compile_module(flat_module(inst.attrs["body"], f"{inst.name}.body", donate_state=True))
+        body = compile_module(
+            flat_module(inst.attrs["body"], f"{inst.name}.body", donate_state=True)
+        )
         native = native_while(cond, body) if native_while is not None else None
 
         def run_while(leaves):
@@ -104,7 +122,9 @@ def make_control_runner(inst: Instruction, compile_module: Callable[[Module], ob
         branches = inst.attrs["branch_computations"]
     else:
         branches = (inst.attrs["true_computation"], inst.attrs["false_computation"])
-    compiled = [compile_module(flat_module(c, f"{inst.name}.branch{k}")) for k, c in enumerate(branches)]
+    compiled = [
+        compile_module(flat_module(c, f"{inst.name}.branch{k}")) for k, c in enumerate(branches)
+    ]
     counts = [_leaf_count(o.shape) for o in inst.operands[1:]]
     starts = np.cumsum([1] + counts).tolist()
     indexed = "branch_computations" in inst.attrs

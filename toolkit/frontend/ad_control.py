@@ -29,15 +29,27 @@ from ..ir.ops import GroupOp
 from ..ir.queries import known_trip_count
 from ..ir.shapes import TupleShape
 from . import control_flow, lax
-from .ad_engine import (CONTROL_JVP, FORWARD_RULES, Body, carries_tangent, emit_primal, inline_body, jvp_body,
-                        tuple_activity, vjp_body, while_active_elements)
+from .ad_engine import (
+    CONTROL_JVP,
+    FORWARD_RULES,
+    Body,
+    carries_tangent,
+    emit_primal,
+    inline_body,
+    jvp_body,
+    tuple_activity,
+    vjp_body,
+    while_active_elements,
+)
 from .ad_rules import JVP_RULES, VJP_RULES, NotDifferentiableHere, dense, instantiate
 from .tracer import Tracer, current_trace
 
 WHILE_REVERSE_MODE = (
     "reverse-mode differentiation (grad, vjp) of a while loop needs its trip count before it runs. "
     "tk.lax.while_loop and fori_loop with traced bounds do not have one; use tk.lax.scan, or "
-    "fori_loop with Python-int bounds (as JAX requires too). Forward mode (tk.jvp) works on any loop.")
+    "fori_loop with Python-int bounds (as JAX requires too). Forward mode (tk.jvp) works on any "
+    "loop."
+)
 
 
 def _elements(t: Tracer) -> list[Tracer]:
@@ -62,7 +74,9 @@ def _while_jvp(trace, inst, args, tangents):
     body, cond = Body.of(inst.attrs["body"]), Body.of(inst.attrs["condition"])
     nonzero = {k for k, t in enumerate(t_state) if t is not None and carries_tangent(shapes[k])}
     while True:  # the elements a tangent can reach, trip after trip
-        grown = nonzero | (tuple_activity(body, nonzero) & {k for k, s in enumerate(shapes) if carries_tangent(s)})
+        grown = nonzero | (
+            tuple_activity(body, nonzero) & {k for k, s in enumerate(shapes) if carries_tangent(s)}
+        )
         if grown == nonzero:
             break
         nonzero = grown
@@ -107,9 +121,13 @@ def _while_plan(inst):
             through.add(k)
         elif o.opcode == "dynamic-update-slice":
             base = o.operands[0]
-            if (base.opcode == "get-tuple-element" and base.operands[0] is param and base.attrs["index"] == k
-                    and [id(u) for u in reads.get(id(base), [])] == [id(o)]
-                    and sum(1 for x in o.operands if x is base) == 1):
+            if (
+                base.opcode == "get-tuple-element"
+                and base.operands[0] is param
+                and base.attrs["index"] == k
+                and [id(u) for u in reads.get(id(base), [])] == [id(o)]
+                and sum(1 for x in o.operands if x is base) == 1
+            ):
                 write_only.add(k)
     return through, write_only
 
@@ -164,12 +182,16 @@ def _while_vjp(eqn, ct):
         trace = current_trace()
         last = lax.lift(trace, trips - 1, np.int64, weak=False)
         zero = lax.lift(trace, 0, np.int64, weak=False)
-        following = lax.elementwise("minimum", lax.elementwise("add", t, lax.lift(trace, 1, np.int64, weak=False)), last)
+        following = lax.elementwise(
+            "minimum", lax.elementwise("add", t, lax.lift(trace, 1, np.int64, weak=False)), last
+        )
         is_last = lax.compare(t, last, "EQ")
         known = {}
         for k, inst in produced.items():
             dims = shapes[k].dims
-            piece = lax.dynamic_slice(stacked[position[k]], [following] + [zero] * len(dims), (1, *dims))
+            piece = lax.dynamic_slice(
+                stacked[position[k]], [following] + [zero] * len(dims), (1, *dims)
+            )
             choose = lax.broadcast_in_dim(is_last, dims, ())
             known[id(inst)] = lax.select(choose, final[k], lax.reshape(piece, dims))
         return known
@@ -177,10 +199,18 @@ def _while_vjp(eqn, ct):
     def back_step(cts, scanned):
         stacked_k = scanned[:len(stacked_keys)]
         values = dict(zip(stacked_keys, stacked_k))
-        state = [values[k] if k in values else final.get(k, elements[k]) for k in range(len(shapes))]
+        state = [
+            values[k] if k in values else final.get(k, elements[k]) for k in range(len(shapes))
+        ]
         known = following_state(scanned[len(stacked_keys)]) if produced else None
-        _, backward = vjp_body(current_trace(), body, {0: _pack(state)}, {0}, wrt_elements={0: differentiated},
-                               known=known)
+        _, backward = vjp_body(
+            current_trace(),
+            body,
+            {0: _pack(state)},
+            {0},
+            wrt_elements={0: differentiated},
+            known=known,
+        )
         ct_list = [None] * len(shapes)
         for k, c in zip(floats, cts):
             ct_list[k] = c
@@ -189,7 +219,9 @@ def _while_vjp(eqn, ct):
 
     ct = ct if ct is not None else [None] * len(shapes)
     init = [instantiate(ct[k], elements[k]) for k in floats]
-    result, _ = control_flow.scan(back_step, init, list(stacked) + trip_numbers, length=trips, reverse=True)
+    result, _ = control_flow.scan(
+        back_step, init, list(stacked) + trip_numbers, length=trips, reverse=True
+    )
     out = [None] * len(shapes)
     for k, c in zip(floats, result):
         out[k] = c
@@ -203,10 +235,14 @@ def _branch_computations(inst):
     return [inst.attrs["true_computation"], inst.attrs["false_computation"]], "true_false"
 
 
-def _emit_conditional(trace, selector: Tracer, functions, operands: list[Tracer], form: str) -> list[Tracer]:
+def _emit_conditional(
+    trace, selector: Tracer, functions, operands: list[Tracer], form: str
+) -> list[Tracer]:
     """A conditional over traced ``functions`` (each taking the flat ``operands`` and returning a
     flat list), chosen by ``selector`` with the original op's semantics; its flat results."""
-    comps, tuples, _, _, count, _checks = control_flow._branches(trace, functions, operands, "branch")
+    comps, tuples, _, _, count, _checks = control_flow._branches(
+        trace, functions, operands, "branch"
+    )
     attrs = ({"branch_computations": tuple(comps)} if form == "branch_computations"
              else {"true_computation": comps[0], "false_computation": comps[1]})
     result = trace.emit("conditional", [selector] + tuples, attrs)
@@ -243,7 +279,9 @@ def _conditional_jvp(trace, inst, args, tangents):
             prims, tans = list(values[:len(flat)]), list(values[len(flat):])
             t_of = dict(zip(nonzero_in, tans))
             t_local = [t_of.get(k) for k in idx]
-            (out,), (t_out,) = jvp_body(current_trace(), Body.of(comp), {0: _pack([prims[k] for k in idx])}, {0: t_local})
+            (out,), (t_out,) = jvp_body(
+                current_trace(), Body.of(comp), {0: _pack([prims[k] for k in idx])}, {0: t_local}
+            )
             outs = _results_as_list(out, comp.root.shape)
             t_out = t_out if isinstance(comp.root.shape, TupleShape) else [t_out]
             t_out = t_out or [None] * len(outs)
@@ -273,13 +311,17 @@ def _conditional_vjp(eqn, ct):
     out_shapes = eqn.inst.shape.elements if is_tuple else [eqn.inst.shape]
     cts = ct if is_tuple else [ct]
     out_float = [k for k, s in enumerate(out_shapes) if carries_tangent(s)]
-    ct_values = [dense(cts[k]) if cts[k] is not None else _zero_like_shape(out_shapes[k]) for k in out_float]
+    ct_values = [
+        dense(cts[k]) if cts[k] is not None else _zero_like_shape(out_shapes[k]) for k in out_float
+    ]
     float_in = [k for k, t in enumerate(flat) if t.dtype.kind == "f"]
 
     def branch_fn(comp, idx):
         def run(*values):
             prims, cots = list(values[:len(flat)]), list(values[len(flat):])
-            _, backward = vjp_body(current_trace(), Body.of(comp), {0: _pack([prims[k] for k in idx])}, {0})
+            _, backward = vjp_body(
+                current_trace(), Body.of(comp), {0: _pack([prims[k] for k in idx])}, {0}
+            )
             ct_list = [None] * len(out_shapes)
             for k, c in zip(out_float, cots):
                 ct_list[k] = c
@@ -288,8 +330,13 @@ def _conditional_vjp(eqn, ct):
             return [instantiate(dense(mine.get(k)), prims[k]) for k in float_in]
         return run
 
-    results = _emit_conditional(eqn.out.trace, selector, [branch_fn(c, i) for c, i in zip(comps, where)],
-                                flat + ct_values, form)
+    results = _emit_conditional(
+        eqn.out.trace,
+        selector,
+        [branch_fn(c, i) for c, i in zip(comps, where)],
+        flat + ct_values,
+        form,
+    )
     by_flat = dict(zip(float_in, results))
     return [None] + [[by_flat.get(k) for k in idx] for idx in where]
 
@@ -300,7 +347,9 @@ def _zero_like_shape(shape):
 
 # ---- call: the callee, differentiated in place ---------------------------------------------------
 def _call_jvp(trace, inst, args, tangents):
-    (out,), (t,) = jvp_body(trace, Body.of(inst.attrs["to_apply"]), dict(enumerate(args)), dict(enumerate(tangents)))
+    (out,), (t,) = jvp_body(
+        trace, Body.of(inst.attrs["to_apply"]), dict(enumerate(args)), dict(enumerate(tangents))
+    )
     return out, t
 
 
@@ -316,6 +365,8 @@ def _call_vjp(eqn, ct):
 
 
 CONTROL_JVP.update({"while": _while_jvp, "conditional": _conditional_jvp, "call": _call_jvp})
-FORWARD_RULES.update({"while": _while_forward, "conditional": _conditional_forward, "call": _call_forward})
+FORWARD_RULES.update(
+    {"while": _while_forward, "conditional": _conditional_forward, "call": _call_forward}
+)
 JVP_RULES.update({"while": _while_jvp, "conditional": _conditional_jvp, "call": _call_jvp})
 VJP_RULES.update({"while": _while_vjp, "conditional": _conditional_vjp, "call": _call_vjp})

@@ -21,7 +21,15 @@ from typing import Any, Callable, Sequence
 from ..ir.nodes import Computation, Instruction
 from ..ir.shapes import TupleShape
 from .ad_partials import NotDifferentiable, is_differentiable_dtype
-from .ad_rules import JVP_RULES, PRECONDITIONS, VJP_RULES, Eqn, NotDifferentiableHere, add_tangents, dense
+from .ad_rules import (
+    JVP_RULES,
+    PRECONDITIONS,
+    VJP_RULES,
+    Eqn,
+    NotDifferentiableHere,
+    add_tangents,
+    dense,
+)
 from .errors import UnsupportedNumpyError
 from .source_info import SourceLocation
 from .tracer import Trace, Tracer
@@ -47,7 +55,11 @@ class Body:
 
     @classmethod
     def of(cls, comp: Computation) -> "Body":
-        return cls(comp.instructions, {p.attrs["parameter_number"]: p for p in comp.parameters}, [comp.root])
+        return cls(
+            comp.instructions,
+            {p.attrs["parameter_number"]: p for p in comp.parameters},
+            [comp.root],
+        )
 
 
 def carries_tangent(shape) -> bool:
@@ -64,7 +76,9 @@ def _where(inst: Instruction) -> str:
 
 
 def _refuse(inst: Instruction, reason: str):
-    raise NotDifferentiableError(f"cannot differentiate {_where(inst)} ({inst.shape.to_text(False)}): {reason}")
+    raise NotDifferentiableError(
+        f"cannot differentiate {_where(inst)} ({inst.shape.to_text(False)}): {reason}"
+    )
 
 
 def check_differentiable(inst: Instruction, table: dict) -> None:
@@ -86,7 +100,11 @@ def attributed(trace: Trace, inst: Instruction, role: str):
     instruction's source line (the user's line that the derivative belongs to)."""
     md = inst.metadata
     name = md.op_name.split("/", 1)[-1] if md is not None and md.op_name else inst.opcode
-    location = SourceLocation(md.source_file, md.source_line, "") if md is not None and md.source_file else None
+    location = (
+        SourceLocation(md.source_file, md.source_line, "")
+        if md is not None and md.source_file
+        else None
+    )
     saved = trace._op_name, trace._location
     trace._op_name, trace._location = role.replace("*", name), location
     try:
@@ -97,7 +115,9 @@ def attributed(trace: Trace, inst: Instruction, role: str):
         trace._op_name, trace._location = saved
 
 
-def emit_primal(trace: Trace, inst: Instruction, args: Sequence[Tracer], role: str | None = None) -> Tracer:
+def emit_primal(
+    trace: Trace, inst: Instruction, args: Sequence[Tracer], role: str | None = None
+) -> Tracer:
     """``inst`` copied into ``trace`` on ``args``: its metadata kept, or with ``role`` its op
     name becomes ``role(<op>)`` (``remat(tanh)``: a forward op recomputed in the backward pass)."""
     if inst.opcode == "constant":
@@ -107,7 +127,9 @@ def emit_primal(trace: Trace, inst: Instruction, args: Sequence[Tracer], role: s
     if role is not None:
         with attributed(trace, inst, role):
             metadata = trace.metadata(inst.opcode)
-    new = trace.builder.add(inst.opcode, [trace.local(a) for a in args], inst.attrs, inst.shape, metadata)
+    new = trace.builder.add(
+        inst.opcode, [trace.local(a) for a in args], inst.attrs, inst.shape, metadata
+    )
     return Tracer(trace, new)
 
 
@@ -142,18 +164,26 @@ def jvp_body(trace: Trace, body: Body, primals: dict[int, Tracer], tangents: dic
     return [env[id(r)] for r in body.results], [tan.get(id(r)) for r in body.results]
 
 
-def _depends_on_active(inst: Instruction, active: set[int], elements: dict[int, frozenset[int]]) -> bool:
+def _depends_on_active(
+    inst: Instruction, active: set[int], elements: dict[int, frozenset[int]]
+) -> bool:
     if inst.opcode == "get-tuple-element":
         (t,) = inst.operands
-        return id(t) in active and inst.attrs["index"] in elements.get(id(t), (inst.attrs["index"],))
+        return id(t) in active and inst.attrs["index"] in elements.get(
+            id(t), (inst.attrs["index"],)
+        )
     return any(id(o) in active for o in inst.operands)
 
 
-def _active_elements(inst: Instruction, active: set[int], elements: dict[int, frozenset[int]]) -> frozenset[int]:
+def _active_elements(
+    inst: Instruction, active: set[int], elements: dict[int, frozenset[int]]
+) -> frozenset[int]:
     """The elements of an active tuple-shaped ``inst`` that carry a nonzero tangent."""
     shapes = inst.shape.elements
     if inst.opcode == "tuple":
-        return frozenset(k for k, o in enumerate(inst.operands) if id(o) in active and carries_tangent(shapes[k]))
+        return frozenset(
+            k for k, o in enumerate(inst.operands) if id(o) in active and carries_tangent(shapes[k])
+        )
     if inst.opcode == "while":
         (state,) = inst.operands
         return while_active_elements(inst, elements.get(id(state), frozenset(range(len(shapes)))))
@@ -169,7 +199,11 @@ def tuple_activity(body: Body, active_elements: set[int] | frozenset[int]) -> se
         if inst.opcode == "get-tuple-element" and inst.operands[0] is param:
             if inst.attrs["index"] in active_elements and carries_tangent(inst.shape):
                 active.add(id(inst))
-        elif inst.opcode != "parameter" and carries_tangent(inst.shape) and any(id(o) in active for o in inst.operands):
+        elif (
+            inst.opcode != "parameter"
+            and carries_tangent(inst.shape)
+            and any(id(o) in active for o in inst.operands)
+        ):
             active.add(id(inst))
     root = body.results[0]
     if root.opcode == "tuple":
@@ -195,8 +229,15 @@ def inline_body(trace: Trace, body: Body, primals: dict[int, Tracer]) -> list[Tr
     return jvp_body(trace, body, primals, {})[0]
 
 
-def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int], role: str | None = None,
-             wrt_elements: dict[int, frozenset[int]] | None = None, known: dict[int, Tracer] | None = None):
+def vjp_body(
+    trace: Trace,
+    body: Body,
+    primals: dict[int, Tracer],
+    wrt: set[int],
+    role: str | None = None,
+    wrt_elements: dict[int, frozenset[int]] | None = None,
+    known: dict[int, Tracer] | None = None,
+):
     """Emit ``body`` on ``primals``: (its results, ``backward``). ``backward(cotangents)``, one
     per result (None: zero), emits the backward pass and returns {parameter number in wrt:
     cotangent or None}. ``role``: how to name the forward instructions (``remat(*)`` when they
@@ -222,14 +263,26 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
                 active.add(id(inst))
                 if isinstance(inst.shape, TupleShape):
                     chosen = (wrt_elements or {}).get(number)
-                    elements[id(inst)] = frozenset(k for k, e in enumerate(inst.shape.elements)
-                                                   if carries_tangent(e) and (chosen is None or k in chosen))
+                    elements[id(inst)] = frozenset(
+                        k
+                        for k, e in enumerate(inst.shape.elements)
+                        if carries_tangent(e) and (chosen is None or k in chosen)
+                    )
             continue
         args = [env[id(o)] for o in inst.operands]
         if not (carries_tangent(inst.shape) and _depends_on_active(inst, active, elements)):
-            env[id(inst)] = known[id(inst)] if known and id(inst) in known else emit_primal(trace, inst, args, role)
+            env[id(inst)] = (
+                known[id(inst)]
+                if known and id(inst) in known
+                else emit_primal(trace, inst, args, role)
+            )
             continue
-        if known and id(inst) in known and inst.opcode not in FORWARD_RULES and not isinstance(inst.shape, TupleShape):
+        if (
+            known
+            and id(inst) in known
+            and inst.opcode not in FORWARD_RULES
+            and not isinstance(inst.shape, TupleShape)
+        ):
             check_differentiable(inst, VJP_RULES)
             out = env[id(inst)] = known[id(inst)]
             active.add(id(inst))
@@ -240,7 +293,14 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
         if inst.opcode in FORWARD_RULES:
             with attributed(trace, inst, "*"):
                 out, residual = FORWARD_RULES[inst.opcode](
-                    trace, inst, args, [elements.get(id(o), True) if id(o) in active else False for o in inst.operands])
+                    trace,
+                    inst,
+                    args,
+                    [
+                        elements.get(id(o), True) if id(o) in active else False
+                        for o in inst.operands
+                    ],
+                )
         else:
             out = emit_primal(trace, inst, args, role)
         env[id(inst)] = out
@@ -259,7 +319,8 @@ def vjp_body(trace: Trace, body: Body, primals: dict[int, Tracer], wrt: set[int]
             c = ct.pop(id(eqn.inst), None)
             if c is None:
                 continue
-            with attributed(trace, eqn.inst, "transpose(jvp(*))"):  # the sums too: they are backward work
+            # the sums too: they are backward work
+            with attributed(trace, eqn.inst, "transpose(jvp(*))"):
                 contributions = VJP_RULES[eqn.inst.opcode](eqn, dense(c))
                 for operand, contribution in zip(eqn.inst.operands, contributions):
                     if contribution is not None and id(operand) in active:

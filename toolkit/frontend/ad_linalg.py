@@ -52,7 +52,9 @@ def _solve(a: Tracer, b: Tracer) -> Tracer:
 
 def _unsupported(inst):
     name = _target(inst).replace("numpy.", "np.", 1)
-    raise NotDifferentiableHere(f"{name} is not differentiated yet (np.linalg's inv, solve, det and slogdet are)")
+    raise NotDifferentiableHere(
+        f"{name} is not differentiated yet (np.linalg's inv, solve, det and slogdet are)"
+    )
 
 
 def linalg_jvp(eqn, tangents):

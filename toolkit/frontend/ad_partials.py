@@ -79,7 +79,9 @@ def _power(xs: Sequence[Tracer], out: Tracer):
     x, y = xs
     one = _const(y, 1)
     y_is_zero = lax.compare(y, _const(y, 0), "EQ")
-    d_base = lax.select(y_is_zero, _const(x, 0), _op("multiply", y, _op("power", x, _op("subtract", y, one))))
+    d_base = lax.select(
+        y_is_zero, _const(x, 0), _op("multiply", y, _op("power", x, _op("subtract", y, one)))
+    )
     x_is_zero = lax.compare(x, _const(x, 0), "EQ")
     d_exponent = lax.select(x_is_zero, _const(x, 0), _op("multiply", _op("log", x), out))
     return _times(d_base), _times(d_exponent)
@@ -124,18 +126,32 @@ def _complex_error(xs, out):
 PARTIALS: dict[str, object] = {
     "negate": lambda xs, out: (_negated,),
     "abs": _unary(lambda x, out: _times(_op("sign", x))),
-    "sign": ZERO_DERIVATIVE, "not": ZERO_DERIVATIVE, "floor": ZERO_DERIVATIVE, "ceil": ZERO_DERIVATIVE,
-    "round-nearest-even": ZERO_DERIVATIVE, "round-nearest-afz": ZERO_DERIVATIVE, "is-finite": ZERO_DERIVATIVE,
-    "popcnt": ZERO_DERIVATIVE, "count-leading-zeros": ZERO_DERIVATIVE,
+    "sign": ZERO_DERIVATIVE,
+    "not": ZERO_DERIVATIVE,
+    "floor": ZERO_DERIVATIVE,
+    "ceil": ZERO_DERIVATIVE,
+    "round-nearest-even": ZERO_DERIVATIVE,
+    "round-nearest-afz": ZERO_DERIVATIVE,
+    "is-finite": ZERO_DERIVATIVE,
+    "popcnt": ZERO_DERIVATIVE,
+    "count-leading-zeros": ZERO_DERIVATIVE,
     "exponential": _unary(lambda x, out: _times(out)),
     "exponential-minus-one": _unary(lambda x, out: _times(_op("add", out, _const(out, 1)))),
     "log": _unary(lambda x, out: _over(x)),
     "log-plus-one": _unary(lambda x, out: _over(_op("add", x, _const(x, 1)))),
     "sqrt": _unary(lambda x, out: _over(_op("multiply", out, _const(out, 2)))),
-    "rsqrt": _unary(lambda x, out: _times(_op("divide", _op("multiply", out, _const(out, -0.5)), x))),
-    "cbrt": _unary(lambda x, out: _over(_op("multiply", _const(out, 3), _op("multiply", out, out)))),
-    "tanh": _unary(lambda x, out: _times(_op("subtract", _const(out, 1), _op("multiply", out, out)))),
-    "logistic": _unary(lambda x, out: _times(_op("multiply", out, _op("subtract", _const(out, 1), out)))),
+    "rsqrt": _unary(
+        lambda x, out: _times(_op("divide", _op("multiply", out, _const(out, -0.5)), x))
+    ),
+    "cbrt": _unary(
+        lambda x, out: _over(_op("multiply", _const(out, 3), _op("multiply", out, out)))
+    ),
+    "tanh": _unary(
+        lambda x, out: _times(_op("subtract", _const(out, 1), _op("multiply", out, out)))
+    ),
+    "logistic": _unary(
+        lambda x, out: _times(_op("multiply", out, _op("subtract", _const(out, 1), out)))
+    ),
     "sine": _unary(lambda x, out: _times(_op("cosine", x))),
     "cosine": _unary(lambda x, out: _times(_op("negate", _op("sine", x)))),
     "tan": _unary(lambda x, out: _times(_op("add", _const(out, 1), _op("multiply", out, out)))),
@@ -148,11 +164,21 @@ PARTIALS: dict[str, object] = {
     "divide": _divide,
     "remainder": _remainder,
     "power": _power,
-    "maximum": lambda xs, out: (_times(_balanced_eq(xs[0], out, xs[1])), _times(_balanced_eq(xs[1], out, xs[0]))),
-    "minimum": lambda xs, out: (_times(_balanced_eq(xs[0], out, xs[1])), _times(_balanced_eq(xs[1], out, xs[0]))),
+    "maximum": lambda xs, out: (
+        _times(_balanced_eq(xs[0], out, xs[1])),
+        _times(_balanced_eq(xs[1], out, xs[0])),
+    ),
+    "minimum": lambda xs, out: (
+        _times(_balanced_eq(xs[0], out, xs[1])),
+        _times(_balanced_eq(xs[1], out, xs[0])),
+    ),
     "atan2": _atan2,
-    "and": ZERO_DERIVATIVE, "or": ZERO_DERIVATIVE, "xor": ZERO_DERIVATIVE, "shift-left": ZERO_DERIVATIVE,
-    "shift-right-arithmetic": ZERO_DERIVATIVE, "shift-right-logical": ZERO_DERIVATIVE,
+    "and": ZERO_DERIVATIVE,
+    "or": ZERO_DERIVATIVE,
+    "xor": ZERO_DERIVATIVE,
+    "shift-left": ZERO_DERIVATIVE,
+    "shift-right-arithmetic": ZERO_DERIVATIVE,
+    "shift-right-logical": ZERO_DERIVATIVE,
     "complex": NotDifferentiable("complex numbers are not differentiated yet"),
     "compare": ZERO_DERIVATIVE,
     "select": _select,

@@ -141,7 +141,10 @@ def _clamp_jvp(eqn, tangents):
 
 def _clamp_vjp(eqn, ct):
     masks = _clamp_masks(eqn)
-    return [_sum_to(lax.select(mask, ct, zeros_like(ct)), arg.shape) for mask, arg in zip(masks, eqn.args)]
+    return [
+        _sum_to(lax.select(mask, ct, zeros_like(ct)), arg.shape)
+        for mask, arg in zip(masks, eqn.args)
+    ]
 
 
 def _convert_jvp(eqn, tangents):
@@ -210,15 +213,21 @@ def _concatenate_vjp(eqn, ct):
 def _pad_vjp(eqn, ct):
     x, value = eqn.args
     spec = eqn.inst.attrs["padding"]
-    unpadded = lax.pad(ct, lax.full(ct.trace, (), 0, ct.dtype), [(-lo, -hi, 0) for lo, hi, _ in spec])
-    ct_x = lax.slice_(unpadded, [(0, d, interior + 1) for d, (_, _, interior) in zip(unpadded.shape, spec)])
+    unpadded = lax.pad(
+        ct, lax.full(ct.trace, (), 0, ct.dtype), [(-lo, -hi, 0) for lo, hi, _ in spec]
+    )
+    ct_x = lax.slice_(
+        unpadded, [(0, d, interior + 1) for d, (_, _, interior) in zip(unpadded.shape, spec)]
+    )
     total = lax.reduce(ct, "add", tuple(range(ct.ndim)))
     ct_value = lax.elementwise("subtract", total, lax.reduce(ct_x, "add", tuple(range(ct_x.ndim))))
     return [ct_x, ct_value]
 
 
 # ---- indexing ----------------------------------------------------------------------------------
-def _index_bounds(indices: Tracer, index_vector_dim: int, dims_map, limits) -> tuple[Tracer, Tracer]:
+def _index_bounds(
+    indices: Tracer, index_vector_dim: int, dims_map, limits
+) -> tuple[Tracer, Tracer]:
     """(lowest, highest) start per index component, as arrays like ``indices``: component k
     addresses operand dimension ``dims_map[k]`` and may start at most at ``limits[k]``."""
     trace = indices.trace
@@ -226,7 +235,9 @@ def _index_bounds(indices: Tracer, index_vector_dim: int, dims_map, limits) -> t
     if index_vector_dim == indices.ndim:
         hi = lax.full(trace, indices.shape, highest[0], indices.dtype)
     else:
-        hi = lax.broadcast_in_dim(lax.lift(trace, highest, indices.dtype, weak=False), indices.shape, (index_vector_dim,))
+        hi = lax.broadcast_in_dim(
+            lax.lift(trace, highest, indices.dtype, weak=False), indices.shape, (index_vector_dim,)
+        )
     return zeros_like(indices), hi
 
 
@@ -250,11 +261,21 @@ def _gather_vjp(eqn, ct):
     x, indices = eqn.args
     a = eqn.inst.attrs
     if a.get("operand_batching_dims"):
-        raise NotImplementedError("gather with batching dims")  # toolkit's frontend never emits them
-    clamped = _clamped_indices(indices, a["index_vector_dim"], a["start_index_map"], x.shape, a["slice_sizes"])
-    ct_x = lax.scatter(zeros_like(x), clamped, ct, "add", update_window_dims=a["offset_dims"],
-                       inserted_window_dims=a["collapsed_slice_dims"],
-                       scatter_dims_to_operand_dims=a["start_index_map"], index_vector_dim=a["index_vector_dim"])
+        # toolkit's frontend never emits them
+        raise NotImplementedError("gather with batching dims")
+    clamped = _clamped_indices(
+        indices, a["index_vector_dim"], a["start_index_map"], x.shape, a["slice_sizes"]
+    )
+    ct_x = lax.scatter(
+        zeros_like(x),
+        clamped,
+        ct,
+        "add",
+        update_window_dims=a["offset_dims"],
+        inserted_window_dims=a["collapsed_slice_dims"],
+        scatter_dims_to_operand_dims=a["start_index_map"],
+        index_vector_dim=a["index_vector_dim"],
+    )
     return [ct_x, None]
 
 
@@ -280,7 +301,9 @@ def _dus_vjp(eqn, ct):
 
 def _dus_jvp(eqn, tangents):
     x, update, *starts = eqn.args
-    return emit_like(eqn.inst, [instantiate(tangents[0], x), instantiate(tangents[1], update), *starts])
+    return emit_like(
+        eqn.inst, [instantiate(tangents[0], x), instantiate(tangents[1], update), *starts]
+    )
 
 
 def scatter_combiner(inst: Instruction) -> str | None:
@@ -323,20 +346,32 @@ def _scatter_vjp(eqn, ct):
     combiner = scatter_combiner(inst)
     window = _scatter_window(inst, x.shape, updates.shape)
     if combiner == "add":
-        ok = _in_range(indices, a["index_vector_dim"], a["scatter_dims_to_operand_dims"], x.shape, window)
+        ok = _in_range(
+            indices, a["index_vector_dim"], a["scatter_dims_to_operand_dims"], x.shape, window
+        )
         ok = lax.broadcast_in_dim(ok, updates.shape, _scatter_update_dims(inst, updates))
-        ct_updates = lax.select(ok, _gather_updates(inst, ct, indices, updates), zeros_like(updates))
+        ct_updates = lax.select(
+            ok, _gather_updates(inst, ct, indices, updates), zeros_like(updates)
+        )
         return [ct, None, ct_updates]
     # assign: an element keeps the last update written to it (out-of-range windows are dropped);
     # scattering each update's number shows which one that is, as JAX's scatter rule does
     scatter_dims = _scatter_update_dims(inst, updates)
     count = int(np.prod([updates.shape[d] for d in scatter_dims], dtype=np.int64))
-    ids = lax.reshape(lax.iota(ct.trace, np.int64, (count,), 0), [updates.shape[d] for d in scatter_dims])
+    ids = lax.reshape(
+        lax.iota(ct.trace, np.int64, (count,), 0), [updates.shape[d] for d in scatter_dims]
+    )
     ids = lax.broadcast_in_dim(ids, updates.shape, scatter_dims)
-    owner = lax.scatter(lax.full(ct.trace, x.shape, -1, np.int64), indices, ids, "assign",
-                        update_window_dims=a["update_window_dims"], inserted_window_dims=a["inserted_window_dims"],
-                        scatter_dims_to_operand_dims=a["scatter_dims_to_operand_dims"],
-                        index_vector_dim=a["index_vector_dim"])
+    owner = lax.scatter(
+        lax.full(ct.trace, x.shape, -1, np.int64),
+        indices,
+        ids,
+        "assign",
+        update_window_dims=a["update_window_dims"],
+        inserted_window_dims=a["inserted_window_dims"],
+        scatter_dims_to_operand_dims=a["scatter_dims_to_operand_dims"],
+        index_vector_dim=a["index_vector_dim"],
+    )
     untouched = lax.compare(owner, lax.full_like(owner, -1), "EQ")
     ct_x = lax.select(untouched, ct, zeros_like(ct))
     won = lax.compare(_gather_updates(inst, owner, indices, updates), ids, "EQ")
@@ -346,14 +381,19 @@ def _scatter_vjp(eqn, ct):
 
 def _scatter_jvp(eqn, tangents):
     x, indices, updates = eqn.args
-    return emit_like(eqn.inst, [instantiate(tangents[0], x), indices, instantiate(tangents[2], updates)])
+    return emit_like(
+        eqn.inst, [instantiate(tangents[0], x), indices, instantiate(tangents[2], updates)]
+    )
 
 
 def _scatter_check(inst: Instruction):
     combiner = scatter_combiner(inst)
     if combiner not in ("assign", "add"):
-        return (f"a scatter combining with '{combiner}' (np.{combiner}.at ...) has no derivative in toolkit; "
-                "only assignment (x[i] = v) and addition (np.add.at) do")
+        return (
+            f"a scatter combining with '{combiner}' (np.{combiner}.at ...) has no derivative in "
+            "toolkit; "
+            "only assignment (x[i] = v) and addition (np.add.at) do"
+        )
     return None
 
 
@@ -364,8 +404,10 @@ class _NotDifferentiableHere(Exception):
 
 def _reduce_kind(eqn) -> str:
     if len(eqn.args) != 2:
-        raise _NotDifferentiableHere("a reduction over several arrays at once (argmax's) has no derivative; "
-                                     "its index result is an integer")
+        raise _NotDifferentiableHere(
+            "a reduction over several arrays at once (argmax's) has no derivative; "
+            "its index result is an integer"
+        )
     kind = reducer_opcode(eqn.inst)
     if kind not in GroupOp.ARITHMETIC_REDUCERS | GroupOp.SELECTING_REDUCERS:
         raise _NotDifferentiableHere(f"a reduction by '{kind}' has no derivative in toolkit")
@@ -409,7 +451,9 @@ def _reduce_jvp(eqn, tangents):
         total = lax.reduce(t, "add", dims)
     if t_init is not None:
         if kind != "add":
-            raise _NotDifferentiableHere(f"the initial value of a '{kind}' reduction is not differentiated")
+            raise _NotDifferentiableHere(
+                f"the initial value of a '{kind}' reduction is not differentiated"
+            )
         total = add_tangents(total, lax.broadcast_in_dim(t_init, eqn.out.shape, ()))
     return total
 
@@ -444,10 +488,12 @@ def _dot_transpose_lhs(ct, x_ndim, y, x_contract, y_contract, x_batch, y_batch, 
     else:
         ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
     x_contract_sorted_by_y = [x_contract[i] for i in np.argsort(y_contract)]
-    order = list(x_batch) + x_kept + x_contract_sorted_by_y  # x's dimension for each of dot(ct, y)'s
+    # x's dimension for each of dot(ct, y)'s
+    order = list(x_batch) + x_kept + x_contract_sorted_by_y
     swapped = list(x_batch) + x_contract_sorted_by_y + x_kept  # ... and of dot(y, ct)'s
     if order != sorted(order) and swapped == sorted(swapped):
-        # dot(y, ct) is already in x's order: no transpose to materialise (x^T @ ct, not (ct^T @ x)^T)
+        # dot(y, ct) is already in x's order: no transpose to materialise (x^T @ ct, not (ct^T @
+        # x)^T)
         return lax.dot_general(y, ct, (y_kept, ans_y), (y_batch, ans_batch))
     product = lax.dot_general(ct, y, (ans_y, y_kept), (ans_batch, y_batch))
     return lax.transpose(product, [int(a) for a in np.argsort(order)])
@@ -500,8 +546,15 @@ def _along_axis(x: Tracer, positions: Tracer, dim: int) -> Tracer:
         source = positions if d == dim else lax.iota(trace, positions.dtype, x.shape, d)
         columns.append(lax.reshape(source, tuple(x.shape) + (1,)))
     indices = lax.concatenate(columns, x.ndim)
-    return lax.gather(x, indices, offset_dims=(), collapsed_slice_dims=tuple(range(x.ndim)),
-                      start_index_map=tuple(range(x.ndim)), slice_sizes=(1,) * x.ndim, index_vector_dim=x.ndim)
+    return lax.gather(
+        x,
+        indices,
+        offset_dims=(),
+        collapsed_slice_dims=tuple(range(x.ndim)),
+        start_index_map=tuple(range(x.ndim)),
+        slice_sizes=(1,) * x.ndim,
+        index_vector_dim=x.ndim,
+    )
 
 
 def _sort_vjp(eqn, ct):
@@ -559,25 +612,60 @@ def _build_tables():
     leaf = NotDifferentiable("a leaf has no operands (its value is where differentiation starts)")
     for name in GroupOp.LEAVES:
         jvp[name] = vjp[name] = leaf
-    jvp.update({
-        "clamp": _clamp_jvp, "convert": _convert_jvp,
-        "broadcast": _linear_jvp, "reshape": _linear_jvp, "bitcast": _linear_jvp, "transpose": _linear_jvp,
-        "slice": _linear_jvp, "concatenate": _linear_jvp, "pad": _linear_jvp, "reverse": _linear_jvp,
-        "copy": _linear_jvp, "gather": _gather_jvp, "dynamic-slice": _dynamic_slice_jvp,
-        "dynamic-update-slice": _dus_jvp, "scatter": _scatter_jvp, "reduce": _reduce_jvp, "dot": _dot_jvp,
-        "sort": _sort_jvp, "tuple": _tuple_jvp, "get-tuple-element": _gte_jvp, "opt-barrier": _barrier_jvp,
-    })
-    vjp.update({
-        "clamp": _clamp_vjp, "convert": _convert_vjp,
-        "broadcast": _broadcast_vjp, "reshape": _reshape_vjp, "bitcast": _reshape_vjp, "transpose": _transpose_vjp,
-        "slice": _slice_vjp, "concatenate": _concatenate_vjp, "pad": _pad_vjp, "reverse": _reverse_vjp,
-        "copy": _copy_vjp, "gather": _gather_vjp, "dynamic-slice": _dynamic_slice_vjp,
-        "dynamic-update-slice": _dus_vjp, "scatter": _scatter_vjp, "reduce": _reduce_vjp, "dot": _dot_vjp,
-        "sort": _sort_vjp, "tuple": _tuple_vjp, "get-tuple-element": _gte_vjp, "opt-barrier": _barrier_vjp,
-    })
+    jvp.update(
+        {
+            "clamp": _clamp_jvp,
+            "convert": _convert_jvp,
+            "broadcast": _linear_jvp,
+            "reshape": _linear_jvp,
+            "bitcast": _linear_jvp,
+            "transpose": _linear_jvp,
+            "slice": _linear_jvp,
+            "concatenate": _linear_jvp,
+            "pad": _linear_jvp,
+            "reverse": _linear_jvp,
+            "copy": _linear_jvp,
+            "gather": _gather_jvp,
+            "dynamic-slice": _dynamic_slice_jvp,
+            "dynamic-update-slice": _dus_jvp,
+            "scatter": _scatter_jvp,
+            "reduce": _reduce_jvp,
+            "dot": _dot_jvp,
+            "sort": _sort_jvp,
+            "tuple": _tuple_jvp,
+            "get-tuple-element": _gte_jvp,
+            "opt-barrier": _barrier_jvp,
+        }
+    )
+    vjp.update(
+        {
+            "clamp": _clamp_vjp,
+            "convert": _convert_vjp,
+            "broadcast": _broadcast_vjp,
+            "reshape": _reshape_vjp,
+            "bitcast": _reshape_vjp,
+            "transpose": _transpose_vjp,
+            "slice": _slice_vjp,
+            "concatenate": _concatenate_vjp,
+            "pad": _pad_vjp,
+            "reverse": _reverse_vjp,
+            "copy": _copy_vjp,
+            "gather": _gather_vjp,
+            "dynamic-slice": _dynamic_slice_vjp,
+            "dynamic-update-slice": _dus_vjp,
+            "scatter": _scatter_vjp,
+            "reduce": _reduce_vjp,
+            "dot": _dot_vjp,
+            "sort": _sort_vjp,
+            "tuple": _tuple_vjp,
+            "get-tuple-element": _gte_vjp,
+            "opt-barrier": _barrier_vjp,
+        }
+    )
     no = {
         "bitcast-convert": "reinterpreting a float's bits (np.frexp, view) has no derivative",
-        "fusion": "fusions exist only after compilation passes; differentiation runs on the traced program",
+        "fusion": "fusions exist only after compilation passes; differentiation runs on the traced "
+                  "program",
     }
     for name, reason in no.items():
         jvp[name] = vjp[name] = NotDifferentiable(reason)
@@ -589,5 +677,18 @@ JVP_RULES, VJP_RULES = _build_tables()
 PRECONDITIONS: dict[str, Callable[[Instruction], str | None]] = {"scatter": _scatter_check}
 NotDifferentiableHere = _NotDifferentiableHere
 
-__all__ = ["Eqn", "Window", "JVP_RULES", "VJP_RULES", "PRECONDITIONS", "NotDifferentiable", "NotDifferentiableHere",
-           "add_tangents", "dense", "instantiate", "emit_like", "zeros_like", "scatter_combiner"]
+__all__ = [
+    "Eqn",
+    "Window",
+    "JVP_RULES",
+    "VJP_RULES",
+    "PRECONDITIONS",
+    "NotDifferentiable",
+    "NotDifferentiableHere",
+    "add_tangents",
+    "dense",
+    "instantiate",
+    "emit_like",
+    "zeros_like",
+    "scatter_combiner",
+]

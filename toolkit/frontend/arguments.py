@@ -30,7 +30,10 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     if isinstance(axis, Tracer):
         raise UnsupportedNumpyError("axis must be a Python int or tuple, not a traced value")
-    axes = tuple(normalize_axis(operator.index(a), ndim) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    axes = tuple(
+        normalize_axis(operator.index(a), ndim)
+        for a in (axis if isinstance(axis, (tuple, list)) else (axis,))
+    )
     if len(set(axes)) != len(axes):
         raise UserValueError(f"duplicate value in 'axis': {axis}")
     return axes
@@ -46,7 +49,9 @@ def reject(**unsupported):
 
 def no_out_or_where(out=None, where=None, name=""):
     if out is not None or (where is not None and where is not True and where is not np._NoValue):
-        raise UnsupportedNumpyError(f"np.{name}: out= and where= are not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            f"np.{name}: out= and where= are not supported on traced arrays"
+        )
 
 
 def promote_pair(a, b, what):

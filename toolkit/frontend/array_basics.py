@@ -48,9 +48,14 @@ def copyto(dst, src, casting="same_kind", where=True):
     trace = dst.trace
     value = src if isinstance(src, Tracer) else lax.lift(trace, src, what="np.copyto source")
     if value.dtype != dst.dtype and not np.can_cast(value.dtype, dst.dtype, casting):
-        raise UnsupportedNumpyError(f"np.copyto: Cannot cast array data from dtype('{value.dtype}') to "
-                                    f"dtype('{dst.dtype}') according to the rule '{casting}'")
-    store_result(dst, lax.convert(value, dst.dtype, value.weak_type) if casting != "same_kind" else value,
-                 "np.copyto")
+        raise UnsupportedNumpyError(
+            f"np.copyto: Cannot cast array data from dtype('{value.dtype}') to "
+            f"dtype('{dst.dtype}') according to the rule '{casting}'"
+        )
+    store_result(
+        dst,
+        lax.convert(value, dst.dtype, value.weak_type) if casting != "same_kind" else value,
+        "np.copyto",
+    )
 
 

@@ -32,19 +32,31 @@ def _aval_text(t: Tracer) -> str:
 class _Traced:
     """``fun`` traced on ``args`` in a trace nested in the current one, ready to differentiate."""
 
-    def __init__(self, fun: Callable, args: tuple, kwargs: dict, what: str, user_fn: Callable | None = None):
+    def __init__(
+        self, fun: Callable, args: tuple, kwargs: dict, what: str, user_fn: Callable | None = None
+    ):
         self.trace: Trace = current_trace()
         leaves, self.in_tree, self.paths = flatten(tuple(args))
-        self.inputs = [v if isinstance(v, Tracer) else lax.lift(self.trace, v, what=f"{what} argument{p}")
-                       for v, p in zip(leaves, self.paths)]
+        self.inputs = [
+            v if isinstance(v, Tracer) else lax.lift(self.trace, v, what=f"{what} argument{p}")
+            for v, p in zip(leaves, self.paths)
+        ]
         for t, p in zip(self.inputs, self.paths):
             if t.dtype.kind == "c":
-                raise UserTypeError(f"{what}: argument{p} is complex ({_aval_text(t)}); toolkit does not "
-                                    "differentiate complex numbers yet")
+                raise UserTypeError(
+                    f"{what}: argument{p} is complex ({_aval_text(t)}); toolkit does not "
+                    "differentiate complex numbers yet"
+                )
         avals = [(t.shape, t.dtype, t.weak_type) for t in self.inputs]
         sub, outs, self.weak, self.out_tree = _trace_function(
-            self.trace, lambda *a: fun(*a, **kwargs), avals, self.in_tree, what, wrap_args=lambda tree: tuple(tree),
-            user_fn=user_fn or fun)
+            self.trace,
+            lambda *a: fun(*a, **kwargs),
+            avals,
+            self.in_tree,
+            what,
+            wrap_args=lambda tree: tuple(tree),
+            user_fn=user_fn or fun,
+        )
         self.count = len(outs)
         self.checks = sub.checks
         self.body = Body(sub.builder._instructions, dict(sub.builder._parameters),
@@ -59,13 +71,18 @@ class _Traced:
         outs, flags = results[:self.count], results[self.count:]
         for flag, (_, error, message) in zip(flags, self.checks):
             self.trace.checks.append((flag, error, message))
-        return [Tracer(self.trace, o.inst, w) if w != o.weak_type else o for o, w in zip(outs, self.weak)]
+        return [
+            Tracer(self.trace, o.inst, w) if w != o.weak_type else o
+            for o, w in zip(outs, self.weak)
+        ]
 
 
 def _split_aux(out_tree: TreeDef, leaves: list, what: str):
     if out_tree.kind not in ("tuple", "list") or len(out_tree.children) != 2:
-        raise UserTypeError(f"{what} with has_aux=True: the function must return a pair (output, aux), "
-                            f"got a value of structure {out_tree}")
+        raise UserTypeError(
+            f"{what} with has_aux=True: the function must return a pair (output, aux), "
+            f"got a value of structure {out_tree}"
+        )
     main, aux = out_tree.children
     n = main.num_leaves
     return main, leaves[:n], aux, leaves[n:]
@@ -89,15 +106,26 @@ def vjp(fun: Callable, primals: Sequence, has_aux: bool = False, kwargs: dict | 
     def pullback(cotangents):
         ct_leaves, ct_tree, ct_paths = flatten(cotangents)
         if str(ct_tree) != str(out_tree):
-            raise UserTypeError(f"vjp pullback: cotangents have structure {ct_tree}, the outputs {out_tree}")
+            raise UserTypeError(
+                f"vjp pullback: cotangents have structure {ct_tree}, the outputs {out_tree}"
+            )
         cts = []
         for c, o, p in zip(ct_leaves, out_leaves, ct_paths):
-            c = c if isinstance(c, Tracer) else lax.lift(traced.trace, np.asarray(c), what=f"cotangent{p}")
+            c = (
+                c
+                if isinstance(c, Tracer)
+                else lax.lift(traced.trace, np.asarray(c), what=f"cotangent{p}")
+            )
             if tuple(c.shape) != tuple(o.shape) or (o.dtype.kind == "f" and c.dtype != o.dtype):
-                raise UserTypeError(f"vjp pullback: cotangent{p} is {_aval_text(c)}, the output is {_aval_text(o)}")
+                raise UserTypeError(
+                    f"vjp pullback: cotangent{p} is {_aval_text(c)}, the output is {_aval_text(o)}"
+                )
             cts.append(c if o.dtype.kind == "f" else None)
         grads = backward(cts + [None] * (len(results) - len(cts)))
-        leaves = [grads.get(k) if grads.get(k) is not None else zeros_like(t) for k, t in enumerate(traced.inputs)]
+        leaves = [
+            grads.get(k) if grads.get(k) is not None else zeros_like(t)
+            for k, t in enumerate(traced.inputs)
+        ]
         return tuple(unflatten(traced.in_tree, leaves))
 
     out = unflatten(out_tree, out_leaves)
@@ -113,10 +141,16 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, kwargs: dict | Non
         raise UserTypeError(f"jvp: tangents have structure {t_tree}, the primals {traced.in_tree}")
     tans = {}
     for k, (t, x, p) in enumerate(zip(t_leaves, traced.inputs, t_paths)):
-        t = t if isinstance(t, Tracer) else lax.lift(traced.trace, np.asarray(t, dtype=x.dtype), what=f"tangent{p}")
+        t = (
+            t
+            if isinstance(t, Tracer)
+            else lax.lift(traced.trace, np.asarray(t, dtype=x.dtype), what=f"tangent{p}")
+        )
         if tuple(t.shape) != tuple(x.shape) or t.dtype != x.dtype:
-            raise UserTypeError(f"jvp: tangent{p} is {_aval_text(t)}, its primal is {_aval_text(x)} "
-                                "(a tangent has its primal's shape and dtype)")
+            raise UserTypeError(
+                f"jvp: tangent{p} is {_aval_text(t)}, its primal is {_aval_text(x)} "
+                "(a tangent has its primal's shape and dtype)"
+            )
         if x.dtype.kind == "f":
             tans[k] = t
     results, t_results = jvp_body(traced.trace, traced.body, traced.primals, tans)
@@ -131,8 +165,10 @@ def _normalize_argnums(argnums, nargs: int, what: str) -> tuple[int, ...]:
     for n in nums:
         n = operator.index(n)
         if not -nargs <= n < nargs:
-            raise UserTypeError(f"{what}: argnums={argnums!r} but the function was called with {nargs} positional "
-                                "arguments")
+            raise UserTypeError(
+                f"{what}: argnums={argnums!r} but the function was called with {nargs} positional "
+                "arguments"
+            )
         out.append(n % nargs)
     return tuple(out)
 
@@ -145,12 +181,17 @@ def value_and_grad(fun: Callable, args: tuple, kwargs: dict, argnums: int | Sequ
     for n in nums:
         leaves, _, paths = flatten(args[n])
         for v, p in zip(leaves, paths):
-            dtype = v.dtype if isinstance(v, (Tracer, np.ndarray, np.generic)) else np.asarray(v).dtype
+            dtype = (
+                v.dtype if isinstance(v, (Tracer, np.ndarray, np.generic)) else np.asarray(v).dtype
+            )
             if np.dtype(dtype).kind != "f":
                 raise UserTypeError(
-                    f"{what} requires floating-point inputs, but argument {n}{p} has dtype {np.dtype(dtype)}. "
-                    "Integers and booleans have no derivative; pass them as another argument (not in argnums), "
-                    "or convert them with .astype(np.float64).")
+                    f"{what} requires floating-point inputs, but argument {n}{p} has dtype "
+                    f"{np.dtype(dtype)}. "
+                    "Integers and booleans have no derivative; pass them as another argument (not "
+                    "in argnums), "
+                    "or convert them with .astype(np.float64)."
+                )
 
     def partial(*chosen):
         full = list(args)
@@ -162,9 +203,15 @@ def value_and_grad(fun: Callable, args: tuple, kwargs: dict, argnums: int | Sequ
     out, pullback = result[0], result[1]
     leaves, tree, _ = flatten(out)
     if tree.kind != "leaf" or leaves[0].shape != () or leaves[0].dtype.kind != "f":
-        shown = leaves[0].describe() if tree.kind == "leaf" and isinstance(leaves[0], Tracer) else str(tree)
-        raise UserTypeError(f"{what} needs a function returning one real scalar; got {shown}. For several "
-                            "outputs use tk.vjp, or sum them first.")
+        shown = (
+            leaves[0].describe()
+            if tree.kind == "leaf" and isinstance(leaves[0], Tracer)
+            else str(tree)
+        )
+        raise UserTypeError(
+            f"{what} needs a function returning one real scalar; got {shown}. For several "
+            "outputs use tk.vjp, or sum them first."
+        )
     grads = pullback(lax.full_like(leaves[0], 1))
     grads = grads[0] if isinstance(argnums, int) else grads
     value = (out, result[2]) if has_aux else out

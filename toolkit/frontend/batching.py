@@ -19,7 +19,8 @@ from ..ir.ops import OPS
 from ..ir.shapes import Shape, TupleShape
 from . import control_flow, lax
 from ..ir.queries import known_trip_count
-from .ad_control import _elements, _pack  # a tuple's elements, and a tuple of values, in the current trace
+# a tuple's elements, and a tuple of values, in the current trace
+from .ad_control import _elements, _pack
 from .ad_engine import Body, emit_primal
 from .ad_partials import NotDifferentiable
 from .errors import UnsupportedNumpyError
@@ -54,7 +55,9 @@ def _shape(inst: Instruction, size: int) -> Shape:
 
 
 def _emit(inst: Instruction, ops, attrs, size: int, shape=None) -> Tracer:
-    return current_trace().emit(inst.opcode, tuple(ops), attrs, shape if shape is not None else _shape(inst, size))
+    return current_trace().emit(
+        inst.opcode, tuple(ops), attrs, shape if shape is not None else _shape(inst, size)
+    )
 
 
 def _shifted(dims, by: int = 1) -> tuple:
@@ -67,7 +70,9 @@ def _elementwise(inst, args, flags, size):
     ops = []
     for a, b in zip(args, flags):
         if b:
-            ops.append(a if a.ndim == len(dims) + 1 else lax.broadcast_in_dim(a, (size,) + dims, (0,)))
+            ops.append(
+                a if a.ndim == len(dims) + 1 else lax.broadcast_in_dim(a, (size,) + dims, (0,))
+            )
         else:
             scalar_kept = a.ndim == 0 and dims and OPS[inst.opcode].category == "ternary"
             ops.append(a if scalar_kept else spread(a, size))
@@ -109,7 +114,11 @@ def _pad(inst, args, flags, size):
     # the padding is (a padded mask says where)
     zero = lax.full(current_trace(), (), 0, x.dtype)
     padded = _emit(inst, [x, zero], {"padding": spec}, size)
-    inside = lax.pad(lax.full(current_trace(), x.shape, True, np.bool_), lax.full(current_trace(), (), False, np.bool_), spec)
+    inside = lax.pad(
+        lax.full(current_trace(), x.shape, True, np.bool_),
+        lax.full(current_trace(), (), False, np.bool_),
+        spec,
+    )
     fill = lax.broadcast_in_dim(value, padded.shape, (0,))
     return lax.select(inside, padded, fill), True
 
@@ -117,7 +126,9 @@ def _pad(inst, args, flags, size):
 def _reduce(inst, args, flags, size):
     k = len(args) // 2
     if any(flags[k:]):
-        raise NotBatchableError(f"vmap of {_where(inst)}: a reduction whose initial value differs per batch element")
+        raise NotBatchableError(
+            f"vmap of {_where(inst)}: a reduction whose initial value differs per batch element"
+        )
     arrays = [_batched(a, b, size) for a, b in zip(args[:k], flags[:k])]
     attrs = dict(inst.attrs, dimensions=_shifted(inst.attrs["dimensions"]))
     if k == 1:
@@ -151,7 +162,12 @@ def _dot(inst, args, flags, size):
         attrs = dict(a, rhs_batch_dims=_shifted(rb), rhs_contracting_dims=_shifted(rc))
         position = len(lb) + (x.ndim - len(lb) - len(lc))
     dims = list(inst.shape.dims)
-    out = current_trace().emit("dot", (x, y), attrs, Shape(inst.shape.dtype, tuple(dims[:position] + [size] + dims[position:])))
+    out = current_trace().emit(
+        "dot",
+        (x, y),
+        attrs,
+        Shape(inst.shape.dtype, tuple(dims[:position] + [size] + dims[position:])),
+    )
     perm = [position] + [d for d in range(len(dims) + 1) if d != position]
     return lax.transpose(out, perm), True
 
@@ -170,33 +186,58 @@ def _with_batch_component(indices: Tracer, index_vector_dim: int) -> tuple[Trace
 
 
 def _gather_attrs(attrs) -> dict:
-    return {k: attrs[k] for k in ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
-                                  "slice_sizes") if k in attrs}
+    return {
+        k: attrs[k]
+        for k in (
+            "offset_dims",
+            "collapsed_slice_dims",
+            "start_index_map",
+            "index_vector_dim",
+            "slice_sizes",
+        )
+        if k in attrs
+    }
 
 
-def _batched_gather(x: Tracer, bx: bool, indices: Tracer, bi: bool, attrs, out_dims, dtype, size: int) -> Tracer:
+def _batched_gather(
+    x: Tracer, bx: bool, indices: Tracer, bi: bool, attrs, out_dims, dtype, size: int
+) -> Tracer:
     a = _gather_attrs(attrs)
     trace = current_trace()
     if a.get("operand_batching_dims"):
         raise NotBatchableError("vmap of a gather with batching dimensions")
     shape = Shape(dtype, (size,) + tuple(out_dims))
     if bx and not bi:
-        new = dict(a, offset_dims=(0,) + _shifted(a["offset_dims"]), collapsed_slice_dims=_shifted(a["collapsed_slice_dims"]),
-                   start_index_map=_shifted(a["start_index_map"]), slice_sizes=(size,) + tuple(a["slice_sizes"]))
+        new = dict(
+            a,
+            offset_dims=(0,) + _shifted(a["offset_dims"]),
+            collapsed_slice_dims=_shifted(a["collapsed_slice_dims"]),
+            start_index_map=_shifted(a["start_index_map"]),
+            slice_sizes=(size,) + tuple(a["slice_sizes"]),
+        )
         return trace.emit("gather", (x, indices), new, shape)
     if bi and not bx:
-        new = dict(a, offset_dims=_shifted(a["offset_dims"]), index_vector_dim=a["index_vector_dim"] + 1)
+        new = dict(
+            a, offset_dims=_shifted(a["offset_dims"]), index_vector_dim=a["index_vector_dim"] + 1
+        )
         return trace.emit("gather", (x, indices), new, shape)
     indices, vector_dim = _with_batch_component(indices, a["index_vector_dim"])
-    new = dict(a, offset_dims=_shifted(a["offset_dims"]), collapsed_slice_dims=(0,) + _shifted(a["collapsed_slice_dims"]),
-               start_index_map=(0,) + _shifted(a["start_index_map"]), slice_sizes=(1,) + tuple(a["slice_sizes"]),
-               index_vector_dim=vector_dim)
+    new = dict(
+        a,
+        offset_dims=_shifted(a["offset_dims"]),
+        collapsed_slice_dims=(0,) + _shifted(a["collapsed_slice_dims"]),
+        start_index_map=(0,) + _shifted(a["start_index_map"]),
+        slice_sizes=(1,) + tuple(a["slice_sizes"]),
+        index_vector_dim=vector_dim,
+    )
     return trace.emit("gather", (x, indices), new, shape)
 
 
 def _gather(inst, args, flags, size):
     (x, indices), (bx, bi) = args, flags
-    return _batched_gather(x, bx, indices, bi, inst.attrs, inst.shape.dims, inst.shape.dtype, size), True
+    return _batched_gather(
+        x, bx, indices, bi, inst.attrs, inst.shape.dims, inst.shape.dtype, size
+    ), True
 
 
 def _scatter_all_batched(inst_attrs, x, indices, updates, size, dtype_shape) -> Tracer:
@@ -219,7 +260,10 @@ def _scatter(inst, args, flags, size):
 def _batched_starts(starts, flags, size) -> Tracer:
     """The start scalars as a (batch, k) index array."""
     dtype = np.result_type(*[s.dtype for s in starts])
-    columns = [lax.reshape(_batched(lax.convert(s, dtype), b, size), (size, 1)) for s, b in zip(starts, flags)]
+    columns = [
+        lax.reshape(_batched(lax.convert(s, dtype), b, size), (size, 1))
+        for s, b in zip(starts, flags)
+    ]
     return lax.concatenate(columns, 1)
 
 
@@ -232,9 +276,16 @@ def _dynamic_slice(inst, args, flags, size):
         return _emit(inst, [x, zero, *starts], {"dynamic_slice_sizes": (size,) + sizes}, size), True
     indices = _batched_starts(starts, bs, size)  # (batch, k): a gather of one window per element
     # as an unbatched gather its index array would be (k,), vector dimension 0; batched: (batch, k)
-    attrs = {"offset_dims": tuple(range(len(sizes))), "collapsed_slice_dims": (), "start_index_map": tuple(range(len(sizes))),
-             "index_vector_dim": 0, "slice_sizes": sizes}
-    return _batched_gather(x, bx, indices, True, attrs, inst.shape.dims, inst.shape.dtype, size), True
+    attrs = {
+        "offset_dims": tuple(range(len(sizes))),
+        "collapsed_slice_dims": (),
+        "start_index_map": tuple(range(len(sizes))),
+        "index_vector_dim": 0,
+        "slice_sizes": sizes,
+    }
+    return _batched_gather(
+        x, bx, indices, True, attrs, inst.shape.dims, inst.shape.dtype, size
+    ), True
 
 
 def _dynamic_update_slice(inst, args, flags, size):
@@ -246,8 +297,12 @@ def _dynamic_update_slice(inst, args, flags, size):
         return _emit(inst, [x, update, zero, *starts], {}, size), True
     # dynamic-update-slice clamps each start so the window fits; a scatter would drop it instead
     limits = [d - u for d, u in zip(inst.shape.dims, update.shape[1:])]
-    clamped = [lax.elementwise("minimum", lax.elementwise("maximum", s, lax.full_like(s, 0)), lax.full_like(s, limit))
-               for s, limit in zip(starts, limits)]
+    clamped = [
+        lax.elementwise(
+            "minimum", lax.elementwise("maximum", s, lax.full_like(s, 0)), lax.full_like(s, limit)
+        )
+        for s, limit in zip(starts, limits)
+    ]
     indices = _batched_starts(clamped, bs, size)
     attrs = {"update_window_dims": tuple(range(len(limits))), "inserted_window_dims": (),
              "scatter_dims_to_operand_dims": tuple(range(len(limits))), "index_vector_dim": 0,
@@ -271,8 +326,13 @@ def _barrier(inst, args, flags, size):
 
 
 def _call(inst, args, flags, size):
-    (out,), (flag,) = batch_body(current_trace(), Body.of(inst.attrs["to_apply"]), dict(enumerate(args)),
-                                 dict(enumerate(flags)), size)
+    (out,), (flag,) = batch_body(
+        current_trace(),
+        Body.of(inst.attrs["to_apply"]),
+        dict(enumerate(args)),
+        dict(enumerate(flags)),
+        size,
+    )
     return out, flag
 
 
@@ -303,14 +363,17 @@ def _while(inst, args, flags, size):
     while True:
         _, predicate_batched = _reach(cond, batched)
         grown = batched | _reach(body, batched)[0]
-        if predicate_batched:  # lanes finish at different trips: whatever a trip changes differs per lane
+        # lanes finish at different trips: whatever a trip changes differs per lane
+        if predicate_batched:
             grown |= changed
         if grown == batched:
             break
         batched = grown
     elements = _elements(state)
     came_batched = [bool(sflags[k] if isinstance(sflags, list) else sflags) for k in range(n)]
-    init = [_batched(e, came_batched[k], size) if k in batched else e for k, e in enumerate(elements)]
+    init = [
+        _batched(e, came_batched[k], size) if k in batched else e for k, e in enumerate(elements)
+    ]
     flag_list = [k in batched for k in range(n)]
 
     def predicate(values):
@@ -328,11 +391,16 @@ def _while(inst, args, flags, size):
         new = [_batched(v, f, size) if k in batched else v for k, (v, f) in enumerate(zip(new, of))]
         if predicate_batched:
             p, _ = predicate(values)  # lanes already done keep their state
-            new = [lax.select(lax.broadcast_in_dim(p, v.shape, (0,)), v, old) if k in batched and k not in passthrough
-                   else v for k, (v, old) in enumerate(zip(new, values))]
+            new = [
+                lax.select(lax.broadcast_in_dim(p, v.shape, (0,)), v, old)
+                if k in batched and k not in passthrough
+                else v
+                for k, (v, old) in enumerate(zip(new, values))
+            ]
         return new
 
-    # the same trips for every batch element unless the predicate is batched: the trip count stays known
+    # the same trips for every batch element unless the predicate is batched: the trip count stays
+    # known
     trips = None if predicate_batched else known_trip_count(inst)
     out = control_flow.while_loop(cond_fun, body_fun, init, _trip_count=trips)
     return _pack(list(out)), flag_list
@@ -359,14 +427,27 @@ def _conditional(inst, args, flags, size):
             results.append([_batched(v, b, size) for v, b in zip(outs, ofs)])
         if "branch_computations" in inst.attrs:
             last = lax.full_like(selector, len(comps) - 1)
-            index = lax.select(lax.elementwise("or", lax.compare(selector, lax.full_like(selector, 0), "LT"),
-                                               lax.compare(selector, last, "GT")), last, selector)
+            index = lax.select(
+                lax.elementwise(
+                    "or",
+                    lax.compare(selector, lax.full_like(selector, 0), "LT"),
+                    lax.compare(selector, last, "GT"),
+                ),
+                last,
+                selector,
+            )
             chosen = results[-1]
             for k in range(len(comps) - 2, -1, -1):
                 pick = lax.compare(index, lax.full_like(index, k), "EQ")
-                chosen = [lax.select(lax.broadcast_in_dim(pick, v.shape, (0,)), v, rest) for v, rest in zip(results[k], chosen)]
+                chosen = [
+                    lax.select(lax.broadcast_in_dim(pick, v.shape, (0,)), v, rest)
+                    for v, rest in zip(results[k], chosen)
+                ]
         else:
-            chosen = [lax.select(lax.broadcast_in_dim(selector, t.shape, (0,)), t, f) for t, f in zip(*results)]
+            chosen = [
+                lax.select(lax.broadcast_in_dim(selector, t.shape, (0,)), t, f)
+                for t, f in zip(*results)
+            ]
         return (_pack(chosen) if is_tuple else chosen[0]), ([True] * count if is_tuple else True)
     # one branch for the whole batch: batched branches, every output batched
     flat, where, fl = [], [], []
@@ -379,15 +460,22 @@ def _conditional(inst, args, flags, size):
 
     def branch_fn(comp, idx):
         def run(*values):
-            (out,), (of,) = batch_body(current_trace(), Body.of(comp), {0: _pack([values[k] for k in idx])},
-                                       {0: [True] * len(idx)}, size)
+            (out,), (of,) = batch_body(
+                current_trace(),
+                Body.of(comp),
+                {0: _pack([values[k] for k in idx])},
+                {0: [True] * len(idx)},
+                size,
+            )
             outs = _elements(out) if is_tuple else [out]
             ofs = of if isinstance(of, list) else [bool(of)] * count
             return [_batched(v, b, size) for v, b in zip(outs, ofs)]
         return run
 
     trace = current_trace()
-    built, tuples, _, _, _, _ = control_flow._branches(trace, [branch_fn(c, i) for c, i in zip(comps, where)], flat, "branch")
+    built, tuples, _, _, _, _ = control_flow._branches(
+        trace, [branch_fn(c, i) for c, i in zip(comps, where)], flat, "branch"
+    )
     attrs = ({"branch_computations": tuple(built)} if "branch_computations" in inst.attrs
              else {"true_computation": built[0], "false_computation": built[1]})
     result = trace.emit("conditional", [selector] + tuples, attrs)
@@ -403,14 +491,20 @@ def _one_at_a_time(inst, args, flags, size):
 
     def element(a: Tracer, i: Tracer) -> Tracer:
         zeros = [lax.full_like(i, 0)] * (a.ndim - 1)
-        return lax.reshape(lax.dynamic_slice(a, [i] + zeros, (1,) + tuple(a.shape[1:])), tuple(a.shape[1:]))
+        return lax.reshape(
+            lax.dynamic_slice(a, [i] + zeros, (1,) + tuple(a.shape[1:])), tuple(a.shape[1:])
+        )
 
     def body(i, outs):
         ops = [element(a, i) if f else a for a, f in zip(args, flags)]
         result = current_trace().emit(inst.opcode, tuple(ops), dict(inst.attrs), inst.shape)
         leaves = _elements(result) if isinstance(inst.shape, TupleShape) else [result]
-        return [lax.dynamic_update_slice(buf, lax.reshape(v, (1,) + tuple(v.shape)), [i] + [lax.full_like(i, 0)] * v.ndim)
-                for buf, v in zip(outs, leaves)]
+        return [
+            lax.dynamic_update_slice(
+                buf, lax.reshape(v, (1,) + tuple(v.shape)), [i] + [lax.full_like(i, 0)] * v.ndim
+            )
+            for buf, v in zip(outs, leaves)
+        ]
 
     outs = control_flow.fori_loop(0, size, body, stacked)
     if isinstance(inst.shape, TupleShape):
@@ -431,22 +525,45 @@ def _build():
         if is_elementwise(name):
             BATCH_RULES[name] = _elementwise
     leaf = _not_batchable("a leaf has no operands: it is the same for every batch element")
-    BATCH_RULES.update({
-        "parameter": leaf, "constant": leaf, "iota": leaf,
-        "broadcast": _broadcast, "reshape": _same_attrs, "bitcast": _same_attrs, "copy": _same_attrs,
-        "transpose": _transpose, "slice": _slice, "reverse": _reverse, "concatenate": _concatenate, "pad": _pad,
-        "reduce": _reduce, "sort": _sort, "dot": _dot, "gather": _gather, "scatter": _scatter,
-        "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
-        "tuple": _tuple, "get-tuple-element": _gte, "opt-barrier": _barrier, "call": _call, "while": _while, "conditional": _conditional,
-        "custom-call": _one_at_a_time,
-        "fusion": _not_batchable("fusions exist only after compilation passes"),
-    })
+    BATCH_RULES.update(
+        {
+            "parameter": leaf,
+            "constant": leaf,
+            "iota": leaf,
+            "broadcast": _broadcast,
+            "reshape": _same_attrs,
+            "bitcast": _same_attrs,
+            "copy": _same_attrs,
+            "transpose": _transpose,
+            "slice": _slice,
+            "reverse": _reverse,
+            "concatenate": _concatenate,
+            "pad": _pad,
+            "reduce": _reduce,
+            "sort": _sort,
+            "dot": _dot,
+            "gather": _gather,
+            "scatter": _scatter,
+            "dynamic-slice": _dynamic_slice,
+            "dynamic-update-slice": _dynamic_update_slice,
+            "tuple": _tuple,
+            "get-tuple-element": _gte,
+            "opt-barrier": _barrier,
+            "call": _call,
+            "while": _while,
+            "conditional": _conditional,
+            "custom-call": _one_at_a_time,
+            "fusion": _not_batchable("fusions exist only after compilation passes"),
+        }
+    )
 
 
 _build()
 
 
-def batch_body(trace: Trace, body: Body, values: dict[int, Tracer], flags: dict[int, Any], size: int):
+def batch_body(
+    trace: Trace, body: Body, values: dict[int, Tracer], flags: dict[int, Any], size: int
+):
     """Emit ``body`` with a leading batch dimension of ``size`` on the parameters whose flag is
     set: the results and their flags (batched or not; a list for a tuple)."""
     env: dict[int, Tracer] = {}

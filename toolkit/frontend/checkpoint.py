@@ -32,11 +32,20 @@ def checkpoint_call(fun: Callable, args: tuple, kwargs: dict):
     inputs = [v if isinstance(v, Tracer) else lax.lift(trace, v, what=f"checkpoint argument{p}")
               for v, p in zip(leaves, paths)]
     avals = [(t.shape, t.dtype, t.weak_type) for t in inputs]
-    sub, outs, weak, out_tree = _trace_function(trace, lambda *a: fun(*a, **kwargs), avals, tree, "checkpoint",
-                                                wrap_args=lambda t: tuple(t), user_fn=fun)
+    sub, outs, weak, out_tree = _trace_function(
+        trace,
+        lambda *a: fun(*a, **kwargs),
+        avals,
+        tree,
+        "checkpoint",
+        wrap_args=lambda t: tuple(t),
+        user_fn=fun,
+    )
     if sub.checks:
-        raise UnsupportedNumpyError("tk.checkpoint of a function with NumPy's data checks (an index out of range ...) "
-                                    "is not supported yet")
+        raise UnsupportedNumpyError(
+            "tk.checkpoint of a function with NumPy's data checks (an index out of range ...) "
+            "is not supported yet"
+        )
     root = outs[0] if len(outs) == 1 else sub.builder.add("tuple", list(outs))
     comp = trace.module.add_computation(sub.builder.build(root))
     operands = inputs + [outer for outer, _ in sub.captures]
@@ -68,8 +77,13 @@ def _vjp(eqn, ct):
     cts = [c for c in (ct if isinstance(ct, list) else [ct]) if c is not None]
     fence = trace.emit("opt-barrier", (trace.emit("tuple", tuple(eqn.args) + tuple(cts)),))
     fenced = [trace.emit("get-tuple-element", (fence,), {"index": k}) for k in range(len(eqn.args))]
-    _, backward = vjp_body(trace, Body.of(eqn.inst.attrs["to_apply"]), dict(enumerate(fenced)), set(eqn.residual),
-                           role="remat(*)")
+    _, backward = vjp_body(
+        trace,
+        Body.of(eqn.inst.attrs["to_apply"]),
+        dict(enumerate(fenced)),
+        set(eqn.residual),
+        role="remat(*)",
+    )
     grads = backward([ct])
     return [grads.get(k) for k in range(len(eqn.args))]
 

@@ -21,7 +21,11 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     dt = np.result_type(y.dtype if not y.weak_type else 0.0, 1.0)
     y = lax.convert(y, dt, y.weak_type)
     finite_y = _u(np.isfinite, y)
-    close = _u(np.less_equal, _u(np.absolute, _u(np.subtract, x, y)), _u(np.add, atol, _u(np.multiply, rtol, _u(np.absolute, y))))
+    close = _u(
+        np.less_equal,
+        _u(np.absolute, _u(np.subtract, x, y)),
+        _u(np.add, atol, _u(np.multiply, rtol, _u(np.absolute, y))),
+    )
     result = _u(np.logical_or, _u(np.logical_and, close, finite_y), _u(np.equal, x, y))
     if equal_nan:
         result = _u(np.logical_or, result, _u(np.logical_and, _u(np.isnan, x), _u(np.isnan, y)))

@@ -87,11 +87,21 @@ def sort_complex(a):
         return lax.convert(EXPORTS["sort"](a), np.complex64 if small else np.complex128)
     re, im = real_part(a), imag_part(a)
     re_nan, im_nan = lax.compare(re, re, "NE"), lax.compare(im, im, "NE")
-    group = apply_ufunc(np.add, (apply_ufunc(np.multiply, (lax.convert(re_nan, np.int8), 2)),
-                                 lax.convert(apply_ufunc(np.logical_and, (im_nan, apply_ufunc(np.logical_not, (re_nan,)))), np.int8)))
+    group = apply_ufunc(
+        np.add,
+        (
+            apply_ufunc(np.multiply, (lax.convert(re_nan, np.int8), 2)),
+            lax.convert(
+                apply_ufunc(np.logical_and, (im_nan, apply_ufunc(np.logical_not, (re_nan,)))),
+                np.int8,
+            ),
+        ),
+    )
     group = EXPORTS["where"](apply_ufunc(np.logical_and, (re_nan, im_nan)), 3, group)
     order = EXPORTS["lexsort"]((im, re, group))
     return EXPORTS["take_along_axis"](a, order, axis=-1)
 
 
-EXPORTS["conj"] = EXPORTS["conjugate"] = lambda x, *args, **kwargs: apply_ufunc(np.conjugate, (x,), kwargs)
+EXPORTS["conj"] = EXPORTS["conjugate"] = lambda x, *args, **kwargs: apply_ufunc(
+    np.conjugate, (x,), kwargs
+)

@@ -57,7 +57,9 @@ def _reciprocal(z, out):
     r2 = _e("divide", re, im)
     d2 = _e("add", _e("multiply", re, r2), im)
     out_re = lax.select(small_imag, _e("divide", one, d1), _e("divide", r2, d2))
-    out_im = lax.select(small_imag, _e("divide", _e("negate", r1), d1), _e("divide", _e("negate", one), d2))
+    out_im = lax.select(
+        small_imag, _e("divide", _e("negate", r1), d1), _e("divide", _e("negate", one), d2)
+    )
     return make(out_re, out_im)
 
 
@@ -86,7 +88,11 @@ def _truth(z):
 def _logical(opcode):
     def impl(*zs, out):
         truths = [_truth(z) if z.dtype.kind != "b" else z for z in zs]
-        return lax.elementwise(opcode, *truths) if opcode != "not" else lax.elementwise("not", truths[0])
+        return (
+            lax.elementwise(opcode, *truths)
+            if opcode != "not"
+            else lax.elementwise("not", truths[0])
+        )
     return impl
 
 

@@ -34,9 +34,14 @@ def _convolve(a: Tracer, v: Tracer, mode: str) -> Tracer:
 
 def _pair(a, v):
     trace = lax.trace_of([a, v])
-    dtype = np.result_type(*(x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype for x in (a, v)))
+    dtype = np.result_type(
+        *(x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype for x in (a, v))
+    )
     dtype = lax.check_supported_dtype(dtype, "np.convolve operands")
-    return (lax.convert(x if isinstance(x, Tracer) else lax.lift(trace, x, weak=False), dtype) for x in (a, v))
+    return (
+        lax.convert(x if isinstance(x, Tracer) else lax.lift(trace, x, weak=False), dtype)
+        for x in (a, v)
+    )
 
 
 @numpy_function(np.convolve)

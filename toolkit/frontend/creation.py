@@ -21,7 +21,11 @@ def _creation_dtype(dtype, default=np.float64):
 
 
 def _shape_tuple(shape) -> tuple[int, ...]:
-    return tuple(operator.index(d) for d in shape) if isinstance(shape, (tuple, list)) else (operator.index(shape),)
+    return (
+        tuple(operator.index(d) for d in shape)
+        if isinstance(shape, (tuple, list))
+        else (operator.index(shape),)
+    )
 
 
 @numpy_function(np.zeros, creation=True)
@@ -51,7 +55,11 @@ def full(shape, fill_value, dtype=None, order="C", **kwargs):
 
 def _like(a, dtype, shape):
     a = as_tracer(a)
-    return (a.shape if shape is None else _shape_tuple(shape)), (a.dtype if dtype is None else np.dtype(dtype)), a.trace
+    return (
+        (a.shape if shape is None else _shape_tuple(shape)),
+        (a.dtype if dtype is None else np.dtype(dtype)),
+        a.trace,
+    )
 
 
 @numpy_function(np.zeros_like)
@@ -85,10 +93,20 @@ def arange(start, stop=None, step=1, dtype=None, **kwargs):
         start, stop = 0, start
     for v in (start, stop, step):
         if isinstance(v, Tracer):
-            raise UnsupportedNumpyError("arange bounds must be Python numbers (the length must be known while tracing)")
+            raise UnsupportedNumpyError(
+                "arange bounds must be Python numbers (the length must be known while tracing)"
+            )
     n = builtins.max(0, math.ceil((stop - start) / step))
-    out_dtype = np.dtype(dtype) if dtype is not None else np.result_type(
-        *[np.asarray(v).dtype if not isinstance(v, (int, float)) else type(v) for v in (start, stop, step)])
+    out_dtype = (
+        np.dtype(dtype)
+        if dtype is not None
+        else np.result_type(
+            *[
+                np.asarray(v).dtype if not isinstance(v, (int, float)) else type(v)
+                for v in (start, stop, step)
+            ]
+        )
+    )
     out_dtype = lax.check_supported_dtype(out_dtype, "arange dtype")
     trace = current_trace()
     floats = out_dtype.kind == "f" or builtins.any(isinstance(v, float) for v in (start, step))
@@ -111,8 +129,11 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else math.nan
     ramp = lax.iota(trace, np.float64, (num,), 0)
-    values = lax.elementwise("add", lax.elementwise("multiply", ramp, lax.full(trace, (num,), step, np.float64)),
-                             lax.full(trace, (num,), float(start), np.float64))
+    values = lax.elementwise(
+        "add",
+        lax.elementwise("multiply", ramp, lax.full(trace, (num,), step, np.float64)),
+        lax.full(trace, (num,), float(start), np.float64),
+    )
     if endpoint and num > 1:
         last = lax.compare(ramp, lax.full(trace, (num,), num - 1, np.float64), "EQ")
         values = lax.select(last, lax.full(trace, (num,), float(stop), np.float64), values)
@@ -128,7 +149,9 @@ def eye(N, M=None, k=0, dtype=float, order="C", **kwargs):
     M = N if M is None else M
     rows = lax.iota(trace, np.int64, (N, M), 0)
     cols = lax.iota(trace, np.int64, (N, M), 1)
-    diag = lax.compare(lax.elementwise("add", rows, lax.full(trace, (N, M), k, np.int64)), cols, "EQ")
+    diag = lax.compare(
+        lax.elementwise("add", rows, lax.full(trace, (N, M), k, np.int64)), cols, "EQ"
+    )
     return lax.convert(diag, _creation_dtype(dtype))
 
 

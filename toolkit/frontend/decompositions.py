@@ -26,7 +26,9 @@ def traced_submodule_function(np_func, impl, public: str, scope: str, registry: 
     def wrapper(*args, **kwargs):
         if not has_tracer(list(args) + list(kwargs.values())):
             return np_func(*args, **kwargs)
-        trace = lax.trace_of([a for a in _leaves(list(args) + list(kwargs.values())) if isinstance(a, Tracer)])
+        trace = lax.trace_of(
+            [a for a in _leaves(list(args) + list(kwargs.values())) if isinstance(a, Tracer)]
+        )
         with trace.op_scope(f"{scope}.{public}"):
             return impl(*args, **kwargs)
 
@@ -37,7 +39,9 @@ def traced_submodule_function(np_func, impl, public: str, scope: str, registry: 
 
 
 def _register(np_func, name=None):
-    return lambda impl: traced_submodule_function(np_func, impl, name or impl.__name__, "linalg", LINALG)
+    return lambda impl: traced_submodule_function(
+        np_func, impl, name or impl.__name__, "linalg", LINALG
+    )
 
 
 def _leaves(values):
@@ -64,7 +68,9 @@ def _float(a) -> Tracer:
 
 def _square(a: Tracer, what: str) -> Tracer:
     if a.ndim < 2:
-        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+        raise np.linalg.LinAlgError(
+            f"{a.ndim}-dimensional array given. Array must be at least two-dimensional"
+        )
     if a.shape[-1] != a.shape[-2]:
         raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
     return a
@@ -92,7 +98,10 @@ def solve(a, b):
     a = _square(_float(a), "solve")
     b = b if isinstance(b, Tracer) else lax.lift(a.trace, b, weak=False)
     dtype = np.result_type(a.dtype, b.dtype)
-    a, b = lax.convert(a, dtype), lax.convert(b if b.dtype.kind == "f" else lax.convert(b, np.float64), dtype)
+    a, b = (
+        lax.convert(a, dtype),
+        lax.convert(b if b.dtype.kind == "f" else lax.convert(b, np.float64), dtype),
+    )
     vector = b.ndim == 1
     if vector:
         b = lax.reshape(b, (b.shape[0], 1))
@@ -100,7 +109,9 @@ def solve(a, b):
     a = lax.broadcast_to(a, batch + a.shape[-2:])
     b = lax.broadcast_to(b, batch + b.shape[-2:])
     if b.shape[-2] != a.shape[-1]:
-        raise UserValueError(f"solve: b has {b.shape[-2]} rows for a {a.shape[-1]}x{a.shape[-1]} matrix")
+        raise UserValueError(
+            f"solve: b has {b.shape[-2]} rows for a {a.shape[-1]}x{a.shape[-1]} matrix"
+        )
     x = custom_call("numpy.linalg.solve", [a, b])[0]
     return lax.reshape(x, x.shape[:-1]) if vector else x
 
@@ -126,9 +137,13 @@ def slogdet(a):
 def qr(a, mode="reduced"):
     a = _float(a)
     if mode not in ("reduced", "complete", "r"):
-        raise UnsupportedNumpyError(f"np.linalg.qr(mode={mode!r}) is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            f"np.linalg.qr(mode={mode!r}) is not supported on traced arrays"
+        )
     if a.ndim < 2:
-        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+        raise np.linalg.LinAlgError(
+            f"{a.ndim}-dimensional array given. Array must be at least two-dimensional"
+        )
     q, r = custom_call("numpy.linalg.qr", [a], "complete" if mode == "complete" else "reduced")
     return r if mode == "r" else np.linalg._linalg.QRResult(q, r)
 
@@ -154,7 +169,9 @@ def _uplo(uplo):
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     a = _float(a)
     if a.ndim < 2:
-        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+        raise np.linalg.LinAlgError(
+            f"{a.ndim}-dimensional array given. Array must be at least two-dimensional"
+        )
     if not compute_uv:
         return svdvals(a)
     u, s, vh = custom_call("numpy.linalg.svd", [a], "full" if full_matrices else "reduced")
@@ -165,14 +182,18 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 def svdvals(x, /):
     a = _float(x)
     if a.ndim < 2:
-        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+        raise np.linalg.LinAlgError(
+            f"{a.ndim}-dimensional array given. Array must be at least two-dimensional"
+        )
     return custom_call("numpy.linalg.svdvals", [a])[0]
 
 
 @_register(np.linalg.pinv)
 def pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
     if rcond is not None or rtol is not np._NoValue:
-        raise UnsupportedNumpyError("np.linalg.pinv(rcond=, rtol=) is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            "np.linalg.pinv(rcond=, rtol=) is not supported on traced arrays"
+        )
     return custom_call("numpy.linalg.pinv", [_float(a)])[0]
 
 
@@ -187,7 +208,11 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
         r = max(a.shape[-2:]) * eps if rtol is None else rtol
         tol = _u(np.multiply, EXPORTS["max"](s, axis=-1, keepdims=True), r)
     else:
-        tol = EXPORTS["expand_dims"](tol, -1) if isinstance(tol, Tracer) else np.asarray(tol)[..., None]
+        tol = (
+            EXPORTS["expand_dims"](tol, -1)
+            if isinstance(tol, Tracer)
+            else np.asarray(tol)[..., None]
+        )
     return EXPORTS["count_nonzero"](_u(np.greater, s, tol), axis=-1)
 
 
@@ -244,14 +269,24 @@ def _vector_norm(x: Tracer, ord, axes, keepdims):
         return EXPORTS["sum"](a, axis=axes, keepdims=keepdims)
     if isinstance(ord, str):
         raise UserValueError(f"Invalid norm order '{ord}' for vectors")
-    return _u(np.power, EXPORTS["sum"](_u(np.power, a, float(ord)), axis=axes, keepdims=keepdims), 1.0 / ord)
+    return _u(
+        np.power,
+        EXPORTS["sum"](_u(np.power, a, float(ord)), axis=axes, keepdims=keepdims),
+        1.0 / ord,
+    )
 
 
 def _matrix_norm(x: Tracer, ord, axes, keepdims):
     row, col = axes
     if ord in (None, "fro"):
-        return _u(np.sqrt, EXPORTS["sum"](_u(np.multiply, _u(np.absolute, x), _u(np.absolute, x)), axis=axes,
-                                          keepdims=keepdims))
+        return _u(
+            np.sqrt,
+            EXPORTS["sum"](
+                _u(np.multiply, _u(np.absolute, x), _u(np.absolute, x)),
+                axis=axes,
+                keepdims=keepdims,
+            ),
+        )
     if ord in (2, -2, "nuc"):
         moved = EXPORTS["moveaxis"](x, (row, col), (-2, -1))
         s = svdvals(moved)
@@ -325,8 +360,10 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     with the same cutoff, eps * max(M, N)); the coefficients agree to rounding. NumPy's
     RankWarning for a badly conditioned fit is not issued."""
     if full or cov or rcond is not None:
-        raise UnsupportedNumpyError("np.polyfit(full=, cov=, rcond=) is not supported on traced arrays; "
-                                    "the default form (coefficients only, w= allowed) is")
+        raise UnsupportedNumpyError(
+            "np.polyfit(full=, cov=, rcond=) is not supported on traced arrays; "
+            "the default form (coefficients only, w= allowed) is"
+        )
     order = operator.index(deg) + 1
     if order < 1:
         raise UserValueError("expected deg >= 0")

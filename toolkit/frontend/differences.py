@@ -62,11 +62,19 @@ def ediff1d(ary, to_end=None, to_begin=None):
     d = diff(flat) if a.size else flat
     pieces = []
     if to_begin is not None:
-        b = to_begin if isinstance(to_begin, Tracer) else lax.lift(a.trace, np.asarray(to_begin).ravel(), a.dtype, weak=False)
+        b = (
+            to_begin
+            if isinstance(to_begin, Tracer)
+            else lax.lift(a.trace, np.asarray(to_begin).ravel(), a.dtype, weak=False)
+        )
         pieces.append(lax.convert(lax.reshape(b, (b.size,)), a.dtype))
     pieces.append(d)
     if to_end is not None:
-        e = to_end if isinstance(to_end, Tracer) else lax.lift(a.trace, np.asarray(to_end).ravel(), a.dtype, weak=False)
+        e = (
+            to_end
+            if isinstance(to_end, Tracer)
+            else lax.lift(a.trace, np.asarray(to_end).ravel(), a.dtype, weak=False)
+        )
         pieces.append(lax.convert(lax.reshape(e, (e.size,)), a.dtype))
     return lax.concatenate(pieces, 0) if len(pieces) > 1 else d
 
@@ -79,8 +87,12 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     spacing = list(varargs) if varargs else [1.0] * len(axes)
     if len(spacing) == 1 and len(axes) > 1:
         spacing = spacing * len(axes)
-    if len(spacing) != len(axes) or builtins.any(np.ndim(h) != 0 or isinstance(h, Tracer) for h in spacing):
-        raise UnsupportedNumpyError("np.gradient on traced arrays takes uniform spacings (Python scalars) only")
+    if len(spacing) != len(axes) or builtins.any(
+        np.ndim(h) != 0 or isinstance(h, Tracer) for h in spacing
+    ):
+        raise UnsupportedNumpyError(
+            "np.gradient on traced arrays takes uniform spacings (Python scalars) only"
+        )
     if edge_order not in (1, 2):
         raise UserValueError("'edge_order' greater than 2 not supported")
     if f.dtype.kind in "iub":
@@ -92,11 +104,29 @@ def gradient(f, *varargs, axis=None, edge_order=1):
             raise UserValueError("Shape of array too small to calculate a numerical gradient, "
                                  "at least (edge_order + 1) elements are required.")
         h = float(h)
-        interior = apply_ufunc(np.true_divide, (apply_ufunc(np.subtract, (_axis_slice(f, ax, 2, n), _axis_slice(f, ax, 0, n - 2))), 2.0 * h))
+        interior = apply_ufunc(
+            np.true_divide,
+            (
+                apply_ufunc(np.subtract, (_axis_slice(f, ax, 2, n), _axis_slice(f, ax, 0, n - 2))),
+                2.0 * h,
+            ),
+        )
         s = [_axis_slice(f, ax, i, i + 1) for i in (0, 1, 2)] if edge_order == 2 else None
         if edge_order == 1:
-            first = apply_ufunc(np.true_divide, (apply_ufunc(np.subtract, (_axis_slice(f, ax, 1, 2), _axis_slice(f, ax, 0, 1))), h))
-            last = apply_ufunc(np.true_divide, (apply_ufunc(np.subtract, (_axis_slice(f, ax, n - 1, n), _axis_slice(f, ax, n - 2, n - 1))), h))
+            first = apply_ufunc(
+                np.true_divide,
+                (apply_ufunc(np.subtract, (_axis_slice(f, ax, 1, 2), _axis_slice(f, ax, 0, 1))), h),
+            )
+            last = apply_ufunc(
+                np.true_divide,
+                (
+                    apply_ufunc(
+                        np.subtract,
+                        (_axis_slice(f, ax, n - 1, n), _axis_slice(f, ax, n - 2, n - 1)),
+                    ),
+                    h,
+                ),
+            )
         else:
             first = (s[0] * -1.5 + s[1] * 2.0 - s[2] * 0.5) / h
             e = [_axis_slice(f, ax, i, i + 1) for i in (n - 3, n - 2, n - 1)]
@@ -135,11 +165,17 @@ def unwrap(p, discont=None, axis=-1, *, period=2 * math.pi):
     discont = period / 2 if discont is None else discont
     high = period / 2
     low = -high
-    ddmod = apply_ufunc(np.add, (apply_ufunc(np.mod, (apply_ufunc(np.subtract, (dd, low)), period)), low))
-    ambiguous = apply_ufunc(np.logical_and, (apply_ufunc(np.equal, (ddmod, low)), apply_ufunc(np.greater, (dd, 0))))
+    ddmod = apply_ufunc(
+        np.add, (apply_ufunc(np.mod, (apply_ufunc(np.subtract, (dd, low)), period)), low)
+    )
+    ambiguous = apply_ufunc(
+        np.logical_and, (apply_ufunc(np.equal, (ddmod, low)), apply_ufunc(np.greater, (dd, 0)))
+    )
     ddmod = EXPORTS["where"](ambiguous, high, ddmod)
     correct = apply_ufunc(np.subtract, (ddmod, dd))
-    correct = EXPORTS["where"](apply_ufunc(np.less, (apply_ufunc(np.absolute, (dd,)), discont)), 0.0, correct)
+    correct = EXPORTS["where"](
+        apply_ufunc(np.less, (apply_ufunc(np.absolute, (dd,)), discont)), 0.0, correct
+    )
     n = p.shape[axis]
     if n == 0:
         return p

@@ -29,8 +29,11 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
             return inplace.store_result(out, result, f"np.{ufunc.__name__}(..., out=)")
     if method == "__call__" and kwargs.get("where", True) is not True and out is None:
         raise UnsupportedNumpyError(
-            f"np.{ufunc.__name__}(..., where=) without out= leaves the other elements uninitialized in "
-            "NumPy; pass out= (for example out=np.zeros_like(x)), or use np.where(mask, result, other)")
+            f"np.{ufunc.__name__}(..., where=) without out= leaves the other elements "
+            "uninitialized in "
+            "NumPy; pass out= (for example out=np.zeros_like(x)), or use np.where(mask, result, "
+            "other)"
+        )
     if method == "__call__":
         from .more_functions import GUFUNCS
         if ufunc in GUFUNCS:
@@ -38,7 +41,10 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         if ufunc is np.matmul:
             return registry.EXPORTS["matmul"](*inputs, **kwargs)
         if ufunc is np.divmod:
-            return (apply_ufunc(np.floor_divide, inputs, kwargs), apply_ufunc(np.remainder, inputs, kwargs))
+            return (
+                apply_ufunc(np.floor_divide, inputs, kwargs),
+                apply_ufunc(np.remainder, inputs, kwargs),
+            )
         return apply_ufunc(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in _REDUCE_METHODS:
         (x,) = inputs
@@ -62,12 +68,16 @@ def _array_function(self, func, types, args, kwargs):
     impl = registry.FUNCTIONS.get(func)
     if impl is None:
         module = (getattr(func, "__module__", "") or "").replace("numpy", "np", 1)
-        where = module if module.startswith("np.") and module.count(".") == 1 else "np"  # np.linalg.eig
+        # np.linalg.eig
+        where = module if module.startswith("np.") and module.count(".") == 1 else "np"
         raise UnsupportedNumpyError(
-            f"{where}.{getattr(func, '__name__', func)} is not supported on traced arrays by toolkit "
+            f"{where}.{getattr(func, '__name__', func)} is not supported on traced arrays by "
+            "toolkit "
             f"({len(registry.FUNCTIONS)} NumPy functions are: "
             "toolkit.numpy.supported_functions() lists them, "
-            "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported and why)")
+            "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported "
+            "and why)"
+        )
     # the exported wrapper (view tracking, fresh results) when ``func`` is np.<name> itself;
     # np.linalg.trace is not np.trace
     name = getattr(func, "__name__", "")
@@ -198,7 +208,8 @@ def _method(name):
 for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "all",
               "any", "ravel", "squeeze", "swapaxes", "clip", "dot", "copy", "astype", "argsort",
               "argpartition", "cumsum", "cumprod", "choose", "conj", "conjugate", "diagonal",
-              "nonzero", "repeat", "round", "searchsorted", "take"):  # not .trace(): Tracer.trace is the trace
+              # not .trace(): Tracer.trace is the trace
+              "nonzero", "repeat", "round", "searchsorted", "take"):
     setattr(Tracer, _name, _method(_name))
 
 
@@ -220,19 +231,25 @@ def _put(self, indices, values, mode="raise"):
 
 def _view(self, dtype=None, type=None):
     if type is not None or dtype is None:
-        raise UnsupportedNumpyError("x.view(type=...) is not supported on traced arrays; x.view(dtype) is")
+        raise UnsupportedNumpyError(
+            "x.view(type=...) is not supported on traced arrays; x.view(dtype) is"
+        )
     dtype = np.dtype(dtype)
     if dtype.itemsize != self.dtype.itemsize or dtype == np.bool_ or self.dtype == np.bool_:
-        raise UnsupportedNumpyError(f"x.view({dtype}) of {self.describe()}: only a view as another type of the "
-                                    "same width is supported on traced arrays")
+        raise UnsupportedNumpyError(
+            f"x.view({dtype}) of {self.describe()}: only a view as another type of the "
+            "same width is supported on traced arrays"
+        )
     from . import lax
     result = self if dtype == self.dtype else lax.bitcast_convert(self, dtype)
     return views.mark_untracked_view(result, self, "view") if result is not self else result
 
 
 def _resize(self, *args, **kwargs):
-    raise UnsupportedNumpyError("x.resize() changes the array's size in place, which a traced array cannot; "
-                                "use x = np.resize(x, shape)")
+    raise UnsupportedNumpyError(
+        "x.resize() changes the array's size in place, which a traced array cannot; "
+        "use x = np.resize(x, shape)"
+    )
 
 
 Tracer.compress = lambda self, condition, axis=None, out=None: registry.EXPORTS["compress"](
@@ -255,7 +272,11 @@ def _reshape(self, *shape, order="C"):
 
 
 def _transpose(self, *axes):
-    if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or (len(axes) == 1 and axes[0] is None):
+    if (
+        len(axes) == 1
+        and isinstance(axes[0], (tuple, list))
+        or (len(axes) == 1 and axes[0] is None)
+    ):
         axes = axes[0]
     return registry.EXPORTS["transpose"](self, axes or None)
 

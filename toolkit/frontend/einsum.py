@@ -23,13 +23,17 @@ def _parse(subscripts: str, n: int) -> tuple[list[str], str]:
         output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     terms = inputs.split(",")
     if len(terms) != n:
-        raise UserValueError(f"einsum '{subscripts}' names {len(terms)} operands but {n} were given")
+        raise UserValueError(
+            f"einsum '{subscripts}' names {len(terms)} operands but {n} were given"
+        )
     for term in terms + [output]:
         if not term.isalpha() and term:
             raise UserValueError(f"einsum: invalid subscript '{term}' in '{subscripts}'")
     for c in output:
         if output.count(c) > 1:
-            raise UserValueError(f"einsum(): output subscript '{c}' appears more than once in '{subscripts}'")
+            raise UserValueError(
+                f"einsum(): output subscript '{c}' appears more than once in '{subscripts}'"
+            )
     return terms, output
 
 
@@ -42,8 +46,10 @@ def _diagonals(x: Tracer, term: str, operand: int) -> tuple[Tracer, str]:
         p = term.index(c)
         q = term.index(c, p + 1)
         if x.shape[p] != x.shape[q]:
-            raise ShapeMismatchError(f"einsum(): dimensions in operand {operand} for collapsing index '{c}' "
-                                     f"don't match ({x.shape[p]} != {x.shape[q]})")
+            raise ShapeMismatchError(
+                f"einsum(): dimensions in operand {operand} for collapsing index '{c}' "
+                f"don't match ({x.shape[p]} != {x.shape[q]})"
+            )
         x = diagonal(x, 0, p, q)  # the diagonal becomes the last axis
         term = "".join(t for i, t in enumerate(term) if i not in (p, q)) + c
     return x, term
@@ -75,7 +81,10 @@ def einsum(subscripts: str, *operands) -> Tracer:
         trace = lax.trace_of(operands)
         x = lax.lift(trace, operands[0], result_dtype(operands))
         if len(terms[0]) != x.ndim:
-            raise ShapeMismatchError(f"einsum: '{terms[0]}' has {len(terms[0])} indices but the operand is {x.describe()}")
+            raise ShapeMismatchError(
+                f"einsum: '{terms[0]}' has {len(terms[0])} indices but the operand is "
+                f"{x.describe()}"
+            )
         x, term = _diagonals(x, terms[0], 0)
         x, term = _sum_out(x, term, set(output))
         return lax.transpose(x, [term.index(c) for c in output])
@@ -83,7 +92,9 @@ def einsum(subscripts: str, *operands) -> Tracer:
     ta, tb = terms
     for t, x in ((ta, a), (tb, b)):
         if len(t) != x.ndim:
-            raise ShapeMismatchError(f"einsum: '{t}' has {len(t)} indices but the operand is {x.describe()}")
+            raise ShapeMismatchError(
+                f"einsum: '{t}' has {len(t)} indices but the operand is {x.describe()}"
+            )
     a, ta = _diagonals(a, ta, 0)
     b, tb = _diagonals(b, tb, 1)
     sizes: dict[str, int] = {}
@@ -91,7 +102,9 @@ def einsum(subscripts: str, *operands) -> Tracer:
         for c, d in zip(t, x.shape):
             known = sizes.setdefault(c, d)
             if known != d and 1 not in (known, d):
-                raise ShapeMismatchError(f"einsum: index '{c}' has sizes {known} and {d} in '{subscripts}'")
+                raise ShapeMismatchError(
+                    f"einsum: index '{c}' has sizes {known} and {d} in '{subscripts}'"
+                )
             sizes[c] = builtins_max(known, d)
     # NumPy broadcasts an index of size 1 against the other operand's size: drop it from the
     # operand that has it with size 1, which then repeats along it, as broadcasting does.
@@ -103,7 +116,19 @@ def einsum(subscripts: str, *operands) -> Tracer:
     shared = [c for c in ta if c in tb]
     batch = [c for c in shared if c in out_set]
     contract = [c for c in shared if c not in out_set]
-    result = lax.dot_general(a, b, ([ta.index(c) for c in contract], [tb.index(c) for c in contract]),
-                             ([ta.index(c) for c in batch], [tb.index(c) for c in batch]))
-    result_term = "".join(batch) + "".join(c for c in ta if c not in shared) + "".join(c for c in tb if c not in shared)
-    return lax.transpose(result, [result_term.index(c) for c in output]) if result.dtype != np.bool_ else result
+    result = lax.dot_general(
+        a,
+        b,
+        ([ta.index(c) for c in contract], [tb.index(c) for c in contract]),
+        ([ta.index(c) for c in batch], [tb.index(c) for c in batch]),
+    )
+    result_term = (
+        "".join(batch)
+        + "".join(c for c in ta if c not in shared)
+        + "".join(c for c in tb if c not in shared)
+    )
+    return (
+        lax.transpose(result, [result_term.index(c) for c in output])
+        if result.dtype != np.bool_
+        else result
+    )

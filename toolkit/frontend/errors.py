@@ -132,7 +132,9 @@ def _users_error(e: BaseException) -> bool:
         return False
     filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
     # raised in the user's own code (NumPy raising on the user's call counts as theirs)
-    return not is_internal_file(filename) and ("site-packages" not in filename or "/numpy/" in filename)
+    return not is_internal_file(filename) and (
+        "site-packages" not in filename or "/numpy/" in filename
+    )
 
 
 def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
@@ -144,5 +146,7 @@ def user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None
         tb = tb.tb_next
     result = None
     for frame_tb in reversed(frames):
-        result = types.TracebackType(result, frame_tb.tb_frame, frame_tb.tb_lasti, frame_tb.tb_lineno)
+        result = types.TracebackType(
+            result, frame_tb.tb_frame, frame_tb.tb_lasti, frame_tb.tb_lineno
+        )
     return result

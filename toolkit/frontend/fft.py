@@ -31,7 +31,9 @@ def _input(a, kind: str) -> Tracer:
     if a.dtype.kind in "biu":
         a = lax.convert(a, np.float64)
     if kind == "r2c" and a.dtype.kind == "c":
-        raise TypeError("ufunc 'rfft' not supported for the input types (a complex array): use np.fft.fft")
+        raise TypeError(
+            "ufunc 'rfft' not supported for the input types (a complex array): use np.fft.fft"
+        )
     return a
 
 
@@ -50,7 +52,9 @@ def _transform(name: str, kind: str, a, s, axes, norm, out) -> Tracer:
             raise ValueError(f"Invalid number of FFT data points ({min(s)}) specified.")
     sizes = s if s is not None else [a.shape[ax] for ax in axes]
     if kind == "c2r" and s is None and a.shape[axes[-1]] < 2 or any(v < 1 for v in sizes):
-        raise ValueError(f"Invalid number of FFT data points ({min(sizes) if sizes else 0}) specified.")
+        raise ValueError(
+            f"Invalid number of FFT data points ({min(sizes) if sizes else 0}) specified."
+        )
     if kind == "c2c" and a.dtype.kind == "f":  # NumPy's complex input, in the matching precision
         a = lax.convert(a, np.complex64 if a.dtype == np.float32 else np.complex128)
     if kind == "c2r" and a.dtype.kind == "f":
@@ -82,8 +86,14 @@ def _n_dim(name: str, kind: str):
     return transform
 
 
-for _name, _kind in (("fft", "c2c"), ("ifft", "c2c"), ("rfft", "r2c"), ("irfft", "c2r"), ("hfft", "c2r"),
-                     ("ihfft", "r2c")):
+for _name, _kind in (
+    ("fft", "c2c"),
+    ("ifft", "c2c"),
+    ("rfft", "r2c"),
+    ("irfft", "c2r"),
+    ("hfft", "c2r"),
+    ("ihfft", "r2c"),
+):
     _one_dim(_name, _kind)
 for _name, _kind in (("fft2", "c2c"), ("ifft2", "c2c"), ("rfft2", "r2c"), ("irfft2", "c2r")):
     _two_dim(_name, _kind)
@@ -93,7 +103,9 @@ for _name, _kind in (("fftn", "c2c"), ("ifftn", "c2c"), ("rfftn", "r2c"), ("irff
 
 def _shift(x, axes, sign: int):
     x = as_tracer(x)
-    axes = list(range(x.ndim)) if axes is None else ([axes] if isinstance(axes, int) else list(axes))
+    axes = (
+        list(range(x.ndim)) if axes is None else ([axes] if isinstance(axes, int) else list(axes))
+    )
     shifts = [sign * (x.shape[normalize_axis(ax, x.ndim)] // 2) for ax in axes]
     return EXPORTS["roll"](x, shifts, axes)
 

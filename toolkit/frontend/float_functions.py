@@ -22,8 +22,12 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
         return EXPORTS["copy"](x)
     info = np.finfo(x.dtype)
     x = EXPORTS["where"](_u(np.isnan, x), nan, x).astype(x.dtype)
-    x = EXPORTS["where"](_u(np.equal, x, np.inf), info.max if posinf is None else posinf, x).astype(x.dtype)
-    return EXPORTS["where"](_u(np.equal, x, -np.inf), info.min if neginf is None else neginf, x).astype(x.dtype)
+    x = EXPORTS["where"](_u(np.equal, x, np.inf), info.max if posinf is None else posinf, x).astype(
+        x.dtype
+    )
+    return EXPORTS["where"](
+        _u(np.equal, x, -np.inf), info.min if neginf is None else neginf, x
+    ).astype(x.dtype)
 
 
 @numpy_function(np.isposinf)

@@ -32,7 +32,9 @@ def _given_range(range_) -> tuple[float, float]:
 
 def _histogram_edges(a: Tracer, bins, range_, weights):
     if isinstance(bins, str):
-        raise UnsupportedNumpyError(f"np.histogram(bins={bins!r}): estimator names are not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            f"np.histogram(bins={bins!r}): estimator names are not supported on traced arrays"
+        )
     if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
         n = operator.index(bins)
         if n < 1:
@@ -43,14 +45,22 @@ def _histogram_edges(a: Tracer, bins, range_, weights):
             return edges, n, (first, last)
         if a.size == 0:
             lo, hi = 0.0, 1.0
-            return lax.lift(a.trace, np.linspace(lo, hi, n + 1), np.float64, weak=False), n, (lo, hi)
+            return (
+                lax.lift(a.trace, np.linspace(lo, hi, n + 1), np.float64, weak=False),
+                n,
+                (lo, hi),
+            )
         lo = lax.convert(EXPORTS["min"](a), np.float64)
         hi = lax.convert(EXPORTS["max"](a), np.float64)
         same = apply_ufunc(np.equal, (lo, hi))
         lo = EXPORTS["where"](same, lo - 0.5, lo)
         hi = EXPORTS["where"](same, hi + 0.5, hi)
         return traced_edges(lo, hi, n), n, (lo, hi)
-    edges = bins if isinstance(bins, Tracer) else lax.lift(a.trace, np.asarray(bins, np.float64), weak=False)
+    edges = (
+        bins
+        if isinstance(bins, Tracer)
+        else lax.lift(a.trace, np.asarray(bins, np.float64), weak=False)
+    )
     return lax.convert(edges, np.float64), None, None
 
 
@@ -75,15 +85,29 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     if uniform is not None:  # NumPy's fast path: the bin from arithmetic, corrected by the edges
         first, last = span
         norm = apply_ufunc(np.true_divide, (nbins, apply_ufunc(np.subtract, (last, first))))
-        idx = lax.convert(apply_ufunc(np.multiply, (apply_ufunc(np.subtract, (x, first)), norm)), np.int64)
+        idx = lax.convert(
+            apply_ufunc(np.multiply, (apply_ufunc(np.subtract, (x, first)), norm)), np.int64
+        )
         idx = EXPORTS["where"](apply_ufunc(np.equal, (idx, nbins)), nbins - 1, idx)
         idx = EXPORTS["clip"](*(idx, 0, nbins - 1))
         lower = EXPORTS["take"](edges, idx)
         idx = EXPORTS["where"](apply_ufunc(np.less, (x, lower)), idx - 1, idx)
         upper = EXPORTS["take"](edges, EXPORTS["clip"](*(idx + 1, 0, nbins)))
-        idx = EXPORTS["where"](apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, upper)),
-                                                             apply_ufunc(np.not_equal, (idx, nbins - 1)))), idx + 1, idx)
-        keep = apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, first)), apply_ufunc(np.less_equal, (x, last))))
+        idx = EXPORTS["where"](
+            apply_ufunc(
+                np.logical_and,
+                (
+                    apply_ufunc(np.greater_equal, (x, upper)),
+                    apply_ufunc(np.not_equal, (idx, nbins - 1)),
+                ),
+            ),
+            idx + 1,
+            idx,
+        )
+        keep = apply_ufunc(
+            np.logical_and,
+            (apply_ufunc(np.greater_equal, (x, first)), apply_ufunc(np.less_equal, (x, last))),
+        )
     else:
         idx = apply_ufunc(np.subtract, (search_sorted(edges, x, "right"), 1))
         idx = EXPORTS["where"](apply_ufunc(np.equal, (x, edges[-1])), nbins - 1, idx)
@@ -93,7 +117,9 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     counts = bin_counts(idx, weights, nbins)  # idx -1: outside the range, skipped
     if density:
         widths = diff(edges)
-        counts = apply_ufunc(np.true_divide, (apply_ufunc(np.true_divide, (counts, widths)), EXPORTS["sum"](counts)))
+        counts = apply_ufunc(
+            np.true_divide, (apply_ufunc(np.true_divide, (counts, widths)), EXPORTS["sum"](counts))
+        )
     return counts, edges
 
 
@@ -132,7 +158,9 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
     n, d = sample.shape
     try:
         if len(bins) != d:
-            raise UserValueError("The dimension of bins must be equal to the dimension of the sample x.")
+            raise UserValueError(
+                "The dimension of bins must be equal to the dimension of the sample x."
+            )
         bins = list(bins)
     except TypeError:
         bins = [bins] * d
@@ -148,7 +176,11 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
                 raise UserValueError(f"`bins[{i}]` must be positive, when an integer")
             e = _outer_edges(column, operator.index(bins[i]), range[i], i)
         else:
-            e = _t(bins[i]) if isinstance(bins[i], Tracer) else lax.lift(sample.trace, np.asarray(bins[i]), weak=False)
+            e = (
+                _t(bins[i])
+                if isinstance(bins[i], Tracer)
+                else lax.lift(sample.trace, np.asarray(bins[i]), weak=False)
+            )
             if e.ndim != 1:
                 raise UserValueError(f"`bins[{i}]` must be a scalar or 1d array")
         edges.append(e)
@@ -156,8 +188,14 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
         wide = np.result_type(e.dtype, column.dtype)
         col, ew = lax.convert(column, wide), lax.convert(e, wide)
         k = search_sorted(ew, col, "right")
-        k = EXPORTS["where"](apply_ufunc(np.equal, (col, ew[-1])), apply_ufunc(np.subtract, (k, 1)), k)
-        counts_index = k if counts_index is None else apply_ufunc(np.add, (apply_ufunc(np.multiply, (counts_index, nbin[-1])), k))
+        k = EXPORTS["where"](
+            apply_ufunc(np.equal, (col, ew[-1])), apply_ufunc(np.subtract, (k, 1)), k
+        )
+        counts_index = (
+            k
+            if counts_index is None
+            else apply_ufunc(np.add, (apply_ufunc(np.multiply, (counts_index, nbin[-1])), k))
+        )
     total = int(np.prod(nbin))
     if counts_index is None:
         counts_index = lax.full(sample.trace, (n,), 0, np.int64)

@@ -46,7 +46,11 @@ def decompose(x: Tracer, key):
     the result's shape). Callers check ``is_advanced`` first."""
     key = _as_tuple(key)
     for k in key:
-        if not _is_basic(k) or isinstance(k, slice) and any(isinstance(v, Tracer) for v in (k.start, k.stop, k.step)):
+        if (
+            not _is_basic(k)
+            or isinstance(k, slice)
+            and any(isinstance(v, Tracer) for v in (k.start, k.stop, k.step))
+        ):
             raise UnsupportedNumpyError(
                 f"x[{key_text(key)}]: a slice with traced bounds has a data-dependent size; "
                 "use a fixed-size window, np.take with traced indices, or mark the bound static")
@@ -77,7 +81,9 @@ def decompose(x: Tracer, key):
 
 def _checked_int(i: int, size: int, dim: int, x: Tracer) -> int:
     if not -size <= i < size:
-        raise UserIndexError(f"index {i} is out of bounds for axis {dim} with size {size} ({x.describe()})")
+        raise UserIndexError(
+            f"index {i} is out of bounds for axis {dim} with size {size} ({x.describe()})"
+        )
     return i % size
 
 
@@ -97,7 +103,10 @@ def _expand_ellipsis(x: Tracer, key: tuple) -> tuple:
         raise UserIndexError("an index can only have a single ellipsis ('...')")
     consumed = sum(_consumed(k) for k in key)
     if consumed > x.ndim:
-        raise UserIndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {consumed} were indexed")
+        raise UserIndexError(
+            f"too many indices for array: array is {x.ndim}-dimensional, but {consumed} were "
+            "indexed"
+        )
     if n_ellipsis:
         i = next(j for j, k in enumerate(key) if k is Ellipsis)
         return key[:i] + (slice(None),) * (x.ndim - consumed) + key[i + 1:]
@@ -128,11 +137,17 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
     size = x.shape[dim]
     if isinstance(k, Tracer):
         if k.dtype.kind not in "iu":
-            raise UserIndexError(f"arrays used as indices must be of integer (or boolean) type, got "
-                                 f"{k.describe()} in x[{key_text(key)}]")
+            raise UserIndexError(
+                f"arrays used as indices must be of integer (or boolean) type, got "
+                f"{k.describe()} in x[{key_text(key)}]"
+            )
         t = lax.convert(k, np.int64) if k.dtype != np.int64 else k
         # NumPy raises IndexError for an index out of range: checked on every call
-        low = lax.compare(t, lax.full(t.trace, t.shape, -size, np.int64), "LT") if k.dtype.kind == "i" else None
+        low = (
+            lax.compare(t, lax.full(t.trace, t.shape, -size, np.int64), "LT")
+            if k.dtype.kind == "i"
+            else None
+        )
         high = lax.compare(t, lax.full(t.trace, t.shape, size, np.int64), "GE")
         lax.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
                       f"a traced index is out of bounds for axis {dim} with size {size} "
@@ -148,8 +163,10 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
                              f"{arr.dtype} in x[{key_text(key)}]")
     bad = (arr < -size) | (arr >= size)
     if bad.any():
-        raise UserIndexError(f"index {arr[bad].flat[0]} is out of bounds for axis {dim} with size {size} "
-                             f"({x.describe()})")
+        raise UserIndexError(
+            f"index {arr[bad].flat[0]} is out of bounds for axis {dim} with size {size} "
+            f"({x.describe()})"
+        )
     return np.where(arr < 0, arr + size, arr).astype(np.int64)
 
 
@@ -162,7 +179,8 @@ def _parse(x: Tracer, key):
             if any(isinstance(v, Tracer) for v in k):
                 k = stack([v if isinstance(v, Tracer) else lax.lift(x.trace, v) for v in k])
             else:
-                k = np.asarray(k) if len(k) else np.zeros(0, np.int64)  # x[[]]: an empty integer index
+                # x[[]]: an empty integer index
+                k = np.asarray(k) if len(k) else np.zeros(0, np.int64)
         if isinstance(k, (bool, np.bool_)):
             k = np.asarray(k)
         expanded.append(k)
@@ -180,9 +198,11 @@ def _parse(x: Tracer, key):
             dim += 1
         elif isinstance(k, Tracer) and k.dtype == np.bool_:
             raise UnsupportedNumpyError(
-                f"x[{key_text(raw)}] with a traced boolean mask: the result's length depends on how many "
+                f"x[{key_text(raw)}] with a traced boolean mask: the result's length depends on "
+                "how many "
                 f"entries are True, which is data. Use np.where(mask, x, 0) (same shape), or "
-                f"np.nonzero(mask, size=N) for a fixed number of entries ({k.describe()})")
+                f"np.nonzero(mask, size=N) for a fixed number of entries ({k.describe()})"
+            )
         elif isinstance(k, np.ndarray) and k.dtype == np.bool_:
             if k.ndim == 0:
                 raise UnsupportedNumpyError(
@@ -190,14 +210,18 @@ def _parse(x: Tracer, key):
                     "(for True) or an empty slice")
             want = x.shape[dim: dim + k.ndim]
             if k.shape != tuple(want):
-                raise UserIndexError(f"boolean index did not match indexed array along axis {dim}; "
-                                     f"size of axis is {want[0] if want else 0} but size of corresponding "
-                                     f"boolean axis is {k.shape[0]}")
+                raise UserIndexError(
+                    f"boolean index did not match indexed array along axis {dim}; "
+                    f"size of axis is {want[0] if want else 0} but size of corresponding "
+                    f"boolean axis is {k.shape[0]}"
+                )
             for d, idx in enumerate(np.nonzero(k)):
                 entries.append(("adv", _Advanced(dim + d, idx.astype(np.int64))))
             dim += k.ndim
         elif hasattr(k, "__index__") and not isinstance(k, (Tracer, np.ndarray)):
-            entries.append(("adv", _Advanced(dim, _integer_index(np.asarray(operator.index(k)), x, dim, raw))))
+            entries.append(
+                ("adv", _Advanced(dim, _integer_index(np.asarray(operator.index(k)), x, dim, raw)))
+            )
             dim += 1
         else:
             entries.append(("adv", _Advanced(dim, _integer_index(k, x, dim, raw))))
@@ -210,8 +234,10 @@ def _broadcast_shape(advanced, key) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise UserIndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
-                             + " ".join(str(s).replace(" ", "") for s in shapes)) from None
+        raise UserIndexError(
+            "shape mismatch: indexing arrays could not be broadcast together with shapes "
+            + " ".join(str(s).replace(" ", "") for s in shapes)
+        ) from None
 
 
 @dataclass
@@ -290,7 +316,11 @@ def _index_array(x: Tracer, advanced: list[_Advanced], batch) -> Tracer:
     trace = x.trace
     columns = []
     for a in advanced:
-        v = a.value if isinstance(a.value, Tracer) else lax.lift(trace, a.value, np.int64, weak=False, what="index")
+        v = (
+            a.value
+            if isinstance(a.value, Tracer)
+            else lax.lift(trace, a.value, np.int64, weak=False, what="index")
+        )
         columns.append(lax.reshape(lax.broadcast_to(v, batch), tuple(batch) + (1,)))
     return columns[0] if len(columns) == 1 else lax.concatenate(columns, len(batch))
 
@@ -298,8 +328,10 @@ def _index_array(x: Tracer, advanced: list[_Advanced], batch) -> Tracer:
 def _check_nonempty(x: Tracer, dims) -> None:
     for d in dims:
         if x.shape[d] == 0:  # only a traced index gets here: concrete ones were checked
-            raise UserIndexError(f"a traced index into axis {d} of size 0 of {x.describe()} is always out "
-                                 "of bounds (NumPy raises IndexError)")
+            raise UserIndexError(
+                f"a traced index into axis {d} of size 0 of {x.describe()} is always out "
+                "of bounds (NumPy raises IndexError)"
+            )
 
 
 def _gather(x: Tracer, advanced: list[_Advanced], batch, offset_dims) -> Tracer:
@@ -318,7 +350,11 @@ def _gather(x: Tracer, advanced: list[_Advanced], batch, offset_dims) -> Tracer:
     if not batch and any(isinstance(a.value, Tracer) for a in advanced):
         starts = [lax.full(trace, (), 0, np.int64)] * x.ndim
         for a in advanced:
-            starts[a.dim] = a.value if isinstance(a.value, Tracer) else lax.lift(trace, a.value, np.int64, weak=False)
+            starts[a.dim] = (
+                a.value
+                if isinstance(a.value, Tracer)
+                else lax.lift(trace, a.value, np.int64, weak=False)
+            )
         sizes = [1 if d in dims else n for d, n in enumerate(x.shape)]
         sliced = lax.dynamic_slice(x, starts, sizes)
         return lax.reshape(sliced, [n for d, n in enumerate(x.shape) if d not in dims])
@@ -360,9 +396,16 @@ def scatter_into(x: Tracer, key, values: Tracer, combiner: str) -> Tracer:
     flat_x = lax.reshape(x, (x.size,))
     if n == 0:
         return x
-    out = lax.scatter(flat_x, lax.reshape(positions, (n, 1)), lax.reshape(values, (n,)), combiner,
-                      update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,),
-                      index_vector_dim=1)
+    out = lax.scatter(
+        flat_x,
+        lax.reshape(positions, (n, 1)),
+        lax.reshape(values, (n,)),
+        combiner,
+        update_window_dims=(),
+        inserted_window_dims=(0,),
+        scatter_dims_to_operand_dims=(0,),
+        index_vector_dim=1,
+    )
     return lax.reshape(out, x.shape)
 
 
@@ -371,9 +414,11 @@ def _values_for_write(values: Tracer, shape, x: Tracer) -> Tracer:
     try:
         return lax.broadcast_to(values, tuple(shape))
     except ShapeMismatchError:
-        raise ShapeMismatchError(f"shape mismatch: value array of shape {tuple(values.shape)} could not be "
-                                 f"broadcast to indexing result of shape {tuple(shape)} "
-                                 f"(assigning to {x.describe()})") from None
+        raise ShapeMismatchError(
+            f"shape mismatch: value array of shape {tuple(values.shape)} could not be "
+            f"broadcast to indexing result of shape {tuple(shape)} "
+            f"(assigning to {x.describe()})"
+        ) from None
 
 
 def _scatter_plain(x: Tracer, plan: _Plan, values: Tracer, combiner: str) -> Tracer:
@@ -396,7 +441,10 @@ def _scatter_plain(x: Tracer, plan: _Plan, values: Tracer, combiner: str) -> Tra
 def key_text(key) -> str:
     def one(k):
         if isinstance(k, slice):
-            return ":".join("" if v is None else str(v) for v in (k.start, k.stop, k.step)).rstrip(":") or ":"
+            return (
+                ":".join("" if v is None else str(v) for v in (k.start, k.stop, k.step)).rstrip(":")
+                or ":"
+            )
         if k is Ellipsis:
             return "..."
         if isinstance(k, Tracer):

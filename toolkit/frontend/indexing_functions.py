@@ -31,7 +31,9 @@ def _index_mode(indices, n: int, mode: str, what: str):
     if mode == "wrap":
         from .ufuncs import apply_ufunc
         return apply_ufunc(np.mod, (t, n))
-    return lax.elementwise("clamp", lax.full(t.trace, (), 0, np.int64), t, lax.full(t.trace, (), n - 1, np.int64))
+    return lax.elementwise(
+        "clamp", lax.full(t.trace, (), 0, np.int64), t, lax.full(t.trace, (), n - 1, np.int64)
+    )
 
 
 @numpy_function(np.take)
@@ -105,7 +107,9 @@ def put_along_axis(arr, indices, values, axis):
     arr = _mutate(arr, "np.put_along_axis")
     axis, key = _along_axis_key(arr, indices, axis, "np.put_along_axis")
     if axis is None:
-        raise UnsupportedNumpyError("np.put_along_axis(..., axis=None) is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            "np.put_along_axis(..., axis=None) is not supported on traced arrays"
+        )
     write(arr, scatter_into(arr, key, _values_for(arr, values, "np.put_along_axis"), "assign"))
 
 
@@ -122,16 +126,31 @@ def put(a, ind, v, mode="raise"):
         if values.size == 0:
             return
         reps = -(-count // values.size)
-        values = lax.slice_(lax.reshape(lax.broadcast_to(lax.reshape(values, (1, values.size)), (reps, values.size)),
-                                        (reps * values.size,)), [(0, count, 1)])
+        values = lax.slice_(
+            lax.reshape(
+                lax.broadcast_to(lax.reshape(values, (1, values.size)), (reps, values.size)),
+                (reps * values.size,),
+            ),
+            [(0, count, 1)],
+        )
     values = lax.reshape(values, ind.shape)
     write(a, lax.reshape(scatter_into(flat, ind, values, "assign"), a.shape))
 
 
 # ---- ufunc.at --------------------------------------------------------------------------------
-_AT_COMBINERS = {np.add: "add", np.multiply: "multiply", np.maximum: "maximum", np.minimum: "minimum",
-                 np.bitwise_and: "and", np.bitwise_or: "or", np.bitwise_xor: "xor",
-                 np.logical_and: "and", np.logical_or: "or", np.logical_xor: "xor", np.subtract: "add"}
+_AT_COMBINERS = {
+    np.add: "add",
+    np.multiply: "multiply",
+    np.maximum: "maximum",
+    np.minimum: "minimum",
+    np.bitwise_and: "and",
+    np.bitwise_or: "or",
+    np.bitwise_xor: "xor",
+    np.logical_and: "and",
+    np.logical_or: "or",
+    np.logical_xor: "xor",
+    np.subtract: "add",
+}
 
 
 def ufunc_at(ufunc: np.ufunc, a, indices, b=None) -> None:
@@ -148,8 +167,10 @@ def ufunc_at(ufunc: np.ufunc, a, indices, b=None) -> None:
     resolved = ufunc.resolve_dtypes((a.dtype, v.dtype if not v.weak_type else
                                      type(np.zeros((), v.dtype).item()), None))
     if not np.can_cast(resolved[-1], a.dtype, "same_kind"):
-        raise DTypeMismatchError(f"{name}: Cannot cast ufunc output from dtype('{resolved[-1]}') to "
-                                 f"dtype('{a.dtype}') with casting rule 'same_kind'")
+        raise DTypeMismatchError(
+            f"{name}: Cannot cast ufunc output from dtype('{resolved[-1]}') to "
+            f"dtype('{a.dtype}') with casting rule 'same_kind'"
+        )
     v = lax.convert(v, a.dtype, a.weak_type)
     if ufunc is np.subtract:
         from .ufuncs import apply_ufunc

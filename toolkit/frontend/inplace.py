@@ -18,7 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import lax
-from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, UserIndexError, UserValueError
+from .errors import (
+    DTypeMismatchError,
+    ShapeMismatchError,
+    UnsupportedNumpyError,
+    UserIndexError,
+    UserValueError,
+)
 from .indexing import decompose, getitem, is_advanced, scatter_into
 from .tracer import Tracer
 
@@ -60,8 +66,10 @@ def updated(x: Tracer, key, value) -> Tracer:
     try:
         v = lax.broadcast_to(v, out_shape)
     except ShapeMismatchError:
-        raise ShapeMismatchError(f"could not broadcast input array from shape {tuple(v.shape)} into "
-                                 f"shape {tuple(out_shape)} (assigning to {x.describe()})") from None
+        raise ShapeMismatchError(
+            f"could not broadcast input array from shape {tuple(v.shape)} into "
+            f"shape {tuple(out_shape)} (assigning to {x.describe()})"
+        ) from None
     sliced = [len(range(start, limit, stride)) for start, limit, stride in spec]
     if 0 in sliced:
         return x
@@ -72,14 +80,22 @@ def updated(x: Tracer, key, value) -> Tracer:
     if all(stride == 1 for _, _, stride in spec):  # a box: dynamic-update-slice at constant starts
         starts = [lax.full(trace, (), start, np.int64) for start, _, _ in spec]
         return lax.dynamic_update_slice(x, v, starts)
-    padding = [(start, size - limit, stride - 1) for (start, limit, stride), size in zip(spec, x.shape)]
+    padding = [
+        (start, size - limit, stride - 1) for (start, limit, stride), size in zip(spec, x.shape)
+    ]
     placed = lax.pad(v, lax.full(trace, (), 0, x.dtype, x.weak_type), padding)
-    inside = lax.pad(lax.full(trace, sliced, True, np.bool_), lax.full(trace, (), False, np.bool_), padding)
+    inside = lax.pad(
+        lax.full(trace, sliced, True, np.bool_), lax.full(trace, (), False, np.bool_), padding
+    )
     return lax.select(inside, placed, x)
 
 
 def _is_mask(key) -> bool:
-    return (isinstance(key, Tracer) or isinstance(key, np.ndarray)) and key.dtype == np.bool_ and key.ndim > 0
+    return (
+        (isinstance(key, Tracer) or isinstance(key, np.ndarray))
+        and key.dtype == np.bool_
+        and key.ndim > 0
+    )
 
 
 def _is_scalar_value(value) -> bool:
@@ -92,7 +108,9 @@ def _masked(x: Tracer, mask, value) -> Tracer:
     trace = x.trace
     m = lax.lift(trace, mask, what="mask") if not isinstance(mask, Tracer) else mask
     if tuple(m.shape) != tuple(x.shape)[:m.ndim]:
-        raise UserIndexError(f"boolean index did not match indexed array: mask {m.describe()} against {x.describe()}")
+        raise UserIndexError(
+            f"boolean index did not match indexed array: mask {m.describe()} against {x.describe()}"
+        )
     v = _cast_value(x, value)
     if v.size != 1:
         raise UnsupportedNumpyError(
@@ -156,7 +174,12 @@ def _note_narrowing(value: Tracer, dtype) -> None:
     """A Python-int argument stored into a narrower integer array: NumPy raises OverflowError
     when it does not fit, so its value is checked on every call (as for ufunc operands)."""
     dtype = np.dtype(dtype)
-    if value.weak_type and value.dtype.kind in "iu" and dtype.kind in "iu" and dtype.itemsize < value.dtype.itemsize:
+    if (
+        value.weak_type
+        and value.dtype.kind in "iu"
+        and dtype.kind in "iu"
+        and dtype.itemsize < value.dtype.itemsize
+    ):
         value.trace.note_weak_narrowing(value, dtype)
 
 
@@ -168,15 +191,22 @@ def check_mutation_targets(leaves, mutated, paths) -> None:
         leaf = leaves[i]
         if isinstance(leaf, np.ndarray):
             if not leaf.flags.writeable:
-                raise UserValueError(f"output array is read-only: argument '{paths[i]}' is written in place")
+                raise UserValueError(
+                    f"output array is read-only: argument '{paths[i]}' is written in place"
+                )
             for j, other in arrays:
                 if j != i and np.may_share_memory(leaf, other):
                     raise UserValueError(
-                        f"argument '{paths[i]}' is written in place and shares memory with argument "
-                        f"'{paths[j]}'; NumPy would see the write through both, toolkit cannot: pass a copy")
+                        f"argument '{paths[i]}' is written in place and shares memory with "
+                        "argument "
+                        f"'{paths[j]}'; NumPy would see the write through both, toolkit cannot: "
+                        "pass a copy"
+                    )
         elif getattr(type(leaf), "__toolkit_array__", False):
-            raise UserValueError(f"argument '{paths[i]}' is a device array, which is immutable, but the "
-                                 "function writes it in place; pass np.asarray(x) or return the new value")
+            raise UserValueError(
+                f"argument '{paths[i]}' is a device array, which is immutable, but the "
+                "function writes it in place; pass np.asarray(x) or return the new value"
+            )
 
 
 def write_back(leaves, mutated, results) -> None:
@@ -184,4 +214,5 @@ def write_back(leaves, mutated, results) -> None:
     for i, value in zip(mutated, results):
         leaf = leaves[i]
         if isinstance(leaf, np.ndarray) and value is not leaf:  # scalars are immutable: a rebinding
-            np.copyto(leaf, np.asarray(value), casting="unsafe")  # (a backend that wrote in place returns leaf)
+            # (a backend that wrote in place returns leaf)
+            np.copyto(leaf, np.asarray(value), casting="unsafe")

@@ -94,7 +94,9 @@ def block(arrays):
         else:
             leaves.append(x)
     collect(arrays)
-    ndim = builtins.max([levels] + [np.ndim(v) if not isinstance(v, Tracer) else v.ndim for v in leaves])
+    ndim = builtins.max(
+        [levels] + [np.ndim(v) if not isinstance(v, Tracer) else v.ndim for v in leaves]
+    )
     trace = lax.trace_of(leaves)
 
     def build(x, level):
@@ -179,8 +181,10 @@ def dsplit(ary, indices_or_sections):
 def unstack(x, /, *, axis=0):
     a = _t(x)
     axis = normalize_axis(axis, a.ndim)
-    return tuple(lax.reshape(_slice(a, axis, i, i + 1), [d for k, d in enumerate(a.shape) if k != axis])
-                 for i in range(a.shape[axis]))
+    return tuple(
+        lax.reshape(_slice(a, axis, i, i + 1), [d for k, d in enumerate(a.shape) if k != axis])
+        for i in range(a.shape[axis])
+    )
 
 
 @numpy_function(np.tile)
@@ -204,7 +208,9 @@ def tile(A, reps):
 def repeat(a, repeats, axis=None):
     a = _t(a)
     if isinstance(repeats, Tracer):
-        raise UnsupportedNumpyError("np.repeat with traced repeats has a data-dependent size; pass Python ints")
+        raise UnsupportedNumpyError(
+            "np.repeat with traced repeats has a data-dependent size; pass Python ints"
+        )
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0
@@ -212,7 +218,9 @@ def repeat(a, repeats, axis=None):
     n = a.shape[axis]
     reps = np.broadcast_to(np.asarray(repeats, np.int64), (n,)) if np.ndim(repeats) <= 1 else None
     if reps is None or (reps < 0).any():
-        raise UserValueError("np.repeat: repeats must be non-negative ints broadcastable to the axis")
+        raise UserValueError(
+            "np.repeat: repeats must be non-negative ints broadcastable to the axis"
+        )
     if np.ndim(repeats) == 0:  # every element r times: broadcast a new axis and merge it
         r = int(reps[0]) if n else operator.index(repeats)
         shape = list(a.shape)
@@ -229,7 +237,9 @@ def repeat(a, repeats, axis=None):
 def append(arr, values, axis=None):
     a, v = _arrays([arr, values])
     if axis is None:
-        return EXPORTS["concatenate"]([lax.reshape(a, (a.size,)), lax.reshape(v, (v.size,))], axis=0)
+        return EXPORTS["concatenate"](
+            [lax.reshape(a, (a.size,)), lax.reshape(v, (v.size,))], axis=0
+        )
     return EXPORTS["concatenate"]([a, v], axis=axis)
 
 
@@ -237,7 +247,9 @@ def append(arr, values, axis=None):
 def delete(arr, obj, axis=None):
     a = _t(arr)
     if isinstance(obj, Tracer):
-        raise UnsupportedNumpyError("np.delete with traced indices has a data-dependent size; pass Python ints")
+        raise UnsupportedNumpyError(
+            "np.delete with traced indices has a data-dependent size; pass Python ints"
+        )
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0
@@ -250,7 +262,9 @@ def delete(arr, obj, axis=None):
 def insert(arr, obj, values, axis=None):
     a = _t(arr)
     if isinstance(obj, Tracer):
-        raise UnsupportedNumpyError("np.insert with traced positions has a data-dependent layout; pass Python ints")
+        raise UnsupportedNumpyError(
+            "np.insert with traced positions has a data-dependent layout; pass Python ints"
+        )
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0
@@ -268,11 +282,17 @@ def insert(arr, obj, values, axis=None):
         count = v.shape[axis] if np.ndim(values) else 1
         slot_shape[axis] = count
     if scalar_obj and v.ndim < a.ndim:  # NumPy puts a lower-rank value in as one slot along axis
-        v = lax.reshape(v, tuple(v.shape[:axis]) + (1,) + tuple(v.shape[axis:])) if v.ndim == a.ndim - 1 else v
+        v = (
+            lax.reshape(v, tuple(v.shape[:axis]) + (1,) + tuple(v.shape[axis:]))
+            if v.ndim == a.ndim - 1
+            else v
+        )
     try:
         v = lax.broadcast_to(v, slot_shape)
     except ShapeMismatchError:
-        raise ShapeMismatchError(f"np.insert: values of shape {tuple(v.shape)} do not fit {tuple(slot_shape)}") from None
+        raise ShapeMismatchError(
+            f"np.insert: values of shape {tuple(v.shape)} do not fit {tuple(slot_shape)}"
+        ) from None
     positions = np.full(count, operator.index(obj)) if scalar_obj and count > 1 else obj
     labels = np.insert(np.arange(n), positions, -1 - np.arange(count))
     both = EXPORTS["concatenate"]([a, v], axis=axis)
@@ -283,7 +303,11 @@ def insert(arr, obj, values, axis=None):
 @numpy_function(np.resize)
 def resize(a, new_shape):
     a = _t(a)
-    shape = (operator.index(new_shape),) if np.ndim(new_shape) == 0 else tuple(operator.index(d) for d in new_shape)
+    shape = (
+        (operator.index(new_shape),)
+        if np.ndim(new_shape) == 0
+        else tuple(operator.index(d) for d in new_shape)
+    )
     total = math.prod(shape)
     flat = lax.reshape(a, (a.size,))
     if total == 0 or a.size == 0:
@@ -297,11 +321,15 @@ def resize(a, new_shape):
 def roll(a, shift, axis=None):
     a = _t(a)
     if isinstance(shift, Tracer):
-        raise UnsupportedNumpyError("np.roll with a traced shift: pass a Python int (or use np.take with "
-                                    "(np.arange(n) - shift) % n)")
+        raise UnsupportedNumpyError(
+            "np.roll with a traced shift: pass a Python int (or use np.take with "
+            "(np.arange(n) - shift) % n)"
+        )
     if axis is None:
         return lax.reshape(roll(lax.reshape(a, (a.size,)), shift, 0), a.shape)
-    shifts = np.broadcast_to(np.asarray(shift), np.broadcast_shapes(np.shape(shift), np.shape(axis)))
+    shifts = np.broadcast_to(
+        np.asarray(shift), np.broadcast_shapes(np.shape(shift), np.shape(axis))
+    )
     axes = np.broadcast_to(np.asarray(axis), shifts.shape)
     total = {}
     for s, ax in zip(shifts.reshape(-1), axes.reshape(-1)):
@@ -364,7 +392,9 @@ def rollaxis(a, axis, start=0):
     n = a.ndim
     axis = normalize_axis(axis, n)
     if not -n <= start <= n:
-        raise UserValueError(f"'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in")
+        raise UserValueError(
+            f"'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in"
+        )
     start = start % (n + 1) if start < 0 else start
     if axis < start:
         start -= 1

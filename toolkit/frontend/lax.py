@@ -45,7 +45,11 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
     OverflowError, as in NumPy's ufuncs, unless ``wrap_ints`` (NumPy's casts, as np.where's)."""
     if isinstance(value, Tracer):
         check_same_trace(value)
-        return value if dtype is None or value.dtype == dtype else convert(value, dtype, value.weak_type)
+        return (
+            value
+            if dtype is None or value.dtype == dtype
+            else convert(value, dtype, value.weak_type)
+        )
     is_python = isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
     problem = subclass_problem(value, what)
     if problem is not None:
@@ -122,7 +126,7 @@ def transpose(x: Tracer, perm: Sequence[int]) -> Tracer:
 
 
 def slice_(x: Tracer, spec: Sequence[tuple[int, int, int]]) -> Tracer:
-    if all(s == 0 and l == d and st == 1 for (s, l, st), d in zip(spec, x.shape)):
+    if all(s == 0 and e == d and st == 1 for (s, e, st), d in zip(spec, x.shape)):
         return x
     return x.trace.emit("slice", (x,), {"slice": tuple(spec)}, weak=x.weak_type)
 
@@ -206,10 +210,13 @@ def scatter(x: Tracer, indices: Tracer, updates: Tracer, combiner: str, *, updat
             inserted_window_dims, scatter_dims_to_operand_dims, index_vector_dim: int) -> Tracer:
     """``combiner``: 'assign' (the update replaces the element) or a binary opcode ('add' ...)."""
     trace = x.trace
-    attrs = {"update_window_dims": tuple(update_window_dims), "inserted_window_dims": tuple(inserted_window_dims),
-             "scatter_dims_to_operand_dims": tuple(scatter_dims_to_operand_dims),
-             "index_vector_dim": index_vector_dim,
-             "to_apply": trace.module.scalar_reducer(combiner, ir_dtypes.from_numpy(x.dtype))}
+    attrs = {
+        "update_window_dims": tuple(update_window_dims),
+        "inserted_window_dims": tuple(inserted_window_dims),
+        "scatter_dims_to_operand_dims": tuple(scatter_dims_to_operand_dims),
+        "index_vector_dim": index_vector_dim,
+        "to_apply": trace.module.scalar_reducer(combiner, ir_dtypes.from_numpy(x.dtype)),
+    }
     return trace.emit("scatter", (x, indices, updates), attrs, weak=x.weak_type)
 
 
@@ -234,7 +241,9 @@ def sort(operands: Sequence[Tracer], dimension: int, num_keys: int = 1) -> tuple
 
 
 def dynamic_slice(x: Tracer, starts: Sequence[Tracer], sizes: Sequence[int]) -> Tracer:
-    return x.trace.emit("dynamic-slice", (x, *starts), {"dynamic_slice_sizes": tuple(sizes)}, weak=x.weak_type)
+    return x.trace.emit(
+        "dynamic-slice", (x, *starts), {"dynamic_slice_sizes": tuple(sizes)}, weak=x.weak_type
+    )
 
 
 def dynamic_update_slice(x: Tracer, update: Tracer, starts: Sequence[Tracer]) -> Tracer:

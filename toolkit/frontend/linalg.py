@@ -16,7 +16,9 @@ def matmul(a, b, out=None, **kwargs):
     reject(out=out)
     a, b = promote_pair(a, b, "matmul")
     if a.ndim == 0 or b.ndim == 0:
-        raise UserValueError("matmul: input operand does not have enough dimensions (use * for scalars)")
+        raise UserValueError(
+            "matmul: input operand does not have enough dimensions (use * for scalars)"
+        )
     a2 = lax.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
     b2 = lax.reshape(b, b.shape + (1,)) if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:
@@ -26,12 +28,16 @@ def matmul(a, b, out=None, **kwargs):
     try:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     except ValueError:
-        raise ShapeMismatchError(f"matmul: batch dimensions do not broadcast: {a.describe()} @ {b.describe()}") from None
+        raise ShapeMismatchError(
+            f"matmul: batch dimensions do not broadcast: {a.describe()} @ {b.describe()}"
+        ) from None
     a3 = lax.broadcast_to(a2, batch + a2.shape[-2:])
     b3 = lax.broadcast_to(b2, batch + b2.shape[-2:])
     nb = len(batch)
     out = lax.dot_general(a3, b3, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
-    shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
+    shape = (
+        batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
+    )
     return lax.reshape(out, shape)
 
 
@@ -43,8 +49,10 @@ def dot(a, b, out=None):
         return apply_ufunc(np.multiply, [a, b])
     rhs_axis = 0 if b.ndim == 1 else b.ndim - 2
     if a.shape[-1] != b.shape[rhs_axis]:
-        raise ShapeMismatchError(f"dot: shapes {a.shape} and {b.shape} not aligned: "
-                                 f"{a.shape[-1]} (dim {a.ndim - 1}) != {b.shape[rhs_axis]} (dim {rhs_axis})")
+        raise ShapeMismatchError(
+            f"dot: shapes {a.shape} and {b.shape} not aligned: "
+            f"{a.shape[-1]} (dim {a.ndim - 1}) != {b.shape[rhs_axis]} (dim {rhs_axis})"
+        )
     return lax.dot_general(a, b, ((a.ndim - 1,), (rhs_axis,)))
 
 
@@ -84,7 +92,10 @@ def tensordot(a, b, axes=2):
     lb = tuple(normalize_axis(x, b.ndim) for x in lb)
     for i, j in zip(la, lb):
         if a.shape[i] != b.shape[j]:
-            raise ShapeMismatchError(f"tensordot: shape-mismatch for sum ({a.describe()} axis {i} vs {b.describe()} axis {j})")
+            raise ShapeMismatchError(
+                f"tensordot: shape-mismatch for sum ({a.describe()} axis {i} vs {b.describe()} "
+                f"axis {j})"
+            )
     return lax.dot_general(a, b, (la, lb))
 
 

@@ -32,8 +32,10 @@ def _band(trace, n: int, m: int, k: int, below: bool) -> Tracer:
 @numpy_function(np.tri, creation=True)
 def tri(N, M=None, k=0, dtype=float, *, like=None):
     M = N if M is None else M
-    return lax.convert(_band(current_trace(), operator.index(N), operator.index(M), operator.index(k), True),
-                       lax.check_supported_dtype(dtype, "np.tri dtype"))
+    return lax.convert(
+        _band(current_trace(), operator.index(N), operator.index(M), operator.index(k), True),
+        lax.check_supported_dtype(dtype, "np.tri dtype"),
+    )
 
 
 def _triangle(m, k, below: bool):
@@ -70,7 +72,11 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     length = builtins.max(0, builtins.min(n + builtins.min(offset, 0), m - builtins.max(offset, 0)))
     rows = np.arange(length) - builtins.min(offset, 0)
     cols = np.arange(length) + builtins.max(offset, 0)
-    return a[(Ellipsis, rows, cols)] if length else lax.full(a.trace, tuple(a.shape[:-2]) + (0,), 0, a.dtype)
+    return (
+        a[(Ellipsis, rows, cols)]
+        if length
+        else lax.full(a.trace, tuple(a.shape[:-2]) + (0,), 0, a.dtype)
+    )
 
 
 @numpy_function(np.diag)
@@ -107,7 +113,10 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 @numpy_function(np.fill_diagonal)
 def fill_diagonal(a, val, wrap=False):
     if not isinstance(a, Tracer):
-        raise UnsupportedNumpyError("np.fill_diagonal of a NumPy array with a traced value: make the array with toolkit.numpy")
+        raise UnsupportedNumpyError(
+            "np.fill_diagonal of a NumPy array with a traced value: make the array with "
+            "toolkit.numpy"
+        )
     check_writable(a, "np.fill_diagonal")
     if a.ndim < 2:
         raise UserValueError("array must be at least 2-d")
@@ -122,11 +131,22 @@ def fill_diagonal(a, val, wrap=False):
     n = len(flat_index)
     if values.size != 1 and values.size != n:  # NumPy repeats the values cyclically
         reps = -(-n // values.size)
-        values = lax.slice_(lax.reshape(lax.broadcast_in_dim(lax.reshape(values, (values.size,)), (reps, values.size), (1,)),
-                                        (reps * values.size,)), [(0, n, 1)])
+        values = lax.slice_(
+            lax.reshape(
+                lax.broadcast_in_dim(
+                    lax.reshape(values, (values.size,)), (reps, values.size), (1,)
+                ),
+                (reps * values.size,),
+            ),
+            [(0, n, 1)],
+        )
     from .indexing import scatter_into
-    flat = scatter_into(lax.reshape(a, (a.size,)), (flat_index,), lax.reshape(values, (values.size,)) if values.size != 1
-                        else lax.reshape(values, ()), "assign")
+    flat = scatter_into(
+        lax.reshape(a, (a.size,)),
+        (flat_index,),
+        lax.reshape(values, (values.size,)) if values.size != 1 else lax.reshape(values, ()),
+        "assign",
+    )
     write(a, lax.reshape(flat, a.shape))
 
 
@@ -169,10 +189,16 @@ def kron(a, b):
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if axis is not None:
         axisa = axisb = axisc = axis
-    a = EXPORTS["moveaxis"](_t(a) if isinstance(a, Tracer) else lax.lift(lax.trace_of([a, b]), a, weak=False), axisa, -1)
-    b = EXPORTS["moveaxis"](b if isinstance(b, Tracer) else lax.lift(a.trace, b, weak=False), axisb, -1)
+    a = EXPORTS["moveaxis"](
+        _t(a) if isinstance(a, Tracer) else lax.lift(lax.trace_of([a, b]), a, weak=False), axisa, -1
+    )
+    b = EXPORTS["moveaxis"](
+        b if isinstance(b, Tracer) else lax.lift(a.trace, b, weak=False), axisb, -1
+    )
     if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
-        raise UserValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
+        raise UserValueError(
+            "incompatible dimensions for cross product\n(dimension must be 2 or 3)"
+        )
     if a.shape[-1] == 2 and b.shape[-1] == 2:
         return apply_ufunc(np.subtract, (a[..., 0] * b[..., 1], a[..., 1] * b[..., 0]))
     def comp(x, i):
@@ -192,7 +218,9 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
             return -second
         return first - second
 
-    c = EXPORTS["stack"]([term(a1, b2, a2, b1), term(a2, b0, a0, b2), term(a0, b1, a1, b0)], axis=-1)
+    c = EXPORTS["stack"](
+        [term(a1, b2, a2, b1), term(a2, b0, a0, b2), term(a0, b1, a1, b0)], axis=-1
+    )
     return EXPORTS["moveaxis"](c, -1, axisc)
 
 
@@ -223,9 +251,15 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
 
 def _range_endpoints(start, stop):
     trace = lax.trace_of([start, stop])
-    dtype = np.result_type(*(v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype for v in (start, stop)), float)
-    s = lax.convert(_t(start) if isinstance(start, Tracer) else lax.lift(trace, start, dtype, weak=False), dtype)
-    e = lax.convert(_t(stop) if isinstance(stop, Tracer) else lax.lift(trace, stop, dtype, weak=False), dtype)
+    dtype = np.result_type(
+        *(v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype for v in (start, stop)), float
+    )
+    s = lax.convert(
+        _t(start) if isinstance(start, Tracer) else lax.lift(trace, start, dtype, weak=False), dtype
+    )
+    e = lax.convert(
+        _t(stop) if isinstance(stop, Tracer) else lax.lift(trace, stop, dtype, weak=False), dtype
+    )
     shape = np.broadcast_shapes(s.shape, e.shape)
     return lax.broadcast_to(s, shape), lax.broadcast_to(e, shape), dtype
 
@@ -267,7 +301,11 @@ def traced_linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=Non
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     y = traced_linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
     out = apply_ufunc(np.power, (base, y))
-    return out if dtype is None else lax.convert(out, lax.check_supported_dtype(dtype, "np.logspace dtype"))
+    return (
+        out
+        if dtype is None
+        else lax.convert(out, lax.check_supported_dtype(dtype, "np.logspace dtype"))
+    )
 
 
 @numpy_function(np.geomspace)
@@ -282,11 +320,19 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     eb = lax.broadcast_in_dim(e, ramp_shape, tuple(range(1, len(ramp_shape))))
     # exact endpoints, and the sign of the (same-signed) endpoints, as NumPy does
     index = lax.iota(s.trace, np.int64, ramp_shape, 0)
-    y = lax.select(lax.compare(index, lax.full(s.trace, ramp_shape, 0, np.int64), "EQ"), apply_ufunc(np.absolute, (sb,)), y)
+    y = lax.select(
+        lax.compare(index, lax.full(s.trace, ramp_shape, 0, np.int64), "EQ"),
+        apply_ufunc(np.absolute, (sb,)),
+        y,
+    )
     if endpoint and num > 1:
         y = lax.select(lax.compare(index, lax.full(s.trace, ramp_shape, num - 1, np.int64), "EQ"),
                        apply_ufunc(np.absolute, (eb,)), y)
     y = apply_ufunc(np.multiply, (y, apply_ufunc(np.sign, (sb,))))
     if axis != 0:
         y = EXPORTS["moveaxis"](y, 0, axis)
-    return y if dtype is None else lax.convert(y, lax.check_supported_dtype(dtype, "np.geomspace dtype"))
+    return (
+        y
+        if dtype is None
+        else lax.convert(y, lax.check_supported_dtype(dtype, "np.geomspace dtype"))
+    )

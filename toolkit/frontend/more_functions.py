@@ -19,10 +19,29 @@ from .promotion import numpy_stand_in
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
-STATIC_FUNCTIONS = ("bartlett", "blackman", "hamming", "hanning", "kaiser", "broadcast_shapes", "can_cast",
-                    "promote_types", "isdtype", "issubdtype", "isscalar", "iterable", "get_printoptions",
-                    "set_printoptions", "printoptions", "diag_indices", "tril_indices", "triu_indices",
-                    "mask_indices", "indices", "fromfunction")
+STATIC_FUNCTIONS = (
+    "bartlett",
+    "blackman",
+    "hamming",
+    "hanning",
+    "kaiser",
+    "broadcast_shapes",
+    "can_cast",
+    "promote_types",
+    "isdtype",
+    "issubdtype",
+    "isscalar",
+    "iterable",
+    "get_printoptions",
+    "set_printoptions",
+    "printoptions",
+    "diag_indices",
+    "tril_indices",
+    "triu_indices",
+    "mask_indices",
+    "indices",
+    "fromfunction",
+)
 
 
 def _t(x) -> Tracer:
@@ -50,7 +69,10 @@ FUNCTIONS[np.result_type], FUNCTIONS[np.can_cast] = result_type, can_cast
 
 # ---- vector products (NumPy 2's gufuncs) ---------------------------------------------------------
 def vecdot(x1, x2, /, *, axis=-1, **kwargs):
-    a, b = (_t(v) if isinstance(v, Tracer) else lax.lift(lax.trace_of([x1, x2]), v, weak=False) for v in (x1, x2))
+    a, b = (
+        _t(v) if isinstance(v, Tracer) else lax.lift(lax.trace_of([x1, x2]), v, weak=False)
+        for v in (x1, x2)
+    )
     product = _u(np.multiply, a, b)
     return EXPORTS["sum"](product, axis=axis)
 
@@ -99,9 +121,13 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     moved = EXPORTS["moveaxis"](arr, axis, -1)
     outer = moved.shape[:-1]
     if int(np.prod(outer)) > 4096:
-        raise UnsupportedNumpyError(f"np.apply_along_axis over {int(np.prod(outer))} slices would unroll that many "
-                                    "calls; write func1d to work on the whole array (with axis=)")
-    results = [EXPORTS["asarray"](func1d(moved[index], *args, **kwargs)) for index in np.ndindex(*outer)]
+        raise UnsupportedNumpyError(
+            f"np.apply_along_axis over {int(np.prod(outer))} slices would unroll that many "
+            "calls; write func1d to work on the whole array (with axis=)"
+        )
+    results = [
+        EXPORTS["asarray"](func1d(moved[index], *args, **kwargs)) for index in np.ndindex(*outer)
+    ]
     stacked = EXPORTS["stack"](results) if results else None
     if stacked is None:
         raise UserValueError("Cannot apply_along_axis when any iteration dimensions are 0")
@@ -161,7 +187,9 @@ def _bit_weights(bitorder: str, dtype=np.uint8) -> np.ndarray:
 def packbits(a, axis=None, bitorder="big"):
     a = as_tracer(a)
     if a.dtype.kind not in "biu":
-        raise UserValueError(f"Expected an input array of integer or boolean data type, got {a.describe()}")
+        raise UserValueError(
+            f"Expected an input array of integer or boolean data type, got {a.describe()}"
+        )
     if axis is None:
         a, axis = lax.reshape(a, (a.size,)), 0
     axis = normalize_axis(operator.index(axis), a.ndim)
@@ -172,7 +200,9 @@ def packbits(a, axis=None, bitorder="big"):
     if padded != n:
         bits = EXPORTS["pad"](bits, [(0, 0)] * (bits.ndim - 1) + [(0, padded - n)])
     groups = lax.reshape(bits, tuple(bits.shape[:-1]) + (padded // 8, 8))
-    packed = EXPORTS["sum"](apply_ufunc(np.multiply, (groups, _bit_weights(bitorder))), axis=-1, dtype=np.uint8)
+    packed = EXPORTS["sum"](
+        apply_ufunc(np.multiply, (groups, _bit_weights(bitorder))), axis=-1, dtype=np.uint8
+    )
     return EXPORTS["moveaxis"](packed, -1, axis)
 
 
@@ -180,21 +210,31 @@ def packbits(a, axis=None, bitorder="big"):
 def unpackbits(a, axis=None, count=None, bitorder="big"):
     a = as_tracer(a)
     if a.dtype != np.uint8:
-        raise UserValueError(f"Expected an input array of unsigned byte data type, got {a.describe()}")
+        raise UserValueError(
+            f"Expected an input array of unsigned byte data type, got {a.describe()}"
+        )
     if axis is None:
         a, axis = lax.reshape(a, (a.size,)), 0
     axis = normalize_axis(operator.index(axis), a.ndim)
     moved = EXPORTS["moveaxis"](a, axis, -1)
     wide = lax.reshape(moved, tuple(moved.shape) + (1,))
-    bits = apply_ufunc(np.not_equal, (apply_ufunc(np.bitwise_and, (wide, _bit_weights(bitorder))), 0))
-    bits = lax.convert(lax.reshape(bits, tuple(moved.shape[:-1]) + (moved.shape[-1] * 8,)), np.uint8)
+    bits = apply_ufunc(
+        np.not_equal, (apply_ufunc(np.bitwise_and, (wide, _bit_weights(bitorder))), 0)
+    )
+    bits = lax.convert(
+        lax.reshape(bits, tuple(moved.shape[:-1]) + (moved.shape[-1] * 8,)), np.uint8
+    )
     if count is not None:
         count = operator.index(count)
         n = bits.shape[-1]
         keep = count if count >= 0 else n + count
         if keep < 0:
             raise UserValueError(f"-count larger than number of elements ({-count} > {n})")
-        bits = bits[..., :keep] if keep <= n else EXPORTS["pad"](bits, [(0, 0)] * (bits.ndim - 1) + [(0, keep - n)])
+        bits = (
+            bits[..., :keep]
+            if keep <= n
+            else EXPORTS["pad"](bits, [(0, 0)] * (bits.ndim - 1) + [(0, keep - n)])
+        )
     return EXPORTS["moveaxis"](bits, -1, axis)
 
 
@@ -203,15 +243,27 @@ def piecewise(x, condlist, funclist, *args, **kw):
     """Each function is evaluated on the whole array and selected where its condition holds
     (NumPy calls it on the selected elements only): the same for elementwise functions."""
     x = _t(x)
-    if isinstance(condlist, (Tracer, np.ndarray)) and np.ndim(condlist) == x.ndim or isinstance(condlist, bool):
+    if (
+        isinstance(condlist, (Tracer, np.ndarray))
+        and np.ndim(condlist) == x.ndim
+        or isinstance(condlist, bool)
+    ):
         condlist = [condlist]
     condlist = list(condlist)
     if len(funclist) not in (len(condlist), len(condlist) + 1):
-        raise UserValueError(f"with {len(condlist)} condition(s), either {len(condlist)} or {len(condlist) + 1} "
-                             f"functions are expected")
-    conds = [c if isinstance(c, Tracer) else lax.lift(x.trace, np.asarray(c, bool), weak=False) for c in condlist]
+        raise UserValueError(
+            f"with {len(condlist)} condition(s), either {len(condlist)} or {len(condlist) + 1} "
+            f"functions are expected"
+        )
+    conds = [
+        c if isinstance(c, Tracer) else lax.lift(x.trace, np.asarray(c, bool), weak=False)
+        for c in condlist
+    ]
     if len(funclist) == len(conds) + 1:  # the last function applies where no condition holds
-        others = _u(np.logical_not, EXPORTS["any"](EXPORTS["stack"]([lax.broadcast_to(c, x.shape) for c in conds]), axis=0))
+        others = _u(
+            np.logical_not,
+            EXPORTS["any"](EXPORTS["stack"]([lax.broadcast_to(c, x.shape) for c in conds]), axis=0),
+        )
         conds.append(others)
     y = lax.full(x.trace, x.shape, 0, x.dtype)
     for cond, f in zip(conds, funclist):
@@ -223,15 +275,23 @@ def piecewise(x, condlist, funclist, *args, **kw):
 @numpy_function(np.place)
 def place(arr, mask, vals):
     if not isinstance(arr, Tracer):
-        raise UnsupportedNumpyError("np.place into a NumPy array with traced values: make the array with toolkit.numpy")
+        raise UnsupportedNumpyError(
+            "np.place into a NumPy array with traced values: make the array with toolkit.numpy"
+        )
     if isinstance(mask, Tracer):
-        raise UnsupportedNumpyError("np.place with a traced mask: how many values it takes depends on the data; "
-                                    "use arr[...] = np.where(mask, values, arr)")
+        raise UnsupportedNumpyError(
+            "np.place with a traced mask: how many values it takes depends on the data; "
+            "use arr[...] = np.where(mask, values, arr)"
+        )
     check_writable(arr, "np.place")
     where = np.flatnonzero(np.asarray(mask))
     if where.size == 0:
         return None
-    v = vals if isinstance(vals, Tracer) else lax.lift(arr.trace, np.asarray(vals).ravel(), weak=False)
+    v = (
+        vals
+        if isinstance(vals, Tracer)
+        else lax.lift(arr.trace, np.asarray(vals).ravel(), weak=False)
+    )
     if v.size == 0:
         raise UserValueError("Cannot insert from an empty array!")
     v = lax.convert(lax.reshape(v, (v.size,)), arr.dtype)
@@ -252,7 +312,9 @@ def ix_(*args):
             raise UserValueError("Cross index must be 1 dimensional")
         if a.dtype == np.bool_:
             if isinstance(a, Tracer):
-                raise UnsupportedNumpyError("np.ix_ with a traced boolean mask has a data-dependent size")
+                raise UnsupportedNumpyError(
+                    "np.ix_ with a traced boolean mask has a data-dependent size"
+                )
             a = np.nonzero(a)[0]
         shape = [1] * n
         shape[k] = a.shape[0]
@@ -264,17 +326,26 @@ def ix_(*args):
 def poly(seq_of_zeros):
     z = _t(seq_of_zeros)
     if z.ndim != 1:
-        raise UnsupportedNumpyError("np.poly of a matrix (its characteristic polynomial) is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            "np.poly of a matrix (its characteristic polynomial) is not supported on traced arrays"
+        )
     p = lax.full(z.trace, (1,), 1, np.result_type(z.dtype, np.float64))
     for i in range(z.shape[0]):
-        p = EXPORTS["convolve"](p, EXPORTS["stack"]([lax.full(z.trace, (), 1, p.dtype), lax.convert(_u(np.negative, z[i]), p.dtype)]))
+        p = EXPORTS["convolve"](
+            p,
+            EXPORTS["stack"](
+                [lax.full(z.trace, (), 1, p.dtype), lax.convert(_u(np.negative, z[i]), p.dtype)]
+            ),
+        )
     return p
 
 
 @numpy_function(np.ravel_multi_index)
 def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
     if order != "C":
-        raise UnsupportedNumpyError("np.ravel_multi_index(order='F') is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            "np.ravel_multi_index(order='F') is not supported on traced arrays"
+        )
     dims = tuple(operator.index(d) for d in dims)
     modes = (mode,) * len(dims) if isinstance(mode, str) else tuple(mode)
     trace = lax.trace_of(list(multi_index))
@@ -315,7 +386,7 @@ def unravel_index(indices, shape, order="C"):
     return tuple(reversed(out))
 
 
-# ---- set operations with a static size -------------------------------------------------------------
+# ---- set operations with a static size -----------------------------------------------------------
 def _set_result(values_mask, values, size, fill, name):
     from .sorting import _compact, _need_size
     size = _need_size(size, name)
@@ -326,7 +397,9 @@ def _unique_sorted(a):
     """Sorted values of ``a`` flattened, and a mask of each value's first occurrence."""
     flat = lax.reshape(a, (a.size,))
     s = EXPORTS["sort"](flat)
-    first = EXPORTS["concatenate"]([lax.full(a.trace, (1,), True, np.bool_), _u(np.not_equal, s[1:], s[:-1])])
+    first = EXPORTS["concatenate"](
+        [lax.full(a.trace, (1,), True, np.bool_), _u(np.not_equal, s[1:], s[:-1])]
+    )
     return s, first
 
 
@@ -342,7 +415,9 @@ def union1d(ar1, ar2, *, size=None, fill_value=None):
     if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
         return np.union1d(ar1, ar2)
     a, b = _pair(ar1, ar2)
-    s, first = _unique_sorted(EXPORTS["concatenate"]([lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,))]))
+    s, first = _unique_sorted(
+        EXPORTS["concatenate"]([lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,))])
+    )
     return _set_result(first, s, size, fill_value, "np.union1d")
 
 
@@ -350,7 +425,9 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
     if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
         return np.intersect1d(ar1, ar2, assume_unique, return_indices)
     if return_indices:
-        raise UnsupportedNumpyError("np.intersect1d(return_indices=True) is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            "np.intersect1d(return_indices=True) is not supported on traced arrays"
+        )
     a, b = _pair(ar1, ar2)
     s, first = _unique_sorted(a)
     keep = _u(np.logical_and, first, EXPORTS["isin"](s, b))
@@ -370,7 +447,9 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
         return np.setxor1d(ar1, ar2, assume_unique)
     a, b = _pair(ar1, ar2)
-    s, first = _unique_sorted(EXPORTS["concatenate"]([lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,))]))
+    s, first = _unique_sorted(
+        EXPORTS["concatenate"]([lax.reshape(a, (a.size,)), lax.reshape(b, (b.size,))])
+    )
     in_a, in_b = EXPORTS["isin"](s, a), EXPORTS["isin"](s, b)
     keep = _u(np.logical_and, first, _u(np.logical_xor, in_a, in_b))
     return _set_result(keep, s, size, fill_value, "np.setxor1d")

@@ -38,7 +38,9 @@ def _traced_buffer(name: str):
     @functools.wraps(original)
     def buffer(*args, **kwargs):
         if current_trace() is None or any(isinstance(a, Tracer) for a in args):
-            return (EXPORTS[name] if args and isinstance(args[0], Tracer) else original)(*args, **kwargs)
+            return (EXPORTS[name] if args and isinstance(args[0], Tracer) else original)(
+                *args, **kwargs
+            )
         try:
             if like:  # the shape and dtype of a NumPy prototype: no need to embed its data
                 proto, rest = numpy.asarray(args[0]), list(args[1:])
@@ -68,8 +70,13 @@ class _TracingNumpy(types.ModuleType):
 
 
 TRACING_NUMPY = _TracingNumpy("numpy", numpy.__doc__)
-TRACING_NUMPY.__dict__.update({k: v for k, v in vars(numpy).items() if k not in ("__name__", "__doc__")})
-_REBOUND = {id(getattr(numpy, name)): (getattr(numpy, name), _traced_buffer(name)) for name in BUFFER_FUNCTIONS}
+TRACING_NUMPY.__dict__.update(
+    {k: v for k, v in vars(numpy).items() if k not in ("__name__", "__doc__")}
+)
+_REBOUND = {
+    id(getattr(numpy, name)): (getattr(numpy, name), _traced_buffer(name))
+    for name in BUFFER_FUNCTIONS
+}
 for _original, _buffer in _REBOUND.values():
     setattr(TRACING_NUMPY, _original.__name__, _buffer)
 

@@ -27,18 +27,26 @@ def _replace_nan(a: Tracer, value) -> Tracer:
 
 
 def _not_nan_count(a: Tracer, axis, keepdims) -> Tracer:
-    valid = _u(np.logical_not, _is_nan(a)) if a.dtype.kind == "f" else lax.full(a.trace, a.shape, True, np.bool_)
+    valid = (
+        _u(np.logical_not, _is_nan(a))
+        if a.dtype.kind == "f"
+        else lax.full(a.trace, a.shape, True, np.bool_)
+    )
     return EXPORTS["sum"](valid, axis=axis, keepdims=keepdims)
 
 
 @numpy_function(np.nansum)
-def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue):
+def nansum(
+    a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue
+):
     _no(out, where, "nansum")
     return EXPORTS["sum"](_replace_nan(_t(a), 0), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
 @numpy_function(np.nanprod)
-def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue):
+def nanprod(
+    a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue
+):
     _no(out, where, "nanprod")
     return EXPORTS["prod"](_replace_nan(_t(a), 1), axis=axis, dtype=dtype, keepdims=keepdims)
 
@@ -75,8 +83,18 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoV
 
 
 @numpy_function(np.nanvar)
-def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue, mean=np._NoValue,
-           correction=np._NoValue):
+def nanvar(
+    a,
+    axis=None,
+    dtype=None,
+    out=None,
+    ddof=0,
+    keepdims=False,
+    *,
+    where=np._NoValue,
+    mean=np._NoValue,
+    correction=np._NoValue,
+):
     _no(out, where, "nanvar")
     if correction is not np._NoValue:
         ddof = correction
@@ -92,6 +110,18 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 
 @numpy_function(np.nanstd)
-def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue, mean=np._NoValue,
-           correction=np._NoValue):
-    return _u(np.sqrt, nanvar(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
+def nanstd(
+    a,
+    axis=None,
+    dtype=None,
+    out=None,
+    ddof=0,
+    keepdims=False,
+    *,
+    where=np._NoValue,
+    mean=np._NoValue,
+    correction=np._NoValue,
+):
+    return _u(
+        np.sqrt, nanvar(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction)
+    )

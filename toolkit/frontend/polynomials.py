@@ -32,7 +32,10 @@ def polyval(p, x):
 
 def _coefficients(*ps):
     trace = lax.trace_of(list(ps))
-    out = [p if isinstance(p, Tracer) else lax.lift(trace, np.atleast_1d(np.asarray(p)), weak=False) for p in ps]
+    out = [
+        p if isinstance(p, Tracer) else lax.lift(trace, np.atleast_1d(np.asarray(p)), weak=False)
+        for p in ps
+    ]
     return [EXPORTS["atleast_1d"](p) for p in out]
 
 
@@ -49,7 +52,9 @@ def polyadd(a1, a2):
 def polysub(a1, a2):
     a, b = _coefficients(a1, a2)
     n = builtins.max(a.shape[0], b.shape[0])
-    return _u(np.subtract, EXPORTS["pad"](a, (n - a.shape[0], 0)), EXPORTS["pad"](b, (n - b.shape[0], 0)))
+    return _u(
+        np.subtract, EXPORTS["pad"](a, (n - a.shape[0], 0)), EXPORTS["pad"](b, (n - b.shape[0], 0))
+    )
 
 
 @numpy_function(np.polymul)

@@ -7,11 +7,32 @@ import numpy as np
 from .errors import UserOverflowError
 from .tracer import Tracer
 
-SUPPORTED = tuple(np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                        "uint64", "float16", "float32", "float64", "complex64",
-                                        "complex128"))
+SUPPORTED = tuple(
+    np.dtype(t)
+    for t in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+)
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
-_DEFAULT = {0: np.dtype(bool), 1: np.dtype(np.int64), 2: np.dtype(np.float64), 3: np.dtype(np.complex128)}
+_DEFAULT = {
+    0: np.dtype(bool),
+    1: np.dtype(np.int64),
+    2: np.dtype(np.float64),
+    3: np.dtype(np.complex128),
+}
 
 
 def kind_rank(dtype: np.dtype) -> int:
@@ -28,7 +49,8 @@ def result_type(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
         return np.result_type(*widest), True
     base = np.result_type(*strong)
     for d in weak:
-        if kind_rank(d) > kind_rank(base):  # a weak complex keeps a float's precision (f32 * 1j: c64)
+        # a weak complex keeps a float's precision (f32 * 1j: c64)
+        if kind_rank(d) > kind_rank(base):
             base = np.result_type(base, np.complex64) if kind_rank(d) == 3 and base.kind == "f" \
                 else _DEFAULT[kind_rank(d)]
     return base, False

@@ -21,7 +21,9 @@ _REPR_LIMIT = 60
 
 def short_repr(value) -> str:
     if isinstance(value, np.ndarray):
-        text = f"array({value.dtype}{list(value.shape)})" if value.size > 8 else repr(value.tolist())
+        text = (
+            f"array({value.dtype}{list(value.shape)})" if value.size > 8 else repr(value.tolist())
+        )
     elif callable(value) and getattr(value, "__code__", None) is not None:
         # a function: where it is defined, so a closure re-created per call is recognised
         code = value.__code__
@@ -103,7 +105,10 @@ class SignatureRecord:
         return ", ".join(parts) or "()"
 
 
-_WEAK_TEXT = {True: "a Python scalar (weakly typed)", False: "a NumPy array or scalar (strongly typed)"}
+_WEAK_TEXT = {
+    True: "a Python scalar (weakly typed)",
+    False: "a NumPy array or scalar (strongly typed)",
+}
 
 
 def _leaf_differences(new: ArgSpec, old: ArgSpec):
@@ -172,7 +177,13 @@ def _cause(code: str, path: str, old, new, location: str) -> Cause:
                      "with an empty cache (e.g. tk.jit(f)(x) inside a loop or a function body)")
     if code in ("CLOSURE_VALUE", "GLOBAL_VALUE"):
         kind = "closure" if code == "CLOSURE_VALUE" else "global"
-        return Cause(code, path, old, new, f"{kind} variable '{path}' captured at trace time: now {new}, was {old}")
+        return Cause(
+            code,
+            path,
+            old,
+            new,
+            f"{kind} variable '{path}' captured at trace time: now {new}, was {old}",
+        )
     if code == "BACKEND":
         return Cause(code, "", old, new, f"backend now {new!r}, was {old!r}")
     if code == "COMPILE_OPTIONS":
@@ -183,8 +194,13 @@ def _cause(code: str, path: str, old, new, location: str) -> Cause:
     if code == "TREE_STRUCTURE":
         return Cause(code, path, old, new, f"{path}: pytree structure now {new}, was {old}")
     if code == "RANK":
-        return Cause(code, path, old.text, new.text,
-                     f"{path}: rank now {len(new.shape)} ({new.text}), was {len(old.shape)} ({old.text})")
+        return Cause(
+            code,
+            path,
+            old.text,
+            new.text,
+            f"{path}: rank now {len(new.shape)} ({new.text}), was {len(old.shape)} ({old.text})",
+        )
     if code == "SHAPE":
         return Cause(code, path, str(old), str(new), f"{path}: now {new}, was {old}")
     if code == "DTYPE":
@@ -195,10 +211,15 @@ def _cause(code: str, path: str, old, new, location: str) -> Cause:
     if code == "STATIC_VALUE":
         same_code = _function_site(old)
         if same_code is not None and same_code == _function_site(new):
-            return Cause(code, path, old, new,
-                         f"static argument '{path}': a new function object re-created from the same code "
-                         f"({same_code}) — a closure or lambda made on every call (the optax#1171 pattern); "
-                         "passed as a loop body, branch or step function it makes every call recompile")
+            return Cause(
+                code,
+                path,
+                old,
+                new,
+                f"static argument '{path}': a new function object re-created from the same code "
+                f"({same_code}) — a closure or lambda made on every call (the optax#1171 pattern); "
+                "passed as a loop body, branch or step function it makes every call recompile",
+            )
         return Cause(code, path, old, new, f"static argument '{path}': now {new}, was {old}")
     raise AssertionError(code)
 
@@ -229,7 +250,9 @@ def _top_name(path: str) -> str:
     return path
 
 
-def closest(new: SignatureRecord, earlier: list[SignatureRecord]) -> list[tuple[SignatureRecord, list[Cause]]]:
+def closest(
+    new: SignatureRecord, earlier: list[SignatureRecord]
+) -> list[tuple[SignatureRecord, list[Cause]]]:
     """The earlier signatures at the smallest diff distance (several when equidistant)."""
     scored = [(old, sum(1 for _ in differences(new, old))) for old in earlier]
     if not scored:
@@ -242,7 +265,9 @@ def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-def suggestions(causes: list[Cause], history: list[SignatureRecord], new: SignatureRecord) -> list[str]:
+def suggestions(
+    causes: list[Cause], history: list[SignatureRecord], new: SignatureRecord
+) -> list[str]:
     """Fixes that fit the data seen so far, with the compiles they would have saved."""
     out: list[str] = []
     seen_codes = set()
@@ -250,27 +275,46 @@ def suggestions(causes: list[Cause], history: list[SignatureRecord], new: Signat
     for c in causes:
         if c.code == "SHAPE":
             values = _dimension_values(records, c.path)
-            if len(values) == 2 and str(c.new).isdigit() and str(c.old).isdigit() and int(c.new) < int(c.old) \
-                    and c.path.endswith(".shape[0]"):
-                out.append(f"{c.path} is smaller than before ({c.new} < {c.old}): a last, partial batch? Pad it to "
-                           f"{c.old} rows (masking the padding out of the loss) or drop it, so every step runs one "
-                           "compiled program; with many batch sizes, pad them to a few bucket sizes")
+            if (
+                len(values) == 2
+                and str(c.new).isdigit()
+                and str(c.old).isdigit()
+                and int(c.new) < int(c.old)
+                and c.path.endswith(".shape[0]")
+            ):
+                out.append(
+                    f"{c.path} is smaller than before ({c.new} < {c.old}): a last, partial batch? "
+                    "Pad it to "
+                    f"{c.old} rows (masking the padding out of the loss) or drop it, so every step "
+                    "runs one "
+                    "compiled program; with many batch sizes, pad them to a few bucket sizes"
+                )
             if len(values) >= 3:
                 buckets = sorted({_next_pow2(v) for v in values})
                 if len(buckets) < len(values):
-                    out.append(f"{c.path} took {len(values)} values ({_span(values)}); padding it to powers "
-                               f"of two ({', '.join(map(str, buckets))}) would compile {len(buckets)} times "
-                               f"instead of {len(values)} (saves {len(values) - len(buckets)})")
+                    out.append(
+                        f"{c.path} took {len(values)} values ({_span(values)}); padding it to "
+                        "powers "
+                        f"of two ({', '.join(map(str, buckets))}) would compile {len(buckets)} "
+                        "times "
+                        f"instead of {len(values)} (saves {len(values) - len(buckets)})"
+                    )
         elif c.code == "STATIC_VALUE" and _function_site(c.old) is not None and \
                 _function_site(c.old) == _function_site(c.new):
-            out.append(f"define '{c.path}' once, outside the loop or function that calls this one, and pass that same "
-                       "object every time (a module-level function, with functools.partial for its settings): "
-                       "one compile instead of one per call")
+            out.append(
+                f"define '{c.path}' once, outside the loop or function that calls this one, and "
+                "pass that same "
+                "object every time (a module-level function, with functools.partial for its "
+                "settings): "
+                "one compile instead of one per call"
+            )
         elif c.code == "STATIC_VALUE" and "STATIC_VALUE" not in seen_codes:
             values = {r for rec in records for n, r, _ in rec.statics if str(n) == c.path}
-            out.append(f"static argument '{c.path}' took {len(values)} value(s); if it only enters "
-                       "arithmetic (not shapes or Python control flow), pass it as a traced argument "
-                       "instead of a static one and compile once")
+            out.append(
+                f"static argument '{c.path}' took {len(values)} value(s); if it only enters "
+                "arithmetic (not shapes or Python control flow), pass it as a traced argument "
+                "instead of a static one and compile once"
+            )
         elif c.code == "DTYPE":
             out.append(f"cast {c.path} to one dtype before the call (e.g. .astype(np.{c.old})) so "
                        f"{c.old} and {c.new} calls share one compilation")
@@ -281,14 +325,20 @@ def suggestions(causes: list[Cause], history: list[SignatureRecord], new: Signat
             out.append("call tk.jit(f) once, keep the result (g = tk.jit(f)) and call g; every "
                        "tk.jit(f) starts a new cache")
         elif c.code == "NEW_FUNCTION_OBJECT":
-            out.append("define the jitted function once (at module level or in a cell of its own) and "
-                       "reuse it; pass changing values as arguments (functools.partial for static ones)")
+            out.append(
+                "define the jitted function once (at module level or in a cell of its own) and "
+                "reuse it; pass changing values as arguments (functools.partial for static ones)"
+            )
         elif c.code in ("CLOSURE_VALUE", "GLOBAL_VALUE"):
-            out.append(f"pass '{c.path}' as an argument instead of capturing it; captured values are "
-                       "baked into the compiled program")
+            out.append(
+                f"pass '{c.path}' as an argument instead of capturing it; captured values are "
+                "baked into the compiled program"
+            )
         elif c.code == "TREE_STRUCTURE":
-            out.append(f"keep the structure of {c.path} fixed between calls (same keys, same lengths, "
-                       "None vs array)")
+            out.append(
+                f"keep the structure of {c.path} fixed between calls (same keys, same lengths, "
+                "None vs array)"
+            )
         seen_codes.add(c.code)
     return list(dict.fromkeys(out))
 

@@ -35,8 +35,10 @@ def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
     if dtype is not None:
         x = lax.convert(x, lax.check_supported_dtype(dtype, f"dtype= of {name}"))
     if opcode in GroupOp.SELECTING_REDUCERS and builtins.any(x.shape[a] == 0 for a in axes):
-        raise UserValueError(f"zero-size array to reduction operation {opcode} which has no identity "
-                         f"({name} of {x.describe()})")
+        raise UserValueError(
+            f"zero-size array to reduction operation {opcode} which has no identity "
+            f"({name} of {x.describe()})"
+        )
     if x.dtype == np.bool_ and opcode in GroupOp.ARITHMETIC_REDUCERS:
         x = lax.convert(x, np.int64)
     if x.dtype == np.float16 and opcode in GroupOp.ARITHMETIC_REDUCERS:
@@ -55,11 +57,17 @@ def _masked_reduce(a, opcode, axis, keepdims, dtype, name, initial=None, where=N
     has_initial = initial is not None and initial is not np._NoValue
     masked = where is not None and where is not True and where is not np._NoValue
     if masked and opcode in GroupOp.SELECTING_REDUCERS and not has_initial:
-        raise UserValueError(f"reduction operation '{opcode}' does not have an identity, so to use a where mask "
-                             "one has to specify 'initial'")
+        raise UserValueError(
+            f"reduction operation '{opcode}' does not have an identity, so to use a where mask "
+            "one has to specify 'initial'"
+        )
     if masked:
         fill = initial if opcode in GroupOp.SELECTING_REDUCERS else initial_value(opcode, a.dtype)
-        mask = where if isinstance(where, Tracer) else lax.lift(a.trace, np.asarray(where, bool), weak=False)
+        mask = (
+            where
+            if isinstance(where, Tracer)
+            else lax.lift(a.trace, np.asarray(where, bool), weak=False)
+        )
         filler = lax.convert(lax.lift(a.trace, fill, a.dtype), a.dtype)
         a = _where(lax.broadcast_to(mask, a.shape), a, filler)
     if has_initial and opcode in GroupOp.SELECTING_REDUCERS:  # initial joins the reduction
@@ -69,7 +77,9 @@ def _masked_reduce(a, opcode, axis, keepdims, dtype, name, initial=None, where=N
             shape = [1 if i in axes else d for i, d in enumerate(a.shape)] if keepdims else \
                 [d for i, d in enumerate(a.shape) if i not in axes]
             return lax.broadcast_to(start, shape)
-        return apply_ufunc(getattr(np, opcode), [_reduce(a, opcode, axis, keepdims, dtype, name), start])
+        return apply_ufunc(
+            getattr(np, opcode), [_reduce(a, opcode, axis, keepdims, dtype, name), start]
+        )
     result = _reduce(a, opcode, axis, keepdims, dtype, name)
     if has_initial:
         result = apply_ufunc(reducer_ufunc(opcode), [result, initial])
@@ -137,8 +147,14 @@ def _is_masked(where) -> bool:
 def _mask_count(a: Tracer, where, axes, keepdims, dtype) -> tuple[Tracer, Tracer]:
     """NumPy's ``where=`` for mean/var: the mask as ``a``'s shape, and how many elements it
     keeps along ``axes`` (in ``dtype``)."""
-    mask = where if isinstance(where, Tracer) else lax.lift(a.trace, np.asarray(where, bool), weak=False)
-    mask = lax.broadcast_to(lax.convert(mask, np.bool_) if mask.dtype != np.bool_ else mask, a.shape)
+    mask = (
+        where
+        if isinstance(where, Tracer)
+        else lax.lift(a.trace, np.asarray(where, bool), weak=False)
+    )
+    mask = lax.broadcast_to(
+        lax.convert(mask, np.bool_) if mask.dtype != np.bool_ else mask, a.shape
+    )
     return mask, _reduce(lax.convert(mask, dtype), "add", axes, keepdims)
 
 
@@ -147,17 +163,25 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     reject(out=out)
     a = as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
-    acc = np.dtype(dtype) if dtype is not None else (a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64))
+    acc = (
+        np.dtype(dtype)
+        if dtype is not None
+        else (a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64))
+    )
     if _is_masked(where):  # NumPy: sum(a, where=mask) / count(mask), 0/0 a NaN
         work = np.dtype(np.float32) if acc == np.float16 else acc
         mask, count = _mask_count(a, where, axes, keepdims, work)
-        total = _masked_reduce(lax.convert(a, work), "add", axis, keepdims, work, "mean", None, mask)
+        total = _masked_reduce(
+            lax.convert(a, work), "add", axis, keepdims, work, "mean", None, mask
+        )
         result = apply_ufunc(np.true_divide, [total, count])
         return lax.convert(result, acc) if acc != work else result
     if acc == np.float16:  # NumPy: "for float16 input, float32 intermediates are used"
         total = lax.reduce(lax.convert(a, np.float32), "add", axes)
         n = _count(a.shape, axes)
-        mean32 = apply_ufunc(np.true_divide, [_keepdims(total, a.shape, axes, keepdims), float(n) if n else math.nan])
+        mean32 = apply_ufunc(
+            np.true_divide, [_keepdims(total, a.shape, axes, keepdims), float(n) if n else math.nan]
+        )
         return lax.convert(mean32, np.float16)
     total = _reduce(lax.convert(a, acc), "add", axes, keepdims)
     n = _count(a.shape, axes)
@@ -177,14 +201,27 @@ def _var_mean(a: Tracer, axes, dtype) -> Tracer:
 
 
 @numpy_function(np.var)
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
+def var(
+    a,
+    axis=None,
+    dtype=None,
+    out=None,
+    ddof=0,
+    keepdims=False,
+    where=None,
+    mean=None,
+    correction=None,
+):
     reject(out=out, mean=mean)
     if correction is not None:
         ddof = correction
     a = as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
-    if _is_masked(where):  # NumPy: the masked mean, the masked squared deviations, / max(count - ddof, 0)
-        centred = apply_ufunc(np.subtract, [a, EXPORTS["mean"](a, axes, dtype, keepdims=True, where=where)])
+    # NumPy: the masked mean, the masked squared deviations, / max(count - ddof, 0)
+    if _is_masked(where):
+        centred = apply_ufunc(
+            np.subtract, [a, EXPORTS["mean"](a, axes, dtype, keepdims=True, where=where)]
+        )
         other = apply_ufunc(np.conjugate, [centred]) if centred.dtype.kind == "c" else centred
         squared = apply_ufunc(np.multiply, [centred, other])
         if squared.dtype.kind == "c":
@@ -205,7 +242,17 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
 
 
 @numpy_function(np.std)
-def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
+def std(
+    a,
+    axis=None,
+    dtype=None,
+    out=None,
+    ddof=0,
+    keepdims=False,
+    where=None,
+    mean=None,
+    correction=None,
+):
     return apply_ufunc(np.sqrt, [var(a, axis, dtype, out, ddof, keepdims, where, mean, correction)])
 
 
@@ -217,7 +264,9 @@ def _arg_reduce(a, axis, keepdims, opcode, name):
     ax = normalize_axis(operator.index(axis), a.ndim)
     if a.shape[ax] == 0:
         raise UserValueError(f"attempt to get {name} of an empty sequence ({a.describe()})")
-    extreme = lax.broadcast_to(_keepdims(lax.reduce(a, opcode, (ax,)), a.shape, (ax,), True), a.shape)
+    extreme = lax.broadcast_to(
+        _keepdims(lax.reduce(a, opcode, (ax,)), a.shape, (ax,), True), a.shape
+    )
     hit = lax.compare(a, extreme, "EQ")
     if a.dtype.kind == "f":  # NumPy returns the first NaN, and max/min propagate NaN
         hit = lax.elementwise("or", hit, lax.compare(a, a, "NE"))

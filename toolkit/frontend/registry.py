@@ -47,12 +47,17 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
                     raise UnsupportedNumpyError(f"tnp.{public_name} needs a traced argument")
                 return np_func(*args, **kwargs)
             if trace is None:
-                trace = lax.trace_of(list(args) + [a for v in args if isinstance(v, (list, tuple)) for a in v])
+                trace = lax.trace_of(
+                    list(args) + [a for v in args if isinstance(v, (list, tuple)) for a in v]
+                )
             with trace.op_scope(public_name):
                 result = impl(*args, **kwargs)
             if public_name in VIEW_FUNCTIONS and args:
                 # functions of several arrays (np.atleast_1d(a, b)) view each of them
-                several = public_name in ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays") and len(args) > 1
+                several = (
+                    public_name in ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays")
+                    and len(args) > 1
+                )
                 return mark_untracked_view(result, args if several else args[0], public_name)
             return fresh_results(result, list(args) + list(kwargs.values()))
 
@@ -67,19 +72,121 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
 
 # Functions that trace complex arrays as NumPy computes them (the rest raise, naming the function:
 # their real-number implementations may take paths that are wrong for complex numbers)
-COMPLEX_FUNCTIONS = frozenset({
-    "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis", "rollaxis", "squeeze",
-    "expand_dims", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "broadcast_arrays", "concatenate",
-    "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", "block", "split", "array_split",
-    "hsplit", "vsplit", "dsplit", "unstack", "flip", "fliplr", "flipud", "roll", "rot90", "tile", "repeat",
-    "take", "take_along_axis", "diagonal", "diag", "diagflat", "tril", "triu", "copy", "asarray", "array",
-    "asanyarray", "ascontiguousarray", "where", "zeros_like", "ones_like", "empty_like", "full_like", "real", "imag",
-    "angle", "conj", "conjugate", "iscomplex", "isreal", "iscomplexobj", "isrealobj", "sum", "mean", "prod",
-    "dot", "vdot", "matmul", "inner", "outer", "tensordot", "einsum", "kron", "trace", "shape", "ndim", "size",
-    "pad", "astype", "array_equal", "all", "any", "var", "std", "sort_complex", "count_nonzero", "nonzero", "flatnonzero", "select", "choose", "compress",
-    "extract", "append", "insert", "delete", "resize", "trim_zeros", "put", "put_along_axis", "place", "copyto",
-    "fill_diagonal", "empty", "zeros", "ones", "full", "identity", "eye", "tri", "linspace",
-})
+COMPLEX_FUNCTIONS = frozenset(
+    {
+        "reshape",
+        "ravel",
+        "transpose",
+        "permute_dims",
+        "matrix_transpose",
+        "swapaxes",
+        "moveaxis",
+        "rollaxis",
+        "squeeze",
+        "expand_dims",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+        "broadcast_to",
+        "broadcast_arrays",
+        "concatenate",
+        "concat",
+        "stack",
+        "hstack",
+        "vstack",
+        "dstack",
+        "column_stack",
+        "row_stack",
+        "block",
+        "split",
+        "array_split",
+        "hsplit",
+        "vsplit",
+        "dsplit",
+        "unstack",
+        "flip",
+        "fliplr",
+        "flipud",
+        "roll",
+        "rot90",
+        "tile",
+        "repeat",
+        "take",
+        "take_along_axis",
+        "diagonal",
+        "diag",
+        "diagflat",
+        "tril",
+        "triu",
+        "copy",
+        "asarray",
+        "array",
+        "asanyarray",
+        "ascontiguousarray",
+        "where",
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "real",
+        "imag",
+        "angle",
+        "conj",
+        "conjugate",
+        "iscomplex",
+        "isreal",
+        "iscomplexobj",
+        "isrealobj",
+        "sum",
+        "mean",
+        "prod",
+        "dot",
+        "vdot",
+        "matmul",
+        "inner",
+        "outer",
+        "tensordot",
+        "einsum",
+        "kron",
+        "trace",
+        "shape",
+        "ndim",
+        "size",
+        "pad",
+        "astype",
+        "array_equal",
+        "all",
+        "any",
+        "var",
+        "std",
+        "sort_complex",
+        "count_nonzero",
+        "nonzero",
+        "flatnonzero",
+        "select",
+        "choose",
+        "compress",
+        "extract",
+        "append",
+        "insert",
+        "delete",
+        "resize",
+        "trim_zeros",
+        "put",
+        "put_along_axis",
+        "place",
+        "copyto",
+        "fill_diagonal",
+        "empty",
+        "zeros",
+        "ones",
+        "full",
+        "identity",
+        "eye",
+        "tri",
+        "linspace",
+    }
+)
 
 
 def _refusing_complex(impl, public_name: str):
@@ -93,9 +200,12 @@ def _refusing_complex(impl, public_name: str):
             v = stack.pop()
             if isinstance(v, Tracer) and v.dtype.kind == "c":
                 raise UnsupportedNumpyError(
-                    f"np.{public_name} of a complex array ({v.describe()}) is not supported by toolkit; on "
-                    "complex arrays it traces arithmetic, abs, exp, log, sqrt, conj, real, imag, angle, sums, "
-                    "products, dots and data movement (take .real/.imag to work on the parts)")
+                    f"np.{public_name} of a complex array ({v.describe()}) is not supported by "
+                    "toolkit; on "
+                    "complex arrays it traces arithmetic, abs, exp, log, sqrt, conj, real, imag, "
+                    "angle, sums, "
+                    "products, dots and data movement (take .real/.imag to work on the parts)"
+                )
             if isinstance(v, (list, tuple)):
                 stack.extend(v)
         return impl(*args, **kwargs)

@@ -99,7 +99,9 @@ def _cumulative(opcode, name):
         x = _t(x)
         if axis is None:
             if x.ndim > 1:
-                raise UserValueError(f"np.{name}: axis must be given for arrays of more than one dimension")
+                raise UserValueError(
+                    f"np.{name}: axis must be given for arrays of more than one dimension"
+                )
             axis = 0
         axis = normalize_axis(axis, x.ndim)
         result = _scan(x, axis, dtype, opcode, f"np.{name}")
@@ -114,7 +116,9 @@ def _cumulative(opcode, name):
 
 
 numpy_function(np.cumulative_sum, name="cumulative_sum")(_cumulative("add", "cumulative_sum"))
-numpy_function(np.cumulative_prod, name="cumulative_prod")(_cumulative("multiply", "cumulative_prod"))
+numpy_function(np.cumulative_prod, name="cumulative_prod")(
+    _cumulative("multiply", "cumulative_prod")
+)
 
 ACCUMULATE = {np.add: "add", np.multiply: "multiply", np.maximum: "maximum", np.minimum: "minimum",
               np.logical_and: "and", np.logical_or: "or"}
@@ -123,11 +127,17 @@ ACCUMULATE = {np.add: "add", np.multiply: "multiply", np.maximum: "maximum", np.
 def ufunc_accumulate(ufunc, array, axis=0, dtype=None, out=None):
     opcode = ACCUMULATE.get(ufunc)
     if opcode is None:
-        raise UnsupportedNumpyError(f"np.{ufunc.__name__}.accumulate is not supported on traced arrays "
-                                    f"(supported: {', '.join(f'np.{u.__name__}' for u in ACCUMULATE)})")
+        raise UnsupportedNumpyError(
+            f"np.{ufunc.__name__}.accumulate is not supported on traced arrays "
+            f"(supported: {', '.join(f'np.{u.__name__}' for u in ACCUMULATE)})"
+        )
     _no_out(out, f"{ufunc.__name__}.accumulate")
     a = _t(array)
     if opcode in GroupOp.BITWISE_REDUCERS:  # logical_and, logical_or: on truth values
-        a = a if a.dtype == np.bool_ else lax.compare(a, lax.full(a.trace, a.shape, 0, a.dtype), "NE")
+        a = (
+            a
+            if a.dtype == np.bool_
+            else lax.compare(a, lax.full(a.trace, a.shape, 0, a.dtype), "NE")
+        )
         return associative_scan(a, normalize_axis(axis, a.ndim), opcode)
     return _scan(a, axis, dtype, opcode, f"np.{ufunc.__name__}.accumulate")

@@ -38,7 +38,11 @@ def search_sorted(a: Tracer, v: Tracer, side: str) -> Tracer:
         mid = lax.elementwise("shift-right-logical", lax.elementwise("add", lo, hi), one)
         safe = lax.elementwise("minimum", mid, lax.full(trace, v.shape, n - 1, np.int64))
         at_mid = EXPORTS["take"](a, safe)
-        go_right = _nan_last_less(at_mid, v) if side == "left" else lax.elementwise("not", _nan_last_less(v, at_mid))
+        go_right = (
+            _nan_last_less(at_mid, v)
+            if side == "left"
+            else lax.elementwise("not", _nan_last_less(v, at_mid))
+        )
         go_right = lax.elementwise("and", go_right, lax.compare(lo, hi, "LT"))
         lo = lax.select(go_right, lax.elementwise("add", mid, one), lo)
         hi = lax.select(go_right, hi, lax.select(lax.compare(lo, hi, "LT"), mid, hi))
@@ -93,7 +97,11 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if n == 0:
         raise UserValueError("array of sample points is empty")
     j = search_sorted(xp, xs, "right")
-    i = EXPORTS["clip"](*(apply_ufunc(np.subtract, (j, 1)), 0, builtins.max(n - 2, 0))) if n > 1 else None
+    i = (
+        EXPORTS["clip"](*(apply_ufunc(np.subtract, (j, 1)), 0, builtins.max(n - 2, 0)))
+        if n > 1
+        else None
+    )
     if n == 1:
         value = lax.broadcast_to(fp[0], xs.shape)
     else:
@@ -125,7 +133,8 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     if xs.dtype.kind not in "iu" or xs.ndim != 1:
         raise UserValueError("np.bincount: x must be a 1-d array of non-negative integers")
     length = builtins.max(operator.index(length), operator.index(minlength))
-    if xs.dtype.kind == "i":  # NumPy refuses negative values (values >= length are dropped: see above)
+    # NumPy refuses negative values (values >= length are dropped: see above)
+    if xs.dtype.kind == "i":
         lax.add_check(lax.compare(xs, lax.full(xs.trace, xs.shape, 0, xs.dtype), "LT"),
                       UserValueError, "'list' argument must have no negative elements")
     return bin_counts(xs, weights, length)
@@ -141,8 +150,11 @@ def bin_counts(xs: Tracer, weights, length: int) -> Tracer:
         values = lax.convert(lax.reshape(w, (w.size,)), np.float64)
     out = lax.full(trace, (length,), 0, values.dtype)
     positions = lax.convert(xs, np.int64)
-    outside = lax.elementwise("or", lax.compare(positions, lax.full(trace, positions.shape, 0, np.int64), "LT"),
-                              lax.compare(positions, lax.full(trace, positions.shape, length, np.int64), "GE"))
+    outside = lax.elementwise(
+        "or",
+        lax.compare(positions, lax.full(trace, positions.shape, 0, np.int64), "LT"),
+        lax.compare(positions, lax.full(trace, positions.shape, length, np.int64), "GE"),
+    )
     values = lax.select(outside, lax.full(trace, values.shape, 0, values.dtype), values)
     positions = lax.select(outside, lax.full(trace, positions.shape, 0, np.int64), positions)
     from .indexing import scatter_into

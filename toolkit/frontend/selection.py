@@ -26,7 +26,9 @@ def where(condition, x=None, y=None):
     cond = cond if cond.dtype == np.bool_ else lax.compare(cond, lax.full_like(cond, 0), "NE")
     trace = cond.trace
     dtype = result_dtype([x, y])
-    weak = builtins.all(isinstance(v, Tracer) and v.weak_type or type(v) in (int, float) for v in (x, y))
+    weak = builtins.all(
+        isinstance(v, Tracer) and v.weak_type or type(v) in (int, float) for v in (x, y)
+    )
     # np.where casts its branches (unsafely): a Python int that does not fit wraps, as in NumPy
     a = lax.lift(trace, x, dtype, weak=weak, wrap_ints=True)
     b = lax.lift(trace, y, dtype, weak=weak, wrap_ints=True)
@@ -35,7 +37,9 @@ def where(condition, x=None, y=None):
 
 
 @numpy_function(np.clip)
-def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue, max=np._NoValue, **kwargs):
+def clip(
+    a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue, max=np._NoValue, **kwargs
+):
     reject(out=out)
     lo = a_min if a_min is not np._NoValue else min
     hi = a_max if a_max is not np._NoValue else max
@@ -60,18 +64,31 @@ def _clip_both(a, lo, hi):
     with trace.op_scope("clip"):
         dtype = result_dtype([a, lo, hi])
         lax.check_supported_dtype(dtype, "the result of np.clip")
-        weak = builtins.all(isinstance(v, Tracer) and v.weak_type or type(v) in (int, float) for v in (a, lo, hi))
-        x, l, h = broadcast_all([lax.lift(trace, v, dtype, weak=weak, what="operand of np.clip")
-                                 for v in (a, lo, hi)], "np.clip", [a, lo, hi])
+        weak = builtins.all(
+            isinstance(v, Tracer) and v.weak_type or type(v) in (int, float) for v in (a, lo, hi)
+        )
+        x, low, high = broadcast_all(
+            [lax.lift(trace, v, dtype, weak=weak, what="operand of np.clip") for v in (a, lo, hi)],
+            "np.clip",
+            [a, lo, hi],
+        )
         if dtype.kind != "f":  # no signed zeros or NaNs: the order of comparisons is invisible
-            return lax.elementwise("minimum", lax.elementwise("maximum", x, l, weak=weak), h, weak=weak)
+            return lax.elementwise(
+                "minimum", lax.elementwise("maximum", x, low, weak=weak), high, weak=weak
+            )
         if builtins.all(np.size(v) == 1 for v in (lo, hi)):
-            t = lax.select(lax.compare(x, l, "LT"), l, x)
-            clipped = lax.select(lax.compare(t, h, "GT"), h, t)
-            nan_bound = lax.elementwise("or", lax.compare(l, l, "NE"), lax.compare(h, h, "NE"))
-            return lax.select(nan_bound, lax.elementwise("add", l, h, weak=weak), clipped)
-        t = lax.select(lax.elementwise("or", lax.compare(x, x, "NE"), lax.compare(x, l, "GT")), x, l)
-        return lax.select(lax.elementwise("or", lax.compare(t, t, "NE"), lax.compare(t, h, "LT")), t, h)
+            t = lax.select(lax.compare(x, low, "LT"), low, x)
+            clipped = lax.select(lax.compare(t, high, "GT"), high, t)
+            nan_bound = lax.elementwise(
+                "or", lax.compare(low, low, "NE"), lax.compare(high, high, "NE")
+            )
+            return lax.select(nan_bound, lax.elementwise("add", low, high, weak=weak), clipped)
+        t = lax.select(
+            lax.elementwise("or", lax.compare(x, x, "NE"), lax.compare(x, low, "GT")), x, low
+        )
+        return lax.select(
+            lax.elementwise("or", lax.compare(t, t, "NE"), lax.compare(t, high, "LT")), t, high
+        )
 
 
 def _u(ufunc, *args):
@@ -87,13 +104,17 @@ def select(condlist, choicelist, default=0):
         raise UserValueError("select with an empty condition list is not possible")
     trace = lax.trace_of(list(condlist) + list(choicelist))
     choices = [c if isinstance(c, Tracer) else lax.lift(trace, c) for c in choicelist]
-    dtype = np.result_type(*[c.dtype if not c.weak_type else c.dtype.type(0).item() for c in choices],
-                           np.asarray(default).dtype if not isinstance(default, (int, float)) else default)
+    dtype = np.result_type(
+        *[c.dtype if not c.weak_type else c.dtype.type(0).item() for c in choices],
+        np.asarray(default).dtype if not isinstance(default, (int, float)) else default,
+    )
     result = default
     for cond, choice in zip(reversed(list(condlist)), reversed(choices)):
         c = cond if isinstance(cond, Tracer) else lax.lift(trace, cond)
         if c.dtype != np.bool_:
-            raise UserValueError(f"invalid entry in condlist: should be boolean ndarray, got {c.dtype}")
+            raise UserValueError(
+                f"invalid entry in condlist: should be boolean ndarray, got {c.dtype}"
+            )
         result = EXPORTS["where"](c, choice, result)
     return lax.convert(as_tracer(result), dtype)
 
@@ -102,8 +123,13 @@ def select(condlist, choicelist, default=0):
 def choose(a, choices, out=None, mode="raise"):
     _no(out, None, "choose")
     trace = lax.trace_of([a] + list(choices))
-    stacked = EXPORTS["stack"](list(EXPORTS["broadcast_arrays"](*[c if isinstance(c, Tracer) else lax.lift(trace, c, weak=False)
-                                                                 for c in choices])))
+    stacked = EXPORTS["stack"](
+        list(
+            EXPORTS["broadcast_arrays"](
+                *[c if isinstance(c, Tracer) else lax.lift(trace, c, weak=False) for c in choices]
+            )
+        )
+    )
     index = a if isinstance(a, Tracer) else np.asarray(a)
     n = stacked.shape[0]
     if mode == "wrap":
@@ -119,15 +145,24 @@ def choose(a, choices, out=None, mode="raise"):
         raise UserValueError("invalid entry in choice array")
     shape = np.broadcast_shapes(np.shape(index), stacked.shape[1:])
     stacked = lax.broadcast_to(stacked, (n,) + shape)
-    index = EXPORTS["broadcast_to"](index, shape) if isinstance(index, Tracer) else np.broadcast_to(index, shape)
-    return EXPORTS["take_along_axis"](stacked, EXPORTS["expand_dims"](index, 0) if isinstance(index, Tracer)
-                                      else index[None], axis=0)[0]
+    index = (
+        EXPORTS["broadcast_to"](index, shape)
+        if isinstance(index, Tracer)
+        else np.broadcast_to(index, shape)
+    )
+    return EXPORTS["take_along_axis"](
+        stacked,
+        EXPORTS["expand_dims"](index, 0) if isinstance(index, Tracer) else index[None],
+        axis=0,
+    )[0]
 
 
 def _static_mask(condition, what):
     if isinstance(condition, Tracer):
-        raise UnsupportedNumpyError(f"{what} with a traced condition has a data-dependent size; use "
-                                    "np.where(condition, a, 0) for a same-shaped result")
+        raise UnsupportedNumpyError(
+            f"{what} with a traced condition has a data-dependent size; use "
+            "np.where(condition, a, 0) for a same-shaped result"
+        )
     return np.asarray(condition)
 
 

@@ -16,7 +16,9 @@ from .registry import numpy_function
 
 
 def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
-    shape = tuple(operator.index(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    shape = tuple(
+        operator.index(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,))
+    )
     unknown = [i for i, d in enumerate(shape) if d == -1]
     known = math.prod(d for d in shape if d != -1)
     if len(unknown) > 1 or builtins.any(d < -1 for d in shape):
@@ -35,7 +37,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if order != "C":
         raise UnsupportedNumpyError("reshape supports only order='C'")
     a = as_tracer(a)
-    return lax.reshape(a, _resolve_shape(shape if shape is not None else newshape, a.size, LazyText(a.describe)))
+    return lax.reshape(
+        a, _resolve_shape(shape if shape is not None else newshape, a.size, LazyText(a.describe))
+    )
 
 
 @numpy_function(np.ravel)
@@ -46,7 +50,11 @@ def ravel(a, order="C"):
 @numpy_function(np.transpose)
 def transpose(a, axes=None):
     a = as_tracer(a)
-    perm = tuple(range(a.ndim))[::-1] if axes is None else tuple(normalize_axis(operator.index(p), a.ndim) for p in axes)
+    perm = (
+        tuple(range(a.ndim))[::-1]
+        if axes is None
+        else tuple(normalize_axis(operator.index(p), a.ndim) for p in axes)
+    )
     if sorted(perm) != list(range(a.ndim)):
         raise UserValueError(f"axes {axes} don't match array of dimension {a.ndim}")
     return lax.transpose(a, perm)
@@ -85,10 +93,17 @@ def expand_dims(a, axis):
 @numpy_function(np.squeeze)
 def squeeze(a, axis=None):
     a = as_tracer(a)
-    axes = tuple(i for i, d in enumerate(a.shape) if d == 1) if axis is None else normalize_axes(axis, a.ndim)
+    axes = (
+        tuple(i for i, d in enumerate(a.shape) if d == 1)
+        if axis is None
+        else normalize_axes(axis, a.ndim)
+    )
     for ax in axes:
         if a.shape[ax] != 1:
-            raise UserValueError(f"cannot select an axis to squeeze out which has size not equal to one ({a.describe()}, axis {ax})")
+            raise UserValueError(
+                f"cannot select an axis to squeeze out which has size not equal to one "
+                f"({a.describe()}, axis {ax})"
+            )
     return lax.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
 
 
@@ -118,7 +133,9 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
         raise UserValueError("zero-dimensional arrays cannot be concatenated")
     ax = normalize_axis(axis, ts[0].ndim)
     for t in ts[1:]:
-        if t.ndim != ts[0].ndim or builtins.any(t.shape[i] != ts[0].shape[i] for i in range(t.ndim) if i != ax):
+        if t.ndim != ts[0].ndim or builtins.any(
+            t.shape[i] != ts[0].shape[i] for i in range(t.ndim) if i != ax
+        ):
             raise ShapeMismatchError(f"concatenate: {ts[0].describe()} and {t.describe()} differ "
                                      f"outside axis {ax}")
     result = lax.concatenate(ts, ax)

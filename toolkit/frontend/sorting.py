@@ -37,9 +37,13 @@ def _flat_or_axis(a: Tracer, axis):
 
 def _check_kind(kind, order):
     if order is not None:
-        raise UnsupportedNumpyError("sort(order=) (structured arrays) is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            "sort(order=) (structured arrays) is not supported on traced arrays"
+        )
     if kind not in (None, "quicksort", "mergesort", "heapsort", "stable"):
-        raise UserValueError(f"sort kind must be one of 'quicksort', 'heapsort', 'stable' (got {kind!r})")
+        raise UserValueError(
+            f"sort kind must be one of 'quicksort', 'heapsort', 'stable' (got {kind!r})"
+        )
 
 
 @numpy_function(np.sort)
@@ -119,7 +123,9 @@ def _sorted_rows(a: Tracer, axis, name: str):
     axes = tuple(range(a.ndim)) if axis is None else normalize_axes(axis, a.ndim)
     kept = [d for d in range(a.ndim) if d not in axes]
     moved = lax.transpose(a, kept + list(axes))
-    rows = lax.reshape(moved, [a.shape[d] for d in kept] + [int(np.prod([a.shape[d] for d in axes]))])
+    rows = lax.reshape(
+        moved, [a.shape[d] for d in kept] + [int(np.prod([a.shape[d] for d in axes]))]
+    )
     if rows.shape[-1] == 0:
         raise UserValueError(f"np.{name} of an empty axis")
     return lax.sort([rows], rows.ndim - 1)[0], axes
@@ -131,8 +137,10 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
     end), and NumPy's lerp; the discrete methods take an entry in the array's own type. A
     Python number q is weak: the result keeps a float array's type."""
     if method not in _METHODS:
-        raise UnsupportedNumpyError(f"np.{name}(method={method!r}) is not supported on traced arrays "
-                                    f"(supported: {', '.join(_METHODS)})")
+        raise UnsupportedNumpyError(
+            f"np.{name}(method={method!r}) is not supported on traced arrays "
+            f"(supported: {', '.join(_METHODS)})"
+        )
     a = _t(a)
     weak = type(q) in (int, float) if weak is None else weak
     q_dtype = q.dtype if isinstance(q, Tracer) else np.asarray(q).dtype
@@ -140,8 +148,10 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
         method = "lower"  # integer quantiles (0 or 1) index exactly: NumPy takes the entry
     discrete = method in ("lower", "higher", "nearest")
     if a.dtype.kind == "b" and not discrete:
-        raise UserTypeError("numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
-                            "the `^` operator, or the logical_xor function instead.")
+        raise UserTypeError(
+            "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
+            "the `^` operator, or the logical_xor function instead."
+        )
     index_dtype = q_dtype if q_dtype.kind == "f" else np.dtype(np.float64)
     if discrete:
         out_dtype = a.dtype
@@ -167,7 +177,9 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
     else:
         count = lax.full(a.trace, qshape + batch, n, np.int64)
     last = lax.convert(_u(np.subtract, count, 1), index_dtype)
-    virtual = _u(np.multiply, last, lax.broadcast_in_dim(qt, qshape + batch, tuple(range(len(qshape)))))
+    virtual = _u(
+        np.multiply, last, lax.broadcast_in_dim(qt, qshape + batch, tuple(range(len(qshape))))
+    )
     below = _u(np.floor, virtual)
     if method == "midpoint":
         virtual = _u(np.multiply, 0.5, _u(np.add, below, _u(np.ceil, virtual)))
@@ -185,7 +197,9 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
         hi_index = EXPORTS["where"](past, last, _u(np.add, below, 1))
         lo_index = EXPORTS["clip"](lo_index, 0, n - 1).astype(np.int64)
         hi_index = EXPORTS["clip"](hi_index, 0, n - 1).astype(np.int64)
-    s_b = lax.broadcast_in_dim(s, qshape + batch + (n,), tuple(range(len(qshape), len(qshape) + len(batch) + 1)))
+    s_b = lax.broadcast_in_dim(
+        s, qshape + batch + (n,), tuple(range(len(qshape), len(qshape) + len(batch) + 1))
+    )
     lo = EXPORTS["take_along_axis"](s_b, EXPORTS["expand_dims"](lo_index, -1), axis=-1)[..., 0]
     if discrete:
         value = lo
@@ -210,30 +224,70 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
 
 
 @numpy_function(np.quantile)
-def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
-             interpolation=None):
+def quantile(
+    a,
+    q,
+    axis=None,
+    out=None,
+    overwrite_input=False,
+    method="linear",
+    keepdims=False,
+    *,
+    weights=None,
+    interpolation=None,
+):
     _no_extras(out, weights, "quantile")
     return _quantile(a, q, axis, interpolation or method, keepdims, False, "quantile")
 
 
 @numpy_function(np.percentile)
-def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
-               interpolation=None):
+def percentile(
+    a,
+    q,
+    axis=None,
+    out=None,
+    overwrite_input=False,
+    method="linear",
+    keepdims=False,
+    *,
+    weights=None,
+    interpolation=None,
+):
     _no_extras(out, weights, "percentile")
     return _quantile(a, _percent(q), axis, interpolation or method, keepdims, False, "percentile",
                      weak=type(q) in (int, float))
 
 
 @numpy_function(np.nanquantile)
-def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
-                interpolation=None):
+def nanquantile(
+    a,
+    q,
+    axis=None,
+    out=None,
+    overwrite_input=False,
+    method="linear",
+    keepdims=False,
+    *,
+    weights=None,
+    interpolation=None,
+):
     _no_extras(out, weights, "nanquantile")
     return _quantile(a, q, axis, interpolation or method, keepdims, True, "nanquantile")
 
 
 @numpy_function(np.nanpercentile)
-def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
-                  interpolation=None):
+def nanpercentile(
+    a,
+    q,
+    axis=None,
+    out=None,
+    overwrite_input=False,
+    method="linear",
+    keepdims=False,
+    *,
+    weights=None,
+    interpolation=None,
+):
     _no_extras(out, weights, "nanpercentile")
     return _quantile(a, _percent(q), axis, interpolation or method, keepdims, True, "nanpercentile",
                      weak=type(q) in (int, float))
@@ -281,10 +335,21 @@ def _median(a, axis, keepdims, ignore_nan):
         count = lax.full(a.trace, s.shape[:-1], n, np.int64)
     low_index = _u(np.floor_divide, _u(np.subtract, count, 1), 2)
     high_index = _u(np.floor_divide, count, 2)
-    low = EXPORTS["take_along_axis"](s, EXPORTS["expand_dims"](EXPORTS["clip"](low_index, 0, n - 1), -1), axis=-1)[..., 0]
-    high = EXPORTS["take_along_axis"](s, EXPORTS["expand_dims"](EXPORTS["clip"](high_index, 0, n - 1), -1), axis=-1)[..., 0]
-    value = EXPORTS["where"](_u(np.equal, low_index, high_index), low,
-                             _u(np.true_divide, _u(np.add, low, high), lax.convert(lax.lift(a.trace, np.asarray(2), out_dtype, weak=False), out_dtype)))
+    low = EXPORTS["take_along_axis"](
+        s, EXPORTS["expand_dims"](EXPORTS["clip"](low_index, 0, n - 1), -1), axis=-1
+    )[..., 0]
+    high = EXPORTS["take_along_axis"](
+        s, EXPORTS["expand_dims"](EXPORTS["clip"](high_index, 0, n - 1), -1), axis=-1
+    )[..., 0]
+    value = EXPORTS["where"](
+        _u(np.equal, low_index, high_index),
+        low,
+        _u(
+            np.true_divide,
+            _u(np.add, low, high),
+            lax.convert(lax.lift(a.trace, np.asarray(2), out_dtype, weak=False), out_dtype),
+        ),
+    )
     missing = _u(np.equal, count, 0) if ignore_nan else _u(np.isnan, s[..., -1])  # (NaN sorts last)
     value = lax.convert(EXPORTS["where"](missing, np.nan, value), out_dtype)
     if keepdims:
@@ -297,7 +362,11 @@ def _median(a, axis, keepdims, ignore_nan):
 def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
     trace = lax.trace_of([element, test_elements])
     e = element if isinstance(element, Tracer) else lax.lift(trace, element, weak=False)
-    t = test_elements if isinstance(test_elements, Tracer) else lax.lift(trace, np.asarray(test_elements), weak=False)
+    t = (
+        test_elements
+        if isinstance(test_elements, Tracer)
+        else lax.lift(trace, np.asarray(test_elements), weak=False)
+    )
     t = lax.reshape(t, (t.size,))
     if t.size == 0:
         return lax.full(trace, e.shape, bool(invert), np.bool_)
@@ -312,8 +381,10 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
 def _need_size(size, what):
     if size is None:
         raise UnsupportedNumpyError(
-            f"{what} of a traced array has a data-dependent size; call toolkit.numpy.{what.removeprefix('np.')}"
-            f"(..., size=N) with a fixed N (padded with fill_value), as in JAX")
+            f"{what} of a traced array has a data-dependent size; call "
+            f"toolkit.numpy.{what.removeprefix('np.')}"
+            f"(..., size=N) with a fixed N (padded with fill_value), as in JAX"
+        )
     return operator.index(size)
 
 
@@ -322,15 +393,26 @@ def _compact(mask: Tracer, values: Tracer, size: int, fill) -> Tracer:
     padded with ``fill``; entries beyond ``size`` are dropped (a scatter skips positions out of
     range)."""
     position = _u(np.subtract, EXPORTS["cumsum"](mask), 1)
-    position = EXPORTS["where"](_u(np.logical_and, mask, _u(np.less, position, size)), position, size)
-    fill = fill if isinstance(fill, Tracer) else lax.lift(values.trace, fill, values.dtype, weak=False)
+    position = EXPORTS["where"](
+        _u(np.logical_and, mask, _u(np.less, position, size)), position, size
+    )
+    fill = (
+        fill if isinstance(fill, Tracer) else lax.lift(values.trace, fill, values.dtype, weak=False)
+    )
     out = lax.broadcast_to(lax.convert(fill, values.dtype), (size,))
     if values.size == 0:
         return out
     # a raw scatter: position ``size`` is out of range on purpose, and XLA's scatter skips it
-    return lax.scatter(out, lax.reshape(lax.convert(position, np.int64), (values.size, 1)),
-                       lax.reshape(values, (values.size,)), "assign", update_window_dims=(),
-                       inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
+    return lax.scatter(
+        out,
+        lax.reshape(lax.convert(position, np.int64), (values.size, 1)),
+        lax.reshape(values, (values.size,)),
+        "assign",
+        update_window_dims=(),
+        inserted_window_dims=(0,),
+        scatter_dims_to_operand_dims=(0,),
+        index_vector_dim=1,
+    )
 
 
 def nonzero(a, *, size=None, fill_value=0):
@@ -340,7 +422,12 @@ def nonzero(a, *, size=None, fill_value=0):
     size = _need_size(size, "np.nonzero")
     flat = lax.reshape(a, (a.size,))
     mask = flat if flat.dtype == np.bool_ else _u(np.not_equal, flat, 0)
-    index = _compact(mask, lax.iota(a.trace, np.int64, (a.size,), 0), size, fill_value if np.ndim(fill_value) == 0 else 0)
+    index = _compact(
+        mask,
+        lax.iota(a.trace, np.int64, (a.size,), 0),
+        size,
+        fill_value if np.ndim(fill_value) == 0 else 0,
+    )
     if a.ndim <= 1:
         return (index,)
     coords = []
@@ -370,11 +457,25 @@ def argwhere(a, *, size=None, fill_value=0):
 
 
 EXPORTS.update(nonzero=nonzero, flatnonzero=flatnonzero, argwhere=argwhere)
-FUNCTIONS[np.nonzero], FUNCTIONS[np.flatnonzero], FUNCTIONS[np.argwhere] = nonzero, flatnonzero, argwhere
+FUNCTIONS[np.nonzero], FUNCTIONS[np.flatnonzero], FUNCTIONS[np.argwhere] = (
+    nonzero,
+    flatnonzero,
+    argwhere,
+)
 
 
-def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True,
-           size=None, fill_value=None, sorted=True):
+def unique(
+    ar,
+    return_index=False,
+    return_inverse=False,
+    return_counts=False,
+    axis=None,
+    *,
+    equal_nan=True,
+    size=None,
+    fill_value=None,
+    sorted=True,
+):
     """np.unique of the flattened array; traced arrays need a static ``size`` (padded with
     ``fill_value``, by default the smallest value), as in JAX."""
     if not isinstance(ar, Tracer):
@@ -389,7 +490,11 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     s = EXPORTS["take"](flat, order)
     differs = _u(np.not_equal, s[1:], s[:-1])
     if equal_nan and s.dtype.kind == "f":
-        differs = _u(np.logical_and, differs, _u(np.logical_not, _u(np.logical_and, _u(np.isnan, s[1:]), _u(np.isnan, s[:-1]))))
+        differs = _u(
+            np.logical_and,
+            differs,
+            _u(np.logical_not, _u(np.logical_and, _u(np.isnan, s[1:]), _u(np.isnan, s[:-1]))),
+        )
     first = EXPORTS["concatenate"]([lax.full(ar.trace, (1,), True, np.bool_), differs])
     fill = s[0] if fill_value is None else fill_value
     values = _compact(first, s, size, fill)
@@ -399,7 +504,9 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     group = _u(np.subtract, EXPORTS["cumsum"](first), 1)  # each sorted entry's unique slot
     if return_inverse:
         from .indexing import scatter_into
-        inverse = scatter_into(lax.full(ar.trace, (flat.size,), 0, np.int64), order, group, "assign")
+        inverse = scatter_into(
+            lax.full(ar.trace, (flat.size,), 0, np.int64), order, group, "assign"
+        )
         results.append(lax.reshape(inverse, ar.shape) if ar.ndim > 1 else inverse)
     if return_counts:
         # slots beyond size are dropped, as its values
@@ -427,7 +534,12 @@ def unique_inverse(x, *, size=None, fill_value=None):
 
 def unique_all(x, *, size=None, fill_value=None):
     values, index, inverse, counts = unique(x, True, True, True, size=size, fill_value=fill_value)
-    return values, index, lax.reshape(inverse, x.shape) if isinstance(x, Tracer) else inverse, counts
+    return (
+        values,
+        index,
+        lax.reshape(inverse, x.shape) if isinstance(x, Tracer) else inverse,
+        counts,
+    )
 
 
 for _fn in (unique_values, unique_counts, unique_inverse, unique_all):

@@ -32,12 +32,20 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             raise UserValueError("Axis must be specified when shapes of a and weights differ.")
         axes = normalize_axes(axis, a.ndim)
         if w.ndim != len(axes) or tuple(a.shape[x] for x in axes) != tuple(w.shape):
-            raise UserValueError("Shape of weights must be consistent with shape of a along specified axis.")
+            raise UserValueError(
+                "Shape of weights must be consistent with shape of a along specified axis."
+            )
         w = lax.broadcast_in_dim(w, a.shape, axes)
-    result_dtype = np.result_type(a.dtype, w.dtype, np.float64) if a.dtype.kind in "iub" else np.result_type(a.dtype, w.dtype)
+    result_dtype = (
+        np.result_type(a.dtype, w.dtype, np.float64)
+        if a.dtype.kind in "iub"
+        else np.result_type(a.dtype, w.dtype)
+    )
     w = lax.convert(w, result_dtype)
     scale = EXPORTS["sum"](w, axis=axis, keepdims=keepdims)
-    total = EXPORTS["sum"](_u(np.multiply, lax.convert(a, result_dtype), w), axis=axis, keepdims=keepdims)
+    total = EXPORTS["sum"](
+        _u(np.multiply, lax.convert(a, result_dtype), w), axis=axis, keepdims=keepdims
+    )
     lax.add_check(_u(np.equal, scale, 0), ZeroDivisionError,
                   "Weights sum to zero, can't be normalized")
     avg = _u(np.true_divide, total, scale)
@@ -47,7 +55,9 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 @numpy_function(np.cov)
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
     if fweights is not None or aweights is not None:
-        raise UnsupportedNumpyError("np.cov(fweights=, aweights=) is not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            "np.cov(fweights=, aweights=) is not supported on traced arrays"
+        )
     x = _t(m)
     if x.ndim > 2:
         raise UserValueError("m has more than 2 dimensions")
@@ -86,7 +96,11 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
 @numpy_function(np.ptp)
 def ptp(a, axis=None, out=None, keepdims=False):
     _no(out, None, "ptp")
-    return _u(np.subtract, EXPORTS["max"](a, axis=axis, keepdims=keepdims), EXPORTS["min"](a, axis=axis, keepdims=keepdims))
+    return _u(
+        np.subtract,
+        EXPORTS["max"](a, axis=axis, keepdims=keepdims),
+        EXPORTS["min"](a, axis=axis, keepdims=keepdims),
+    )
 
 
 @numpy_function(np.count_nonzero)

@@ -62,9 +62,11 @@ class TracedProgram:
             if type(value) is int and not lo <= value <= hi:
                 raise UserOverflowError(
                     f"Python integer {value} out of bounds for {dtype}: argument "
-                    f"'{self.in_specs[index].path}' meets an array of dtype {dtype}{where}, as NumPy 2 "
+                    f"'{self.in_specs[index].path}' meets an array of dtype {dtype}{where}, as "
+                    "NumPy 2 "
                     "(NEP 50) refuses too. Pass it as np.int64(...) or a wider array to compute "
-                    "in int64.")
+                    "in int64."
+                )
 
 
 def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
@@ -88,21 +90,33 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
             root = trace.builder.add("tuple", [o.inst for o in outs] + [t.inst for _, t in mutated]
                                      + [c.inst for c in checks])
         # must-alias: the new value goes into the caller's buffer, so a backend may write it in
-        # place; with runtime checks it may not (a failed check must leave the arguments as they were)
+        # place; with runtime checks it may not (a failed check must leave the arguments as they
+        # were)
         kind = "may-alias" if checks else "must-alias"
-        aliases = ", ".join(f"{{{len(outs) + k}}}: ({n}, {{}}, {kind})" for k, (n, _) in enumerate(mutated))
+        aliases = ", ".join(
+            f"{{{len(outs) + k}}}: ({n}, {{}}, {kind})" for k, (n, _) in enumerate(mutated)
+        )
         attributes = ((("input_output_alias", f"{{ {aliases} }}"),) if mutated else ())
         module = trace.module.build(trace.builder.build(root), attributes)
     limits = tuple((number, lo, hi, dtype, where)
                    for number, (lo, hi, dtype, where) in sorted(trace.int_limits.items()))
-    return TracedProgram(module, tuple(specs), out_tree, tuple(out_paths), limits,
-                         tuple(n for n, _ in mutated), tuple((error, message) for _, error, message in trace.checks))
+    return TracedProgram(
+        module,
+        tuple(specs),
+        out_tree,
+        tuple(out_paths),
+        limits,
+        tuple(n for n, _ in mutated),
+        tuple((error, message) for _, error, message in trace.checks),
+    )
 
 
 def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:
     if isinstance(leaf, Tracer):
         if leaf.trace is not trace:
-            raise LeakedTracerError(f"output{path} is a traced value from another trace: {leaf.describe()}")
+            raise LeakedTracerError(
+                f"output{path} is a traced value from another trace: {leaf.describe()}"
+            )
         return leaf
     if isinstance(leaf, (bool, int, float, complex, np.ndarray, np.generic)):
         return lax.lift(trace, leaf, what=f"output{path}")

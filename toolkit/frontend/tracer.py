@@ -49,7 +49,8 @@ class Trace:
         self._op_name: str | None = None
         self._location: SourceLocation | None = None
         self._constants: dict[tuple, Instruction] = {}
-        self._known: dict[int, tuple[Instruction, object]] = {}  # id -> (instruction kept alive, value)
+        # id -> (instruction kept alive, value)
+        self._known: dict[int, tuple[Instruction, object]] = {}
         # parameter number -> (lowest, highest, dtype, where): the range of integers that a weak
         # (Python int) argument must lie in, because it meets an array of a narrower dtype
         self.int_limits: dict[int, tuple[int, int, np.dtype, str]] = {}
@@ -73,12 +74,19 @@ class Trace:
             budget -= 1
             if inst.opcode == "parameter":
                 number = inst.attrs["parameter_number"]
-                lo, hi, narrowest, where = self.int_limits.get(number, (info.min, info.max, dtype, ""))
+                lo, hi, narrowest, where = self.int_limits.get(
+                    number, (info.min, info.max, dtype, "")
+                )
                 if info.max - info.min <= hi - lo:
                     narrowest = dtype
                     loc = self.location()
                     where = f" at {loc}" if loc else ""
-                self.int_limits[number] = (max(lo, int(info.min)), min(hi, int(info.max)), narrowest, where)
+                self.int_limits[number] = (
+                    max(lo, int(info.min)),
+                    min(hi, int(info.max)),
+                    narrowest,
+                    where,
+                )
             else:
                 stack.extend(inst.operands)
 
@@ -131,13 +139,17 @@ class Trace:
             return t.inst
         if not (t._trace.active and self.encloses(t._trace)):
             raise LeakedTracerError(
-                f"a traced value from another trace of jit({t._trace.fn_name}) was used here: {t.describe()}. "
-                "Traced values must not be stored in globals and used later; return them instead.")
+                f"a traced value from another trace of jit({t._trace.fn_name}) was used here: "
+                f"{t.describe()}. "
+                "Traced values must not be stored in globals and used later; return them instead."
+            )
         inner = self._captured.get(id(t.inst))
         if inner is None:
             outer_inst = self.parent.local(t)  # through every level in between
             number = len(self.builder._parameters)
-            param = self.builder.parameter(number, t.inst.shape, f"captured_{number}", Metadata(t.describe()))
+            param = self.builder.parameter(
+                number, t.inst.shape, f"captured_{number}", Metadata(t.describe())
+            )
             inner = self._captured[id(t.inst)] = Tracer(self, param, t.weak_type)
             self.captures.append((Tracer(self.parent, outer_inst, t.weak_type), inner))
         return inner.inst
@@ -152,7 +164,9 @@ class Trace:
                   path: str) -> Tracer:
         ir_shape = Shape(ir_dtypes.from_numpy(dtype), tuple(shape))
         inst = self.builder.parameter(number, ir_shape, path or f"Arg_{number}", Metadata(path))
-        tracer = Tracer(self, inst, weak, origin=f"argument '{path}'" if path else f"argument {number}")
+        tracer = Tracer(
+            self, inst, weak, origin=f"argument '{path}'" if path else f"argument {number}"
+        )
         self.parameters.append(tracer)
         return tracer
 
@@ -202,7 +216,9 @@ class Trace:
             return Tracer(self, self._constants[key], weak)
         array = array.copy()
         array.flags.writeable = False
-        inst = self.builder.add("constant", (), {"literal": array}, metadata=self.metadata("constant"))
+        inst = self.builder.add(
+            "constant", (), {"literal": array}, metadata=self.metadata("constant")
+        )
         if key is not None:
             self._constants[key] = inst
         return Tracer(self, inst, weak)
@@ -215,7 +231,16 @@ class Tracer:
     # reach the parent as in NumPy; _views: weak references to the views taken of this one;
     # _alias_of: what this aliases when made by a view function toolkit does not track (reshape,
     # transpose ...), so writing through it is an error rather than a lost mutation.
-    __slots__ = ("_trace", "inst", "weak_type", "_origin", "_view", "_views", "_alias_of", "__weakref__")
+    __slots__ = (
+        "_trace",
+        "inst",
+        "weak_type",
+        "_origin",
+        "_view",
+        "_views",
+        "_alias_of",
+        "__weakref__",
+    )
     __array_priority__ = 1000
     __hash__ = None  # traced arrays are not dict keys, as NumPy arrays are not
 
@@ -235,7 +260,12 @@ class Tracer:
         nested in it (where the value is captured as a parameter when used)."""
         own = self._trace
         current = current_trace()
-        if current is not None and current is not own and current.parent is not None and current.encloses(own):
+        if (
+            current is not None
+            and current is not own
+            and current.parent is not None
+            and current.encloses(own)
+        ):
             return current
         return own
 

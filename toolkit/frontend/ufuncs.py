@@ -64,7 +64,9 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
     kwargs = dict(kwargs or {})
     dtype = kwargs.pop("dtype", None)
     if kwargs.pop("out", None) is not None or kwargs.get("where", True) is not True:
-        raise UnsupportedNumpyError(f"np.{name}: 'out=' and 'where=' are not supported on traced arrays")
+        raise UnsupportedNumpyError(
+            f"np.{name}: 'out=' and 'where=' are not supported on traced arrays"
+        )
     kwargs.pop("where", None)
     kwargs.pop("casting", None)
     if kwargs:
@@ -73,8 +75,10 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
     with trace.op_scope(name):
         descriptors = tuple(_type_descriptor(v) for v in inputs)
         if all(isinstance(d, type) for d in descriptors):  # only Python scalars: NumPy's defaults
-            descriptors = tuple(np.dtype({int: np.int64, float: np.float64, complex: np.complex128}[d])
-                                for d in descriptors)
+            descriptors = tuple(
+                np.dtype({int: np.int64, float: np.float64, complex: np.complex128}[d])
+                for d in descriptors
+            )
         try:
             dtypes = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout)
         except TypeError as e:
@@ -109,14 +113,19 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         operands = broadcast_all(operands, f"np.{name}", inputs)
         result = impl(*operands, out=np.dtype(out_dtype))
         if ufunc.nout > 1:  # np.modf: one result per output dtype
-            return tuple(fresh_results(lax.convert(r, d, weak), inputs) for r, d in zip(result, dtypes[ufunc.nin:]))
+            return tuple(
+                fresh_results(lax.convert(r, d, weak), inputs)
+                for r, d in zip(result, dtypes[ufunc.nin :])
+            )
         result = lax.convert(result, out_dtype, weak)
         if dtype is not None:
             result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
         return fresh_results(result, inputs)
 
 
-_COMPARISONS = frozenset({np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal})
+_COMPARISONS = frozenset(
+    {np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal}
+)
 
 
 def _compares_python_int_to_narrow_int(inputs, in_dtypes) -> bool:
@@ -350,8 +359,14 @@ def _isinf(x, out):
 # ---- comparisons and logic ---------------------------------------------------------------
 # A signed value compared with an unsigned one (NumPy 2 compares int64 with uint64 exactly):
 # the answer when the signed side is negative, per direction, for (signed on the left, on the right)
-_NEGATIVE_SIGNED = {"EQ": (False, False), "NE": (True, True), "LT": (True, False), "LE": (True, False),
-                    "GT": (False, True), "GE": (False, True)}
+_NEGATIVE_SIGNED = {
+    "EQ": (False, False),
+    "NE": (True, True),
+    "LT": (True, False),
+    "LE": (True, False),
+    "GT": (False, True),
+    "GE": (False, True),
+}
 
 
 def _compare(a: Tracer, b: Tracer, direction: str) -> Tracer:
@@ -376,7 +391,9 @@ def _truth(x: Tracer) -> Tracer:
 
 
 for _ufunc, _opcode in [(np.logical_and, "and"), (np.logical_or, "or"), (np.logical_xor, "xor")]:
-    UFUNCS[_ufunc] = (lambda op: lambda a, b, out: lax.elementwise(op, _truth(a), _truth(b)))(_opcode)
+    UFUNCS[_ufunc] = (lambda op: lambda a, b, out: lax.elementwise(op, _truth(a), _truth(b)))(
+        _opcode
+    )
 
 
 @_register(np.logical_not)

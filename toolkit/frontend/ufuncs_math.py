@@ -205,7 +205,11 @@ def _logaddexp(base_log, exp_fn, log1p_fn):
         d = _sub(a, b)
         pos = _add(a, log1p_fn(exp_fn(_e("negate", d))))
         neg = _add(b, log1p_fn(exp_fn(d)))
-        r = _select(lax.compare(d, _const(a, 0.0), "GT"), pos, _select(lax.compare(d, _const(a, 0.0), "LE"), neg, d))
+        r = _select(
+            lax.compare(d, _const(a, 0.0), "GT"),
+            pos,
+            _select(lax.compare(d, _const(a, 0.0), "LE"), neg, d),
+        )
         return _select(same, _add(a, _const(a, base_log)), r)
     return impl
 
@@ -244,7 +248,9 @@ def _step(x: Tracer, up: Tracer) -> Tracer:
     bits = _bits(x)
     one = _const(bits, 1)
     toward_bigger_magnitude = lax.compare(up, _e("not", _signbit(x)), "EQ")
-    stepped = lax.bitcast_convert(_select(toward_bigger_magnitude, _add(bits, one), _sub(bits, one)), x.dtype)
+    stepped = lax.bitcast_convert(
+        _select(toward_bigger_magnitude, _add(bits, one), _sub(bits, one)), x.dtype
+    )
     tiny = lax.bitcast_convert(one, x.dtype)  # the smallest subnormal
     from_zero = _select(up, tiny, _e("negate", tiny))
     return _select(lax.compare(x, _const(x, 0.0), "EQ"), from_zero, stepped)
@@ -262,7 +268,8 @@ def _nextafter(x, y, out):
 def _spacing(x, out):
     up = _e("or", _e("not", _signbit(x)), lax.compare(x, _const(x, 0.0), "EQ"))  # spacing(-0.0) > 0
     r = _sub(_step(x, up), x)
-    if x.dtype == np.float16:  # NumPy's half spacing of a negative x is |x| minus the float below |x|
+    # NumPy's half spacing of a negative x is |x| minus the float below |x|
+    if x.dtype == np.float16:
         a = _abs(x)
         below = _sub(a, _step(a, lax.full(x.trace, x.shape, False, np.bool_)))
         r = _select(_e("and", _signbit(x), lax.compare(x, _const(x, 0.0), "NE")), below, r)
@@ -294,7 +301,11 @@ def _frexp(x, out):
     tiny = lax.compare(_abs(x), _const(x, float(np.finfo(x.dtype).tiny)), "LT")
     scaled = _select(tiny, _mul(x, _const(x, 2.0 ** scale)), x)
     bits = _bits(scaled)
-    exponent_field = _e("and", _e("shift-right-logical", bits, _const(bits, mbits)), _const(bits, 0x7FF if mbits == 52 else 0xFF))
+    exponent_field = _e(
+        "and",
+        _e("shift-right-logical", bits, _const(bits, mbits)),
+        _const(bits, 0x7FF if mbits == 52 else 0xFF),
+    )
     exponent = _sub(exponent_field, _const(bits, bias - 1))
     exponent = _select(tiny, _sub(exponent, _const(bits, scale)), exponent)
     keep = ~(((1 << (11 if mbits == 52 else 8)) - 1) << mbits) & ((1 << (8 * x.dtype.itemsize)) - 1)

@@ -10,11 +10,39 @@ from .tracer import Tracer
 
 # np.* functions whose result is a view of their first argument in NumPy (when it can be):
 # writing through them is refused rather than silently not reaching the original.
-VIEW_FUNCTIONS = frozenset({"reshape", "ravel", "transpose", "swapaxes", "moveaxis", "squeeze",
-                            "expand_dims", "broadcast_to", "flip", "fliplr", "flipud", "atleast_1d",
-                            "atleast_2d", "atleast_3d", "diagonal", "real", "imag", "split", "array_split",
-                            "hsplit", "vsplit", "dsplit", "unstack", "rot90", "rollaxis", "permute_dims",
-                            "matrix_transpose", "broadcast_arrays", "view"})
+VIEW_FUNCTIONS = frozenset(
+    {
+        "reshape",
+        "ravel",
+        "transpose",
+        "swapaxes",
+        "moveaxis",
+        "squeeze",
+        "expand_dims",
+        "broadcast_to",
+        "flip",
+        "fliplr",
+        "flipud",
+        "atleast_1d",
+        "atleast_2d",
+        "atleast_3d",
+        "diagonal",
+        "real",
+        "imag",
+        "split",
+        "array_split",
+        "hsplit",
+        "vsplit",
+        "dsplit",
+        "unstack",
+        "rot90",
+        "rollaxis",
+        "permute_dims",
+        "matrix_transpose",
+        "broadcast_arrays",
+        "view",
+    }
+)
 
 
 def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
@@ -33,7 +61,9 @@ def mark_untracked_view(result, source, function: str):
     if isinstance(result, (tuple, list)):  # np.split's pieces, np.atleast_1d(a, b) ...
         return type(result)(mark_untracked_view(r, source, function) for r in result)
     if isinstance(source, (tuple, list)):  # several arguments: an argument handed back is itself
-        if not isinstance(result, Tracer) or (function not in READ_ONLY_VIEWS and any(result is s for s in source)):
+        if not isinstance(result, Tracer) or (
+            function not in READ_ONLY_VIEWS and any(result is s for s in source)
+        ):
             return result
         source = next((s for s in source if isinstance(s, Tracer)), None)
     if not (isinstance(result, Tracer) and isinstance(source, Tracer)):
@@ -51,7 +81,11 @@ def fresh_results(result, inputs):
     back an input tracer unchanged (an identity cast, ``+x``, a one-array concatenate), give it
     a new identity, so writing into the result does not write into the input."""
     if isinstance(result, Tracer):
-        return Tracer(result._trace, result.inst, result.weak_type) if _is_one_of(result, inputs) else result
+        return (
+            Tracer(result._trace, result.inst, result.weak_type)
+            if _is_one_of(result, inputs)
+            else result
+        )
     if isinstance(result, (tuple, list)) and any(isinstance(r, Tracer) for r in result):
         return type(result)(fresh_results(r, inputs) for r in result)
     return result

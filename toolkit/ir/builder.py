@@ -72,9 +72,15 @@ class ComputationBuilder:
         self._instructions: list[Instruction] = []
         self._parameters: dict[int, Instruction] = {}
 
-    def add(self, opcode: str, operands: Sequence[Instruction] = (), attrs: Mapping[str, Any] | None = None,
-            shape: AnyShape | None = None, metadata: Metadata | None = None,
-            name: str | None = None) -> Instruction:
+    def add(
+        self,
+        opcode: str,
+        operands: Sequence[Instruction] = (),
+        attrs: Mapping[str, Any] | None = None,
+        shape: AnyShape | None = None,
+        metadata: Metadata | None = None,
+        name: str | None = None,
+    ) -> Instruction:
         attrs = MappingProxyType(dict(attrs or {}))
         result = infer_shape(opcode, [o.shape for o in operands], attrs, shape)
         inst = Instruction(
@@ -117,7 +123,9 @@ class ComputationBuilder:
         ``keep_dead`` (the parser keeps what the text says; DCE removes it)."""
         numbers = sorted(self._parameters)
         if numbers != list(range(len(numbers))):
-            raise ValueError(f"%{self.name}: parameter numbers {numbers} are not 0..{len(numbers) - 1}")
+            raise ValueError(
+                f"%{self.name}: parameter numbers {numbers} are not 0..{len(numbers) - 1}"
+            )
         params = tuple(self._parameters[n] for n in numbers)
         if keep_dead:
             return Computation(self.name, params, tuple(self._instructions), root)
@@ -149,7 +157,8 @@ class ModuleBuilder:
             scalar = Shape(dtype, ())
             lhs = b.parameter(0, scalar, "Arg_0")
             rhs = b.parameter(1, scalar, "Arg_1")
-            root = rhs if opcode == "assign" else b.add(opcode, (lhs, rhs))  # assign: a scatter's overwrite
+            # assign: a scatter's overwrite
+            root = rhs if opcode == "assign" else b.add(opcode, (lhs, rhs))
             self._reducers[key] = self.add_computation(b.build(root))
         return self._reducers[key]
 

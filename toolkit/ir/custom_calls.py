@@ -59,42 +59,90 @@ def _cube(ops) -> float:
 
 
 TARGETS: dict[str, Target] = {
-    "numpy.linalg.inv": Target(_same, lambda a, o: [np.linalg.inv(a[0])], lambda ops: 2 * _cube(ops)),
-    "numpy.linalg.solve": Target(lambda ops, o: [Shape(ops[0].dtype, ops[1].dims)],
-                                 lambda a, o: [np.linalg.solve(a[0], a[1])], lambda ops: _cube(ops)),
-    "numpy.linalg.cholesky": Target(_same, lambda a, o: [np.linalg.cholesky(a[0])], lambda ops: _cube(ops) / 3),
-    "numpy.linalg.det": Target(lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2])],
-                               lambda a, o: [np.asarray(np.linalg.det(a[0]))], lambda ops: _cube(ops) * 2 / 3),
-    "numpy.linalg.slogdet": Target(lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2])] * 2,
-                                   lambda a, o: [np.asarray(v) for v in np.linalg.slogdet(a[0])],
-                                   lambda ops: _cube(ops) * 2 / 3),
-    "numpy.linalg.qr": Target(_qr, lambda a, o: list(np.linalg.qr(a[0], mode=o or "reduced")),
-                              lambda ops: 4 * _cube(ops) / 3),
-    "numpy.linalg.eigh": Target(lambda ops, o: [ops[0].with_dims(ops[0].dims[:-1]), Shape(ops[0].dtype, ops[0].dims)],
-                                lambda a, o: list(np.linalg.eigh(a[0], UPLO=o or "L")), lambda ops: 9 * _cube(ops)),
-    "numpy.linalg.eigvalsh": Target(lambda ops, o: [ops[0].with_dims(ops[0].dims[:-1])],
-                                    lambda a, o: [np.linalg.eigvalsh(a[0], UPLO=o or "L")], lambda ops: 4 * _cube(ops)),
-    "numpy.linalg.svd": Target(_svd, lambda a, o: list(np.linalg.svd(a[0], full_matrices=o == "full")),
-                               lambda ops: 12 * _cube(ops)),
-    "numpy.linalg.svdvals": Target(lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2] + (min(ops[0].dims[-2:]),))],
-                                   lambda a, o: [np.linalg.svd(a[0], compute_uv=False)], lambda ops: 4 * _cube(ops)),
-    "numpy.linalg.pinv": Target(lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2] + ops[0].dims[-2:][::-1])],
-                                lambda a, o: [np.linalg.pinv(a[0])], lambda ops: 12 * _cube(ops)),
+    "numpy.linalg.inv": Target(
+        _same, lambda a, o: [np.linalg.inv(a[0])], lambda ops: 2 * _cube(ops)
+    ),
+    "numpy.linalg.solve": Target(
+        lambda ops, o: [Shape(ops[0].dtype, ops[1].dims)],
+        lambda a, o: [np.linalg.solve(a[0], a[1])],
+        lambda ops: _cube(ops),
+    ),
+    "numpy.linalg.cholesky": Target(
+        _same, lambda a, o: [np.linalg.cholesky(a[0])], lambda ops: _cube(ops) / 3
+    ),
+    "numpy.linalg.det": Target(
+        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2])],
+        lambda a, o: [np.asarray(np.linalg.det(a[0]))],
+        lambda ops: _cube(ops) * 2 / 3,
+    ),
+    "numpy.linalg.slogdet": Target(
+        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2])] * 2,
+        lambda a, o: [np.asarray(v) for v in np.linalg.slogdet(a[0])],
+        lambda ops: _cube(ops) * 2 / 3,
+    ),
+    "numpy.linalg.qr": Target(
+        _qr,
+        lambda a, o: list(np.linalg.qr(a[0], mode=o or "reduced")),
+        lambda ops: 4 * _cube(ops) / 3,
+    ),
+    "numpy.linalg.eigh": Target(
+        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-1]), Shape(ops[0].dtype, ops[0].dims)],
+        lambda a, o: list(np.linalg.eigh(a[0], UPLO=o or "L")),
+        lambda ops: 9 * _cube(ops),
+    ),
+    "numpy.linalg.eigvalsh": Target(
+        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-1])],
+        lambda a, o: [np.linalg.eigvalsh(a[0], UPLO=o or "L")],
+        lambda ops: 4 * _cube(ops),
+    ),
+    "numpy.linalg.svd": Target(
+        _svd,
+        lambda a, o: list(np.linalg.svd(a[0], full_matrices=o == "full")),
+        lambda ops: 12 * _cube(ops),
+    ),
+    "numpy.linalg.svdvals": Target(
+        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2] + (min(ops[0].dims[-2:]),))],
+        lambda a, o: [np.linalg.svd(a[0], compute_uv=False)],
+        lambda ops: 4 * _cube(ops),
+    ),
+    "numpy.linalg.pinv": Target(
+        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2] + ops[0].dims[-2:][::-1])],
+        lambda a, o: [np.linalg.pinv(a[0])],
+        lambda ops: 12 * _cube(ops),
+    ),
 }
 
 
-# ---- np.fft: NumPy's pocketfft, options as JSON {"fn", "s", "axes", "norm"} -----------------------
+# ---- np.fft: NumPy's pocketfft, options as JSON {"fn", "s", "axes", "norm"} ----------------------
 _FFT_KINDS = {  # function -> (transform kind, dimensions: 1, 2 or None for n)
-    "fft": ("c2c", 1), "ifft": ("c2c", 1), "fft2": ("c2c", 2), "ifft2": ("c2c", 2), "fftn": ("c2c", None),
-    "ifftn": ("c2c", None), "rfft": ("r2c", 1), "rfft2": ("r2c", 2), "rfftn": ("r2c", None), "ihfft": ("r2c", 1),
-    "irfft": ("c2r", 1), "irfft2": ("c2r", 2), "irfftn": ("c2r", None), "hfft": ("c2r", 1),
+    "fft": ("c2c", 1),
+    "ifft": ("c2c", 1),
+    "fft2": ("c2c", 2),
+    "ifft2": ("c2c", 2),
+    "fftn": ("c2c", None),
+    "ifftn": ("c2c", None),
+    "rfft": ("r2c", 1),
+    "rfft2": ("r2c", 2),
+    "rfftn": ("r2c", None),
+    "ihfft": ("r2c", 1),
+    "irfft": ("c2r", 1),
+    "irfft2": ("c2r", 2),
+    "irfftn": ("c2r", None),
+    "hfft": ("c2r", 1),
 }
 
 
 def fft_options(fn: str, s, axes, norm) -> str:
     import json
-    return json.dumps({"fn": fn, "s": None if s is None else [int(v) for v in s], "axes": [int(a) for a in axes],
-                       "norm": norm}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "fn": fn,
+            "s": None if s is None else [int(v) for v in s],
+            "axes": [int(a) for a in axes],
+            "norm": norm,
+        },
+        separators=(",", ":"),
+    )
 
 
 def _fft_results(ops, options):
@@ -116,7 +164,11 @@ def _fft_results(ops, options):
         else:
             dims[ax] = n
     single = x.dtype.numpy in (np.dtype(np.float32), np.dtype(np.complex64))
-    dtype = (np.float32 if single else np.float64) if kind == "c2r" else (np.complex64 if single else np.complex128)
+    dtype = (
+        (np.float32 if single else np.float64)
+        if kind == "c2r"
+        else (np.complex64 if single else np.complex128)
+    )
     return [Shape(from_numpy(np.dtype(dtype)), tuple(dims))]
 
 
@@ -126,7 +178,9 @@ def _fft_run(args, options):
     fn = getattr(np.fft, o["fn"])
     _, rank = _FFT_KINDS[o["fn"]]
     if rank == 1:
-        return [fn(args[0], n=None if o["s"] is None else o["s"][0], axis=o["axes"][0], norm=o["norm"])]
+        return [
+            fn(args[0], n=None if o["s"] is None else o["s"][0], axis=o["axes"][0], norm=o["norm"])
+        ]
     return [fn(args[0], s=o["s"], axes=o["axes"], norm=o["norm"])]
 
 

@@ -63,7 +63,22 @@ F64 = _make("f64", "float64")
 C64 = _make("c64", "complex64")
 C128 = _make("c128", "complex128")
 
-ALL: tuple[ElementType, ...] = (PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64, C64, C128)
+ALL: tuple[ElementType, ...] = (
+    PRED,
+    S8,
+    S16,
+    S32,
+    S64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F16,
+    F32,
+    F64,
+    C64,
+    C128,
+)
 BY_NAME: dict[str, ElementType] = {t.name: t for t in ALL}
 _BY_NUMPY: dict[np.dtype, ElementType] = {t.numpy: t for t in ALL}
 

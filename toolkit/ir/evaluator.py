@@ -58,8 +58,11 @@ for _name, _op in OPS.items():
     if _op.ufunc is not None:
         EVALUATORS[_name] = _elementwise(_op.ufunc)
 
-EVALUATORS["bitcast-convert"] = lambda inst, args: np.array(args[0]).view(_np_dtype(inst))  # a copy keeps 0-d as 0-d
-EVALUATORS["not"] = _elementwise(lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x))
+# a copy keeps 0-d as 0-d
+EVALUATORS["bitcast-convert"] = lambda inst, args: np.array(args[0]).view(_np_dtype(inst))
+EVALUATORS["not"] = _elementwise(
+    lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x)
+)
 EVALUATORS["divide"] = _float_or_int(np.divide, sem.int_divide)
 EVALUATORS["remainder"] = _float_or_int(np.fmod, sem.int_remainder)
 EVALUATORS["power"] = _float_or_int(np.power, sem.int_power)
@@ -92,7 +95,7 @@ def _broadcast(inst, args):
 
 
 def _slice(inst, args):
-    return args[0][tuple(slice(s, l, st) for s, l, st in inst.attrs["slice"])]
+    return args[0][tuple(slice(s, e, st) for s, e, st in inst.attrs["slice"])]
 
 
 def _pad(inst, args):
@@ -158,33 +161,41 @@ def _dot(inst, args):
     return np.asarray(result, dtype=dtype)
 
 
-EVALUATORS.update({
-    "iota": _iota,
-    "broadcast": _broadcast,
-    "reshape": lambda inst, args: args[0].reshape(inst.shape.dims),
-    "bitcast": lambda inst, args: args[0].reshape(inst.shape.dims),
-    "transpose": lambda inst, args: np.transpose(args[0], inst.attrs["dimensions"]),
-    "slice": _slice,
-    "concatenate": lambda inst, args: np.concatenate(args, axis=inst.attrs["dimensions"][0]),
-    "pad": _pad,
-    "reverse": lambda inst, args: np.flip(args[0], axis=tuple(inst.attrs["dimensions"])),
-    "copy": lambda inst, args: args[0].copy(),
-    "reduce": _reduce,
-    "dot": _dot,
-    "tuple": lambda inst, args: tuple(args),
-    "get-tuple-element": lambda inst, args: args[0][inst.attrs["index"]],
-    "opt-barrier": lambda inst, args: args[0],
-    "call": lambda inst, args: evaluate_computation(inst.attrs["to_apply"], args),
-    "fusion": lambda inst, args: evaluate_computation(inst.attrs["calls"], args),
-    "gather": lambda inst, args: ix.gather(args[0], args[1], inst.attrs, inst.shape.dims),
-    "scatter": lambda inst, args: ix.scatter(args[0], args[1], args[2], inst.attrs, evaluate_computation),
-    "sort": lambda inst, args: _sort(inst, args),
-    "custom-call": lambda inst, args: _custom_call(inst, args),
-    "dynamic-slice": lambda inst, args: ix.dynamic_slice(args[0], args[1:], inst.attrs["dynamic_slice_sizes"]),
-    "dynamic-update-slice": lambda inst, args: ix.dynamic_update_slice(args[0], args[1], args[2:]),
-    "while": lambda inst, args: _while(inst, args),
-    "conditional": lambda inst, args: _conditional(inst, args),
-})
+EVALUATORS.update(
+    {
+        "iota": _iota,
+        "broadcast": _broadcast,
+        "reshape": lambda inst, args: args[0].reshape(inst.shape.dims),
+        "bitcast": lambda inst, args: args[0].reshape(inst.shape.dims),
+        "transpose": lambda inst, args: np.transpose(args[0], inst.attrs["dimensions"]),
+        "slice": _slice,
+        "concatenate": lambda inst, args: np.concatenate(args, axis=inst.attrs["dimensions"][0]),
+        "pad": _pad,
+        "reverse": lambda inst, args: np.flip(args[0], axis=tuple(inst.attrs["dimensions"])),
+        "copy": lambda inst, args: args[0].copy(),
+        "reduce": _reduce,
+        "dot": _dot,
+        "tuple": lambda inst, args: tuple(args),
+        "get-tuple-element": lambda inst, args: args[0][inst.attrs["index"]],
+        "opt-barrier": lambda inst, args: args[0],
+        "call": lambda inst, args: evaluate_computation(inst.attrs["to_apply"], args),
+        "fusion": lambda inst, args: evaluate_computation(inst.attrs["calls"], args),
+        "gather": lambda inst, args: ix.gather(args[0], args[1], inst.attrs, inst.shape.dims),
+        "scatter": lambda inst, args: ix.scatter(
+            args[0], args[1], args[2], inst.attrs, evaluate_computation
+        ),
+        "sort": lambda inst, args: _sort(inst, args),
+        "custom-call": lambda inst, args: _custom_call(inst, args),
+        "dynamic-slice": lambda inst, args: ix.dynamic_slice(
+            args[0], args[1:], inst.attrs["dynamic_slice_sizes"]
+        ),
+        "dynamic-update-slice": lambda inst, args: ix.dynamic_update_slice(
+            args[0], args[1], args[2:]
+        ),
+        "while": lambda inst, args: _while(inst, args),
+        "conditional": lambda inst, args: _conditional(inst, args),
+    }
+)
 
 assert set(EVALUATORS) == set(OPS), set(OPS) ^ set(EVALUATORS)
 
@@ -214,14 +225,19 @@ def _conditional(inst, args):
 def _custom_call(inst, args):
     from .custom_calls import evaluate
     out = evaluate(inst.attrs["custom_call_target"], inst.attrs.get("backend_config", ""), args)
-    dtypes = [s.dtype.numpy for s in (inst.shape.elements if hasattr(inst.shape, "elements") else (inst.shape,))]
+    dtypes = [
+        s.dtype.numpy
+        for s in (inst.shape.elements if hasattr(inst.shape, "elements") else (inst.shape,))
+    ]
     out = [np.asarray(v).astype(d, copy=False) for v, d in zip(out, dtypes)]
     return tuple(out) if len(out) > 1 else out[0]
 
 
 def _sort(inst, args):
     from .sorting import sort
-    out = sort(list(args), inst.attrs["dimensions"][0], inst.attrs["to_apply"], evaluate_computation)
+    out = sort(
+        list(args), inst.attrs["dimensions"][0], inst.attrs["to_apply"], evaluate_computation
+    )
     return tuple(out) if len(out) > 1 else out[0]
 
 
@@ -241,7 +257,9 @@ def evaluate_computation(comp: Computation, args: Sequence[Any], clock=None, obs
             except np.linalg.LinAlgError:  # a library routine's error about the data: NumPy's own
                 raise
             except Exception as e:  # internal errors name the instruction
-                raise RuntimeError(f"interpreter failed on %{inst.name} ({inst.opcode}): {e}") from e
+                raise RuntimeError(
+                    f"interpreter failed on %{inst.name} ({inst.opcode}): {e}"
+                ) from e
             if observe is not None:
                 observe(inst, start, clock.now())
     return values[id(comp.root)]

@@ -215,10 +215,16 @@ class HloReader:
         layout = None
         if self.text.startswith("{", self.pos):  # a layout is printed right after ']'
             layout = self.layout()
-        if layout is not None and (len(layout) != len(dims) or sorted(layout) != list(range(len(dims)))):
-            raise self.error(f"layout {{{','.join(map(str, layout))}}} does not fit rank {len(dims)}", start)
+        if layout is not None and (
+            len(layout) != len(dims) or sorted(layout) != list(range(len(dims)))
+        ):
+            raise self.error(
+                f"layout {{{','.join(map(str, layout))}}} does not fit rank {len(dims)}", start
+            )
         default = tuple(range(len(dims) - 1, -1, -1))
-        return Shape(dt.from_name(type_name), tuple(dims), None if layout in (None, default) else layout)
+        return Shape(
+            dt.from_name(type_name), tuple(dims), None if layout in (None, default) else layout
+        )
 
     def layout(self) -> tuple[int, ...]:
         self.expect("{")
@@ -301,7 +307,9 @@ class HloReader:
         op_pos = self.pos
         opcode = self.word()
         if opcode not in OPS:
-            raise self.error(f"unknown opcode '{opcode}'" if opcode else "expected an opcode", op_pos)
+            raise self.error(
+                f"unknown opcode '{opcode}'" if opcode else "expected an opcode", op_pos
+            )
         self.expect("(")
         operands: list[str] = []
         payload: Any = None
@@ -334,7 +342,11 @@ class HloReader:
             self.expect("=", f"after attribute '{key}'")
             if key in _INT_LIST_ATTRS:
                 attrs[key] = self.int_list()
-            elif opcode == "custom-call" and key in ("custom_call_target", "backend_config") and self.peek() == '"':
+            elif (
+                opcode == "custom-call"
+                and key in ("custom_call_target", "backend_config")
+                and self.peek() == '"'
+            ):
                 attrs[key] = self.string()
             elif key in _BOOL_ATTRS:
                 flag = self.word()
@@ -347,7 +359,14 @@ class HloReader:
                 attrs[key] = self.word()
             elif key == "kind" and opcode == "fusion":
                 attrs[key] = self.word()
-            elif key in ("to_apply", "calls", "condition", "body", "true_computation", "false_computation"):
+            elif key in (
+                "to_apply",
+                "calls",
+                "condition",
+                "body",
+                "true_computation",
+                "false_computation",
+            ):
                 attrs[key] = self.name("a computation name")
             elif key == "branch_computations":
                 self.expect("{")
@@ -370,7 +389,9 @@ class HloReader:
                 from .shape_inference import unknown_attribute_message
 
                 raise self.error(unknown_attribute_message(opcode, key), key_pos)
-        return RawInstruction(name, shape, opcode, operands, payload, attrs, raw, metadata, is_root, pos)
+        return RawInstruction(
+            name, shape, opcode, operands, payload, attrs, raw, metadata, is_root, pos
+        )
 
     def literal_text(self) -> str:
         depth, start, t = 1, self.pos, self.text
@@ -407,7 +428,9 @@ class HloReader:
                     raise ValueError
                 out.append((nums[0], nums[1], nums[2] if len(nums) == 3 else 0))
         except ValueError:
-            raise self.error(f"bad padding '{text}' (want lo_hi[_interior] joined by 'x')", start) from None
+            raise self.error(
+                f"bad padding '{text}' (want lo_hi[_interior] joined by 'x')", start
+            ) from None
         return tuple(out)
 
     def metadata(self) -> Metadata:

@@ -14,11 +14,16 @@ import numpy as np
 from .ops import OPS, GroupOp
 from .queries import scatter_combiner
 
-_BOOL_UFUNCS = {np.bitwise_and: np.logical_and, np.bitwise_or: np.logical_or, np.bitwise_xor: np.logical_xor}
+_BOOL_UFUNCS = {
+    np.bitwise_and: np.logical_and,
+    np.bitwise_or: np.logical_or,
+    np.bitwise_xor: np.logical_xor,
+}
 
 
 def index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
-    """The start indices as (batch elements, index vector length), int64, batch in row-major order."""
+    """The start indices as (batch elements, index vector length), int64, batch in row-major
+    order."""
     if index_vector_dim == indices.ndim:
         indices = indices[..., None]
     else:
@@ -52,7 +57,11 @@ def gather(operand: np.ndarray, indices: np.ndarray, attrs, out_dims) -> np.ndar
     sizes = tuple(attrs["slice_sizes"])
     starts = full_starts(vectors, attrs["start_index_map"], operand.ndim)
     starts = np.clip(starts, 0, np.array(operand.shape, np.int64) - np.array(sizes, np.int64))
-    windows = operand[_window_grids(starts, sizes)] if operand.ndim else np.broadcast_to(operand, (len(starts),))
+    windows = (
+        operand[_window_grids(starts, sizes)]
+        if operand.ndim
+        else np.broadcast_to(operand, (len(starts),))
+    )
     collapsed = set(attrs.get("collapsed_slice_dims", ()))
     kept = [s for d, s in enumerate(sizes) if d not in collapsed]
     offset = list(attrs.get("offset_dims", ()))
@@ -69,7 +78,9 @@ def gather(operand: np.ndarray, indices: np.ndarray, attrs, out_dims) -> np.ndar
     return np.ascontiguousarray(np.transpose(windows, perm) if perm else windows)
 
 
-def scatter(operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, attrs, evaluate) -> np.ndarray:
+def scatter(
+    operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, attrs, evaluate
+) -> np.ndarray:
     """``evaluate(comp, [current, update])`` applies a general combiner elementwise."""
     out = operand.copy()
     vectors = index_vectors(indices, attrs["index_vector_dim"])
@@ -82,7 +93,10 @@ def scatter(operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, attrs
     for d in range(operand.ndim):
         sizes.append(1 if d in inserted else next(it))
     starts = full_starts(vectors, attrs["scatter_dims_to_operand_dims"], operand.ndim)
-    fits = np.all((starts >= 0) & (starts + np.array(sizes, np.int64) <= np.array(operand.shape, np.int64)), axis=1)
+    fits = np.all(
+        (starts >= 0) & (starts + np.array(sizes, np.int64) <= np.array(operand.shape, np.int64)),
+        axis=1,
+    )
     updates = updates.reshape((len(starts),) + tuple(sizes))[fits]
     starts = starts[fits]
     if not len(starts) or math.prod(sizes) == 0:
@@ -102,7 +116,9 @@ def scatter(operand: np.ndarray, indices: np.ndarray, updates: np.ndarray, attrs
     comp = attrs["to_apply"]
     for i in range(len(starts)):  # a general combiner: one window at a time, in order
         region = tuple(slice(s, s + n) for s, n in zip(starts[i], sizes))
-        out[region] = np.asarray(evaluate(comp, [out[region], updates[i]])).astype(out.dtype, copy=False)
+        out[region] = np.asarray(evaluate(comp, [out[region], updates[i]])).astype(
+            out.dtype, copy=False
+        )
     return out
 
 

@@ -1,4 +1,5 @@
-"""Constant literals in HLO text: ``constant(0)``, ``constant(-inf)``, ``constant({ {1, 2}, {3, 4} })``."""
+"""Constant literals in HLO text: ``constant(0)``, ``constant(-inf)``, ``constant({ {1, 2}, {3, 4}
+})``."""
 from __future__ import annotations
 
 import math

@@ -15,13 +15,21 @@ from .source_names import display_location
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 TEXT_PRINTERS: dict[str, Any] = {}  # "module" -> ir.printer.module_to_text, set by that module
 # attributes whose value is a called computation (branch_computations: a tuple of them)
-CALLEE_ATTRIBUTES = ("to_apply", "calls", "condition", "body", "true_computation", "false_computation",
-                     "branch_computations")
+CALLEE_ATTRIBUTES = (
+    "to_apply",
+    "calls",
+    "condition",
+    "body",
+    "true_computation",
+    "false_computation",
+    "branch_computations",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Metadata:
-    """Where an instruction came from: XLA's ``metadata={op_name=... source_file=... source_line=...}``."""
+    """Where an instruction came from: XLA's ``metadata={op_name=... source_file=...
+    source_line=...}``."""
 
     op_name: str = ""
     source_file: str = ""
@@ -32,7 +40,11 @@ class Metadata:
     def location(self) -> str:
         if not self.source_file:
             return ""
-        return display_location(self.source_file, self.source_line) if self.source_line else self.source_file
+        return (
+            display_location(self.source_file, self.source_line)
+            if self.source_line
+            else self.source_file
+        )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -111,7 +123,8 @@ class Module:
 
 
 def post_order(roots) -> list[Instruction]:
-    """Instructions reachable from ``roots``, operands before users (iterative: no recursion limit)."""
+    """Instructions reachable from ``roots``, operands before users (iterative: no recursion
+    limit)."""
     seen: set[int] = set()
     order: list[Instruction] = []
     for root in roots:

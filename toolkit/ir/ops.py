@@ -248,12 +248,25 @@ FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
 
 # Attributes XLA prints that toolkit does not model: the parser keeps them verbatim (``_raw``)
 # and prints them back. Any other attribute an op does not list is a mistake, and an error.
-KEPT_VERBATIM = frozenset({
-    "sharding", "frontend_attributes", "backend_config", "control-predecessors",
-    "statistics_viz", "origin", "result_accuracy", "algorithm", "parameter_replication",
-    "output_to_operand_aliasing", "schedule", "channel_id", "api_version", "custom_call_has_side_effect",
-    "operand_layout_constraints",
-})
+KEPT_VERBATIM = frozenset(
+    {
+        "sharding",
+        "frontend_attributes",
+        "backend_config",
+        "control-predecessors",
+        "statistics_viz",
+        "origin",
+        "result_accuracy",
+        "algorithm",
+        "parameter_replication",
+        "output_to_operand_aliasing",
+        "schedule",
+        "channel_id",
+        "api_version",
+        "custom_call_has_side_effect",
+        "operand_layout_constraints",
+    }
+)
 RAW_ATTRIBUTES = "_raw"  # the kept attributes of a parsed instruction: ((name, text), ...)
 
 COMPARISON_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")

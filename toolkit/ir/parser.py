@@ -21,9 +21,18 @@ from .shapes import Shape
 __all__ = ["HloParseError", "parse_module"]
 
 def _literal(text: str, shape: Shape, parser: HloReader, pos: int) -> np.ndarray:
-    tokens = text.replace("{", " ").replace("}", " ").replace(",", " ").replace("(", " ").replace(")", " ").split()
+    tokens = (
+        text.replace("{", " ")
+        .replace("}", " ")
+        .replace(",", " ")
+        .replace("(", " ")
+        .replace(")", " ")
+        .split()
+    )
     if tokens == ["..."]:
-        raise parser.error("constant was printed elided ('{...}'); print it with large constants", pos)
+        raise parser.error(
+            "constant was printed elided ('{...}'); print it with large constants", pos
+        )
     if shape.dtype.is_bool:
         table = {"true": True, "false": False, "1": True, "0": False}
         values = []
@@ -40,7 +49,9 @@ def _literal(text: str, shape: Shape, parser: HloReader, pos: int) -> np.ndarray
                     values.append(math.copysign(math.nan, -1.0) if low == "-nan"
                                   else float(low.replace("inf", "inf")))
                 else:
-                    values.append(int(tok, 0) if tok.lower().startswith(("0x", "-0x")) else int(tok))
+                    values.append(
+                        int(tok, 0) if tok.lower().startswith(("0x", "-0x")) else int(tok)
+                    )
             except ValueError:
                 raise parser.error(f"bad {shape.dtype.name} literal '{tok}'", pos) from None
         if shape.dtype.is_integer:
@@ -129,8 +140,9 @@ def _build(raw: RawComputation, built: dict[str, Computation], parser: HloReader
             attrs["_raw"] = tuple(inst.raw_attrs)
         try:
             if inst.opcode == "parameter":
-                return b.parameter(inst.payload, inst.shape, inst.name, inst.metadata, exact_name=True,
-                                   attrs=attrs)
+                return b.parameter(
+                    inst.payload, inst.shape, inst.name, inst.metadata, exact_name=True, attrs=attrs
+                )
             if inst.opcode == "constant":
                 if not isinstance(inst.shape, Shape):
                     raise parser.error("tuple constants are not supported", inst.pos)
@@ -168,7 +180,8 @@ def _build(raw: RawComputation, built: dict[str, Computation], parser: HloReader
     root = made[roots[0].name] if roots else made[raw.instructions[-1].name]
     try:
         return b.build(root, keep_dead=True)
-    except ValueError as e:  # parameter numbers with a gap: the text's mistake, said at its computation
+    # parameter numbers with a gap: the text's mistake, said at its computation
+    except ValueError as e:
         raise parser.error(str(e), raw.pos) from None
 
 

@@ -12,11 +12,26 @@ _DOT_ATTRS = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_c
 # XLA's order of the indexing ops' attributes (HloGatherInstruction / HloScatterInstruction
 # ::ExtraAttributesToStringImpl); to_apply comes last, printed below for every op
 _INDEXING_ATTRS = {
-    "gather": ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
-               "start_indices_batching_dims", "index_vector_dim", "slice_sizes", "indices_are_sorted"),
-    "scatter": ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-                "input_batching_dims", "scatter_indices_batching_dims", "index_vector_dim",
-                "indices_are_sorted", "unique_indices"),
+    "gather": (
+        "offset_dims",
+        "collapsed_slice_dims",
+        "start_index_map",
+        "operand_batching_dims",
+        "start_indices_batching_dims",
+        "index_vector_dim",
+        "slice_sizes",
+        "indices_are_sorted",
+    ),
+    "scatter": (
+        "update_window_dims",
+        "inserted_window_dims",
+        "scatter_dims_to_operand_dims",
+        "input_batching_dims",
+        "scatter_indices_batching_dims",
+        "index_vector_dim",
+        "indices_are_sorted",
+        "unique_indices",
+    ),
     "dynamic-slice": ("dynamic_slice_sizes",),
 }
 _FLAGS = {"indices_are_sorted", "unique_indices"}
@@ -61,7 +76,7 @@ def _attributes(inst: Instruction) -> list[str]:
         out.append(f"dimensions={_braced(a.get('dimensions', ()))}")
     elif op == "slice":
         ranges = ", ".join(
-            f"[{s}:{l}]" if st == 1 else f"[{s}:{l}:{st}]" for s, l, st in a["slice"])
+            f"[{s}:{e}]" if st == 1 else f"[{s}:{e}:{st}]" for s, e, st in a["slice"])
         out.append("slice={" + ranges + "}")
     elif op == "pad":
         out.append("padding=" + "x".join(
@@ -80,7 +95,11 @@ def _attributes(inst: Instruction) -> list[str]:
         out.append(f"condition=%{a['condition'].name}, body=%{a['body'].name}")
     elif op == "conditional":
         if "branch_computations" in a:
-            out.append("branch_computations={" + ", ".join(f"%{c.name}" for c in a["branch_computations"]) + "}")
+            out.append(
+                "branch_computations={"
+                + ", ".join(f"%{c.name}" for c in a["branch_computations"])
+                + "}"
+            )
         else:
             out.append(f"true_computation=%{a['true_computation'].name}, "
                        f"false_computation=%{a['false_computation'].name}")
@@ -124,7 +143,10 @@ def instruction_to_text(inst: Instruction, is_root: bool = False, metadata: bool
 
 def computation_to_text(comp: Computation, is_entry: bool = False, metadata: bool = True) -> str:
     params = ", ".join(f"{p.name}: {p.shape.to_text(layout=False)}" for p in comp.parameters)
-    head = f"{'ENTRY ' if is_entry else ''}%{comp.name} ({params}) -> {comp.root.shape.to_text(layout=False)} {{"
+    head = (
+        f"{'ENTRY ' if is_entry else ''}%{comp.name} ({params}) -> "
+        f"{comp.root.shape.to_text(layout=False)} {{"
+    )
     lines = [head]
     for inst in comp.instructions:
         lines.append("  " + instruction_to_text(inst, inst is comp.root, metadata))
@@ -142,7 +164,11 @@ def module_to_text(module: Module, metadata: bool = True) -> str:
     # XLA's order: input_output_alias before entry_computation_layout
     attrs = [(k, v) for k, v in module.attributes if k == "input_output_alias"]
     attrs += [("entry_computation_layout", entry_computation_layout(module))]
-    attrs += [(k, v) for k, v in module.attributes if k not in ("entry_computation_layout", "input_output_alias")]
+    attrs += [
+        (k, v)
+        for k, v in module.attributes
+        if k not in ("entry_computation_layout", "input_output_alias")
+    ]
     header += "".join(f", {k}={v}" for k, v in attrs)
     blocks = [header]
     for comp in module.computations:
@@ -155,10 +181,31 @@ TEXT_PRINTERS["module"] = module_to_text  # Module.to_text and str(module)
 
 def check_printer_covers_ops() -> None:
     """Raises if an op has attributes the printer does not know how to print."""
-    known = {"parameter_number", "literal", "iota_dimension", "direction", "type", "dimensions",
-             "slice", "padding", "index", "to_apply", "kind", "calls", "operand_precision", "is_stable", "custom_call_target", "backend_config", *_DOT_ATTRS,
-             "condition", "body", "true_computation", "false_computation", "branch_computations",
-             *(k for keys in _INDEXING_ATTRS.values() for k in keys)}
+    known = {
+        "parameter_number",
+        "literal",
+        "iota_dimension",
+        "direction",
+        "type",
+        "dimensions",
+        "slice",
+        "padding",
+        "index",
+        "to_apply",
+        "kind",
+        "calls",
+        "operand_precision",
+        "is_stable",
+        "custom_call_target",
+        "backend_config",
+        *_DOT_ATTRS,
+        "condition",
+        "body",
+        "true_computation",
+        "false_computation",
+        "branch_computations",
+        *(k for keys in _INDEXING_ATTRS.values() for k in keys),
+    }
     from .ops import OPS
 
     for name, op in OPS.items():

@@ -26,7 +26,10 @@ def reads_update_window(inst: Instruction, dus: Instruction) -> bool:
                 and all(a is b for a, b in zip(inst.operands[1:], dus.operands[2:])))
     if inst.opcode != "slice":
         return False
-    starts = [s.attrs["literal"].reshape(())[()] if s.opcode == "constant" else None for s in dus.operands[2:]]
+    starts = [
+        s.attrs["literal"].reshape(())[()] if s.opcode == "constant" else None
+        for s in dus.operands[2:]
+    ]
     if any(s is None for s in starts):
         return False
     window = [(int(s), int(s) + n, 1) for s, n in zip(starts, dus.operands[1].shape.dims)]

@@ -55,7 +55,9 @@ def int_power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if negative.any():  # x ** -n is 0, except 1 ** -n == 1 and (-1) ** -n == +-1
         odd = (np.broadcast_to(b, result.shape) & 1).astype(bool)
         neg_one = np.where(odd, -1, 1).astype(dtype)
-        special = np.where(base_is(a, 1, result.shape), 1, np.where(base_is(a, -1, result.shape), neg_one, 0))
+        special = np.where(
+            base_is(a, 1, result.shape), 1, np.where(base_is(a, -1, result.shape), neg_one, 0)
+        )
         result = np.where(negative, special, result).astype(dtype)
     return result
 
@@ -99,7 +101,9 @@ def convert(x: np.ndarray, to: np.dtype) -> np.ndarray:
         wide = clipped.astype(np.float64)
         out = np.where(wide <= lo, info.min, np.where(wide >= hi, info.max, 0))
         inside = (wide > lo) & (wide < hi)
-        return np.where(inside, np.trunc(np.where(inside, wide, 0)).astype(to), out.astype(to)).astype(to)
+        return np.where(
+            inside, np.trunc(np.where(inside, wide, 0)).astype(to), out.astype(to)
+        ).astype(to)
     return x.astype(to)
 
 
@@ -146,6 +150,8 @@ def count_leading_zeros(x: np.ndarray) -> np.ndarray:
 
 def make_complex(re: np.ndarray, im: np.ndarray) -> np.ndarray:
     """XLA's complex(re, im), part by part (``re + 1j * im`` would turn inf parts into NaN)."""
-    out = np.empty(np.broadcast_shapes(np.shape(re), np.shape(im)), np.result_type(re, im, np.complex64))
+    out = np.empty(
+        np.broadcast_shapes(np.shape(re), np.shape(im)), np.result_type(re, im, np.complex64)
+    )
     out.real, out.imag = re, im
     return out

@@ -98,7 +98,9 @@ def _binary(opcode: str) -> Rule:
             if direction not in ("EQ", "NE", "LT", "LE", "GT", "GE"):
                 raise ShapeError(f"compare needs direction=EQ|NE|LT|LE|GT|GE, got {direction!r}")
             if a.dtype.is_complex and direction not in ("EQ", "NE"):
-                raise ShapeError(f"compare of complex numbers needs direction=EQ|NE, got {direction}")
+                raise ShapeError(
+                    f"compare of complex numbers needs direction=EQ|NE, got {direction}"
+                )
             return _expect(declared, a.with_dtype(dt.PRED), opcode)
         return _expect(declared, Shape(a.dtype, a.dims), opcode)
     return rule
@@ -127,10 +129,14 @@ def _convert(ops, attrs, declared):
     x = _array(ops[0], "convert operand")
     out = _need_declared(declared, "convert")
     if out.dims != x.dims:
-        raise ShapeError(f"convert cannot change dimensions: {x.to_text(False)} -> {out.to_text(False)}")
+        raise ShapeError(
+            f"convert cannot change dimensions: {x.to_text(False)} -> {out.to_text(False)}"
+        )
     if x.dtype.is_complex and not out.dtype.is_complex:
-        raise ShapeError(f"convert {x.to_text(False)} -> {out.to_text(False)} would drop the imaginary part "
-                         "(take real() first, as XLA requires)")
+        raise ShapeError(
+            f"convert {x.to_text(False)} -> {out.to_text(False)} would drop the imaginary part "
+            "(take real() first, as XLA requires)"
+        )
     return out
 
 
@@ -141,15 +147,27 @@ def _custom_call(ops, attrs, declared):
         raise ShapeError("custom-call needs custom_call_target=\"...\"")
     known = TARGETS.get(name)
     if known is None:  # a routine toolkit cannot run: the text says what it returns
-        return _need_declared(declared, "custom-call") if not isinstance(declared, TupleShape) else declared
+        return (
+            _need_declared(declared, "custom-call")
+            if not isinstance(declared, TupleShape)
+            else declared
+        )
     arrays = [_array(s, "custom-call operand") for s in ops]
     if not known.matrices:
         results = known.results(arrays, attrs.get("backend_config", ""))
-        return _expect(declared, results[0] if len(results) == 1 else TupleShape(tuple(results)), "custom-call")
+        return _expect(
+            declared, results[0] if len(results) == 1 else TupleShape(tuple(results)), "custom-call"
+        )
     if not arrays or any(a.rank < 2 for a in arrays[:1]):
-        raise ShapeError(f"{name} needs a matrix (or a batch of them), got {[a.to_text(False) for a in arrays]}")
-    if arrays[0].dims[-1] != arrays[0].dims[-2] and name not in ("numpy.linalg.qr", "numpy.linalg.svd",
-                                                                 "numpy.linalg.svdvals", "numpy.linalg.pinv"):
+        raise ShapeError(
+            f"{name} needs a matrix (or a batch of them), got {[a.to_text(False) for a in arrays]}"
+        )
+    if arrays[0].dims[-1] != arrays[0].dims[-2] and name not in (
+        "numpy.linalg.qr",
+        "numpy.linalg.svd",
+        "numpy.linalg.svdvals",
+        "numpy.linalg.pinv",
+    ):
         raise ShapeError(f"{name} needs square matrices, got {arrays[0].to_text(False)}")
     results = known.results(arrays, attrs.get("backend_config", ""))
     out = results[0] if len(results) == 1 else TupleShape(tuple(results))
@@ -166,14 +184,20 @@ def _sort(ops, attrs, declared):
         raise ShapeError(f"sort dimensions={{{dim}}} is out of range for {first.to_text(False)}")
     for a in arrays[1:]:
         if a.dims != first.dims:
-            raise ShapeError(f"sort operands {first.to_text(False)} and {a.to_text(False)} differ in dimensions")
+            raise ShapeError(
+                f"sort operands {first.to_text(False)} and {a.to_text(False)} differ in dimensions"
+            )
     comp = attrs.get("to_apply")
     if comp is not None:
         want = [Shape(a.dtype, ()) for a in arrays for _ in (0, 1)]
-        params = [p.shape for p in sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])]
+        params = [
+            p.shape for p in sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])
+        ]
         if len(params) != len(want) or any(not p.same_type(w) for p, w in zip(params, want)) or \
                 not comp.root.shape.same_type(Shape(dt.PRED, ())):
-            raise ShapeError(f"sort comparator %{comp.name} must take two scalars per operand and return pred")
+            raise ShapeError(
+                f"sort comparator %{comp.name} must take two scalars per operand and return pred"
+            )
     out = first if len(arrays) == 1 else TupleShape(tuple(Shape(a.dtype, a.dims) for a in arrays))
     return _expect(declared, Shape(first.dtype, first.dims) if len(arrays) == 1 else out, "sort")
 
@@ -181,9 +205,16 @@ def _sort(ops, attrs, declared):
 def _bitcast_convert(ops, attrs, declared):
     x = _array(ops[0], "bitcast-convert operand")
     out = _need_declared(declared, "bitcast-convert")
-    if out.dims != x.dims or out.dtype.itemsize != x.dtype.itemsize or x.dtype.is_bool or out.dtype.is_bool:
-        raise ShapeError(f"bitcast-convert {x.to_text(False)} -> {out.to_text(False)} must keep the dimensions "
-                         "and the (non-pred) element width")
+    if (
+        out.dims != x.dims
+        or out.dtype.itemsize != x.dtype.itemsize
+        or x.dtype.is_bool
+        or out.dtype.is_bool
+    ):
+        raise ShapeError(
+            f"bitcast-convert {x.to_text(False)} -> {out.to_text(False)} must keep the dimensions "
+            "and the (non-pred) element width"
+        )
     return out
 
 
@@ -215,10 +246,14 @@ def _broadcast(ops, attrs, declared):
     out = _need_declared(declared, "broadcast")
     dims = _dims_attr(attrs)
     if len(dims) != x.rank:
-        raise ShapeError(f"broadcast dimensions={{{','.join(map(str, dims))}}} must name one output "
-                         f"dimension per operand dimension of {x.to_text(False)}")
+        raise ShapeError(
+            f"broadcast dimensions={{{','.join(map(str, dims))}}} must name one output "
+            f"dimension per operand dimension of {x.to_text(False)}"
+        )
     if any(not 0 <= d < out.rank for d in dims) or list(dims) != sorted(set(dims)):
-        raise ShapeError(f"broadcast dimensions {dims} must be increasing and within rank {out.rank}")
+        raise ShapeError(
+            f"broadcast dimensions {dims} must be increasing and within rank {out.rank}"
+        )
     for i, d in enumerate(dims):
         if x.dims[i] != out.dims[d]:
             raise ShapeError(f"broadcast of {x.to_text(False)} to {out.to_text(False)}: operand "
@@ -352,12 +387,16 @@ def _dot(ops, attrs, declared):
     for side, shape, dims in (("lhs", lhs, lb + lc), ("rhs", rhs, rb + rc)):
         if any(not 0 <= d < shape.rank for d in dims) or len(set(dims)) != len(dims):
             raise ShapeError(f"dot {side} dimensions {dims} are invalid for {shape.to_text(False)}")
-    for a, b, what in [(x, y, "batch") for x, y in zip(lb, rb)] + [(x, y, "contracting") for x, y in zip(lc, rc)]:
+    for a, b, what in [(x, y, "batch") for x, y in zip(lb, rb)] + [
+        (x, y, "contracting") for x, y in zip(lc, rc)
+    ]:
         if lhs.dims[a] != rhs.dims[b]:
             raise ShapeError(f"dot {what} dimension mismatch: lhs {lhs.to_text(False)} dim {a} "
                              f"vs rhs {rhs.to_text(False)} dim {b}")
     if lhs.dtype != rhs.dtype:
-        raise ShapeError(f"dot operands differ in type: {lhs.to_text(False)} vs {rhs.to_text(False)}")
+        raise ShapeError(
+            f"dot operands differ in type: {lhs.to_text(False)} vs {rhs.to_text(False)}"
+        )
     dims = [lhs.dims[d] for d in lb]
     dims += [d for i, d in enumerate(lhs.dims) if i not in lb + lc]
     dims += [d for i, d in enumerate(rhs.dims) if i not in rb + rc]
@@ -371,12 +410,16 @@ def _dot(ops, attrs, declared):
 def _one_parameter(comp, shape, what: str) -> None:
     params = comp.parameters
     if len(params) != 1 or not params[0].shape.same_type(shape):
-        raise ShapeError(f"{what} %{comp.name} must take one parameter of the operand's shape {shape}")
+        raise ShapeError(
+            f"{what} %{comp.name} must take one parameter of the operand's shape {shape}"
+        )
 
 
 def _while(ops, attrs, declared):
     if len(ops) != 1:
-        raise ShapeError(f"while takes one operand (a tuple carries several values), got {len(ops)}")
+        raise ShapeError(
+            f"while takes one operand (a tuple carries several values), got {len(ops)}"
+        )
     (state,) = ops
     cond, body = attrs.get("condition"), attrs.get("body")
     if cond is None or body is None:
@@ -384,7 +427,9 @@ def _while(ops, attrs, declared):
     _one_parameter(cond, state, "while condition")
     _one_parameter(body, state, "while body")
     if not cond.root.shape.same_type(Shape(dt.PRED, ())):
-        raise ShapeError(f"while condition %{cond.name} must return pred[], returns {cond.root.shape}")
+        raise ShapeError(
+            f"while condition %{cond.name} must return pred[], returns {cond.root.shape}"
+        )
     if not body.root.shape.same_type(state):
         raise ShapeError(f"while body %{body.name} must return the loop state's shape {state}, "
                          f"returns {body.root.shape}")
@@ -397,22 +442,33 @@ def _conditional(ops, attrs, declared):
     selector = _array(ops[0], "conditional selector")
     if "branch_computations" in attrs:
         if selector.rank != 0 or selector.dtype.name != "s32":
-            raise ShapeError(f"conditional with branch_computations needs an s32[] index, got {selector}")
+            raise ShapeError(
+                f"conditional with branch_computations needs an s32[] index, got {selector}"
+            )
         branches = tuple(attrs["branch_computations"])
     else:
         if selector.rank != 0 or not selector.dtype.is_bool:
-            raise ShapeError(f"conditional with true/false computations needs a pred[] selector, got {selector}")
+            raise ShapeError(
+                f"conditional with true/false computations needs a pred[] selector, got {selector}"
+            )
         if attrs.get("true_computation") is None or attrs.get("false_computation") is None:
-            raise ShapeError("conditional needs true_computation= and false_computation=, or branch_computations=")
+            raise ShapeError(
+                "conditional needs true_computation= and false_computation=, or "
+                "branch_computations="
+            )
         branches = (attrs["true_computation"], attrs["false_computation"])
     if not branches or len(ops) - 1 != len(branches):
-        raise ShapeError(f"conditional has {len(branches)} branches but {len(ops) - 1} branch operands")
+        raise ShapeError(
+            f"conditional has {len(branches)} branches but {len(ops) - 1} branch operands"
+        )
     for comp, operand in zip(branches, ops[1:]):
         _one_parameter(comp, operand, "conditional branch")
     out = branches[0].root.shape
     for comp in branches[1:]:
         if not comp.root.shape.same_type(out):
-            raise ShapeError(f"conditional branches return different shapes: {out} and {comp.root.shape}")
+            raise ShapeError(
+                f"conditional branches return different shapes: {out} and {comp.root.shape}"
+            )
     return _expect(declared, out, "conditional")
 
 
@@ -427,7 +483,11 @@ def _tuple(ops, attrs, declared):
 def _gte(ops, attrs, declared):
     (t,) = ops
     index = attrs.get("index")
-    if not isinstance(t, TupleShape) or not isinstance(index, int) or not 0 <= index < len(t.elements):
+    if (
+        not isinstance(t, TupleShape)
+        or not isinstance(index, int)
+        or not 0 <= index < len(t.elements)
+    ):
         raise ShapeError(f"get-tuple-element index={index} is invalid for {t}")
     return _expect(declared, t.elements[index], "get-tuple-element")
 
@@ -440,8 +500,15 @@ def _calls(opcode: str, key: str) -> Rule:
         params = [p.shape for p in comp.parameters]
         if len(params) != len(ops) or any(not p.same_type(o) for p, o in zip(params, ops)):
             raise ShapeError(f"{opcode} operands do not match the parameters of %{comp.name}")
-        if opcode == "fusion" and attrs.get("kind") not in ("kLoop", "kInput", "kOutput", "kCustom"):
-            raise ShapeError(f"fusion kind must be kLoop|kInput|kOutput|kCustom, got {attrs.get('kind')!r}")
+        if opcode == "fusion" and attrs.get("kind") not in (
+            "kLoop",
+            "kInput",
+            "kOutput",
+            "kCustom",
+        ):
+            raise ShapeError(
+                f"fusion kind must be kLoop|kInput|kOutput|kCustom, got {attrs.get('kind')!r}"
+            )
         return _expect(declared, comp.root.shape, opcode)
     return rule
 
@@ -469,28 +536,70 @@ for _name, _op in OPS.items():
         SHAPE_RULES[_name] = _unary(_name)
     elif _op.category == "binary":
         SHAPE_RULES[_name] = _binary(_name)
-SHAPE_RULES.update({
-    "convert": _convert, "bitcast-convert": _bitcast_convert, "sort": _sort, "custom-call": _custom_call, "select": _select, "clamp": _clamp,
-    "parameter": _parameter, "constant": _constant, "iota": _iota,
-    "broadcast": _broadcast, "reshape": _reshape("reshape"), "bitcast": _reshape("bitcast"),
-    "transpose": _transpose, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
-    "reverse": _same_shape_with_dims("reverse"), "copy": _identity("copy"),
-    "reduce": _reduce, "dot": _dot, "tuple": _tuple, "while": _while, "conditional": _conditional, "get-tuple-element": _gte, "opt-barrier": _opt_barrier, "call": _calls("call", "to_apply"), "fusion": _calls("fusion", "calls"),
-    "gather": _indexing("gather", lambda a, attrs: ix.gather_shape(a[0], a[1], attrs)),
-    "scatter": _indexing("scatter", lambda a, attrs: ix.scatter_shape(a[0], a[1], a[2], attrs)),
-    "dynamic-slice": _indexing("dynamic-slice", _variadic_at_least(
-        1, "dynamic-slice", lambda a, attrs: ix.dynamic_slice_shape(a[0], a[1:], attrs))),
-    "dynamic-update-slice": _indexing("dynamic-update-slice", _variadic_at_least(
-        2, "dynamic-update-slice", lambda a, attrs: ix.dynamic_update_slice_shape(a[0], a[1], a[2:]))),
-})
+SHAPE_RULES.update(
+    {
+        "convert": _convert,
+        "bitcast-convert": _bitcast_convert,
+        "sort": _sort,
+        "custom-call": _custom_call,
+        "select": _select,
+        "clamp": _clamp,
+        "parameter": _parameter,
+        "constant": _constant,
+        "iota": _iota,
+        "broadcast": _broadcast,
+        "reshape": _reshape("reshape"),
+        "bitcast": _reshape("bitcast"),
+        "transpose": _transpose,
+        "slice": _slice,
+        "concatenate": _concatenate,
+        "pad": _pad,
+        "reverse": _same_shape_with_dims("reverse"),
+        "copy": _identity("copy"),
+        "reduce": _reduce,
+        "dot": _dot,
+        "tuple": _tuple,
+        "while": _while,
+        "conditional": _conditional,
+        "get-tuple-element": _gte,
+        "opt-barrier": _opt_barrier,
+        "call": _calls("call", "to_apply"),
+        "fusion": _calls("fusion", "calls"),
+        "gather": _indexing("gather", lambda a, attrs: ix.gather_shape(a[0], a[1], attrs)),
+        "scatter": _indexing("scatter", lambda a, attrs: ix.scatter_shape(a[0], a[1], a[2], attrs)),
+        "dynamic-slice": _indexing(
+            "dynamic-slice",
+            _variadic_at_least(
+                1, "dynamic-slice", lambda a, attrs: ix.dynamic_slice_shape(a[0], a[1:], attrs)
+            ),
+        ),
+        "dynamic-update-slice": _indexing(
+            "dynamic-update-slice",
+            _variadic_at_least(
+                2,
+                "dynamic-update-slice",
+                lambda a, attrs: ix.dynamic_update_slice_shape(a[0], a[1], a[2:]),
+            ),
+        ),
+    }
+)
 
 
 def unknown_attribute_message(opcode: str, name: str) -> str:
     """'reduce has no attribute 'dimnsions' (did you mean 'dimensions'?)'."""
-    known = [*OPS[opcode].attributes, *sorted(KEPT_VERBATIM)] if opcode in OPS else sorted(KEPT_VERBATIM)
+    known = (
+        [*OPS[opcode].attributes, *sorted(KEPT_VERBATIM)]
+        if opcode in OPS
+        else sorted(KEPT_VERBATIM)
+    )
     close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else \
-        f"; it takes {', '.join(OPS[opcode].attributes) or 'none of its own'}" if opcode in OPS else ""
+    hint = (
+        f" (did you mean '{close[0]}'?)"
+        if close
+        else f"; it takes {', '.join(OPS[opcode].attributes) or 'none of its own'}"
+        if opcode in OPS
+        else ""
+    )
     return f"{opcode} has no attribute '{name}'{hint}"
 
 
@@ -522,4 +631,6 @@ def infer_shape(opcode: str, operand_shapes: Sequence[AnyShape], attrs: Mapping[
 
 
 def element_count(shape: AnyShape) -> int:
-    return shape.size if isinstance(shape, Shape) else sum(math.prod(s.dims) for s in shape.leaves())
+    return (
+        shape.size if isinstance(shape, Shape) else sum(math.prod(s.dims) for s in shape.leaves())
+    )

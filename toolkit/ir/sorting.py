@@ -21,13 +21,20 @@ def numpy_order_comparator(module: ModuleBuilder, key_types, operand_types) -> C
         key, "compare", lambda b: build_numpy_order(b, list(key_types), list(operand_types)))
 
 
-def build_numpy_order(b: ComputationBuilder, key_types: list[ElementType], operand_types: list[ElementType]) -> Computation:
+def build_numpy_order(
+    b: ComputationBuilder, key_types: list[ElementType], operand_types: list[ElementType]
+) -> Computation:
     """(lhs_0, rhs_0, lhs_1, rhs_1, ...) -> pred: lhs < rhs in NumPy's order on the keys
     (the first ``len(key_types)`` operands); the other operands ride along."""
     params = []
     for i, t in enumerate(operand_types):
         scalar = Shape(t, ())
-        params.append((b.parameter(2 * i, scalar, f"Arg_{2 * i}"), b.parameter(2 * i + 1, scalar, f"Arg_{2 * i + 1}")))
+        params.append(
+            (
+                b.parameter(2 * i, scalar, f"Arg_{2 * i}"),
+                b.parameter(2 * i + 1, scalar, f"Arg_{2 * i + 1}"),
+            )
+        )
     result = None
     for k in reversed(range(len(key_types))):  # lexicographic: key 0 decides, later keys break ties
         x, y = params[k]
@@ -57,8 +64,14 @@ def _structure(comp: Computation) -> list:
         if inst.opcode == "parameter":
             out.append(("param", inst.attrs["parameter_number"], inst.shape.dtype.name))
         else:
-            out.append((inst.opcode, inst.shape.dtype.name, tuple(index[id(o)] for o in inst.operands),
-                        tuple(sorted((k, v) for k, v in inst.attrs.items() if k == "direction"))))
+            out.append(
+                (
+                    inst.opcode,
+                    inst.shape.dtype.name,
+                    tuple(index[id(o)] for o in inst.operands),
+                    tuple(sorted((k, v) for k, v in inst.attrs.items() if k == "direction")),
+                )
+            )
         index[id(inst)] = ("i", i)
     return out + [("root", index[id(comp.root)])]
 
@@ -68,7 +81,9 @@ def numpy_order_keys(comp: Computation) -> int | None:
     one (structurally identical), else None."""
     if comp is None or len(comp.parameters) % 2 or not comp.parameters:
         return None
-    types = [p.shape.dtype for p in sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])][::2]
+    types = [
+        p.shape.dtype for p in sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])
+    ][::2]
     shape = _structure(comp)
     for n_keys in range(1, len(types) + 1):
         probe = ComputationBuilder("probe", NameUniquer())
@@ -77,7 +92,9 @@ def numpy_order_keys(comp: Computation) -> int | None:
     return None
 
 
-def sort(operands: list[np.ndarray], dimension: int, comp: Computation, evaluate) -> list[np.ndarray]:
+def sort(
+    operands: list[np.ndarray], dimension: int, comp: Computation, evaluate
+) -> list[np.ndarray]:
     """Sort ``operands`` along ``dimension`` by ``comp`` (stable); ``evaluate(comp, args)``
     runs a general comparator elementwise on arrays."""
     n_keys = numpy_order_keys(comp)

@@ -29,7 +29,10 @@ def verify(module: Module) -> Module:
                     raise VerificationError(f"{where} uses %{op.name} before it is defined")
             for callee in inst.called_computations:
                 if id(callee) not in known:
-                    raise VerificationError(f"{where} calls %{callee.name}, which is not an earlier computation of the module")
+                    raise VerificationError(
+                        f"{where} calls %{callee.name}, which is not an earlier computation of the "
+                        "module"
+                    )
             try:
                 infer_shape(inst.opcode, [o.shape for o in inst.operands], inst.attrs, inst.shape)
             except ShapeError as e:

@@ -1,4 +1,5 @@
-"""IPython magics: ``%%xla``, ``%xla_profile``/``%%xla_profile``, ``%xla_hlo``, ``%xla_recompiles``."""
+"""IPython magics: ``%%xla``, ``%xla_profile``/``%%xla_profile``, ``%xla_hlo``,
+``%xla_recompiles``."""
 from __future__ import annotations
 
 import ast
@@ -40,10 +41,15 @@ def extra_output_notes(compiled, outputs) -> list[str]:
         return []
     listed = ", ".join(f"{n} ({s.to_text(False)}, {s.nbytes / 1e6:.2f} MB)" for n, s in costly)
     kept = [n for n in outputs if n not in {c for c, _ in costly}]
-    return [f"{', '.join(n for n, _ in costly)} {'is an intermediate' if len(costly) == 1 else 'are intermediates'} "
-            f"the cell also returns: each is written to memory whole ({listed}) and ends a fused kernel early. "
-            f"Name {'it' if len(costly) == 1 else 'them'} with a leading underscore to keep {'it' if len(costly) == 1 else 'them'} "
-            f"local, or choose the outputs with --out {','.join(kept) or 'NAMES'}."]
+    return [
+        f"{', '.join(n for n, _ in costly)} "
+        f"{'is an intermediate' if len(costly) == 1 else 'are intermediates'} "
+        f"the cell also returns: each is written to memory whole ({listed}) and ends a fused "
+        "kernel early. "
+        f"Name {'it' if len(costly) == 1 else 'them'} with a leading underscore to keep "
+        f"{'it' if len(costly) == 1 else 'them'} "
+        f"local, or choose the outputs with --out {','.join(kept) or 'NAMES'}."
+    ]
 
 
 def _fail(message: str):
@@ -206,9 +212,15 @@ class XlaMagics(Magics):
     @cell_magic
     @magic_arguments()
     @argument("--backend", default=None, help="cpu, gpu, interpreter (default: the best available)")
-    @argument("--out", default=None, help="comma-separated names the cell returns (default: every name it "
-              "assigns that does not start with _)")
-    @argument("--repeat", type=int, default=0, help="time this many steady-state runs after warm-up")
+    @argument(
+        "--out",
+        default=None,
+        help="comma-separated names the cell returns (default: every name it "
+        "assigns that does not start with _)",
+    )
+    @argument(
+        "--repeat", type=int, default=0, help="time this many steady-state runs after warm-up"
+    )
     @argument("--warmup", type=int, default=1, help="warm-up runs before --repeat timing")
     @argument("--static", default="", help="comma-separated names to treat as static")
     @argument("--show", default=None, help="comma-separated tabs: " + ", ".join(SECTIONS))
@@ -257,8 +269,12 @@ class XlaMagics(Magics):
         key = (cell, args.backend, tuple(statics), outputs)
 
         def make():
-            made = api.jit(build_function(info, params + statics, ns, outputs), static_argnames=tuple(statics),
-                           backend=args.backend, on_recompile="ignore")
+            made = api.jit(
+                build_function(info, params + statics, ns, outputs),
+                static_argnames=tuple(statics),
+                backend=args.backend,
+                on_recompile="ignore",
+            )
             made.call_site_hint = "%%xla cell"
             return made
 
@@ -291,13 +307,19 @@ class XlaMagics(Magics):
             self._last_cell = compiled
             prof.notes.extend(extra_output_notes(compiled, outputs))
         if compiled is not None and not prof.compiles:  # a re-run: the program came from the cache
-            prof.adopt_compile(compiled, f"compiled earlier (compile #{compiled.compile_id}), reused from the cache")
+            prof.adopt_compile(
+                compiled,
+                f"compiled earlier (compile #{compiled.compile_id}), reused from the cache",
+            )
         if recompiled:
             print(recompile_text(fn.recompiles[-1]))
         if timings:
-            print(f"{len(timings)} runs after {args.warmup} warm-up: best {min(timings) * 1e3:.3f} ms, "
-                  f"median {statistics.median(timings) * 1e3:.3f} ms, spread "
-                  f"{(max(timings) - min(timings)) * 1e3:.3f} ms (compile time excluded)")
+            print(
+                f"{len(timings)} runs after {args.warmup} warm-up: best {min(timings) * 1e3:.3f} "
+                "ms, "
+                f"median {statistics.median(timings) * 1e3:.3f} ms, spread "
+                f"{(max(timings) - min(timings)) * 1e3:.3f} ms (compile time excluded)"
+            )
         if args.trace:
             prof.to_chrome_trace(args.trace)
             print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
@@ -322,9 +344,16 @@ class XlaMagics(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument("--stage", default="optimized_hlo", choices=["hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass"])
-    @argument("expression", nargs="*", help="a call of a jitted function, e.g. f(x) "
-              "(default: the last %%xla cell)")
+    @argument(
+        "--stage",
+        default="optimized_hlo",
+        choices=["hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass"],
+    )
+    @argument(
+        "expression",
+        nargs="*",
+        help="a call of a jitted function, e.g. f(x) (default: the last %%xla cell)",
+    )
     def xla_hlo(self, line):
         """The IR of a jitted call at a stage, highlighted; bare, the last ``%%xla`` cell's."""
         args = _parse(self.xla_hlo, line)

@@ -32,8 +32,8 @@ from ..frontend import more_functions as _more_functions  # noqa: F401
 from ..frontend import decompositions as _decompositions, fft as _fft  # noqa: F401
 from ..frontend.registry import EXPORTS as _EXPORTS
 from ..frontend.more_functions import STATIC_FUNCTIONS as _STATIC_FUNCTIONS
-from ..frontend.decompositions import namespace as linalg
-from ..frontend.fft import namespace as fft
+from ..frontend.decompositions import namespace as linalg  # noqa: F401 (tnp.linalg)
+from ..frontend.fft import namespace as fft  # noqa: F401 (tnp.fft)
 from ..frontend.ufuncs import UFUNCS as _UFUNCS, apply_ufunc as _apply_ufunc
 from ..frontend.tracer import Tracer as _Tracer
 

@@ -18,7 +18,9 @@ def callees_first(comp: Computation) -> list[Computation]:
     """The computations ``comp`` calls, directly or not, callees before callers (iterative)."""
     ordered: list[Computation] = []
     seen: set[int] = set()
-    stack: list[tuple[Computation, bool]] = [(c, False) for i in comp.instructions for c in i.called_computations]
+    stack: list[tuple[Computation, bool]] = [
+        (c, False) for i in comp.instructions for c in i.called_computations
+    ]
     while stack:
         c, expanded = stack.pop()
         if expanded:
@@ -29,7 +31,9 @@ def callees_first(comp: Computation) -> list[Computation]:
         if id(c) in seen:
             continue
         stack.append((c, True))
-        stack.extend((d, False) for i in c.instructions for d in i.called_computations if id(d) not in seen)
+        stack.extend(
+            (d, False) for i in c.instructions for d in i.called_computations if id(d) not in seen
+        )
     return ordered
 
 
@@ -44,8 +48,11 @@ def _rebuilt(comp: Computation, name: str, swap: dict[int, Computation]) -> Comp
                 attrs[key] = tuple(swap.get(id(c), c) for c in v)
             elif v is not None:
                 attrs[key] = swap.get(id(v), v)
-        mapped[id(inst)] = dataclasses.replace(inst, operands=tuple(mapped[id(o)] for o in inst.operands),
-                                               attrs=MappingProxyType(attrs))
+        mapped[id(inst)] = dataclasses.replace(
+            inst,
+            operands=tuple(mapped[id(o)] for o in inst.operands),
+            attrs=MappingProxyType(attrs),
+        )
     return Computation(name, tuple(mapped[id(p)] for p in comp.parameters),
                        tuple(mapped[id(i)] for i in comp.instructions), mapped[id(comp.root)])
 
@@ -72,7 +79,8 @@ def optimize_called(module: Module, run: Callable[[Module], Module]) -> Module:
                     continue  # shared with the enclosing module, unchanged
                 name = c.name
                 k = 1
-                while name in taken and not (c is optimized.entry and name == comp.name):  # it replaces comp
+                # it replaces comp
+                while name in taken and not (c is optimized.entry and name == comp.name):
                     name, k = f"{c.name}.{k}", k + 1
                 taken.add(name)
                 new = _rebuilt(c, name, local)

@@ -24,18 +24,42 @@ def constant_folding(module: Module, evaluators: dict[str, Evaluator]) -> tuple[
     def visit(inst: Instruction, ops: list[Instruction], b):
         if inst.opcode in GroupOp.NOT_FOLDABLE or not isinstance(inst.shape, Shape):
             return None
-        if ops and all(o.opcode == "constant" for o in ops) and inst.shape.size <= MAX_FOLDED_ELEMENTS:
+        if (
+            ops
+            and all(o.opcode == "constant" for o in ops)
+            and inst.shape.size <= MAX_FOLDED_ELEMENTS
+        ):
             value = np.asarray(evaluators[inst.opcode](inst, [o.attrs["literal"] for o in ops]))
             counts["fold constant expression"] += 1
-            return b.add("constant", (), {"literal": _frozen(value, inst)}, inst.shape, inst.metadata,
-                         name=None)
-        if is_elementwise(inst.opcode) and ops and all(o.opcode == "broadcast" and scalar_constant(o) is not None
-                                                       and o.operands[0].shape.rank == 0 for o in ops):
+            return b.add(
+                "constant",
+                (),
+                {"literal": _frozen(value, inst)},
+                inst.shape,
+                inst.metadata,
+                name=None,
+            )
+        if (
+            is_elementwise(inst.opcode)
+            and ops
+            and all(
+                o.opcode == "broadcast"
+                and scalar_constant(o) is not None
+                and o.operands[0].shape.rank == 0
+                for o in ops
+            )
+        ):
             scalars = [o.operands[0].attrs["literal"] for o in ops]
             scalar_inst = _as_scalar(inst)
             value = np.asarray(evaluators[inst.opcode](scalar_inst, scalars))
             counts["fold elementwise op of broadcast scalars"] += 1
-            c = b.add("constant", (), {"literal": _frozen(value, scalar_inst)}, scalar_inst.shape, inst.metadata)
+            c = b.add(
+                "constant",
+                (),
+                {"literal": _frozen(value, scalar_inst)},
+                scalar_inst.shape,
+                inst.metadata,
+            )
             return b.add("broadcast", (c,), {"dimensions": ()}, inst.shape, inst.metadata)
         return None
 

@@ -37,8 +37,10 @@ REASONS = {
     "DIFFERENT_SHAPES": "sibling reductions iterate over different shapes",
     "ROOT": "the consumer is the computation's output tuple",
     "REUSES_ELEMENTS": "the fusion would compute the producer more than once per output element",
-    "EXPENSIVE_BROADCAST": "an expensive producer would be recomputed for every element it is broadcast to",
-    "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window in place",
+    "EXPENSIVE_BROADCAST": "an expensive producer would be recomputed for every element it is "
+                           "broadcast to",
+    "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window "
+                       "in place",
 }
 
 
@@ -139,7 +141,11 @@ class FusionResult:
 
 
 def _capped(paths) -> Paths:
-    return Paths(paths) if len(paths) <= _MAX_PATHS else Paths(sorted(paths, key=lambda p: (p[1], p[0]))[:_MAX_PATHS + 1])
+    return (
+        Paths(paths)
+        if len(paths) <= _MAX_PATHS
+        else Paths(sorted(paths, key=lambda p: (p[1], p[0]))[: _MAX_PATHS + 1])
+    )
 
 
 def _is_compute(inst: Instruction) -> bool:
@@ -191,9 +197,18 @@ class _Fuser:
     def decide(self, producer: Instruction, consumer: Instruction, fused: bool, code: str,
                detail: str = "", saved: int = 0) -> None:
         message = REASONS[code] + (f": {detail}" if detail else "")
-        self.decisions.append(FusionDecision(
-            producer=producer.name, consumer=consumer.name, fused=fused, reason=code, message=message,
-            producer_location=_loc(producer), consumer_location=_loc(consumer), bytes_saved=int(saved)))
+        self.decisions.append(
+            FusionDecision(
+                producer=producer.name,
+                consumer=consumer.name,
+                fused=fused,
+                reason=code,
+                message=message,
+                producer_location=_loc(producer),
+                consumer_location=_loc(consumer),
+                bytes_saved=int(saved),
+            )
+        )
 
     def new_group(self, inst: Instruction) -> Group:
         g = Group(next(self._ids))
@@ -243,16 +258,34 @@ class _Fuser:
         users = self.users[x]
         if x.opcode == "dot":
             for u in users:
-                self.decide(x, u, False, "LIBRARY_CALL", f"%{x.name} is a dot, run by BLAS; its consumers fuse separately")
+                self.decide(
+                    x,
+                    u,
+                    False,
+                    "LIBRARY_CALL",
+                    f"%{x.name} is a dot, run by BLAS; its consumers fuse separately",
+                )
             return
         if x.opcode == "dynamic-update-slice" and users:  # as XLA: only ever a fusion root
             for u in users:
-                self.decide(x, u, False, "IN_PLACE_UPDATE", f"%{x.name} writes its window into its operand's buffer")
+                self.decide(
+                    x,
+                    u,
+                    False,
+                    "IN_PLACE_UPDATE",
+                    f"%{x.name} writes its window into its operand's buffer",
+                )
             self.new_group(x)
             return
         if not is_fusible(x):  # a scatter: it updates its own buffer, in a kernel of its own
             for u in users:
-                self.decide(x, u, False, "NOT_FUSIBLE", f"%{x.name} ({x.opcode}) runs as a kernel of its own")
+                self.decide(
+                    x,
+                    u,
+                    False,
+                    "NOT_FUSIBLE",
+                    f"%{x.name} ({x.opcode}) runs as a kernel of its own",
+                )
             return
         blocked: dict[int, tuple[str, str]] = {}
         user_groups: list[Group] = []
@@ -263,7 +296,10 @@ class _Fuser:
             elif u.opcode == "tuple" and u is self.comp.root:
                 blocked[id(u)] = ("ROOT", f"%{x.name} is an output of the computation")
             elif u.opcode == "dot":
-                blocked[id(u)] = ("LIBRARY_CALL", f"%{u.name} is a dot, run by BLAS, which takes materialised operands")
+                blocked[id(u)] = (
+                    "LIBRARY_CALL",
+                    f"%{u.name} is a dot, run by BLAS, which takes materialised operands",
+                )
             else:
                 blocked[id(u)] = ("NOT_FUSIBLE", f"%{u.name} ({u.opcode}) is not fusible")
         verdict = self.check(x, users, user_groups, blocked)
@@ -282,7 +318,11 @@ class _Fuser:
             code, detail = verdict.get(id(u), ("NOT_ALL_CONSUMERS", ""))
             if code == "NOT_ALL_CONSUMERS" and not detail:
                 others = [v for v in users if id(v) in verdict]
-                detail = f"%{x.name} also feeds %{others[0].name}, which cannot fuse it" if others else ""
+                detail = (
+                    f"%{x.name} also feeds %{others[0].name}, which cannot fuse it"
+                    if others
+                    else ""
+                )
             self.decide(x, u, False, code, detail)
         if is_fusible(x) and x.opcode != "constant":
             self.new_group(x)
@@ -299,30 +339,60 @@ class _Fuser:
                 homes = self.homes.get(id(u)) or []
                 reductions = [g for g in homes if g.heroes]
                 if reductions:
-                    out[id(u)] = ("BOTH_REDUCTIONS", f"%{x.name} and %{reductions[0].heroes[0].name} are both reductions")
+                    out[id(u)] = (
+                        "BOTH_REDUCTIONS",
+                        f"%{x.name} and %{reductions[0].heroes[0].name} are both reductions",
+                    )
                 else:
-                    out[id(u)] = blocked.get(id(u), ("PRODUCER_IS_REDUCTION",
-                                                     f"fusing %{x.name} into %{u.name} would recompute the reduction per element"))
+                    out[id(u)] = blocked.get(
+                        id(u),
+                        (
+                            "PRODUCER_IS_REDUCTION",
+                            (
+                                f"fusing %{x.name} into %{u.name} would recompute the reduction "
+                                "per element"
+                            ),
+                        ),
+                    )
             return out
         if blocked:
             return blocked
         if len(user_groups) > 1 and is_expensive(x):
             if self.try_multi_output(x, users, user_groups):
                 return "multi-output"
-            return {id(u): ("EXPENSIVE_WOULD_DUPLICATE",
-                            f"%{x.name} ({x.opcode}) feeds {len(user_groups)} fusions") for u in users}
+            return {
+                id(u): (
+                    "EXPENSIVE_WOULD_DUPLICATE",
+                    f"%{x.name} ({x.opcode}) feeds {len(user_groups)} fusions",
+                )
+                for u in users
+            }
         for g in user_groups:
             paths = self.paths_in(x, g)
             if _is_compute(x) and len(paths) > 1:
-                many = "more than " + str(_MAX_PATHS) if len(paths) > _MAX_PATHS else str(len(paths))
-                return {id(u): ("REUSES_ELEMENTS", f"%{x.name} ({x.opcode}) is read through {many} "
-                                f"different index maps per element of the fusion (e.g. the slices of a "
-                                f"stencil); fused it would be recomputed for each, compounding over "
-                                f"repeated steps, so it is computed once and stored") for u in users}
+                many = (
+                    "more than " + str(_MAX_PATHS) if len(paths) > _MAX_PATHS else str(len(paths))
+                )
+                return {
+                    id(u): (
+                        "REUSES_ELEMENTS",
+                        f"%{x.name} ({x.opcode}) is read through {many} "
+                        f"different index maps per element of the fusion (e.g. the slices of a "
+                        f"stencil); fused it would be recomputed for each, compounding over "
+                        f"repeated steps, so it is computed once and stored",
+                    )
+                    for u in users
+                }
             if is_expensive(x) and any(expands for _, _, expands in paths):
-                return {id(u): ("EXPENSIVE_BROADCAST", f"%{x.name} ({x.opcode}) reaches the fusion "
-                                f"through a broadcast: fused it would be recomputed for every element "
-                                f"it is broadcast to, so it is computed once") for u in users}
+                return {
+                    id(u): (
+                        "EXPENSIVE_BROADCAST",
+                        f"%{x.name} ({x.opcode}) reaches the fusion "
+                        f"through a broadcast: fused it would be recomputed for every element "
+                        f"it is broadcast to, so it is computed once",
+                    )
+                    for u in users
+                }
         if len(user_groups) > self.options.max_duplication and not is_free_to_duplicate(x):
             return {id(u): ("CODE_DUPLICATION", f"%{x.name} feeds {len(user_groups)} fusions "
                             f"(at most {self.options.max_duplication} copies)") for u in users}
@@ -332,8 +402,14 @@ class _Fuser:
                 return {id(u): ("BUDGET_OPERANDS", f"the fusion would read {n_ops} operands "
                                 f"(budget {self.options.max_operands})") for u in users}
             if len(g.members) + 1 > self.options.max_instructions:
-                return {id(u): ("BUDGET_INSTRUCTIONS", f"the fusion would hold {len(g.members) + 1} "
-                                f"instructions (budget {self.options.max_instructions})") for u in users}
+                return {
+                    id(u): (
+                        "BUDGET_INSTRUCTIONS",
+                        f"the fusion would hold {len(g.members) + 1} "
+                        f"instructions (budget {self.options.max_instructions})",
+                    )
+                    for u in users
+                }
         return None
 
     def try_multi_output(self, x, users, user_groups) -> bool:
@@ -363,8 +439,14 @@ class _Fuser:
                             f"fusion of %{hero.name} and also written out for its other consumers",
                             saved=x.shape.nbytes)
             else:
-                self.decide(x, u, False, "EXPENSIVE_WOULD_DUPLICATE",
-                            f"%{u.name} reads %{x.name} from the multi-output fusion of %{hero.name} instead")
+                self.decide(
+                    x,
+                    u,
+                    False,
+                    "EXPENSIVE_WOULD_DUPLICATE",
+                    f"%{u.name} reads %{x.name} from the multi-output fusion of %{hero.name} "
+                    "instead",
+                )
         return True
 
     # ---- sibling reductions -------------------------------------------------------------
@@ -378,7 +460,9 @@ class _Fuser:
             for operand in g.external_operands():
                 if not is_free_to_duplicate(operands_by_id[operand]):
                     readers.setdefault(operand, []).append(n)
-        candidates = sorted({(i, j) for ns in readers.values() for i, j in itertools.combinations(ns, 2)})
+        candidates = sorted(
+            {(i, j) for ns in readers.values() for i, j in itertools.combinations(ns, 2)}
+        )
         merged_into: dict[int, int] = {}
 
         def representative(n: int) -> int:
@@ -399,13 +483,26 @@ class _Fuser:
                 continue
             if ha.operands[0].shape.dims != hb.operands[0].shape.dims or \
                     ha.attrs["dimensions"] != hb.attrs["dimensions"]:
-                self.decide(ha, hb, False, "DIFFERENT_SHAPES", f"%{ha.name} reduces {ha.operands[0].shape} "
-                            f"over {ha.attrs['dimensions']}, %{hb.name} {hb.operands[0].shape} over {hb.attrs['dimensions']}")
+                self.decide(
+                    ha,
+                    hb,
+                    False,
+                    "DIFFERENT_SHAPES",
+                    f"%{ha.name} reduces {ha.operands[0].shape} "
+                    f"over {ha.attrs['dimensions']}, %{hb.name} {hb.operands[0].shape} over "
+                    f"{hb.attrs['dimensions']}",
+                )
                 continue
             if self.depends(a, b) or self.depends(b, a):
                 first, second = (ha, hb) if self.depends(b, a) else (hb, ha)
-                self.decide(first, second, False, "WOULD_CREATE_CYCLE",
-                            f"%{second.name} needs the result of %{first.name}, so they cannot share one kernel")
+                self.decide(
+                    first,
+                    second,
+                    False,
+                    "WOULD_CREATE_CYCLE",
+                    f"%{second.name} needs the result of %{first.name}, so they cannot share one "
+                    "kernel",
+                )
                 continue
             for m in b.members:
                 a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
@@ -449,7 +546,9 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
         for out in _outputs(g, fuser, comp.root):
             owner[id(out)] = g
 
-    entry_b = ComputationBuilder(comp.name, NameUniquer.from_names(i.name for i in comp.instructions))
+    entry_b = ComputationBuilder(
+        comp.name, NameUniquer.from_names(i.name for i in comp.instructions)
+    )
     comp_names = NameUniquer.from_names(c.name for c in module.computations)
     mapping: dict[int, Instruction] = {}
     emitted: set[int] = set()
@@ -465,15 +564,24 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
         fb = ComputationBuilder(comp_name, NameUniquer.from_names(m.name for m in g.members))
         local: dict[int, Instruction] = {}
         for i, e in enumerate(externals):
-            local[id(e)] = fb.parameter(i, e.shape, _unused_name(fb.uniquer, f"param_{i}"), exact_name=True)
+            local[id(e)] = fb.parameter(
+                i, e.shape, _unused_name(fb.uniquer, f"param_{i}"), exact_name=True
+            )
         for m in g.members:
             local[id(m)] = fb.adopt(with_operands(m, [local[id(o)] for o in m.operands]))
-        root = local[id(outs[0])] if len(outs) == 1 else fb.add("tuple", [local[id(o)] for o in outs])
+        root = (
+            local[id(outs[0])] if len(outs) == 1 else fb.add("tuple", [local[id(o)] for o in outs])
+        )
         fused = fb.build(root)
         fused_comps.append(fused)
-        fusion = entry_b.add("fusion", [mapping[id(e)] for e in externals], {"kind": g.kind, "calls": fused},
-                             shape=fused.root.shape, metadata=hero.metadata,
-                             name=_unused_name(entry_b.uniquer, f"{prefix}_{hero.opcode}_fusion"))
+        fusion = entry_b.add(
+            "fusion",
+            [mapping[id(e)] for e in externals],
+            {"kind": g.kind, "calls": fused},
+            shape=fused.root.shape,
+            metadata=hero.metadata,
+            name=_unused_name(entry_b.uniquer, f"{prefix}_{hero.opcode}_fusion"),
+        )
         counts[f"{g.kind} fusions"] += 1
         if len(outs) == 1:
             mapping[id(outs[0])] = fusion
@@ -533,7 +641,9 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
                     emitted.add(unit.gid)
                     emit_group(unit, needs)
                 else:
-                    mapping[id(unit)] = entry_b.adopt(with_operands(unit, [mapping[id(o)] for o in unit.operands]))
+                    mapping[id(unit)] = entry_b.adopt(
+                        with_operands(unit, [mapping[id(o)] for o in unit.operands])
+                    )
 
     for p in comp.parameters:
         resolve(p)
@@ -541,7 +651,9 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
     entry = entry_b.build(mapping[id(comp.root)])
     for d in fuser.decisions:
         counts[d.reason] += 1
-    return FusionResult(replace_entry(module, entry, tuple(fused_comps)), fuser.decisions, counts, groups)
+    return FusionResult(
+        replace_entry(module, entry, tuple(fused_comps)), fuser.decisions, counts, groups
+    )
 
 
 def _unused_name(uniquer: NameUniquer, base: str) -> str:

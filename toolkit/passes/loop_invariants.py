@@ -49,7 +49,9 @@ def hoist_loop_invariants(module: Module) -> tuple[Module, Counter]:
         moved = _hoist(inst, ops[0], b, counts)
         if moved is None:
             return None
-        if inst is not entry.root and all(u.opcode == "get-tuple-element" for u in users.get(id(inst), [])):
+        if inst is not entry.root and all(
+            u.opcode == "get-tuple-element" for u in users.get(id(inst), [])
+        ):
             return moved  # its users read elements by index, which stay where they were
         elements = inst.shape.elements
         return b.add("tuple", [b.add("get-tuple-element", [moved], {"index": i}, shape=s)
@@ -65,8 +67,13 @@ def _pass_through(body: Computation) -> set[int]:
     root = body.root
     if root.opcode != "tuple" or not isinstance(state.shape, TupleShape):
         return set()
-    return {i for i, out in enumerate(root.operands)
-            if out.opcode == "get-tuple-element" and out.operands[0] is state and out.attrs["index"] == i}
+    return {
+        i
+        for i, out in enumerate(root.operands)
+        if out.opcode == "get-tuple-element"
+        and out.operands[0] is state
+        and out.attrs["index"] == i
+    }
 
 
 def _inlined(body: Computation) -> Computation:
@@ -81,13 +88,19 @@ def _inlined(body: Computation) -> Computation:
 def _folds_into(value: Instruction, user: Instruction) -> bool:
     """A transpose that a small product reads: the simplifier folds it into the product's
     dimensions (BLAS's transpose flag), where moving it out would change the BLAS layout."""
-    return value.opcode == "transpose" and user.opcode == "dot" and _product_size(user) <= SMALL_PRODUCT
+    return (
+        value.opcode == "transpose"
+        and user.opcode == "dot"
+        and _product_size(user) <= SMALL_PRODUCT
+    )
 
 
 def _product_size(dot: Instruction) -> int:
     """Multiply-adds: every output element sums over the contracted dimensions."""
     lhs = dot.operands[0]
-    return dot.shape.size * math.prod(lhs.shape.dims[d] for d in dot.attrs.get("lhs_contracting_dims", ()))
+    return dot.shape.size * math.prod(
+        lhs.shape.dims[d] for d in dot.attrs.get("lhs_contracting_dims", ())
+    )
 
 
 def _transposed_invariant_rhs(inst: Instruction, invariant: set[int]) -> bool:
@@ -96,14 +109,24 @@ def _transposed_invariant_rhs(inst: Instruction, invariant: set[int]) -> bool:
         return False
     a = inst.attrs
     lhs, rhs = inst.operands
-    if lhs.shape.rank != 2 or rhs.shape.rank != 2 or a.get("lhs_batch_dims") or a.get("rhs_batch_dims"):
+    if (
+        lhs.shape.rank != 2
+        or rhs.shape.rank != 2
+        or a.get("lhs_batch_dims")
+        or a.get("rhs_batch_dims")
+    ):
         return False
-    if tuple(a.get("rhs_contracting_dims", ())) != (1,) or len(a.get("lhs_contracting_dims", ())) != 1:
+    if (
+        tuple(a.get("rhs_contracting_dims", ())) != (1,)
+        or len(a.get("lhs_contracting_dims", ())) != 1
+    ):
         return False
     return _product_size(inst) > SMALL_PRODUCT
 
 
-def _hoist(loop: Instruction, init: Instruction, outer: ComputationBuilder, counts: Counter) -> Instruction | None:
+def _hoist(
+    loop: Instruction, init: Instruction, outer: ComputationBuilder, counts: Counter
+) -> Instruction | None:
     """The loop with its invariant work moved in front of it (built into ``outer``), or None."""
     body = _inlined(loop.attrs["body"])  # (the body's own pipeline has not run yet)
     kept = _pass_through(body)
@@ -116,8 +139,12 @@ def _hoist(loop: Instruction, init: Instruction, outer: ComputationBuilder, coun
             if inst.attrs["index"] in kept:  # any read of an element the loop never changes
                 invariant.add(id(inst))
         elif inst.opcode == "constant" or (
-                inst.opcode not in GroupOp.PINNED and inst.opcode != "parameter" and inst.operands
-                and all(id(o) in invariant for o in inst.operands) and isinstance(inst.shape, Shape)):
+            inst.opcode not in GroupOp.PINNED
+            and inst.opcode != "parameter"
+            and inst.operands
+            and all(id(o) in invariant for o in inst.operands)
+            and isinstance(inst.shape, Shape)
+        ):
             invariant.add(id(inst))
     # what moves: invariant work that the loop's varying work reads, directly or through cheap
     # invariant values that stay (a broadcast of it); its own invariant operands move along
@@ -168,8 +195,13 @@ def _hoist(loop: Instruction, init: Instruction, outer: ComputationBuilder, coun
                 stack.extend(missing)
                 continue
             stack.pop()
-            outside[id(inst)] = outer.adopt(dataclasses.replace(
-                inst, name=outer.uniquer.fresh(inst.name), operands=tuple(outside[id(o)] for o in inst.operands)))
+            outside[id(inst)] = outer.adopt(
+                dataclasses.replace(
+                    inst,
+                    name=outer.uniquer.fresh(inst.name),
+                    operands=tuple(outside[id(o)] for o in inst.operands),
+                )
+            )
         return outside[id(value)]
 
     n = len(state.shape.elements)
@@ -196,9 +228,13 @@ def _hoist(loop: Instruction, init: Instruction, outer: ComputationBuilder, coun
                                            attrs=MappingProxyType(attrs)))
 
 
-def _rebuild_body(body: Computation, shape: TupleShape, index_of: dict[int, int], transposed, transpose_of) -> Computation:
+def _rebuild_body(
+    body: Computation, shape: TupleShape, index_of: dict[int, int], transposed, transpose_of
+) -> Computation:
     (state,) = body.parameters
-    b = ComputationBuilder(body.name, NameUniquer.from_names(i.name for i in body.instructions if i is not state))
+    b = ComputationBuilder(
+        body.name, NameUniquer.from_names(i.name for i in body.instructions if i is not state)
+    )
     new_state = b.parameter(0, shape, state.name, metadata=state.metadata, exact_name=True)
     reads = {k: b.add("get-tuple-element", [new_state], {"index": k}, shape=shape.elements[k])
              for k in sorted(set(index_of.values()) | set(transpose_of.values()))}
@@ -215,7 +251,9 @@ def _rebuild_body(body: Computation, shape: TupleShape, index_of: dict[int, int]
             ops[1] = reads[transpose_of[id(inst.operands[1])]]
             attrs = dict(inst.attrs)
             attrs["rhs_contracting_dims"] = (0,)
-            mapping[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(ops), attrs=MappingProxyType(attrs)))
+            mapping[id(inst)] = b.adopt(
+                dataclasses.replace(inst, operands=tuple(ops), attrs=MappingProxyType(attrs))
+            )
             continue
         mapping[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(ops)))
     root = mapping[id(body.root)]
@@ -226,9 +264,15 @@ def _rebuild_body(body: Computation, shape: TupleShape, index_of: dict[int, int]
 
 def _with_state_shape(cond: Computation, shape: TupleShape) -> Computation:
     (state,) = cond.parameters
-    b = ComputationBuilder(cond.name, NameUniquer.from_names(i.name for i in cond.instructions if i is not state))
-    mapping = {id(state): b.parameter(0, shape, state.name, metadata=state.metadata, exact_name=True)}
+    b = ComputationBuilder(
+        cond.name, NameUniquer.from_names(i.name for i in cond.instructions if i is not state)
+    )
+    mapping = {
+        id(state): b.parameter(0, shape, state.name, metadata=state.metadata, exact_name=True)
+    }
     for inst in cond.instructions:
         if inst is not state:
-            mapping[id(inst)] = b.adopt(dataclasses.replace(inst, operands=tuple(mapping[id(o)] for o in inst.operands)))
+            mapping[id(inst)] = b.adopt(
+                dataclasses.replace(inst, operands=tuple(mapping[id(o)] for o in inst.operands))
+            )
     return b.build(mapping[id(cond.root)])

@@ -79,8 +79,14 @@ class Pipeline:
             result.decisions.extend(_with_compile(d, compile_id, start) for d in decisions)
             if pattern is not None and pattern.search(name):
                 text = new.to_text()
-                diff = "".join(difflib.unified_diff(text_before.splitlines(True), text.splitlines(True),
-                                                    f"before {name}", f"after {name}"))
+                diff = "".join(
+                    difflib.unified_diff(
+                        text_before.splitlines(True),
+                        text.splitlines(True),
+                        f"before {name}",
+                        f"after {name}",
+                    )
+                )
                 result.dumps.append(PassDump(name, len(result.passes), text, diff))
                 text_before = text
             elif pattern is not None and changed:
@@ -109,7 +115,9 @@ class Pipeline:
                 try:
                     verify(result.module)
                 except VerificationError as e:
-                    raise PassError(f"optimising the loop bodies and branches produced an invalid module: {e}") from e
+                    raise PassError(
+                        f"optimising the loop bodies and branches produced an invalid module: {e}"
+                    ) from e
         return result
 
 

@@ -13,7 +13,11 @@ def scalar_constant(inst: Instruction):
     """The value of a scalar constant, or of a broadcast of one; None otherwise."""
     if inst.opcode == "broadcast":
         inst = inst.operands[0]
-    if inst.opcode == "constant" and isinstance(inst.shape, Shape) and inst.attrs["literal"].size == 1:
+    if (
+        inst.opcode == "constant"
+        and isinstance(inst.shape, Shape)
+        and inst.attrs["literal"].size == 1
+    ):
         return inst.attrs["literal"].reshape(())[()]
     return None
 

@@ -1,6 +1,7 @@
 """Named pipelines. ``default``: inline calls; move loop-invariant work out of loops; simplify,
 fold constants and CSE to a fixed point; DCE; then fuse (loop bodies and branches: the same
-pipeline, each as a module of its own). ``none``: no optimisation (the optimised HLO equals the traced HLO)."""
+pipeline, each as a module of its own). ``none``: no optimisation (the optimised HLO equals the
+traced HLO)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -38,9 +39,14 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
         result = fuse(module, fusion)
         return result.module, result.counts, result.decisions
 
-    passes = [("call-inliner", _plain(inline_calls)),
-              ("while-loop-invariant-code-motion", _plain(hoist_loop_invariants)), ("simplify", _plain(simplify)),
-              ("constant-folding", _plain(fold)), ("cse", _plain(cse)), ("dce", _plain(dce))]
+    passes = [
+        ("call-inliner", _plain(inline_calls)),
+        ("while-loop-invariant-code-motion", _plain(hoist_loop_invariants)),
+        ("simplify", _plain(simplify)),
+        ("constant-folding", _plain(fold)),
+        ("cse", _plain(cse)),
+        ("dce", _plain(dce)),
+    ]
     if name == "default":
         passes.append(("fusion", fusion_pass))
     return Pipeline(name, tuple(passes), fixed_point=("simplify", "constant-folding", "cse"))

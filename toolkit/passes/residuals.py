@@ -14,7 +14,8 @@ from ..ir.nodes import Instruction, Module
 from ..ir.ops import GroupOp
 
 
-BACKWARD_MARKS = ("transpose(", "remat(")  # a backward op; a forward op recomputed by the backward pass
+# a backward op; a forward op recomputed by the backward pass
+BACKWARD_MARKS = ("transpose(", "remat(")
 
 
 def _marked(md) -> bool:
@@ -32,7 +33,11 @@ def is_backward(inst: Instruction) -> bool:
 def _label(inst: Instruction) -> str:
     md = inst.metadata
     if inst.opcode == "parameter":
-        return f"argument '{md.op_name}'" if md is not None and md.op_name else f"argument {inst.attrs['parameter_number']}"
+        return (
+            f"argument '{md.op_name}'"
+            if md is not None and md.op_name
+            else f"argument {inst.attrs['parameter_number']}"
+        )
     name = md.op_name.split("/", 1)[-1] if md is not None and md.op_name else inst.opcode
     return name + (f" at {md.location}" if md is not None and md.location else "")
 
@@ -76,14 +81,21 @@ def _size(n: int) -> str:
 
 def residuals_text(residuals: list[Residual]) -> str:
     if not residuals:
-        return "no saved residuals (the program is not differentiated, or its backward pass reads nothing)"
+        return (
+            "no saved residuals (the program is not differentiated, or its backward pass reads "
+            "nothing)"
+        )
     kept = [r for r in residuals if r.kind == "intermediate"]
-    lines = [f"saved residuals: {len(residuals)} values, {_size(sum(r.bytes for r in residuals))} "
-             f"({len(kept)} intermediates, {_size(sum(r.bytes for r in kept))}; the rest are arguments)",
-             f"  {'bytes':>10}  {'shape':<18} {'produced by':<40} read by"]
+    lines = [
+        f"saved residuals: {len(residuals)} values, {_size(sum(r.bytes for r in residuals))} "
+        f"({len(kept)} intermediates, {_size(sum(r.bytes for r in kept))}; the rest are arguments)",
+        f"  {'bytes':>10}  {'shape':<18} {'produced by':<40} read by",
+    ]
     for r in residuals:
-        lines.append(f"  {_size(r.bytes):>10}  {r.shape:<18} {r.produced_by:<40} {', '.join(r.read_by[:2])}"
-                     + (f" (+{len(r.read_by) - 2})" if len(r.read_by) > 2 else ""))
+        lines.append(
+            f"  {_size(r.bytes):>10}  {r.shape:<18} {r.produced_by:<40} {', '.join(r.read_by[:2])}"
+            + (f" (+{len(r.read_by) - 2})" if len(r.read_by) > 2 else "")
+        )
     return "\n".join(lines)
 
 

@@ -21,7 +21,9 @@ def with_operands(inst: Instruction, operands: list[Instruction]) -> Instruction
 
 
 def rewrite_computation(comp: Computation, visit: Visit) -> tuple[Computation, bool]:
-    builder = ComputationBuilder(comp.name, NameUniquer.from_names(i.name for i in comp.instructions))
+    builder = ComputationBuilder(
+        comp.name, NameUniquer.from_names(i.name for i in comp.instructions)
+    )
     mapping: dict[int, Instruction] = {}
     for inst in comp.instructions:
         operands = [mapping[id(o)] for o in inst.operands]
@@ -32,7 +34,9 @@ def rewrite_computation(comp: Computation, visit: Visit) -> tuple[Computation, b
     return builder.build(mapping[id(comp.root)]), True
 
 
-def replace_entry(module: Module, entry: Computation, extra: tuple[Computation, ...] = ()) -> Module:
+def replace_entry(
+    module: Module, entry: Computation, extra: tuple[Computation, ...] = ()
+) -> Module:
     """``module`` with a new entry computation, keeping only computations still called."""
     called: list[Computation] = []
     seen: set[int] = set()

@@ -83,7 +83,13 @@ def _integer_power(inst, ops, b):
     multiplies instead of a pow per element. Signs of zero, inf and NaN come out as pow's; the
     value may differ from pow's in the last bit (two roundings for n = 3)."""
     c = scalar_constant(ops[1])
-    if not inst.shape.dtype.is_float or c is None or not np.isfinite(c) or float(c) != int(c) or c in (0, 1, 2):
+    if (
+        not inst.shape.dtype.is_float
+        or c is None
+        or not np.isfinite(c)
+        or float(c) != int(c)
+        or c in (0, 1, 2)
+    ):
         return None
     n = int(c)
     if abs(n) >= 16:
@@ -92,7 +98,11 @@ def _integer_power(inst, ops, b):
     result, base, k, steps = None, x, abs(n), 0
     while k:
         if k & 1:
-            result = base if result is None else b.add("multiply", (result, base), shape=inst.shape, metadata=md)
+            result = (
+                base
+                if result is None
+                else b.add("multiply", (result, base), shape=inst.shape, metadata=md)
+            )
             steps += 1
         k >>= 1
         if k:
@@ -138,7 +148,11 @@ def _scaled_by_scalar(inst: Instruction):
         return None
     for k in (0, 1):
         s, x = inst.operands[k], inst.operands[1 - k]
-        if s.opcode == "broadcast" and s.operands[0].shape.rank == 0 and not s.attrs.get("dimensions"):
+        if (
+            s.opcode == "broadcast"
+            and s.operands[0].shape.rank == 0
+            and not s.attrs.get("dimensions")
+        ):
             return x, s.operands[0]
     return None
 
@@ -152,7 +166,11 @@ def _scalar_out_of_dot(inst, ops, b):
         return None
     for k in (0, 1):
         found = _scaled_by_scalar(ops[k])
-        if found is None or found[0].shape.size <= inst.shape.size or found[1].shape.dtype != inst.shape.dtype:
+        if (
+            found is None
+            or found[0].shape.size <= inst.shape.size
+            or found[1].shape.dtype != inst.shape.dtype
+        ):
             continue
         x, scalar = found
         operands = (x, ops[1]) if k == 0 else (ops[0], x)
@@ -162,7 +180,9 @@ def _scalar_out_of_dot(inst, ops, b):
     return None
 
 
-@rule("dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)", "dot")
+@rule(
+    "dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)", "dot"
+)
 def _fold_transpose_into_dot(inst, ops, b):
     """As XLA's TransposeFolding: a dot reads its operands through any layout (BLAS's
     transpose flags), so a transpose feeding it need not be written out (``c.T @ c``: NumPy
@@ -221,7 +241,9 @@ def _outer_product_dot(inst, ops, b):
     n_lhs_free = lhs.shape.rank - len(lb) - len(lc)
     n_rhs_free = rhs.shape.rank - len(rb) - len(rc)
     left = _dot_operand_broadcast(lhs, lb, lc, range(n_batch + n_lhs_free), inst.shape, md, b)
-    right_positions = list(range(n_batch)) + list(range(n_batch + n_lhs_free, n_batch + n_lhs_free + n_rhs_free))
+    right_positions = list(range(n_batch)) + list(
+        range(n_batch + n_lhs_free, n_batch + n_lhs_free + n_rhs_free)
+    )
     right = _dot_operand_broadcast(rhs, rb, rc, right_positions, inst.shape, md, b)
     product = b.add("multiply", (left, right), shape=inst.shape, metadata=md)
     if not t.is_float:
@@ -231,7 +253,8 @@ def _outer_product_dot(inst, ops, b):
     return b.add("add", (product, zeros), shape=inst.shape, metadata=md)
 
 
-@rule("dynamic-update-slice(x, slice(x) at the same window) -> x", "dynamic-update-slice")  # or dynamic-slice
+# or dynamic-slice
+@rule("dynamic-update-slice(x, slice(x) at the same window) -> x", "dynamic-update-slice")
 def _rewrite_own_window(inst, ops, b):
     """As XLA's simplifier (DUS(x, DS(x, i), i) -> x): writing a window of ``x`` back where it
     was read changes nothing (what a write through a view leaves behind: ``b = a[1:]; b += 1``)."""
@@ -292,7 +315,9 @@ def _noop_slice(inst, ops, b):
 
 @rule("no-op broadcast -> x", "broadcast")
 def _noop_broadcast(inst, ops, b):
-    if same_array_type(ops[0], inst) and is_identity_dims(inst.attrs["dimensions"], inst.shape.rank):
+    if same_array_type(ops[0], inst) and is_identity_dims(
+        inst.attrs["dimensions"], inst.shape.rank
+    ):
         return ops[0]
     return None
 
@@ -303,7 +328,9 @@ def _broadcast_broadcast(inst, ops, b):
         return None
     outer = inst.attrs["dimensions"]
     composed = tuple(outer[d] for d in ops[0].attrs["dimensions"])
-    return b.add("broadcast", (ops[0].operands[0],), {"dimensions": composed}, inst.shape, inst.metadata)
+    return b.add(
+        "broadcast", (ops[0].operands[0],), {"dimensions": composed}, inst.shape, inst.metadata
+    )
 
 
 @rule("no-op copy -> x", "copy")

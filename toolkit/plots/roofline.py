@@ -102,14 +102,22 @@ def roofline(profile, ceilings: Ceilings | None = None, ax=None):
                                       (old["intensity"], old["attained"]),
                                       arrowprops={"arrowstyle": "->", "color": "#777777"}))
     if old_rows:
-        ax.scatter([o["intensity"] for o in old_rows.values()], [o["attained"] for o in old_rows.values()],
-                   s=20, facecolors="none", edgecolors="#777777", zorder=2)
+        ax.scatter(
+            [o["intensity"] for o in old_rows.values()],
+            [o["attained"] for o in old_rows.values()],
+            s=20,
+            facecolors="none",
+            edgecolors="#777777",
+            zorder=2,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
     ys = [r["attained"] for r in rows] + ([peak_compute] if peak_compute else [])
     if ys:
-        ax.set_ylim(10 ** math.floor(math.log10(min(ys) / 4)), 10 ** math.ceil(math.log10(max(ys) * 2)))
+        ax.set_ylim(
+            10 ** math.floor(math.log10(min(ys) / 4)), 10 ** math.ceil(math.log10(max(ys) * 2))
+        )
     ax.set_xlabel("arithmetic intensity (FLOP/byte, compiler estimate)")
     ax.set_ylabel("attained FLOP/s (measured time)")
     flag = _flag(ceilings, rows, peak_compute)

@@ -19,7 +19,11 @@ def _kernel_lane(k) -> str:
 def _lanes(profile) -> list[str]:
     lanes = ["compilation", "host dispatch"]
     order = {"": 0, "forward": 1, "backward": 2}
-    kernels = sorted({(k.device, k.stream, order.get(k.phase, 3)): _kernel_lane(k) for k in profile.kernels}.items())
+    kernels = sorted(
+        {
+            (k.device, k.stream, order.get(k.phase, 3)): _kernel_lane(k) for k in profile.kernels
+        }.items()
+    )
     lanes += [lane for _, lane in kernels]
     lanes += sorted({_copy_lane(t) for t in profile.transfers})
     return lanes
@@ -37,7 +41,8 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
     Labels appear only on bars wide enough to hold them. Returns the artists: ``lanes``,
     ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``markers``, ``labels``, ``elided``."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 4), layout="constrained")  # keeps the legend below in view
+        # keeps the legend below in view
+        _, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     origin = origin_of(profile)
     lanes = _lanes(profile)
     row = {name: i for i, name in enumerate(lanes)}
@@ -59,7 +64,9 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
 
     legend: dict[str, object] = {}  # label -> handle, in order of first appearance
 
-    def bar(lane: str, start: float, duration: float, color: str, label: str, bucket: str, key: str = ""):
+    def bar(
+        lane: str, start: float, duration: float, color: str, label: str, bucket: str, key: str = ""
+    ):
         y = row[lane]
         # compile phases stay visible at the scale of a whole run: at least 0.3% of the axis
         least = span * (3e-3 if bucket == "phases" else 1e-4)
@@ -70,35 +77,82 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
         artists[bucket].append(coll)
         # a label needs a bar wider than its text (about 1.1% of the axis per character)
         if label and duration * 1e3 / span >= max(min_label_fraction, 0.011 * len(label)):
-            artists["labels"].append(ax.text(ms(start) + duration * 5e2, y, literal(label), ha="center",
-                                             va="center", fontsize=6, clip_on=True))
+            artists["labels"].append(
+                ax.text(
+                    ms(start) + duration * 5e2,
+                    y,
+                    literal(label),
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    clip_on=True,
+                )
+            )
 
     for c in profile.compiles:
         for p in c.phases:
-            bar("compilation", p.start, p.duration, PHASE_COLORS.get(p.name, "#cccccc"), p.name, "phases",
-                f"compile: {p.name}")
+            bar(
+                "compilation",
+                p.start,
+                p.duration,
+                PHASE_COLORS.get(p.name, "#cccccc"),
+                p.name,
+                "phases",
+                f"compile: {p.name}",
+            )
     for d in profile.dispatches:
-        bar("host dispatch", d.start, d.duration, "#bdbdbd" if d.cache_hit else "#969696", d.function, "dispatches",
-            "dispatch (cache hit)" if d.cache_hit else "dispatch (compiled)")
+        bar(
+            "host dispatch",
+            d.start,
+            d.duration,
+            "#bdbdbd" if d.cache_hit else "#969696",
+            d.function,
+            "dispatches",
+            "dispatch (cache hit)" if d.cache_hit else "dispatch (compiled)",
+        )
     for k in profile.kernels:
         bar(_kernel_lane(k), k.start, k.duration, kind_color(k.kind), k.name, "kernels",
             f"kernel: {k.kind}")
     for t in profile.transfers:
         arrow = {"host_to_device": "H→D", "device_to_host": "D→H"}.get(t.direction, "D→D")
-        bar(_copy_lane(t), t.start, t.duration, "#74c476", f"{arrow} {t.bytes / 1e6:.1f} MB", "transfers", "copy")
+        bar(
+            _copy_lane(t),
+            t.start,
+            t.duration,
+            "#74c476",
+            f"{arrow} {t.bytes / 1e6:.1f} MB",
+            "transfers",
+            "copy",
+        )
     for r in profile.recompiles:
         x = ms(r.start)
         artists["markers"].append(ax.axvline(x, color="#d62728", lw=1, ls="--"))
         cause = r.causes[0].message if r.causes else "recompiled"
         right = (x - lo) / span > 0.6  # keep the label inside the axes
-        artists["labels"].append(ax.text(x, -0.75, literal(f"recompile: {cause} "), color="#d62728", fontsize=6,
-                                         ha="right" if right else "left", va="top", clip_on=True))
+        artists["labels"].append(
+            ax.text(
+                x,
+                -0.75,
+                literal(f"recompile: {cause} "),
+                color="#d62728",
+                fontsize=6,
+                ha="right" if right else "left",
+                va="top",
+                clip_on=True,
+            )
+        )
     if profile.recompiles:
         legend["recompile"] = Line2D([], [], color="#d62728", lw=1, ls="--", label="recompile")
     if legend:
         # below the axis, outside the lanes: it never covers a bar or a label
-        artists["legend"] = ax.legend(handles=list(legend.values()), fontsize=6, loc="upper center",
-                                      bbox_to_anchor=(0.5, -0.18), ncol=min(5, len(legend)), frameon=False)
+        artists["legend"] = ax.legend(
+            handles=list(legend.values()),
+            fontsize=6,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.18),
+            ncol=min(5, len(legend)),
+            frameon=False,
+        )
     hidden = compilation_before(profile, lo)
     if hidden > 0:  # the opening view leaves the compilation out: say so, above the lanes
         note = f"◂ {hidden:.1f} ms of compilation before this view (window='all' shows it)"

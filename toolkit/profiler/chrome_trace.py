@@ -22,8 +22,20 @@ def _dur(seconds: float) -> float:
 def chrome_trace(events, origin: float = 0.0) -> dict:
     out: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}},
-        {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": COMPILE_TID, "args": {"name": "compilation"}},
-        {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": DISPATCH_TID, "args": {"name": "host dispatch"}},
+        {
+            "ph": "M",
+            "name": "thread_name",
+            "pid": HOST_PID,
+            "tid": COMPILE_TID,
+            "args": {"name": "compilation"},
+        },
+        {
+            "ph": "M",
+            "name": "thread_name",
+            "pid": HOST_PID,
+            "tid": DISPATCH_TID,
+            "args": {"name": "host dispatch"},
+        },
     ]
     devices: dict[str, int] = {}
     streams: set[tuple[int, int]] = set()
@@ -31,14 +43,23 @@ def chrome_trace(events, origin: float = 0.0) -> dict:
     def device_pid(device: str) -> int:
         if device not in devices:
             devices[device] = HOST_PID + 1 + len(devices)
-            out.append({"ph": "M", "name": "process_name", "pid": devices[device], "args": {"name": f"device {device}"}})
+            out.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": devices[device],
+                    "args": {"name": f"device {device}"},
+                }
+            )
         return devices[device]
 
     def stream_tid(pid: int, stream: int, name: str) -> int:
         tid = COPY_TID if name == "copy engine" else 10 + stream
         if (pid, tid) not in streams:
             streams.add((pid, tid))
-            out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+            out.append(
+                {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
+            )
         return tid
 
     recompiles = {e.compile_id: e for e in events if isinstance(e, RecompileEvent)}
@@ -48,41 +69,116 @@ def chrome_trace(events, origin: float = 0.0) -> dict:
         if isinstance(e, CompileEvent):
             args = {"signature": e.signature, "backend": e.backend, "cache": e.cache,
                     "compile_id": e.compile_id, "call_site": e.call_site}
-            out.append({"ph": "X", "cat": "compile", "name": f"compile {e.function}", "pid": HOST_PID,
-                        "tid": COMPILE_TID, "ts": _us(e.start, origin), "dur": _dur(e.duration), "args": args})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": "compile",
+                    "name": f"compile {e.function}",
+                    "pid": HOST_PID,
+                    "tid": COMPILE_TID,
+                    "ts": _us(e.start, origin),
+                    "dur": _dur(e.duration),
+                    "args": args,
+                }
+            )
             for p in e.phases:
-                out.append({"ph": "X", "cat": "compile", "name": p.name, "pid": HOST_PID, "tid": COMPILE_TID,
-                            "ts": _us(p.start, origin), "dur": _dur(p.duration)})
+                out.append(
+                    {
+                        "ph": "X",
+                        "cat": "compile",
+                        "name": p.name,
+                        "pid": HOST_PID,
+                        "tid": COMPILE_TID,
+                        "ts": _us(p.start, origin),
+                        "dur": _dur(p.duration),
+                    }
+                )
         elif isinstance(e, RecompileEvent):
             causes = "; ".join(c.message for c in e.causes)
-            out.append({"ph": "i", "s": "p", "cat": "recompile", "name": f"recompile {e.function}",
-                        "pid": HOST_PID, "tid": COMPILE_TID, "ts": _us(e.start, origin),
-                        "args": {"causes": causes, "call_site": e.call_site, "cost_ms": e.duration * 1e3,
-                                 "avoidable": e.avoidable}})
+            out.append(
+                {
+                    "ph": "i",
+                    "s": "p",
+                    "cat": "recompile",
+                    "name": f"recompile {e.function}",
+                    "pid": HOST_PID,
+                    "tid": COMPILE_TID,
+                    "ts": _us(e.start, origin),
+                    "args": {
+                        "causes": causes,
+                        "call_site": e.call_site,
+                        "cost_ms": e.duration * 1e3,
+                        "avoidable": e.avoidable,
+                    },
+                }
+            )
         elif isinstance(e, PassEvent):
-            out.append({"ph": "X", "cat": "pass", "name": e.pass_name, "pid": HOST_PID, "tid": COMPILE_TID,
-                        "ts": _us(e.start, origin), "dur": _dur(e.duration),
-                        "args": {"changed": e.changed, "rewrites": dict(e.rewrites)}})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": "pass",
+                    "name": e.pass_name,
+                    "pid": HOST_PID,
+                    "tid": COMPILE_TID,
+                    "ts": _us(e.start, origin),
+                    "dur": _dur(e.duration),
+                    "args": {"changed": e.changed, "rewrites": dict(e.rewrites)},
+                }
+            )
         elif isinstance(e, DispatchEvent):
-            out.append({"ph": "X", "cat": "cpu_op", "name": e.function, "pid": HOST_PID, "tid": DISPATCH_TID,
-                        "ts": _us(e.start, origin), "dur": _dur(e.duration),
-                        "args": {"cache_hit": e.cache_hit, "compile_id": e.compile_id}})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": e.function,
+                    "pid": HOST_PID,
+                    "tid": DISPATCH_TID,
+                    "ts": _us(e.start, origin),
+                    "dur": _dur(e.duration),
+                    "args": {"cache_hit": e.cache_hit, "compile_id": e.compile_id},
+                }
+            )
         elif isinstance(e, KernelEvent):
             pid = device_pid(e.device)
             tid = stream_tid(pid, e.stream, f"stream {e.stream}")
             ts = _us(e.start, origin)
-            out.append({"ph": "X", "cat": "kernel", "name": e.name, "pid": pid, "tid": tid, "ts": ts,
-                        "dur": _dur(e.duration),
-                        "args": {"flops": e.flops, "transcendentals": e.transcendentals,
-                                 "bytes": e.bytes_accessed, "launch": e.launch, "kind": e.kind,
-                                 "source": e.source, "function": e.function, "compile_id": e.compile_id,
-                                 **({"pass": e.phase} if e.phase else {})}})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": e.name,
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": ts,
+                    "dur": _dur(e.duration),
+                    "args": {
+                        "flops": e.flops,
+                        "transcendentals": e.transcendentals,
+                        "bytes": e.bytes_accessed,
+                        "launch": e.launch,
+                        "kind": e.kind,
+                        "source": e.source,
+                        "function": e.function,
+                        "compile_id": e.compile_id,
+                        **({"pass": e.phase} if e.phase else {}),
+                    },
+                }
+            )
             rec = recompiles.get(e.compile_id)
             if rec is not None and (e.compile_id, e.name) not in flowed:
                 flowed.add((e.compile_id, e.name))
                 flow_id += 1
-                out.append({"ph": "s", "cat": "recompile", "name": "recompile → kernel", "id": flow_id,
-                            "pid": HOST_PID, "tid": COMPILE_TID, "ts": _us(rec.start, origin)})
+                out.append(
+                    {
+                        "ph": "s",
+                        "cat": "recompile",
+                        "name": "recompile → kernel",
+                        "id": flow_id,
+                        "pid": HOST_PID,
+                        "tid": COMPILE_TID,
+                        "ts": _us(rec.start, origin),
+                    }
+                )
                 out.append({"ph": "f", "bp": "e", "cat": "recompile", "name": "recompile → kernel",
                             "id": flow_id, "pid": pid, "tid": tid, "ts": ts})
         elif isinstance(e, TransferEvent):

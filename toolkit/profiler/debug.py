@@ -24,13 +24,18 @@ class PrintingSession(Profile):
             print(f"[toolkit] compile {event.function}({event.signature}) on {event.backend}: "
                   f"{event.duration * 1e3:.1f} ms ({phases}) {event.cache}", file=self.stream)
         elif isinstance(event, RecompileEvent):
-            print("[toolkit] " + recompile_text(event).replace("\n", "\n[toolkit] "), file=self.stream)
+            print(
+                "[toolkit] " + recompile_text(event).replace("\n", "\n[toolkit] "), file=self.stream
+            )
         elif isinstance(event, KernelEvent) and self.level >= 2:
             t = max(event.duration, 1e-12)
             flops = (event.flops + event.transcendentals) / t / 1e9
             gbps = event.bytes_accessed / t / 1e9
-            print(f"[toolkit] {event.name:<28} {event.kind:<7} {event.duration * 1e3:9.3f} ms "
-                  f"{flops:9.2f} GFLOP/s {gbps:8.2f} GB/s  {event.launch:<10} {event.source}", file=self.stream)
+            print(
+                f"[toolkit] {event.name:<28} {event.kind:<7} {event.duration * 1e3:9.3f} ms "
+                f"{flops:9.2f} GFLOP/s {gbps:8.2f} GB/s  {event.launch:<10} {event.source}",
+                file=self.stream,
+            )
 
 
 def install_from_environment(recorder) -> PrintingSession | None:

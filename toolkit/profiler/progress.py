@@ -25,7 +25,9 @@ class CompileProgress:
         self._last_shown = ""
         self._done = threading.Event()
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._thread = threading.Thread(target=self._watch, name="toolkit-compile-progress", daemon=True)
+        self._thread = threading.Thread(
+            target=self._watch, name="toolkit-compile-progress", daemon=True
+        )
 
     def phase(self, name: str) -> None:
         self.current = name
@@ -69,7 +71,9 @@ class CompileProgress:
 
 @contextlib.contextmanager
 def watch_compile(name: str, instructions: int, stream=None, delay: float | None = None):
-    progress = CompileProgress(name, instructions, stream, DELAY_SECONDS if delay is None else delay)
+    progress = CompileProgress(
+        name, instructions, stream, DELAY_SECONDS if delay is None else delay
+    )
     previous = getattr(_local, "progress", None)
     _local.progress = progress
     progress._thread.start()

@@ -54,7 +54,8 @@ class Recorder:
             s._charge(spent)
 
     def clock_read_cost(self) -> float:
-        """Seconds one ``clock.now()`` costs (calibrated once per clock), for overhead accounting."""
+        """Seconds one ``clock.now()`` costs (calibrated once per clock), for overhead
+        accounting."""
         cost = self._read_costs.get(id(self.clock))
         if cost is None:
             now = self.clock.now

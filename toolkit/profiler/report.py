@@ -74,16 +74,25 @@ class RecompileReport:
             return f"{self.title}: nothing compiled yet"
         functions = sorted({c.function for c in self.compiles})
         wasted = sum(e.duration for e in self.recompiles)
-        head = (f"{self.title}: {len(self.compiles)} compiles of {len(functions)} function(s), "
-                f"{_ms(self.total_compile_seconds)} compiling; {len(self.recompiles)} recompiles cost {_ms(wasted)}")
+        head = (
+            f"{self.title}: {len(self.compiles)} compiles of {len(functions)} function(s), "
+            f"{_ms(self.total_compile_seconds)} compiling; {len(self.recompiles)} recompiles cost "
+            f"{_ms(wasted)}"
+        )
         if not self.recompiles:
             return head + "\nno recompilations"
         out = [head, "", "causes, by compile time spent:"]
         for t in self.causes():
-            out.append(f"  {_ms(t.seconds):>10}  {t.count:>3}×  {t.code:<18} {t.path or '-':<16} e.g. {t.example}")
+            out.append(
+                f"  {_ms(t.seconds):>10}  {t.count:>3}×  {t.code:<18} {t.path or '-':<16} e.g. "
+                f"{t.example}"
+            )
         avoidable = [e for e in self.recompiles if e.avoidable]
         if avoidable:
-            out.append(f"  {len(avoidable)} recompile(s) produced a program identical to an earlier one (avoidable)")
+            out.append(
+                f"  {len(avoidable)} recompile(s) produced a program identical to an earlier one "
+                "(avoidable)"
+            )
         out.append("")
         out.extend(recompile_text(e) + "\n" for e in self.recompiles)
         return "\n".join(out).rstrip() + "\n"
@@ -98,8 +107,11 @@ class RecompileReport:
         if not self.recompiles:
             return f"<div class='toolkit-recompiles'><b>{e(self.title)}</b>: no recompilations " \
                    f"({len(self.compiles)} compiles)</div>"
-        rows = "".join(f"<tr><td>{_ms(t.seconds)}</td><td>{t.count}</td><td><code>{e(t.code)}</code></td>"
-                       f"<td><code>{e(t.path)}</code></td><td>{e(t.example)}</td></tr>" for t in self.causes())
+        rows = "".join(
+            f"<tr><td>{_ms(t.seconds)}</td><td>{t.count}</td><td><code>{e(t.code)}</code></td>"
+            f"<td><code>{e(t.path)}</code></td><td>{e(t.example)}</td></tr>"
+            for t in self.causes()
+        )
         blocks = "".join(f"<pre>{e(recompile_text(ev))}</pre>" for ev in self.recompiles)
         return (f"<div class='toolkit-recompiles'><h4>{e(self.title)}</h4>"
                 f"<p>{len(self.compiles)} compiles, {len(self.recompiles)} recompiles, "
@@ -118,8 +130,19 @@ def kernel_table(kernels) -> list[dict]:
     by_name: dict[str, dict] = {}
     for k in kernels:
         label = kernel_label(k)
-        row = by_name.setdefault(label, {"name": label, "calls": 0, "seconds": 0.0, "flops": 0.0,
-                                         "bytes": 0.0, "kind": k.kind, "source": k.source, "phase": k.phase})
+        row = by_name.setdefault(
+            label,
+            {
+                "name": label,
+                "calls": 0,
+                "seconds": 0.0,
+                "flops": 0.0,
+                "bytes": 0.0,
+                "kind": k.kind,
+                "source": k.source,
+                "phase": k.phase,
+            },
+        )
         row["calls"] += 1
         row["seconds"] += k.duration
         row["flops"] += k.flops + k.transcendentals
@@ -135,16 +158,23 @@ def kernel_table(kernels) -> list[dict]:
 
 def profile_summary_text(prof, top: int = 10) -> str:
     compiles, recompiles, kernels = prof.compiles, prof.recompiles, prof.kernels
-    lines = [f"toolkit profile{(' ' + prof.name) if prof.name else ''}: {_ms(prof.wall_seconds)} wall; "
-             f"profiler overhead {_ms(prof.overhead_seconds)} ({prof.overhead_fraction:.1%})"]
+    lines = [
+        f"toolkit profile{(' ' + prof.name) if prof.name else ''}: {_ms(prof.wall_seconds)} wall; "
+        f"profiler overhead {_ms(prof.overhead_seconds)} ({prof.overhead_fraction:.1%})"
+    ]
     lines.append(f"compiles: {len(compiles)} ({len(recompiles)} recompiles), "
                  f"{_ms(sum(c.duration for c in compiles))} compiling")
     lines.extend(f"note: {n}" for n in getattr(prof, "notes", ()))
     if getattr(prof, "cached_program", ""):
-        lines.append(f"  cached: {prof.cached_program}; its passes and fusion decisions are from that compile")
+        lines.append(
+            f"  cached: {prof.cached_program}; its passes and fusion decisions are from that "
+            "compile"
+        )
     for c in compiles:
         phases = ", ".join(f"{p.name} {_ms(p.duration)}" for p in c.phases)
-        lines.append(f"  {c.function:<16} {c.signature:<40} {c.cache:<14} {_ms(c.duration):>9}  ({phases})")
+        lines.append(
+            f"  {c.function:<16} {c.signature:<40} {c.cache:<14} {_ms(c.duration):>9}  ({phases})"
+        )
     if recompiles:
         lines.append("recompilations:")
         lines.extend("  " + line for e in recompiles for line in recompile_text(e).splitlines())
@@ -154,16 +184,29 @@ def profile_summary_text(prof, top: int = 10) -> str:
         lines.append(f"calls: {len(dispatches)} ({hits} cache hits), host dispatch "
                      f"{_ms(sum(d.duration for d in dispatches))}")
     if kernels:
-        lines.append(f"kernels: {len(kernels)} launches, {_ms(sum(k.duration for k in kernels))}; top by time:")
-        if any(k.phase for k in kernels):  # a differentiated program: its forward and backward passes
+        lines.append(
+            f"kernels: {len(kernels)} launches, {_ms(sum(k.duration for k in kernels))}; top by "
+            "time:"
+        )
+        # a differentiated program: its forward and backward passes
+        if any(k.phase for k in kernels):
             forward = [k for k in kernels if k.phase == "forward"]
             backward = [k for k in kernels if k.phase == "backward"]
-            lines.insert(-1, f"differentiated program: forward {len(forward)} launches {_ms(sum(k.duration for k in forward))}, "
-                             f"backward {len(backward)} launches {_ms(sum(k.duration for k in backward))}")
-        lines.append(f"  {'kernel':<28} {'calls':>5} {'time':>10} {'share':>6} {'GFLOP/s':>8} {'GB/s':>7}  source")
+            lines.insert(
+                -1,
+                f"differentiated program: forward {len(forward)} launches "
+                f"{_ms(sum(k.duration for k in forward))}, "
+                f"backward {len(backward)} launches {_ms(sum(k.duration for k in backward))}",
+            )
+        lines.append(
+            f"  {'kernel':<28} {'calls':>5} {'time':>10} {'share':>6} {'GFLOP/s':>8} {'GB/s':>7}  "
+            "source"
+        )
         for r in kernel_table(kernels)[:top]:
-            lines.append(f"  {r['name']:<28} {r['calls']:>5} {_ms(r['seconds']):>10} {r['share']:>6.1%} "
-                         f"{r['gflops']:>8.2f} {r['gbps']:>7.2f}  {r['source']}")
+            lines.append(
+                f"  {r['name']:<28} {r['calls']:>5} {_ms(r['seconds']):>10} {r['share']:>6.1%} "
+                f"{r['gflops']:>8.2f} {r['gbps']:>7.2f}  {r['source']}"
+            )
     lines.extend(transfer_lines(prof.transfers))
     return "\n".join(lines)
 
@@ -178,11 +221,16 @@ def transfer_lines(transfers) -> list[str]:
         if group:
             nbytes, seconds = sum(t.bytes for t in group), sum(t.duration for t in group)
             rate = f", {nbytes / seconds / 1e9:.1f} GB/s" if seconds > 0 else ""
-            lines.append(f"  {direction:<16} {len(group):>5} copies {nbytes / 1e6:>10.2f} MB {_ms(seconds):>10}{rate}")
+            lines.append(
+                f"  {direction:<16} {len(group):>5} copies {nbytes / 1e6:>10.2f} MB "
+                f"{_ms(seconds):>10}{rate}"
+            )
     avoidable = [t for t in transfers if t.avoidable]
     if avoidable:
         lines.append(f"  {len(avoidable)} avoidable round trip(s) through the host:")
-        lines.extend(f"    {t.function or '?'} at {t.location or '?'}: {t.avoidable}" for t in avoidable[:10])
+        lines.extend(
+            f"    {t.function or '?'} at {t.location or '?'}: {t.avoidable}" for t in avoidable[:10]
+        )
     return lines
 
 

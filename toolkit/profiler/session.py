@@ -27,8 +27,10 @@ class Profile:
         self.end: float | None = None
         self.overhead_seconds = 0.0
         self._lock = threading.Lock()
-        self.cached_program = ""  # set by adopt_compile: the earlier compile this run's program came from
-        self.notes: list[str] = []  # advice the summary leads with (what a %%xla cell's extra outputs cost)
+        # set by adopt_compile: the earlier compile this run's program came from
+        self.cached_program = ""
+        # advice the summary leads with (what a %%xla cell's extra outputs cost)
+        self.notes: list[str] = []
 
     # ---- session ------------------------------------------------------------------------
     def __enter__(self) -> Profile:

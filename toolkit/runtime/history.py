@@ -31,7 +31,8 @@ _compile_ids = itertools.count(1)
 
 
 class RecompileError(ToolkitError, RuntimeError):
-    """A function recompiled more often than its ``max_recompiles`` with ``on_recompile='error'``."""
+    """A function recompiled more often than its ``max_recompiles`` with
+    ``on_recompile='error'``."""
 
 
 class RecompileWarning(UserWarning):
@@ -116,7 +117,9 @@ class FunctionHistory:
             count = self.count
             exact = self._by_signature.get(_signature_key(record))
             recent = self.records[-MAX_SIGNATURES_SCANNED:]
-            same = self._fingerprints.get(record.hlo_fingerprint) if record.hlo_fingerprint else None
+            same = (
+                self._fingerprints.get(record.hlo_fingerprint) if record.hlo_fingerprint else None
+            )
         if not count:
             return None
         # Same signature from another function object: nothing can be closer than that.
@@ -124,17 +127,33 @@ class FunctionHistory:
         old, causes = nearest[0]
         avoidable_reason = ""
         if same is not None:
-            changed = ", ".join(dict.fromkeys(c.path or c.code for c in causes)) or "nothing visible"
-            avoidable_reason = (f"the traced program is identical to compile #{same}'s; the change in "
-                                f"{changed} did not alter it")
+            changed = (
+                ", ".join(dict.fromkeys(c.path or c.code for c in causes)) or "nothing visible"
+            )
+            avoidable_reason = (
+                f"the traced program is identical to compile #{same}'s; the change in "
+                f"{changed} did not alter it"
+            )
             if any(c.code == "STATIC_VALUE" for c in causes):
-                avoidable_reason += " (a static argument that does not affect the program need not be static)"
+                avoidable_reason += (
+                    " (a static argument that does not affect the program need not be static)"
+                )
         return RecompileEvent(
-            function=self.name, location=self.location, call_site=call_site, compile_id=compile_id,
-            number=count + 1, start=start, duration=0.0, causes=tuple(causes),
-            new_signature=record.text(), closest_signature=old.text(),
-            other_closest=_others(nearest[1:]), avoidable=same is not None,
-            avoidable_reason=avoidable_reason, suggestions=tuple(suggestions(causes, recent, record)))
+            function=self.name,
+            location=self.location,
+            call_site=call_site,
+            compile_id=compile_id,
+            number=count + 1,
+            start=start,
+            duration=0.0,
+            causes=tuple(causes),
+            new_signature=record.text(),
+            closest_signature=old.text(),
+            other_closest=_others(nearest[1:]),
+            avoidable=same is not None,
+            avoidable_reason=avoidable_reason,
+            suggestions=tuple(suggestions(causes, recent, record)),
+        )
 
     def admit(self, record: SignatureRecord, call_site: str, compile_id: int, start: float,
               on_recompile: str, max_recompiles: int, where: tuple[str, int] | None = None,
@@ -207,12 +226,18 @@ class FunctionHistory:
         if on_recompile == "error":
             raise RecompileError(
                 f"jit({self.name}) refused recompilation #{count} (compile #{count + 1}): "
-                f"max_recompiles={max_recompiles} with on_recompile='error'.\n" + recompile_text(event))
+                f"max_recompiles={max_recompiles} with on_recompile='error'.\n"
+                + recompile_text(event)
+            )
         if not self.storm_warned:
             self.storm_warned = True
             file, line = where or ("<unknown>", 0)
-            warnings.warn_explicit(RecompileWarning(self.storm_summary(event, count, max_recompiles)),
-                                   RecompileWarning, file, line)
+            warnings.warn_explicit(
+                RecompileWarning(self.storm_summary(event, count, max_recompiles)),
+                RecompileWarning,
+                file,
+                line,
+            )
 
     def storm_summary(self, event: RecompileEvent, count: int, max_recompiles: int) -> str:
         causes = ranked_causes(self.recompiles + [event])

@@ -9,7 +9,8 @@ def __getattr__(name):
         from .dashboard import Dashboard
 
         return Dashboard
-    if name in ("TimelineWidget", "timeline"):  # anywidget only when the interactive timeline is asked for
+    # anywidget only when the interactive timeline is asked for
+    if name in ("TimelineWidget", "timeline"):
         from . import timeline_widget
 
         return getattr(timeline_widget, name)

@@ -14,8 +14,14 @@ from . import report, static_fallback
 
 
 class Dashboard:
-    def __init__(self, prof, ceilings=None, compiled: dict | None = None, title: str = "toolkit profile",
-                 sections=report.SECTIONS):
+    def __init__(
+        self,
+        prof,
+        ceilings=None,
+        compiled: dict | None = None,
+        title: str = "toolkit profile",
+        sections=report.SECTIONS,
+    ):
         self.profile = prof
         self.ceilings = ceilings
         self.compiled = compiled or {}
@@ -32,13 +38,20 @@ class Dashboard:
         body = widgets.HTML(_styled(report.fusion_section(self.profile)))
 
         def changed(change):
-            body.value = _styled(report.fusion_section(self.profile, None if change["new"] == "all" else change["new"]))
+            body.value = _styled(
+                report.fusion_section(
+                    self.profile, None if change["new"] == "all" else change["new"]
+                )
+            )
 
         pick.observe(changed, names="value")
         children = [pick, body]
         fusions = report.fusions_of(self.compiled)
         if fusions:
-            labels = [(f"{prog}: {inst.name} ({inst.attrs['kind']})", i) for i, (prog, inst) in enumerate(fusions)]
+            labels = [
+                (f"{prog}: {inst.name} ({inst.attrs['kind']})", i)
+                for i, (prog, inst) in enumerate(fusions)
+            ]
             chooser = widgets.Dropdown(options=labels, value=0, description="fusion")
             detail = widgets.HTML(_styled(report.fusion_detail(fusions[0][1])))
 
@@ -50,8 +63,16 @@ class Dashboard:
         return widgets.VBox(children)
 
     def _kernel_tab(self) -> widgets.Widget:
-        order = widgets.Dropdown(options=[("time", "seconds"), ("GFLOP/s", "gflops"), ("GB/s", "gbps"),
-                                          ("calls", "calls")], value="seconds", description="sort by")
+        order = widgets.Dropdown(
+            options=[
+                ("time", "seconds"),
+                ("GFLOP/s", "gflops"),
+                ("GB/s", "gbps"),
+                ("calls", "calls"),
+            ],
+            value="seconds",
+            description="sort by",
+        )
         body = widgets.HTML(_styled(report.kernel_section(self.profile, self.ceilings)))
 
         def changed(change):
@@ -74,7 +95,10 @@ class Dashboard:
                 text = self.compiled[which.value].as_text(stage.value)
             except (ValueError, RuntimeError) as err:  # a stage this backend or machine lacks
                 text = str(err)
-            body.value = f"<pre style='font-size:11px;max-height:480px;overflow:auto'>{html.escape(text)}</pre>"
+            body.value = (
+                f"<pre style='font-size:11px;max-height:480px;overflow:auto'>{html.escape(text)}</"
+                "pre>"
+            )
 
         which.observe(show, names="value")
         stage.observe(show, names="value")
@@ -92,11 +116,18 @@ class Dashboard:
                 elif name == "IR":
                     children.append(self._ir_tab())
                 elif name == "Timeline":
-                    from .timeline_widget import TimelineWidget  # zoom, pan, hover; the static report keeps the picture
+                    # zoom, pan, hover; the static report keeps the picture
+                    from .timeline_widget import TimelineWidget
                     children.append(TimelineWidget(self.profile))
                 else:
-                    children.append(widgets.HTML(report.STYLE + "<div class='tk-report'>" + report.section_html(
-                        name, self.profile, self.ceilings, self.compiled) + "</div>"))
+                    children.append(
+                        widgets.HTML(
+                            report.STYLE
+                            + "<div class='tk-report'>"
+                            + report.section_html(name, self.profile, self.ceilings, self.compiled)
+                            + "</div>"
+                        )
+                    )
             tab = widgets.Tab(children=children)
             for i, name in enumerate(self.sections):
                 tab.set_title(i, name)
@@ -105,7 +136,9 @@ class Dashboard:
 
     # ---- static forms -----------------------------------------------------------------------
     def to_html(self, full_document: bool = False) -> str:
-        return report.report_html(self.profile, self.ceilings, self.compiled, self.title, full_document, self.sections)
+        return report.report_html(
+            self.profile, self.ceilings, self.compiled, self.title, full_document, self.sections
+        )
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:
@@ -129,7 +162,10 @@ class Dashboard:
         separate static output survives it."""
         from IPython.display import display
 
-        display({"text/html": self.static_html(), "text/plain": report.report_text(self.profile)}, raw=True)
+        display(
+            {"text/html": self.static_html(), "text/plain": report.report_text(self.profile)},
+            raw=True,
+        )
         if _has_widget_frontend():
             display(self.live_widget())
 

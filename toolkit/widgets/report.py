@@ -47,29 +47,74 @@ def summary_section(prof) -> str:
     run_s = sum(k.duration for k in kernels)
     moved = sum(k.bytes_accessed for k in kernels)
     fusions = len({k.name for k in kernels if k.kind in ("kLoop", "kInput", "kOutput", "kCustom")})
-    rows = [["compile time", f"{compile_s * 1e3:.1f} ms ({len(prof.compiles)} compiles, {len(prof.recompiles)} recompiles)"],
-            ["kernel time", f"{run_s * 1e3:.3f} ms ({len(kernels)} launches of {len({k.name for k in kernels})} kernels, {fusions} fusions)"],
-            ["bytes moved by kernels", f"{moved / 1e6:.2f} MB (compiler estimate)"],
-            ["host dispatch", f"{sum(d.duration for d in prof.dispatches) * 1e3:.3f} ms ({len(prof.dispatches)} call{'' if len(prof.dispatches) == 1 else 's'})"],
-            ["profiler overhead", f"{prof.overhead_seconds * 1e3:.3f} ms ({prof.overhead_fraction:.1%} of the session, a lower bound)"]]
+    rows = [
+        [
+            "compile time",
+            (
+                f"{compile_s * 1e3:.1f} ms ({len(prof.compiles)} compiles, {len(prof.recompiles)} "
+                "recompiles)"
+            ),
+        ],
+        [
+            "kernel time",
+            (
+                f"{run_s * 1e3:.3f} ms ({len(kernels)} launches of "
+                f"{len({k.name for k in kernels})} kernels, {fusions} fusions)"
+            ),
+        ],
+        ["bytes moved by kernels", f"{moved / 1e6:.2f} MB (compiler estimate)"],
+        [
+            "host dispatch",
+            (
+                f"{sum(d.duration for d in prof.dispatches) * 1e3:.3f} ms ({len(prof.dispatches)} "
+                f"call{'' if len(prof.dispatches) == 1 else 's'})"
+            ),
+        ],
+        [
+            "profiler overhead",
+            (
+                f"{prof.overhead_seconds * 1e3:.3f} ms ({prof.overhead_fraction:.1%} of the "
+                "session, a lower bound)"
+            ),
+        ],
+    ]
     phased = [k for k in kernels if k.phase]
     if phased:  # a differentiated program: the two passes
         for phase in ("forward", "backward"):
             group = [k for k in phased if k.phase == phase]
-            rows.append([f"{phase} pass", f"{sum(k.duration for k in group) * 1e3:.3f} ms ({len(group)} launches)"])
+            rows.append(
+                [
+                    f"{phase} pass",
+                    f"{sum(k.duration for k in group) * 1e3:.3f} ms ({len(group)} launches)",
+                ]
+            )
     top = kernel_table(kernels)[:5]
-    top_rows = [[r["name"], r["kind"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.0%}", r["source"]] for r in top]
+    top_rows = [
+        [r["name"], r["kind"], f"{r['seconds'] * 1e3:.3f}", f"{r['share']:.0%}", r["source"]]
+        for r in top
+    ]
     notes = "".join(f"<p class='tk-note'>{e(n)}</p>" for n in getattr(prof, "notes", ()))
-    return (notes + _table(["", ""], rows + _transfer_rows(prof.transfers)) + "<h3>top kernels</h3>"
-            + _table(["kernel", "kind", "ms", "share", "source"], top_rows) + transfer_section(prof.transfers))
+    return (
+        notes
+        + _table(["", ""], rows + _transfer_rows(prof.transfers))
+        + "<h3>top kernels</h3>"
+        + _table(["kernel", "kind", "ms", "share", "source"], top_rows)
+        + transfer_section(prof.transfers)
+    )
 
 
 def _transfer_rows(transfers) -> list[list[str]]:
     if not transfers:
         return []
     by_direction = Counter(t.direction.replace("_", " ") for t in transfers)
-    rows = [["host/device copies", f"{len(transfers)} ({', '.join(f'{n} {d}' for d, n in by_direction.items())}), "
-             f"{sum(t.bytes for t in transfers) / 1e6:.2f} MB, {sum(t.duration for t in transfers) * 1e3:.3f} ms"]]
+    rows = [
+        [
+            "host/device copies",
+            f"{len(transfers)} ({', '.join(f'{n} {d}' for d, n in by_direction.items())}), "
+            f"{sum(t.bytes for t in transfers) / 1e6:.2f} MB, "
+            f"{sum(t.duration for t in transfers) * 1e3:.3f} ms",
+        ]
+    ]
     avoidable = [t for t in transfers if t.avoidable]
     if avoidable:
         rows.append(["avoidable round trips", f"{len(avoidable)}: {avoidable[0].avoidable}"])
@@ -80,10 +125,27 @@ def transfer_section(transfers, limit: int = 20) -> str:
     """The copies between host and device: what moved, where it was asked for, and why not to."""
     if not transfers:
         return ""
-    rows = [[t.direction.replace("_", " "), f"{t.bytes / 1e6:.3f}", f"{t.duration * 1e6:.1f}", t.what, t.location,
-             t.avoidable or ""] for t in transfers[:limit]]
-    more = f"<p class='tk-note'>… and {len(transfers) - limit} more</p>" if len(transfers) > limit else ""
-    return "<h3>copies</h3>" + _table(["direction", "MB", "µs", "what", "line", "avoidable"], rows) + more
+    rows = [
+        [
+            t.direction.replace("_", " "),
+            f"{t.bytes / 1e6:.3f}",
+            f"{t.duration * 1e6:.1f}",
+            t.what,
+            t.location,
+            t.avoidable or "",
+        ]
+        for t in transfers[:limit]
+    ]
+    more = (
+        f"<p class='tk-note'>… and {len(transfers) - limit} more</p>"
+        if len(transfers) > limit
+        else ""
+    )
+    return (
+        "<h3>copies</h3>"
+        + _table(["direction", "MB", "µs", "what", "line", "avoidable"], rows)
+        + more
+    )
 
 
 def recompile_section(prof) -> str:
@@ -146,21 +208,30 @@ def fusion_detail(inst) -> str:
                for m in comp.instructions if m.opcode not in GroupOp.PLUMBING]
     from ..ir.printer import computation_to_text
 
-    return (f"<p>{e(inst.name)}: {e(inst.attrs['kind'])}, {len(members)} instructions, reads "
-            f"{len(inst.operands)} operand(s)</p>" + _table(["instruction", "op", "shape", "op_name", "source"], members)
-            + code_block(computation_to_text(comp, metadata=False)))
+    return (
+        f"<p>{e(inst.name)}: {e(inst.attrs['kind'])}, {len(members)} instructions, reads "
+        f"{len(inst.operands)} operand(s)</p>"
+        + _table(["instruction", "op", "shape", "op_name", "source"], members)
+        + code_block(computation_to_text(comp, metadata=False))
+    )
 
 
 def fusion_list_section(compiled: dict) -> str:
     items = fusions_of(compiled)
-    return "".join(f"<details><summary>{e(prog)}: {e(inst.name)} ({e(inst.attrs['kind'])})</summary>"
-                   f"{fusion_detail(inst)}</details>" for prog, inst in items)
+    return "".join(
+        f"<details><summary>{e(prog)}: {e(inst.name)} ({e(inst.attrs['kind'])})</summary>"
+        f"{fusion_detail(inst)}</details>"
+        for prog, inst in items
+    )
 
 
 def kernel_section(prof, ceilings: Ceilings | None = None, sort: str = "seconds") -> str:
     rows = kernel_table(prof.kernels)
-    rows.sort(key=lambda r: -r.get(sort, 0) if isinstance(r.get(sort, 0), (int, float)) else r.get(sort))
-    phased = any(r["phase"] for r in rows)  # a differentiated program: say which pass each kernel is in
+    rows.sort(
+        key=lambda r: -r.get(sort, 0) if isinstance(r.get(sort, 0), (int, float)) else r.get(sort)
+    )
+    # a differentiated program: say which pass each kernel is in
+    phased = any(r["phase"] for r in rows)
     out = []
     for r in rows:
         intensity = r["flops"] / r["bytes"] if r["bytes"] else 0.0
@@ -187,7 +258,11 @@ def plot_section(prof, which: str, ceilings: Ceilings | None = None) -> str:
         plots.timeline(prof, ax=ax)
     else:
         plots.roofline(prof, ceilings, ax=ax)
-    note = ("Intensity and FLOPs are compiler estimates; time is measured." if which == "roofline" else "")
+    note = (
+        "Intensity and FLOPs are compiler estimates; time is measured."
+        if which == "roofline"
+        else ""
+    )
     return f"<img alt='{which}' src='{figure_png(fig)}'/><p class='tk-note'>{note}</p>"
 
 
@@ -219,10 +294,16 @@ def residuals_section(compiled: dict) -> str:
         if not rows:
             continue
         kept = sum(r.bytes for r in rows if r.kind == "intermediate")
-        table = _table(["bytes", "shape", "produced by", "read by"],
-                       [[f"{r.bytes:,}", r.shape, r.produced_by, ", ".join(r.read_by)] for r in rows])
-        parts.append(f"<h3>saved residuals: {e(name)}</h3><p>{len(rows)} values, {sum(r.bytes for r in rows):,} bytes "
-                     f"({kept:,} bytes of intermediates; tk.checkpoint recomputes a function's instead)</p>{table}")
+        table = _table(
+            ["bytes", "shape", "produced by", "read by"],
+            [[f"{r.bytes:,}", r.shape, r.produced_by, ", ".join(r.read_by)] for r in rows],
+        )
+        parts.append(
+            f"<h3>saved residuals: {e(name)}</h3><p>{len(rows)} values, "
+            f"{sum(r.bytes for r in rows):,} bytes "
+            f"({kept:,} bytes of intermediates; tk.checkpoint recomputes a function's "
+            f"instead)</p>{table}"
+        )
     return "".join(parts)
 
 

@@ -36,15 +36,34 @@ def timeline_data(profile) -> dict:
     kernels, copies and cache-hit calls; empty when nothing ran)."""
     origin = origin_of(profile)
     order = {"": 0, "forward": 1, "backward": 2}
-    kernel_lanes = [lane for _, lane in sorted({(k.device, k.stream, order.get(k.phase, 3)): _kernel_lane(k)
-                                                for k in profile.kernels}.items())]
-    lanes = ["compilation", "host dispatch"] + kernel_lanes + sorted({_copy_lane(t) for t in profile.transfers})
+    kernel_lanes = [
+        lane
+        for _, lane in sorted(
+            {
+                (k.device, k.stream, order.get(k.phase, 3)): _kernel_lane(k)
+                for k in profile.kernels
+            }.items()
+        )
+    ]
+    lanes = (
+        ["compilation", "host dispatch"]
+        + kernel_lanes
+        + sorted({_copy_lane(t) for t in profile.transfers})
+    )
     row = {name: i for i, name in enumerate(lanes)}
     spans = []
 
     def add(lane, start, duration, label, color, details):
-        spans.append({"lane": row[lane], "start": (start - origin) * 1e3, "dur": duration * 1e3, "label": label,
-                      "color": color, "details": [[k, str(v)] for k, v in details if v not in ("", None)]})
+        spans.append(
+            {
+                "lane": row[lane],
+                "start": (start - origin) * 1e3,
+                "dur": duration * 1e3,
+                "label": label,
+                "color": color,
+                "details": [[k, str(v)] for k, v in details if v not in ("", None)],
+            }
+        )
 
     for c in profile.compiles:
         for p in c.phases:
@@ -52,21 +71,46 @@ def timeline_data(profile) -> dict:
                 [("compile phase", p.name), ("function", c.function), ("signature", c.signature),
                  ("time", f"{p.duration * 1e3:.3f} ms")])
     for d in profile.dispatches:
-        add("host dispatch", d.start, d.duration, d.function, "#bdbdbd" if d.cache_hit else "#969696",
-            [("dispatch", d.function), ("cache", "hit" if d.cache_hit else "compiled"),
-             ("time", f"{d.duration * 1e6:.1f} µs")])
+        add(
+            "host dispatch",
+            d.start,
+            d.duration,
+            d.function,
+            "#bdbdbd" if d.cache_hit else "#969696",
+            [
+                ("dispatch", d.function),
+                ("cache", "hit" if d.cache_hit else "compiled"),
+                ("time", f"{d.duration * 1e6:.1f} µs"),
+            ],
+        )
     for k in profile.kernels:
-        add(_kernel_lane(k), k.start, k.duration, k.name, kind_color(k.kind),
-            [("kernel", k.name), ("function", k.function), ("kind", k.kind), ("pass", k.phase),
-             ("time", f"{k.duration * 1e6:.1f} µs"), ("GFLOP/s", _rate(k.flops + k.transcendentals, k.duration)),
-             ("GB/s", _rate(k.bytes_accessed, k.duration)), ("launch", k.launch), ("source", k.source)])
+        add(
+            _kernel_lane(k),
+            k.start,
+            k.duration,
+            k.name,
+            kind_color(k.kind),
+            [
+                ("kernel", k.name),
+                ("function", k.function),
+                ("kind", k.kind),
+                ("pass", k.phase),
+                ("time", f"{k.duration * 1e6:.1f} µs"),
+                ("GFLOP/s", _rate(k.flops + k.transcendentals, k.duration)),
+                ("GB/s", _rate(k.bytes_accessed, k.duration)),
+                ("launch", k.launch),
+                ("source", k.source),
+            ],
+        )
     for t in profile.transfers:
         arrow = {"host_to_device": "H→D", "device_to_host": "D→H"}.get(t.direction, "D→D")
         add(_copy_lane(t), t.start, t.duration, f"{arrow} {t.bytes / 1e6:.1f} MB", "#74c476",
             [("copy", t.direction), ("bytes", f"{t.bytes:,}"), ("GB/s", _rate(t.bytes, t.duration)),
              ("what", t.what), ("where", t.location), ("avoidable", t.avoidable)])
-    markers = [{"at": (r.start - origin) * 1e3,
-                "cause": r.causes[0].message if r.causes else "recompiled"} for r in profile.recompiles]
+    markers = [
+        {"at": (r.start - origin) * 1e3, "cause": r.causes[0].message if r.causes else "recompiled"}
+        for r in profile.recompiles
+    ]
     runs = execution_window(profile)
     return {"lanes": lanes, "spans": spans, "markers": markers, "runs": list(runs or ())}
 
@@ -224,7 +268,7 @@ function render({ model, el }) {
   requestAnimationFrame(draw);
 }
 export default { render };
-"""
+"""  # noqa: E501
 
 _CSS = """
 .tk-timeline { position: relative; font: 11px system-ui, sans-serif; }
@@ -241,7 +285,7 @@ _CSS = """
 .tk-axis { stroke: #999; } .tk-tick { font-size: 10px; text-anchor: middle; fill: #555; }
 .tk-timeline-tip { position: absolute; display: none; background: #fff; border: 1px solid #bbb;
   box-shadow: 0 2px 6px rgba(0,0,0,.15); padding: 4px 6px; pointer-events: none; z-index: 10; max-width: 420px; }
-"""
+"""  # noqa: E501
 
 
 class TimelineWidget(anywidget.AnyWidget):

@@ -20,8 +20,15 @@ from .compiler import compile_ir_parts, host_description, load_object
 from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
 from ..llvm.vector_math import keep_vector_variants
-from ..llvm.planning import (KernelSpec, as_computation, elementwise_in_place_operands, kernel_key, plan_kernel,
-                             plan_update_in_place, update_in_place_operand)
+from ..llvm.planning import (
+    KernelSpec,
+    as_computation,
+    elementwise_in_place_operands,
+    kernel_key,
+    plan_kernel,
+    plan_update_in_place,
+    update_in_place_operand,
+)
 from .kernels import emit_kernel, row_grain
 from .native_loop import native_loop
 from .row_groups import RowGroup, emit_driver, find_row_groups
@@ -45,8 +52,13 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         if inst.opcode == "dot":
             return Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)})
         if inst.opcode in GroupOp.CONTROL:  # host control over compiled computations
-            return Step("control", inst, inputs, outs,
-                        extra={"run": make_control_runner(inst, compile_module, native_while=native_loop)})
+            return Step(
+                "control",
+                inst,
+                inputs,
+                outs,
+                extra={"run": make_control_runner(inst, compile_module, native_while=native_loop)},
+            )
         if inst.opcode in GroupOp.LIBRARY:  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
             comp = as_computation(inst)
             return Step("library", inst, inputs, outs,
@@ -56,9 +68,17 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
             if inst.opcode == "call":
                 raise CodegenUnsupported("call (the call-inliner pass removes these)")
             in_place = update_in_place_operand(inst)
-            spec = plan_update_in_place(inst) if in_place is not None and outs[0] in inputs else plan_kernel(inst)
+            spec = (
+                plan_update_in_place(inst)
+                if in_place is not None and outs[0] in inputs
+                else plan_kernel(inst)
+            )
             spec.in_place = outs[0] in inputs
-            if spec.in_place and inputs.count(outs[0]) == 1 and len(inputs) == len(spec.computation.parameters):
+            if (
+                spec.in_place
+                and inputs.count(outs[0]) == 1
+                and len(inputs) == len(spec.computation.parameters)
+            ):
                 spec.aliased_parameter = inputs.index(outs[0])
         except CodegenUnsupported as e:
             _fallback(step, inst, str(e), fallbacks)
@@ -87,9 +107,16 @@ def _with_groups(steps, groups, machine) -> list[Step]:
             continue
         first = steps.index(group.members[0])
         member_ids = {id(m) for m in group.members}
-        step = Step("group", group.members[-1].inst, list(group.slots), [s for m in group.members for s in m.outputs],
-                    fn=ctypes_function(addr, len(group.slots)), extent=group.rows,
-                    work=sum(m.work for m in group.members), extra={"group": group, "machine": machine})
+        step = Step(
+            "group",
+            group.members[-1].inst,
+            list(group.slots),
+            [s for m in group.members for s in m.outputs],
+            fn=ctypes_function(addr, len(group.slots)),
+            extent=group.rows,
+            work=sum(m.work for m in group.members),
+            extra={"group": group, "machine": machine},
+        )
         steps = steps[:first] + [step] + [s for s in steps[first:] if id(s) not in member_ids]
     return steps
 
@@ -118,7 +145,9 @@ def symbol(step) -> str:
     return step.extra.get("symbol", step.inst.name)
 
 
-def _emit(name: str, steps, kernels, plan, fallbacks, parts: int = 1) -> tuple[list[ir.Module], list[RowGroup]]:
+def _emit(
+    name: str, steps, kernels, plan, fallbacks, parts: int = 1
+) -> tuple[list[ir.Module], list[RowGroup]]:
     """The LLVM modules of every kernel and row-group driver (kernels that cannot be lowered
     fall back, and are listed in ``fallbacks``). With ``parts`` > 1 the kernels are dealt out
     to that many modules, compiled in parallel; a driver declares members another part defines.
@@ -185,7 +214,9 @@ def compile_module(module: Module) -> CpuExecutable:
     groups: list[RowGroup] = []
     if machine is None and kernels:
         distinct = len(kernels) - shared
-        llvm_modules, groups = _emit(module.name, steps, kernels, plan, fallbacks, _part_count(distinct))
+        llvm_modules, groups = _emit(
+            module.name, steps, kernels, plan, fallbacks, _part_count(distinct)
+        )
         codegen_seconds = time.perf_counter() - t_start
         machine = compile_ir_parts([str(m) for m in llvm_modules])
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
@@ -196,12 +227,15 @@ def compile_module(module: Module) -> CpuExecutable:
             continue
         addr = machine.address(symbol(step))
         if not addr:  # not in the cached object: it fell back when the entry was built
-            _fallback(step, step.inst, "not compiled (see the first compile's fallbacks)", fallbacks)
+            _fallback(
+                step, step.inst, "not compiled (see the first compile's fallbacks)", fallbacks
+            )
             continue
         step.fn = ctypes_function(addr, len(step.inputs) + len(step.outputs))
         step.address = addr
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
-    if machine is not None and machine.cache == "persistent_hit":  # the same plan finds the same groups
+    # the same plan finds the same groups
+    if machine is not None and machine.cache == "persistent_hit":
         groups = find_row_groups(steps, plan.slots, plan.out_slots)
         machine.regenerate = lambda: _regenerate(module)
     steps = _with_groups(steps, groups, machine)
@@ -209,7 +243,9 @@ def compile_module(module: Module) -> CpuExecutable:
     executable = CpuExecutable(module, steps, plan.slots, plan.arg_slots, plan.out_slots,
                                plan.temp_slots - scratch, plan.constants, machine, fallbacks,
                                in_place_outputs=plan.in_place_outputs)
-    executable.cache_status = "persistent_hit" if machine is not None and machine.cache == "persistent_hit" else status
+    executable.cache_status = (
+        "persistent_hit" if machine is not None and machine.cache == "persistent_hit" else status
+    )
     return executable
 
 

@@ -38,9 +38,14 @@ def target_machine():
 
 def host_description() -> dict:
     tm = target_machine()
-    return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
-            "features": llvm.get_host_cpu_features().flatten(), "llvm": ".".join(map(str, llvm.llvm_version_info)),
-            "target_data": str(tm.target_data), "vector_math": vector_library_description()}
+    return {
+        "triple": llvm.get_process_triple(),
+        "cpu": llvm.get_host_cpu_name(),
+        "features": llvm.get_host_cpu_features().flatten(),
+        "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        "target_data": str(tm.target_data),
+        "vector_math": vector_library_description(),
+    }
 
 
 @dataclass
@@ -49,7 +54,8 @@ class MachineCode:
     disposed once the object is emitted, so a compiled program costs tens of KB, not the ~700 KB
     an engine that keeps its module holds), the optimised IR as text, and the object's bytes.
     Machine code from the persistent cache keeps no text: ``regenerate`` re-emits the kernels'
-    LLVM IR (the emitters are deterministic), optimised again when the IR or assembly is asked for."""
+    LLVM IR (the emitters are deterministic), optimised again when the IR or assembly is asked
+    for."""
     engine: object
     _llvm_ir: str | None  # optimised
     phases: list[tuple[str, float]] = field(default_factory=list)
@@ -77,7 +83,11 @@ class MachineCode:
                     text = str(module)
                 finally:
                     module.close()
-            self._llvm_ir = "; regenerated: this machine code was loaded from the persistent compilation cache\n" + text
+            self._llvm_ir = (
+                "; regenerated: this machine code was loaded from the persistent compilation "
+                "cache\n"
+                + text
+            )
         return self._llvm_ir
 
     @property
@@ -152,7 +162,9 @@ def _compile_part(ir_text: str) -> tuple[str, bytes]:
             if not buffer:
                 raise RuntimeError(str(error))
         try:
-            code = string_at(ffi.lib.LLVMPY_GetBufferStart(buffer), ffi.lib.LLVMPY_GetBufferSize(buffer))
+            code = string_at(
+                ffi.lib.LLVMPY_GetBufferStart(buffer), ffi.lib.LLVMPY_GetBufferSize(buffer)
+            )
         finally:
             ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
         return optimized, code
@@ -163,7 +175,11 @@ def _compile_part(ir_text: str) -> tuple[str, bytes]:
 
 
 def pack_objects(objects: list[bytes]) -> bytes:
-    return _PACKED + struct.pack(f"<I{len(objects)}Q", len(objects), *map(len, objects)) + b"".join(objects)
+    return (
+        _PACKED
+        + struct.pack(f"<I{len(objects)}Q", len(objects), *map(len, objects))
+        + b"".join(objects)
+    )
 
 
 def unpack_objects(data: bytes) -> list[bytes]:
@@ -193,7 +209,9 @@ def compile_ir_parts(ir_texts: list[str]) -> MachineCode:
     results = None
     if WORKER.enabled():
         try:
-            results = [(text, code) for text, code, _, _ in WORKER.compile_parts(ir_texts, len(ir_texts))]
+            results = [
+                (text, code) for text, code, _, _ in WORKER.compile_parts(ir_texts, len(ir_texts))
+            ]
         except WorkerUnavailable:
             results = None
     if results is None:
@@ -226,4 +244,6 @@ def load_object(object_code: bytes) -> MachineCode:
     """Machine code from the persistent cache: no parsing, optimisation or codegen."""
     t0 = time.perf_counter()
     engine = _load(object_code)
-    return MachineCode(engine, None, [("cache_load", time.perf_counter() - t0)], cache="persistent_hit")
+    return MachineCode(
+        engine, None, [("cache_load", time.perf_counter() - t0)], cache="persistent_hit"
+    )

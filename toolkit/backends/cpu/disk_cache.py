@@ -193,7 +193,11 @@ def _package_versions() -> tuple[str, str]:
 
 def _versions() -> dict:
     toolkit_version, llvmlite_version = _package_versions()
-    return {"toolkit": toolkit_version, "llvmlite": llvmlite_version, "codegen": _codegen_fingerprint()}
+    return {
+        "toolkit": toolkit_version,
+        "llvmlite": llvmlite_version,
+        "codegen": _codegen_fingerprint(),
+    }
 
 
 def codegen_sources() -> list[pathlib.Path]:

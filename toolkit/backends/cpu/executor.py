@@ -39,8 +39,12 @@ def _load_native_module():
         # every installed copy (a checkout's own egg-info lists the C source, not the build)
         for dist in metadata.distributions(name="toolkit"):
             for file in dist.files or ():
-                if file.name.startswith("_kernel_call") and str(file).endswith(tuple(machinery.EXTENSION_SUFFIXES)):
-                    spec = util.spec_from_file_location(f"{__package__}._kernel_call", file.locate())
+                if file.name.startswith("_kernel_call") and str(file).endswith(
+                    tuple(machinery.EXTENSION_SUFFIXES)
+                ):
+                    spec = util.spec_from_file_location(
+                        f"{__package__}._kernel_call", file.locate()
+                    )
                     module = util.module_from_spec(spec)
                     spec.loader.exec_module(module)
                     return module
@@ -51,7 +55,8 @@ def _load_native_module():
 
 _native = None if os.environ.get("TOOLKIT_NATIVE_CALL") == "0" else _load_native_module()
 _native_call = getattr(_native, "call", None)
-native_run_loop = getattr(_native, "run_loop", None)  # (an older build has none: loops run from Python)
+# (an older build has none: loops run from Python)
+native_run_loop = getattr(_native, "run_loop", None)
 
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.
@@ -59,7 +64,9 @@ PARALLEL_THRESHOLD = 1 << 20
 
 
 def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 def num_threads() -> int:
@@ -93,7 +100,8 @@ class Step:
     work: int = 0
     reducers: list[str] = field(default_factory=list)  # per output, for combining partials
     full_reduction: bool = False
-    splittable: bool = True  # False: one thread, whatever the work (a full reduction with extra outputs)
+    # False: one thread, whatever the work (a full reduction with extra outputs)
+    splittable: bool = True
     grain: int = 1  # thread splits of [begin, end) fall on multiples of this (a row kernel's tile)
     extra: dict = field(default_factory=dict)
 
@@ -129,7 +137,9 @@ class CpuExecutable(Executable):
                                   (slot in arg_slots and k not in self.in_place_outputs))
             seen.add(slot)
         self._constant_items = list(constants.items())
-        self._slot_types = [(s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None for s in slots]
+        self._slot_types = [
+            (s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None for s in slots
+        ]
         self.plain_run = self._single_kernel_run()
 
     @property
@@ -170,7 +180,12 @@ class CpuExecutable(Executable):
                 or (self.threads > 1 and step.work >= PARALLEL_THRESHOLD and step.splittable)):
             return None
         dims, dtype = self._slot_types[step.outputs[0]]
-        address, end, native, general = step.address, 1 if step.extent is None else step.extent, _native_call, self
+        address, end, native, general = (
+            step.address,
+            1 if step.extent is None else step.extent,
+            _native_call,
+            self,
+        )
         order = [self.arg_slots.index(slot) for slot in step.inputs]
         in_order = order == list(range(len(self.arg_slots)))
 
@@ -210,19 +225,31 @@ class CpuExecutable(Executable):
         single = self.threads == 1
         native = _native_call
         for step in self.steps:
-            if step.kind == "kernel" and (single or step.work < PARALLEL_THRESHOLD or not step.splittable):
-                outs = [bufs[s] if bufs[s] is not None else self._alloc(bufs, s) for s in step.outputs]
+            if step.kind == "kernel" and (
+                single or step.work < PARALLEL_THRESHOLD or not step.splittable
+            ):
+                outs = [
+                    bufs[s] if bufs[s] is not None else self._alloc(bufs, s) for s in step.outputs
+                ]
                 end = 1 if step.extent is None else step.extent
                 if native is not None and step.address and len(step.inputs) + len(outs) <= 16:
                     native(step.address, 0, end, *[bufs[s] for s in step.inputs], *outs)
                 else:
-                    step.fn(*[address(bufs[s]) for s in step.inputs], *[address(o) for o in outs], 0, end)
+                    step.fn(
+                        *[address(bufs[s]) for s in step.inputs],
+                        *[address(o) for o in outs],
+                        0,
+                        end,
+                    )
             else:
                 self._execute(step, bufs)
         if len(self.out_slots) == 1:
             out = bufs[self.out_slots[0]]
             return (np.array(out) if self._copy_out[0] else out,)
-        return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
+        return tuple(
+            np.array(bufs[s]) if copy else bufs[s]
+            for s, copy in zip(self.out_slots, self._copy_out)
+        )
 
     __call__ = run  # the dispatch path calls it directly: no indirection through the base class
 
@@ -235,12 +262,22 @@ class CpuExecutable(Executable):
             start = clock.now() if on_kernel is not None else 0.0
             threads = self._execute(step, bufs)
             if on_kernel is not None and step.kind in _KERNEL_KINDS:
-                trips = getattr(step.extra.get("run"), "trips", None)  # a while loop: how many times it ran
+                # a while loop: how many times it ran
+                trips = getattr(step.extra.get("run"), "trips", None)
                 seconds = clock.now() - start
                 driver = getattr(step.extra.get("run"), "driver", None)
-                on_kernel(step.inst, start, seconds,
-                          trips_text(trips, seconds, driver) if trips is not None else f"threads={threads}")
-        return tuple(np.array(bufs[s]) if copy else bufs[s] for s, copy in zip(self.out_slots, self._copy_out))
+                on_kernel(
+                    step.inst,
+                    start,
+                    seconds,
+                    trips_text(trips, seconds, driver)
+                    if trips is not None
+                    else f"threads={threads}",
+                )
+        return tuple(
+            np.array(bufs[s]) if copy else bufs[s]
+            for s, copy in zip(self.out_slots, self._copy_out)
+        )
 
     def _alloc(self, bufs, slot):
         if bufs[slot] is None:
@@ -270,8 +307,13 @@ class CpuExecutable(Executable):
 
     def splits(self, step: Step) -> bool:
         """Does this kernel step run split over threads (large enough to pay the hand-off)?"""
-        return (self.threads > 1 and step.splittable and step.extent is not None and step.extent >= 2
-                and step.work >= PARALLEL_THRESHOLD)
+        return (
+            self.threads > 1
+            and step.splittable
+            and step.extent is not None
+            and step.extent >= 2
+            and step.work >= PARALLEL_THRESHOLD
+        )
 
     def _parallel(self, step: Step, pointers, outs, n: int) -> int:
         bounds = split_bounds(step.extent, n, step.grain)
@@ -281,7 +323,9 @@ class CpuExecutable(Executable):
             per_out = len(outs)
             calls = []
             for c in range(n):
-                ptrs = pointers[: len(pointers) - per_out] + [address(partials[k * n + c]) for k in range(per_out)]
+                ptrs = pointers[: len(pointers) - per_out] + [
+                    address(partials[k * n + c]) for k in range(per_out)
+                ]
                 calls.append((ptrs, bounds[c], bounds[c + 1]))
             _fork_join(n, lambda c: step.fn(*calls[c][0], calls[c][1], calls[c][2]))
             for k, o in enumerate(outs):
@@ -297,10 +341,15 @@ class CpuExecutable(Executable):
 
     # ---- row groups (row_groups.py) ------------------------------------------------------
     def _group_threads(self, step: Step) -> int:
-        return max(1, min(self.threads, step.extent)) if self.threads > 1 and step.work >= PARALLEL_THRESHOLD else 1
+        return (
+            max(1, min(self.threads, step.extent))
+            if self.threads > 1 and step.work >= PARALLEL_THRESHOLD
+            else 1
+        )
 
     def _scratch(self, group, c: int) -> dict:
-        """Thread ``c``'s block-sized buffers for the group's scratch slots (kept per calling thread)."""
+        """Thread ``c``'s block-sized buffers for the group's scratch slots (kept per calling
+        thread)."""
         cache = getattr(self._local, "scratch", None)
         if cache is None:
             cache = self._local.scratch = {}
@@ -327,7 +376,11 @@ class CpuExecutable(Executable):
 
         def run(c):
             scratch = self._scratch(group, c)
-            step.fn(*[address(scratch[s] if s in scratch else bufs[s]) for s in group.slots], bounds[c], bounds[c + 1])
+            step.fn(
+                *[address(scratch[s] if s in scratch else bufs[s]) for s in group.slots],
+                bounds[c],
+                bounds[c + 1],
+            )
 
         if n == 1:
             run(0)
@@ -351,14 +404,22 @@ class CpuExecutable(Executable):
         t = start
         for member, weight in zip(group.members, weights):
             share = wall * weight / total
-            on_kernel(member.inst, t, share, f"threads={threads} row group of {len(group.members)} "
-                      f"({group.names}): {blocks} blocks of {group.block_rows} rows; time split by bytes")
+            on_kernel(
+                member.inst,
+                t,
+                share,
+                f"threads={threads} row group of {len(group.members)} "
+                f"({group.names}): {blocks} blocks of {group.block_rows} rows; time split by bytes",
+            )
             t += share
 
 
 def split_bounds(extent: int, n: int, grain: int = 1) -> list[int]:
     """``n`` near-equal chunks of range(extent) whose inner bounds are multiples of ``grain``."""
-    return [extent if i == n else min(extent, (extent * i // n + grain - 1) // grain * grain) for i in range(n + 1)]
+    return [
+        extent if i == n else min(extent, (extent * i // n + grain - 1) // grain * grain)
+        for i in range(n + 1)
+    ]
 
 
 def _bytes_touched(inst) -> int:
@@ -383,5 +444,7 @@ def address(a: np.ndarray) -> int:
 
 
 def ctypes_function(address: int, n_pointers: int):
-    proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n_pointers), ctypes.c_int64, ctypes.c_int64)
+    proto = ctypes.CFUNCTYPE(
+        None, *([ctypes.c_void_p] * n_pointers), ctypes.c_int64, ctypes.c_int64
+    )
     return proto(address)

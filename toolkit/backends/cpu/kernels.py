@@ -43,7 +43,9 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
     inputs = {id(p): (fn.args[i], p.shape) for i, p in enumerate(comp.parameters)}
-    out_ptrs = {id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)}
+    out_ptrs = {
+        id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)
+    }
     if aliased is not None:
         param = comp.parameters[aliased]
         inputs[id(param)] = (out_ptrs[id(spec.outputs[0])][0], param.shape)
@@ -132,9 +134,17 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
     tile = ROW_TILE if _tiled_rows(kept_dims) else 1
     blocked = [_blocked_sum(spec, h) for h in heroes]
     # the entry block is still empty here: the allocas come first, where mem2reg expects them
-    accs = [[b.alloca(value_type(h.shape.dtype), name=f"acc{k}.{h.name}") for h in heroes] for k in range(tile)]
-    totals = [[b.alloca(F64, name=f"total{k}.{h.name}") if blk else None for h, blk in zip(heroes, blocked)]
-              for k in range(tile)]
+    accs = [
+        [b.alloca(value_type(h.shape.dtype), name=f"acc{k}.{h.name}") for h in heroes]
+        for k in range(tile)
+    ]
+    totals = [
+        [
+            b.alloca(F64, name=f"total{k}.{h.name}") if blk else None
+            for h, blk in zip(heroes, blocked)
+        ]
+        for k in range(tile)
+    ]
 
     def combine(h, acc, v):
         return _reduce(e, spec, h, acc, v, h.shape.dtype)
@@ -166,7 +176,9 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
 
         if red_dims:
             first = (begin, end) if n_kept == 0 else (None, None)
-            _blocked_nest(b, red_dims, inner, first, start_block, end_block if any(blocked) else None)
+            _blocked_nest(
+                b, red_dims, inner, first, start_block, end_block if any(blocked) else None
+            )
         else:
             inner([])
         for kept_index, row_accs, row_totals in zip(kept_indices, accs, totals):
@@ -301,8 +313,10 @@ def _column_passes(b, e, spec, heroes, extras, out_ptrs, in_shape, n_reduced, lo
                 for o in extras:
                     ptr, s = out_ptrs[id(o)]
                     e.store(ptr, s, index, e.value(o, index))
-                accs = [_reduce(e, spec, h, acc, e.value(h.operands[0], index), h.shape.dtype, flags=())
-                        for h, acc in zip(heroes, accs)]
+                accs = [
+                    _reduce(e, spec, h, acc, e.value(h.operands[0], index), h.shape.dtype, flags=())
+                    for h, acc in zip(heroes, accs)
+                ]
             for h, acc in zip(heroes, accs):
                 e.store(*out_ptrs[id(h)], kept_index, acc)
 
@@ -310,9 +324,17 @@ def _column_passes(b, e, spec, heroes, extras, out_ptrs, in_shape, n_reduced, lo
 
     def outer(prefix):
         if tiles:
-            for_range(b, i64(0), i64(tiles), lambda j: rows_pass(prefix, b.mul(j, i64(COLUMN_TILE)), COLUMN_TILE), "tile")
+            for_range(
+                b,
+                i64(0),
+                i64(tiles),
+                lambda j: rows_pass(prefix, b.mul(j, i64(COLUMN_TILE)), COLUMN_TILE),
+                "tile",
+            )
         if rows % COLUMN_TILE:
-            for_range(b, i64(tiles * COLUMN_TILE), i64(rows), lambda r: rows_pass(prefix, r, 1), "rest")
+            for_range(
+                b, i64(tiles * COLUMN_TILE), i64(rows), lambda r: rows_pass(prefix, r, 1), "rest"
+            )
 
     if n_reduced > 1:
         nest(b, reduced[:-1], outer, prefix="o")

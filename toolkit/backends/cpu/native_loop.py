@@ -30,15 +30,27 @@ def blas_gemm() -> dict | None:
     """{'float32': (address, ilp64), 'float64': ...}: the CBLAS gemm of the BLAS NumPy calls
     (the OpenBLAS its wheels bundle), or None where it cannot be found."""
     try:
-        here = os.path.dirname(np.__file__)  # the wheels' bundled libraries: numpy.libs (Linux), .dylibs (macOS)
+        # the wheels' bundled libraries: numpy.libs (Linux), .dylibs (macOS)
+        here = os.path.dirname(np.__file__)
         candidates = (glob.glob(os.path.join(os.path.dirname(here), "numpy.libs", "*openblas*.so*"))
                       + glob.glob(os.path.join(here, ".dylibs", "*openblas*.dylib")))
         for path in candidates:
             library = ctypes.CDLL(path)
-            for prefix, suffix, ilp64 in (("scipy_", "64_", True), ("", "64_", True), ("scipy_", "", False), ("", "", False)):
-                names = {t: f"{prefix}cblas_{c}gemm{suffix}" for t, c in (("float32", "s"), ("float64", "d"))}
+            for prefix, suffix, ilp64 in (
+                ("scipy_", "64_", True),
+                ("", "64_", True),
+                ("scipy_", "", False),
+                ("", "", False),
+            ):
+                names = {
+                    t: f"{prefix}cblas_{c}gemm{suffix}"
+                    for t, c in (("float32", "s"), ("float64", "d"))
+                }
                 if all(hasattr(library, n) for n in names.values()):
-                    return {t: (ctypes.cast(getattr(library, n), ctypes.c_void_p).value, ilp64) for t, n in names.items()}
+                    return {
+                        t: (ctypes.cast(getattr(library, n), ctypes.c_void_p).value, ilp64)
+                        for t, n in names.items()
+                    }
     except OSError:
         return None
     return None
@@ -53,10 +65,21 @@ def _gemm_op(step, index, gemm) -> list[int]:
     a = inst.attrs
     lhs, rhs = inst.operands
     t = inst.shape.dtype.numpy
-    if (gemm is None or t.name not in gemm or lhs.shape.dtype != inst.shape.dtype or rhs.shape.dtype != inst.shape.dtype
-            or lhs.shape.rank != 2 or rhs.shape.rank != 2 or a.get("lhs_batch_dims") or a.get("rhs_batch_dims")
-            or len(a.get("lhs_contracting_dims", ())) != 1 or len(a.get("rhs_contracting_dims", ())) != 1
-            or 0 in lhs.shape.dims or 0 in rhs.shape.dims or step.inputs[0] == step.inputs[1]):
+    if (
+        gemm is None
+        or t.name not in gemm
+        or lhs.shape.dtype != inst.shape.dtype
+        or rhs.shape.dtype != inst.shape.dtype
+        or lhs.shape.rank != 2
+        or rhs.shape.rank != 2
+        or a.get("lhs_batch_dims")
+        or a.get("rhs_batch_dims")
+        or len(a.get("lhs_contracting_dims", ())) != 1
+        or len(a.get("rhs_contracting_dims", ())) != 1
+        or 0 in lhs.shape.dims
+        or 0 in rhs.shape.dims
+        or step.inputs[0] == step.inputs[1]
+    ):
         raise _Unsupported(f"dot %{inst.name} is not a plain matrix product")
     trans_a = a["lhs_contracting_dims"][0] == 0
     trans_b = a["rhs_contracting_dims"][0] == 1
@@ -66,8 +89,23 @@ def _gemm_op(step, index, gemm) -> list[int]:
     if not ilp64 and max(m, n, k) >= 2 ** 31:
         raise _Unsupported("a dimension beyond a 32-bit BLAS")
     lda, ldb = lhs.shape.dims[1], rhs.shape.dims[1]
-    return [GEMM, address, int(ilp64), int(t.name == "float64"), int(trans_a), int(trans_b), m, n, k, lda, ldb, n,
-            index(step.inputs[0]), index(step.inputs[1]), index(step.outputs[0])]
+    return [
+        GEMM,
+        address,
+        int(ilp64),
+        int(t.name == "float64"),
+        int(trans_a),
+        int(trans_b),
+        m,
+        n,
+        k,
+        lda,
+        ldb,
+        n,
+        index(step.inputs[0]),
+        index(step.inputs[1]),
+        index(step.outputs[0]),
+    ]
 
 
 def _ops(exe: CpuExecutable, index, gemm) -> list[list[int]]:
@@ -89,7 +127,11 @@ def _ops(exe: CpuExecutable, index, gemm) -> list[list[int]]:
 
 
 def _array_slots(exe: CpuExecutable) -> set[int]:
-    return {s for st in exe.steps for s in (*st.inputs, *st.outputs)} | set(exe.arg_slots) | set(exe.out_slots)
+    return (
+        {s for st in exe.steps for s in (*st.inputs, *st.outputs)}
+        | set(exe.arg_slots)
+        | set(exe.out_slots)
+    )
 
 
 class NativeLoop:
@@ -116,10 +158,17 @@ class NativeLoop:
         for k, (arg, out) in enumerate(zip(body.arg_slots, outs)):
             if out == arg:
                 continue
-            if out in body.arg_slots or out in body.constants or outs.count(out) > 1 or body.arg_slots.count(arg) > 1:
+            if (
+                out in body.arg_slots
+                or out in body.constants
+                or outs.count(out) > 1
+                or body.arg_slots.count(arg) > 1
+            ):
                 raise _Unsupported("a state element comes back in another element's buffer")
             dims, dtype = body._slot_types[out]
-            copies.append([COPY, arg, out, int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize])
+            copies.append(
+                [COPY, arg, out, int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize]
+            )
         program = [len(cond_ops), len(body_ops) + len(copies), cond.out_slots[0] + offset]
         for op in cond_ops + body_ops + copies:
             program.extend(op)
@@ -143,7 +192,9 @@ class NativeLoop:
         state = [v if v.flags.c_contiguous else np.array(v, order="C") for v in state]
         body_bufs = self._buffers(self.body, state)
         cond_bufs = self._buffers(self.cond, state)
-        table = np.array([b.ctypes.data if b is not None else 0 for b in body_bufs + cond_bufs], dtype=np.uint64)
+        table = np.array(
+            [b.ctypes.data if b is not None else 0 for b in body_bufs + cond_bufs], dtype=np.uint64
+        )
         trips = native_run_loop(self.program, table, limit)
         return [body_bufs[s] for s in self.body.arg_slots], trips
 

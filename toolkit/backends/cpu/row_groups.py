@@ -61,13 +61,24 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
     def close():
         if len(current) >= 2:
             group = _make_group(list(current), steps, slots, out_slots)
-            if group is not None and sum(slots[s].size * slots[s].dtype.numpy.itemsize for s in group.slots) >= min_bytes:
+            if (
+                group is not None
+                and sum(slots[s].size * slots[s].dtype.numpy.itemsize for s in group.slots)
+                >= min_bytes
+            ):
                 groups.append(group)
         current.clear()
 
     for step in steps:
-        joinable = step.kind == "kernel" and step.extent is not None and not step.full_reduction and step.splittable \
-            and "spec" in step.extra and not step.extra["spec"].in_place and _row_local_inputs(step) is not None
+        joinable = (
+            step.kind == "kernel"
+            and step.extent is not None
+            and not step.full_reduction
+            and step.splittable
+            and "spec" in step.extra
+            and not step.extra["spec"].in_place
+            and _row_local_inputs(step) is not None
+        )
         if not joinable:
             close()
             continue
@@ -97,7 +108,11 @@ def _make_group(members, steps, slots, out_slots) -> RowGroup | None:
         shape = slots[s]
         if shape.rank and shape.dims[0] == rows:
             row_bytes[s] = shape.size // rows * shape.dtype.numpy.itemsize if rows else 0
-    scratch = [s for s in touched if s in produced and s not in outside and s not in out_slots and s in row_bytes]
+    scratch = [
+        s
+        for s in touched
+        if s in produced and s not in outside and s not in out_slots and s in row_bytes
+    ]
     per_row = sum(row_bytes.values()) or 1
     block_rows = max(1, min(rows, BLOCK_BYTES // per_row))
     # blocks start on multiples of the members' row tile, so every row lands in the same tile
@@ -105,14 +120,25 @@ def _make_group(members, steps, slots, out_slots) -> RowGroup | None:
     # overlap check then runs in order) however the rows are blocked and split among threads
     grain = max(m.grain for m in members)
     block_rows = min(rows, max(grain, block_rows - block_rows % grain))
-    return RowGroup(members, rows, block_rows, touched, scratch, f"rowgroup_{members[0].inst.name}", row_bytes,
-                    grain)
+    return RowGroup(
+        members,
+        rows,
+        block_rows,
+        touched,
+        scratch,
+        f"rowgroup_{members[0].inst.name}",
+        row_bytes,
+        grain,
+    )
 
 
 def emit_driver(module: ir.Module, group: RowGroup) -> None:
     """``void rowgroup_<first>(i8* slot..., i64 begin, i64 end)``: the members, block by block."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8.as_pointer()] * len(group.slots) + [I64, I64]),
-                     group.symbol)
+    fn = ir.Function(
+        module,
+        ir.FunctionType(ir.VoidType(), [I8.as_pointer()] * len(group.slots) + [I64, I64]),
+        group.symbol,
+    )
     begin, end = fn.args[-2], fn.args[-1]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     pointer = dict(zip(group.slots, fn.args))

@@ -14,8 +14,23 @@ from ...config import env_int
 from ..llvm.vector_math import VectorMath
 
 # the libm functions kernels call (one argument, or two for pow and atan2)
-FUNCTIONS = {"sin": 1, "cos": 1, "tan": 1, "erf": 1, "cbrt": 1, "exp": 1, "log": 1, "expm1": 1, "log1p": 1,
-             "tanh": 1, "sinh": 1, "cosh": 1, "pow": 2, "atan2": 2, "hypot": 2}
+FUNCTIONS = {
+    "sin": 1,
+    "cos": 1,
+    "tan": 1,
+    "erf": 1,
+    "cbrt": 1,
+    "exp": 1,
+    "log": 1,
+    "expm1": 1,
+    "log1p": 1,
+    "tanh": 1,
+    "sinh": 1,
+    "cosh": 1,
+    "pow": 2,
+    "atan2": 2,
+    "hypot": 2,
+}
 
 
 @functools.cache
@@ -44,10 +59,18 @@ def host_vector_math() -> VectorMath | None:
                 symbol = f"_ZGV{letter}N{register // bits}{'v' * arguments}_{name}{suffix}"
                 if hasattr(library, symbol):
                     symbols.add(symbol)
-    return VectorMath(tuple(isas), frozenset(symbols), library=os.path.basename(path)) if symbols else None
+    return (
+        VectorMath(tuple(isas), frozenset(symbols), library=os.path.basename(path))
+        if symbols
+        else None
+    )
 
 
 def description() -> str:
     """What compiled code may call: part of the persistent cache's host description."""
     found = host_vector_math()
-    return "none" if found is None else f"{found.library} {''.join(l for l, _ in found.isas)} {len(found.functions)}"
+    return (
+        "none"
+        if found is None
+        else f"{found.library} {''.join(isa for isa, _ in found.isas)} {len(found.functions)}"
+    )

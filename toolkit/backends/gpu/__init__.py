@@ -81,8 +81,17 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
                 fallbacks.append(f"%{inst.name}: call (the call-inliner pass removes these)")
             return GpuStep("host", inst, inputs, outs, run=_host_run(inst))
         grid, block = kernel.launch(device.sm_count, device.blocks_per_sm)
-        return GpuStep("kernel", inst, inputs, outs, symbol=kernel.symbol, function=functions[kernel.symbol],
-                       grid=grid, block=block, count=kernel.work_items)
+        return GpuStep(
+            "kernel",
+            inst,
+            inputs,
+            outs,
+            symbol=kernel.symbol,
+            function=functions[kernel.symbol],
+            grid=grid,
+            block=block,
+            count=kernel.work_items,
+        )
 
     plan = plan_buffers(module, make_step)
     executable = GpuExecutable(module, plan, program, device, fallbacks,
@@ -121,5 +130,13 @@ def _compile(module: Module) -> GpuExecutable:
 register_backend(Backend("gpu", "NVIDIA GPUs through PTX and CuPy", 5, _compile, _available),
                  aliases=("cuda",))
 
-__all__ = ["ARCHES", "DeviceArray", "GpuExecutable", "compile_module", "compile_ptx", "device_get", "device_put",
-           "why_unavailable"]
+__all__ = [
+    "ARCHES",
+    "DeviceArray",
+    "GpuExecutable",
+    "compile_module",
+    "compile_ptx",
+    "device_get",
+    "device_put",
+    "why_unavailable",
+]

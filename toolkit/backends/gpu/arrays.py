@@ -31,7 +31,9 @@ def fetched_from(host: np.ndarray) -> str | None:
 
 def _remember_fetch(host: np.ndarray, what: str) -> None:
     if len(_fetched) >= _FETCHED_LIMIT:
-        for key in [k for k, (ref, _) in _fetched.items() if ref() is None] or list(_fetched)[:_FETCHED_LIMIT // 2]:
+        for key in [k for k, (ref, _) in _fetched.items() if ref() is None] or list(_fetched)[
+            : _FETCHED_LIMIT // 2
+        ]:
             _fetched.pop(key, None)
     key = id(host)
     _fetched[key] = (weakref.ref(host, lambda _, key=key: _fetched.pop(key, None)), what)
@@ -103,9 +105,18 @@ class DeviceArray:
         host.flags.writeable = False
         what = self.origin or "device array"
         _remember_fetch(host, what)
-        RECORDER.record(TransferEvent("device_to_host", self.nbytes, RECORDER.clock.now() - duration, duration,
-                                      what=what, location=user_line(), device=self._device.label,
-                                      stream=self._device.copy_stream_id))
+        RECORDER.record(
+            TransferEvent(
+                "device_to_host",
+                self.nbytes,
+                RECORDER.clock.now() - duration,
+                duration,
+                what=what,
+                location=user_line(),
+                device=self._device.label,
+                stream=self._device.copy_stream_id,
+            )
+        )
         return host
 
     def __array__(self, dtype=None, copy=None):
@@ -153,7 +164,10 @@ def _host_operator(name: str, reflected: bool = False):
         return op(other, self.get()) if reflected else op(self.get(), other)
 
     apply.__name__ = f"__{'r' if reflected else ''}{name.strip('_')}__"
-    apply.__doc__ = "On a host copy (one recorded device-to-host copy): jit the expression to keep it on the GPU."
+    apply.__doc__ = (
+        "On a host copy (one recorded device-to-host copy): jit the expression to keep it on the "
+        "GPU."
+    )
     return apply
 
 

@@ -3,7 +3,8 @@ triple, one kernel per fusion, emitted as PTX by LLVM's NVPTX back end through l
 
 Kernels take ``(ptr in0, ..., ptr out0, ..., i64 count)`` and use a grid-stride loop over
 ``count`` work items, so any launch size covers any problem. Loop fusions give one output
-element per thread. Column and other reductions give one output element per thread and loop over the reduced
+element per thread. Column and other reductions give one output element per thread and loop over the
+reduced
 dimensions inside the thread, writing extra (multi-output) results on the way; row reductions
 of more than a few elements give a row to a warp or a block (``reductions.py``)."""
 from __future__ import annotations
@@ -47,11 +48,19 @@ class GpuKernel:
     # per thread-sized piece of an output's reduction (thread_split)
     mode: str = "thread"
 
-    def launch(self, sm_count: int = 132, blocks_per_sm: int = 8) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def launch(
+        self, sm_count: int = 132, blocks_per_sm: int = 8
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(grid, block): enough blocks to fill the device (8 blocks of 256 threads per SM is
         full occupancy on sm_80/sm_90), no more than the work needs."""
-        per_block = {"thread": THREADS_PER_BLOCK, "thread_split": THREADS_PER_BLOCK, "warp": BLOCK_WARPS,
-                     "block": 1, "split": 1, "serial": THREADS_PER_BLOCK}[self.mode]
+        per_block = {
+            "thread": THREADS_PER_BLOCK,
+            "thread_split": THREADS_PER_BLOCK,
+            "warp": BLOCK_WARPS,
+            "block": 1,
+            "split": 1,
+            "serial": THREADS_PER_BLOCK,
+        }[self.mode]
         blocks = max(1, min(math.ceil(self.work_items / per_block), sm_count * blocks_per_sm))
         return (blocks, 1, 1), (THREADS_PER_BLOCK, 1, 1)
 
@@ -81,8 +90,13 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     comp = spec.computation
     shapes = [p.shape for p in comp.parameters] + [o.shape for o in spec.outputs]
     symbol = ptx_name(spec.name)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [storage_type(s.dtype).as_pointer() for s in shapes] + [I64]),
-                     symbol)
+    fn = ir.Function(
+        module,
+        ir.FunctionType(
+            ir.VoidType(), [storage_type(s.dtype).as_pointer() for s in shapes] + [I64]
+        ),
+        symbol,
+    )
     for arg in fn.args[:-1]:
         arg.add_attribute("noalias")
         # CuPy's pool hands out 256-byte-aligned buffers, and kernels only ever get whole ones
@@ -94,7 +108,8 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
     e = ElementalEmitter(b, inputs, module, target="gpu", device_math=find_libdevice() is not None)
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     mode = "thread"
-    if spec.kind == "scatter":  # one thread, in order: the last of repeated indices wins, as in NumPy
+    # one thread, in order: the last of repeated indices wins, as in NumPy
+    if spec.kind == "scatter":
         (out,) = spec.outputs
         _grid_stride(b, count, lambda i: emit_scatter(e, out, *outs[id(out)]))
         return _finish(module, fn, b, spec, symbol, 1, "serial")
@@ -105,8 +120,13 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
 
         def item(i):
             e.reset()
-            first = delinearize(b, b.mul(i, i64(width)) if width > 1 else i, shape.dims) if shape.rank else []
-            for k in range(width):  # neighbours in the last dimension: loads and stores LLVM can vectorise
+            first = (
+                delinearize(b, b.mul(i, i64(width)) if width > 1 else i, shape.dims)
+                if shape.rank
+                else []
+            )
+            # neighbours in the last dimension: loads and stores LLVM can vectorise
+            for k in range(width):
                 index = first if k == 0 else first[:-1] + [b.add(first[-1], i64(k))]
                 for o in spec.outputs:
                     ptr, s = outs[id(o)]
@@ -163,7 +183,10 @@ def _finish(module, fn, b, spec, symbol, work, mode) -> GpuKernel:
     md = module.add_metadata([fn, "kernel", ir.Constant(I32, 1)])
     module.add_named_metadata("nvvm.annotations", md)
     # every mode launches 256-thread blocks
-    module.add_named_metadata("nvvm.annotations", module.add_metadata([fn, "maxntidx", ir.Constant(I32, THREADS_PER_BLOCK)]))
+    module.add_named_metadata(
+        "nvvm.annotations",
+        module.add_metadata([fn, "maxntidx", ir.Constant(I32, THREADS_PER_BLOCK)]),
+    )
     return GpuKernel(spec.name, symbol, spec, work, mode)
 
 
@@ -180,12 +203,15 @@ class PtxProgram:
 def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     """PTX for every kernel of an optimised module (fusions and unfused instructions)."""
     if arch not in ARCHES:
-        raise ValueError(f"unsupported GPU architecture {arch!r}; toolkit emits {', '.join(ARCHES)}")
+        raise ValueError(
+            f"unsupported GPU architecture {arch!r}; toolkit emits {', '.join(ARCHES)}"
+        )
     ir_module = ir.Module(name=module.name)
     ir_module.triple = TRIPLE
     ir_module.data_layout = DATA_LAYOUT
     kernels, unsupported = [], []
-    first: dict[tuple, GpuKernel | str] = {}  # kernels alike up to names share one entry (an unrolled loop's trips)
+    # kernels alike up to names share one entry (an unrolled loop's trips)
+    first: dict[tuple, GpuKernel | str] = {}
     for inst in module.entry.instructions:
         # no kernel: bookkeeping; dots go to cuBLAS, sorts and custom-calls to library calls;
         # loops and branches are programs of their own, driven from the host
@@ -219,7 +245,9 @@ def _optimize_to_ptx(text: str, arch: str, library: str) -> tuple[str, str]:
     in-process pass builder leaks ~95 KB in llvmlite), or in this process while none is ready."""
     if WORKER.enabled():
         try:
-            optimized, ptx, _, _ = WORKER.compile(text, target=llvm_worker.nvptx_target(arch, ARCHES[arch], library))
+            optimized, ptx, _, _ = WORKER.compile(
+                text, target=llvm_worker.nvptx_target(arch, ARCHES[arch], library)
+            )
             return optimized, ptx.decode()
         except WorkerUnavailable:
             pass

@@ -23,8 +23,10 @@ def cupy_or_reason():
     try:
         import cupy
     except ImportError:
-        return None, ("CuPy is not installed: pip install 'toolkit[gpu]' (CUDA 12 drivers) or "
-                      "'toolkit[gpu-cuda13]'; PTX can still be generated with Compiled.as_text('ptx')")
+        return None, (
+            "CuPy is not installed: pip install 'toolkit[gpu]' (CUDA 12 drivers) or "
+            "'toolkit[gpu-cuda13]'; PTX can still be generated with Compiled.as_text('ptx')"
+        )
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # noqa: BLE001 - CuPy raises its own CUDA errors: report them as text

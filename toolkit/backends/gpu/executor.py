@@ -24,7 +24,8 @@ from .sass import sass
 
 @dataclass
 class GpuStep:
-    kind: str  # kernel | dot | library (sort, on the host) | host (an interpreter fallback between two copies)
+    # kernel | dot | library (sort, on the host) | host (an interpreter fallback between two copies)
+    kind: str
     #          | control (a while or conditional: compiled GPU programs driven from the host)
     inst: Instruction
     inputs: list[int]
@@ -156,7 +157,9 @@ class GpuExecutable(Executable):
             elif step.kind == "control":
                 outs = self._control(step, ins, probe)
             else:
-                outs = [d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy) for s in step.outputs]
+                outs = [
+                    d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy) for s in step.outputs
+                ]
                 self._launch(step, ins, outs, probe)
             if probe is not None:
                 for out in outs:
@@ -170,7 +173,8 @@ class GpuExecutable(Executable):
         if probe is not None:
             for slot in plan.temp_slots:
                 nbytes = bufs[slot].nbytes
-                bufs[slot] = None  # back to the pool: stream-ordered, so safe before the kernels end
+                # back to the pool: stream-ordered, so safe before the kernels end
+                bufs[slot] = None
                 probe.allocation(-nbytes, "temporary freed")
         return tuple(results)
 
@@ -184,8 +188,14 @@ class GpuExecutable(Executable):
         if probe is None:
             return d.upload(arg)
         origin = fetched_from(arg)
-        avoidable = (f"'{self.arg_names[i]}' is the unchanged host copy of {origin}: pass the device "
-                     "array itself and nothing is copied") if origin else ""
+        avoidable = (
+            (
+                f"'{self.arg_names[i]}' is the unchanged host copy of {origin}: pass the device "
+                "array itself and nothing is copied"
+            )
+            if origin
+            else ""
+        )
         return probe.around(lambda: d.upload(arg), "transfer", "host_to_device", arg.nbytes,
                             self.arg_names[i], avoidable)
 
@@ -195,8 +205,18 @@ class GpuExecutable(Executable):
             uploaded = {}
             for slot, value in self.plan.constants.items():
                 what = f"constant of {self.function_name} (once per compiled program)"
-                uploaded[slot] = d.upload(value) if probe is None else probe.around(
-                    lambda value=value: d.upload(value), "transfer", "host_to_device", value.nbytes, what, "")
+                uploaded[slot] = (
+                    d.upload(value)
+                    if probe is None
+                    else probe.around(
+                        lambda value=value: d.upload(value),
+                        "transfer",
+                        "host_to_device",
+                        value.nbytes,
+                        what,
+                        "",
+                    )
+                )
             self._device_constants = uploaded
         return self._device_constants
 
@@ -225,7 +245,14 @@ class GpuExecutable(Executable):
         start = probe.clock.now()
         outs = step.run(ins)
         self.device.synchronize()
-        probe.on_kernel(step.inst, start, probe.clock.now() - start, step.launch_text, device=self.device.label, stream=0)
+        probe.on_kernel(
+            step.inst,
+            start,
+            probe.clock.now() - start,
+            step.launch_text,
+            device=self.device.label,
+            stream=0,
+        )
         return outs
 
     def _host_fallback(self, step: GpuStep, ins, probe) -> list:
@@ -234,10 +261,18 @@ class GpuExecutable(Executable):
         what = f"{step.launch_text} %{step.inst.name}"
         if probe is None:
             return [d.upload(np.asarray(v)) for v in step.run([d.download(b) for b in ins])]
-        host_ins = [probe.around(lambda b=b: d.download(b), "transfer", "device_to_host", b.nbytes, what, "")
-                    for b in ins]
+        host_ins = [
+            probe.around(
+                lambda b=b: d.download(b), "transfer", "device_to_host", b.nbytes, what, ""
+            )
+            for b in ins
+        ]
         start = probe.clock.now()
         results = [np.asarray(v) for v in step.run(host_ins)]
-        probe.on_kernel(step.inst, start, probe.clock.now() - start, step.launch_text, device="cpu:0", stream=0)
-        return [probe.around(lambda v=v: d.upload(v), "transfer", "host_to_device", v.nbytes, what, "")
-                for v in results]
+        probe.on_kernel(
+            step.inst, start, probe.clock.now() - start, step.launch_text, device="cpu:0", stream=0
+        )
+        return [
+            probe.around(lambda v=v: d.upload(v), "transfer", "host_to_device", v.nbytes, what, "")
+            for v in results
+        ]

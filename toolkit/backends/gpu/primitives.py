@@ -18,7 +18,9 @@ def ptx_name(name: str) -> str:
 
 
 def _intrinsic(b: ir.IRBuilder, name: str, ret, args):
-    fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(ret, [a.type for a in args]), name)
+    fn = b.module.globals.get(name) or ir.Function(
+        b.module, ir.FunctionType(ret, [a.type for a in args]), name
+    )
     return b.call(fn, args)
 
 
@@ -35,8 +37,17 @@ def barrier(b: ir.IRBuilder) -> None:
 
 
 def _shuffle_word(b: ir.IRBuilder, word: ir.Value, lane_mask: int) -> ir.Value:
-    return _intrinsic(b, "llvm.nvvm.shfl.sync.bfly.i32", I32,
-                      [ir.Constant(I32, FULL_MASK), word, ir.Constant(I32, lane_mask), ir.Constant(I32, WARP - 1)])
+    return _intrinsic(
+        b,
+        "llvm.nvvm.shfl.sync.bfly.i32",
+        I32,
+        [
+            ir.Constant(I32, FULL_MASK),
+            word,
+            ir.Constant(I32, lane_mask),
+            ir.Constant(I32, WARP - 1),
+        ],
+    )
 
 
 def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
@@ -48,7 +59,9 @@ def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
         for k in range(len(t.elements)):
             moved = b.insert_value(moved, shuffle_xor(b, b.extract_value(value, k), lane_mask), k)
         return moved
-    width = t.width if isinstance(t, ir.IntType) else {"half": 16, "float": 32, "double": 64}[str(t)]
+    width = (
+        t.width if isinstance(t, ir.IntType) else {"half": 16, "float": 32, "double": 64}[str(t)]
+    )
     bits = value if isinstance(t, ir.IntType) else b.bitcast(value, ir.IntType(width))
     if width <= 32:
         word = bits if width == 32 else b.zext(bits, I32)
@@ -94,7 +107,9 @@ def memory_type(t: ir.Type) -> ir.Type:
 def byte_size(t: ir.Type) -> int:
     if isinstance(t, ir.LiteralStructType):
         return sum(byte_size(p) for p in t.elements)
-    return t.width // 8 if isinstance(t, ir.IntType) else {"half": 2, "float": 4, "double": 8}[str(t)]
+    return (
+        t.width // 8 if isinstance(t, ir.IntType) else {"half": 2, "float": 4, "double": 8}[str(t)]
+    )
 
 
 def to_memory(b, v, g):

@@ -22,8 +22,21 @@ from ..llvm.elemental import delinearize, emit_binary, i64
 from ..llvm.loops import for_range
 from ..llvm.reduction import fold_element
 from ..llvm.types import I32, value_type
-from .primitives import (WARP, barrier, byte_size, fence, from_memory, global_array, identity, memory_type,
-                         ptx_name, shared_array, sreg, to_memory, warp_allreduce)
+from .primitives import (
+    WARP,
+    barrier,
+    byte_size,
+    fence,
+    from_memory,
+    global_array,
+    identity,
+    memory_type,
+    ptx_name,
+    shared_array,
+    sreg,
+    to_memory,
+    warp_allreduce,
+)
 
 BLOCK_WARPS = 8  # 256 threads per block in every mode
 TARGET_BLOCKS = 1024  # a split reduction aims at about this many blocks: ~8 per SM on an H100
@@ -49,12 +62,17 @@ class _Block:
     def __init__(self, e, spec, heroes, types, lane, warp):
         self.e, self.spec, self.heroes, self.lane, self.warp = e, spec, heroes, lane, warp
         prefix = ptx_name(spec.name)
-        self.partials = [shared_array(e.b, memory_type(t), BLOCK_WARPS, f"{prefix}_{ptx_name(h.name)}_warps")
-                         for h, t in zip(heroes, types)]
+        self.partials = [
+            shared_array(e.b, memory_type(t), BLOCK_WARPS, f"{prefix}_{ptx_name(h.name)}_warps")
+            for h, t in zip(heroes, types)
+        ]
 
     def allreduce(self, values: list) -> list:
         e, b = self.e, self.e.b
-        values = [warp_allreduce(e, self.spec.reducers[id(h)], v, h.shape.dtype) for h, v in zip(self.heroes, values)]
+        values = [
+            warp_allreduce(e, self.spec.reducers[id(h)], v, h.shape.dtype)
+            for h, v in zip(self.heroes, values)
+        ]
         with b.if_then(b.icmp_unsigned("==", self.lane, i64(0))):
             for g, v in zip(self.partials, values):
                 b.store(to_memory(b, v, g), b.gep(g, [i64(0), self.warp], inbounds=True))
@@ -81,8 +99,10 @@ class _Split:
         prefix = ptx_name(spec.name)
         self.spec, self.heroes, self.pieces = spec, heroes, pieces
         self.types = types
-        self.scratch = [global_array(b, memory_type(t), rows * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
-                        for h, t in zip(heroes, types)]
+        self.scratch = [
+            global_array(b, memory_type(t), rows * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
+            for h, t in zip(heroes, types)
+        ]
         self.arrivals = global_array(b, I32, rows, f"{prefix}_arrivals")
         self.last_flag = shared_array(b, I32, 1, f"{prefix}_last")
 
@@ -96,7 +116,9 @@ class _Split:
             fence(b)  # the partial is visible device-wide before the count says so
             counter = b.gep(self.arrivals, [i64(0), r], inbounds=True)
             before = b.atomic_rmw("add", counter, ir.Constant(I32, 1), "monotonic")
-            b.store(b.zext(b.icmp_unsigned("==", before, ir.Constant(I32, self.pieces - 1)), I32), flag)
+            b.store(
+                b.zext(b.icmp_unsigned("==", before, ir.Constant(I32, self.pieces - 1)), I32), flag
+            )
         barrier(b)
         last = b.icmp_unsigned("!=", b.load(flag), ir.Constant(I32, 0))
         with b.if_then(last):  # the same branch for every thread of the block
@@ -109,8 +131,13 @@ class _Split:
             def gather(t):
                 for h, g, acc, ty in zip(self.heroes, self.scratch, accs, self.types):
                     ptr = b.gep(g, [i64(0), b.add(base, t)], inbounds=True)
-                    v = from_memory(b, b.load_atomic(ptr, "monotonic", byte_size(memory_type(ty))), ty)
-                    b.store(emit_binary(e, self.spec.reducers[id(h)], b.load(acc), v, h.shape.dtype), acc)
+                    v = from_memory(
+                        b, b.load_atomic(ptr, "monotonic", byte_size(memory_type(ty))), ty
+                    )
+                    b.store(
+                        emit_binary(e, self.spec.reducers[id(h)], b.load(acc), v, h.shape.dtype),
+                        acc,
+                    )
 
             for_range(b, tid, i64(self.pieces), gather, "piece", step=i64(WARP * BLOCK_WARPS))
             store(block.allreduce([b.load(acc) for acc in accs]))
@@ -150,9 +177,14 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces
         if mode == "split":
             r, piece = b.udiv(p, i64(pieces)), b.urem(p, i64(pieces))
             lo = b.mul(piece, i64(chunk))
-            hi = b.select(b.icmp_unsigned("<", b.add(lo, i64(chunk)), i64(row_length)), b.add(lo, i64(chunk)),
-                          i64(row_length))
-            starts_row = b.and_(b.icmp_unsigned("==", piece, i64(0)), b.icmp_unsigned("==", me, i64(0)))
+            hi = b.select(
+                b.icmp_unsigned("<", b.add(lo, i64(chunk)), i64(row_length)),
+                b.add(lo, i64(chunk)),
+                i64(row_length),
+            )
+            starts_row = b.and_(
+                b.icmp_unsigned("==", piece, i64(0)), b.icmp_unsigned("==", me, i64(0))
+            )
         else:
             r, lo, hi = p, i64(0), i64(row_length)
             starts_row = b.icmp_unsigned("==", me, i64(0))
@@ -172,7 +204,10 @@ def emit_cooperative_row(e, spec, heroes, extras, outs, count, mode: str, pieces
         for_range(b, b.add(lo, me), hi, element, "elem", step=i64(threads))
         values = [b.load(acc) for acc in accs]
         if mode == "warp":
-            totals = [warp_allreduce(e, op, v, h.shape.dtype) for h, op, v in zip(heroes, reducers, values)]
+            totals = [
+                warp_allreduce(e, op, v, h.shape.dtype)
+                for h, op, v in zip(heroes, reducers, values)
+            ]
         else:
             totals = block.allreduce(values)
         def store(totals):

@@ -12,7 +12,8 @@ import tempfile
 
 
 def _pip_tool(name: str) -> str | None:
-    """A CUDA tool installed from PyPI (``pip install nvidia-cuda-nvdisasm``) rather than the toolkit."""
+    """A CUDA tool installed from PyPI (``pip install nvidia-cuda-nvdisasm``) rather than the
+    toolkit."""
     for site in sys.path:
         for path in glob.glob(os.path.join(site, "nvidia", "cu*", "bin", name)):
             if os.access(path, os.X_OK):
@@ -30,7 +31,11 @@ def find_tools() -> tuple[str | None, str | None]:
 
 def missing_tools() -> str | None:
     ptxas, disassembler = find_tools()
-    missing = [name for name, path in (("ptxas", ptxas), ("nvdisasm or cuobjdump", disassembler)) if path is None]
+    missing = [
+        name
+        for name, path in (("ptxas", ptxas), ("nvdisasm or cuobjdump", disassembler))
+        if path is None
+    ]
     if not missing:
         return None
     return (f"stage 'sass' needs {' and '.join(missing)} from the CUDA toolkit on the PATH "
@@ -46,12 +51,20 @@ def sass(ptx: str, arch: str) -> str:
         source, cubin = os.path.join(tmp, "kernels.ptx"), os.path.join(tmp, "kernels.cubin")
         with open(source, "w") as f:
             f.write(ptx)
-        built = subprocess.run([ptxas, f"-arch={arch}", "-v", source, "-o", cubin], capture_output=True, text=True)
+        built = subprocess.run(
+            [ptxas, f"-arch={arch}", "-v", source, "-o", cubin], capture_output=True, text=True
+        )
         if built.returncode != 0:
-            raise RuntimeError(f"ptxas rejected toolkit's PTX for {arch} (an internal error; please report "
-                               f"it):\n{built.stderr.strip()}")
+            raise RuntimeError(
+                f"ptxas rejected toolkit's PTX for {arch} (an internal error; please report "
+                f"it):\n{built.stderr.strip()}"
+            )
         tool = os.path.basename(disassembler)
-        args = [disassembler, "-c", cubin] if tool.startswith("nvdisasm") else [disassembler, "-sass", cubin]
+        args = (
+            [disassembler, "-c", cubin]
+            if tool.startswith("nvdisasm")
+            else [disassembler, "-sass", cubin]
+        )
         listed = subprocess.run(args, capture_output=True, text=True)
         if listed.returncode != 0:
             raise RuntimeError(f"{tool} could not disassemble the cubin: {listed.stderr.strip()}")

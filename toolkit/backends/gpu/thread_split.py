@@ -10,7 +10,16 @@ from ..llvm.elemental import delinearize, emit_binary, i64
 from ..llvm.loops import for_range
 from ..llvm.reduction import fold_element
 from ..llvm.types import I32, value_type
-from .primitives import byte_size, fence, from_memory, global_array, identity, memory_type, ptx_name, to_memory
+from .primitives import (
+    byte_size,
+    fence,
+    from_memory,
+    global_array,
+    identity,
+    memory_type,
+    ptx_name,
+    to_memory,
+)
 
 TARGET_THREADS = 1 << 18  # a split thread-per-output reduction aims at this many threads
 # one thread combines an output's pieces, one load each: this bounds that serial tail
@@ -42,8 +51,10 @@ def emit_thread_split(e, spec, heroes, extras, outs, count, pieces: int, grid_st
     prefix = ptx_name(spec.name)
     types = [value_type(h.shape.dtype) for h in heroes]
     reducers = [spec.reducers[id(h)] for h in heroes]
-    scratch = [global_array(b, memory_type(t), outputs * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
-               for h, t in zip(heroes, types)]
+    scratch = [
+        global_array(b, memory_type(t), outputs * pieces, f"{prefix}_{ptx_name(h.name)}_pieces")
+        for h, t in zip(heroes, types)
+    ]
     arrivals = global_array(b, I32, outputs, f"{prefix}_arrivals")
     accs = [b.alloca(t) for t in types]
 
@@ -55,7 +66,11 @@ def emit_thread_split(e, spec, heroes, extras, outs, count, pieces: int, grid_st
         for h, acc, op in zip(heroes, accs, reducers):
             b.store(b.select(first, e.value(h.operands[1], []), identity(h, op)), acc)
         lo = b.mul(piece, i64(chunk))
-        hi = b.select(b.icmp_unsigned("<", b.add(lo, i64(chunk)), i64(length)), b.add(lo, i64(chunk)), i64(length))
+        hi = b.select(
+            b.icmp_unsigned("<", b.add(lo, i64(chunk)), i64(length)),
+            b.add(lo, i64(chunk)),
+            i64(length),
+        )
 
         def element(j):
             full = [None] * in_shape.rank
@@ -82,7 +97,9 @@ def emit_thread_split(e, spec, heroes, extras, outs, count, pieces: int, grid_st
             def gather(t):
                 for h, g, acc, ty, op in zip(heroes, scratch, accs, types, reducers):
                     ptr = b.gep(g, [i64(0), b.add(base, t)], inbounds=True)
-                    v = from_memory(b, b.load_atomic(ptr, "monotonic", byte_size(memory_type(ty))), ty)
+                    v = from_memory(
+                        b, b.load_atomic(ptr, "monotonic", byte_size(memory_type(ty))), ty
+                    )
                     b.store(emit_binary(e, op, b.load(acc), v, h.shape.dtype), acc)
 
             for_range(b, i64(0), i64(pieces), gather, "piece")

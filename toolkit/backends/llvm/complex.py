@@ -112,7 +112,9 @@ def divide(e, z, w, t):
     one = _c(ar, 1.0)
     abs_r, abs_i = _fabs(e, br), _fabs(e, bi)
     real_larger = b.fcmp_ordered(">=", abs_r, abs_i)
-    both_zero = b.and_(b.fcmp_ordered("==", abs_r, _c(ar, 0.0)), b.fcmp_ordered("==", abs_i, _c(ar, 0.0)))
+    both_zero = b.and_(
+        b.fcmp_ordered("==", abs_r, _c(ar, 0.0)), b.fcmp_ordered("==", abs_i, _c(ar, 0.0))
+    )
     # |br| >= |bi|, not both zero
     rat = b.fdiv(bi, br)
     scl = b.fdiv(one, b.fadd(br, b.fmul(bi, rat)))
@@ -171,7 +173,10 @@ def log(e, z, t):
     return make(b, t, re, im)
 
 
-_SQRT_THRESHOLD = {"f64": float.fromhex("0x1.a827999fcef32p+1022"), "f32": float.fromhex("0x1.a8279ap+126")}
+_SQRT_THRESHOLD = {
+    "f64": float.fromhex("0x1.a827999fcef32p+1022"),
+    "f32": float.fromhex("0x1.a8279ap+126"),
+}
 
 
 def sqrt(e, z, t):
@@ -181,7 +186,9 @@ def sqrt(e, z, t):
     a, y = parts(b, z)
     zero, inf, nan = _c(a, 0.0), _c(a, math.inf), _c(a, math.nan)
     threshold = _c(a, _SQRT_THRESHOLD[part.name])
-    large = b.or_(b.fcmp_ordered(">=", _fabs(e, a), threshold), b.fcmp_ordered(">=", _fabs(e, y), threshold))
+    large = b.or_(
+        b.fcmp_ordered(">=", _fabs(e, a), threshold), b.fcmp_ordered(">=", _fabs(e, y), threshold)
+    )
     quarter = _c(a, 0.25)
     sa = b.select(large, b.fmul(a, quarter), a)
     sy = b.select(large, b.fmul(y, quarter), y)
@@ -235,7 +242,12 @@ def convert(e, x, src: ElementType, dst: ElementType):
     part = dst.component
     if src.is_complex:
         re, im = parts(e.b, x)
-        return make(e.b, dst, convert_real(e, re, src.component, part), convert_real(e, im, src.component, part))
+        return make(
+            e.b,
+            dst,
+            convert_real(e, re, src.component, part),
+            convert_real(e, im, src.component, part),
+        )
     re = convert_real(e, x, src, part)
     return make(e.b, dst, re, ir.Constant(re.type, 0.0))
 

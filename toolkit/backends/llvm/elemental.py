@@ -40,13 +40,16 @@ def _constant(e, inst, index):
     if lit.size == 1:
         return constant(t, lit.reshape(())[()])
     # named by content: the same text every run, one global for equal constants
-    name = f"const_{hashlib.sha1(lit.dtype.str.encode() + str(lit.shape).encode() + lit.tobytes()).hexdigest()[:16]}"
+    content = lit.dtype.str.encode() + str(lit.shape).encode() + lit.tobytes()
+    name = f"const_{hashlib.sha1(content).hexdigest()[:16]}"
     g = e.module.globals.get(name)
     if g is None:
         st = storage_type(t)
         values = lit.reshape(-1).astype(np.uint8 if t.is_bool else lit.dtype)
-        items = [constant(t, v) if t.is_complex else ir.Constant(st, float(v) if t.is_float else int(v))
-                 for v in values]
+        items = [
+            constant(t, v) if t.is_complex else ir.Constant(st, float(v) if t.is_float else int(v))
+            for v in values
+        ]
         arr = ir.ArrayType(st, len(items))
         g = ir.GlobalVariable(e.module, arr, name)
         g.initializer = ir.Constant(arr, items)
@@ -115,7 +118,9 @@ def _binary_rule(op):
     def emit(e, inst, index):
         t = inst.operands[0].shape.dtype
         a, c = e.operand(inst, 0, index), e.operand(inst, 1, index)
-        return _complex_binary(e, op, a, c, t) if t.is_complex else widened(e, BINARY[op], [a, c], t)
+        return (
+            _complex_binary(e, op, a, c, t) if t.is_complex else widened(e, BINARY[op], [a, c], t)
+        )
     return emit
 
 
@@ -153,7 +158,8 @@ def _compare(e, inst, index):
     if t.is_float:
         code, ordered = _FCMP[d]
         return (e.b.fcmp_ordered if ordered else e.b.fcmp_unordered)(
-            {"oeq": "==", "une": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}[code], a, c)
+            {"oeq": "==", "une": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}[code], a, c
+        )
     if t.kind in "ub":
         return e.b.icmp_unsigned(_ICMP[d], a, c)
     return e.b.icmp_signed(_ICMP[d], a, c)
@@ -230,7 +236,9 @@ def _slice(e, inst, index):
 def _reverse(e, inst, index):
     dims = inst.attrs["dimensions"]
     size = inst.shape.dims
-    return e.operand(inst, 0, [e.b.sub(i64(size[d] - 1), i) if d in dims else i for d, i in enumerate(index)])
+    return e.operand(
+        inst, 0, [e.b.sub(i64(size[d] - 1), i) if d in dims else i for d, i in enumerate(index)]
+    )
 
 
 @rule("copy")
@@ -268,11 +276,17 @@ def _concatenate(e, inst, index):
         local = list(index)
         local[axis] = b.sub(index[axis], i64(offset))
         clamped = b.select(b.icmp_signed("<", local[axis], i64(0)), i64(0), local[axis])
-        clamped = b.select(b.icmp_signed(">=", clamped, i64(max(n, 1))), i64(max(n - 1, 0)), clamped)
+        clamped = b.select(
+            b.icmp_signed(">=", clamped, i64(max(n, 1))), i64(max(n - 1, 0)), clamped
+        )
         local[axis] = clamped
         if n:
             v = e.value(op, local)
-            result = v if result is None else b.select(b.icmp_signed(">=", index[axis], i64(offset)), v, result)
+            result = (
+                v
+                if result is None
+                else b.select(b.icmp_signed(">=", index[axis], i64(offset)), v, result)
+            )
         offset += n
     if result is None:  # every operand is empty along the axis: no element is ever read
         return constant(_dtype(inst), 0)

@@ -53,26 +53,37 @@ class ElementalEmitter:
 
     def libm(self, what: str) -> None:
         if self.target != "cpu" and not self.device_math:
-            raise CodegenUnsupported(f"{what} needs a math library call: the GPU's is libdevice "
-                                     "(the CUDA toolkit's nvvm/libdevice/libdevice.10.bc), not found here; "
-                                     "set CUDA_HOME (float32 has toolkit's own)")
+            raise CodegenUnsupported(
+                f"{what} needs a math library call: the GPU's is libdevice "
+                "(the CUDA toolkit's nvvm/libdevice/libdevice.10.bc), not found here; "
+                "set CUDA_HOME (float32 has toolkit's own)"
+            )
 
     def math_call(self, stem: str, args, t) -> ir.Value:
         """``stem`` (exp, log1p, pow, ...) from the target's math library, for type ``t``:
         libm's exp/expf on the CPU, libdevice's __nv_exp/__nv_expf on the GPU."""
         ty = value_type(t)
         f32 = t.name == "f32"
-        name = f"__nv_{stem}{'f' if f32 else ''}" if self.target == "gpu" else stem + ("f" if f32 else "")
+        name = (
+            f"__nv_{stem}{'f' if f32 else ''}"
+            if self.target == "gpu"
+            else stem + ("f" if f32 else "")
+        )
         fn = self.module.globals.get(name)
         if fn is None:
             fn_type = ir.FunctionType(ty, [ty] * len(args))
-            fn = declare_vectorizable(self.module, self.vector_math, name, fn_type) if self.vector_math is not None \
+            fn = (
+                declare_vectorizable(self.module, self.vector_math, name, fn_type)
+                if self.vector_math is not None
                 else ir.Function(self.module, fn_type, name)
+            )
         return self.b.call(fn, args)
 
     def vectorizable(self, stem: str, t, arguments: int = 1) -> bool:
         """A libm call beats LLVM's intrinsic where the vector library has ``stem`` for ``t``."""
-        return self.vector_math is not None and self.vector_math.covers(stem, t.name == "f32", arguments)
+        return self.vector_math is not None and self.vector_math.covers(
+            stem, t.name == "f32", arguments
+        )
 
     def reset(self) -> None:
         self.memo.clear()
@@ -83,7 +94,8 @@ class ElementalEmitter:
         b = self.b
         addr = b.gep(ptr, [linearize(b, index, shape.dims)], inbounds=True)
         v = b.load(addr)
-        if self.target == "gpu" and invariant:  # inputs never change during a kernel: the read-only cache (ld.global.nc) may serve them
+        # inputs never change during a kernel: the read-only cache (ld.global.nc) may serve them
+        if self.target == "gpu" and invariant:
             if self._invariant is None:
                 self._invariant = self.module.add_metadata([])
             v.set_metadata("invariant.load", self._invariant)

@@ -63,11 +63,16 @@ def _gather(e, inst, index):
     collapsed = set(a.get("collapsed_slice_dims", ()))
     batch_index = [i for d, i in enumerate(index) if d not in offset]
     starts = [i64(0)] * operand.shape.rank
-    vector = _index_vector(e, indices, batch_index, a["index_vector_dim"], len(a["start_index_map"]))
+    vector = _index_vector(
+        e, indices, batch_index, a["index_vector_dim"], len(a["start_index_map"])
+    )
     for d, v in zip(a["start_index_map"], vector):
         starts[d] = _clamp(b, v, 0, operand.shape.dims[d] - sizes[d])
     offsets = iter(index[d] for d in offset)
-    src = [starts[d] if d in collapsed else b.add(starts[d], next(offsets)) for d in range(operand.shape.rank)]
+    src = [
+        starts[d] if d in collapsed else b.add(starts[d], next(offsets))
+        for d in range(operand.shape.rank)
+    ]
     return e.value(operand, src)
 
 
@@ -77,7 +82,10 @@ def _dynamic_slice(e, inst, index):
     operand = inst.operands[0]
     sizes = inst.attrs["dynamic_slice_sizes"]
     starts = _scalar_starts(e, inst.operands[1:], operand.shape.rank)
-    src = [b.add(_clamp(b, s, 0, dim - n), i) for s, dim, n, i in zip(starts, operand.shape.dims, sizes, index)]
+    src = [
+        b.add(_clamp(b, s, 0, dim - n), i)
+        for s, dim, n, i in zip(starts, operand.shape.dims, sizes, index)
+    ]
     return e.value(operand, src)
 
 
@@ -98,7 +106,9 @@ def _dynamic_update_slice(e, inst, index):
     return b.select(inside, e.value(update, local), e.value(operand, index))
 
 
-def emit_combiner(e: ElementalEmitter, comp, current: ir.Value, update: ir.Value, dtype) -> ir.Value:
+def emit_combiner(
+    e: ElementalEmitter, comp, current: ir.Value, update: ir.Value, dtype
+) -> ir.Value:
     """The scatter combiner applied to two scalar values: a known op directly; any other
     computation through the elemental emitter, its parameters bound to the two values."""
     kind = scatter_combiner(comp)
@@ -151,13 +161,24 @@ def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=
         fits = ir.Constant(I1, 1)
         for d in to_operand:
             fits = b.and_(fits, b.icmp_signed(">=", starts[d], i64(0)))
-            fits = b.and_(fits, b.icmp_signed("<=", starts[d], i64(operand.shape.dims[d] - full_sizes[d])))
+            fits = b.and_(
+                fits, b.icmp_signed("<=", starts[d], i64(operand.shape.dims[d] - full_sizes[d]))
+            )
         window_index = iter(upd_index[d] for d in window)
-        target = [starts[d] if d in inserted else b.add(starts[d], next(window_index)) for d in range(rank)]
+        target = [
+            starts[d] if d in inserted else b.add(starts[d], next(window_index))
+            for d in range(rank)
+        ]
         with b.if_then(fits):
-            current = e.load(out_ptr, out_shape, target, invariant=False)  # written by earlier updates
+            # written by earlier updates
+            current = e.load(out_ptr, out_shape, target, invariant=False)
             value = e.value(updates, upd_index)
-            e.store(out_ptr, out_shape, target, emit_combiner(e, a["to_apply"], current, value, out_shape.dtype))
+            e.store(
+                out_ptr,
+                out_shape,
+                target,
+                emit_combiner(e, a["to_apply"], current, value, out_shape.dtype),
+            )
 
     loop_dims = [updates.shape.dims[d] for d in order]
     if any(d == 0 for d in loop_dims):
@@ -170,7 +191,8 @@ def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=
 
 def emit_update_slice(e: ElementalEmitter, dus, out_ptr, out_shape, begin=None, end=None) -> None:
     """Write only the window of ``dus`` (a dynamic-update-slice) into ``out_ptr``, which holds
-    its operand already: the loop runs over the update, the outermost dimension over [begin, end)."""
+    its operand already: the loop runs over the update, the outermost dimension over [begin,
+    end)."""
     b = e.b
     operand, update = dus.operands[:2]
     if update.shape.size == 0:

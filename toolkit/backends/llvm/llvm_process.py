@@ -20,8 +20,10 @@ COMPILES_PER_WORKER = 256  # ~25 MB of llvmlite's leak at most, then a fresh wor
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llvm_worker.py")
 # run the worker's file as __main__ with neither its folder nor the working directory on the
 # path (a user's struct.py next to the notebook must not shadow the stdlib there)
-_BOOT = ("import os, runpy, sys; sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]; "
-         "runpy.run_path(sys.argv[1], run_name='__main__')")
+_BOOT = (
+    "import os, runpy, sys; sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]; "
+    "runpy.run_path(sys.argv[1], run_name='__main__')"
+)
 
 
 class WorkerUnavailable(RuntimeError):
@@ -30,12 +32,19 @@ class WorkerUnavailable(RuntimeError):
 
 class _Worker:
     def __init__(self):
-        self.process = subprocess.Popen([sys.executable, "-c", _BOOT, _SCRIPT], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, _SCRIPT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
         self.ready = threading.Event()
         self.failed = False
         self.compiles = 0
-        threading.Thread(target=self._await_ready, name="toolkit-llvm-worker-start", daemon=True).start()
+        threading.Thread(
+            target=self._await_ready, name="toolkit-llvm-worker-start", daemon=True
+        ).start()
 
     def _await_ready(self) -> None:
         try:
@@ -52,7 +61,9 @@ class _Worker:
             status = llvm_worker.read_exactly(self.process.stdout, 1)
             if status == llvm_worker._ERROR:
                 raise RuntimeError(llvm_worker.read_blob(self.process.stdout).decode())
-            optimizing, emitting = struct.unpack("<dd", llvm_worker.read_exactly(self.process.stdout, 16))
+            optimizing, emitting = struct.unpack(
+                "<dd", llvm_worker.read_exactly(self.process.stdout, 16)
+            )
             text = llvm_worker.read_blob(self.process.stdout).decode()
             return text, llvm_worker.read_blob(self.process.stdout), optimizing, emitting
         except (EOFError, OSError, ValueError) as e:
@@ -95,7 +106,9 @@ class WorkerProcess:
     def enabled() -> bool:
         return env_int("TOOLKIT_LLVM_WORKER", 1, 0, 1) == 1
 
-    def compile(self, ir_text: str, slot: int = 0, target: str = llvm_worker.HOST) -> tuple[str, bytes, float, float]:
+    def compile(
+        self, ir_text: str, slot: int = 0, target: str = llvm_worker.HOST
+    ) -> tuple[str, bytes, float, float]:
         """(optimised IR, object code, seconds optimising, seconds emitting) from the worker in
         ``slot``, for the host or an ``llvm_worker.nvptx_target`` (then the code is PTX);
         ``WorkerUnavailable`` while it is not ready (the caller compiles in-process)."""
@@ -103,11 +116,16 @@ class WorkerProcess:
         with lock:
             worker = self._current(slot)
             if worker is None or not worker.ready.is_set() or worker.failed:
-                raise WorkerUnavailable("the LLVM worker is starting" if worker is not None and not worker.failed
-                                        else "no LLVM worker")
+                raise WorkerUnavailable(
+                    "the LLVM worker is starting"
+                    if worker is not None and not worker.failed
+                    else "no LLVM worker"
+                )
             return worker.compile(ir_text, target)
 
-    def compile_parts(self, ir_texts: list[str], processes: int) -> list[tuple[str, bytes, float, float]]:
+    def compile_parts(
+        self, ir_texts: list[str], processes: int
+    ) -> list[tuple[str, bytes, float, float]]:
         """Each part by a worker of its own (part k by worker k mod ``processes``), at once.
         ``WorkerUnavailable`` unless every worker needed is ready: the first such program starts
         them and compiles in-process; the next ones use them."""
@@ -130,7 +148,8 @@ class WorkerProcess:
             return self._slot_locks[slot]
 
     def _current(self, slot: int) -> _Worker | None:
-        """The worker in ``slot`` (its lock held), replaced when spent or dead, started when absent."""
+        """The worker in ``slot`` (its lock held), replaced when spent or dead, started when
+        absent."""
         worker = self._slots[slot]
         if worker is not None and (worker.failed and worker.ready.is_set() or
                                    worker.compiles >= self.compiles_per_worker):

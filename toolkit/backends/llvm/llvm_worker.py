@@ -29,8 +29,12 @@ def new_target_machine():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(), opt=3, jit=True)
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=3,
+        jit=True,
+    )
 
 
 def optimize(module, tm, run=None, vectorize: bool = True) -> None:
@@ -116,7 +120,9 @@ def link_library(module, path: str, context=None) -> None:
             f.linkage = "internal"
 
 
-def optimize_and_emit_ptx(ir_text: str, arch: str, features: str, library: str = "") -> tuple[str, bytes, float, float]:
+def optimize_and_emit_ptx(
+    ir_text: str, arch: str, features: str, library: str = ""
+) -> tuple[str, bytes, float, float]:
     """(optimised IR, PTX, seconds optimising, seconds emitting) of one NVPTX module, in an LLVM
     context of its own."""
     t0 = time.perf_counter()

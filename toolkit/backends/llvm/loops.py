@@ -14,11 +14,17 @@ class LoopID(ir.values.MDValue):
     from the latch branch (llvmlite's ``add_metadata`` cannot build a node that names itself)."""
 
     def __init__(self, module: ir.Module, options):
-        super().__init__(module, [module.add_metadata(list(o)) for o in options], name=str(len(module.metadata)))
+        super().__init__(
+            module, [module.add_metadata(list(o)) for o in options], name=str(len(module.metadata))
+        )
 
     def descr(self, buf):
-        buf += ("distinct !{" + ", ".join([self.get_reference()] + [o.get_reference() for o in self.operands]) + "}",
-                "\n")
+        buf += (
+            "distinct !{"
+            + ", ".join([self.get_reference()] + [o.get_reference() for o in self.operands])
+            + "}",
+            "\n",
+        )
 
     __eq__ = object.__eq__  # identity: the operands name the node itself
     __ne__ = object.__ne__
@@ -44,8 +50,16 @@ def _instruction_count(fn: ir.Function) -> int:
     return sum(len(block.instructions) for block in fn.blocks)
 
 
-def for_range(b: ir.IRBuilder, start, stop, body, name: str = "i", step=None, fold_tail_over: int | None = None,
-              elements: int = 0):
+def for_range(
+    b: ir.IRBuilder,
+    start,
+    stop,
+    body,
+    name: str = "i",
+    step=None,
+    fold_tail_over: int | None = None,
+    elements: int = 0,
+):
     """``for i in range(start, stop, step): body(i)`` with a phi-based loop (skipped when
     empty); ``step`` (default 1) may be a runtime value, as in a GPU grid-stride loop. With
     ``fold_tail_over``, a body longer than that asks the vectoriser to fold the tail (and, for
@@ -81,7 +95,14 @@ def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", s
         lo = begin if (k == split and begin is not None) else i64(0)
         hi = end if (k == split and end is not None) else i64(dims[k])
         fold = fold_tail_over if k == len(dims) - 1 else None
-        for_range(b, lo, hi, lambda i: level(k + 1, index + [i]), f"{prefix}{k}", fold_tail_over=fold,
-                  elements=elements)
+        for_range(
+            b,
+            lo,
+            hi,
+            lambda i: level(k + 1, index + [i]),
+            f"{prefix}{k}",
+            fold_tail_over=fold,
+            elements=elements,
+        )
 
     level(0, [])

@@ -14,7 +14,8 @@ Special values (nan, +-inf, +-0, overflow and underflow edges) follow IEEE/libm.
 float64 exp, log, log1p, expm1, tanh and atan2 (so arctan, arcsin, arccos) are toolkit's own too
 (the same schemes with more terms and fused multiply-adds; Cephes' rational atan): within 1, 3,
 3, 2, 3 and 2 ulp of NumPy's results, special values (C99's for atan2) as NumPy's; on 1M elements
-exp 1.6x, log 1.2x, expm1 1.4x, tanh 2.3x and atan2 2.5x NumPy's speed on this 2-core VM. The other float64
+exp 1.6x, log 1.2x, expm1 1.4x, tanh 2.3x and atan2 2.5x NumPy's speed on this 2-core VM. The other
+float64
 functions (sin, cos, tan, cbrt, erf, sinh, ...; and f32 pow, cbrt, tan, atan2) call the math
 library: on the CPU, where glibc's libmvec is there, its vector variants (``vector_math``: within
 4 ulp, glibc's bound; sin 2.2x, tan 7.5x, cbrt 5.6x faster than libm lane by lane), else libm's
@@ -62,7 +63,9 @@ def _pow2i(b: ir.IRBuilder, n):
 
 
 def exp_f32(b: ir.IRBuilder, x):
-    clamped = _intrinsic(b, "llvm.minnum", [_intrinsic(b, "llvm.maxnum", [x, _f(-104.0)]), _f(89.0)])
+    clamped = _intrinsic(
+        b, "llvm.minnum", [_intrinsic(b, "llvm.maxnum", [x, _f(-104.0)]), _f(89.0)]
+    )
     k = _intrinsic(b, "llvm.roundeven", [b.fmul(clamped, _f(LOG2E))])
     r = b.fsub(b.fsub(clamped, b.fmul(k, _f(LN2_HI))), b.fmul(k, _f(LN2_LO)))
     p = _poly(b, r, [1 / 5040, 1 / 720, 1 / 120, 1 / 24, 1 / 6, 0.5, 1.0, 1.0])
@@ -76,9 +79,13 @@ def log_f32(b: ir.IRBuilder, x):
     tiny = b.fcmp_ordered("<", x, _f(1.1754943508222875e-38))
     scaled = b.select(tiny, b.fmul(x, _f(8388608.0)), x)  # denormals: scale by 2**23 first
     bits = b.bitcast(scaled, I32)
-    e = b.sub(b.and_(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 255)), ir.Constant(I32, 127))
+    e = b.sub(
+        b.and_(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 255)), ir.Constant(I32, 127)
+    )
     e = b.select(tiny, b.sub(e, ir.Constant(I32, 23)), e)
-    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0x3F800000)), F32)
+    m = b.bitcast(
+        b.or_(b.and_(bits, ir.Constant(I32, 0x7FFFFF)), ir.Constant(I32, 0x3F800000)), F32
+    )
     big = b.fcmp_ordered(">", m, _f(1.4142135623730951))
     m = b.select(big, b.fmul(m, _f(0.5)), m)
     e = b.select(big, b.add(e, ir.Constant(I32, 1)), e)
@@ -144,7 +151,9 @@ _PIO2_1, _PIO2_2, _PIO2_3 = 1.5703125, 4.837512969970703125e-4, 7.54978995489188
 
 def _sincos_reduce(b: ir.IRBuilder, x):
     k = _intrinsic(b, "llvm.roundeven", [b.fmul(x, _f(2 / math.pi))])
-    r = b.fsub(b.fsub(b.fsub(x, b.fmul(k, _f(_PIO2_1))), b.fmul(k, _f(_PIO2_2))), b.fmul(k, _f(_PIO2_3)))
+    r = b.fsub(
+        b.fsub(b.fsub(x, b.fmul(k, _f(_PIO2_1))), b.fmul(k, _f(_PIO2_2))), b.fmul(k, _f(_PIO2_3))
+    )
     q = b.and_(b.fptosi(k, I32), ir.Constant(I32, 3))
     r2 = b.fmul(r, r)
     s = b.fmul(r, _poly(b, r2, [1 / 362880, -1 / 5040, 1 / 120, -1 / 6, 1.0]))
@@ -160,7 +169,9 @@ def _quadrant(b, q, v0, v1, v2, v3):
 
 def _finite_or_nan(b, x, result):
     # beyond the reduction's range the value is not accurate, but it stays within [-1, 1]
-    result = _intrinsic(b, "llvm.minnum", [_intrinsic(b, "llvm.maxnum", [result, _f(-1.0)]), _f(1.0)])
+    result = _intrinsic(
+        b, "llvm.minnum", [_intrinsic(b, "llvm.maxnum", [result, _f(-1.0)]), _f(1.0)]
+    )
     inf = b.fcmp_ordered("==", _intrinsic(b, "llvm.fabs", [x]), _f(math.inf))
     return b.select(b.or_(inf, _is_nan(b, x)), _f(math.nan), result)
 
@@ -208,10 +219,11 @@ def pow_f32(b: ir.IRBuilder, x, y):
     return b.select(b.fcmp_ordered("==", y, _f(0.0)), _f(1.0), result)
 
 
-# ---- float64: exp and log, the same schemes with float64 constants and more terms -------------------
+# ---- float64: exp and log, the same schemes with float64 constants and more terms ----------------
 F64 = ir.DoubleType()
 I64 = ir.IntType(64)
-LN2_HI_64, LN2_LO_64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # fdlibm's split of ln 2
+# fdlibm's split of ln 2
+LN2_HI_64, LN2_LO_64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
 
 
 def _d(v: float) -> ir.Constant:
@@ -248,13 +260,21 @@ def exp_f64(b: ir.IRBuilder, x):
 
 
 def _log_reduce_f64(b: ir.IRBuilder, x):
-    """(e, m) with x = 2**e m, m in [sqrt(1/2), sqrt(2)), e an i64; subnormals scaled by 2**54 first."""
+    """(e, m) with x = 2**e m, m in [sqrt(1/2), sqrt(2)), e an i64; subnormals scaled by 2**54
+    first."""
     tiny = b.fcmp_ordered("<", x, _d(2.2250738585072014e-308))
     scaled = b.select(tiny, b.fmul(x, _d(18014398509481984.0)), x)
     bits = b.bitcast(scaled, I64)
-    e = b.sub(b.and_(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 0x7FF)), ir.Constant(I64, 1023))
+    e = b.sub(
+        b.and_(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 0x7FF)), ir.Constant(I64, 1023)
+    )
     e = b.select(tiny, b.sub(e, ir.Constant(I64, 54)), e)
-    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I64, 0xFFFFFFFFFFFFF)), ir.Constant(I64, 0x3FF0000000000000)), F64)
+    m = b.bitcast(
+        b.or_(
+            b.and_(bits, ir.Constant(I64, 0xFFFFFFFFFFFFF)), ir.Constant(I64, 0x3FF0000000000000)
+        ),
+        F64,
+    )
     big = b.fcmp_ordered(">", m, _d(1.4142135623730951))
     m = b.select(big, b.fmul(m, _d(0.5)), m)
     e = b.select(big, b.add(e, ir.Constant(I64, 1)), e)
@@ -292,7 +312,9 @@ def _expm1_core_f64(b: ir.IRBuilder, y):
 
 
 def expm1_f64(b: ir.IRBuilder, x):
-    core = _expm1_core_f64(b, _minmax64(b, "llvm.minnum", _minmax64(b, "llvm.maxnum", x, -40.0), 700.0))
+    core = _expm1_core_f64(
+        b, _minmax64(b, "llvm.minnum", _minmax64(b, "llvm.maxnum", x, -40.0), 700.0)
+    )
     result = b.select(b.fcmp_ordered(">", x, _d(700.0)), exp_f64(b, x), core)  # (inf beyond 709.78)
     result = b.select(b.fcmp_ordered("<", x, _d(-40.0)), _d(-1.0), result)
     result = b.select(b.fcmp_ordered("==", x, _d(0.0)), x, result)  # -0.0 stays -0.0
@@ -301,7 +323,9 @@ def expm1_f64(b: ir.IRBuilder, x):
 
 def tanh_f64(b: ir.IRBuilder, x):
     """tanh |x| = t / (t + 2), t = expm1(2|x|); 1 from |x| = 22 on; the sign of x put back."""
-    a = _minmax64(b, "llvm.minnum", b.call(declare(b.module, "llvm.fabs", [F64], F64, [F64]), [x]), 22.0)
+    a = _minmax64(
+        b, "llvm.minnum", b.call(declare(b.module, "llvm.fabs", [F64], F64, [F64]), [x]), 22.0
+    )
     t = _expm1_core_f64(b, b.fmul(a, _d(2.0)))
     r = b.select(b.fcmp_ordered(">=", a, _d(22.0)), _d(1.0), b.fdiv(t, b.fadd(t, _d(2.0))))
     signed = b.call(declare(b.module, "llvm.copysign", [F64], F64, [F64, F64]), [r, x])
@@ -347,12 +371,15 @@ def atan2_f64(b: ir.IRBuilder, y, x):
     num, den = b.select(swap, ax, ay), b.select(swap, ay, ax)
     t = b.fdiv(num, den)
     t = b.select(b.fcmp_ordered("==", den, _d(0.0)), _d(0.0), t)  # both zero
-    both_inf = b.and_(b.fcmp_ordered("==", ay, _d(math.inf)), b.fcmp_ordered("==", ax, _d(math.inf)))
+    both_inf = b.and_(
+        b.fcmp_ordered("==", ay, _d(math.inf)), b.fcmp_ordered("==", ax, _d(math.inf))
+    )
     t = b.select(both_inf, _d(1.0), t)
     at = _atan_unit_f64(b, t)
     # the octant: atan t, pi/2 - atan t, pi/2 + atan t or pi - atan t, each offset added once
     # (hi part, then lo part) so the result rounds once
-    x_negative = b.icmp_signed("<", b.bitcast(x, I64), ir.Constant(I64, 0))  # the sign bit (-0.0 too)
+    # the sign bit (-0.0 too)
+    x_negative = b.icmp_signed("<", b.bitcast(x, I64), ir.Constant(I64, 0))
     hi = b.select(swap, _d(PIO2_HI), b.select(x_negative, _d(PI_HI), _d(0.0)))
     lo = b.select(swap, _d(PIO2_LO), b.select(x_negative, _d(PI_LO), _d(0.0)))
     signed_at = b.select(b.xor(swap, x_negative), b.fneg(at), at)
@@ -393,15 +420,22 @@ def _log_two_part_f64(b: ir.IRBuilder, x):
     s2 = b.fmul(s_hi, s_hi)
     s2_lo = _fma64(b, s_hi, s_hi, b.fneg(s2))
     s3 = b.fmul(s2, s_hi)
-    s3_lo = b.fadd(_fma64(b, s2, s_hi, b.fneg(s3)), b.fadd(b.fmul(s2_lo, s_hi), b.fmul(b.fmul(s2, s_lo), _d(3.0))))
+    s3_lo = b.fadd(
+        _fma64(b, s2, s_hi, b.fneg(s3)),
+        b.fadd(b.fmul(s2_lo, s_hi), b.fmul(b.fmul(s2, s_lo), _d(3.0))),
+    )
     a_hi = b.fmul(s3, _d(TWO_THIRDS_HI))
     a_lo = b.fadd(_fma64(b, s3, _d(TWO_THIRDS_HI), b.fneg(a_hi)),
                   b.fadd(b.fmul(s3, _d(TWO_THIRDS_LO)), b.fmul(s3_lo, _d(TWO_THIRDS_HI))))
     rest = b.fmul(b.fmul(s3, s2), _poly64(b, s2, [2.0 / (2 * k + 1) for k in range(12, 1, -1)]))
     ef = b.sitofp(e, F64)
-    u, err1 = _two_sum(b, b.fmul(ef, _d(LN2_HI_64)), b.fmul(s_hi, _d(2.0)))  # both exact (|e| < 2^11)
+    # both exact (|e| < 2^11)
+    u, err1 = _two_sum(b, b.fmul(ef, _d(LN2_HI_64)), b.fmul(s_hi, _d(2.0)))
     v, err2 = _two_sum(b, u, a_hi)
-    low = b.fadd(b.fadd(err1, err2), b.fadd(b.fadd(b.fmul(s_lo, _d(2.0)), a_lo), b.fadd(rest, b.fmul(ef, _d(LN2_LO_64)))))
+    low = b.fadd(
+        b.fadd(err1, err2),
+        b.fadd(b.fadd(b.fmul(s_lo, _d(2.0)), a_lo), b.fadd(rest, b.fmul(ef, _d(LN2_LO_64)))),
+    )
     hi = b.fadd(v, low)
     return hi, b.fsub(low, b.fsub(hi, v))
 
@@ -426,7 +460,9 @@ def pow_f64(b: ir.IRBuilder, x, y):
     fabs = declare(b.module, "llvm.fabs", [F64], F64, [F64])
     roundeven = declare(b.module, "llvm.roundeven", [F64], F64, [F64])
     ax, ay = b.call(fabs, [x]), b.call(fabs, [y])
-    safe = b.select(b.and_(b.fcmp_ordered(">", ax, _d(0.0)), b.fcmp_ordered("<", ax, _d(math.inf))), ax, _d(1.0))
+    safe = b.select(
+        b.and_(b.fcmp_ordered(">", ax, _d(0.0)), b.fcmp_ordered("<", ax, _d(math.inf))), ax, _d(1.0)
+    )
     l_hi, l_lo = _log_two_part_f64(b, safe)
     p_hi = b.fmul(y, l_hi)
     p_lo = b.fadd(_fma64(b, y, l_hi, b.fneg(p_hi)), b.fmul(y, l_lo))
@@ -439,7 +475,11 @@ def pow_f64(b: ir.IRBuilder, x, y):
     y_neg = b.fcmp_ordered("<", y, _d(0.0))
     # |x| = 0 or inf: 0 or inf by the sign of y (and whether |x| is 0)
     edge = b.select(b.xor(b.fcmp_ordered("==", ax, _d(0.0)), y_neg), _d(0.0), _d(math.inf))
-    result = b.select(b.or_(b.fcmp_ordered("==", ax, _d(0.0)), b.fcmp_ordered("==", ax, _d(math.inf))), edge, magnitude)
+    result = b.select(
+        b.or_(b.fcmp_ordered("==", ax, _d(0.0)), b.fcmp_ordered("==", ax, _d(math.inf))),
+        edge,
+        magnitude,
+    )
     # y = +-inf: 1 for |x| = 1; else 0 or inf by whether |x| < 1 and the sign of y
     y_inf = b.fcmp_ordered("==", ay, _d(math.inf))
     inf_edge = b.select(b.xor(b.fcmp_ordered("<", ax, _d(1.0)), y_neg), _d(0.0), _d(math.inf))
@@ -450,13 +490,20 @@ def pow_f64(b: ir.IRBuilder, x, y):
     finite_nonint = b.and_(b.not_(y_int), b.not_(y_inf))
     finite_nonzero = b.and_(b.fcmp_ordered("<", ax, _d(math.inf)), b.fcmp_ordered(">", ax, _d(0.0)))
     result = b.select(b.and_(b.and_(x_neg, finite_nonint), finite_nonzero), _d(math.nan), result)
-    result = b.select(b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", y, y)), b.fadd(x, y), result)
+    result = b.select(
+        b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", y, y)), b.fadd(x, y), result
+    )
     result = b.select(b.fcmp_ordered("==", x, _d(1.0)), _d(1.0), result)
     return b.select(b.fcmp_ordered("==", y, _d(0.0)), _d(1.0), result)
 
 
-OWN_F64 = {"exponential": exp_f64, "log": log_f64, "exponential-minus-one": expm1_f64, "tanh": tanh_f64,
-           "log-plus-one": log1p_f64}
+OWN_F64 = {
+    "exponential": exp_f64,
+    "log": log_f64,
+    "exponential-minus-one": expm1_f64,
+    "tanh": tanh_f64,
+    "log-plus-one": log1p_f64,
+}
 
 OWN_F32 = {"exponential": exp_f32, "log": log_f32, "log-plus-one": log1p_f32,
            "exponential-minus-one": expm1_f32, "tanh": tanh_f32, "logistic": logistic_f32,

@@ -24,8 +24,10 @@ class KernelSpec:
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
     reducers: dict[int, str] | None = None  # hero id -> its reducer opcode
     in_place: bool = False  # an input and the output share a buffer (read at the index written)
-    aliased_parameter: int | None = None  # in place: that input's parameter number (read through the output)
-    split_dim: int = 0  # the input dimension [begin, end) ranges over (general reductions: a kept one)
+    # in place: that input's parameter number (read through the output)
+    aliased_parameter: int | None = None
+    # the input dimension [begin, end) ranges over (general reductions: a kept one)
+    split_dim: int = 0
 
 
 def kernel_key(spec: KernelSpec) -> tuple:
@@ -33,8 +35,17 @@ def kernel_key(spec: KernelSpec) -> tuple:
     and metadata, writing the same outputs, planned the same way. (An unrolled loop's trips.)"""
     position = {id(inst): k for k, inst in enumerate(spec.computation.instructions)}
     reducers = tuple(sorted((position.get(i, -1 - i), r) for i, r in (spec.reducers or {}).items()))
-    return (structural_key(spec.computation), tuple(position[id(o)] for o in spec.outputs), spec.kind,
-            spec.extent, spec.reducer, reducers, spec.in_place, spec.aliased_parameter, spec.split_dim)
+    return (
+        structural_key(spec.computation),
+        tuple(position[id(o)] for o in spec.outputs),
+        spec.kind,
+        spec.extent,
+        spec.reducer,
+        reducers,
+        spec.in_place,
+        spec.aliased_parameter,
+        spec.split_dim,
+    )
 
 
 def emit_or_discard(module, emit, spec):
@@ -55,13 +66,18 @@ def as_computation(inst: Instruction) -> Computation:
     if inst.opcode == "fusion":
         return inst.attrs["calls"]
     b = ComputationBuilder(f"kernel_{inst.name}", NameUniquer())
-    params = [b.parameter(i, o.shape, f"param_{i}", exact_name=True) for i, o in enumerate(inst.operands)]
+    params = [
+        b.parameter(i, o.shape, f"param_{i}", exact_name=True) for i, o in enumerate(inst.operands)
+    ]
     return b.build(b.adopt(dataclasses.replace(inst, operands=tuple(params))))
 
 
-def _elementwise_cone(comp: Computation, sources: list[Instruction], dims, stop: Instruction | None = None) -> bool:
+def _elementwise_cone(
+    comp: Computation, sources: list[Instruction], dims, stop: Instruction | None = None
+) -> bool:
     """Does every instruction (up to ``stop``) that depends on ``sources`` read them only at the
-    index it computes: elementwise ops over ``dims`` all the way (no broadcast, slice or transpose)?"""
+    index it computes: elementwise ops over ``dims`` all the way (no broadcast, slice or
+    transpose)?"""
     from ...ir.ops import is_elementwise
 
     tainted = {id(x) for x in sources}
@@ -124,8 +140,14 @@ def plan_update_in_place(inst: Instruction) -> KernelSpec:
     of its operand (planned to be the output's)."""
     comp = as_computation(inst)
     update = comp.root.operands[1].shape
-    return KernelSpec(inst.name, comp, [comp.root], "update_slice", update.dims[0] if update.rank else None,
-                      max(update.size, 1))
+    return KernelSpec(
+        inst.name,
+        comp,
+        [comp.root],
+        "update_slice",
+        update.dims[0] if update.rank else None,
+        max(update.size, 1),
+    )
 
 
 def plan_kernel(inst: Instruction) -> KernelSpec:
@@ -157,11 +179,16 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
     in_shape = hero.operands[0].shape
     dims = tuple(sorted(hero.attrs["dimensions"]))
     for h in heroes:
-        if h.operands[0].shape.dims != in_shape.dims or tuple(sorted(h.attrs["dimensions"])) != dims:
+        if (
+            h.operands[0].shape.dims != in_shape.dims
+            or tuple(sorted(h.attrs["dimensions"])) != dims
+        ):
             raise CodegenUnsupported("sibling reductions over different shapes")
     for o in outputs:
         if o.opcode != "reduce" and o.shape.dims != in_shape.dims:
-            raise CodegenUnsupported(f"extra output %{o.name} does not have the reduction's input shape")
+            raise CodegenUnsupported(
+                f"extra output %{o.name} does not have the reduction's input shape"
+            )
     rank = in_shape.rank
     row = dims == tuple(range(rank - len(dims), rank))
     if row:

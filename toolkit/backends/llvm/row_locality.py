@@ -42,9 +42,15 @@ def row_local_parameters(spec: KernelSpec) -> set[int] | None:
     """Parameter numbers of the kernel's inputs read only at the rows it computes, or None
     when the kernel does not compute by rows of its leading dimension."""
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
-    if spec.kind not in ("loop", "row", "general"):  # scatter, update_slice: not one output row per index
+    # scatter, update_slice: not one output row per index
+    if spec.kind not in ("loop", "row", "general"):
         return None
-    if spec.extent is None or spec.split_dim != 0 or spec.kind == "row" and len(heroes[0].attrs["dimensions"]) == heroes[0].operands[0].shape.rank:
+    if (
+        spec.extent is None
+        or spec.split_dim != 0
+        or spec.kind == "row"
+        and len(heroes[0].attrs["dimensions"]) == heroes[0].operands[0].shape.rank
+    ):
         return None
     state: dict[int, str] = {}
     order = spec.computation.instructions  # operands before users
@@ -53,7 +59,8 @@ def row_local_parameters(spec: KernelSpec) -> set[int] | None:
         if state.get(id(inst)) != ANYWHERE:
             state[id(inst)] = how
 
-    for out in spec.outputs:  # loops write outputs at the iteration index; reductions read their input there
+    # loops write outputs at the iteration index; reductions read their input there
+    for out in spec.outputs:
         if out.opcode == "reduce":
             mark(out.operands[0], ROW)
             for init in out.operands[1:]:
@@ -68,4 +75,8 @@ def row_local_parameters(spec: KernelSpec) -> set[int] | None:
             continue  # its operands were marked above
         for operand in inst.operands:
             mark(operand, ROW if how == ROW and _leading_index_kept(inst, operand) else ANYWHERE)
-    return {p.attrs["parameter_number"] for p in spec.computation.parameters if state.get(id(p), ROW) == ROW}
+    return {
+        p.attrs["parameter_number"]
+        for p in spec.computation.parameters
+        if state.get(id(p), ROW) == ROW
+    }

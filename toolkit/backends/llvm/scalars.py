@@ -51,10 +51,16 @@ def _sign(e, x, t):
     if t.is_float:
         zero = ir.Constant(x.type, 0.0)
         one = ir.Constant(x.type, 1.0)
-        s = b.select(b.fcmp_ordered(">", x, zero), one, b.select(b.fcmp_ordered("<", x, zero), b.fneg(one), x))
+        s = b.select(
+            b.fcmp_ordered(">", x, zero),
+            one,
+            b.select(b.fcmp_ordered("<", x, zero), b.fneg(one), x),
+        )
         return s  # keeps -0.0, 0.0 and nan as they are
     if t.is_bool or t.kind == "u":
-        return b.zext(b.icmp_unsigned("!=", x, ir.Constant(x.type, 0)), x.type) if not t.is_bool else x
+        return (
+            b.zext(b.icmp_unsigned("!=", x, ir.Constant(x.type, 0)), x.type) if not t.is_bool else x
+        )
     pos = b.zext(b.icmp_signed(">", x, ir.Constant(x.type, 0)), x.type)
     neg = b.zext(b.icmp_signed("<", x, ir.Constant(x.type, 0)), x.type)
     return b.sub(pos, neg)
@@ -75,23 +81,32 @@ def _rsqrt(e, x, t):
 
 UNARY = {
     "negate": lambda e, x, t: e.b.fneg(x) if t.is_float else e.b.neg(x),
-    "abs": _abs, "sign": _sign,
+    "abs": _abs,
+    "sign": _sign,
     "not": lambda e, x, t: e.b.not_(x),
-    "floor": _unary_float("llvm.floor"), "ceil": _unary_float("llvm.ceil"),
-    "round-nearest-even": _unary_float("llvm.roundeven"), "round-nearest-afz": _round_afz,
-    "is-finite": _is_finite, "sqrt": _unary_float("llvm.sqrt"), "rsqrt": _rsqrt,
+    "floor": _unary_float("llvm.floor"),
+    "ceil": _unary_float("llvm.ceil"),
+    "round-nearest-even": _unary_float("llvm.roundeven"),
+    "round-nearest-afz": _round_afz,
+    "is-finite": _is_finite,
+    "sqrt": _unary_float("llvm.sqrt"),
+    "rsqrt": _rsqrt,
     "exponential": _transcendental("exponential", "llvm.exp"),
     "exponential-minus-one": _transcendental("exponential-minus-one", libm="expm1"),
     "log": _transcendental("log", "llvm.log"),
     "log-plus-one": _transcendental("log-plus-one", libm="log1p"),
     "tanh": _transcendental("tanh", libm="tanh"),
     "logistic": None,  # below: 1 / (1 + exp(-x)) for f64
-    "sine": _transcendental("sine", "llvm.sin"), "cosine": _transcendental("cosine", "llvm.cos"),
-    "tan": _transcendental("tan", libm="tan"), "cbrt": _transcendental("cbrt", libm="cbrt"),
+    "sine": _transcendental("sine", "llvm.sin"),
+    "cosine": _transcendental("cosine", "llvm.cos"),
+    "tan": _transcendental("tan", libm="tan"),
+    "cbrt": _transcendental("cbrt", libm="cbrt"),
     "erf": _transcendental("erf", libm="erf"),
     "popcnt": lambda e, x, t: _intrinsic(e, "llvm.ctpop", [x], x.type),
     "count-leading-zeros": lambda e, x, t: e.b.call(
-        lmath.declare(e.module, "llvm.ctlz", [x.type], x.type, [x.type, I1]), [x, ir.Constant(I1, 0)]),
+        lmath.declare(e.module, "llvm.ctlz", [x.type], x.type, [x.type, I1]),
+        [x, ir.Constant(I1, 0)],
+    ),
 }
 
 
@@ -103,7 +118,11 @@ def _logistic(e, x, t):
     if t.name == "f64":  # toolkit's own vectorisable exp
         exp = lmath.exp_f64(e.b, e.b.fneg(x))
     else:
-        exp = e.math_call("exp", [e.b.fneg(x)], t) if e.target == "gpu" else _intrinsic(e, "llvm.exp", [e.b.fneg(x)], x.type)
+        exp = (
+            e.math_call("exp", [e.b.fneg(x)], t)
+            if e.target == "gpu"
+            else _intrinsic(e, "llvm.exp", [e.b.fneg(x)], x.type)
+        )
     return e.b.fdiv(one, e.b.fadd(one, exp))
 
 
@@ -120,7 +139,9 @@ def _int_divide(e, a, b_, t, remainder: bool):
         return b.select(is_zero, a if remainder else ir.Constant(a.type, -1), q)
     bits = a.type.width
     min_value = ir.Constant(a.type, -(1 << (bits - 1)))
-    overflow = b.and_(b.icmp_signed("==", a, min_value), b.icmp_signed("==", b_, ir.Constant(a.type, -1)))
+    overflow = b.and_(
+        b.icmp_signed("==", a, min_value), b.icmp_signed("==", b_, ir.Constant(a.type, -1))
+    )
     safe = b.select(overflow, ir.Constant(a.type, 1), safe)
     if remainder:
         r = b.srem(a, safe)
@@ -160,8 +181,13 @@ def _int_power(e, a, y, t):
         exp = b.lshr(exp, ir.Constant(ty, 1))
     one, minus_one = ir.Constant(ty, 1), ir.Constant(ty, -1)
     odd_y = b.trunc(y, I1)
-    special = b.select(b.icmp_signed("==", a, one), one,
-                       b.select(b.icmp_signed("==", a, minus_one), b.select(odd_y, minus_one, one), ir.Constant(ty, 0)))
+    special = b.select(
+        b.icmp_signed("==", a, one),
+        one,
+        b.select(
+            b.icmp_signed("==", a, minus_one), b.select(odd_y, minus_one, one), ir.Constant(ty, 0)
+        ),
+    )
     return b.select(negative, special, result)
 
 
@@ -184,7 +210,9 @@ def _minmax(which):
         if t.is_float:
             wins = b.fcmp_ordered(">" if which == "max" else "<", a, c)
             return b.select(b.fcmp_unordered("uno", a, a), a, b.select(wins, a, c))
-        cmp = (b.icmp_unsigned if t.kind in "ub" else b.icmp_signed)(">" if which == "max" else "<", a, c)
+        cmp = (b.icmp_unsigned if t.kind in "ub" else b.icmp_signed)(
+            ">" if which == "max" else "<", a, c
+        )
         return b.select(cmp, a, c)
     return emit
 
@@ -205,14 +233,20 @@ def _arith(float_op, int_op):
 
 
 BINARY = {
-    "add": _arith("fadd", "add"), "subtract": _arith("fsub", "sub"), "multiply": _arith("fmul", "mul"),
+    "add": _arith("fadd", "add"),
+    "subtract": _arith("fsub", "sub"),
+    "multiply": _arith("fmul", "mul"),
     "divide": lambda e, a, c, t: e.b.fdiv(a, c) if t.is_float else _int_divide(e, a, c, t, False),
     "remainder": lambda e, a, c, t: e.b.frem(a, c) if t.is_float else _int_divide(e, a, c, t, True),
     "power": lambda e, a, c, t: _float_power(e, a, c, t) if t.is_float else _int_power(e, a, c, t),
-    "maximum": _minmax("max"), "minimum": _minmax("min"), "atan2": _atan2,
-    "and": lambda e, a, c, t: e.b.and_(a, c), "or": lambda e, a, c, t: e.b.or_(a, c),
+    "maximum": _minmax("max"),
+    "minimum": _minmax("min"),
+    "atan2": _atan2,
+    "and": lambda e, a, c, t: e.b.and_(a, c),
+    "or": lambda e, a, c, t: e.b.or_(a, c),
     "xor": lambda e, a, c, t: e.b.xor(a, c),
-    "shift-left": _shift("left"), "shift-right-arithmetic": _shift("arithmetic"),
+    "shift-left": _shift("left"),
+    "shift-right-arithmetic": _shift("arithmetic"),
     "shift-right-logical": _shift("logical"),
 }
 

@@ -23,7 +23,8 @@ _USED = "llvm.compiler.used"
 
 @dataclass(frozen=True)
 class VectorMath:
-    isas: tuple[tuple[str, int], ...]  # (ABI letter, register bits): ("b", 128), ("d", 256), ("e", 512)
+    # (ABI letter, register bits): ("b", 128), ("d", 256), ("e", 512)
+    isas: tuple[tuple[str, int], ...]
     functions: frozenset[str]  # the library's vector symbols (``_ZGVdN4v_sin``, ...)
     library: str = "libmvec"
 
@@ -54,7 +55,9 @@ class _DeclarationAttributes(FunctionAttributes):
         return super().add(name)
 
 
-def declare_vectorizable(module: ir.Module, vector_math: VectorMath, name: str, fn_type: ir.FunctionType) -> ir.Function:
+def declare_vectorizable(
+    module: ir.Module, vector_math: VectorMath, name: str, fn_type: ir.FunctionType
+) -> ir.Function:
     """``name`` (a libm function) declared pure, with its vector variants offered to the loop
     vectoriser; a plain declaration where the library has none."""
     existing = module.globals.get(name)
@@ -62,7 +65,9 @@ def declare_vectorizable(module: ir.Module, vector_math: VectorMath, name: str, 
         return existing
     fn = ir.Function(module, fn_type, name)
     element = fn_type.return_type
-    variants = vector_math.variants(name, 32 if isinstance(element, ir.FloatType) else 64, len(fn_type.args))
+    variants = vector_math.variants(
+        name, 32 if isinstance(element, ir.FloatType) else 64, len(fn_type.args)
+    )
     if not variants:
         return fn
     fn.attributes = _DeclarationAttributes()
@@ -81,7 +86,11 @@ def declare_vectorizable(module: ir.Module, vector_math: VectorMath, name: str, 
 def keep_vector_variants(module: ir.Module) -> None:
     """List the module's vector-variant declarations in ``llvm.compiler.used`` (once, after
     every kernel is emitted), so that dead-code elimination keeps them for the vectoriser."""
-    symbols = [g for name, g in module.globals.items() if name.startswith("_ZGV") and isinstance(g, ir.Function)]
+    symbols = [
+        g
+        for name, g in module.globals.items()
+        if name.startswith("_ZGV") and isinstance(g, ir.Function)
+    ]
     if not symbols or _USED in module.globals:
         return
     pointer = I8.as_pointer()

@@ -18,7 +18,9 @@ class ArgumentError(TypeError):
 def coerce_arguments(module: Module, args: Sequence[Any]) -> list[np.ndarray]:
     params = module.entry.parameters
     if len(args) != len(params):
-        raise ArgumentError(f"module {module.name} takes {len(params)} argument(s), got {len(args)}")
+        raise ArgumentError(
+            f"module {module.name} takes {len(params)} argument(s), got {len(args)}"
+        )
     out = []
     for i, (arg, p) in enumerate(zip(args, params)):
         shape = p.shape
@@ -47,4 +49,11 @@ def run(module: Module, *args) -> tuple[np.ndarray, ...]:
     return flatten_value(evaluate_computation(module.entry, coerce_arguments(module, args)))
 
 
-__all__ = ["EVALUATORS", "evaluate_computation", "coerce_arguments", "flatten_value", "run", "ArgumentError"]
+__all__ = [
+    "EVALUATORS",
+    "evaluate_computation",
+    "coerce_arguments",
+    "flatten_value",
+    "run",
+    "ArgumentError",
+]
