@@ -56,7 +56,6 @@ class JitFunction:
         self._backend_name = options.backend.name
         self._keys = KeyMaker(self.fn_name, read_parameters(fn, static_argnums, static_argnames),
                               self._backend_name)
-        self._static_nums = self._keys.parameters.static_nums
         self.location = function_location(fn)
         self._history = _history.history_for(fn, self.fn_name, self.location)
         self._miss = MissCompiler(fn, self.fn_name, self._keys, options, self.location,

@@ -9,15 +9,9 @@ import numpy as np
 from . import lax
 from .complex_ufuncs import imag_part, real_part
 from .registry import EXPORTS, numpy_function
+from .arguments import as_tracer as _t
 from .tracer import Tracer
 from .ufuncs import UFUNCS, apply_ufunc
-
-
-def _t(x) -> Tracer:
-    if isinstance(x, Tracer):
-        return x
-    trace = lax.trace_of([x])
-    return lax.lift(trace, x)
 
 
 def _e(opcode, *xs):

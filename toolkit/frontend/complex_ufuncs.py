@@ -16,13 +16,6 @@ from .errors import UnsupportedNumpyError
 from .tracer import Tracer
 
 
-def _t(x) -> Tracer:
-    if isinstance(x, Tracer):
-        return x
-    trace = lax.trace_of([x])
-    return lax.lift(trace, x)
-
-
 def _e(opcode, *xs):
     return lax.elementwise(opcode, *xs)
 
