@@ -47,6 +47,20 @@ def test_lower_layers_never_import_higher_ones():
     assert not violations, "\n".join(violations)
 
 
+def _backend_crossings(own: str, other: str) -> list[str]:
+    return [f"{path.relative_to(ROOT)} imports {module}"
+            for path in (ROOT / "backends" / own).rglob("*.py") for module in _imports(path)
+            if module.startswith(f"toolkit.backends.{other}")]
+
+
+def test_the_cpu_and_gpu_backends_never_import_each_other():
+    # they share backends/llvm, backends/buffer_plan and the rest of backends/
+    crossings = _backend_crossings("cpu", "gpu") + _backend_crossings("gpu", "cpu")
+    assert not crossings, "\n".join(crossings)
+    assert "toolkit.backends.llvm.elemental" in set(_imports(ROOT / "backends" / "cpu" /
+                                                             "kernels.py"))  # the checker sees
+
+
 def test_config_is_a_leaf():
     bad = [m for m in _imports(ROOT / "config.py") if _toolkit_package(m) or m.startswith(".")]
     assert not bad, bad
