@@ -248,13 +248,9 @@ def _opens_on_the_runs(page, svg, lanes):
     streams = {i for i, lane in enumerate(lanes) if "stream" in lane}
     bars = page.evaluate("""() => [...document.querySelectorAll('.tk-span')].map(r => ({
         y: +r.getAttribute('y'), x: +r.getAttribute('x'), w: +r.getAttribute('width')}))""")
-    dispatch = {i for i, lane in enumerate(lanes) if lane == "host dispatch"}
     kernels = [b for b in bars if round((b["y"] - 8 - 3) / 24) in streams]
-    calls = [b for b in bars if round((b["y"] - 8 - 3) / 24) in dispatch]
     assert kernels, bars
-    # the runs start with a kernel and end with a kernel or the call that ran it returning
-    first = min(b["x"] for b in kernels)
-    last = max(b["x"] + b["w"] for b in kernels + calls)
+    first, last = min(b["x"] for b in kernels), max(b["x"] + b["w"] for b in kernels)
     width = plot_right - plot_left
     assert first - plot_left < 0.1 * width and plot_right - last < 0.1 * width, \
         (first, last, plot_left, plot_right)

@@ -68,25 +68,3 @@ def test_a_profile_that_ran_nothing_opens_on_everything():
     assert art["axes"].get_xlim()[0] == 0.0 and not art["elided"]
     assert TimelineWidget(prof).window == []
     plt.close("all")
-
-
-def test_a_recompile_between_runs_does_not_fill_the_opening_view():
-    """Runs, a recompile (a new shape), more runs: the view opens on the runs after the last
-    compile, the steady state, and notes every compile before it."""
-    f = tk.jit(lambda v: np.tanh(v) * 2 + 1, backend="cpu", on_recompile="ignore")
-    with tk.profile() as prof:
-        for n in (256, 256, 512) + (512,) * 10:
-            f(np.ones(n, np.float32))
-    last_compile = max(c.start + c.duration for c in prof.compiles)
-    origin = origin_of(prof)
-    after = [k for k in prof.kernels if k.start >= last_compile]
-    first = (min(k.start for k in after) - origin) * 1e3
-    last = (max(k.start + k.duration for k in after) - origin) * 1e3
-    lo, hi = execution_window(prof)
-    assert lo <= first and last <= hi and (last - first) / (hi - lo) > 0.85
-    assert (last_compile - origin) * 1e3 <= lo, "no compile phase inside the opening view"
-    art = tk.plot.timeline(prof)
-    notes = [t.get_text() for t in art["elided"]]
-    compiled_ms = sum(p.duration for c in prof.compiles for p in c.phases) * 1e3
-    assert len(notes) == 1 and f"{compiled_ms:.1f} ms of compilation" in notes[0], notes
-    plt.close("all")

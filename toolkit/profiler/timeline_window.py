@@ -14,20 +14,14 @@ def origin_of(profile) -> float:
 
 
 def execution_window(profile) -> tuple[float, float] | None:
-    """(start, end) in ms from ``origin_of(profile)`` spanning the kernels, copies and
-    cache-hit dispatches that ran after the last compile (the steady state: a recompile between
-    runs would otherwise fill the view again), or all of them when none ran after it; with a
-    small margin. None when the profile ran nothing. A dispatch that compiled is left out: its
-    span holds the compile."""
+    """(start, end) in ms from ``origin_of(profile)`` spanning every kernel, copy and cache-hit
+    dispatch, with a small margin; None when the profile ran nothing. A dispatch that compiled
+    is left out: its span holds the compile."""
     spans = [(k.start, k.start + k.duration) for k in profile.kernels]
     spans += [(t.start, t.start + t.duration) for t in profile.transfers]
     spans += [(d.start, d.start + d.duration) for d in profile.dispatches if d.cache_hit]
     if not spans:
         return None
-    last_compile = max((c.start + c.duration for c in profile.compiles), default=None)
-    if last_compile is not None:
-        steady = [(s, e) for s, e in spans if s >= last_compile]
-        spans = steady or spans
     origin = origin_of(profile)
     lo = (min(s for s, _ in spans) - origin) * 1e3
     hi = (max(e for _, e in spans) - origin) * 1e3
