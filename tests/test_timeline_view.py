@@ -68,3 +68,14 @@ def test_a_profile_that_ran_nothing_opens_on_everything():
     assert art["axes"].get_xlim()[0] == 0.0 and not art["elided"]
     assert TimelineWidget(prof).window == []
     plt.close("all")
+
+
+def test_a_narrow_window_on_a_long_session_draws(compiled_then_run, tmp_path):
+    """Labels of spans far outside the view are not drawn: at thousands of axis widths away
+    their text overflowed FreeType's rasteriser when the figure was saved."""
+    first, _ = _runs_ms(compiled_then_run)
+    art = tk.plot.timeline(compiled_then_run, window=(first, first + 1e-4))
+    art["axes"].figure.savefig(tmp_path / "narrow.png")
+    lo, hi = art["axes"].get_xlim()
+    assert all(lo <= t.get_position()[0] <= hi for t in art["labels"])
+    plt.close("all")

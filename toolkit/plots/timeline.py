@@ -75,11 +75,15 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
         coll = ax.broken_barh([(ms(start), max(duration * 1e3, least))], (y - 0.38, 0.76),
                               facecolors=color, edgecolors="white", linewidth=0.3)
         artists[bucket].append(coll)
-        # a label needs a bar wider than its text (about 1.1% of the axis per character)
-        if label and duration * 1e3 / span >= max(min_label_fraction, 0.011 * len(label)):
+        # a label needs a bar wider than its text (about 1.1% of the axis per character), and
+        # its centre in view: text far outside the axes is still rastered, and at thousands of
+        # axis widths away FreeType overflows
+        centre = ms(start) + duration * 5e2
+        if (label and duration * 1e3 / span >= max(min_label_fraction, 0.011 * len(label))
+                and lo <= centre <= hi):
             artists["labels"].append(
                 ax.text(
-                    ms(start) + duration * 5e2,
+                    centre,
                     y,
                     literal(label),
                     ha="center",
@@ -129,6 +133,8 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
         artists["markers"].append(ax.axvline(x, color="#d62728", lw=1, ls="--"))
         cause = r.causes[0].message if r.causes else "recompiled"
         right = (x - lo) / span > 0.6  # keep the label inside the axes
+        if not lo <= x <= hi:
+            continue  # its line is out of view, and so is its label
         artists["labels"].append(
             ax.text(
                 x,
