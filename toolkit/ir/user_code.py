@@ -71,3 +71,11 @@ def user_line() -> str:
     """The user's line nearest the caller, as the user reads it; "" when there is none."""
     loc = user_location(2)
     return str(loc) if loc else ""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the user's line, past toolkit's frames."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and is_internal_file(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -4,30 +4,20 @@ record it once (``history.record_compile``, which emits the profiler events). Ea
 its result to the next; none calls back into the one before."""
 from __future__ import annotations
 
-import sys
 import warnings
 from typing import Callable
 
-from ..ir.user_code import is_internal_file
 from ..frontend.pytree import unflatten
 from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
-from ..frontend.source_info import user_location
 from ..frontend.trace_function import TracedProgram, trace_program
 from ..frontend.tracer import Tracer
+from ..ir.user_code import user_location, user_stacklevel
 from ..profiler.recorder import RECORDER
 from ..runtime import history
 from ..stages import Compiled, Lowered, hlo_fingerprint
 from .key import JitKey, KeyMaker
 from .options import JitOptions
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` that makes a warning point at the user's line, past toolkit's frames."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and is_internal_file(frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 class MissCompiler:
