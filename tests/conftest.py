@@ -27,8 +27,14 @@ from simulated_gpu import SimulatedDevice  # noqa: E402
 # The GPU executor on a simulated device (tests/simulated_gpu.py), so that any suite can run
 # through it: TOOLKIT_BACKEND=gpu-simulated python -m pytest tests/test_ufuncs.py
 SIMULATED_GPU = SimulatedDevice()
+# TOOLKIT_TEST_GPU=real (python -m toolkit.device_check) runs those suites on the real device
+# instead: the name stays, the device changes, and the tests that read the simulated device's
+# counters skip themselves (simulated_only).
+REAL_GPU = os.environ.get("TOOLKIT_TEST_GPU") == "real"
 register_backend(Backend("gpu-simulated", "the GPU executor on a simulated device (tests)", -1,
-                         lambda module: _compile_for_gpu(module, device=SIMULATED_GPU)))
+                         (lambda module: _compile_for_gpu(module)) if REAL_GPU else
+                         (lambda module: _compile_for_gpu(module, device=SIMULATED_GPU))))
+simulated_only = pytest.mark.skipif(REAL_GPU, reason="reads the simulated device's counters")
 
 # The default profile draws the same examples on every run, so CI passes or fails on the code,
 # not on the draw; "thorough" explores with fresh random examples (HYPOTHESIS_PROFILE=thorough).

@@ -19,7 +19,7 @@ from toolkit.profiler.recorder import RECORDER
 
 import programs
 import test_random_programs as random_programs
-from conftest import SIMULATED_GPU as SIMULATED
+from conftest import SIMULATED_GPU as SIMULATED, simulated_only
 from helpers import assert_same
 from simulated_gpu import SimulatedDevice
 
@@ -222,6 +222,7 @@ def test_device_array_behaves(backend):
     assert_same(tk.jit(lambda v: v + 1, backend="cpu")(a), host_a + 1)
 
 
+@simulated_only
 def test_arrays_of_another_device_are_refused_with_the_argument_named():
     other = SimulatedDevice()
     register_backend(Backend("gpu-simulated-2", "a second simulated device", -1,
@@ -233,6 +234,7 @@ def test_arrays_of_another_device_are_refused_with_the_argument_named():
         tk.jit(lambda weights: weights * 2, backend="gpu-simulated-2")(a)
 
 
+@simulated_only
 def test_simulated_counters_agree_with_the_profile():
     before_up, before_down = len(SIMULATED.uploads), len(SIMULATED.downloads)
     f = tk.jit(lambda x: x * x, backend="gpu-simulated")
@@ -314,6 +316,7 @@ def test_demo_runs_on_the_gpu_executor(tmp_path, capsys):
     assert "host/device copies" in (tmp_path / "report.html").read_text()
 
 
+@simulated_only
 def test_cuda_array_interface_names_toolkits_stream():
     a = tk.jit(lambda x: x + 1, backend="gpu-simulated")(np.ones((2, 3), np.float32))
     interface = a.__cuda_array_interface__
@@ -321,6 +324,7 @@ def test_cuda_array_interface_names_toolkits_stream():
     assert interface["shape"] == (2, 3) and interface["typestr"] == "<f4"
 
 
+@simulated_only
 def test_timeline_draws_device_kernels_and_copies_on_their_own_lanes(tmp_path):
     import matplotlib
     matplotlib.use("Agg")

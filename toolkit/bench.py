@@ -192,6 +192,13 @@ def combine(runs: list[dict]) -> dict:
             side["ceiling"] = max(side.get("ceiling", 0.0), run["ceiling_bytes_per_second"])
         if "device" in run:
             side["device"] = run["device"]
+        for name, error in run.get("errors", {}).items():  # a row that failed in a process
+            if name not in side["rows"]:
+                side.setdefault("errors", {})[name] = error
+    for side in best.values():  # a row that ran in another process did not fail everywhere
+        for name in list(side.get("errors", {})):
+            if name in side["rows"]:
+                del side["errors"][name]
     return best
 
 

@@ -264,6 +264,67 @@ def _toolkit_per_example_grads():
     return vmap(grad(_example_loss(np), argnums=(0, 1)), in_axes=(None, None, 0, 0))
 
 
+def dot_chain(xp):
+    def dot_chain(x, w):
+        for _ in range(100):  # a Python loop: 100 small dots, each with its tanh
+            x = xp.tanh(x @ w)
+        return x
+    return dot_chain
+
+
+def gpt2_forward(xp, n_head: int = 12):
+    """GPT-2's forward pass as people write it in NumPy: pre-LayerNorm blocks, attention one
+    head at a time in a Python loop, a causal mask made with NumPy, the tanh GELU. Returns the
+    final hidden states (the tied vocabulary projection is left out)."""
+    def layernorm(x, g, b):
+        mean = x.mean(axis=-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mean) / xp.sqrt(var + 1e-5) * g + b
+
+    def softmax(x):
+        e = xp.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def gelu(x):
+        return 0.5 * x * (1.0 + xp.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+    def gpt2_forward(x, layers, ln_f):
+        n, d = x.shape
+        hd = d // n_head
+        mask = np.triu(np.full((n, n), -1e10, np.float32), 1)
+        for p in layers:
+            h = layernorm(x, p["ln1_g"], p["ln1_b"])
+            qkv = h @ p["w_qkv"] + p["b_qkv"]
+            q, k, v = qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
+            heads = []
+            for i in range(n_head):
+                s = slice(i * hd, (i + 1) * hd)
+                att = q[:, s] @ k[:, s].T / np.sqrt(hd) + mask
+                heads.append(softmax(att) @ v[:, s])
+            x = x + xp.concatenate(heads, axis=1) @ p["w_proj"] + p["b_proj"]
+            h = layernorm(x, p["ln2_g"], p["ln2_b"])
+            x = x + gelu(h @ p["w_fc"] + p["b_fc"]) @ p["w_out"] + p["b_out"]
+        return layernorm(x, ln_f["g"], ln_f["b"])
+    return gpt2_forward
+
+
+def gpt2_args(n_layer: int = 12, d: int = 768, n: int = 256):
+    def make(rng):
+        def w(*shape):
+            return _f32(rng, *shape) * np.float32(0.02)
+
+        def layer():
+            return {"ln1_g": 1 + w(d), "ln1_b": w(d), "w_qkv": w(d, 3 * d), "b_qkv": w(3 * d),
+                    "w_proj": w(d, d), "b_proj": w(d), "ln2_g": 1 + w(d), "ln2_b": w(d),
+                    "w_fc": w(d, 4 * d), "b_fc": w(4 * d), "w_out": w(4 * d, d), "b_out": w(d)}
+        return (_f32(rng, n, d), [layer() for _ in range(n_layer)], {"g": 1 + w(d), "b": w(d)})
+    return make
+
+
+def _gpt2_flops(n_layer: int = 12, d: int = 768, n: int = 256) -> float:
+    return n_layer * (2.0 * n * d * 12 * d + 4.0 * n * n * d)
+
+
 def _f32(rng, *shape):
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -453,4 +514,14 @@ DEMO = tuple(
         "rowsum 4096x4096",
         "mlp relu(x@W+b) 1024",
     )
+)
+
+
+# Real programs made of many small operations, for the GPU benchmark (bench_gpu): launch-bound
+# chains of dots and a transformer forward pass written the way people write it.
+PROGRAMS: tuple[Workload, ...] = (
+    Workload("dot chain 100x(64x64)", dot_chain,
+             lambda r: (_f32(r, 64, 64), _f32(r, 64, 64) * np.float32(0.125)),
+             flops=100 * 2.0 * 64 ** 3),
+    Workload("gpt2 forward 12x768 seq256", gpt2_forward, gpt2_args(), flops=_gpt2_flops()),
 )
