@@ -46,6 +46,8 @@ class SimulatedDevice:
         self.downloads: list[int] = []
         self.launches: list[str] = []  # kernel symbols and "dot", in launch order
         self.loaded_programs = 0
+        self.graphs: list = []  # every instantiated graph
+        self.graph_launches = 0
         self._live = 0
         self._time = 0.0
 
@@ -78,6 +80,9 @@ class SimulatedDevice:
         out = self._new(buffer.shape, buffer.dtype)
         out[...] = buffer
         return out
+
+    def memset(self, buffer, byte: int) -> None:
+        buffer.reshape(-1).view(np.uint8)[...] = byte
 
     def used_bytes(self) -> int:
         return self._live
@@ -117,6 +122,27 @@ class SimulatedDevice:
         self.launches.append("dot")
         self._time += 1e-6
 
+    def gemm(self, spec, lhs, rhs, out) -> None:
+        assert all(isinstance(b, DeviceBuffer) for b in (lhs, rhs, out)), (
+            "a host array reached cuBLAS"
+        )
+        assert lhs.size == spec.batch * spec.m * spec.k and rhs.size == spec.batch * spec.k * spec.n
+        assert out.size == spec.batch * spec.m * spec.n and lhs.dtype == rhs.dtype == spec.dtype
+        spec.host(lhs.view(np.ndarray), rhs.view(np.ndarray), out.view(np.ndarray))
+        self.launches.append("dot")
+        self._time += 1e-6
+
+    # ---- CUDA graphs: recorded launches replayed with the buffers they were last given ------
+    def graph_unavailable(self):
+        return None
+
+    def new_graph(self):
+        return SimulatedGraph(self)
+
+    @staticmethod
+    def address(buffer) -> int:
+        return buffer.__array_interface__["data"][0] if buffer.size else id(buffer)
+
     # ---- time ---------------------------------------------------------------------------
     def timer(self) -> float:
         self._time += 1e-7
@@ -127,3 +153,48 @@ class SimulatedDevice:
 
     def synchronize(self) -> None:
         pass
+
+
+class SimulatedGraph:
+    """A recording of launches: each node is a kernel or GEMM with the buffers it was given.
+    Instantiated, it replays them in order; set_kernel/set_gemm re-point one node, as
+    cuGraphExecKernelNodeSetParams does, and only a node the executor re-pointed sees new
+    buffers (a node left stale replays into its old buffers, which the tests would catch)."""
+
+    def __init__(self, device: SimulatedDevice):
+        self.device = device
+        self.nodes: list[list] = []
+        self.launches = 0
+        self.repoints = 0
+
+    def kernel(self, function, grid, block, buffers, count):
+        self.nodes.append(["kernel", function, grid, block, list(buffers), count])
+        return len(self.nodes) - 1
+
+    def gemm(self, spec, lhs, rhs, out):
+        self.nodes.append(["gemm", spec, lhs, rhs, out])
+        return len(self.nodes) - 1
+
+    def instantiate(self):
+        self.device.graphs.append(self)
+        return self
+
+    def set_kernel(self, node, function, grid, block, buffers, count) -> None:
+        assert self.nodes[node][0] == "kernel" and self.nodes[node][1] is function
+        self.nodes[node] = ["kernel", function, grid, block, list(buffers), count]
+        self.repoints += 1
+
+    def set_gemm(self, node, spec, lhs, rhs, out) -> None:
+        assert self.nodes[node][0] == "gemm" and self.nodes[node][1] == spec
+        self.nodes[node] = ["gemm", spec, lhs, rhs, out]
+        self.repoints += 1
+
+    def launch(self) -> None:
+        self.launches += 1
+        self.device.graph_launches += 1
+        for node in self.nodes:
+            if node[0] == "kernel":
+                _, function, grid, block, buffers, count = node
+                self.device.launch(function, grid, block, buffers, count)
+            else:
+                self.device.gemm(*node[1:])

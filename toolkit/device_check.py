@@ -156,7 +156,7 @@ def programs_report() -> str:
         lines.append(f"## {w.name}\nfirst call (trace + compile + run) {first_call:.2f} s; "
                      f"max abs error against NumPy {error:.3g}")
         lines.append(f"profiled call: {len(kernels)} kernel events, {device_seconds * 1e3:.3f} ms "
-                     f"on the device, wall {p.wall_seconds() * 1e3:.3f} ms")
+                     f"on the device, wall {p.wall_seconds * 1e3:.3f} ms")
         lines.append(p.summary())
         slowest = sorted(kernels, key=lambda e: -e.duration)[:15]
         for e in slowest:
@@ -186,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         import xdist  # noqa: F401
     except ImportError:
         workers = []
-    common = ["-q", "-rfE", "-p", "no:cacheprovider", "--tb=short", "--continue-on-collection-errors",
-              *workers]
+    # -v: every test's name and outcome as it finishes, so a step stopped at its limit still
+    # says what ran
+    common = ["-v", "-rfE", "-p", "no:cacheprovider", "--tb=short",
+              "--continue-on-collection-errors", *workers]
     _run([py, "-m", "pytest", *common, "-m", "gpu", "tests"],
          os.path.join(out, "tests-gpu.txt"), 100, env)
     suites = [s for s in REAL_SUITES if os.path.exists(s)]

@@ -22,6 +22,7 @@ from ...ir.shapes import TupleShape
 from ..control import flat_module, make_control_runner
 from .device import cupy_or_reason, default_device
 from .executor import GpuExecutable, GpuStep
+from .gemm import GemmSpec
 
 
 def _host_run(inst):
@@ -71,7 +72,8 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
         if inst.opcode in GroupOp.CONTROL:  # each called computation a GPU program of its own
             return GpuStep("control", inst, inputs, outs, run=_device_control(inst, device))
         if inst.opcode == "dot":
-            return GpuStep("dot", inst, inputs, outs, run=make_dot(inst, device.xp))
+            return GpuStep("dot", inst, inputs, outs, run=make_dot(inst, device.xp),
+                           gemm=GemmSpec.from_dot(inst))
         # a library call: NumPy's stable sort on the host, between two copies
         if inst.opcode in GroupOp.LIBRARY:
             return GpuStep("library", inst, inputs, outs, run=_host_run(inst))

@@ -6,7 +6,12 @@ The executor needs just these members, so a device is anything that has them::
 
     label, name, arch, sm_count, blocks_per_sm, copy_stream_id, stream_handle, xp
     empty(shape, dtype) / upload(host) / download(buffer) / copy(buffer) / used_bytes()
+    memset(buffer, byte)
     load(program) -> {symbol: function};  launch(function, grid, block, buffers, count)
+    gemm(spec, lhs, rhs, out): one direct cuBLAS call (``gemm.GemmSpec``)
+    graph_unavailable() -> None or why not;  new_graph() -> builder with kernel(...), gemm(...),
+        instantiate() -> replayable graph with set_kernel(...), set_gemm(...), launch()
+    address(buffer) -> int
     timer() -> event;  elapsed(start_event, end_event) -> seconds;  synchronize()
 """
 from __future__ import annotations
@@ -70,6 +75,8 @@ class CudaDevice:
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self.copy_stream_id = 1  # copies share the stream (ordering), shown on the copy track
         self._pool = cupy.get_default_memory_pool()
+        self._native_state = None
+        self._graph_reason: str | None = None
 
     # ---- memory -------------------------------------------------------------------------
     def empty(self, shape, dtype):
@@ -89,6 +96,11 @@ class CudaDevice:
     def copy(self, buffer):
         with self._device, self.stream:
             return buffer.copy()
+
+    def memset(self, buffer, byte: int) -> None:
+        if buffer.nbytes:
+            self.cupy.cuda.runtime.memsetAsync(buffer.data.ptr, byte, buffer.nbytes,
+                                               self.stream.ptr)
 
     def used_bytes(self) -> int:
         return int(self._pool.used_bytes())
@@ -116,6 +128,43 @@ class CudaDevice:
         with self._device, self.stream:
             run(ins, out)
 
+    # ---- direct cuBLAS and CUDA graphs (cuda_native: ctypes on the driver and cuBLAS) ------
+    def _native(self):
+        """(main-stream cuBLAS, capture stream, capture-stream cuBLAS), made on first use."""
+        if self._native_state is None:
+            from .cuda_native import Cublas
+
+            with self._device:
+                workspace = [self.cupy.empty(Cublas.WORKSPACE_BYTES, np.uint8) for _ in range(2)]
+                capture_stream = self.cupy.cuda.Stream(non_blocking=True)
+            self._native_state = (Cublas(self.stream.ptr, workspace[0].data.ptr), capture_stream,
+                                  Cublas(capture_stream.ptr, workspace[1].data.ptr), workspace)
+        return self._native_state
+
+    def gemm(self, spec, lhs, rhs, out) -> None:
+        with self._device:
+            self._native()[0].gemm(spec, lhs.data.ptr, rhs.data.ptr, out.data.ptr)
+
+    def graph_unavailable(self) -> str | None:
+        if self._graph_reason is None:
+            try:
+                from .cuda_native import cublas_library, driver
+
+                driver()
+                cublas_library()
+                self._native()
+                self._graph_reason = ""
+            except Exception as e:  # noqa: BLE001 - any reason is reported, and kernels launch
+                self._graph_reason = f"{type(e).__name__}: {e}"
+        return self._graph_reason or None
+
+    def new_graph(self) -> _CudaGraph:
+        return _CudaGraph(self)
+
+    @staticmethod
+    def address(buffer) -> int:
+        return int(buffer.data.ptr)
+
     # ---- time ---------------------------------------------------------------------------
     def timer(self):
         event = self.cupy.cuda.Event()
@@ -131,6 +180,43 @@ class CudaDevice:
 
     def __repr__(self) -> str:
         return f"<CudaDevice {self.label} {self.name} ({self.arch}, {self.sm_count} SMs)>"
+
+
+class _CudaGraph:
+    """A CUDA graph of device buffers and loaded kernels (cuda_native works on raw handles)."""
+
+    def __init__(self, device: CudaDevice):
+        from .cuda_native import GraphBuilder
+
+        self.device = device
+        _, capture_stream, capture_cublas, _ = device._native()
+        self.builder = GraphBuilder(capture_stream.ptr, capture_cublas)
+
+    def kernel(self, function, grid, block, buffers, count):
+        return self.builder.kernel(function.ptr, grid, block, [b.data.ptr for b in buffers], count)
+
+    def gemm(self, spec, lhs, rhs, out):
+        with self.device._device:
+            return self.builder.gemm(spec, lhs.data.ptr, rhs.data.ptr, out.data.ptr)
+
+    def instantiate(self) -> _CudaGraphExec:
+        with self.device._device:
+            return _CudaGraphExec(self.device, self.builder.instantiate())
+
+
+class _CudaGraphExec:
+    def __init__(self, device: CudaDevice, exe):
+        self.device, self.exe = device, exe
+
+    def set_kernel(self, node, function, grid, block, buffers, count) -> None:
+        self.exe.set_kernel(node, function.ptr, grid, block, [b.data.ptr for b in buffers], count)
+
+    def set_gemm(self, node, spec, lhs, rhs, out) -> None:
+        with self.device._device:
+            self.exe.set_gemm(node, spec, lhs.data.ptr, rhs.data.ptr, out.data.ptr)
+
+    def launch(self) -> None:
+        self.exe.launch(self.device.stream.ptr)
 
 
 @functools.cache

@@ -19,6 +19,8 @@ from ..base import Executable, KernelInfo, ResultPlacement, RunContext
 from ..buffer_plan import BufferPlan
 from ..control import trips_text
 from .arrays import DeviceArray, fetched_from
+from .gemm import GemmSpec
+from .graph_replay import GraphReplay, why_not_recorded
 from .sass import sass
 
 
@@ -36,6 +38,7 @@ class GpuStep:
     block: tuple[int, int, int] = (1, 1, 1)
     count: int = 0
     run: object = None  # dot: run(ins, out); host: run(host_ins) -> host outs
+    gemm: GemmSpec | None = None  # dot: one direct cuBLAS call, its layout fixed at compile time
 
     @property
     def launch_text(self) -> str:
@@ -46,6 +49,10 @@ class GpuStep:
             if self.inst.opcode == "while" and trips is not None:
                 return trips_text(trips, getattr(self.run, "seconds", 0.0))
             return "host control"
+        if self.gemm is not None:
+            g = self.gemm
+            batch = f"{g.batch}x " if g.batch > 1 else ""
+            return f"cuBLAS gemm {batch}{g.m}x{g.n}x{g.k}"
         return {"dot": "cuBLAS", "library": "host library call"}.get(self.kind, "host fallback")
 
 
@@ -53,8 +60,9 @@ class _Probe:
     """Device-side timings of one profiled run: CUDA events around each operation, read after
     one synchronisation at the end and placed on the profile's clock."""
 
-    def __init__(self, device, clock, on_kernel, context: RunContext):
+    def __init__(self, device, clock, on_kernel, context: RunContext, note: str = ""):
         self.device, self.clock, self.on_kernel = device, clock, on_kernel
+        self.note = note  # said of every kernel's time: how it was measured
         self.function = context.function
         self.location = context.location
         device.synchronize()
@@ -80,7 +88,8 @@ class _Probe:
             seconds = d.elapsed(start, end)
             if record[0] == "kernel":
                 _, step = record
-                self.on_kernel(step.inst, at, seconds, step.launch_text, device=d.label, stream=0)
+                self.on_kernel(step.inst, at, seconds, step.launch_text + self.note,
+                               device=d.label, stream=0)
             else:
                 _, direction, nbytes, what, avoidable = record
                 RECORDER.record(TransferEvent(direction, nbytes, at, seconds, what=what,
@@ -104,6 +113,16 @@ class GpuExecutable(Executable):
         self._device_constants: dict[int, object] | None = None
         self._copy_out = [s in plan.constants for s in plan.out_slots]
         self.describe(module.name, [f"args[{i}]" for i in range(len(plan.arg_slots))])
+        self.not_graphed = why_not_recorded(self.steps, device)
+        self._graph = GraphReplay(self) if self.not_graphed is None else None
+
+    @property
+    def launch_mode(self) -> str:
+        """How a call launches: one CUDA graph, or kernel by kernel and why."""
+        if self._graph is not None and self._graph.disabled is None:
+            return f"one CUDA graph ({len(self.steps)} nodes, {self._graph.replays} replays)"
+        why = self._graph.disabled if self._graph is not None else self.not_graphed
+        return f"kernel by kernel ({why})"
 
     def describe(self, function_name: str, arg_names: list[str]) -> None:
         """Names for events and results: the jitted function and its argument paths."""
@@ -133,10 +152,17 @@ class GpuExecutable(Executable):
 
     # ---- running ------------------------------------------------------------------------
     def run(self, args):
+        if self._graph is not None:
+            results = self._graph.run(args)
+            if results is not None:
+                return results
         return self._run(args, None)
 
     def run_profiled(self, args, clock, on_kernel, context: RunContext = RunContext()):
-        probe = _Probe(self.device, clock, on_kernel, context)
+        graphed = self._graph is not None and self._graph.disabled is None
+        probe = _Probe(self.device, clock, on_kernel, context,
+                       " · timed launch by launch (unprofiled calls replay one CUDA graph)"
+                       if graphed else "")
         try:
             return self._run(args, probe)
         finally:
@@ -166,17 +192,20 @@ class GpuExecutable(Executable):
                     probe.allocation(out.nbytes, f"%{step.inst.name}")
             for slot, out in zip(step.outputs, outs):
                 bufs[slot] = out
-        results = []
-        for slot, copy, origin in zip(plan.out_slots, self._copy_out, self._origins):
-            buffer = d.copy(bufs[slot]) if copy else bufs[slot]
-            results.append(DeviceArray(buffer, d, origin))
+        results = self._results(bufs)
         if probe is not None:
             for slot in plan.temp_slots:
                 nbytes = bufs[slot].nbytes
                 # back to the pool: stream-ordered, so safe before the kernels end
                 bufs[slot] = None
                 probe.allocation(-nbytes, "temporary freed")
-        return tuple(results)
+        return results
+
+    def _results(self, bufs) -> tuple:
+        d = self.device
+        return tuple(DeviceArray(d.copy(bufs[slot]) if copy else bufs[slot], d, origin)
+                     for slot, copy, origin in zip(self.plan.out_slots, self._copy_out,
+                                                   self._origins))
 
     def _argument(self, i: int, arg, probe):
         d = self.device
@@ -228,6 +257,9 @@ class GpuExecutable(Executable):
 
             def launch():
                 d.launch(step.function, step.grid, step.block, [*ins, *outs], step.count)
+        elif step.gemm is not None:
+            def launch():
+                d.gemm(step.gemm, ins[0], ins[1], outs[0])
         else:
             def launch():
                 d.matmul(step.run, ins, outs[0])

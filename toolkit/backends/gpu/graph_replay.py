@@ -1,0 +1,200 @@
+"""Whole-program launch: a compiled GPU program recorded once as a CUDA graph and replayed
+with one launch per call, as XLA's command buffers and tinygrad's CUDA graphs do.
+
+- **What is recorded.** Every kernel as a kernel node and every dot as a cuBLAS GEMM node, in
+  program order. A program with host steps (fallbacks, library calls on the host, loops and
+  branches driven from the host) is not recorded: it launches kernel by kernel as before.
+- **Buffers.** Temporaries come from a pool owned by the recording, allocated once and shared
+  between values whose lifetimes do not overlap (the buffer plan's order: a value's buffer is
+  free after its last reader). Results are fresh buffers every call, since the caller keeps
+  them. Arguments are whatever the caller passes.
+- **Between calls** only the nodes that read an argument or write a result whose address
+  changed are re-pointed (``cuGraphExecKernelNodeSetParams``, or a re-recorded GEMM): a loop
+  that passes the same weights every call re-points only what the new input and the new
+  results touch.
+- **Checked once.** The first recording's results are compared bit for bit with a
+  launch-by-launch run of the same program on the same arguments, every buffer the graph writes
+  first filled with a byte pattern; a mismatch turns the graph
+  off for this program with a warning, so a fault in recording can never give wrong numbers.
+- **Profiles** time an ungraphed run (CUDA events around each kernel), and their kernel
+  events say so."""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MIN_STEPS = 2  # one launch gains nothing from a graph
+
+
+def graphs_disabled_by_user() -> bool:
+    return os.environ.get("TOOLKIT_GPU_GRAPHS", "1") == "0"
+
+
+def why_not_recorded(steps, device) -> str | None:
+    """None when the program can be one graph, else why not (shown by ``describe``)."""
+    if graphs_disabled_by_user():
+        return "TOOLKIT_GPU_GRAPHS=0"
+    active = [s for s in steps if not (s.kind == "kernel" and s.count == 0)]
+    host = [s for s in active if s.kind not in ("kernel", "dot")]
+    if host:
+        return f"%{host[0].inst.name} runs on the host ({host[0].kind})"
+    general = [s for s in active if s.kind == "dot" and s.gemm is None]
+    if general:
+        return f"%{general[0].inst.name} is not one direct cuBLAS GEMM"
+    if len(active) < MIN_STEPS:
+        return "a single launch"
+    probe = getattr(device, "graph_unavailable", None)
+    if probe is None:
+        return "the device records no graphs"
+    return probe()
+
+
+@dataclass
+class _Node:
+    step: object
+    handle: object
+    slots: list[int]  # the plan slots it reads and writes, in launch-argument order
+    bound: list[int] = field(default_factory=list)  # the addresses it was last pointed at
+
+
+class GraphReplay:
+    def __init__(self, executable):
+        self.exe = executable
+        self.device = executable.device
+        self.plan = executable.plan
+        self.graph = None
+        self.nodes: list[_Node] = []
+        self.pool: dict[int, object] = {}  # temporary slot -> its pooled buffer
+        self.variable: dict[int, list[_Node]] = {}  # argument / result slot -> nodes using it
+        self.replays = 0
+        self.disabled: str | None = None
+
+    # ---- buffers ----------------------------------------------------------------------
+    def _pool_buffers(self) -> dict[int, object]:
+        """One buffer per temporary, reused once the value before it is dead."""
+        plan, steps = self.plan, self.exe.steps
+        keep = set(plan.out_slots) | set(plan.arg_slots) | set(plan.constants)
+        last_read: dict[int, int] = {}
+        for i, step in enumerate(steps):
+            for s in step.inputs:
+                last_read[s] = i
+        free: dict[tuple, list] = {}
+        pool: dict[int, object] = {}
+        for i, step in enumerate(steps):
+            for s in step.outputs:
+                if s in keep:
+                    continue
+                slot = plan.slots[s]
+                key = (tuple(slot.dims), slot.dtype.numpy.str)
+                stack = free.get(key)
+                pool[s] = stack.pop() if stack else self.device.empty(slot.dims,
+                                                                      slot.dtype.numpy)
+            for s in set(step.inputs):  # after the outputs: a kernel never writes what it reads
+                if last_read.get(s) == i and s in pool:
+                    slot = plan.slots[s]
+                    free.setdefault((tuple(slot.dims), slot.dtype.numpy.str), []).append(pool[s])
+        return pool
+
+    def _buffers(self, args) -> list:
+        """Every slot's buffer for this call: arguments, constants, pooled temporaries, and
+        fresh results."""
+        exe, plan, d = self.exe, self.plan, self.device
+        bufs: list = [None] * len(plan.slots)
+        for i, (slot, arg) in enumerate(zip(plan.arg_slots, args)):
+            bufs[slot] = exe._argument(i, arg, None)
+        for slot, buffer in exe._constants(None).items():
+            bufs[slot] = buffer
+        for slot, buffer in self.pool.items():
+            bufs[slot] = buffer
+        for step in exe.steps:
+            for s in step.outputs:
+                if bufs[s] is None:  # a result: the caller keeps it, so it is new every call
+                    bufs[s] = d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy)
+        return bufs
+
+    # ---- recording and replay -----------------------------------------------------------
+    def _record(self, bufs) -> None:
+        d = self.device
+        builder = d.new_graph()
+        self.nodes = []
+        for step in self.exe.steps:
+            if step.kind == "kernel" and step.count == 0:
+                continue
+            slots = [*step.inputs, *step.outputs]
+            buffers = [bufs[s] for s in slots]
+            if step.kind == "kernel":
+                handle = builder.kernel(step.function, step.grid, step.block, buffers, step.count)
+            else:
+                handle = builder.gemm(step.gemm, *buffers)
+            self.nodes.append(_Node(step, handle, slots, [d.address(b) for b in buffers]))
+        self.graph = builder.instantiate()
+        fixed = set(self.pool) | set(self.plan.constants)
+        self.variable = {}
+        for node in self.nodes:
+            for s in set(node.slots) - fixed:
+                self.variable.setdefault(s, []).append(node)
+
+    def _repoint(self, bufs) -> None:
+        d, graph = self.device, self.graph
+        changed = {s for s, nodes in self.variable.items()
+                   if any(d.address(bufs[s]) != n.bound[n.slots.index(s)] for n in nodes)}
+        if not changed:
+            return
+        touched = {id(n): n for s in changed for n in self.variable[s]}
+        for node in touched.values():
+            buffers = [bufs[s] for s in node.slots]
+            step = node.step
+            if step.kind == "kernel":
+                graph.set_kernel(node.handle, step.function, step.grid, step.block, buffers,
+                                 step.count)
+            else:
+                graph.set_gemm(node.handle, step.gemm, *buffers)
+            node.bound = [d.address(b) for b in buffers]
+
+    def run(self, args):
+        """The results of one call, or None when this program does not replay (the caller then
+        launches kernel by kernel)."""
+        if self.disabled is not None:
+            return None
+        if self.graph is None:
+            return self._first(args)
+        bufs = self._buffers(args)
+        self._repoint(bufs)
+        self.graph.launch()
+        self.replays += 1
+        return self.exe._results(bufs)
+
+    def _first(self, args):
+        """Record, then check the replay against a launch-by-launch run, bit for bit."""
+        expected = self.exe._run(args, None)
+        try:
+            self.pool = self._pool_buffers()
+            bufs = self._buffers(args)
+            # every buffer the graph writes starts as a pattern no result is: a node the replay
+            # left out cannot pass the check by finding an earlier run's values in reused memory
+            written = {s for step in self.exe.steps for s in step.outputs} - set(self.plan.arg_slots)
+            for s in written - set(self.plan.constants):
+                self.device.memset(bufs[s], 0xA5)
+            self._record(bufs)
+            self.graph.launch()
+            got = self.exe._results(bufs)
+            d = self.device
+            same = all(
+                np.array_equal(d.download(a._buffer), d.download(b._buffer), equal_nan=True)
+                if a.dtype.kind in "fc" else
+                np.array_equal(d.download(a._buffer), d.download(b._buffer))
+                for a, b in zip(got, expected))
+            if not same:
+                raise RuntimeError("the replayed graph's results differ from launching its "
+                                   "kernels one by one")
+        except Exception as e:  # noqa: BLE001 - any failure: kernel-by-kernel launches, said once
+            self.disabled = f"{type(e).__name__}: {e}"
+            self.graph, self.pool, self.nodes, self.variable = None, {}, [], {}
+            warnings.warn(f"{self.exe.function_name}: the GPU program runs kernel by kernel, "
+                          f"not as one CUDA graph: {self.disabled}", RuntimeWarning, stacklevel=2)
+            return expected
+        self.replays += 1
+        return expected
