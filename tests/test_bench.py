@@ -36,6 +36,7 @@ def test_cpu_table_takes_the_best_process_and_divides_the_right_way():
 def test_gpu_table_compares_with_cupy_and_jax_against_the_copy_ceiling():
     runs = [
         _run("toolkit", 25e-6),
+        _run("toolkit-eager", 75e-6),
         _run("cupy", 50e-6, ceiling_bytes_per_second=3.0e12, device="NVIDIA H100"),
         _run("jax", 20e-6),
     ]
@@ -43,8 +44,9 @@ def test_gpu_table_compares_with_cupy_and_jax_against_the_copy_ceiling():
     text = bench_gpu.markdown(best, ["sum 16M"])
     row = next(line for line in text.splitlines() if line.startswith("| sum 16M"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1:4] == ["0.025", "0.050", "0.020"]
-    assert cells[4:] == ["2560", "85%", "2.00x", "0.80x"]
+    assert cells[1:5] == ["0.025", "0.075", "0.050", "0.020"]
+    # GB/s, % of the copy ceiling; then launch by launch's, CuPy's and JAX's time over toolkit's
+    assert cells[5:] == ["2560", "85%", "3.00x", "2.00x", "0.80x"]
     assert "Device: NVIDIA H100" in text and "3000 GB/s" in text
 
 

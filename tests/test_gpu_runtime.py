@@ -20,6 +20,7 @@ from toolkit.profiler.recorder import RECORDER
 import programs
 import test_random_programs as random_programs
 from conftest import SIMULATED_GPU as SIMULATED, simulated_only
+from backend_checks import assert_close
 from helpers import assert_same
 from simulated_gpu import SimulatedDevice
 
@@ -55,8 +56,12 @@ def test_test_programs_match_the_interpreter(name, backend):
             np.testing.assert_allclose(
                 got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(initial=1)
             )
+        elif backend == "gpu":
+            # a device sums in its own order (blocks, warps) and libdevice's exp/tanh are within
+            # 1-2 ulp: tolerances scaled to the values, as the CPU's own vector math gets
+            assert_close(got, want, approx=True)
         else:
-            assert_same(got, want, approx=backend == "gpu", rtol=2e-6)
+            assert_same(got, want, approx=False)
 
 
 FUSION_KINDS = {**programs.FUSION_KINDS, "dot": lambda x: x @ x.T + 1, "empty": lambda x: x[:0] * 2,
@@ -71,6 +76,8 @@ def test_every_fusion_kind_matches_the_interpreter(kind, backend):
                          interpreter_results(FUSION_KINDS[kind], (x,))):
         if kind == "dot":  # cuBLAS (and BLAS) sum in their own order
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        elif backend == "gpu":  # the device's summation order, scaled to the values
+            assert_close(got, want, approx=True)
         else:
             assert_same(got, want, approx=True, rtol=2e-6)
 

@@ -20,7 +20,9 @@ from .workloads import BENCHMARK, PROGRAMS, Workload, scaled
 # "jax" runs float32 dots at full precision (jax.default_matmul_precision("highest")), as NumPy
 # and toolkit do: the ratio compares like with like. "jax-default" is JAX as it ships, whose
 # float32 dots on the GPU use TF32 (about 3 decimal digits fewer); it is reported beside it.
-SIDES = ("toolkit", "cupy", "jax", "jax-default")
+# "toolkit-eager" is toolkit launching kernel by kernel (TOOLKIT_GPU_GRAPHS=0), as before
+# whole-program launch: the gain of replaying one CUDA graph per call, measured in the same run.
+SIDES = ("toolkit", "toolkit-eager", "cupy", "jax", "jax-default")
 ROWS = (*BENCHMARK, *PROGRAMS)
 
 
@@ -47,6 +49,9 @@ def _side(side: str, w: Workload, backend: str = "gpu", device=None):
     """(call, sync, result) for one workload on one side, inputs already on the device
     (``backend`` and ``device`` are toolkit's: the default CUDA device unless given)."""
     host_args = w.args()
+    if side == "toolkit-eager":
+        os.environ["TOOLKIT_GPU_GRAPHS"] = "0"  # the worker is a process of its own
+        side = "toolkit"
     if side == "toolkit":
         from . import api
         from .backends.gpu import device_put
@@ -141,7 +146,8 @@ def markdown(best: dict, rows: list[str]) -> str:
     sides = [s for s in SIDES if s in best]
     ceiling = best.get("cupy", {}).get("ceiling")
     lines = ["| workload | " + " | ".join(f"{s} ms" for s in sides)
-             + " | toolkit GB/s | % of copy | vs CuPy | vs JAX |", "|" + "---|" * (len(sides) + 5)]
+             + " | toolkit GB/s | % of copy | vs eager | vs CuPy | vs JAX |",
+             "|" + "---|" * (len(sides) + 6)]
     for name in rows:
         cells = {s: best[s]["rows"].get(name) for s in sides}
         mine = cells.get("toolkit")
@@ -151,13 +157,15 @@ def markdown(best: dict, rows: list[str]) -> str:
         gbs = mine["bytes"] / t
         pct = f"{100 * gbs / ceiling:.0f}%" if ceiling and not mine["flops"] else ""
         ratio = {
-            s: f"{cells[s]['seconds'] / t:.2f}x" if cells.get(s) else "n/a" for s in ("cupy", "jax")
+            s: f"{cells[s]['seconds'] / t:.2f}x" if cells.get(s) else "n/a"
+            for s in ("toolkit-eager", "cupy", "jax")
         }
         times = " | ".join(
             f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides
         )
         lines.append(
-            f"| {name} | {times} | {gbs / 1e9:.0f} | {pct} | {ratio['cupy']} | {ratio['jax']} |"
+            f"| {name} | {times} | {gbs / 1e9:.0f} | {pct} | {ratio['toolkit-eager']} | "
+            f"{ratio['cupy']} | {ratio['jax']} |"
         )
     for s in sides:
         for name, error in best[s].get("errors", {}).items():

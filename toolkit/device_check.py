@@ -30,7 +30,7 @@ REAL_SUITES = (
     "tests/test_linalg.py",
     "tests/test_numpy_api.py",
     "tests/test_kernel_sharing.py",
-    "tests/test_gpu_device.py",
+    "tests/test_gpu_graphs.py",
 )
 
 
@@ -188,18 +188,27 @@ def main(argv: list[str] | None = None) -> int:
         workers = []
     # -v: every test's name and outcome as it finishes, so a step stopped at its limit still
     # says what ran
+    steps = os.environ.get("TOOLKIT_CHECK_STEPS", "gpu,real,bench,programs").split(",")
     common = ["-v", "-rfE", "-p", "no:cacheprovider", "--tb=short",
               "--continue-on-collection-errors", *workers]
-    _run([py, "-m", "pytest", *common, "-m", "gpu", "tests"],
-         os.path.join(out, "tests-gpu.txt"), 100, env)
-    suites = [s for s in REAL_SUITES if os.path.exists(s)]
-    _run([py, "-m", "pytest", *common, "-k", "gpu", *suites],
-         os.path.join(out, "tests-real.txt"), 100, dict(env, TOOLKIT_TEST_GPU="real"))
-    _run([py, "-m", "toolkit.bench_gpu", "--processes", "1", "--out", out],
-         os.path.join(out, "bench-log.txt"), 130, env)
-    report = os.path.join(out, "programs.txt")
-    _run([py, "-c", "from toolkit.device_check import programs_report as r; print(r())"],
-         report, 80, env)
+    limit = float(os.environ.get("TOOLKIT_CHECK_STEP_SECONDS", "100"))
+    if "gpu" in steps:
+        _run([py, "-m", "pytest", *common, "-m", "gpu", "tests"],
+             os.path.join(out, "tests-gpu.txt"), limit, env)
+    if "real" in steps:
+        suites = [s for s in REAL_SUITES if os.path.exists(s)]
+        _run([py, "-m", "pytest", *common, "-k", "gpu", *suites],
+             os.path.join(out, "tests-real.txt"), limit, dict(env, TOOLKIT_TEST_GPU="real"))
+    if "programs" in steps:
+        _run([py, "-c", "from toolkit.device_check import programs_report as r; print(r())"],
+             os.path.join(out, "programs.txt"), limit, env)
+    if "bench" in steps:
+        bench = [py, "-m", "toolkit.bench_gpu", "--processes", "1", "--out", out]
+        if os.environ.get("TOOLKIT_CHECK_ROWS"):
+            bench += ["--rows", os.environ["TOOLKIT_CHECK_ROWS"]]
+        if os.environ.get("TOOLKIT_CHECK_SIDES"):
+            bench += ["--sides", os.environ["TOOLKIT_CHECK_SIDES"]]
+        _run(bench, os.path.join(out, "bench-log.txt"), 1.5 * limit, env)
     print(f"device check done in {time.perf_counter() - started:.0f} s; files in {out}")
     return 0
 

@@ -175,8 +175,8 @@ class GraphReplay:
             bufs = self._buffers(args)
             # every buffer the graph writes starts as a pattern no result is: a node the replay
             # left out cannot pass the check by finding an earlier run's values in reused memory
-            written = {s for step in self.exe.steps for s in step.outputs} - set(self.plan.arg_slots)
-            for s in written - set(self.plan.constants):
+            written = {s for step in self.exe.steps for s in step.outputs}
+            for s in written - set(self.plan.arg_slots) - set(self.plan.constants):
                 self.device.memset(bufs[s], 0xA5)
             self._record(bufs)
             self.graph.launch()
