@@ -84,16 +84,18 @@ def test_later_calls_are_one_launch_each(sim, rng):
     f = tk.jit(_mlp, backend=backend)
     args = [tk.device_put(a, device) for a in _mlp_args(rng)]
     f(*args)  # records, and checks the recording against launching kernel by kernel
+    f(*args)  # re-points the result writers, and checks that once more
     assert len(device.graphs) == 1
     graph: SimulatedGraph = device.graphs[0]
     launches_before, kernels_before = graph.launches, len(device.launches)
+    repoints_before = graph.repoints
     for _ in range(4):
         f(*args)
     assert graph.launches - launches_before == 4 and len(device.graphs) == 1
     # every kernel ran inside the replays, none launched one by one
     assert len(device.launches) - kernels_before == 4 * len(graph.nodes)
     # only the nodes writing the (new every call) results were re-pointed: 2 per call
-    assert graph.repoints == 4 * 2
+    assert graph.repoints - repoints_before == 4 * 2
 
 
 @simulated
@@ -178,6 +180,32 @@ class _DroppingGraph(SimulatedGraph):
 class _FaultyDevice(SimulatedDevice):
     def new_graph(self):
         return _DroppingGraph(self)
+
+
+class _RefusingGraph(SimulatedGraph):
+    """A driver that refuses to re-point a node (as a real one did, with CUDA error 1)."""
+
+    def set_kernel(self, *args):
+        raise RuntimeError("cuGraphExecKernelNodeSetParams failed with CUDA error 1")
+
+
+class _RefusingDevice(SimulatedDevice):
+    def new_graph(self):
+        return _RefusingGraph(self)
+
+
+def test_a_driver_failure_falls_back_to_kernel_by_kernel_launches():
+    device = _RefusingDevice()
+    backend = _device_backend("gpu-graph-refusing", device)
+    args = _mlp_args(np.random.default_rng(4))
+    want = tk.jit(_mlp, backend="interpreter")(*args)
+    f = tk.jit(_mlp, backend=backend)
+    _close(_host(f(*args)), want)
+    with pytest.warns(RuntimeWarning, match="CUDA error 1"):
+        _close(_host(f(*args)), want)
+    _close(_host(f(*args)), want)
+    assert "kernel by kernel (RuntimeError: cuGraphExecKernelNodeSetParams" in \
+        f.compiled(*args)._executable.launch_mode
 
 
 def test_a_recording_that_differs_is_never_used():

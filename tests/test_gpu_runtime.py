@@ -19,7 +19,7 @@ from toolkit.profiler.recorder import RECORDER
 
 import programs
 import test_random_programs as random_programs
-from conftest import SIMULATED_GPU as SIMULATED, simulated_only
+from conftest import REAL_GPU, SIMULATED_GPU as SIMULATED, simulated_only
 from backend_checks import assert_close
 from helpers import assert_same
 from simulated_gpu import SimulatedDevice
@@ -345,3 +345,23 @@ def test_timeline_draws_device_kernels_and_copies_on_their_own_lanes(tmp_path):
     assert f"{device} stream 0" in artists["lanes"] and f"{device} copy engine" in artists["lanes"]
     assert len(artists["kernels"]) == 3 and len(artists["transfers"]) == 2
     artists["axes"].figure.savefig(tmp_path / "timeline.png")
+
+
+def test_a_function_that_writes_a_device_array_argument_updates_it(backend):
+    """NumPy's contract: an argument written in place shows the write. A device array takes the
+    program's new buffer (no copy); JAX's donate_argnums gives the same effect by hand."""
+    def step(a, b):
+        for _ in range(3):
+            b[1:-1] = 0.5 * (a[:-2] + a[2:])
+            a[1:-1] = 0.5 * (b[:-2] + b[2:])
+
+    a0 = np.linspace(0.0, 1.0, 17) ** 2
+    b0 = np.zeros(17)
+    want_a, want_b = a0.copy(), b0.copy()
+    step(want_a, want_b)
+    device = SIMULATED if backend == "gpu-simulated" and not REAL_GPU else None
+    a, b = tk.device_put(a0, device), tk.device_put(b0, device)
+    assert tk.jit(step, backend=backend)(a, b) is None
+    assert isinstance(a, DeviceArray) and isinstance(b, DeviceArray)
+    np.testing.assert_array_equal(np.asarray(a), want_a)
+    np.testing.assert_array_equal(np.asarray(b), want_b)

@@ -202,11 +202,6 @@ def check_mutation_targets(leaves, mutated, paths) -> None:
                         f"'{paths[j]}'; NumPy would see the write through both, toolkit cannot: "
                         "pass a copy"
                     )
-        elif getattr(type(leaf), "__toolkit_array__", False):
-            raise UserValueError(
-                f"argument '{paths[i]}' is a device array, which is immutable, but the "
-                "function writes it in place; pass np.asarray(x) or return the new value"
-            )
 
 
 def write_back(leaves, mutated, results) -> None:
@@ -216,3 +211,7 @@ def write_back(leaves, mutated, results) -> None:
         if isinstance(leaf, np.ndarray) and value is not leaf:  # scalars are immutable: a rebinding
             # (a backend that wrote in place returns leaf)
             np.copyto(leaf, np.asarray(value), casting="unsafe")
+        elif getattr(type(leaf), "__toolkit_array__", False) and value is not leaf:
+            # a device array written in place takes the new value's device buffer (no copy),
+            # so the caller's object shows the write, as NumPy's would
+            leaf._assign_from(value)

@@ -132,6 +132,18 @@ class DeviceArray:
     def __getitem__(self, index):
         return self.get()[index]
 
+    def _assign_from(self, value) -> None:
+        """Take ``value`` as this array's contents: a function that writes this argument in
+        place (``a[1:-1] = ...``) leaves its new value here, as NumPy leaves it in the array
+        passed. A device result on the same device is taken without a copy."""
+        if isinstance(value, DeviceArray) and value._device is self._device \
+                and value.shape == self.shape and value.dtype == self.dtype:
+            self._buffer = value._buffer
+            return
+        host = np.asarray(value).astype(self.dtype, copy=False)
+        self._buffer = self._device.upload(np.ascontiguousarray(np.broadcast_to(host,
+                                                                                self.shape)))
+
     def __setitem__(self, index, value):
         raise TypeError("device arrays are immutable: np.array(a) makes a writable host copy, or "
                         "compute the new value in a jitted function")

@@ -181,8 +181,9 @@ class GraphBuilder:
                                                         ctypes.c_ulonglong(0)),
                    "cuGraphInstantiate")
         finally:
-            self.lib.cuGraphDestroy(self.graph)
             self.keep.clear()
+        # the graph lives as long as its executable: a node is re-pointed through its handle
+        # in the graph it was instantiated from
         return GraphExec(exe, self)
 
 
@@ -214,5 +215,6 @@ class GraphExec:
     def __del__(self):
         try:
             self.lib.cuGraphExecDestroy(self.handle)
+            self.lib.cuGraphDestroy(self.builder.graph)
         except Exception:  # noqa: BLE001 - at interpreter exit the library may be gone
             pass

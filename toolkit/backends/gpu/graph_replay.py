@@ -12,10 +12,11 @@ with one launch per call, as XLA's command buffers and tinygrad's CUDA graphs do
   changed are re-pointed (``cuGraphExecKernelNodeSetParams``, or a re-recorded GEMM): a loop
   that passes the same weights every call re-points only what the new input and the new
   results touch.
-- **Checked once.** The first recording's results are compared bit for bit with a
-  launch-by-launch run of the same program on the same arguments, every buffer the graph writes
-  first filled with a byte pattern; a mismatch turns the graph
-  off for this program with a warning, so a fault in recording can never give wrong numbers.
+- **Checked twice.** The replay after recording, and the first after re-pointing, are compared
+  bit for bit with a launch-by-launch run of the same call, every buffer the graph writes first
+  filled with a byte pattern. A mismatch, or any failure of the driver's graph calls, turns
+  the graph off for this program with a warning: a fault in recording never gives wrong
+  numbers.
 - **Profiles** time an ungraphed run (CUDA events around each kernel), and their kernel
   events say so."""
 from __future__ import annotations
@@ -70,6 +71,7 @@ class GraphReplay:
         self.pool: dict[int, object] = {}  # temporary slot -> its pooled buffer
         self.variable: dict[int, list[_Node]] = {}  # argument / result slot -> nodes using it
         self.replays = 0
+        self.repoint_checked = False
         self.disabled: str | None = None
 
     # ---- buffers ----------------------------------------------------------------------
@@ -137,12 +139,13 @@ class GraphReplay:
             for s in set(node.slots) - fixed:
                 self.variable.setdefault(s, []).append(node)
 
-    def _repoint(self, bufs) -> None:
+    def _repoint(self, bufs) -> bool:
+        """Point every node whose argument or result moved at its new buffer; True if any."""
         d, graph = self.device, self.graph
         changed = {s for s, nodes in self.variable.items()
                    if any(d.address(bufs[s]) != n.bound[n.slots.index(s)] for n in nodes)}
         if not changed:
-            return
+            return False
         touched = {id(n): n for s in changed for n in self.variable[s]}
         for node in touched.values():
             buffers = [bufs[s] for s in node.slots]
@@ -153,48 +156,53 @@ class GraphReplay:
             else:
                 graph.set_gemm(node.handle, step.gemm, *buffers)
             node.bound = [d.address(b) for b in buffers]
+        return True
 
     def run(self, args):
         """The results of one call, or None when this program does not replay (the caller then
         launches kernel by kernel)."""
         if self.disabled is not None:
             return None
-        if self.graph is None:
-            return self._first(args)
-        bufs = self._buffers(args)
-        self._repoint(bufs)
-        self.graph.launch()
+        try:
+            if self.graph is None:
+                self.pool = self._pool_buffers()
+                bufs = self._buffers(args)
+                self._record(bufs)
+                return self._checked(args, bufs)
+            bufs = self._buffers(args)
+            if self._repoint(bufs) and not self.repoint_checked:
+                self.repoint_checked = True
+                return self._checked(args, bufs)
+            self.graph.launch()
+        except Exception as e:  # noqa: BLE001 - any failure: kernel-by-kernel launches, said once
+            self._disable(e)
+            return None
         self.replays += 1
         return self.exe._results(bufs)
 
-    def _first(self, args):
-        """Record, then check the replay against a launch-by-launch run, bit for bit."""
+    def _checked(self, args, bufs):
+        """Replay once, checked bit for bit against a launch-by-launch run of the same call:
+        after recording, and after the first re-pointing."""
+        # every buffer the graph writes starts as a pattern no result is: a node the replay
+        # left out cannot pass the check by finding an earlier run's values in reused memory
+        written = {s for step in self.exe.steps for s in step.outputs}
+        for s in written - set(self.plan.arg_slots) - set(self.plan.constants):
+            self.device.memset(bufs[s], 0xA5)
+        self.graph.launch()
+        got = self.exe._results(bufs)
         expected = self.exe._run(args, None)
-        try:
-            self.pool = self._pool_buffers()
-            bufs = self._buffers(args)
-            # every buffer the graph writes starts as a pattern no result is: a node the replay
-            # left out cannot pass the check by finding an earlier run's values in reused memory
-            written = {s for step in self.exe.steps for s in step.outputs}
-            for s in written - set(self.plan.arg_slots) - set(self.plan.constants):
-                self.device.memset(bufs[s], 0xA5)
-            self._record(bufs)
-            self.graph.launch()
-            got = self.exe._results(bufs)
-            d = self.device
-            same = all(
-                np.array_equal(d.download(a._buffer), d.download(b._buffer), equal_nan=True)
-                if a.dtype.kind in "fc" else
-                np.array_equal(d.download(a._buffer), d.download(b._buffer))
-                for a, b in zip(got, expected))
-            if not same:
-                raise RuntimeError("the replayed graph's results differ from launching its "
-                                   "kernels one by one")
-        except Exception as e:  # noqa: BLE001 - any failure: kernel-by-kernel launches, said once
-            self.disabled = f"{type(e).__name__}: {e}"
-            self.graph, self.pool, self.nodes, self.variable = None, {}, [], {}
-            warnings.warn(f"{self.exe.function_name}: the GPU program runs kernel by kernel, "
-                          f"not as one CUDA graph: {self.disabled}", RuntimeWarning, stacklevel=2)
-            return expected
+        d = self.device
+        for a, b in zip(got, expected):
+            x, y = d.download(a._buffer), d.download(b._buffer)
+            if not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
+                self._disable(RuntimeError("the replayed graph's results differ from launching "
+                                           "its kernels one by one"))
+                return expected
         self.replays += 1
-        return expected
+        return got
+
+    def _disable(self, error: Exception) -> None:
+        self.disabled = f"{type(error).__name__}: {error}"
+        self.graph, self.pool, self.nodes, self.variable = None, {}, [], {}
+        warnings.warn(f"{self.exe.function_name}: the GPU program runs kernel by kernel, not as "
+                      f"one CUDA graph: {self.disabled}", RuntimeWarning, stacklevel=4)
