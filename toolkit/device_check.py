@@ -192,23 +192,23 @@ def main(argv: list[str] | None = None) -> int:
     common = ["-v", "-rfE", "-p", "no:cacheprovider", "--tb=short",
               "--continue-on-collection-errors", *workers]
     limit = float(os.environ.get("TOOLKIT_CHECK_STEP_SECONDS", "100"))
-    if "gpu" in steps:
-        _run([py, "-m", "pytest", *common, "-m", "gpu", "tests"],
-             os.path.join(out, "tests-gpu.txt"), limit, env)
-    if "real" in steps:
-        suites = [s for s in REAL_SUITES if os.path.exists(s)]
-        _run([py, "-m", "pytest", *common, "-k", "gpu", *suites],
-             os.path.join(out, "tests-real.txt"), limit, dict(env, TOOLKIT_TEST_GPU="real"))
-    if "programs" in steps:
-        _run([py, "-c", "from toolkit.device_check import programs_report as r; print(r())"],
-             os.path.join(out, "programs.txt"), limit, env)
-    if "bench" in steps:
-        bench = [py, "-m", "toolkit.bench_gpu", "--processes", "1", "--out", out]
-        if os.environ.get("TOOLKIT_CHECK_ROWS"):
-            bench += ["--rows", os.environ["TOOLKIT_CHECK_ROWS"]]
-        if os.environ.get("TOOLKIT_CHECK_SIDES"):
-            bench += ["--sides", os.environ["TOOLKIT_CHECK_SIDES"]]
-        _run(bench, os.path.join(out, "bench-log.txt"), 1.5 * limit, env)
+    suites = [s for s in REAL_SUITES if os.path.exists(s)]
+    bench = [py, "-m", "toolkit.bench_gpu", "--processes", "1", "--out", out]
+    if os.environ.get("TOOLKIT_CHECK_ROWS"):
+        bench += ["--rows", os.environ["TOOLKIT_CHECK_ROWS"]]
+    if os.environ.get("TOOLKIT_CHECK_SIDES"):
+        bench += ["--sides", os.environ["TOOLKIT_CHECK_SIDES"]]
+    commands = {  # step -> (command, output file, time limit, environment)
+        "gpu": ([py, "-m", "pytest", *common, "-m", "gpu", "tests"], "tests-gpu.txt", limit, env),
+        "real": ([py, "-m", "pytest", *common, "-k", "gpu", *suites], "tests-real.txt", limit,
+                 dict(env, TOOLKIT_TEST_GPU="real")),
+        "programs": ([py, "-c", "from toolkit.device_check import programs_report as r; "
+                      "print(r())"], "programs.txt", limit, env),
+        "bench": (bench, "bench-log.txt", 1.5 * limit, env),
+    }
+    for step in steps:  # in the order asked for
+        cmd, name, seconds, step_env = commands[step]
+        _run(cmd, os.path.join(out, name), seconds, step_env)
     print(f"device check done in {time.perf_counter() - started:.0f} s; files in {out}")
     return 0
 
