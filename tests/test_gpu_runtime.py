@@ -56,7 +56,7 @@ def test_test_programs_match_the_interpreter(name, backend):
             np.testing.assert_allclose(
                 got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(initial=1)
             )
-        elif backend == "gpu":
+        elif backend == "gpu" or REAL_GPU:
             # a device sums in its own order (blocks, warps) and libdevice's exp/tanh are within
             # 1-2 ulp: tolerances scaled to the values, as the CPU's own vector math gets
             assert_close(got, want, approx=True)
@@ -76,7 +76,7 @@ def test_every_fusion_kind_matches_the_interpreter(kind, backend):
                          interpreter_results(FUSION_KINDS[kind], (x,))):
         if kind == "dot":  # cuBLAS (and BLAS) sum in their own order
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
-        elif backend == "gpu":  # the device's summation order, scaled to the values
+        elif backend == "gpu" or REAL_GPU:  # the device's summation order, scaled to the values
             assert_close(got, want, approx=True)
         else:
             assert_same(got, want, approx=True, rtol=2e-6)
@@ -199,7 +199,7 @@ def test_host_fallback_is_correct_and_its_copies_are_shown(backend):
     # JAX's argmax: a variadic (value, index) reduction, which the emitter does not lower
     text = (pathlib.Path(__file__).parent / "data" / "jax" / "argmax.hlo").read_text()
     module = make_pipeline("default", EVALUATORS).run(tk.hlo.parse(text)).module
-    exe = compile_module(module, device=SIMULATED if backend == "gpu-simulated" else None)
+    exe = compile_module(module, device=SIMULATED if backend == "gpu-simulated" and not REAL_GPU else None)
     assert exe.fallbacks and all("reducer" in f for f in exe.fallbacks)
     x = np.random.default_rng(5).standard_normal((6, 9)).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(exe([x])[0]), np.argmax(x, axis=1))
@@ -266,7 +266,7 @@ def test_gpu_backend_without_a_device_says_what_is_missing():
 def test_device_put_makes_an_argument_that_is_never_copied_again(backend):
     f = tk.jit(lambda x: x * 2, backend=backend)
     x = np.arange(10, dtype=np.float32)
-    device = SIMULATED if backend == "gpu-simulated" else None
+    device = SIMULATED if backend == "gpu-simulated" and not REAL_GPU else None
     d = tk.device_put(x, device)
     assert isinstance(d, DeviceArray) and tk.device_put(d) is d
     f(d)

@@ -291,7 +291,7 @@ def gpt2_forward(xp, n_head: int = 12):
     def gpt2_forward(x, layers, ln_f):
         n, d = x.shape
         hd = d // n_head
-        mask = np.triu(np.full((n, n), -1e10, np.float32), 1)
+        mask = xp.asarray(np.triu(np.full((n, n), -1e10, np.float32), 1))
         for p in layers:
             h = layernorm(x, p["ln1_g"], p["ln1_b"])
             qkv = h @ p["w_qkv"] + p["b_qkv"]
