@@ -199,7 +199,8 @@ def test_host_fallback_is_correct_and_its_copies_are_shown(backend):
     # JAX's argmax: a variadic (value, index) reduction, which the emitter does not lower
     text = (pathlib.Path(__file__).parent / "data" / "jax" / "argmax.hlo").read_text()
     module = make_pipeline("default", EVALUATORS).run(tk.hlo.parse(text)).module
-    exe = compile_module(module, device=SIMULATED if backend == "gpu-simulated" and not REAL_GPU else None)
+    simulated = backend == "gpu-simulated" and not REAL_GPU
+    exe = compile_module(module, device=SIMULATED if simulated else None)
     assert exe.fallbacks and all("reducer" in f for f in exe.fallbacks)
     x = np.random.default_rng(5).standard_normal((6, 9)).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(exe([x])[0]), np.argmax(x, axis=1))
