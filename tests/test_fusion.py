@@ -272,3 +272,31 @@ def test_bytes_saved_is_the_buffer_not_written_and_not_read_back():
     # unfused: write 4n, read it twice; fused twice: x (4n) read once more
     assert sum(d.bytes_saved for d in copies) == 3 * 4 * n - 4 * n
     assert all(d.bytes_saved == 0 for d in two.fusion_decisions if not d.fused)
+
+
+def _many_siblings(x, cs):
+    return [np.sum(x * c, axis=1) for c in cs]
+
+
+def _sibling_args(n=150):
+    x = np.random.default_rng(0).standard_normal((8, 12)).astype(np.float32)
+    return x, [np.full((8, 12), i, np.float32) for i in range(n)]
+
+
+def test_sibling_fusion_stays_within_the_kernel_parameter_budget():
+    """150 reductions that share an input once became one kernel of 151 operands and 150
+    outputs (a loop-written conv2d made 1,928, which a GPU refused to load). Each kernel now
+    takes at most FusionOptions.max_parameters operands and outputs, and says why."""
+    x, cs = _sibling_args()
+    c = compiled(_many_siblings, x, cs)
+    budget = FusionOptions().max_parameters
+    fusions = [i for i in c.optimized_hlo.entry.instructions if i.opcode == "fusion"]
+    for f in fusions:
+        outputs = len(f.shape.shapes) if hasattr(f.shape, "shapes") else 1
+        assert len(f.operands) + outputs <= budget, (f.name, len(f.operands), outputs)
+    assert 2 <= len(fusions) <= 4  # still few kernels: siblings merge up to the budget
+    reasons = {d.reason for d in decisions(c, "reduce", "reduce")}
+    assert reasons == {"SIBLING_MULTI_OUTPUT", "BUDGET_PARAMETERS"}
+    got = tk.jit(_many_siblings, backend="cpu")(x, cs)
+    for g, w in zip(got, _many_siblings(x, cs)):
+        np.testing.assert_allclose(g, w, rtol=1e-5)

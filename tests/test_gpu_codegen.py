@@ -301,3 +301,15 @@ def test_fmod_calls_libdevice_never_frem(dtype):
     x = np.ones(4, dtype)
     program = compile_ptx(optimized(lambda x, y: np.fmod(x, y), x, x), "sm_90")
     assert "frem " not in program.llvm_ir and "loop_remainder_fusion" in program.llvm_ir
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_program_of_many_sibling_reductions_assembles(arch, tmp_path):
+    """Its kernels' parameters fit the GPU's parameter space (ptxas: "uses too much parameter
+    space" before the fusion budget on operands and outputs)."""
+    x = np.ones((8, 12), np.float32)
+    cs = [np.full((8, 12), i, np.float32) for i in range(300)]  # 601 pointers unfused: 4.8 kB
+    program = compile_ptx(optimized(lambda x, cs: [np.sum(x * c, axis=1) for c in cs], x, cs),
+                          arch)
+    assemble(program.ptx, arch, tmp_path)

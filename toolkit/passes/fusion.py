@@ -33,6 +33,7 @@ REASONS = {
     "LIBRARY_CALL": "dots are library calls",
     "BUDGET_OPERANDS": "the fusion would read too many operands",
     "BUDGET_INSTRUCTIONS": "the fusion would hold too many instructions",
+    "BUDGET_PARAMETERS": "the kernel would take too many operands and outputs",
     "WOULD_CREATE_CYCLE": "fusing would create a cycle between kernels",
     "DIFFERENT_SHAPES": "sibling reductions iterate over different shapes",
     "ROOT": "the consumer is the computation's output tuple",
@@ -48,6 +49,10 @@ REASONS = {
 @dataclass(frozen=True)
 class FusionOptions:
     max_operands: int = 32
+    # operands and outputs of one kernel, XLA:GPU's limit: every one is a kernel parameter, and
+    # a GPU kernel's parameter space is small (4 KiB before sm_70's larger limit, and 1,928
+    # parameters failed to load: CUDA_ERROR_INVALID_PTX on an H200)
+    max_parameters: int = 96
     max_instructions: int = 256
     max_duplication: int = 8
     multi_output: bool = True
@@ -424,6 +429,15 @@ class _Fuser:
             return False
         others = [g for g in user_groups if g is not red]
         trial = Group(-1, list(red.members) + [x], red.ids | {id(x)})
+        parameters = len(trial.external_operands()) + len(trial.heroes) + 1
+        if parameters > self.options.max_parameters:
+            for u in users:
+                self.decide(x, u, False, "BUDGET_PARAMETERS",
+                            f"%{hero.name}'s fusion would take {parameters} operands and outputs "
+                            f"(budget {self.options.max_parameters})")
+            if is_fusible(x):
+                self.new_group(x)
+            return True
         if any(self.depends(trial, g) for g in others):
             for u in users:
                 self.decide(x, u, False, "WOULD_CREATE_CYCLE",
@@ -460,9 +474,6 @@ class _Fuser:
             for operand in g.external_operands():
                 if not is_free_to_duplicate(operands_by_id[operand]):
                     readers.setdefault(operand, []).append(n)
-        candidates = sorted(
-            {(i, j) for ns in readers.values() for i, j in itertools.combinations(ns, 2)}
-        )
         merged_into: dict[int, int] = {}
 
         def representative(n: int) -> int:
@@ -470,48 +481,68 @@ class _Fuser:
                 n = merged_into[n]
             return n
 
-        for i, j in candidates:
-            i, j = representative(i), representative(j)
-            if i == j:
-                continue
-            (i, j) = (i, j) if i < j else (j, i)
-            a, b = reductions[i], reductions[j]
-            ha, hb = a.heroes[0], b.heroes[0]
-            shared = {o for o in a.external_operands() & b.external_operands()
-                      if not is_free_to_duplicate(operands_by_id[o])}
-            if not shared:
-                continue
-            if ha.operands[0].shape.dims != hb.operands[0].shape.dims or \
-                    ha.attrs["dimensions"] != hb.attrs["dimensions"]:
-                self.decide(
-                    ha,
-                    hb,
-                    False,
-                    "DIFFERENT_SHAPES",
-                    f"%{ha.name} reduces {ha.operands[0].shape} "
-                    f"over {ha.attrs['dimensions']}, %{hb.name} {hb.operands[0].shape} over "
-                    f"{hb.attrs['dimensions']}",
-                )
-                continue
-            if self.depends(a, b) or self.depends(b, a):
-                first, second = (ha, hb) if self.depends(b, a) else (hb, ha)
-                self.decide(
-                    first,
-                    second,
-                    False,
-                    "WOULD_CREATE_CYCLE",
-                    f"%{second.name} needs the result of %{first.name}, so they cannot share one "
-                    "kernel",
-                )
-                continue
-            for m in b.members:
-                a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
-                self.homes[id(m)] = [a if g is b else g for g in self.homes[id(m)]]
-            b.gid = -1
-            merged_into[j] = i
-            self.decide(ha, hb, True, "SIBLING_MULTI_OUTPUT",
-                        f"%{ha.name} and %{hb.name} both read the same input in one pass")
+        # Each reader of an operand is tried against the group that the readers before it
+        # formed (linear in the readers, not every pair); a group at its parameter budget
+        # gives way to a new one.
+        for ns in readers.values():
+            anchor = ns[0]
+            for later in ns[1:]:
+                result = self._merge_pair(reductions, representative(anchor),
+                                          representative(later), merged_into, operands_by_id)
+                if result == "full":
+                    anchor = later
         self.groups = [g for g in self.groups if g.gid >= 0]
+
+    def _merge_pair(self, reductions, i: int, j: int, merged_into, operands_by_id) -> str:
+        """Merge sibling reductions ``i`` and ``j`` where they may share a kernel: "merged",
+        "full" (the parameter budget), or "kept" (apart for another reason)."""
+        if i == j:
+            return "merged"
+        (i, j) = (i, j) if i < j else (j, i)
+        a, b = reductions[i], reductions[j]
+        ha, hb = a.heroes[0], b.heroes[0]
+        shared = {o for o in a.external_operands() & b.external_operands()
+                  if not is_free_to_duplicate(operands_by_id[o])}
+        if not shared:
+            return "kept"
+        if ha.operands[0].shape.dims != hb.operands[0].shape.dims or \
+                ha.attrs["dimensions"] != hb.attrs["dimensions"]:
+            self.decide(
+                ha,
+                hb,
+                False,
+                "DIFFERENT_SHAPES",
+                f"%{ha.name} reduces {ha.operands[0].shape} "
+                f"over {ha.attrs['dimensions']}, %{hb.name} {hb.operands[0].shape} over "
+                f"{hb.attrs['dimensions']}",
+            )
+            return "kept"
+        parameters = (len((a.external_operands() | b.external_operands()) - a.ids - b.ids)
+                      + len(a.heroes) + len(b.heroes))
+        if parameters > self.options.max_parameters:
+            self.decide(ha, hb, False, "BUDGET_PARAMETERS",
+                        f"one kernel for %{ha.name} and %{hb.name} would take {parameters} "
+                        f"operands and outputs (budget {self.options.max_parameters})")
+            return "full"
+        if self.depends(a, b) or self.depends(b, a):
+            first, second = (ha, hb) if self.depends(b, a) else (hb, ha)
+            self.decide(
+                first,
+                second,
+                False,
+                "WOULD_CREATE_CYCLE",
+                f"%{second.name} needs the result of %{first.name}, so they cannot share one "
+                "kernel",
+            )
+            return "kept"
+        for m in b.members:
+            a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
+            self.homes[id(m)] = [a if g is b else g for g in self.homes[id(m)]]
+        b.gid = -1
+        merged_into[j] = i
+        self.decide(ha, hb, True, "SIBLING_MULTI_OUTPUT",
+                    f"%{ha.name} and %{hb.name} both read the same input in one pass")
+        return "merged"
 
     def run(self) -> None:
         for inst in reversed(self.comp.instructions):
