@@ -366,3 +366,58 @@ def test_a_function_that_writes_a_device_array_argument_updates_it(backend):
     assert isinstance(a, DeviceArray) and isinstance(b, DeviceArray)
     np.testing.assert_array_equal(np.asarray(a), want_a)
     np.testing.assert_array_equal(np.asarray(b), want_b)
+
+
+@simulated_only
+def test_a_loop_of_known_trip_count_reads_no_predicate_per_trip():
+    """fori_loop with Python bounds: the body runs 50 times with the condition read once, after
+    (each read is a download and a wait on a device), not once per trip."""
+    f = tk.jit(lambda x: tk.lax.fori_loop(0, 50, lambda i, v: v * 0.5 + 1.0, x),
+               backend="gpu-simulated")
+    x = np.linspace(0.0, 1.0, 8)
+    f(x)
+    before = len(SIMULATED.downloads)
+    got = f(x)
+    assert len(SIMULATED.downloads) - before == 1  # the check after the last trip
+    want = x.copy()
+    for _ in range(50):
+        want = want * 0.5 + 1.0
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_a_known_trip_count_that_disagrees_with_the_condition_is_an_error(backend):
+    text = """HloModule lying_count
+
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[4] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  two = f32[] constant(2)
+  twos = f32[4] broadcast(two), dimensions={}
+  w = f32[4] multiply(v, twos)
+  ROOT t = (s32[], f32[4]) tuple(next, w)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  s = (s32[], f32[4]) tuple(zero, x)
+  loop = (s32[], f32[4]) while(s), condition=cond, body=body, backend_config=CONFIG
+  ROOT r = f32[4] get-tuple-element(loop), index=1
+}
+"""
+    text = text.replace("CONFIG", '{"known_trip_count":{"n":"3"}}')
+    module = make_pipeline("default", EVALUATORS).run(tk.hlo.parse(text)).module
+    simulated = backend == "gpu-simulated" and not REAL_GPU
+    exe = compile_module(module, device=SIMULATED if simulated else None)
+    with pytest.raises(RuntimeError, match=r"known_trip_count \(3\) disagrees with its condition"):
+        exe.run([np.ones(4, np.float32)])

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module, post_order
+from ..ir.queries import known_trip_count
 from ..ir.shapes import TupleShape
 
 
@@ -101,12 +102,25 @@ def make_control_runner(
             flat_module(inst.attrs["body"], f"{inst.name}.body", donate_state=True)
         )
         native = native_while(cond, body) if native_while is not None else None
+        known = known_trip_count(inst)
 
         def run_while(leaves):
             # the loop owns its state (the body writes it in place): copied once, at the start
             state = [own(v) for v in leaves]
             if native is not None:
                 state, run_while.trips = native.run(state, 1 << 62)
+                return state
+            if known is not None:
+                # fori_loop with Python bounds, scan: the body runs N times with no predicate
+                # read per trip (on a device, a download and a wait each), as XLA's while thunk
+                # does; the condition is read once, after, to hold the count to its word
+                for _ in range(known):
+                    state = list(body(state))
+                if bool(to_host(cond(state)[0])):
+                    raise RuntimeError(f"%{inst.name}: its known_trip_count ({known}) disagrees "
+                                       "with its condition, which is still true after that many "
+                                       "trips")
+                run_while.trips = known
                 return state
             trips = 0
             while bool(to_host(cond(state)[0])):
