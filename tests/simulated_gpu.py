@@ -49,17 +49,42 @@ class SimulatedDevice:
         self.graphs: list = []  # every instantiated graph
         self.graph_launches = 0
         self._live = 0
+        self._free_blocks: dict[int, list] = {}
+        self._by_address: dict[int, weakref.ref] = {}
         self._time = 0.0
 
     # ---- memory -------------------------------------------------------------------------
     def _new(self, shape, dtype) -> DeviceBuffer:
-        buffer = np.empty(shape, dtype).view(DeviceBuffer)
-        self._live += buffer.nbytes
-        weakref.finalize(buffer, self._free, buffer.nbytes)
+        """Memory from a pool, as CuPy's: a freed block goes back to a free list by size and
+        the next request of that size gets it again (last freed, first reused), so addresses
+        repeat as they do on a device."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        stack = self._free_blocks.get(nbytes) if nbytes else None
+        block = stack.pop() if stack else np.empty(max(nbytes, 1), np.uint8)
+        buffer = block[:nbytes].view(dtype).reshape(shape).view(DeviceBuffer)
+        self._live += nbytes
+        address = self.address(buffer)
+        self._by_address[address] = weakref.ref(buffer)
+        weakref.finalize(buffer, self._free, block, nbytes, address)
         return buffer
 
-    def _free(self, nbytes: int) -> None:
+    def _free(self, block, nbytes: int, address: int) -> None:
         self._live -= nbytes
+        self._by_address.pop(address, None)
+        if nbytes:
+            self._free_blocks.setdefault(nbytes, []).append(block)
+
+    def resolve(self, address: int, shape, dtype) -> DeviceBuffer:
+        """The live buffer at ``address``: what a recorded graph node reads or writes when it is
+        replayed. A node left pointing at freed memory is the executor's bug, caught here."""
+        ref = self._by_address.get(address)
+        buffer = ref() if ref is not None else None
+        assert buffer is not None, f"a graph node points at freed device memory ({address:#x})"
+        assert buffer.shape == tuple(shape) and buffer.dtype == dtype, (
+            f"a graph node points at {buffer.dtype}{buffer.shape}, recorded as {dtype}{shape}"
+        )
+        return buffer
 
     def empty(self, shape, dtype):
         return self._new(shape, dtype)
@@ -155,8 +180,13 @@ class SimulatedDevice:
         pass
 
 
+def _refs(buffers) -> list[tuple]:
+    return [(SimulatedDevice.address(b), b.shape, b.dtype) for b in buffers]
+
+
 class SimulatedGraph:
-    """A recording of launches: each node is a kernel or GEMM with the buffers it was given.
+    """A recording of launches: each node is a kernel or GEMM with the addresses it was given
+    (as a CUDA graph holds raw pointers, not the buffers: they may be freed between calls).
     Instantiated, it replays them in order; set_kernel/set_gemm re-point one node, as
     cuGraphExecKernelNodeSetParams does, and only a node the executor re-pointed sees new
     buffers (a node left stale replays into its old buffers, which the tests would catch)."""
@@ -166,13 +196,14 @@ class SimulatedGraph:
         self.nodes: list[list] = []
         self.launches = 0
         self.repoints = 0
+        self.repointed: list[int] = []  # the nodes re-pointed, in order
 
     def kernel(self, function, grid, block, buffers, count):
-        self.nodes.append(["kernel", function, grid, block, list(buffers), count])
+        self.nodes.append(["kernel", function, grid, block, _refs(buffers), count])
         return len(self.nodes) - 1
 
     def gemm(self, spec, lhs, rhs, out):
-        self.nodes.append(["gemm", spec, lhs, rhs, out])
+        self.nodes.append(["gemm", spec, _refs((lhs, rhs, out))])
         return len(self.nodes) - 1
 
     def instantiate(self):
@@ -181,20 +212,24 @@ class SimulatedGraph:
 
     def set_kernel(self, node, function, grid, block, buffers, count) -> None:
         assert self.nodes[node][0] == "kernel" and self.nodes[node][1] is function
-        self.nodes[node] = ["kernel", function, grid, block, list(buffers), count]
+        self.nodes[node] = ["kernel", function, grid, block, _refs(buffers), count]
         self.repoints += 1
+        self.repointed.append(node)
 
     def set_gemm(self, node, spec, lhs, rhs, out) -> None:
         assert self.nodes[node][0] == "gemm" and self.nodes[node][1] == spec
-        self.nodes[node] = ["gemm", spec, lhs, rhs, out]
+        self.nodes[node] = ["gemm", spec, _refs((lhs, rhs, out))]
         self.repoints += 1
+        self.repointed.append(node)
 
     def launch(self) -> None:
         self.launches += 1
         self.device.graph_launches += 1
+        d = self.device
         for node in self.nodes:
             if node[0] == "kernel":
-                _, function, grid, block, buffers, count = node
-                self.device.launch(function, grid, block, buffers, count)
+                _, function, grid, block, refs, count = node
+                d.launch(function, grid, block, [d.resolve(*r) for r in refs], count)
             else:
-                self.device.gemm(*node[1:])
+                _, spec, refs = node
+                d.gemm(spec, *[d.resolve(*r) for r in refs])

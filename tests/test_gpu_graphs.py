@@ -78,24 +78,49 @@ def test_a_program_replays_as_one_graph_call_after_call(backend, rng):
     assert exe.launch_mode.startswith("one CUDA graph"), exe.launch_mode
 
 
+def _graph_launches(device) -> int:
+    return sum(g.launches for g in device.graphs)
+
+
 @simulated
 def test_later_calls_are_one_launch_each(sim, rng):
     device, backend = sim
     f = tk.jit(_mlp, backend=backend)
     args = [tk.device_put(a, device) for a in _mlp_args(rng)]
-    f(*args)  # records, and checks the recording against launching kernel by kernel
-    f(*args)  # re-points the result writers, and checks that once more
-    assert len(device.graphs) == 1
-    graph: SimulatedGraph = device.graphs[0]
-    launches_before, kernels_before = graph.launches, len(device.launches)
-    repoints_before = graph.repoints
-    for _ in range(4):
+    for _ in range(3):  # records (at most two recordings), each checked against kernel by kernel
         f(*args)
-    assert graph.launches - launches_before == 4 and len(device.graphs) == 1
-    # every kernel ran inside the replays, none launched one by one
-    assert len(device.launches) - kernels_before == 4 * len(graph.nodes)
-    # only the nodes writing the (new every call) results were re-pointed: 2 per call
-    assert graph.repoints - repoints_before == 4 * 2
+    replay = f.compiled(*map(np.asarray, args))._executable._graph
+    launches, kernels, repoints = _graph_launches(device), len(device.launches), replay.repoints
+    for _ in range(4):
+        f(*args)  # the results are dropped, so the pool hands the same buffers back
+    nodes = len(replay.recordings[0].nodes)
+    assert _graph_launches(device) - launches == 4 and len(device.graphs) <= 2
+    # every kernel ran inside the replays, none launched one by one, nothing re-pointed
+    assert len(device.launches) - kernels == 4 * nodes
+    assert replay.repoints == repoints
+
+
+@simulated
+def test_a_loop_whose_state_alternates_between_two_buffers_never_repoints(sim, rng):
+    device, backend = sim
+    step = tk.jit(lambda x, w: np.tanh(x @ w) + 0.5, backend=backend)
+    x0 = rng.standard_normal((6, 6), dtype=np.float32)
+    w = tk.device_put(rng.standard_normal((6, 6), dtype=np.float32) * np.float32(0.3), device)
+    x, want = tk.device_put(x0, device), x0
+
+    def steps(n):
+        nonlocal x, want
+        for _ in range(n):
+            x = step(x, w)
+            want = np.tanh(want @ np.asarray(w)) + np.float32(0.5)
+
+    steps(4)
+    replay = step.compiled(x0, np.asarray(w))._executable._graph
+    launches, repoints = _graph_launches(device), replay.repoints
+    steps(10)
+    _close(np.asarray(x), want, rtol=1e-5)
+    assert len(replay.recordings) == 2
+    assert replay.repoints == repoints and _graph_launches(device) - launches == 10
 
 
 @simulated
@@ -103,14 +128,18 @@ def test_new_arguments_repoint_only_the_nodes_that_read_them(sim, rng):
     device, backend = sim
     f = tk.jit(_mlp, backend=backend)
     x, w1, b1, w2 = [tk.device_put(a, device) for a in _mlp_args(rng)]
-    f(x, w1, b1, w2)
-    graph = device.graphs[0]
-    before = graph.repoints
-    x2 = tk.device_put(rng.standard_normal((16, 8), dtype=np.float32), device)
-    got = _host(f(x2, w1, b1, w2))
-    _close(got, tk.jit(_mlp, backend="interpreter")(*map(np.asarray, (x2, w1, b1, w2))))
-    # the GEMM that reads x, and the two result writers
-    assert graph.repoints - before == 3
+    for _ in range(3):
+        f(x, w1, b1, w2)
+    xs = [tk.device_put(rng.standard_normal((16, 8), dtype=np.float32), device)
+          for _ in range(3)]
+    for x_new in xs:  # new addresses: the least recently used recording is re-pointed
+        got = _host(f(x_new, w1, b1, w2))
+        _close(got, tk.jit(_mlp, backend="interpreter")(*map(np.asarray, (x_new, w1, b1, w2))))
+    replay = f.compiled(*map(np.asarray, (x, w1, b1, w2)))._executable._graph
+    # node 1 (tanh(x @ w1 + b1) into a pooled temporary) reads no argument that moved and
+    # writes no result: it is never re-pointed; node 0 (the GEMM reading x) is
+    repointed = [n for g in device.graphs for n in g.repointed]
+    assert 1 not in repointed and 0 in repointed and replay.repoints == len(repointed)
 
 
 def test_results_of_earlier_calls_are_not_overwritten(backend, rng):
@@ -200,10 +229,12 @@ def test_a_driver_failure_falls_back_to_kernel_by_kernel_launches():
     args = _mlp_args(np.random.default_rng(4))
     want = tk.jit(_mlp, backend="interpreter")(*args)
     f = tk.jit(_mlp, backend=backend)
-    _close(_host(f(*args)), want)
+    kept = [f(*args), f(*args)]  # two recordings; the results are kept, so new buffers follow
     with pytest.warns(RuntimeWarning, match="CUDA error 1"):
-        _close(_host(f(*args)), want)
-    _close(_host(f(*args)), want)
+        kept.append(f(*args))  # re-pointing the older recording fails
+    kept.append(f(*args))
+    for results in kept:
+        _close(_host(results), want)
     assert "kernel by kernel (RuntimeError: cuGraphExecKernelNodeSetParams" in \
         f.compiled(*args)._executable.launch_mode
 

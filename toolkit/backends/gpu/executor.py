@@ -120,7 +120,9 @@ class GpuExecutable(Executable):
     def launch_mode(self) -> str:
         """How a call launches: one CUDA graph, or kernel by kernel and why."""
         if self._graph is not None and self._graph.disabled is None:
-            return f"one CUDA graph ({len(self.steps)} nodes, {self._graph.replays} replays)"
+            g = self._graph
+            return (f"one CUDA graph ({len(self.steps)} nodes, {g.replays} replays, "
+                    f"{len(g.recordings)} recordings, {g.repoints} nodes re-pointed)")
         why = self._graph.disabled if self._graph is not None else self.not_graphed
         return f"kernel by kernel ({why})"
 

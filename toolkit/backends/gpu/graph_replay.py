@@ -11,7 +11,8 @@ with one launch per call, as XLA's command buffers and tinygrad's CUDA graphs do
 - **Between calls** only the nodes that read an argument or write a result whose address
   changed are re-pointed (``cuGraphExecKernelNodeSetParams``, or a re-recorded GEMM): a loop
   that passes the same weights every call re-points only what the new input and the new
-  results touch.
+  results touch. Two recordings are kept, bound to different addresses: a loop body whose
+  state alternates between two sets of buffers replays with no re-pointing at all.
 - **Checked twice.** The replay after recording, and the first after re-pointing, are compared
   bit for bit with a launch-by-launch run of the same call, every buffer the graph writes first
   filled with a byte pattern. A mismatch, or any failure of the driver's graph calls, turns
@@ -61,16 +62,29 @@ class _Node:
     bound: list[int] = field(default_factory=list)  # the addresses it was last pointed at
 
 
+@dataclass
+class _Recording:
+    """One instantiated graph and the addresses its nodes point at."""
+    graph: object
+    nodes: list[_Node]
+    key: tuple  # the addresses of the variable slots it is bound to
+
+
 class GraphReplay:
+    # Graphs kept per program. Two, so that a loop body whose state alternates between two sets
+    # of buffers (a memory pool hands back the buffers of the trip before last) replays with no
+    # re-pointing at all, one recording per set.
+    RECORDINGS = 2
+
     def __init__(self, executable):
         self.exe = executable
         self.device = executable.device
         self.plan = executable.plan
-        self.graph = None
-        self.nodes: list[_Node] = []
+        self.recordings: list[_Recording] = []  # most recently used first
         self.pool: dict[int, object] = {}  # temporary slot -> its pooled buffer
-        self.variable: dict[int, list[_Node]] = {}  # argument / result slot -> nodes using it
+        self.variable: dict[int, list[int]] = {}  # argument / result slot -> node positions
         self.replays = 0
+        self.repoints = 0
         self.repoint_checked = False
         self.disabled: str | None = None
 
@@ -118,10 +132,10 @@ class GraphReplay:
         return bufs
 
     # ---- recording and replay -----------------------------------------------------------
-    def _record(self, bufs) -> None:
+    def _record(self, bufs) -> _Recording:
         d = self.device
         builder = d.new_graph()
-        self.nodes = []
+        nodes = []
         for step in self.exe.steps:
             if step.kind == "kernel" and step.count == 0:
                 continue
@@ -131,22 +145,27 @@ class GraphReplay:
                 handle = builder.kernel(step.function, step.grid, step.block, buffers, step.count)
             else:
                 handle = builder.gemm(step.gemm, *buffers)
-            self.nodes.append(_Node(step, handle, slots, [d.address(b) for b in buffers]))
-        self.graph = builder.instantiate()
-        fixed = set(self.pool) | set(self.plan.constants)
-        self.variable = {}
-        for node in self.nodes:
-            for s in set(node.slots) - fixed:
-                self.variable.setdefault(s, []).append(node)
+            nodes.append(_Node(step, handle, slots, [d.address(b) for b in buffers]))
+        if not self.variable:
+            fixed = set(self.pool) | set(self.plan.constants)
+            for k, node in enumerate(nodes):
+                for s in set(node.slots) - fixed:
+                    self.variable.setdefault(s, []).append(k)
+        return _Recording(builder.instantiate(), nodes, self._key(bufs))
 
-    def _repoint(self, bufs) -> bool:
-        """Point every node whose argument or result moved at its new buffer; True if any."""
-        d, graph = self.device, self.graph
-        changed = {s for s, nodes in self.variable.items()
-                   if any(d.address(bufs[s]) != n.bound[n.slots.index(s)] for n in nodes)}
-        if not changed:
-            return False
-        touched = {id(n): n for s in changed for n in self.variable[s]}
+    def _key(self, bufs) -> tuple:
+        return tuple(self.device.address(bufs[s]) for s in self.variable)
+
+    def _repoint(self, recording: _Recording, bufs) -> None:
+        """Point every node whose argument or result moved at its new buffer."""
+        d, graph, nodes = self.device, recording.graph, recording.nodes
+        touched: dict[int, _Node] = {}
+        for s, positions in self.variable.items():
+            address = d.address(bufs[s])
+            for k in positions:
+                node = nodes[k]
+                if address != node.bound[node.slots.index(s)]:
+                    touched[k] = node
         for node in touched.values():
             buffers = [bufs[s] for s in node.slots]
             step = node.step
@@ -156,7 +175,8 @@ class GraphReplay:
             else:
                 graph.set_gemm(node.handle, step.gemm, *buffers)
             node.bound = [d.address(b) for b in buffers]
-        return True
+        recording.key = self._key(bufs)
+        self.repoints += len(touched)
 
     def run(self, args):
         """The results of one call, or None when this program does not replay (the caller then
@@ -164,31 +184,42 @@ class GraphReplay:
         if self.disabled is not None:
             return None
         try:
-            if self.graph is None:
+            if not self.recordings:
                 self.pool = self._pool_buffers()
-                bufs = self._buffers(args)
-                self._record(bufs)
-                return self._checked(args, bufs)
             bufs = self._buffers(args)
-            if self._repoint(bufs) and not self.repoint_checked:
-                self.repoint_checked = True
-                return self._checked(args, bufs)
-            self.graph.launch()
+            key = self._key(bufs) if self.recordings else None
+            hit = next((r for r in self.recordings if r.key == key), None)
+            if hit is None and len(self.recordings) < self.RECORDINGS:
+                recording = self._record(bufs)
+                self.recordings.insert(0, recording)
+                return self._checked(args, bufs, recording)
+            if hit is None:  # the least recently used recording, re-pointed
+                recording = self.recordings.pop()
+                self.recordings.insert(0, recording)
+                self._repoint(recording, bufs)
+                if not self.repoint_checked:
+                    self.repoint_checked = True
+                    return self._checked(args, bufs, recording)
+            else:
+                self.recordings.remove(hit)
+                self.recordings.insert(0, hit)
+                recording = hit
+            recording.graph.launch()
         except Exception as e:  # noqa: BLE001 - any failure: kernel-by-kernel launches, said once
             self._disable(e)
             return None
         self.replays += 1
         return self.exe._results(bufs)
 
-    def _checked(self, args, bufs):
+    def _checked(self, args, bufs, recording: _Recording):
         """Replay once, checked bit for bit against a launch-by-launch run of the same call:
-        after recording, and after the first re-pointing."""
+        after each recording, and after the first re-pointing."""
         # every buffer the graph writes starts as a pattern no result is: a node the replay
         # left out cannot pass the check by finding an earlier run's values in reused memory
         written = {s for step in self.exe.steps for s in step.outputs}
         for s in written - set(self.plan.arg_slots) - set(self.plan.constants):
             self.device.memset(bufs[s], 0xA5)
-        self.graph.launch()
+        recording.graph.launch()
         got = self.exe._results(bufs)
         expected = self.exe._run(args, None)
         d = self.device
@@ -203,6 +234,6 @@ class GraphReplay:
 
     def _disable(self, error: Exception) -> None:
         self.disabled = f"{type(error).__name__}: {error}"
-        self.graph, self.pool, self.nodes, self.variable = None, {}, [], {}
+        self.recordings, self.pool, self.variable = [], {}, {}
         warnings.warn(f"{self.exe.function_name}: the GPU program runs kernel by kernel, not as "
                       f"one CUDA graph: {self.disabled}", RuntimeWarning, stacklevel=4)
