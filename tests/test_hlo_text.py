@@ -215,3 +215,24 @@ def test_int64_and_f64_constants_keep_full_precision():
     assert int(module.entry.instructions[0].attrs["literal"]) == 9007199254740993
     assert "constant(9007199254740993)" in module.to_text()
     assert "constant(0.1)" in module.to_text()
+
+
+def test_fingerprints_take_large_constants_by_their_bytes():
+    """A traced GPT-2 holds 144 copies of a 256x256 mask: fingerprinting it as text took 23 s
+    of its first call. Large constants enter the fingerprint as a digest of their bytes, which
+    still tells any two values apart (-0.0 from 0.0 too)."""
+    from toolkit.ir.printer import instruction_to_text
+    from toolkit.stages import hlo_fingerprint
+
+    def program(mask_value):
+        mask = np.zeros((64, 64), np.float32)
+        mask[3, 5] = mask_value
+        return tk.jit(lambda x: x + mask, backend="interpreter").lower(
+            np.ones((64, 64), np.float32)).hlo
+
+    a, b, c = program(0.0), program(-0.0), program(0.0)
+    assert hlo_fingerprint(a) == hlo_fingerprint(c) != hlo_fingerprint(b)
+    constant = next(i for i in a.entry.instructions if i.opcode == "constant")
+    digest = instruction_to_text(constant, digest_literals=True)
+    assert "{digest " in digest and len(digest) < 200
+    assert len(instruction_to_text(constant)) > 64 * 64  # the printed text keeps every value

@@ -68,7 +68,8 @@ def _collector_paused():
 
 
 def hlo_fingerprint(module: Module) -> str:
-    return hashlib.sha1(module.to_text(metadata=False).encode()).hexdigest()[:16]
+    text = module.to_text(metadata=False, digest_literals=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 class _TracedStage:

@@ -40,7 +40,8 @@ def _text(comp: Computation, digests: dict[int, str], by_name: dict[str, Computa
 
     params = ", ".join(p.shape.to_text(layout=True) for p in comp.parameters)
     lines = [f"({params}) -> {comp.root.shape}"]
-    lines += [_NAME.sub(rename, instruction_to_text(inst, inst is comp.root, metadata=False))
+    lines += [_NAME.sub(rename, instruction_to_text(inst, inst is comp.root, metadata=False,
+                                                     digest_literals=True))
               for inst in comp.instructions]
     return "\n".join(lines)
 
