@@ -18,6 +18,7 @@ from .stages import Compiled, Lowered
 from .transformations import checkpoint, grad, jvp, remat, value_and_grad, vjp, vmap
 from .backends import backend_names
 from .backends.gpu import DeviceArray, device_get, device_put
+from .jitting import device_arrays as _device_arrays  # noqa: F401 - NumPy on device arrays
 from .frontend.errors import ToolkitError
 from .profiler import Profile, profile
 from .profiler.compare import compare

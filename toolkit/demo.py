@@ -16,6 +16,11 @@ from .profiler import profile
 from .workloads import DEMO, scaled
 
 
+def _first_cause(prof) -> str:
+    causes = prof.recompiles[0].causes if prof.recompiles else ()
+    return causes[0].message if causes else "-"
+
+
 def main(out_dir: str = "toolkit-report", backend: str | None = None, scale: float = 0.25,
          measure: bool = True) -> dict:
     os.makedirs(out_dir, exist_ok=True)
@@ -96,7 +101,7 @@ def main(out_dir: str = "toolkit-report", backend: str | None = None, scale: flo
         )
     print(
         f"  {len(prof.compiles)} compiles ({len(prof.recompiles)} recompile: "
-        f"{prof.recompiles[0].causes[0].message if prof.recompiles else '-'}), {len(prof.kernels)} "
+        f"{_first_cause(prof)}), {len(prof.kernels)} "
         "kernel launches"
     )
     print(f"report: {os.path.abspath(report)}\ntrace:  {os.path.abspath(trace)} (open in https://ui.perfetto.dev)")

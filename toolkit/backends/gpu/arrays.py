@@ -130,7 +130,53 @@ class DeviceArray:
         return f"DeviceArray({kind}{list(self.shape)}, device={self.device!r})"
 
     def __getitem__(self, index):
-        return self.get()[index]
+        """Indexing on the device (a jitted gather or slice); a boolean mask, whose count
+        decides the result's length, is taken on a host copy."""
+        return _dispatch(operator.getitem, (self, index))
+
+    @property
+    def T(self) -> DeviceArray:
+        return _dispatch(np.transpose, (self,))
+
+    @property
+    def mT(self) -> DeviceArray:
+        return _dispatch(np.matrix_transpose, (self,))
+
+    def astype(self, dtype, copy: bool = True) -> DeviceArray:
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        return _dispatch(_astype, (self, dtype.str))
+
+    def copy(self) -> DeviceArray:
+        return DeviceArray(self._device.copy(self._buffer), self._device, self.origin)
+
+    def item(self, *index):
+        """One element as a Python scalar: only that element is read from the device."""
+        value = self[index] if index else self
+        if isinstance(value, DeviceArray):
+            if value.size != 1:
+                raise ValueError("can only convert an array of size 1 to a Python scalar")
+            return value.get().item()
+        return np.asarray(value).item()
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get("out") is not None:
+            return NotImplemented  # NumPy then says the ufunc cannot write into a device array
+        function = ufunc if method == "__call__" else getattr(ufunc, method)
+        return _dispatch(function, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in _METADATA:  # shape and type questions: answered here, nothing runs
+            return func(*[_stand_in(a) for a in args], **kwargs)
+        return _dispatch(func, args, kwargs)
+
+    def __dlpack__(self, *args, **kwargs):
+        """DLPack export (CuPy, JAX, PyTorch: ``from_dlpack``), sharing device memory."""
+        return self._buffer.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._buffer.__dlpack_device__()
 
     def _assign_from(self, value) -> None:
         """Take ``value`` as this array's contents: a function that writes this argument in
@@ -166,34 +212,94 @@ class DeviceArray:
         return int(self.get())
 
 
-def _host_operator(name: str, reflected: bool = False):
+# How NumPy's functions, ufuncs, operators, methods and indexing run on device arrays: jitted
+# calls on the array's device, set by toolkit.jitting.device_arrays (a higher layer: the jit
+# machinery). ``_DISPATCH(func, args, kwargs) -> result``.
+_DISPATCH = None
+
+
+def set_array_dispatch(dispatch) -> None:
+    global _DISPATCH
+    _DISPATCH = dispatch
+
+
+def _dispatch(func, args, kwargs=None):
+    if _DISPATCH is None:  # toolkit.jitting is not loaded: NumPy on host copies
+        host = [a.get() if isinstance(a, DeviceArray) else a for a in args]
+        return func(*host, **(kwargs or {}))
+    return _DISPATCH(func, args, kwargs or {})
+
+
+def _operator(name: str, reflected: bool = False):
     op = getattr(operator, name)
 
     def apply(self, other=None):
         if name in _UNARY:
-            return op(self.get())
-        other = other.get() if isinstance(other, DeviceArray) else other
-        return op(other, self.get()) if reflected else op(self.get(), other)
+            return _dispatch(op, (self,))
+        return _dispatch(op, (other, self) if reflected else (self, other))
 
     apply.__name__ = f"__{'r' if reflected else ''}{name.strip('_')}__"
-    apply.__doc__ = (
-        "On a host copy (one recorded device-to-host copy): jit the expression to keep it on the "
-        "GPU."
-    )
+    apply.__doc__ = "On the device: a cached jitted call of the operator."
     return apply
 
 
-# NumPy's operators on a host copy, so that a result can be inspected like an ndarray; every
-# one fetches (and a profile shows the copy), so device-side work belongs in a jitted function
 _UNARY = {"neg", "pos", "abs", "invert"}
 _BINARY = ["add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
            "lshift", "rshift"]
 for _name in _BINARY:
     _dunder = _name.rstrip("_")
-    setattr(DeviceArray, f"__{_dunder}__", _host_operator(_name))
-    setattr(DeviceArray, f"__r{_dunder}__", _host_operator(_name, reflected=True))
+    setattr(DeviceArray, f"__{_dunder}__", _operator(_name))
+    setattr(DeviceArray, f"__r{_dunder}__", _operator(_name, reflected=True))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge", *_UNARY):
-    setattr(DeviceArray, f"__{_name}__", _host_operator(_name))
+    setattr(DeviceArray, f"__{_name}__", _operator(_name))
+
+
+def _method(function, doc: str):
+    def method(self, *args, **kwargs):
+        return _dispatch(function, (self, *args), kwargs)
+
+    method.__name__ = function.__name__
+    method.__doc__ = doc
+    return method
+
+
+# ndarray's methods, run on the device like the np.* functions they are
+def _shape_method(function):
+    """``a.reshape(3, 4)`` and ``a.reshape((3, 4))`` alike, as ndarray's methods take them."""
+    def method(self, *shape, **kwargs):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return _dispatch(function, (self, tuple(shape)) if shape else (self,), kwargs)
+
+    method.__name__ = function.__name__
+    method.__doc__ = f"``np.{function.__name__}`` on the device."
+    return method
+
+
+DeviceArray.reshape = _shape_method(np.reshape)
+DeviceArray.transpose = _shape_method(np.transpose)
+for _name in ("sum", "mean", "max", "min", "prod", "std", "var", "argmax", "argmin", "cumsum",
+              "cumprod", "any", "all", "ravel", "flatten", "squeeze",
+              "round", "clip", "conj", "swapaxes", "dot", "nonzero", "repeat", "take",
+              "trace", "diagonal", "sort", "argsort"):
+    _function = getattr(np, "ravel" if _name == "flatten" else _name)
+    setattr(DeviceArray, _name, _method(_function, f"``np.{_function.__name__}`` on the device."))
+
+
+# NumPy functions that read only an array's shape and dtype
+_METADATA = frozenset({np.shape, np.size, np.ndim, np.result_type, np.iscomplexobj,
+                       np.isrealobj, np.min_scalar_type})
+
+
+def _stand_in(value):
+    """A device array's shape and dtype as a host array of no memory (every element the one
+    zero, broadcast), for the functions that read only those."""
+    if isinstance(value, DeviceArray):
+        return np.broadcast_to(np.zeros((), value.dtype), value.shape)
+    return value
+
+
+def _astype(x, dtype: str):
+    return x.astype(np.dtype(dtype))
 
 
 def device_get(tree):
