@@ -160,7 +160,7 @@ def device_call(func, args, kwargs):
         call.__toolkit_history_key__ = ("device array", key)
         jitted = jit(call, backend=_backend_for(device), on_recompile="ignore")
         _calls[key] = jitted
-        if len(_calls) > CACHE_LIMIT:
+        while len(_calls) > CACHE_LIMIT:
             _calls.popitem(last=False)
     else:
         _calls.move_to_end(key)
