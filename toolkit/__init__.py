@@ -19,6 +19,7 @@ from .transformations import checkpoint, grad, jvp, remat, value_and_grad, vjp, 
 from .backends import backend_names
 from .backends.gpu import DeviceArray, device_get, device_put
 from .jitting import device_arrays as _device_arrays  # noqa: F401 - NumPy on device arrays
+from .jitting.promotions import PromotionWarning
 from .frontend.errors import ToolkitError
 from .profiler import Profile, profile
 from .profiler.compare import compare
@@ -31,6 +32,7 @@ from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402
 
 _debug_from_environment(_RECORDER)
 __all__ = [
+    "PromotionWarning",
     "jit",
     "grad",
     "value_and_grad",

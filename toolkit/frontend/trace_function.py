@@ -28,6 +28,8 @@ class TracedProgram:
     mutated: tuple[int, ...] = ()
     # (error type, message) per runtime check; their flags are the last outputs
     checks: tuple[tuple[type, str], ...] = ()
+    # float promotions by NumPy scalars: (location, what, from dtype, to dtype, instruction)
+    promotions: tuple = ()
 
     @property
     def has_extra_outputs(self) -> bool:
@@ -108,6 +110,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         limits,
         tuple(n for n, _ in mutated),
         tuple((error, message) for _, error, message in trace.checks),
+        tuple((loc, what, narrow, wide, t.inst) for loc, what, narrow, wide, t in trace.promotions),
     )
 
 

@@ -58,6 +58,8 @@ class Trace:
         # data-dependent errors NumPy raises (an index out of range, an all-NaN slice): a scalar
         # pred per check, true when the error happens, and the error to raise after the call
         self.checks: list[tuple[Tracer, type, str]] = []
+        # float promotions by NumPy scalars (NEP 50): (location, what, from, to, the result)
+        self.promotions: list[tuple[SourceLocation | None, str, np.dtype, np.dtype, Tracer]] = []
 
     def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
         """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2

@@ -108,6 +108,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
             if isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu" and d.kind in "iu" \
                     and d.itemsize < v.dtype.itemsize:
                 trace.note_weak_narrowing(v, d)  # NEP 50: checked against the value on each call
+        promoter = _promoting_scalar(inputs, out_dtype)
         operands = [lax.lift(trace, v, d, weak=weak, what=f"operand of np.{name}")
                     for v, d in zip(inputs, in_dtypes)]
         operands = broadcast_all(operands, f"np.{name}", inputs)
@@ -120,7 +121,29 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         result = lax.convert(result, out_dtype, weak)
         if dtype is not None:
             result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
+        elif promoter is not None:
+            narrow = max((v.dtype for v in inputs if isinstance(v, Tracer)),
+                         key=lambda d: d.itemsize)
+            trace.promotions.append((trace.location(), f"np.{name} with the NumPy scalar "
+                                     f"{promoter!r}", narrow, np.dtype(out_dtype), result))
         return fresh_results(result, inputs)
+
+
+def _promoting_scalar(inputs, out_dtype):
+    """The NumPy scalar (np.float64(...), a 0-d float64 array) that makes a narrower traced
+    float array's result wider, under NumPy 2's rules (NEP 50: such a scalar is not weak, unlike
+    a Python float); None where there is none."""
+    out = np.dtype(out_dtype)
+    if out.kind not in "fc":
+        return None
+    traced = [v for v in inputs if isinstance(v, Tracer) and v.dtype.kind in "fc"]
+    if not traced or any(v.dtype.itemsize >= out.itemsize for v in traced):
+        return None
+    for v in inputs:
+        if isinstance(v, (np.generic, np.ndarray)) and np.ndim(v) == 0 \
+                and np.dtype(v.dtype).kind in "fc" and np.dtype(v.dtype).itemsize == out.itemsize:
+            return v[()] if isinstance(v, np.ndarray) else v
+    return None
 
 
 _COMPARISONS = frozenset(

@@ -16,6 +16,7 @@ from ..ir.user_code import user_location, user_stacklevel
 from ..profiler.recorder import RECORDER
 from ..runtime import history
 from ..stages import Compiled, Lowered, hlo_fingerprint
+from .promotions import report_promotions
 from .key import JitKey, KeyMaker
 from .options import JitOptions
 
@@ -85,6 +86,7 @@ class MissCompiler:
         paths = self.keys.paths(args, kwargs)
         self.warn_scalar_lists(args, kwargs, call_site)
         program = self.trace(key, paths, args, kwargs)
+        report_promotions(program, self.fn_name)
         traced = clock.now()
         record = self.record(key, paths, hlo_fingerprint(program.module))
         compile_id = history.next_compile_id()

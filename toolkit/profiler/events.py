@@ -163,9 +163,33 @@ class DispatchEvent:
     thread: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class PromotionEvent:
+    """A NumPy scalar that made a narrower float program wider from one line on (NEP 50: a
+    NumPy float64 scalar is not weak, unlike a Python float), with what it turned wider."""
+
+    function: str
+    location: str  # the line that promoted
+    what: str  # "np.true_divide with the NumPy scalar np.float64(8.0)"
+    from_dtype: str
+    to_dtype: str
+    dots: int  # dots computed in to_dtype because of it
+    total_dots: int  # dots in the program
+    operations: int  # other operations computed in to_dtype because of it
+    start: float = 0.0
+
+    @property
+    def message(self) -> str:
+        return (f"{self.location}: {self.what} makes {self.from_dtype} values {self.to_dtype} "
+                f"from this line on (NumPy 2, NEP 50): {self.dots} of {self.total_dots} dots and "
+                f"{self.operations} other operations run in {self.to_dtype}, about twice the "
+                f"time and memory traffic of {self.from_dtype}. Fix: wrap the scalar in float(...) "
+                f"(a Python float is weak and keeps {self.from_dtype}), or .astype the result")
+
+
 EVENT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     CompileEvent, RecompileEvent, PassEvent, FusionDecision, KernelEvent, TransferEvent,
-    AllocationEvent, DispatchEvent)}
+    AllocationEvent, DispatchEvent, PromotionEvent)}
 _NESTED = {"Phase": Phase, "Cause": Cause}
 
 

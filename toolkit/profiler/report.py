@@ -208,6 +208,10 @@ def profile_summary_text(prof, top: int = 10) -> str:
                 f"{r['gflops']:>8.2f} {r['gbps']:>7.2f}  {r['source']}"
             )
     lines.extend(transfer_lines(prof.transfers))
+    promotions = getattr(prof, "promotions", ())
+    if promotions:
+        lines.append(f"float promotions by NumPy scalars: {len(promotions)}")
+        lines.extend(f"  {p.function}, {p.message}" for p in promotions)
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ from typing import Iterable
 from .clock import DEFAULT_CLOCK
 from .events import (SCHEMA_FORMAT, SCHEMA_VERSION, AllocationEvent, CompileEvent, DispatchEvent,
                      FusionDecision, KernelEvent, PassEvent, RecompileEvent, TransferEvent,
-                     event_from_dict, event_to_dict)
+                     event_from_dict, event_to_dict, PromotionEvent)
 from .recorder import RECORDER
 
 
@@ -69,6 +69,7 @@ class Profile:
     transfers = property(lambda self: self._of(TransferEvent))
     allocations = property(lambda self: self._of(AllocationEvent))
     dispatches = property(lambda self: self._of(DispatchEvent))
+    promotions = property(lambda self: self._of(PromotionEvent))
 
     @property
     def wall_seconds(self) -> float:

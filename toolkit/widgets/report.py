@@ -99,8 +99,24 @@ def summary_section(prof) -> str:
         + _table(["", ""], rows + _transfer_rows(prof.transfers))
         + "<h3>top kernels</h3>"
         + _table(["kernel", "kind", "ms", "share", "source"], top_rows)
+        + promotion_section(prof)
         + transfer_section(prof.transfers)
     )
+
+
+def promotion_section(prof) -> str:
+    """Lines where a NumPy scalar made a float32 program float64 (NEP 50), what that cost in
+    dots and operations, and the fix."""
+    promotions = getattr(prof, "promotions", ())
+    if not promotions:
+        return ""
+    rows = [[p.function, p.location, p.what, f"{p.from_dtype} → {p.to_dtype}",
+             f"{p.dots} of {p.total_dots}", str(p.operations),
+             f"float(...) around the scalar keeps {p.from_dtype}"] for p in promotions]
+    return ("<h3>float promotions by NumPy scalars</h3>"
+            "<p class='tk-note'>Under NumPy 2 (NEP 50) a NumPy float64 scalar is not weak: it "
+            "makes a float32 array float64, and everything computed from it after.</p>"
+            + _table(["function", "line", "what", "types", "dots", "operations", "fix"], rows))
 
 
 def _transfer_rows(transfers) -> list[list[str]]:
