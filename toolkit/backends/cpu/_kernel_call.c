@@ -139,9 +139,55 @@ static PyObject *run_loop(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return PyLong_FromLongLong(trips);
 }
 
+/* ---- run_steps: a whole program in one call ------------------------------------------------
+ * ``run_steps(program, buffers)`` runs a program's kernel calls, BLAS matrix products and copies
+ * (run_ops' format; program = [n_ops, then the ops]) over ``buffers``, a list with one array (or
+ * None) per buffer slot, with the GIL released: a program of many small steps costs the steps,
+ * not a trip through Python for each (native_program.py). */
+static PyObject *run_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "run_steps(program, buffers: list)");
+        return NULL;
+    }
+    Py_buffer program;
+    if (PyObject_GetBuffer(args[0], &program, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(args[1]);
+    Py_buffer *views = (Py_buffer *)PyMem_Calloc(n ? n : 1, sizeof(Py_buffer));
+    P *table = (P *)PyMem_Calloc(n ? n : 1, sizeof(P));
+    char *held = (char *)PyMem_Calloc(n ? n : 1, 1);
+    PyObject *result = NULL;
+    if (views == NULL || table == NULL || held == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(args[1], i);
+        if (item == Py_None) continue;
+        if (PyObject_GetBuffer(item, &views[i], PyBUF_ANY_CONTIGUOUS) < 0) goto done;
+        held[i] = 1;
+        table[i] = views[i].buf;
+    }
+    const I *code = (const I *)program.buf;
+    Py_BEGIN_ALLOW_THREADS
+    run_ops(code + 1, code[0], table);
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (held != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (held[i]) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(table);
+    PyMem_Free(held);
+    PyBuffer_Release(&program);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(address, start, end, *arrays)"},
     {"run_loop", (PyCFunction)(void (*)(void))run_loop, METH_FASTCALL, "run_loop(program, pointers, limit)"},
+    {"run_steps", (PyCFunction)(void (*)(void))run_steps, METH_FASTCALL, "run_steps(program, buffers)"},
     {NULL, NULL, 0, NULL},
 };
 

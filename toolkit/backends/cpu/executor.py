@@ -57,6 +57,7 @@ _native = None if os.environ.get("TOOLKIT_NATIVE_CALL") == "0" else _load_native
 _native_call = getattr(_native, "call", None)
 # (an older build has none: loops run from Python)
 native_run_loop = getattr(_native, "run_loop", None)
+native_run_steps = getattr(_native, "run_steps", None)
 
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.
@@ -126,6 +127,7 @@ class CpuExecutable(Executable):
         self.fallbacks = fallbacks
         self.threads = num_threads()
         self._local = threading.local()
+        self._segments = None  # native_program.plan_segments, on the first unprofiled run
         # a result is copied when the caller could otherwise alias something: an argument, a
         # constant, a reused temporary, or the same buffer returned twice
         # (an argument written in place is returned as itself: the caller's array, already updated)
@@ -220,11 +222,34 @@ class CpuExecutable(Executable):
         return bufs
 
     def run(self, args):
-        """The unprofiled hot path: no clock, no callbacks."""
+        """The unprofiled hot path: no clock, no callbacks. Runs of small kernels and matrix
+        products go to native code as one call each (native_program.py)."""
         bufs = self._buffers(args)
+        segments = self._segments
+        if segments is None:
+            from .native_program import plan_segments
+
+            segments = self._segments = plan_segments(self)
+        for segment in segments:
+            if segment.program is not None:
+                for s in segment.allocate:
+                    if bufs[s] is None:
+                        self._alloc(bufs, s)
+                native_run_steps(segment.program, bufs)
+            else:
+                self._run_steps(segment.steps, bufs)
+        if len(self.out_slots) == 1:
+            out = bufs[self.out_slots[0]]
+            return (np.array(out) if self._copy_out[0] else out,)
+        return tuple(
+            np.array(bufs[s]) if copy else bufs[s]
+            for s, copy in zip(self.out_slots, self._copy_out)
+        )
+
+    def _run_steps(self, steps, bufs) -> None:
         single = self.threads == 1
         native = _native_call
-        for step in self.steps:
+        for step in steps:
             if step.kind == "kernel" and (
                 single or step.work < PARALLEL_THRESHOLD or not step.splittable
             ):
@@ -243,13 +268,6 @@ class CpuExecutable(Executable):
                     )
             else:
                 self._execute(step, bufs)
-        if len(self.out_slots) == 1:
-            out = bufs[self.out_slots[0]]
-            return (np.array(out) if self._copy_out[0] else out,)
-        return tuple(
-            np.array(bufs[s]) if copy else bufs[s]
-            for s, copy in zip(self.out_slots, self._copy_out)
-        )
 
     __call__ = run  # the dispatch path calls it directly: no indirection through the base class
 

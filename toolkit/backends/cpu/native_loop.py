@@ -85,6 +85,10 @@ def _gemm_op(step, index, gemm) -> list[int]:
     trans_b = a["rhs_contracting_dims"][0] == 1
     m, k = (lhs.shape.dims[1], lhs.shape.dims[0]) if trans_a else lhs.shape.dims
     n = rhs.shape.dims[0] if trans_b else rhs.shape.dims[1]
+    if m == 1 or n == 1:
+        # NumPy's matmul takes a matrix-vector product to gemv (or dot), which sums in another
+        # order than gemm: such a product stays with NumPy
+        raise _Unsupported(f"dot %{inst.name} is a matrix-vector product")
     address, ilp64 = gemm[t.name]
     if not ilp64 and max(m, n, k) >= 2 ** 31:
         raise _Unsupported("a dimension beyond a 32-bit BLAS")

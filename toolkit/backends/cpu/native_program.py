@@ -1,0 +1,79 @@
+"""A program's steps run from native code: consecutive kernel calls and BLAS matrix products
+(each small enough for one thread) are written out once as a program over the buffer table
+and run by ``_kernel_call.run_steps`` in one call with the GIL released, as XLA:CPU runs a
+thunk sequence. A chain of 100 small dots and their kernels spent 13 µs a step in Python's
+dispatch; run natively a step costs its own work and a few nanoseconds.
+
+Steps that are not a single-thread kernel or a plain matrix product (large kernels split over
+threads, batched dots, host routines, loops) run from Python between such segments, as before.
+The numbers are the same either way: the same kernels, and the same BLAS gemm NumPy's matmul
+calls for a plain matrix product (native_loop's rules)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...config import env_int
+from .executor import native_run_steps
+from .native_loop import _ops, _Unsupported, blas_gemm
+
+MIN_STEPS = 2  # one step gains nothing from a native program
+
+
+@dataclass
+class Segment:
+    steps: list  # the executable's steps, in order
+    program: np.ndarray | None = None  # int64 ops for run_steps; None: run from Python
+    allocate: tuple[int, ...] = ()  # the slots to allocate before the native call
+
+
+def plan_segments(exe) -> list[Segment]:
+    """The executable's steps as maximal native segments and Python steps, in order."""
+    if native_run_steps is None or env_int("TOOLKIT_NATIVE_PROGRAM", 1, 0, 1) == 0:
+        return [Segment(list(exe.steps))]
+    gemm = blas_gemm()
+    segments: list[Segment] = []
+    run: list = []
+    ops: list = []
+
+    def close():
+        if len(run) >= MIN_STEPS:
+            program = np.array([len(ops)] + [v for op in ops for v in op], dtype=np.int64)
+            written = {s for step in run for s in step.outputs}
+            allocate = tuple(sorted(s for s in written if s not in exe.temp_slots
+                                    and s not in exe.constants))
+            segments.append(Segment(list(run), program, allocate))
+        elif run:
+            segments.append(Segment(list(run)))
+        run.clear()
+        ops.clear()
+
+    for step in exe.steps:
+        try:
+            if step.kind not in ("kernel", "dot"):
+                raise _Unsupported(step.kind)
+            (op,) = _ops(_One(exe, step), lambda s: s, gemm)
+        except _Unsupported:
+            close()
+            segments.append(Segment([step]))
+            continue
+        run.append(step)
+        ops.append(op)
+    close()
+    # neighbouring Python segments merge back into one (fewer loops in the hot path)
+    merged: list[Segment] = []
+    for segment in segments:
+        if merged and segment.program is None and merged[-1].program is None:
+            merged[-1].steps.extend(segment.steps)
+        else:
+            merged.append(segment)
+    return merged
+
+
+class _One:
+    """``exe`` seen as a program of the one ``step`` (what native_loop._ops reads)."""
+
+    def __init__(self, exe, step):
+        self.steps = [step]
+        self.splits = exe.splits
