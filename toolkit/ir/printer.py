@@ -135,7 +135,7 @@ def _literal_digest(array: np.ndarray) -> str:
     speed (writing 65,536 floats as text took 0.4 s, and a traced GPT-2 has 144 such masks)."""
     h = hashlib.sha1(f"{array.dtype.str}{array.shape}".encode())
     h.update(np.ascontiguousarray(array).tobytes())
-    return f"{{digest {h.hexdigest()[:20]}}}"
+    return f"{{digest {h.hexdigest()}}}"
 
 
 def instruction_to_text(inst: Instruction, is_root: bool = False, metadata: bool = True,

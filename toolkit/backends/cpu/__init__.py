@@ -3,6 +3,7 @@ an executor that splits large kernels over threads and times every kernel when a
 persistent compilation cache on disk."""
 from __future__ import annotations
 
+import os
 import time
 
 from llvmlite import ir
@@ -145,6 +146,22 @@ def symbol(step) -> str:
     return step.extra.get("symbol", step.inst.name)
 
 
+# A kernel of at most this many elements of work is compiled without LLVM's optimisation
+# pipeline: a scalar update in an unrolled triangular loop (A[i, j] -= A[i, :j] @ A[:j, j]) runs
+# in nanoseconds either way, but O3 spent about 60 ms on each, and such a program has thousands.
+TINY_KERNEL_WORK = 16
+
+
+def _compile_plainly(function: ir.Function) -> None:
+    """No optimisation for this kernel, where that changes nothing but its speed: its IR calls
+    no function (a math call may become a vector-library variant under O3, which rounds in its
+    own way), and without the pipeline nothing reorders or contracts its arithmetic."""
+    if any(isinstance(i, ir.CallInstr) for block in function.blocks for i in block.instructions):
+        return
+    function.attributes.add("noinline")
+    function.attributes.add("optnone")
+
+
 def _emit(
     name: str, steps, kernels, plan, fallbacks, parts: int = 1
 ) -> tuple[list[ir.Module], list[RowGroup]]:
@@ -168,6 +185,8 @@ def _emit(
             emit_or_discard(module, emit_kernel, step.extra["spec"])
             home[own] = module
             emitted += 1
+            if 0 < step.work <= TINY_KERNEL_WORK and os.environ.get("TOOLKIT_TINY_OPT", "1") == "1":
+                _compile_plainly(module.globals[own])
         except CodegenUnsupported as e:
             failed[own] = str(e)
             _fallback(step, step.inst, str(e), fallbacks)
@@ -199,7 +218,8 @@ def compile_module(module: Module) -> CpuExecutable:
     steps = plan.steps
     kernels = [s for s in steps if s.kind == "kernel"]
     shared = share_identical_kernels(kernels)
-    key = disk_cache.cache_key(module.to_text(metadata=False), host_description()) \
+    key = disk_cache.cache_key(module.to_text(metadata=False, digest_literals=True),
+                               host_description()) \
         if kernels and disk_cache.cache_dir() else None
     machine, status = None, "miss"
     if key is not None:
