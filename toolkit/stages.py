@@ -31,7 +31,7 @@ from .profiler.progress import phase as progress_phase, watch_compile
 from .profiler.events import KernelEvent, Phase
 from .profiler.recorder import RECORDER
 
-STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass")
+STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "buffers", "ptx", "sass")
 DEFAULT_PIPELINE = "default"
 
 
@@ -179,6 +179,10 @@ class Compiled(_TracedStage):
         text = texts.get(stage)
         if text is not None:
             return text()
+        if stage == "buffers":  # a backend with no plan of its own: nothing written in place
+            from .backends.buffer_plan import report
+
+            return report(self.buffer_decisions)
         kind, _, arch = stage.partition(":")
         # PTX needs no GPU, SASS only the CUDA tools: any backend shows them
         if kind in ("ptx", "sass"):
@@ -239,6 +243,12 @@ class Compiled(_TracedStage):
 
     def memory_analysis(self) -> MemoryAnalysis:
         return _memory_analysis(self.optimized_hlo)
+
+    @property
+    def buffer_decisions(self) -> list:
+        """Every update (dynamic-update-slice, scatter) and loop state the backend's buffer plan
+        wrote in place, or copied first, and why (``as_text('buffers')`` prints them)."""
+        return list(self._executable.buffer_decisions)
 
     @property
     def fusion_decisions(self) -> list:
