@@ -19,7 +19,7 @@ from .frontend.signature import ArgSpec, abstractify
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
 from .ir.ops import GroupOp
-from .ir.shapes import TupleShape
+from .ir.shapes import Shape, TupleShape
 from .ir.source_names import display_location
 from .ir.user_code import user_line
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
@@ -343,11 +343,19 @@ class Compiled(_TracedStage):
         info = {}
         entry = self.optimized_hlo.entry.instructions
         differentiated = any(is_backward(i) for i in entry)
+        # an update written in place reads and writes its window, not the whole buffer
+        in_place = {
+            d.instruction: d for d in self.buffer_decisions
+            if d.in_place and d.bytes_written and d.computation == self.optimized_hlo.name
+        }
         for inst in entry:
             c = instruction_cost(inst)
             kind = inst.attrs["kind"] if inst.opcode == "fusion" else inst.opcode
             phase = ("backward" if is_backward(inst) else "forward") if differentiated else ""
-            info[inst.name] = (c["flops"], c["transcendentals"], c["bytes accessed"], kind,
+            nbytes = c["bytes accessed"]
+            if inst.name in in_place and isinstance(inst.shape, Shape):
+                nbytes += 2 * (in_place[inst.name].bytes_written - inst.shape.nbytes)
+            info[inst.name] = (c["flops"], c["transcendentals"], nbytes, kind,
                                source_lines(inst), phase)
         self._kernel_info = info
         return info

@@ -37,6 +37,7 @@ class BufferDecision:
     message: str
     bytes_copied: int = 0  # the copy inserted (0 when in place)
     computation: str = ""  # the module planned (a loop body's own, inside the program)
+    bytes_written: int = 0  # an update's window (or scattered updates): what it writes
 
 
 REASONS = {  # code -> what it means (each decision's message says it of its own values)
@@ -132,6 +133,7 @@ def _update_destination(inst: Instruction) -> int | None:
 
 
 def _written_bytes(inst: Instruction) -> int:
+    """The bytes an update writes: its window, or its scattered updates."""
     root = inst.attrs["calls"].root if inst.opcode == "fusion" else inst
     update = root.operands[2] if root.opcode == "scatter" else root.operands[1]
     return update.shape.nbytes
@@ -152,7 +154,7 @@ def _verdict(live: Liveness, writer: Instruction, name: str, b: int, position: i
     if live.last_read[b] > position:
         reader = live.last_reader[b].name
         return "LIVE_AFTER", f"%{reader} reads the old value of %{name} afterwards"
-    if live.reads(writer).count(b) != 1:
+    if live.times_read(writer, b) != 1:
         return "READ_TWICE", f"%{writer.name} also reads %{name} through another operand"
     return "IN_PLACE", f"nothing reads %{name} after %{writer.name}"
 
@@ -208,13 +210,13 @@ def plan_buffers(
         return (
             live.last_read[b] == position
             and b not in live.outputs
-            and live.reads(inst).count(b) == 1
+            and live.times_read(inst, b) == 1
         )
 
     def decide(inst, k, code, message, copied=0) -> None:
         decisions.append(BufferDecision(
             inst.name, inst.operands[k].name, code.startswith("IN_PLACE"), code, message,
-            copied, module.name,
+            copied, module.name, _written_bytes(inst),
         ))
 
     produced: set[int] = set()
@@ -355,7 +357,8 @@ def plan_buffers(
                 in_place_outputs.add(out_index)
             if k is not None:
                 decide(inst, k, "IN_PLACE_ARGUMENT",
-                       f"the caller's array receives output {out_index} (donated)")
+                       f"output {out_index} goes into the buffer of argument "
+                       f"{donated[out_index]}, donated (the caller's array, or a loop's state)")
         elif verdict is not None and verdict[0] == "IN_PLACE":
             outs = [slot_of[buffers[id(inst.operands[k])][0]]]  # overwritten in place
             decide(inst, k, *verdict)

@@ -10,7 +10,8 @@ not return ``b``, and ``b`` is neither an argument nor a constant. One forward p
 instructions, no recursion: linear in the program's size."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from ..ir.nodes import Computation, Instruction
 from ..ir.ops import GroupOp
@@ -28,10 +29,20 @@ class Liveness:
     last_read: list[int]  # buffer -> position of its last reader (-1: never read)
     last_reader: list[Instruction | None]  # buffer -> that reader
     outputs: frozenset[int]  # the buffers the program returns
+    _counted: Instruction | None = None
+    _counts: Counter = field(default_factory=Counter)
 
     def reads(self, inst: Instruction) -> list[int]:
         """The buffers ``inst`` reads, in operand order (a buffer twice if read twice)."""
         return [b for o in inst.operands for b in self.buffers[id(o)]]
+
+    def times_read(self, inst: Instruction, b: int) -> int:
+        """How many of ``inst``'s operand leaves are buffer ``b`` (counted once per
+        instruction, however many buffers are asked about: a loop with many state leaves)."""
+        if self._counted is not inst:
+            self._counts = Counter(self.reads(inst))
+            self._counted = inst
+        return self._counts[b]
 
     def given(self, b: int) -> bool:
         """Is ``b`` an argument's or a constant's buffer (not the program's to overwrite)?"""

@@ -76,15 +76,20 @@ def _elementwise_cone(
     comp: Computation, sources: list[Instruction], dims, stop: Instruction | None = None
 ) -> bool:
     """Does every instruction (up to ``stop``) that depends on ``sources`` read them only at the
-    index it computes: elementwise ops over ``dims`` all the way (no broadcast, slice or
-    transpose)?"""
+    element it computes: elementwise ops and row-major reshapes (``A[i, :]`` read as a row and
+    written back as one) of ``dims``' size all the way, so an element's row-major position never
+    changes (no broadcast, slice or transpose)?"""
     from ...ir.ops import is_elementwise
 
+    size = 1
+    for d in dims:
+        size *= d
     tainted = {id(x) for x in sources}
     for inst in comp.instructions:
         if inst is stop or id(inst) in tainted or not any(id(o) in tainted for o in inst.operands):
             continue
-        if not is_elementwise(inst.opcode) or inst.shape.dims != tuple(dims):
+        if not (is_elementwise(inst.opcode) or inst.opcode in GroupOp.RESHAPES) or \
+                inst.shape.size != size:
             return False
         tainted.add(id(inst))
     return True
