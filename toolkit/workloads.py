@@ -431,7 +431,7 @@ BENCHMARK: tuple[Workload, ...] = (
     Workload(
         "recursive filter by columns 256x1200",
         recursive_filter,
-        lambda r: (r.standard_normal((256, 1200)), 0.5, 0.45),
+        lambda r: (r.standard_normal((256, 1200)), np.float64(0.5), np.float64(0.45)),
         batch_axis=1,  # scaled() keeps the rows and runs fewer columns
     ),
     Workload(
