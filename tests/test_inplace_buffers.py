@@ -298,6 +298,19 @@ def test_a_loop_invariant_argument_is_not_copied_and_never_comes_back_as_the_cal
     compiled = _compiled(f, x)
     assert not [d for d in compiled.buffer_decisions if not d.in_place]
 
+    def g(x):  # an invariant the program made: it comes back in its own buffer, read after
+        y, t = tk.lax.fori_loop(
+            0, 3, lambda i, s: (s[0] + s[1], s[1]), (np.zeros_like(x), np.tanh(x))
+        )
+        t[0] = 1.0
+        return y, t
+
+    compiled = _compiled(g, x)
+    reasons = sorted(d.reason for d in compiled.buffer_decisions)
+    assert reasons == ["IN_PLACE", "LOOP_STATE_IN_PLACE"], compiled.as_text("buffers")
+    for backend in BACKENDS:
+        _same_as_numpy(g, x, backend=backend)
+
 
 def test_a_while_loops_result_taken_from_the_loop_is_written_in_place_afterwards():
     """The loop's result arrays become the program's buffers (no copy out of the loop), and a

@@ -307,9 +307,13 @@ def plan_buffers(
         initial = live.reads(inst)
         unwritten = passed_on(inst.attrs["body"])
         for j, (b, shape) in enumerate(zip(initial, leaf_shapes(inst.shape))):
-            if j in unwritten:  # a loop invariant: read in place, never written
-                outs.append(len(slots))
-                slots.append(shape)
+            if j in unwritten:  # a loop invariant: read in place, never written, so it comes
+                # back in its own buffer where that is the program's (an argument's is copied,
+                # if the result is read at all)
+                shared = not live.given(b) and dead_after(b, inst, position)
+                outs.append(slot_of[b] if shared else len(slots))
+                if not shared:
+                    slots.append(shape)
                 continue
             if not live.given(b) and dead_after(b, inst, position):
                 outs.append(slot_of[b])
