@@ -39,13 +39,15 @@ def test_every_backend_returns_an_executable(backend):
 def test_stage_texts_come_from_the_executable():
     x = np.ones(8, np.float32)
     cpu = tk.jit(lambda a: a * 2.0, backend="cpu").compiled(x)
-    assert set(cpu.executable.stages()) == {"llvm", "asm"}
+    assert set(cpu.executable.stages()) == {"llvm", "asm", "buffers"}
     assert "define" in cpu.as_text("llvm")
+    assert cpu.as_text("buffers") == "0 in place, 0 copies inserted (0 B copied per run)"
     gpu = tk.jit(lambda a: a * 2.0, backend="gpu-simulated").compiled(x)
     assert "ptx" in gpu.executable.stages() and ".entry" in gpu.as_text("ptx")
     interp = tk.jit(lambda a: a * 2.0, backend="interpreter").compiled(x)
     with pytest.raises(ValueError, match="not available on the interpreter backend"):
         interp.as_text("llvm")
+    assert interp.as_text("buffers").startswith("0 in place")  # no plan: nothing in place
 
 
 def _probes(path: pathlib.Path) -> list[str]:

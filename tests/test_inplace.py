@@ -214,14 +214,21 @@ def test_the_cpu_backend_writes_donated_arguments_in_place(fn, in_place):
         np.testing.assert_array_equal(yb, ey)
 
 
-def test_a_stencil_into_its_argument_is_not_written_in_place_but_is_right():
+def test_a_stencil_into_its_argument_computes_its_update_first_then_writes_in_place():
+    """The stencil reads its argument where it writes: fused into the write, the kernel would
+    read elements already written, so it would compute into a copy of the whole array. The
+    update runs first instead, as a kernel of its own (a fusion decision says why), and the
+    window is then written into the caller's array in place."""
     a = np.random.default_rng(0).standard_normal((7, 9))
     expected = a.copy()
     _stencil(expected)
     jitted = tk.jit(_stencil, backend="cpu")
     jitted(a)
     np.testing.assert_array_equal(a, expected)
-    assert not jitted.compiled(a)._executable.in_place_outputs
+    compiled = jitted.compiled(a)
+    assert compiled._executable.in_place_outputs == {0}
+    assert any(d.reason == "READS_UPDATED_BUFFER" for d in compiled.fusion_decisions)
+    assert [d.reason for d in compiled.buffer_decisions] == ["IN_PLACE_ARGUMENT"]
 
 
 def test_non_contiguous_and_failed_calls_leave_arguments_as_numpy_would():

@@ -19,7 +19,7 @@ from .frontend.signature import ArgSpec, abstractify
 from .frontend.trace_function import TracedProgram
 from .ir.nodes import Module
 from .ir.ops import GroupOp
-from .ir.shapes import TupleShape
+from .ir.shapes import Shape, TupleShape
 from .ir.source_names import display_location
 from .ir.user_code import user_line
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
@@ -31,7 +31,7 @@ from .profiler.progress import phase as progress_phase, watch_compile
 from .profiler.events import KernelEvent, Phase
 from .profiler.recorder import RECORDER
 
-STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "ptx", "sass")
+STAGES = ("hlo", "optimized_hlo", "llvm", "asm", "buffers", "ptx", "sass")
 DEFAULT_PIPELINE = "default"
 
 
@@ -180,6 +180,10 @@ class Compiled(_TracedStage):
         text = texts.get(stage)
         if text is not None:
             return text()
+        if stage == "buffers":  # a backend with no plan of its own: nothing written in place
+            from .backends.buffer_plan import report
+
+            return report(self.buffer_decisions)
         kind, _, arch = stage.partition(":")
         # PTX needs no GPU, SASS only the CUDA tools: any backend shows them
         if kind in ("ptx", "sass"):
@@ -240,6 +244,12 @@ class Compiled(_TracedStage):
 
     def memory_analysis(self) -> MemoryAnalysis:
         return _memory_analysis(self.optimized_hlo)
+
+    @property
+    def buffer_decisions(self) -> list:
+        """Every update (dynamic-update-slice, scatter) and loop state the backend's buffer plan
+        wrote in place, or copied first, and why (``as_text('buffers')`` prints them)."""
+        return list(self._executable.buffer_decisions)
 
     @property
     def fusion_decisions(self) -> list:
@@ -334,11 +344,19 @@ class Compiled(_TracedStage):
         info = {}
         entry = self.optimized_hlo.entry.instructions
         differentiated = any(is_backward(i) for i in entry)
+        # an update written in place reads and writes its window, not the whole buffer
+        in_place = {
+            d.instruction: d for d in self.buffer_decisions
+            if d.in_place and d.bytes_written and d.computation == self.optimized_hlo.name
+        }
         for inst in entry:
             c = instruction_cost(inst)
             kind = inst.attrs["kind"] if inst.opcode == "fusion" else inst.opcode
             phase = ("backward" if is_backward(inst) else "forward") if differentiated else ""
-            info[inst.name] = (c["flops"], c["transcendentals"], c["bytes accessed"], kind,
+            nbytes = c["bytes accessed"]
+            if inst.name in in_place and isinstance(inst.shape, Shape):
+                nbytes += 2 * (in_place[inst.name].bytes_written - inst.shape.nbytes)
+            info[inst.name] = (c["flops"], c["transcendentals"], nbytes, kind,
                                source_lines(inst), phase)
         self._kernel_info = info
         return info

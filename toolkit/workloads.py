@@ -124,6 +124,31 @@ def jacobi_2d(xp):
     return jacobi_2d
 
 
+def recursive_filter(xp):
+    """A first-order recursive filter run along the columns of a work array, filled column by
+    column in a Python loop (as the recursive filters of image processing, Deriche's among
+    them, are written in NumPy): each column depends on the one before, so the loop cannot be
+    vectorised away. JAX's version is what JAX users write: ``fori_loop`` over ``.at[].set``."""
+    if xp.__name__.startswith("jax"):
+        import jax
+
+        def jax_filter(x, a, b):
+            y = xp.zeros_like(x).at[:, 0].set(x[:, 0])
+
+            def column(j, y):
+                return y.at[:, j].set(a * x[:, j] + b * y[:, j - 1])
+            return jax.lax.fori_loop(1, x.shape[1], column, y)
+        return jax_filter
+
+    def recursive_filter(x, a, b):
+        y = xp.zeros_like(x)
+        y[:, 0] = x[:, 0]
+        for j in range(1, x.shape[1]):
+            y[:, j] = a * x[:, j] + b * y[:, j - 1]
+        return y
+    return recursive_filter
+
+
 def covariance(xp):
     """PolyBench's covariance: centre the columns, then (data.T @ data) / (n - 1)."""
     def covariance(data):
@@ -339,6 +364,7 @@ class Workload:
     batch_args: tuple[int, ...] = (0,)  # the arguments whose first axis is the batch (scaled())
     # NumPy's and toolkit's version writes into its arguments and returns None
     in_place: bool = False
+    batch_axis: int = 0  # the axis of the batch arguments that scaled() cuts
 
     def result(self, fn: Callable, args) -> object:
         """What one call computes: its return value, or for an in-place workload the arguments
@@ -401,6 +427,12 @@ BENCHMARK: tuple[Workload, ...] = (
         lambda r: (r.random((512, 512)), r.random((512, 512))),
         batch_args=(0, 1),
         in_place=True,
+    ),
+    Workload(
+        "recursive filter by columns 256x1200",
+        recursive_filter,
+        lambda r: (r.standard_normal((256, 1200)), np.float64(0.5), np.float64(0.45)),
+        batch_axis=1,  # scaled() keeps the rows and runs fewer columns
     ),
     Workload(
         "covariance 1024x512 f64",
@@ -472,12 +504,18 @@ BENCHMARK: tuple[Workload, ...] = (
 
 def scaled(workload: Workload, scale: float) -> Workload:
     """The same workload on arrays ``scale`` times the size along the first axis (for demos)."""
+    axis = workload.batch_axis
+
     def make_args(rng):
         full = workload.make_args(rng)
-        n = max(1, int(full[0].shape[0] * scale))
-        return tuple(a[:n] if k in workload.batch_args else a for k, a in enumerate(full))
+        n = max(1, int(full[0].shape[axis] * scale))
+        return tuple(
+            a[(slice(None),) * axis + (slice(0, n),)] if k in workload.batch_args else a
+            for k, a in enumerate(full)
+        )
     first = workload.make_args(np.random.default_rng(0))[0]  # named after what really runs
-    shape = (max(1, int(first.shape[0] * scale)),) + tuple(first.shape[1:])
+    shape = list(first.shape)
+    shape[axis] = max(1, int(shape[axis] * scale))
     return Workload(
         f"{workload.name.rsplit(' ', 1)[0]} {_size_text(shape)}",
         workload.make,
@@ -486,6 +524,7 @@ def scaled(workload: Workload, scale: float) -> Workload:
         workload.toolkit,
         workload.batch_args,
         workload.in_place,
+        axis,
     )
 
 

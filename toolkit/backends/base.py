@@ -62,6 +62,9 @@ class Executable(abc.ABC):
     compile_phases: Sequence[tuple[str, float]] = ()
     #: result positions written straight into their argument's memory (in-place updates)
     in_place_outputs: frozenset[int] = frozenset()
+    #: where the buffer plan wrote an update in place and where it inserted a copy, and why
+    #: (``buffer_plan.BufferDecision``), loop bodies' included
+    buffer_decisions: tuple = ()
     #: ``run(args) -> the one result`` for programs simple enough to skip the general path, or
     #: None; ``jit``'s dispatch fast path calls it directly
     plain_run: Callable[[list], Any] | None = None

@@ -83,19 +83,52 @@ def flat_module(comp: Computation, name: str, donate_state: bool = False) -> Mod
     return Module(name, tuple(ordered) + (entry,), entry, attributes)
 
 
+def passed_on(body: Computation) -> frozenset[int]:
+    """The state leaves a loop body returns unchanged (element k of its result is element k of
+    its parameter, an array): loop invariants, which the loop reads and never writes."""
+    (param,) = body.parameters if len(body.parameters) == 1 else (None,)
+    root = body.root
+    if param is None:
+        return frozenset()
+    if root is param:
+        return frozenset(range(_leaf_count(param.shape)))
+    if root.opcode != "tuple" or not isinstance(param.shape, TupleShape):
+        return frozenset()
+    found, leaf = [], 0
+    for k, (result, element) in enumerate(zip(root.operands, param.shape.elements)):
+        if (
+            result.opcode == "get-tuple-element"
+            and result.operands[0] is param
+            and result.attrs["index"] == k
+            and not isinstance(element, TupleShape)
+        ):
+            found.append(leaf)
+        leaf += _leaf_count(element)
+    return frozenset(found)
+
+
 def make_control_runner(
     inst: Instruction,
     compile_module: Callable[[Module], object],
     own: Callable = np.array,
     to_host: Callable = np.asarray,
     native_while: Callable | None = None,
+    owned: frozenset[int] = frozenset(),
+    share_unwritten: bool = False,
 ):
     """``run(leaf arrays of the operands) -> leaf arrays of the result`` for a while or a
     conditional, its computations compiled by ``compile_module``. ``own(array)``: a copy the
     loop may write (the state, once per loop); ``to_host(array)``: a predicate or branch index
     as a NumPy value (a device backend downloads it). ``native_while(cond, body)``: a driver
     that runs the whole loop in native code (``run(state, limit) -> (state, trips)``), or None
-    where the backend has none for these parts; the loop is driven from Python then."""
+    where the backend has none for these parts; the loop is driven from Python then.
+
+    Copies of the state, only where needed: ``owned`` names the leaves whose initial arrays the
+    loop may write (the buffer plan found them dead after the loop and gave the loop's result
+    their buffers); with ``share_unwritten``, a leaf the body passes on unchanged (a
+    loop-invariant array) is never written, so it is not copied either: the loop then returns
+    the very array it was given, which the caller must not take as its own. ``run.programs``:
+    the compiled computations it runs."""
     if inst.opcode == "while":
         cond = compile_module(flat_module(inst.attrs["condition"], f"{inst.name}.condition"))
         body = compile_module(
@@ -103,10 +136,12 @@ def make_control_runner(
         )
         native = native_while(cond, body) if native_while is not None else None
         known = known_trip_count(inst)
+        keep = owned | (passed_on(inst.attrs["body"]) if share_unwritten else frozenset())
 
         def run_while(leaves):
-            # the loop owns its state (the body writes it in place): copied once, at the start
-            state = [own(v) for v in leaves]
+            # the loop owns its state (the body writes it in place): copied once, at the start,
+            # unless the plan gave it the initial value's buffer or the body never writes it
+            state = [v if k in keep else own(v) for k, v in enumerate(leaves)]
             if native is not None:
                 state, run_while.trips = native.run(state, 1 << 62)
                 return state
@@ -131,6 +166,7 @@ def make_control_runner(
 
         run_while.trips = 0
         run_while.driver = "native" if native is not None else "python"
+        run_while.programs = (cond, body)
         return run_while
     if "branch_computations" in inst.attrs:
         branches = inst.attrs["branch_computations"]
@@ -152,6 +188,7 @@ def make_control_runner(
             k = 0 if bool(selector) else 1
         return list(compiled[k](list(leaves[starts[k]: starts[k + 1]])))  # fresh arrays
 
+    run_conditional.programs = tuple(compiled)
     return run_conditional
 
 
@@ -163,4 +200,4 @@ def trips_text(trips: int, seconds: float, driver: str | None = None) -> str:
     return f"trips={trips}{how}{per}"
 
 
-__all__ = ["flat_module", "make_control_runner", "trips_text"]
+__all__ = ["flat_module", "make_control_runner", "passed_on", "trips_text"]

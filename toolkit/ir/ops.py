@@ -331,6 +331,11 @@ class GroupOp:
     # name or regroup values made elsewhere (constants, though bookkeeping, are values of their own)
     PLUMBING = BOOKKEEPING - frozenset({"constant"})
     GIVEN = LEAVES & BOOKKEEPING  # parameters and constants: values the program does not compute
+    # name values made elsewhere: the buffer plan gives them their operands' buffers
+    BUFFER_ALIASES = PLUMBING - frozenset({"parameter"})
+    # their result is their first operand with a window or some elements written: a kernel may
+    # write those into the operand's buffer, where nothing needs the old value afterwards
+    WRITE_INTO_OPERAND = frozenset({"dynamic-update-slice", "scatter"})
     KNOWN_VALUES = LEAVES - PLUMBING  # constant, iota: known when the program is compiled
     # what a compile summary counts as kernels: fusions and library matrix products
     COUNTED_AS_KERNELS = frozenset({"fusion", "dot"})

@@ -36,6 +36,55 @@ def reads_update_window(inst: Instruction, dus: Instruction) -> bool:
     return list(map(tuple, inst.attrs["slice"])) == window
 
 
+def _constant_int(inst: Instruction) -> int | None:
+    if inst.opcode != "constant" or inst.shape.size != 1:
+        return None
+    return int(inst.attrs["literal"].reshape(())[()])
+
+
+def update_window(dus: Instruction) -> list[tuple[int, int]] | None:
+    """The [start, end) per dimension that a dynamic-update-slice writes, when its starts are
+    constants (clamped as the op clamps them, so the window always fits); else None."""
+    operand, update = dus.operands[0].shape, dus.operands[1].shape
+    starts = [_constant_int(s) for s in dus.operands[2:]]
+    if any(s is None for s in starts) or len(starts) != operand.rank:
+        return None
+    return [
+        (min(max(s, 0), dim - n), min(max(s, 0), dim - n) + n)
+        for s, dim, n in zip(starts, operand.dims, update.dims)
+    ]
+
+
+def read_region(inst: Instruction) -> list[tuple[int, int]] | None:
+    """The [start, end) per dimension that a slice (or a dynamic-slice with constant starts)
+    reads of its operand; None for any other reader (which may read every element)."""
+    if inst.opcode == "slice":
+        return [(int(start), int(limit)) for start, limit, _ in inst.attrs["slice"]]
+    if inst.opcode == "dynamic-slice":
+        dims = inst.operands[0].shape.dims
+        starts = [_constant_int(s) for s in inst.operands[1:]]
+        if any(s is None for s in starts) or len(starts) != len(dims):
+            return None
+        sizes = inst.attrs["dynamic_slice_sizes"]
+        return [
+            (min(max(s, 0), dim - n), min(max(s, 0), dim - n) + n)
+            for s, dim, n in zip(starts, dims, sizes)
+        ]
+    return None
+
+
+def reads_outside_update_window(inst: Instruction, dus: Instruction) -> bool:
+    """Does ``inst`` (which reads the destination of the dynamic-update-slice ``dus``) read
+    only elements the update's window leaves alone? Both regions must be known: constant
+    starts. Then writing the window in place cannot change what ``inst`` reads."""
+    window, region = update_window(dus), read_region(inst)
+    if window is None or region is None:
+        return False
+    if any(lo >= hi for lo, hi in window):
+        return True  # an empty window writes nothing
+    return any(r_hi <= w_lo or w_hi <= r_lo for (w_lo, w_hi), (r_lo, r_hi) in zip(window, region))
+
+
 def known_trip_count(inst: Instruction) -> int | None:
     """XLA's ``backend_config={"known_trip_count":{"n":"N"}}`` on a while, else None."""
     import json

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module
 from ..ir.ops import OPS, GroupOp
+from ..ir.queries import reads_outside_update_window, reads_update_window
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .rewriter import replace_entry, with_operands
@@ -42,6 +43,8 @@ REASONS = {
                            "broadcast to",
     "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window "
                        "in place",
+    "READS_UPDATED_BUFFER": "the producer reads the buffer a dynamic-update-slice fusion writes, "
+                            "where the window may be written",
 }
 
 
@@ -197,6 +200,7 @@ class _Fuser:
         self.decisions: list[FusionDecision] = []
         self._ids = itertools.count()
         self.path_table = PathTable()
+        self._cone_readers: dict[tuple[int, int], Instruction | None] = {}
 
     # ---- bookkeeping ----------------------------------------------------------------------
     def decide(self, producer: Instruction, consumer: Instruction, fused: bool, code: str,
@@ -362,6 +366,20 @@ class _Fuser:
             return out
         if blocked:
             return blocked
+        found = self.reads_updated_buffer(x, user_groups)
+        if found is not None:
+            destination, reader = found
+            how = "" if reader is x else f" (through %{reader.name})"
+            return {
+                id(u): (
+                    "READS_UPDATED_BUFFER",
+                    f"%{x.name} reads %{destination.name}{how} where the fusion writes its "
+                    f"window: fused, the window could not be written in place (the fusion "
+                    f"would copy all of %{destination.name}), so it is computed first, as a "
+                    f"kernel of its own",
+                )
+                for u in users
+            }
         if len(user_groups) > 1 and is_expensive(x):
             if self.try_multi_output(x, users, user_groups):
                 return "multi-output"
@@ -416,6 +434,69 @@ class _Fuser:
                     for u in users
                 }
         return None
+
+    def reads_updated_buffer(self, x, user_groups) -> tuple[Instruction, Instruction] | None:
+        """(destination, reader) when fusing ``x`` into a dynamic-update-slice's fusion among
+        ``user_groups`` would make that fusion read the destination where the window may be
+        written: other than exactly at the element written, or where the window provably is
+        not (constant starts). Such a fusion cannot write its window in place. ``x`` itself may
+        be the reader; when ``x`` is the update (or a start), the producers that would fuse
+        along with it are looked through too (up to the instruction budget), so that the whole
+        update runs as one kernel before the write (a stencil's slices and sums) rather than
+        each reader as a kernel of its own. None when ``x`` may join."""
+        for g in user_groups:
+            root = g.members[0]
+            if root.opcode != "dynamic-update-slice":
+                continue
+            destination = root.operands[0]
+            if destination is x or destination.opcode == "constant":
+                continue
+            if any(o is x for o in root.operands[1:]):
+                reader = self._cone_reader(x, root)
+            else:
+                reader = x if self._reads_window_elsewhere(x, root) else None
+            if reader is not None:
+                return destination, reader
+        return None
+
+    @staticmethod
+    def _reads_window_elsewhere(inst: Instruction, dus: Instruction) -> bool:
+        return (
+            any(o is dus.operands[0] for o in inst.operands)
+            and not reads_update_window(inst, dus)
+            and not reads_outside_update_window(inst, dus)
+        )
+
+    def _cone_reader(self, start: Instruction, dus: Instruction) -> Instruction | None:
+        """An instruction fusible along with ``start`` (walking up its operands through fusible,
+        non-reduction producers, at most the instruction budget) that reads ``dus``'s
+        destination where the window may be written; None if none is found."""
+        key = (id(start), id(dus))
+        if key in self._cone_readers:
+            return self._cone_readers[key]
+        destination = dus.operands[0]
+        found = None
+        stack, seen, budget = [start], set(), self.options.max_instructions
+        while stack and budget > 0:
+            inst = stack.pop()
+            if id(inst) in seen or inst is destination:
+                continue
+            seen.add(id(inst))
+            budget -= 1
+            if (
+                inst.opcode in GroupOp.PLUMBING
+                or inst.opcode in GroupOp.GIVEN
+                or inst.opcode in GroupOp.WRITE_INTO_OPERAND
+                or inst.opcode == "reduce"
+                or not is_fusible(inst)
+            ):
+                continue  # never fused into another kernel: a buffer of its own
+            if self._reads_window_elsewhere(inst, dus):
+                found = inst
+                break
+            stack.extend(inst.operands)
+        self._cone_readers[key] = found
+        return found
 
     def try_multi_output(self, x, users, user_groups) -> bool:
         if not self.options.multi_output:
@@ -678,13 +759,32 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
 
     for p in comp.parameters:
         resolve(p)
-    resolve(comp.root)
+    # Units are emitted in the program's order of the values they compute (a fusion where its
+    # output was), each after what it needs: a kernel that reads a buffer's old value then runs
+    # before the kernel that writes it in place, as the program had them, instead of wherever a
+    # walk from the root would put it (after the write: a copy to keep the old value).
+    members = {id(m) for g in groups for m in g.members}
+    for inst in _reachable(comp.root, comp.instructions):
+        if id(inst) in owner or id(inst) not in members:
+            resolve(inst)
     entry = entry_b.build(mapping[id(comp.root)])
     for d in fuser.decisions:
         counts[d.reason] += 1
     return FusionResult(
         replace_entry(module, entry, tuple(fused_comps)), fuser.decisions, counts, groups
     )
+
+
+def _reachable(root: Instruction, instructions) -> list[Instruction]:
+    """The instructions ``root`` needs (itself included), in program order (iterative)."""
+    needed = {id(root)}
+    stack = [root]
+    while stack:
+        for o in stack.pop().operands:
+            if id(o) not in needed:
+                needed.add(id(o))
+                stack.append(o)
+    return [i for i in instructions if id(i) in needed]
 
 
 def _unused_name(uniquer: NameUniquer, base: str) -> str:

@@ -18,6 +18,7 @@ from ..reference.interpreter import evaluate_computation, flatten_value
 from . import disk_cache
 from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
+from .native_program import plan_segments
 from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
 from ..llvm.vector_math import keep_vector_variants
@@ -58,7 +59,18 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
                 inst,
                 inputs,
                 outs,
-                extra={"run": make_control_runner(inst, compile_module, native_while=native_loop)},
+                extra={
+                    "run": make_control_runner(
+                        inst,
+                        compile_module,
+                        native_while=native_loop,
+                        # state leaves planned into their initial value's (dead) buffer
+                        owned=frozenset(
+                            j for j, (i, o) in enumerate(zip(inputs, outs)) if i == o
+                        ),
+                        share_unwritten=True,
+                    )
+                },
             )
         if inst.opcode in GroupOp.LIBRARY:  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
             comp = as_computation(inst)
@@ -97,7 +109,13 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         step.extra["spec"] = spec
         return step
 
-    return plan_buffers(module, make_step, update_in_place_operand, elementwise_in_place_operands)
+    return plan_buffers(
+        module,
+        make_step,
+        update_in_place_operand,
+        elementwise_in_place_operands,
+        loop_state_in_place=True,
+    )
 
 
 def _with_groups(steps, groups, machine) -> list[Step]:
@@ -262,7 +280,9 @@ def compile_module(module: Module) -> CpuExecutable:
     scratch = {s for st in steps if st.kind == "group" for s in st.extra["group"].scratch}
     executable = CpuExecutable(module, steps, plan.slots, plan.arg_slots, plan.out_slots,
                                plan.temp_slots - scratch, plan.constants, machine, fallbacks,
-                               in_place_outputs=plan.in_place_outputs)
+                               in_place_outputs=plan.in_place_outputs,
+                               buffer_decisions=tuple(plan.decisions))
+    executable.segments = plan_segments(executable)
     executable.cache_status = (
         "persistent_hit" if machine is not None and machine.cache == "persistent_hit" else status
     )

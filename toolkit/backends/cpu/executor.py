@@ -19,6 +19,7 @@ from ...ir.nodes import Instruction, Module
 from ...ir.ops import reducer_ufunc
 from ...ir.shapes import Shape
 from ..base import Executable, KernelInfo, RunContext
+from ..buffer_plan import report as buffer_report
 from ..control import trips_text
 
 
@@ -115,8 +116,10 @@ class CpuExecutable(Executable):
     def __init__(self, module: Module, steps: list[Step], slots: list[Shape | None],
                  arg_slots: list[int], out_slots: list[int], temp_slots: set[int],
                  constants: dict[int, np.ndarray], machine_code, fallbacks: list[str],
-                 in_place_outputs: frozenset[int] | set[int] = frozenset()):
+                 in_place_outputs: frozenset[int] | set[int] = frozenset(),
+                 buffer_decisions: tuple = ()):
         self.module = module
+        self._own_buffer_decisions = tuple(buffer_decisions)
         self.steps = steps
         self.slots = slots
         self.arg_slots = arg_slots
@@ -127,7 +130,9 @@ class CpuExecutable(Executable):
         self.fallbacks = fallbacks
         self.threads = num_threads()
         self._local = threading.local()
-        self._segments = None  # native_program.plan_segments, on the first unprofiled run
+        # (native program or None, steps, slots to allocate first): runs of steps that native
+        # code runs in one call (native_program.plan_segments sets them), the rest from Python
+        self.segments: list[tuple] = [(None, steps, ())]
         # a result is copied when the caller could otherwise alias something: an argument, a
         # constant, a reused temporary, or the same buffer returned twice
         # (an argument written in place is returned as itself: the caller's array, already updated)
@@ -139,6 +144,9 @@ class CpuExecutable(Executable):
                                   (slot in arg_slots and k not in self.in_place_outputs))
             seen.add(slot)
         self._constant_items = list(constants.items())
+        self._given_slots = frozenset(arg_slots) | frozenset(constants)
+        read = {s for st in steps for s in st.inputs} | set(out_slots)
+        self._unread_slots = frozenset(range(len(slots))) - read
         self._slot_types = [
             (s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None for s in slots
         ]
@@ -157,7 +165,29 @@ class CpuExecutable(Executable):
         return self.machine_code.phases if self.machine_code else []
 
     def stages(self):
-        return {"llvm": lambda: self.llvm_ir, "asm": lambda: self.asm}
+        return {
+            "llvm": lambda: self.llvm_ir,
+            "asm": lambda: self.asm,
+            "buffers": lambda: buffer_report(self.buffer_decisions),
+        }
+
+    @property
+    def buffer_decisions(self) -> tuple:
+        """The buffer plan's in-place writes and inserted copies, with those of the loop bodies
+        and branches it runs (each names its computation)."""
+        found = []
+        pending = [self]
+        while pending:  # iterative: loops nest
+            exe = pending.pop()
+            found.extend(exe._own_buffer_decisions)
+            for step in reversed(exe.steps):
+                pending.extend(
+                    reversed(
+                        [p for p in getattr(step.extra.get("run"), "programs", ())
+                         if isinstance(p, CpuExecutable)]
+                    )
+                )
+        return tuple(found)
 
     def kernels(self) -> tuple[KernelInfo, ...]:
         found = []
@@ -225,19 +255,14 @@ class CpuExecutable(Executable):
         """The unprofiled hot path: no clock, no callbacks. Runs of small kernels and matrix
         products go to native code as one call each (native_program.py)."""
         bufs = self._buffers(args)
-        segments = self._segments
-        if segments is None:
-            from .native_program import plan_segments
-
-            segments = self._segments = plan_segments(self)
-        for segment in segments:
-            if segment.program is not None:
-                for s in segment.allocate:
+        for program, steps, allocate in self.segments:
+            if program is not None:
+                for s in allocate:
                     if bufs[s] is None:
                         self._alloc(bufs, s)
-                native_run_steps(segment.program, bufs)
+                native_run_steps(program, bufs)
             else:
-                self._run_steps(segment.steps, bufs)
+                self._run_steps(steps, bufs)
         if len(self.out_slots) == 1:
             out = bufs[self.out_slots[0]]
             return (np.array(out) if self._copy_out[0] else out,)
@@ -297,6 +322,28 @@ class CpuExecutable(Executable):
             for s, copy in zip(self.out_slots, self._copy_out)
         )
 
+    def _take(self, bufs, slot, result, loop_inputs) -> None:
+        """Put ``result`` in ``slot``: nothing to do when it is already there (a loop that ran
+        in its state's buffer) or when nothing reads the slot (a loop-invariant leaf of a loop's
+        result); a loop's own array (its state, which nothing else holds: ``loop_inputs`` are
+        the arrays it was given) is taken as the slot's buffer; anything else is copied in."""
+        if bufs[slot] is result or slot in self._unread_slots:
+            return
+        dims, dtype = self._slot_types[slot]
+        if (
+            loop_inputs is not None
+            and all(result is not given for given in loop_inputs)
+            and slot not in self._given_slots
+            and isinstance(result, np.ndarray)
+            and result.flags.c_contiguous
+            and result.flags.writeable
+            and result.dtype == dtype
+            and result.shape == tuple(dims)
+        ):
+            bufs[slot] = result
+            return
+        self._alloc(bufs, slot)[...] = result
+
     def _alloc(self, bufs, slot):
         if bufs[slot] is None:
             dims, dtype = self._slot_types[slot]
@@ -306,15 +353,15 @@ class CpuExecutable(Executable):
     def _execute(self, step: Step, bufs) -> int:
         if step.kind == "group":
             return self._group(step, bufs)
-        outs = [self._alloc(bufs, s) for s in step.outputs]
         ins = [bufs[s] for s in step.inputs]
-        if step.kind == "dot":
-            step.extra["run"](ins, outs[0])
-            return 1
         if step.kind in ("fallback", "library", "control"):
             results = step.extra["run"](ins)
-            for o, r in zip(outs, results):
-                o[...] = r
+            for slot, r in zip(step.outputs, results):
+                self._take(bufs, slot, r, ins if step.kind == "control" else None)
+            return 1
+        outs = [self._alloc(bufs, s) for s in step.outputs]
+        if step.kind == "dot":
+            step.extra["run"](ins, outs[0])
             return 1
         pointers = [address(a) for a in ins] + [address(o) for o in outs]
         extent = step.extent

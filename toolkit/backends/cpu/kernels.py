@@ -55,7 +55,7 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
         emit_update_slice(e, out, *out_ptrs[id(out)], begin, end)
     elif spec.kind == "scatter":
         (out,) = spec.outputs
-        emit_scatter(e, out, *out_ptrs[id(out)])
+        emit_scatter(e, out, *out_ptrs[id(out)], in_place=spec.in_place)
     elif spec.kind == "loop":
         _emit_loop(b, e, spec, out_ptrs, begin, end)
     elif spec.kind == "row":

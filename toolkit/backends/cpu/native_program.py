@@ -28,8 +28,13 @@ class Segment:
     allocate: tuple[int, ...] = ()  # the slots to allocate before the native call
 
 
-def plan_segments(exe) -> list[Segment]:
-    """The executable's steps as maximal native segments and Python steps, in order."""
+def plan_segments(exe) -> list[tuple]:
+    """The executable's steps as maximal native segments and Python steps, in order, as the
+    executor runs them: (program or None, steps, slots to allocate first)."""
+    return [(s.program, s.steps, s.allocate) for s in _segments(exe)]
+
+
+def _segments(exe) -> list[Segment]:
     if native_run_steps is None or env_int("TOOLKIT_NATIVE_PROGRAM", 1, 0, 1) == 0:
         return [Segment(list(exe.steps))]
     gemm = blas_gemm()

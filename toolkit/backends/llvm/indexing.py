@@ -122,9 +122,11 @@ def emit_combiner(
     return e.value(comp.root, [])
 
 
-def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=None) -> None:
+def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=None,
+                 in_place: bool = False) -> None:
     """Copy the operand into ``out_ptr``, then apply every update window in order. The copy
-    loop's outermost dimension runs over [begin, end) when given; the update loop is serial."""
+    loop's outermost dimension runs over [begin, end) when given; the update loop is serial.
+    ``in_place``: ``out_ptr`` already holds the operand (its buffer), so there is no copy."""
     b = e.b
     operand, indices, updates = inst.operands
     a = inst.attrs
@@ -137,7 +139,9 @@ def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=
         e.reset()
         e.store(out_ptr, out_shape, index, e.value(operand, index))
 
-    if rank:
+    if in_place:
+        pass
+    elif rank:
         nest(b, out_shape.dims, copy, begin, end, prefix="c")
     else:
         copy([])

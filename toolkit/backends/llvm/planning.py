@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...ir.builder import ComputationBuilder, NameUniquer
 from ...ir.nodes import Computation, Instruction
 from ...ir.ops import GroupOp
-from ...ir.queries import reads_update_window, reducer_opcode
+from ...ir.queries import reads_outside_update_window, reads_update_window, reducer_opcode
 from ...ir.structural import structural_key
 from .elemental import CodegenUnsupported
 
@@ -76,25 +76,35 @@ def _elementwise_cone(
     comp: Computation, sources: list[Instruction], dims, stop: Instruction | None = None
 ) -> bool:
     """Does every instruction (up to ``stop``) that depends on ``sources`` read them only at the
-    index it computes: elementwise ops over ``dims`` all the way (no broadcast, slice or
-    transpose)?"""
+    element it computes: elementwise ops and row-major reshapes (``A[i, :]`` read as a row and
+    written back as one) of ``dims``' size all the way, so an element's row-major position never
+    changes (no broadcast, slice or transpose)?"""
     from ...ir.ops import is_elementwise
 
+    size = 1
+    for d in dims:
+        size *= d
     tainted = {id(x) for x in sources}
     for inst in comp.instructions:
         if inst is stop or id(inst) in tainted or not any(id(o) in tainted for o in inst.operands):
             continue
-        if not is_elementwise(inst.opcode) or inst.shape.dims != tuple(dims):
+        if not (is_elementwise(inst.opcode) or inst.opcode in GroupOp.RESHAPES) or \
+                inst.shape.size != size:
             return False
         tainted.add(id(inst))
     return True
 
 
 def update_in_place_operand(inst: Instruction) -> int | None:
-    """The operand a dynamic-update-slice (alone or as a fusion's root) may overwrite: it is the
-    update's destination, and the kernel reads it nowhere else but in the very window it writes,
-    element by element (``A[1:-1] += 1``), so writing the window alone leaves every other
-    element as it was and reads each window element before writing it."""
+    """The operand a dynamic-update-slice (alone or as a fusion's root) or a scatter may
+    overwrite. A dynamic-update-slice's destination: the kernel reads it nowhere else but in the
+    very window it writes, element by element (``A[1:-1] += 1``), or where the window provably
+    is not (``y[:, j] = y[:, j - 1] * a``, constant starts), so writing the window alone leaves
+    every other element as it was and reads each window element before writing it. A scatter's
+    operand: its updates are applied in order into the operand's values, wherever they are."""
+    if inst.opcode == "scatter":
+        return 0 if len(inst.operands) == 3 and all(
+            o is not inst.operands[0] for o in inst.operands[1:]) else None
     if inst.opcode == "dynamic-update-slice":
         return 0 if all(o is not inst.operands[0] for o in inst.operands[1:]) else None
     if inst.opcode != "fusion":
@@ -107,7 +117,9 @@ def update_in_place_operand(inst: Instruction) -> int | None:
     readers = [i for i in comp.instructions if any(o is destination for o in i.operands)]
     if any(o is destination for o in root.operands[1:]):
         return None
-    windows = [r for r in readers if r is not root]
+    others = [r for r in readers if r is not root]
+    # elements the window leaves alone may be read in any order: they are never written
+    windows = [r for r in others if not reads_outside_update_window(r, root)]
     if not all(reads_update_window(r, root) for r in windows) or \
             not _elementwise_cone(comp, windows, root.operands[1].shape.dims, stop=root):
         return None
@@ -136,9 +148,13 @@ def elementwise_in_place_operands(inst: Instruction) -> set[int]:
 
 
 def plan_update_in_place(inst: Instruction) -> KernelSpec:
-    """A kernel that writes only the update window of a dynamic-update-slice into the buffer
-    of its operand (planned to be the output's)."""
+    """A kernel that writes only the update window of a dynamic-update-slice (or applies only a
+    scatter's updates) into the buffer of its operand (planned to be the output's)."""
     comp = as_computation(inst)
+    if comp.root.opcode == "scatter":
+        updates = comp.root.operands[2].shape
+        return KernelSpec(inst.name, comp, [comp.root], "scatter", None, max(updates.size, 1),
+                          in_place=True)
     update = comp.root.operands[1].shape
     return KernelSpec(
         inst.name,
@@ -147,6 +163,7 @@ def plan_update_in_place(inst: Instruction) -> KernelSpec:
         "update_slice",
         update.dims[0] if update.rank else None,
         max(update.size, 1),
+        in_place=True,
     )
 
 
