@@ -67,7 +67,8 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * program (int64): [n_cond, n_body, predicate index, then the ops]; an op is
  *   0 kernel: address, start, end, n, index * n
  *   1 gemm:   address, ilp64, f64, trans_a, trans_b, m, n, k, lda, ldb, ldc, a, b, c
- *   2 copy:   destination, source, bytes */
+ *   2 copy:   destination, source, bytes
+ *   3 dot:    address, ilp64, f64, n, x, y, out (a vector dot product) */
 typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
                           const float *, int64_t, float, float *, int64_t);
 typedef void (*dgemm64_t)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
@@ -76,6 +77,11 @@ typedef void (*sgemm32_t)(int, int, int, int, int, int, float, const float *, in
                           float *, int);
 typedef void (*dgemm32_t)(int, int, int, int, int, int, double, const double *, int, const double *, int,
                           double, double *, int);
+
+typedef double (*ddot64_t)(int64_t, const double *, int64_t, const double *, int64_t);
+typedef float (*sdot64_t)(int64_t, const float *, int64_t, const float *, int64_t);
+typedef double (*ddot32_t)(int, const double *, int, const double *, int);
+typedef float (*sdot32_t)(int, const float *, int, const float *, int);
 
 static const I *run_ops(const I *op, I count, P *table) {
     P pointers[MAX_POINTERS];
@@ -100,6 +106,21 @@ static const I *run_ops(const I *op, I count, P *table) {
                 ((sgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0f, a, (int)op[9], b, (int)op[10],
                                 0.0f, c, (int)op[11]);
             op += 15;
+        } else if (op[0] == 3) {
+            /* a vector dot product as NumPy's matmul computes one: 0 + BLAS dot (so -0.0 sums
+             * to +0.0, as NumPy's accumulator starting at zero gives) */
+            void *fn = (void *)op[1];
+            P x = table[op[5]], y = table[op[6]], out = table[op[7]];
+            if (op[3]) {
+                double sum = 0.;
+                sum += op[2] ? ((ddot64_t)fn)(op[4], x, 1, y, 1) : ((ddot32_t)fn)((int)op[4], x, 1, y, 1);
+                *(double *)out = sum;
+            } else {
+                float sum = 0.f;
+                sum += op[2] ? ((sdot64_t)fn)(op[4], x, 1, y, 1) : ((sdot32_t)fn)((int)op[4], x, 1, y, 1);
+                *(float *)out = sum;
+            }
+            op += 8;
         } else {
             memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
             op += 4;

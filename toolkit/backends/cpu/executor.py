@@ -132,7 +132,7 @@ class CpuExecutable(Executable):
         self._local = threading.local()
         # (native program or None, steps, slots to allocate first): runs of steps that native
         # code runs in one call (native_program.plan_segments sets them), the rest from Python
-        self.segments: list[tuple] = [(None, steps, ())]
+        self.segments: list[tuple] = [(None, steps, (), ())]
         # a result is copied when the caller could otherwise alias something: an argument, a
         # constant, a reused temporary, or the same buffer returned twice
         # (an argument written in place is returned as itself: the caller's array, already updated)
@@ -255,12 +255,12 @@ class CpuExecutable(Executable):
         """The unprofiled hot path: no clock, no callbacks. Runs of small kernels and matrix
         products go to native code as one call each (native_program.py)."""
         bufs = self._buffers(args)
-        for program, steps, allocate in self.segments:
+        for program, steps, allocate, slots in self.segments:
             if program is not None:
                 for s in allocate:
                     if bufs[s] is None:
                         self._alloc(bufs, s)
-                native_run_steps(program, bufs)
+                native_run_steps(program, [bufs[s] for s in slots])
             else:
                 self._run_steps(steps, bufs)
         if len(self.out_slots) == 1:

@@ -19,9 +19,9 @@ import os
 import numpy as np
 
 from ...config import env_int
-from .executor import CpuExecutable, native_run_loop
+from .executor import CpuExecutable, native_run_loop, native_run_steps
 
-KERNEL, GEMM, COPY = 0, 1, 2
+KERNEL, GEMM, COPY, DOT = 0, 1, 2, 3
 MAX_POINTERS = 16
 
 
@@ -43,14 +43,16 @@ def blas_gemm() -> dict | None:
                 ("", "", False),
             ):
                 names = {
-                    t: f"{prefix}cblas_{c}gemm{suffix}"
-                    for t, c in (("float32", "s"), ("float64", "d"))
+                    (t, routine): f"{prefix}cblas_{c}{routine}{suffix}"
+                    for t, c in (("float32", "s"), ("float64", "d")) for routine in ("gemm", "dot")
                 }
                 if all(hasattr(library, n) for n in names.values()):
-                    return {
-                        t: (ctypes.cast(getattr(library, n), ctypes.c_void_p).value, ilp64)
-                        for t, n in names.items()
+                    found = {
+                        key: (ctypes.cast(getattr(library, n), ctypes.c_void_p).value, ilp64)
+                        for key, n in names.items()
                     }
+                    # {'float32': gemm, ...} as before, and {('float32', 'dot'): dot, ...}
+                    return {**{t: found[(t, "gemm")] for t in ("float32", "float64")}, **found}
     except OSError:
         return None
     return None
@@ -60,11 +62,33 @@ class _Unsupported(Exception):
     pass
 
 
+def _dot_op(step, index, gemm, n: int | None = None) -> list[int]:
+    """A vector dot product of ``n`` elements (1-D @ 1-D, or (1, n) @ (n, 1)), as NumPy's
+    matmul computes it: BLAS's dot."""
+    inst = step.inst
+    lhs, rhs = inst.operands
+    t = inst.shape.dtype.numpy
+    routine = gemm.get((t.name, "dot")) if gemm is not None else None
+    # (an extension built before op 3 would read it as a copy: run_steps came with it)
+    if routine is None or native_run_steps is None or lhs.shape.dtype != inst.shape.dtype \
+            or rhs.shape.dtype != inst.shape.dtype or 0 in lhs.shape.dims:
+        raise _Unsupported(f"dot %{inst.name} is not a float vector dot product")
+    address, ilp64 = routine
+    n = lhs.shape.dims[0] if n is None else n
+    if not ilp64 and n >= 2 ** 31:
+        raise _Unsupported("a dimension beyond a 32-bit BLAS")
+    return [DOT, address, int(ilp64), int(t.name == "float64"), n, index(step.inputs[0]),
+            index(step.inputs[1]), index(step.outputs[0])]
+
+
 def _gemm_op(step, index, gemm) -> list[int]:
     inst = step.inst
     a = inst.attrs
     lhs, rhs = inst.operands
     t = inst.shape.dtype.numpy
+    if lhs.shape.rank == rhs.shape.rank == 1 and not a.get("lhs_batch_dims") \
+            and len(a.get("lhs_contracting_dims", ())) == 1:
+        return _dot_op(step, index, gemm)
     if (
         gemm is None
         or t.name not in gemm
@@ -85,9 +109,11 @@ def _gemm_op(step, index, gemm) -> list[int]:
     trans_b = a["rhs_contracting_dims"][0] == 1
     m, k = (lhs.shape.dims[1], lhs.shape.dims[0]) if trans_a else lhs.shape.dims
     n = rhs.shape.dims[0] if trans_b else rhs.shape.dims[1]
+    if m == 1 and n == 1:  # (1, k) @ (k, 1): two contiguous vectors, which NumPy takes to dot
+        return _dot_op(step, index, gemm, k)
     if m == 1 or n == 1:
-        # NumPy's matmul takes a matrix-vector product to gemv (or dot), which sums in another
-        # order than gemm: such a product stays with NumPy
+        # NumPy's matmul takes a matrix-vector product to gemv, which sums in another order
+        # than gemm: such a product stays with NumPy
         raise _Unsupported(f"dot %{inst.name} is a matrix-vector product")
     address, ilp64 = gemm[t.name]
     if not ilp64 and max(m, n, k) >= 2 ** 31:

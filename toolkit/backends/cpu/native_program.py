@@ -26,12 +26,15 @@ class Segment:
     steps: list  # the executable's steps, in order
     program: np.ndarray | None = None  # int64 ops for run_steps; None: run from Python
     allocate: tuple[int, ...] = ()  # the slots to allocate before the native call
+    # the slots the program reads and writes, in the order of its buffer list (its ops index
+    # this list, so a call hands over only its own buffers, not the whole program's)
+    slots: tuple[int, ...] = ()
 
 
 def plan_segments(exe) -> list[tuple]:
     """The executable's steps as maximal native segments and Python steps, in order, as the
     executor runs them: (program or None, steps, slots to allocate first)."""
-    return [(s.program, s.steps, s.allocate) for s in _segments(exe)]
+    return [(s.program, s.steps, s.allocate, s.slots) for s in _segments(exe)]
 
 
 def _segments(exe) -> list[Segment]:
@@ -41,6 +44,10 @@ def _segments(exe) -> list[Segment]:
     segments: list[Segment] = []
     run: list = []
     ops: list = []
+    position: dict[int, int] = {}  # slot -> its place in the open segment's buffer list
+
+    def index(slot: int) -> int:
+        return position.setdefault(slot, len(position))
 
     def close():
         if len(run) >= MIN_STEPS:
@@ -48,17 +55,25 @@ def _segments(exe) -> list[Segment]:
             written = {s for step in run for s in step.outputs}
             allocate = tuple(sorted(s for s in written if s not in exe.temp_slots
                                     and s not in exe.constants))
-            segments.append(Segment(list(run), program, allocate))
+            slots = tuple(sorted(position, key=position.get))
+            segments.append(Segment(list(run), program, allocate, slots))
         elif run:
             segments.append(Segment(list(run)))
         run.clear()
         ops.clear()
+        position.clear()
 
     for step in exe.steps:
         try:
             if step.kind not in ("kernel", "dot"):
                 raise _Unsupported(step.kind)
-            (op,) = _ops(_One(exe, step), lambda s: s, gemm)
+            before = dict(position)
+            try:
+                (op,) = _ops(_One(exe, step), index, gemm)
+            except _Unsupported:
+                position.clear()
+                position.update(before)  # the refused step's slots are not the segment's
+                raise
         except _Unsupported:
             close()
             segments.append(Segment([step]))
