@@ -18,7 +18,9 @@ import time
 import numpy as np
 
 from .timing import median_seconds as _time
-from .workloads import BENCHMARK, Workload, scaled
+from .workloads import BENCHMARK, LOOP_PROGRAMS, Workload, scaled
+
+ROWS = (*BENCHMARK, *LOOP_PROGRAMS)
 
 SIDES = ("numpy", "toolkit", "jax")
 
@@ -149,16 +151,19 @@ def _profiled(call) -> float:
 
 def worker(side: str, rows: list[str], scale: float) -> dict:
     out = {"side": side, "rows": {}, "profiled": {}}
-    for w in BENCHMARK:
+    for w in ROWS:
         if w.name not in rows:
             continue
         w = scaled(w, scale) if scale != 1 else w
-        call, args, result = _callable(side, w)
+        start = time.perf_counter()
+        call, args, result = _callable(side, w)  # the first call: trace and compile included
+        first = time.perf_counter() - start
         seconds = _time(call)
         out["rows"][w.name] = {
             "seconds": seconds,
             "bytes": _bytes_moved(args, result),
             "flops": w.flops,
+            "first_call": first,
         }
         if side == "toolkit" and w.name in PROFILED_ROWS:
             out["profiled"][w.name] = _profiled(call) / seconds
@@ -250,9 +255,9 @@ def markdown(best: dict, rows: list[str]) -> str:
     head = (
         "| workload | "
         + " | ".join(f"{s} ms" for s in sides)
-        + " | toolkit GB/s | GFLOP/s | vs NumPy | vs JAX | % of ceiling |"
+        + " | toolkit GB/s | GFLOP/s | vs NumPy | vs JAX | % of ceiling | first call s |"
     )
-    lines = [head, "|" + "---|" * (len(sides) + 6)]
+    lines = [head, "|" + "---|" * (len(sides) + 7)]
     for name in rows:
         cells = {s: best[s]["rows"].get(name) for s in sides}
         tk_cell = cells.get("toolkit")
@@ -271,8 +276,11 @@ def markdown(best: dict, rows: list[str]) -> str:
         times = " | ".join(
             f"{cells[s]['seconds'] * 1e3:.3f}" if cells.get(s) else "" for s in sides
         )
+        first = tk_cell.get("first_call")
+        first = f"{first:.2f}" if first is not None else ""
         lines.append(
-            f"| {name} | {times} | {gbs:.1f} | {gflops} | {vs_np:.2f}x | {vs_jax} | {pct} |"
+            f"| {name} | {times} | {gbs:.1f} | {gflops} | {vs_np:.2f}x | {vs_jax} | {pct} | "
+            f"{first} |"
         )
     lines.append("")
     for other, label in (("numpy", "NumPy"), ("jax", "JAX")):
@@ -319,7 +327,7 @@ def argument_parser(
 ) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc)
     p.add_argument("--processes", type=int, default=processes)
-    p.add_argument("--rows", default=",".join(w.name for w in BENCHMARK),
+    p.add_argument("--rows", default=",".join(w.name for w in ROWS),
                    help="comma-separated row names (default: all)")
     p.add_argument(
         "--scale",

@@ -185,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         argv
     )
     rows = [r for r in args.rows.split(",") if r]
-    if args.rows == ",".join(w.name for w in BENCHMARK):  # the default: every row
+    from .bench import ROWS as CPU_ROWS
+
+    if args.rows == ",".join(w.name for w in CPU_ROWS):  # the default: every GPU row
         rows = [w.name for w in ROWS]
     if args.worker:
         print(json.dumps(worker(args.worker, rows, args.scale)))

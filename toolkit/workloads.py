@@ -297,7 +297,7 @@ def dot_chain(xp):
     return dot_chain
 
 
-def gpt2_forward(xp, n_head: int = 12):
+def gpt2_forward(xp, n_head: int = 12, python_scale: bool = False):
     """GPT-2's forward pass as people write it in NumPy: pre-LayerNorm blocks, attention one
     head at a time in a Python loop, a causal mask made with NumPy, the tanh GELU. Returns the
     final hidden states (the tied vocabulary projection is left out)."""
@@ -324,7 +324,10 @@ def gpt2_forward(xp, n_head: int = 12):
             heads = []
             for i in range(n_head):
                 s = slice(i * hd, (i + 1) * hd)
-                att = q[:, s] @ k[:, s].T / np.sqrt(hd) + mask
+                # np.sqrt(hd) is a NumPy float64 scalar: under NEP 50 it makes the scores, and
+                # all after them, float64 (toolkit reports it); float(...) keeps float32
+                scale = float(np.sqrt(hd)) if python_scale else np.sqrt(hd)
+                att = q[:, s] @ k[:, s].T / scale + mask
                 heads.append(softmax(att) @ v[:, s])
             x = x + xp.concatenate(heads, axis=1) @ p["w_proj"] + p["b_proj"]
             h = layernorm(x, p["ln2_g"], p["ln2_b"])
@@ -563,4 +566,24 @@ PROGRAMS: tuple[Workload, ...] = (
              lambda r: (_f32(r, 64, 64), _f32(r, 64, 64) * np.float32(0.125)),
              flops=100 * 2.0 * 64 ** 3),
     Workload("gpt2 forward 12x768 seq256", gpt2_forward, gpt2_args(), flops=_gpt2_flops()),
+)
+
+
+def _gpt2_f32(xp):
+    return gpt2_forward(xp, n_head=6, python_scale=True)
+
+
+def _loop_programs() -> tuple[Workload, ...]:
+    from .workloads_loops import loop_rows
+
+    return tuple(Workload(name, make, make_args, flops=flops, batch_args=batch)
+                 for name, make, make_args, flops, batch in loop_rows())
+
+
+# Programs of many small operations for the CPU benchmark: Python loops over rows and columns
+# (the kernels of public NumPy suites) and a float32 GPT-2 forward pass.
+LOOP_PROGRAMS: tuple[Workload, ...] = (
+    *_loop_programs(),
+    Workload("gpt2 forward f32 6x384 seq128", _gpt2_f32, gpt2_args(6, 384, 128),
+             flops=_gpt2_flops(6, 384, 128)),
 )

@@ -92,19 +92,22 @@ def _lower(r, n):
 
 
 def loop_rows():
-    """(name, make, make_args, flops) of each program, at the sizes the benchmark runs."""
+    """(name, make, make_args, flops, batch_args) of each program, at the sizes the benchmark
+    runs (``batch_args``: the arguments scaled() cuts along their first axis)."""
     n = 40
     return (
         ("covariance by columns 500x80 f64", covariance_by_columns,
-         lambda r: (r.standard_normal((500, 80)),), 2.0 * 500 * 80 * 80 / 2),
+         lambda r: (r.standard_normal((500, 80)),), 2.0 * 500 * 80 * 80 / 2, (0,)),
         ("triangular solve 200 f64", triangular_solve,
-         lambda r: _lower(r, 200), 200.0 * 200),
+         lambda r: _lower(r, 200), 200.0 * 200, (0, 1)),
         (f"lu no pivoting {n}x{n} f64", lu_no_pivoting,
          lambda r: (r.random((n, n)) + n * np.eye(n),),
-         2.0 * n ** 3 / 3),
+         2.0 * n ** 3 / 3, (0,)),
         ("syrk by rows 120x80 f64", syrk_by_rows,
-         lambda r: (r.random((120, 120)), r.random((120, 80)), 1.5, 1.2), 120.0 * 121 * 80),
+         lambda r: (r.random((120, 120)), r.random((120, 80)), 1.5, 1.2), 120.0 * 121 * 80,
+         (0,)),
         ("stacked vector matmul 64x64x256 f32", stacked_matmul,
          lambda r: (r.standard_normal((64, 64, 256), dtype=np.float32),
-                    r.standard_normal((256, 256), dtype=np.float32)), 2.0 * 64 * 64 * 256 * 256),
+                    r.standard_normal((256, 256), dtype=np.float32)), 2.0 * 64 * 64 * 256 * 256,
+         (0,)),
     )
