@@ -11,12 +11,12 @@ from __future__ import annotations
 import warnings
 
 from ..ir.nodes import Module
+from ..ir.ops import GroupOp
 from ..ir.shapes import TupleShape
 from ..ir.user_code import user_stacklevel
 from ..profiler.events import PromotionEvent
 from ..profiler.recorder import RECORDER
 
-_BOOKKEEPING = frozenset({"parameter", "tuple", "get-tuple-element", "constant"})
 
 
 class PromotionWarning(UserWarning):
@@ -47,7 +47,7 @@ def widened(module: Module, inst, wide) -> tuple[int, int]:
             stack.append(user)
             if user.opcode == "dot":
                 dots += 1
-            elif user.opcode not in _BOOKKEEPING:
+            elif user.opcode not in GroupOp.BOOKKEEPING:
                 operations += 1
     return dots, operations
 
