@@ -18,6 +18,7 @@ from ..ir.nodes import Computation, Instruction, Module
 from ..ir.ops import OPS, GroupOp
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
+from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
 from .rewriter import replace_entry, with_operands
 
 REASONS = {
@@ -41,7 +42,11 @@ REASONS = {
                            "broadcast to",
     "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window "
                        "in place",
+    # the dot canonicaliser's decisions (dot_canonical.py), shown beside fusion's
+    **DOT_REASONS,
 }
+# the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
+FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT"}) | DOT_APPLIED
 
 
 
