@@ -11,9 +11,10 @@ as it goes without copying data.
   result moves fewer bytes than the broadcast it saves.
 - Adjacent dimensions of one role (batch, contracting, one operand's free dimensions), in the
   same order on both sides, merge into one by reshapes of contiguous (row-major) data, and a
-  size-1 batch dimension on its own is dropped, where no reshape costs a copy: each operand reshaped is itself a reshape, a broadcast, a constant, or a
-  loop-fusible value only the dot reads (the reshape joins its kernel), and every user of the
-  product fuses the reshape back. Elsewhere the dot keeps its dimensions: the library call reads
+  size-1 batch dimension on its own is dropped, where no reshape costs a copy: each operand
+  reshaped is itself a reshape, a broadcast, a small (folded) constant, or a loop-fusible value
+  only the dot reads (the reshape joins its kernel), and every user of the product fuses the
+  reshape back. Elsewhere the dot keeps its dimensions: the library call reads
   them in place, as views (backends/library_dot.py).
 - A transpose feeding a dot folds into the dot's dimension numbers where the dot then reads the
   transpose's operand in place (``reads_in_place``: BLAS's transpose flags, strided batches).
@@ -33,6 +34,7 @@ from ..ir.nodes import Instruction, Module
 from ..ir.ops import OPS, GroupOp
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
+from .constant_folding import MAX_FOLDED_ELEMENTS
 from .rewriter import replace_entry, rewrite_computation
 
 REASONS = {
@@ -49,7 +51,8 @@ REASONS = {
     "DOT_MERGE_WOULD_COPY": "adjacent dimensions stay apart: merging them would copy a value "
                             "(BLAS reads them in place instead)",
 }
-APPLIED = frozenset({"DOT_TRANSPOSE_FOLDED", "DOT_BROADCAST_FOLDED", "DOT_DIMENSIONS_MERGED"})  # decisions that changed the dot (fused=True)
+# the decisions that changed the dot (FusionDecision.fused)
+APPLIED = frozenset({"DOT_TRANSPOSE_FOLDED", "DOT_BROADCAST_FOLDED", "DOT_DIMENSIONS_MERGED"})
 
 RULE_TRANSPOSE = (
     "dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)"
@@ -212,8 +215,8 @@ class _DotRewriter:
     # ---- whether a reshape costs a copy ------------------------------------------------------
     def reshape_is_free(self, side: _Side, dot: Instruction) -> tuple[bool, str]:
         x = side.inst
-        if side.dropped or x.opcode in GroupOp.RESHAPES or x.opcode in (
-                "constant", "iota", "broadcast"):
+        if side.dropped or x.opcode in GroupOp.RESHAPES or x.opcode in ("iota", "broadcast") or (
+                x.opcode == "constant" and x.shape.size <= MAX_FOLDED_ELEMENTS):  # (folded)
             return True, ""
         fusible = OPS[x.opcode].fusion in ("elementwise", "loop") and (
             x.opcode != "dynamic-update-slice")  # (it stays the root of its fusion)
@@ -307,17 +310,18 @@ class _DotRewriter:
                 moves = _non_unit(labels, size) != _non_unit(out_labels, size)
                 reshaped = labels != out_labels
                 cost = out_bytes if moves or (reshaped and not product_free) else 0
-                if cost <= saved and (best is None or cost < best[0]):
-                    best = (cost, to_lhs, to_rhs, swap, reshaped or moves)
+                # the cheapest; of equals, one that only reshapes the product (no transpose)
+                if cost <= saved and (best is None or (cost, moves) < best[0]):
+                    best = ((cost, moves), to_lhs, to_rhs, swap, reshaped or moves)
+        _, to_lhs, to_rhs, swap, reshaped = best if best is not None else (None, [], [], 0, 0)
+        for side, idx, made in ((rhs, into_lhs, to_lhs), (lhs, into_rhs, to_rhs)):
+            if idx and not made:
+                self.decide(side.inst, dot, "DOT_BROADCAST_KEPT",
+                            f"the product of %{dot.name} would come out transposed "
+                            f"({out_bytes:,} bytes to move), more than %{side.inst.name} "
+                            f"({side.inst.shape.nbytes:,} bytes)")
         if best is None:
-            for side, idx in ((rhs, into_lhs), (lhs, into_rhs)):
-                if idx:
-                    self.decide(side.inst, dot, "DOT_BROADCAST_KEPT",
-                                f"the product of %{dot.name} would come out transposed "
-                                f"({out_bytes:,} bytes to move), more than %{side.inst.name} "
-                                f"({side.inst.shape.nbytes:,} bytes)")
             return False, False, False
-        _, to_lhs, to_rhs, swap, reshaped = best
         for grows, repeats, idx, gemm in ((lhs, rhs, to_lhs, "M (rows)"),
                                           (rhs, lhs, to_rhs, "N (columns)")):
             if not idx:
