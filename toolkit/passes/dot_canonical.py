@@ -215,8 +215,13 @@ class _DotRewriter:
     # ---- whether a reshape costs a copy ------------------------------------------------------
     def reshape_is_free(self, side: _Side, dot: Instruction) -> tuple[bool, str]:
         x = side.inst
-        if side.dropped or x.opcode in GroupOp.RESHAPES or x.opcode in ("iota", "broadcast") or (
-                x.opcode == "constant" and x.shape.size <= MAX_FOLDED_ELEMENTS):  # (folded)
+        if x.opcode == "constant":  # folded where small; a kernel copying it on every call else
+            if x.shape.size <= MAX_FOLDED_ELEMENTS:
+                return True, ""
+            return False, f"%{x.name} is a large constant: reshaping it would copy it every call"
+        # a reshape collapses into another reshape, joins a broadcast's or an iota's kernel, or
+        # joins the kernel of a fusible value only the dot reads
+        if side.dropped or x.opcode in GroupOp.SAME_ELEMENTS | GroupOp.KNOWN_VALUES:
             return True, ""
         fusible = OPS[x.opcode].fusion in ("elementwise", "loop") and (
             x.opcode != "dynamic-update-slice")  # (it stays the root of its fusion)
