@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
-from toolkit.passes.fusion import REASONS, FusionOptions, fuse
+from toolkit.passes.fusion import FUSED_REASONS, REASONS, FusionOptions, fuse
 from toolkit.passes.simplify import simplify
 
 import programs
@@ -155,7 +155,7 @@ def test_every_decision_has_a_known_reason_and_locations():
         for d in c.fusion_decisions:
             assert d.reason in REASONS, d
             assert d.message.startswith(REASONS[d.reason])
-            assert d.fused == (d.reason in ("FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT"))
+            assert d.fused == (d.reason in FUSED_REASONS)
             assert d.bytes_saved >= 0
 
 
@@ -196,6 +196,7 @@ def test_profile_records_fusion_decisions_and_pass_events():
     assert {p.pass_name for p in prof.passes} == {
         "call-inliner",
         "while-loop-invariant-code-motion",
+        "dot-canonicalization",
         "simplify",
         "constant-folding",
         "cse",

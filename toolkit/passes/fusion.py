@@ -19,6 +19,7 @@ from ..ir.ops import OPS, GroupOp
 from ..ir.queries import reads_outside_update_window, reads_update_window
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
+from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
 from .rewriter import replace_entry, with_operands
 
 REASONS = {
@@ -45,7 +46,11 @@ REASONS = {
                        "in place",
     "READS_UPDATED_BUFFER": "the producer reads the buffer a dynamic-update-slice fusion writes, "
                             "where the window may be written",
+    # the dot canonicaliser's decisions (dot_canonical.py), shown beside fusion's
+    **DOT_REASONS,
 }
+# the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
+FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT"}) | DOT_APPLIED
 
 
 

@@ -1,5 +1,6 @@
-"""Named pipelines. ``default``: inline calls; move loop-invariant work out of loops; simplify,
-fold constants and CSE to a fixed point; DCE; then fuse (loop bodies and branches: the same
+"""Named pipelines. ``default``: inline calls; move loop-invariant work out of loops;
+canonicalise dots (one GEMM where it goes without a copy); simplify, fold constants and CSE to
+a fixed point; DCE; then fuse (loop bodies and branches: the same
 pipeline, each as a module of its own). ``none``: no optimisation (the optimised HLO equals the
 traced HLO)."""
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections import Counter
 from ..ir.nodes import Module
 from .constant_folding import constant_folding
 from .cse import cse, dce
+from .dot_canonical import canonicalize_dots
 from .fusion import FusionOptions, fuse
 from .inline import inline_calls
 from .loop_invariants import hoist_loop_invariants
@@ -42,6 +44,8 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
     passes = [
         ("call-inliner", _plain(inline_calls)),
         ("while-loop-invariant-code-motion", _plain(hoist_loop_invariants)),
+        # once, before the simplifier: its reshapes collapse with their neighbours there
+        ("dot-canonicalization", canonicalize_dots),
         ("simplify", _plain(simplify)),
         ("constant-folding", _plain(fold)),
         ("cse", _plain(cse)),

@@ -17,6 +17,7 @@ from ..ir.nodes import Instruction, Module
 from ..ir.ops import GroupOp, is_elementwise
 from ..ir.queries import reads_update_window
 from ..ir.shapes import Shape
+from .dot_canonical import RULE_TRANSPOSE, fold_transpose
 from .patterns import (is_constant_value, is_identity_dims, is_identity_init, same_array_type,
                        scalar_constant)
 from .rewriter import replace_entry, rewrite_computation
@@ -180,28 +181,26 @@ def _scalar_out_of_dot(inst, ops, b):
     return None
 
 
-@rule(
-    "dot(transpose(x), y) -> dot(x, y), the dimension numbers renumbered (transpose folding)", "dot"
-)
+@rule(RULE_TRANSPOSE, "dot")
 def _fold_transpose_into_dot(inst, ops, b):
-    """As XLA's TransposeFolding: a dot reads its operands through any layout (BLAS's
-    transpose flags), so a transpose feeding it need not be written out (``c.T @ c``: NumPy
-    passes the transposed view to BLAS too). Valid when the operand's free dimensions keep
-    their order: the dot lays them out in the output in operand order."""
+    """As XLA's TransposeFolding: a dot reads its operands through BLAS's transpose flags and
+    strides, so a transpose feeding it need not be written out (``c.T @ c``: NumPy passes the
+    transposed view to BLAS too). Valid when the operand's free dimensions keep their order (the
+    dot lays them out in the output in operand order); made where the dot then reads the
+    transpose's operand in place (dot_canonical.fold_transpose: the canonicaliser's rule, for
+    transposes this pass exposes)."""
     a = inst.attrs
     for k, side in ((0, "lhs"), (1, "rhs")):
-        t = ops[k]
-        if t.opcode != "transpose":
+        if ops[k].opcode != "transpose":
             continue
-        perm = t.attrs["dimensions"]  # dimension d of the transpose is dimension perm[d] of x
-        batch, contracting = a.get(f"{side}_batch_dims", ()), a.get(f"{side}_contracting_dims", ())
-        free = [perm[d] for d in range(t.shape.rank) if d not in batch and d not in contracting]
-        if free != sorted(free):
+        folded = fold_transpose(side, ops[k], a.get(f"{side}_batch_dims", ()),
+                                a.get(f"{side}_contracting_dims", ()))
+        if folded[0] is None:
             continue
+        source, batch, contracting = folded
         attrs = dict(a)
-        attrs[f"{side}_batch_dims"] = tuple(perm[d] for d in batch)
-        attrs[f"{side}_contracting_dims"] = tuple(perm[d] for d in contracting)
-        operands = (t.operands[0], ops[1]) if k == 0 else (ops[0], t.operands[0])
+        attrs[f"{side}_batch_dims"], attrs[f"{side}_contracting_dims"] = batch, contracting
+        operands = (source, ops[1]) if k == 0 else (ops[0], source)
         return b.add("dot", operands, attrs, inst.shape, inst.metadata)
     return None
 
