@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from .bench import _time, argument_parser, combine, run_workers, write_results
+from .frontend.pytree import flatten, tree_map
 from .workloads import BENCHMARK, PROGRAMS, Workload, scaled
 
 # "jax" runs float32 dots at full precision (jax.default_matmul_precision("highest")), as NumPy
@@ -24,21 +25,6 @@ from .workloads import BENCHMARK, PROGRAMS, Workload, scaled
 # whole-program launch: the gain of replaying one CUDA graph per call, measured in the same run.
 SIDES = ("toolkit", "toolkit-eager", "cupy", "jax", "jax-default")
 ROWS = (*BENCHMARK, *PROGRAMS)
-
-
-def tree_map(fn, tree):
-    """``fn`` on every array of nested lists, tuples and dicts (the programs' parameters)."""
-    if isinstance(tree, dict):
-        return {k: tree_map(fn, v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(tree_map(fn, v) for v in tree)
-    return fn(tree)
-
-
-def tree_leaves(tree) -> list:
-    leaves: list = []
-    tree_map(leaves.append, tree)
-    return leaves
 
 
 def _time_synchronised(call, sync, min_seconds: float = 0.05, repeats: int = 7) -> float:
@@ -108,7 +94,7 @@ def _copy_ceiling() -> float:
 
 def _bytes_moved(w: Workload, result) -> int:
     leaves = result if isinstance(result, tuple) else (result,)
-    return sum(np.asarray(a).nbytes for a in tree_leaves(w.args())) + sum(
+    return sum(np.asarray(a).nbytes for a in flatten(w.args())[0]) + sum(
         np.asarray(o).nbytes for o in leaves
     )
 

@@ -133,7 +133,7 @@ def programs_report() -> str:
 
     from . import api
     from .backends.gpu import device_put
-    from .bench_gpu import tree_map
+    from .frontend.pytree import tree_map
     from .profiler.session import profile
     from .workloads import PROGRAMS
 

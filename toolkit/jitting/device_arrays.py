@@ -19,6 +19,8 @@ import numpy as np
 from ..backends import Backend, register_backend
 from ..backends.gpu import arrays, compile_module
 from ..backends.gpu.device import CudaDevice
+from ..frontend.errors import ToolkitError
+from ..frontend.pytree import flatten
 from ..frontend.tracer import Tracer, current_trace
 
 CACHE_LIMIT = 256
@@ -105,14 +107,17 @@ def _name(func) -> str:
     return getattr(func, "__name__", None) or type(func).__name__
 
 
+def _host(value):
+    return value.get() if isinstance(value, arrays.DeviceArray) else value
+
+
 def _on_host(func, args, kwargs, why: str):
     name = _name(func)
     if name not in _warned:
         _warned.add(name)
         warnings.warn(f"np.{name} on a device array runs on host copies: {why}", RuntimeWarning,
                       stacklevel=4)
-    host = lambda v: v.get() if isinstance(v, arrays.DeviceArray) else v  # noqa: E731
-    args = [host(a) if not isinstance(a, (list, tuple)) else type(a)(host(v) for v in a)
+    args = [_host(a) if not isinstance(a, (list, tuple)) else type(a)(_host(v) for v in a)
             for a in args]
     return func(*args, **kwargs)
 
@@ -128,11 +133,10 @@ def _needs_host(func, args) -> str | None:
 
 
 def device_call(func, args, kwargs):
-    leaves = list(_leaves((args, kwargs)))
+    leaves = flatten((args, kwargs))[0]
     if current_trace() is not None or any(isinstance(v, Tracer) for v in leaves):
         # inside a trace: the device array is a constant of the traced program
-        host = lambda v: v.get() if isinstance(v, arrays.DeviceArray) else v  # noqa: E731
-        return func(*[host(a) for a in args], **{k: host(v) for k, v in kwargs.items()})
+        return func(*[_host(a) for a in args], **{k: _host(v) for k, v in kwargs.items()})
     device = next(a._device for a in leaves if isinstance(a, arrays.DeviceArray))
     why = _needs_host(func, args)
     if why is not None:
@@ -148,7 +152,7 @@ def device_call(func, args, kwargs):
     key = (func, template, id(device))
     jitted = _calls.get(key)
     if jitted is None:
-        from ..api import jit
+        from ..api import jit  # (toolkit.api is loaded before this module; only on a miss)
 
         def call(*values, template=template, func=func):
             call_args = [_join(t, values) for t in template[1]]
@@ -164,25 +168,11 @@ def device_call(func, args, kwargs):
             _calls.popitem(last=False)
     else:
         _calls.move_to_end(key)
-    from ..frontend.errors import ToolkitError
-
     try:
         return jitted(*traced)
     except ToolkitError as e:  # not traceable (data-dependent shapes, unsupported functions)
         _calls.pop(key, None)
         return _on_host(func, args, kwargs, str(e).splitlines()[0])
-
-
-def _leaves(tree):
-    stack = [tree]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, (list, tuple)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        else:
-            yield v
 
 
 arrays.set_array_dispatch(device_call)

@@ -138,22 +138,23 @@ def _gemm_op(step, index, gemm) -> list[int]:
     ]
 
 
+def step_op(exe: CpuExecutable, step, index, gemm) -> list[int]:
+    """One step as a native op (a kernel call or a BLAS product), or _Unsupported."""
+    if step.kind == "dot":
+        return _gemm_op(step, index, gemm)
+    if step.kind != "kernel" or not step.address:
+        raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
+    slots = [*step.inputs, *step.outputs]
+    if len(slots) > MAX_POINTERS:
+        raise _Unsupported(f"%{step.inst.name} takes more than {MAX_POINTERS} buffers")
+    if exe.splits(step):
+        raise _Unsupported(f"%{step.inst.name} is split over threads")
+    return [KERNEL, step.address, 0, 1 if step.extent is None else step.extent, len(slots),
+            *[index(s) for s in slots]]
+
+
 def _ops(exe: CpuExecutable, index, gemm) -> list[list[int]]:
-    ops = []
-    for step in exe.steps:
-        if step.kind == "dot":
-            ops.append(_gemm_op(step, index, gemm))
-            continue
-        if step.kind != "kernel" or not step.address:
-            raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
-        slots = [*step.inputs, *step.outputs]
-        if len(slots) > MAX_POINTERS:
-            raise _Unsupported(f"%{step.inst.name} takes more than {MAX_POINTERS} buffers")
-        if exe.splits(step):
-            raise _Unsupported(f"%{step.inst.name} is split over threads")
-        ops.append([KERNEL, step.address, 0, 1 if step.extent is None else step.extent, len(slots),
-                    *[index(s) for s in slots]])
-    return ops
+    return [step_op(exe, step, index, gemm) for step in exe.steps]
 
 
 def _array_slots(exe: CpuExecutable) -> set[int]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...config import env_int
 from .executor import native_run_steps
-from .native_loop import _ops, _Unsupported, blas_gemm
+from .native_loop import _Unsupported, blas_gemm, step_op
 
 MIN_STEPS = 2  # one step gains nothing from a native program
 
@@ -64,17 +64,12 @@ def _segments(exe) -> list[Segment]:
         position.clear()
 
     for step in exe.steps:
+        before = dict(position)
         try:
-            if step.kind not in ("kernel", "dot"):
-                raise _Unsupported(step.kind)
-            before = dict(position)
-            try:
-                (op,) = _ops(_One(exe, step), index, gemm)
-            except _Unsupported:
-                position.clear()
-                position.update(before)  # the refused step's slots are not the segment's
-                raise
+            op = step_op(exe, step, index, gemm)
         except _Unsupported:
+            position.clear()
+            position.update(before)  # the refused step's slots are not the segment's
             close()
             segments.append(Segment([step]))
             continue
@@ -89,11 +84,3 @@ def _segments(exe) -> list[Segment]:
         else:
             merged.append(segment)
     return merged
-
-
-class _One:
-    """``exe`` seen as a program of the one ``step`` (what native_loop._ops reads)."""
-
-    def __init__(self, exe, step):
-        self.steps = [step]
-        self.splits = exe.splits
