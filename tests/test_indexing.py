@@ -262,7 +262,7 @@ def test_traced_out_of_range_indices_raise_numpys_index_error_after_the_call(bac
 
 def test_data_dependent_reads_are_explained():
     with pytest.raises(UnsupportedNumpyError, match="np.where"):
-        tk.jit(lambda a: a[a > 0])(np.ones(3))
+        tk.jit(lambda a: a[a > 0], fullgraph=True)(np.ones(3))
     with pytest.raises(UnsupportedNumpyError, match="scalar boolean"):
         tk.jit(lambda a: a[True])(np.ones(3))
 

@@ -202,7 +202,7 @@ def test_python_if_on_traced_value_explains_and_points_at_the_line():
         return -x
 
     with pytest.raises(TracerConversionError) as info:
-        tk.jit(f)(np.ones(3, np.float32))
+        tk.jit(f, fullgraph=True)(np.ones(3, np.float32))
     msg = str(info.value)
     assert "bool() was called on a traced value" in msg
     assert "pred[] (the result of 'greater'" in msg and "computed from 'x'" in msg
@@ -213,9 +213,9 @@ def test_python_if_on_traced_value_explains_and_points_at_the_line():
 
 def test_int_and_float_of_traced_argument_name_the_argument():
     with pytest.raises(TracerConversionError, match="argument 'n'"):
-        tk.jit(lambda x, n: x * int(n))(np.ones(2), 3)
+        tk.jit(lambda x, n: x * int(n), fullgraph=True)(np.ones(2), 3)
     with pytest.raises(TracerConversionError, match="float\\(\\)"):
-        tk.jit(lambda x: float(x[0]))(np.ones(2))
+        tk.jit(lambda x: float(x[0]), fullgraph=True)(np.ones(2))
 
 
 def test_unsupported_numpy_function_is_named():
@@ -260,9 +260,9 @@ def test_leaked_tracer_is_reported():
 
 def test_data_dependent_indexing_is_explained():
     with pytest.raises(UnsupportedNumpyError, match=r"traced boolean mask.*np.where\(mask, x, 0\)"):
-        tk.jit(lambda x: x[x > 0])(np.ones(3))
+        tk.jit(lambda x: x[x > 0], fullgraph=True)(np.ones(3))
     with pytest.raises(UnsupportedNumpyError, match="traced bounds"):
-        tk.jit(lambda x, n: x[:n])(np.ones(3), np.int64(2))
+        tk.jit(lambda x, n: x[:n], fullgraph=True)(np.ones(3), np.int64(2))
 
 
 def test_dtype_errors_follow_numpy():

@@ -105,7 +105,7 @@ def _failed(result, out, message, usage=True):
 
 def test_errors_fail_the_cell_and_point_at_its_line_without_a_traceback(ip):
     ip.user_ns["q"] = np.ones(3, np.float32)
-    result, out = run(ip, "%%xla --quiet\nr = q * 2\nif r.sum() > 0:\n    s = r\n")
+    result, out = run(ip, "%%xla --quiet --fullgraph\nr = q * 2\nif r.sum() > 0:\n    s = r\n")
     count = ip.execution_count  # run_cell without history: every cell is this one's number
     _failed(result, out, "TracerConversionError: bool() was called on a traced value at "
             f"cell [{count}], line 3", usage=False)

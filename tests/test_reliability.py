@@ -247,7 +247,7 @@ def test_a_list_of_python_numbers_that_fails_says_so_and_names_the_argument(arg)
     not about if/while on traced values or np.zeros buffers."""
     kind = "nested list" if isinstance(arg[0], list) else "list"
     for body in (lambda x: np.exp(x), lambda x: x * 2.0):
-        f = tk.jit(body)
+        f = tk.jit(body, fullgraph=True)
         with pytest.warns(tk.ScalarListWarning, match=f"argument 'x' is a {kind} of"):
             with pytest.raises(tk.ScalarListError) as caught:
                 f(arg)
@@ -257,3 +257,7 @@ def test_a_list_of_python_numbers_that_fails_says_so_and_names_the_argument(arg)
         for wrong in ("if/while", "np.zeros", "static_argnums"):
             assert wrong not in message, message
     assert isinstance(caught.value, TypeError)  # as Python's own error on a list is
+    # with graph breaks, NumPy takes the list's values, as it would outside the trace
+    with pytest.warns(tk.ScalarListWarning):
+        got = tk.jit(lambda x: np.exp(x))(arg)
+    np.testing.assert_array_equal(got, np.exp(arg))

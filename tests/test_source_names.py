@@ -93,4 +93,4 @@ def test_recompile_reports_and_error_lines_use_it(kernel_shell):
                   "exec")
     exec(bad, scope)  # noqa: S102
     with pytest.raises(tk.ToolkitError, match=r"at cell \[7\], line 2"):
-        tk.jit(scope["g"])(np.ones(2))
+        tk.jit(scope["g"], fullgraph=True)(np.ones(2))

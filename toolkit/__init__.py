@@ -12,7 +12,7 @@
     print(prof.summary())
 """
 from . import hlo, lax, numpy
-from .api import JitFunction, ScalarListWarning, explain_recompiles, jit
+from .api import GraphBreakReport, JitFunction, ScalarListWarning, explain, explain_recompiles, jit
 from .frontend.scalar_lists import ScalarListError
 from .stages import Compiled, Lowered
 from .transformations import checkpoint, grad, jvp, remat, value_and_grad, vjp, vmap
@@ -57,6 +57,8 @@ __all__ = [
     "profile",
     "Profile",
     "explain_recompiles",
+    "explain",
+    "GraphBreakReport",
     "RecompileError",
     "RecompileWarning",
     "compare",

@@ -19,6 +19,9 @@ from .frontend.errors import api_boundary, for_the_user
 from .frontend.recompile import function_location
 from .frontend.scalar_lists import ScalarListWarning
 from .frontend.tracer import current_trace
+from .frontend.segments import GraphBroken
+from .jitting.break_report import GraphBreakReport, report as break_report
+from .jitting.graph_breaks import GraphBreaks
 from .jitting.inline import MAX_INLINE_DEPTH, Inliner
 from .jitting.key import FAST_DTYPES, JitKey, KeyMaker
 from .jitting.miss import MissCompiler
@@ -28,7 +31,8 @@ from .profiler.recorder import RECORDER
 from .runtime import history as _history
 from .stages import DEFAULT_PIPELINE, Compiled, Lowered
 
-__all__ = ["jit", "explain_recompiles", "JitFunction", "Lowered", "Compiled", "ScalarListWarning",
+__all__ = ["jit", "explain", "explain_recompiles", "GraphBreakReport", "JitFunction", "Lowered",
+           "Compiled", "ScalarListWarning",
            "JitKey", "MAX_INLINE_DEPTH"]
 
 # Evicted signatures remembered per function, so a recompile they cause names the eviction.
@@ -42,11 +46,16 @@ class JitFunction:
                  static_argnames: str | Iterable[str] = (), backend: str | None = None,
                  on_recompile: str = "warn", max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES,
                  pipeline: str = DEFAULT_PIPELINE, dump_passes: str | None = None,
-                 cache_size: int = DEFAULT_CACHE_SIZE):
+                 cache_size: int = DEFAULT_CACHE_SIZE, fullgraph: bool = False):
         if not callable(fn):
             raise TypeError(f"jit expects a callable, got {type(fn).__name__}")
         options = make_options(backend, pipeline, dump_passes, on_recompile, max_recompiles,
-                               cache_size)
+                               cache_size, fullgraph)
+        # how this function was made, so tk.explain can make a fresh one that reports one call
+        self._made_with = dict(static_argnums=static_argnums, static_argnames=static_argnames,
+                               backend=backend, on_recompile=on_recompile,
+                               max_recompiles=max_recompiles, pipeline=pipeline,
+                               dump_passes=dump_passes, cache_size=cache_size)
         functools.update_wrapper(self, fn)
         for name in [n for n in vars(self) if hasattr(JitFunction, n)]:
             del self.__dict__[name]  # the wrapped function's attributes never hide our methods
@@ -58,9 +67,13 @@ class JitFunction:
                               self._backend_name)
         self.location = function_location(fn)
         self._history = _history.history_for(fn, self.fn_name, self.location)
+        self._breaks = GraphBreaks(self.fn_name, options, self.location, self._history)
         self._miss = MissCompiler(fn, self.fn_name, self._keys, options, self.location,
                                   self._history, _history.function_serial(fn),
-                                  _history.new_serial())
+                                  _history.new_serial(), self._breaks)
+        # signatures whose calls break the graph: each call runs the Python function, and its
+        # segments come from ``_breaks``' cache (bounded as the program cache is)
+        self._segmented: OrderedDict[JitKey, bool] = OrderedDict()
         self._inline = Inliner(fn, self.fn_name)
         self._cache: OrderedDict[JitKey, Compiled] = OrderedDict()
         # the fast path's index into ``_cache``: plain calls (positional NumPy arrays) by
@@ -115,16 +128,36 @@ class JitFunction:
         key, leaves, cargs, ckwargs = self._keys.key(args, kwargs)
         compiled = self._cache.get(key)
         if compiled is None:
+            if key in self._segmented:
+                return self._run_segmented(key, leaves, cargs, ckwargs)
             start = RECORDER.clock.now() if RECORDER.active else 0.0
-            compiled = self._compiled(key, cargs, ckwargs)
+            try:
+                compiled = self._compiled(key, cargs, ckwargs, leaves)
+            except GraphBroken as broken:
+                self._segmented[key] = True
+                while len(self._segmented) > self.cache_size_limit:
+                    self._segmented.popitem(last=False)
+                return broken.result
             if RECORDER.active:
                 return self._dispatch_profiled(compiled, leaves, start, hit=False)
         elif RECORDER.active:
             return self._dispatch_profiled(compiled, leaves, RECORDER.clock.now(), hit=True)
         return compiled.execute_flat(leaves)
 
-    def _compiled(self, key: JitKey, args: tuple, kwargs: dict) -> Compiled:
-        """The cached program for ``key``, or compiled now (one thread compiles a key)."""
+    def _run_segmented(self, key: JitKey, leaves: list, args: tuple, kwargs: dict):
+        """A call of a signature that breaks the graph: Python runs again, and each segment it
+        traces runs from the segment cache (or compiles, when a guard failed)."""
+        try:
+            self._miss.trace(key, self._keys.paths(args, kwargs), args, kwargs, leaves,
+                             always_segmented=True)
+        except GraphBroken as broken:
+            return broken.result
+        raise AssertionError("a segmented call always finishes in segments")
+
+    def _compiled(self, key: JitKey, args: tuple, kwargs: dict,
+                  leaves: list | None = None) -> Compiled:
+        """The cached program for ``key``, or compiled now (one thread compiles a key). With
+        the call's ``leaves``, the trace may break the graph (``GraphBroken``)."""
         with self._compile_lock:
             found = self._cache.get(key)
             if found is not None:
@@ -134,7 +167,7 @@ class JitFunction:
             compiled = self._miss.compile(
                 key, args, kwargs, call_site_hint=self.call_site_hint,
                 evicted_before=self._evicted.get(key, ""),
-                evicts=victim._signature_text if victim is not None else "")
+                evicts=victim._signature_text if victim is not None else "", leaves=leaves)
             return self._insert(key, compiled)
 
     def _dispatch_profiled(self, compiled: Compiled, leaves, start: float, hit: bool):
@@ -170,6 +203,8 @@ class JitFunction:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._plain.clear()
+        self._segmented.clear()
+        self._breaks.cache.clear()
 
     @property
     def cache_size(self) -> int:
@@ -206,6 +241,12 @@ class JitFunction:
     def explain_recompiles(self):
         return self._history.report()
 
+    @property
+    def graph_breaks(self) -> GraphBreakReport:
+        """Every graph break of this function's calls so far: reason, line, fix, guard
+        failures, segments, and Python glue against compiled time."""
+        return break_report(self.fn_name, self._breaks.log)
+
     def __repr__(self) -> str:
         return f"<jit({self.fn_name}) backend={self._backend_name}, {len(self._cache)} compiled>"
 
@@ -213,8 +254,15 @@ class JitFunction:
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
         backend: str | None = None, on_recompile: str = "warn",
         max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES, pipeline: str = DEFAULT_PIPELINE,
-        dump_passes: str | None = None, cache_size: int = DEFAULT_CACHE_SIZE):
+        dump_passes: str | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
+        fullgraph: bool = False):
     """Compile ``fn`` with toolkit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
+
+    Where Python needs a traced value (``if x.sum() > 0:``, ``int(n)``, ``x[mask]``,
+    ``np.asarray(y)``), the program traced so far runs, Python gets the value, and tracing goes
+    on into a new segment: a *graph break*, as in torch.compile. Each segment compiles once and
+    is cached under its guards; ``tk.explain(f, *args)`` lists every break with its reason.
+    ``fullgraph=True`` makes the first break an error instead (one whole program or nothing).
 
     ``cache_size`` bounds the compiled programs kept for ``fn`` (default 256, least recently
     compiled evicted first; a recompile caused by an eviction says so, code ``EVICTED``).
@@ -227,10 +275,26 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
     a diff, in ``Compiled.pass_dumps`` (as XLA's ``--xla_dump_hlo_pass_re``)."""
     options = dict(static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
                    on_recompile=on_recompile, max_recompiles=max_recompiles, pipeline=pipeline,
-                   dump_passes=dump_passes, cache_size=cache_size)
+                   dump_passes=dump_passes, cache_size=cache_size, fullgraph=fullgraph)
     if fn is None:
         return functools.partial(jit, **options)
     return JitFunction(fn, **options)
+
+
+def explain(fn: Callable, *args, **kwargs) -> GraphBreakReport:
+    """Run ``fn(*args, **kwargs)`` once under a fresh ``jit`` and report its graph breaks, as
+    ``torch._dynamo.explain`` does: each break's reason, line and fix, the segments and their
+    sizes, and the time in Python glue against compiled segments. ``fn`` may be a function or
+    a jitted one (its options are kept; ``fullgraph`` is ignored, the point being to see the
+    breaks). The call's result is ``report.result``."""
+    if isinstance(fn, JitFunction):
+        fresh = JitFunction(fn.fn, **fn._made_with)
+    elif callable(fn):
+        fresh = JitFunction(fn)
+    else:
+        raise TypeError(f"explain expects a function, got {type(fn).__name__}")
+    result = fresh(*args, **kwargs)
+    return break_report(fresh.fn_name, fresh._breaks.log, result)
 
 
 def explain_recompiles(fn=None):

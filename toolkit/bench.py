@@ -124,6 +124,33 @@ def _dispatch(side: str) -> float:
     return _time(lambda: f(d).block_until_ready(), min_seconds=0.05)
 
 
+BREAKS_PER_CALL = 8
+
+
+def _break_overhead(side: str) -> float | None:
+    """Seconds each graph break adds to a cache-hit call: a function that asks Python for a
+    traced value 8 times (``if x[0] > limit:``), against the same arithmetic in one program."""
+    if side != "toolkit":
+        return None
+    from . import api
+
+    def steps(x, limit, branch: bool):
+        for _ in range(BREAKS_PER_CALL):
+            x = x * 1.0001 + 1.0
+            if branch and x[0] > limit:  # always true: one segment per step
+                x = x - 0.5
+            elif not branch:
+                x = x - 0.5
+        return x
+
+    x = np.ones(1024)
+    broken = api.jit(lambda v: steps(v, -1.0, True), backend="cpu")
+    whole = api.jit(lambda v: steps(v, -1.0, False), backend="cpu")
+    broken(x), whole(x)
+    extra = _time(lambda: broken(x), min_seconds=0.2) - _time(lambda: whole(x), min_seconds=0.2)
+    return extra / BREAKS_PER_CALL
+
+
 def _ceiling() -> float:
     """Memory bandwidth (bytes/s) of a STREAM triad a = b + s*c on 32M floats, compiled by
     toolkit itself and run on every core: the ceiling the memory-bound rows are measured by."""
@@ -169,6 +196,7 @@ def worker(side: str, rows: list[str], scale: float) -> dict:
             out["profiled"][w.name] = _profiled(call) / seconds
     out["compile_seconds"] = _compile_time(side)
     out["dispatch_seconds"] = _dispatch(side)
+    out["break_seconds"] = _break_overhead(side)
     if side == "toolkit":
         _compile_time("toolkit-cached")  # fills the persistent cache, then measures a hit
         out["cached_compile_seconds"] = _compile_time("toolkit-cached")
@@ -310,6 +338,8 @@ def markdown(best: dict, rows: list[str]) -> str:
         ("compile_seconds", "Compile time of a 20-op elementwise chain (cold)", "ms", 1e3),
         ("cached_compile_seconds", "Same, loaded from toolkit's persistent cache", "ms", 1e3),
         ("dispatch_seconds", "Cache-hit call of x+1 on 1k elements", "µs", 1e6),
+        ("break_seconds", "Each graph break of a cache-hit call (Python glue and its re-trace, "
+         "segment dispatch)", "µs", 1e6),
     ):
         parts = [
             f"{s} {best[s][key] * factor:.1f} {unit}" for s in sides if best[s].get(key) is not None

@@ -22,7 +22,7 @@ import numpy as np
 from . import lax
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserIndexError
 from .shape_functions import stack
-from .tracer import Tracer
+from .tracer import Tracer, can_break, concrete_or_raise
 
 
 def _is_basic(k) -> bool:
@@ -44,13 +44,9 @@ def is_advanced(key) -> bool:
 def decompose(x: Tracer, key):
     """A basic index of ``x`` as (slice spec per dimension of ``x``, dimensions to reverse,
     the result's shape). Callers check ``is_advanced`` first."""
-    key = _as_tuple(key)
+    key = tuple(_static_slice(k, key) for k in _as_tuple(key))
     for k in key:
-        if (
-            not _is_basic(k)
-            or isinstance(k, slice)
-            and any(isinstance(v, Tracer) for v in (k.start, k.stop, k.step))
-        ):
+        if not _is_basic(k):
             raise UnsupportedNumpyError(
                 f"x[{key_text(key)}]: a slice with traced bounds has a data-dependent size; "
                 "use a fixed-size window, np.take with traced indices, or mark the bound static")
@@ -95,6 +91,22 @@ def _consumed(k) -> int:
     if isinstance(k, Tracer) and k.dtype == np.bool_:
         return k.ndim
     return 1
+
+
+def _static_slice(k, key):
+    """A slice whose bounds are traced, with their values (a graph break) where the function
+    may break; anything else as it is."""
+    if not isinstance(k, slice) or not any(isinstance(v, Tracer) for v in (k.start, k.stop,
+                                                                           k.step)):
+        return k
+    error = UnsupportedNumpyError(
+        f"x[{key_text(key)}]: a slice with traced bounds has a data-dependent size; use a "
+        "fixed-size window (np.take with an index array, or lax.dynamic_slice), or mark the "
+        "bound static")
+    bounds = [v if not isinstance(v, Tracer) else
+              operator.index(concrete_or_raise(v, "a slice with traced bounds", error)[()])
+              for v in (k.start, k.stop, k.step)]
+    return slice(*bounds)
 
 
 def _expand_ellipsis(x: Tracer, key: tuple) -> tuple:
@@ -190,19 +202,29 @@ def _parse(x: Tracer, key):
         if k is None:
             entries.append(("new",))
         elif isinstance(k, slice):
-            if any(isinstance(v, Tracer) for v in (k.start, k.stop, k.step)):
-                raise UnsupportedNumpyError(
-                    f"x[{key_text(raw)}]: a slice with traced bounds has a data-dependent size; "
-                    "use a fixed-size window (np.take with an index array, or lax.dynamic_slice)")
-            entries.append(("slice", dim, k))
+            entries.append(("slice", dim, _static_slice(k, raw)))
             dim += 1
         elif isinstance(k, Tracer) and k.dtype == np.bool_:
-            raise UnsupportedNumpyError(
-                f"x[{key_text(raw)}] with a traced boolean mask: the result's length depends on "
-                "how many "
-                f"entries are True, which is data. Use np.where(mask, x, 0) (same shape), or "
-                f"np.nonzero(mask, size=N) for a fixed number of entries ({k.describe()})"
-            )
+            if can_break(k) is None or k.ndim == 0:
+                raise UnsupportedNumpyError(
+                    f"x[{key_text(raw)}] with a traced boolean mask: the result's length depends "
+                    "on how many "
+                    f"entries are True, which is data. Use np.where(mask, x, 0) (same shape), or "
+                    f"np.nonzero(mask, size=N) for a fixed number of entries ({k.describe()})"
+                )
+            want = x.shape[dim: dim + k.ndim]
+            if k.shape != tuple(want):
+                raise UserIndexError(
+                    f"boolean index did not match indexed array along axis {dim}; "
+                    f"size of axis is {want[0] if want else 0} but size of corresponding "
+                    f"boolean axis is {k.shape[0]}")
+            # a graph break hands over the count alone: the positions stay traced, so the next
+            # segment compiles again only for a new count, not for new positions
+            from .registry import EXPORTS
+
+            for d, idx in enumerate(EXPORTS["nonzero"](k)):
+                entries.append(("adv", _Advanced(dim + d, idx)))
+            dim += k.ndim
         elif isinstance(k, np.ndarray) and k.dtype == np.bool_:
             if k.ndim == 0:
                 raise UnsupportedNumpyError(

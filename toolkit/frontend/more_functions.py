@@ -389,7 +389,7 @@ def unravel_index(indices, shape, order="C"):
 # ---- set operations with a static size -----------------------------------------------------------
 def _set_result(values_mask, values, size, fill, name):
     from .sorting import _compact, _need_size
-    size = _need_size(size, name)
+    size = _need_size(size, name, values_mask)
     return _compact(values_mask, values, size, values[0] if fill is None else fill)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
 from .registry import EXPORTS, FUNCTIONS, numpy_function
-from .tracer import Tracer
+from .tracer import Tracer, can_break, concrete_or_raise
 from .ufuncs import apply_ufunc
 
 
@@ -125,11 +125,16 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     if not isinstance(x, Tracer) and not isinstance(weights, Tracer):
         return np.bincount(x, weights, minlength)
     trace = lax.trace_of([x, weights])
+    xs = x if isinstance(x, Tracer) else lax.lift(trace, x, weak=False)
     if length is None:
-        raise UnsupportedNumpyError(
+        error = UnsupportedNumpyError(
             "np.bincount of a traced array has a data-dependent length (max(x) + 1); call "
             "toolkit.numpy.bincount(x, weights, length=N) with a fixed N (values >= N are dropped)")
-    xs = x if isinstance(x, Tracer) else lax.lift(trace, x, weak=False)
+        if can_break(xs) is None or xs.ndim != 1 or xs.dtype.kind not in "iu":
+            raise error
+        # the length crosses a graph break (NumPy's: max(x) + 1, and 0 for an empty x)
+        length = 0 if xs.size == 0 else int(concrete_or_raise(
+            EXPORTS["max"](xs), "np.bincount", error)) + 1
     if xs.dtype.kind not in "iu" or xs.ndim != 1:
         raise UserValueError("np.bincount: x must be a 1-d array of non-negative integers")
     length = builtins.max(operator.index(length), operator.index(minlength))

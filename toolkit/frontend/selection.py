@@ -12,12 +12,14 @@ from .arguments import no_out_or_where as _no
 from .errors import UnsupportedNumpyError, UserValueError
 from .promotion import result_dtype
 from .registry import EXPORTS, numpy_function
-from .tracer import Tracer
+from .tracer import Tracer, can_break, concrete_or_raise
 from .ufuncs import apply_ufunc, broadcast_all
 
 
 @numpy_function(np.where)
 def where(condition, x=None, y=None):
+    if x is None and y is None and isinstance(condition, Tracer) and can_break(condition):
+        return EXPORTS["nonzero"](condition)  # the count crosses a graph break
     if x is None or y is None:
         raise UnsupportedNumpyError("np.where(condition) with one argument (indices of nonzero "
                                     "elements) has a data-dependent shape and cannot be traced; "
@@ -158,12 +160,11 @@ def choose(a, choices, out=None, mode="raise"):
 
 
 def _static_mask(condition, what):
-    if isinstance(condition, Tracer):
-        raise UnsupportedNumpyError(
-            f"{what} with a traced condition has a data-dependent size; use "
-            "np.where(condition, a, 0) for a same-shaped result"
-        )
-    return np.asarray(condition)
+    """The condition's value: a traced one through a graph break where one can happen."""
+    error = UnsupportedNumpyError(
+        f"{what} with a traced condition has a data-dependent size; use "
+        "np.where(condition, a, 0) for a same-shaped result")
+    return np.asarray(concrete_or_raise(condition, what, error))
 
 
 @numpy_function(np.compress)

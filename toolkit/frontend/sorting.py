@@ -17,7 +17,7 @@ from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
 from .arguments import as_tracer, normalize_axes, normalize_axis
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .searching import bin_counts
-from .tracer import Tracer
+from .tracer import Tracer, can_break, concrete_or_raise
 from .ufuncs import apply_ufunc
 
 
@@ -378,13 +378,19 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
     return _u(np.logical_not, found) if invert else found
 
 
-def _need_size(size, what):
+def _need_size(size, what, mask: Tracer | None = None):
+    """The result's static size: ``size``, or, where the function may break its graph, the
+    number of entries ``mask`` selects, computed by running the program so far (the next
+    segment sees it as a shape, so only a new count compiles again)."""
     if size is None:
-        raise UnsupportedNumpyError(
+        error = UnsupportedNumpyError(
             f"{what} of a traced array has a data-dependent size; call "
             f"toolkit.numpy.{what.removeprefix('np.')}"
             f"(..., size=N) with a fixed N (padded with fill_value), as in JAX"
         )
+        if mask is None or can_break(mask) is None:
+            raise error
+        return int(concrete_or_raise(EXPORTS["count_nonzero"](mask), what, error))
     return operator.index(size)
 
 
@@ -419,9 +425,9 @@ def nonzero(a, *, size=None, fill_value=0):
     """np.nonzero; traced arrays need a static ``size`` (padded with ``fill_value``)."""
     if not isinstance(a, Tracer):
         return np.nonzero(a)
-    size = _need_size(size, "np.nonzero")
     flat = lax.reshape(a, (a.size,))
     mask = flat if flat.dtype == np.bool_ else _u(np.not_equal, flat, 0)
+    size = _need_size(size, "np.nonzero", mask)
     index = _compact(
         mask,
         lax.iota(a.trace, np.int64, (a.size,), 0),
@@ -482,9 +488,10 @@ def unique(
         return np.unique(ar, return_index, return_inverse, return_counts, axis, equal_nan=equal_nan)
     if axis is not None:
         raise UnsupportedNumpyError("np.unique(axis=) is not supported on traced arrays")
-    size = _need_size(size, "np.unique")
     flat = lax.reshape(ar, (ar.size,))
     if flat.size == 0:
+        if size is None:
+            _need_size(size, "np.unique")
         raise UserValueError("np.unique of an empty traced array with size= has no fill value")
     order = argsort(flat)
     s = EXPORTS["take"](flat, order)
@@ -496,6 +503,7 @@ def unique(
             _u(np.logical_not, _u(np.logical_and, _u(np.isnan, s[1:]), _u(np.isnan, s[:-1]))),
         )
     first = EXPORTS["concatenate"]([lax.full(ar.trace, (1,), True, np.bool_), differs])
+    size = _need_size(size, "np.unique", first)
     fill = s[0] if fill_value is None else fill_value
     values = _compact(first, s, size, fill)
     results = [values]

@@ -14,6 +14,7 @@ from .inplace import check_mutation_targets, write_back
 from .namespace import numpy_buffers_traced
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
+from .segments import GraphBroken
 from .tracer import Trace, Tracer
 
 @dataclass(frozen=True)
@@ -72,16 +73,29 @@ class TracedProgram:
 
 
 def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
-                  rebuild: Callable[[list[Tracer]], tuple[tuple, dict]]) -> TracedProgram:
+                  rebuild: Callable[[list[Tracer]], tuple[tuple, dict]],
+                  breaker=None) -> TracedProgram:
     """Trace ``fn`` on parameters described by ``specs``; ``rebuild`` turns the parameter
-    tracers back into the call's (args, kwargs), static values included."""
+    tracers back into the call's (args, kwargs), static values included.
+
+    With a ``breaker`` (the jit layer's, bound to this call's argument values) Python may ask
+    for a traced value's concrete value: the program traced so far runs, and tracing goes on.
+    If that happened, the whole call has run by the time ``fn`` returns, and ``GraphBroken``
+    carries its result instead of a program."""
     trace = Trace(name)
+    trace.breaker = breaker  # before the parameters: they are values that may cross a break
     with trace.activate():
         params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
                   for i, s in enumerate(specs)]
+        if breaker is not None:
+            breaker.start(trace, params)
         args, kwargs = rebuild(params)
         with numpy_buffers_traced(fn):
             result = fn(*args, **kwargs)
+        if breaker is not None and (breaker.broken or breaker.always):
+            leaves, out_tree, out_paths = flatten(result)
+            outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
+            raise GraphBroken(breaker.finish(outs, out_tree))
         leaves, out_tree, out_paths = flatten(result)
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,11 @@ class Trace:
         self.checks: list[tuple[Tracer, type, str]] = []
         # float promotions by NumPy scalars (NEP 50): (location, what, from, to, the result)
         self.promotions: list[tuple[SourceLocation | None, str, np.dtype, np.dtype, Tracer]] = []
+        # graph breaks: the jit layer's object that runs the program traced so far when Python
+        # needs a concrete value (``breaker.concrete``), and weak references to every tracer of
+        # this trace made since the last break (the values that may cross it)
+        self.breaker = None
+        self.born: list = []
 
     def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
         """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2
@@ -213,6 +219,11 @@ class Trace:
 
     def constant(self, value, dtype: np.dtype, weak: bool = False) -> Tracer:
         array = np.asarray(value, dtype=dtype)
+        if array.ndim and array.size > 1 and self.breaker is not None and self.breaker.segmented:
+            # once a function runs in segments, a NumPy array Python made (often from values it
+            # was handed at a break: ``np.array(ids)``) is data, not code: a parameter, so the
+            # segment compiles once per shape rather than once per value
+            return self.breaker.parameter(array, weak)
         key = (array.dtype.str, array.shape, array.tobytes()) if array.size <= 16 else None
         if key is not None and key in self._constants:
             return Tracer(self, self._constants[key], weak)
@@ -255,6 +266,8 @@ class Tracer:
         self._view = None
         self._views = None
         self._alias_of = None
+        if trace.breaker is not None:
+            trace.born.append(weakref.ref(self))
 
     @property
     def trace(self) -> Trace:
@@ -352,40 +365,42 @@ class Tracer:
     def _known(self):
         return self.trace.known_value(self.inst) if self.trace.active else None
 
-    def __bool__(self):
+    def _concrete(self, what: str):
+        """This value now: known without running anything, or, where the jitted function allows
+        graph breaks, computed by running the program traced so far (``Trace.breaker``); else
+        the error that explains why it cannot be had."""
         value = self._known()
-        if value is None:
-            raise self._concrete_error("bool()")
-        return bool(value)
+        if value is not None:
+            return value
+        breaker = can_break(self)
+        if breaker is None:
+            raise self._concrete_error(what)
+        return breaker.concrete(self, what)
+
+    def __bool__(self):
+        return bool(self._concrete("bool()"))
 
     def __int__(self):
-        value = self._known()
-        if value is None:
-            raise self._concrete_error("int()")
-        return int(value)
+        return int(self._concrete("int()"))
 
     def __float__(self):
-        value = self._known()
-        if value is None:
-            raise self._concrete_error("float()")
-        return float(value)
+        return float(self._concrete("float()"))
 
     def __complex__(self):
-        value = self._known()
-        if value is None:
-            raise self._concrete_error("complex()")
-        return complex(value)
+        return complex(self._concrete("complex()"))
 
     def __index__(self):
-        value = self._known()
-        if value is None or self.dtype.kind not in "iub":
+        if self.dtype.kind not in "iub":
             raise self._concrete_error("use as an index (__index__)")
+        value = self._concrete("use as an index (__index__)")
         return operator.index(value[()] if isinstance(value, np.ndarray) else value)
 
     def __array__(self, dtype=None, copy=None):
         value = self._known()
         if value is not None:
             return np.array(value, dtype=dtype)
+        if can_break(self) is not None:
+            return np.array(self._concrete("np.asarray()"), dtype=dtype)
         error = self._concrete_error("np.asarray() / conversion to a NumPy array")
         error.args = (error.args[0] + "\nIf this is a traced value written into a NumPy array made "
                       "inside the function (a = np.zeros(...); a[i] = ...), make that array with "
@@ -394,18 +409,37 @@ class Tracer:
         raise error
 
     def tolist(self):
-        value = self._known()
-        if value is None:
-            raise self._concrete_error("tolist()")
-        return np.asarray(value).tolist()
+        return np.asarray(self._concrete("tolist()")).tolist()
 
     def item(self, *args):
-        value = self._known()
-        if value is None:
-            raise self._concrete_error("item()")
-        return np.asarray(value).item(*args)
+        return np.asarray(self._concrete("item()")).item(*args)
 
     # NumPy protocols and operators are attached by frontend.dispatch.
+
+
+def can_break(t: Tracer):
+    """The breaker that can make ``t`` concrete now, or None: breaks happen only in the
+    outermost trace of a jitted function that allows them, never inside a loop body, a branch
+    or a transformation (grad, vmap), whose programs must stay whole."""
+    trace = t._trace
+    breaker = trace.breaker
+    if breaker is None or not trace.active or current_trace() is not trace:
+        return None
+    return breaker
+
+
+def concrete_or_raise(value, what: str, error: Exception):
+    """``value`` as a NumPy array: itself when not traced; when traced, its value through a
+    graph break where one can happen, else ``error`` (a data-dependent size, say)."""
+    if not isinstance(value, Tracer):
+        return value
+    known = value._known()
+    if known is not None:
+        return np.asarray(known)
+    breaker = can_break(value)
+    if breaker is None:
+        raise error
+    return np.asarray(breaker.concrete(value, what))
 
 
 def check_same_trace(t: Tracer) -> Trace:
@@ -420,4 +454,5 @@ def check_same_trace(t: Tracer) -> Trace:
     return t.trace
 
 
-__all__ = ["Trace", "Tracer", "current_trace", "check_same_trace", "Any"]
+__all__ = ["Trace", "Tracer", "current_trace", "check_same_trace", "can_break", "concrete_or_raise",
+           "Any"]

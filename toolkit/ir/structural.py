@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+import numpy as np
+
 from .nodes import Computation
 from .printer import instruction_to_text
 
@@ -64,3 +66,44 @@ def structural_key(comp: Computation) -> str:
         text = _text(current, digests, {c.name: c for c in called})
         digests[id(current)] = hashlib.sha256(text.encode()).hexdigest()
     return digests[id(comp)]
+
+
+def _frozen(value, keys: dict[int, tuple]):
+    """An attribute value as a hashable value with exact equality (array literals by their
+    bytes; called computations by their keys, made before)."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, Computation):
+        return ("computation", keys[id(value)])
+    if isinstance(value, (tuple, list)):
+        return tuple(_frozen(v, keys) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v, keys)) for k, v in value.items()))
+    hash(value)  # anything else must be hashable already (ints, strings, enums ...)
+    return value
+
+
+def exact_key(comp: Computation) -> tuple:
+    """A hashable key equal for computations that are the same program up to instruction names
+    and metadata; compared exactly (no digest), so equal keys mean equal programs. Cheaper than
+    printing: a segment's key is computed on every call of a function with graph breaks.
+    Computations it calls are keyed first, with an explicit stack rather than recursion."""
+    keys: dict[int, tuple] = {}
+    stack: list[tuple[Computation, bool]] = [(comp, False)]
+    while stack:
+        current, expanded = stack.pop()
+        if id(current) in keys:
+            continue
+        called = _called(current)
+        if not expanded and any(id(c) not in keys for c in called):
+            stack.append((current, True))
+            stack.extend((c, False) for c in called if id(c) not in keys)
+            continue
+        position = {id(inst): k for k, inst in enumerate(current.instructions)}
+        rows = []
+        for inst in current.instructions:
+            attrs = inst.attrs
+            rows.append((inst.opcode, inst.shape, tuple(position[id(o)] for o in inst.operands),
+                         tuple((k, _frozen(v, keys)) for k, v in attrs.items()) if attrs else ()))
+        keys[id(current)] = (position[id(current.root)], tuple(rows))
+    return keys[id(comp)]

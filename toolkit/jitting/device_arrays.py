@@ -3,14 +3,14 @@
 and the profile shows them as kernels, not copies.
 
 A call's arrays (device or host) and Python numbers are traced; everything else (axes, shapes,
-dtypes, slices) is part of the cache key, as JAX's static arguments are. What cannot be traced
-(a boolean mask, whose count decides the result's length; ``np.unique``) runs on host copies,
-with a warning naming the function and why, once per function. The cache of jitted calls is
-bounded (least recently used out)."""
+dtypes, slices) is part of the cache key, as JAX's static arguments are. A result whose size
+depends on the data (a boolean mask, ``np.unique``) is a graph break of that call: only the
+count goes to the host, the values stay on the device. What cannot be traced at all runs on
+host copies, with a warning naming the function and why, once per function. The cache of
+jitted calls is bounded (least recently used out)."""
 from __future__ import annotations
 
 import numbers
-import operator
 import warnings
 from collections import OrderedDict
 
@@ -122,25 +122,12 @@ def _on_host(func, args, kwargs, why: str):
     return func(*args, **kwargs)
 
 
-def _needs_host(func, args) -> str | None:
-    if func is operator.getitem:
-        index = args[1] if isinstance(args[1], tuple) else (args[1],)
-        for part in index:
-            if (_is_array(part) or isinstance(part, list)) and np.asarray(
-                    part.get() if isinstance(part, arrays.DeviceArray) else part).dtype == bool:
-                return "a boolean mask's count decides the result's length"
-    return None
-
-
 def device_call(func, args, kwargs):
     leaves = flatten((args, kwargs))[0]
     if current_trace() is not None or any(isinstance(v, Tracer) for v in leaves):
         # inside a trace: the device array is a constant of the traced program
         return func(*[_host(a) for a in args], **{k: _host(v) for k, v in kwargs.items()})
     device = next(a._device for a in leaves if isinstance(a, arrays.DeviceArray))
-    why = _needs_host(func, args)
-    if why is not None:
-        return _on_host(func, args, kwargs, why)
     traced: list = []
     operands = isinstance(func, np.ufunc) or getattr(func, "__module__", "") in ("operator",
                                                                                 "_operator")

@@ -10,12 +10,14 @@ from typing import Callable
 from ..frontend.pytree import unflatten
 from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
+from ..frontend.segments import GraphBroken
 from ..frontend.trace_function import TracedProgram, trace_program
 from ..frontend.tracer import Tracer
 from ..ir.user_code import user_location, user_stacklevel
 from ..profiler.recorder import RECORDER
 from ..runtime import history
 from ..stages import Compiled, Lowered, hlo_fingerprint
+from .graph_breaks import GraphBreaks
 from .promotions import report_promotions
 from .key import JitKey, KeyMaker
 from .options import JitOptions
@@ -26,8 +28,9 @@ class MissCompiler:
 
     def __init__(self, fn: Callable, fn_name: str, keys: KeyMaker, options: JitOptions,
                  location: str, function_history: history.FunctionHistory,
-                 function_serial: int, jit_serial: int):
+                 function_serial: int, jit_serial: int, breaks: GraphBreaks):
         self.fn = fn
+        self.breaks = breaks
         self.fn_name = fn_name
         self.keys = keys
         self.options = options
@@ -37,7 +40,10 @@ class MissCompiler:
         self.jit_serial = jit_serial
 
     # ---- the steps ----------------------------------------------------------------------
-    def trace(self, key: JitKey, paths: list[str], args: tuple, kwargs: dict) -> TracedProgram:
+    def trace(self, key: JitKey, paths: list[str], args: tuple, kwargs: dict,
+              leaves: list | None = None, always_segmented: bool = False) -> TracedProgram:
+        """The traced program; with the call's ``leaves`` and unless the function is
+        ``fullgraph``, Python may break the graph (then ``GraphBroken`` carries the result)."""
         trees, names = key.trees, key.arg_names
         static_pos = dict(key.statics)
         arg_name = self.keys.arg_name
@@ -51,8 +57,13 @@ class MissCompiler:
             new_kwargs = {k: static_pos[k] if k in static_pos else rebuilt[k] for k in kwargs}
             return tuple(new_args), new_kwargs
 
+        specs = self.keys.specs(key, paths)
+        breaker = None
+        if leaves is not None and not self.options.fullgraph:
+            breaker = self.breaks.breaker(leaves, specs)
+            breaker.always = always_segmented
         try:
-            return trace_program(self.fn, self.fn_name, self.keys.specs(key, paths), rebuild)
+            return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
         except TypeError as e:  # a list of Python numbers where an array was meant: say that
             better = scalar_list_error(e, self.fn_name, self.keys.split(args, kwargs)[1])
             if better is None:
@@ -76,7 +87,7 @@ class MissCompiler:
 
     # ---- the miss -----------------------------------------------------------------------
     def compile(self, key: JitKey, args: tuple, kwargs: dict, *, call_site_hint: str = "",
-                evicted_before: str = "", evicts: str = "") -> Compiled:
+                evicted_before: str = "", evicts: str = "", leaves: list | None = None) -> Compiled:
         """The program for ``key``. ``evicted_before``: the signature was compiled before and
         evicted (its text); ``evicts``: the signature this compile pushes out of the cache."""
         clock = RECORDER.clock
@@ -85,7 +96,21 @@ class MissCompiler:
         call_site = str(loc) if loc else call_site_hint
         paths = self.keys.paths(args, kwargs)
         self.warn_scalar_lists(args, kwargs, call_site)
-        program = self.trace(key, paths, args, kwargs)
+        try:
+            program = self.trace(key, paths, args, kwargs, leaves)
+        except GraphBroken:
+            # the call ran in segments (each compiled and recorded on its own): the signature
+            # still enters the history, so a recompile report explains the next one
+            record = self.record(key, paths, "graph-breaks")
+            compile_id = history.next_compile_id()
+            recompile = self.history.admit(record, call_site, compile_id, start,
+                                           self.options.on_recompile, self.options.max_recompiles,
+                                           (loc.file, loc.line) if loc else None, "")
+            end = clock.now()
+            self.history.record_compile(record, recompile, history.CompileFacts(
+                compile_id=compile_id, call_site=call_site, start=start, traced=end, end=end,
+                phases=(), cache="graph-breaks"))
+            raise
         report_promotions(program, self.fn_name)
         traced = clock.now()
         record = self.record(key, paths, hlo_fingerprint(program.module))

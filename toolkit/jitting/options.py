@@ -36,6 +36,7 @@ class JitOptions:
     on_recompile: str = "warn"
     max_recompiles: int = history.DEFAULT_MAX_RECOMPILES
     cache_size: int = DEFAULT_CACHE_SIZE
+    fullgraph: bool = False  # graph breaks are errors (torch.compile's name)
 
     @property
     def keyed(self) -> tuple[tuple[str, str], ...]:
@@ -44,7 +45,7 @@ class JitOptions:
 
 
 def make_options(backend: str | None, pipeline: str, dump_passes: str | None, on_recompile: str,
-                 max_recompiles: int, cache_size: int) -> JitOptions:
+                 max_recompiles: int, cache_size: int, fullgraph: bool = False) -> JitOptions:
     if on_recompile not in history.POLICIES:
         raise ValueError(f"on_recompile must be one of {history.POLICIES}, got {on_recompile!r}")
     if pipeline not in PIPELINES:
@@ -52,7 +53,7 @@ def make_options(backend: str | None, pipeline: str, dump_passes: str | None, on
     if int(cache_size) < 1:
         raise ValueError(f"cache_size must be at least 1, got {cache_size}")
     return JitOptions(backends.get_backend(backend), pipeline, dump_passes, on_recompile,
-                      int(max_recompiles), int(cache_size))
+                      int(max_recompiles), int(cache_size), bool(fullgraph))
 
 
 def read_parameters(fn, static_argnums: int | Iterable[int],

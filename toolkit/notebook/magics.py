@@ -226,6 +226,8 @@ class XlaMagics(Magics):
     @argument("--show", default=None, help="comma-separated tabs: " + ", ".join(SECTIONS))
     @argument("-o", dest="output", default=None, help="store the result object in this variable")
     @argument("--quiet", action="store_true", help="no dashboard")
+    @argument("--fullgraph", action="store_true",
+              help="one compiled program or an error: a graph break fails the cell")
     @argument("--trace", default=None, help="write a Chrome/Perfetto trace to this file")
     def xla(self, line, cell):
         """Compile the cell as one computation and run it; show what the compiler did."""
@@ -266,7 +268,7 @@ class XlaMagics(Magics):
                 _fail(f"--out names {', '.join(unknown)}, which the cell does not assign")
         else:  # _names stay local to the cell: no output, no kernel to write them
             outputs = tuple(n for n in info.outputs if not n.startswith("_"))
-        key = (cell, args.backend, tuple(statics), outputs)
+        key = (cell, args.backend, tuple(statics), outputs, args.fullgraph)
 
         def make():
             made = api.jit(
@@ -274,6 +276,7 @@ class XlaMagics(Magics):
                 static_argnames=tuple(statics),
                 backend=args.backend,
                 on_recompile="ignore",
+                fullgraph=args.fullgraph,
             )
             made.call_site_hint = "%%xla cell"
             return made

@@ -3,8 +3,8 @@ dispatch tracks), one per device (a track per stream, one for the copy engine), 
 counters, and flow arrows from each recompilation to the kernels it produced."""
 from __future__ import annotations
 
-from .events import (AllocationEvent, CompileEvent, DispatchEvent, KernelEvent, PassEvent,
-                     RecompileEvent, TransferEvent)
+from .events import (AllocationEvent, CompileEvent, DispatchEvent, GraphBreakEvent, KernelEvent,
+                     PassEvent, RecompileEvent, TransferEvent)
 
 HOST_PID = 1
 COMPILE_TID, DISPATCH_TID = 1, 2
@@ -125,6 +125,17 @@ def chrome_trace(events, origin: float = 0.0) -> dict:
                     "args": {"changed": e.changed, "rewrites": dict(e.rewrites)},
                 }
             )
+        elif isinstance(e, GraphBreakEvent):  # the glue before a segment, then the segment
+            where = f" at {e.location}" if e.location else ""
+            out.append({"ph": "X", "cat": "python_glue", "name": f"{e.function}: Python glue",
+                        "pid": HOST_PID, "tid": DISPATCH_TID,
+                        "ts": _us(e.start - e.glue, origin), "dur": _dur(e.glue),
+                        "args": {"ends_with": f"{e.reason}{where}"}})
+            out.append({"ph": "X", "cat": "segment",
+                        "name": f"{e.function}: segment to {e.reason}{where}",
+                        "pid": HOST_PID, "tid": DISPATCH_TID, "ts": _us(e.start, origin),
+                        "dur": _dur(e.duration),
+                        "args": {"instructions": e.instructions, "compiled": e.compiled}})
         elif isinstance(e, DispatchEvent):
             out.append(
                 {

@@ -187,9 +187,26 @@ class PromotionEvent:
                 f"(a Python float is weak and keeps {self.from_dtype}), or .astype the result")
 
 
+@dataclass(frozen=True, slots=True)
+class GraphBreakEvent:
+    """One segment of a jitted function with graph breaks, run: the Python glue before it
+    (``glue`` seconds, ending at ``start``) and the compiled segment (``duration``), which ends
+    where Python needed a value (``reason`` at ``location``) or at the function's return."""
+
+    function: str
+    reason: str  # "bool()", "x[mask]" ..., or "return" for the last segment
+    location: str  # the user's line that needed the value ("" for the return)
+    start: float
+    duration: float
+    glue: float
+    instructions: int
+    compiled: bool  # the segment compiled in this call (a new one, or a guard failed)
+    thread: int = 0
+
+
 EVENT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     CompileEvent, RecompileEvent, PassEvent, FusionDecision, KernelEvent, TransferEvent,
-    AllocationEvent, DispatchEvent, PromotionEvent)}
+    AllocationEvent, DispatchEvent, PromotionEvent, GraphBreakEvent)}
 _NESTED = {"Phase": Phase, "Cause": Cause}
 
 

@@ -212,7 +212,28 @@ def profile_summary_text(prof, top: int = 10) -> str:
     if promotions:
         lines.append(f"float promotions by NumPy scalars: {len(promotions)}")
         lines.extend(f"  {p.function}, {p.message}" for p in promotions)
+    lines.extend(graph_break_lines(getattr(prof, "graph_breaks", ())))
     return "\n".join(lines)
+
+
+def graph_break_lines(events) -> list[str]:
+    """Graph breaks by function and line: how many, compiled segment time against the Python
+    glue between segments, and segments compiled (new, or a guard that failed)."""
+    if not events:
+        return []
+    lines = [f"graph breaks: {sum(e.reason != 'return' for e in events)}, "
+             f"segments {_ms(sum(e.duration for e in events))}, "
+             f"Python glue {_ms(sum(e.glue for e in events))}"]
+    by_site: dict = {}
+    for e in events:
+        key = (e.function, e.reason, e.location)
+        count, seconds, compiled = by_site.get(key, (0, 0.0, 0))
+        by_site[key] = (count + 1, seconds + e.duration + e.glue, compiled + e.compiled)
+    for (function, reason, location), (count, seconds, compiled) in by_site.items():
+        where = f" at {location}" if location else ""
+        lines.append(f"  {function}: {reason}{where}: {count}x, {_ms(seconds)} with glue"
+                     + (f", {compiled} segment(s) compiled" if compiled else ""))
+    return lines
 
 
 def transfer_lines(transfers) -> list[str]:

@@ -8,7 +8,8 @@ from typing import Iterable
 from .clock import DEFAULT_CLOCK
 from .events import (SCHEMA_FORMAT, SCHEMA_VERSION, AllocationEvent, CompileEvent, DispatchEvent,
                      FusionDecision, KernelEvent, PassEvent, RecompileEvent, TransferEvent,
-                     event_from_dict, event_to_dict, PromotionEvent)
+                     event_from_dict, event_to_dict, PromotionEvent,
+                     GraphBreakEvent)
 from .recorder import RECORDER
 
 
@@ -70,6 +71,7 @@ class Profile:
     allocations = property(lambda self: self._of(AllocationEvent))
     dispatches = property(lambda self: self._of(DispatchEvent))
     promotions = property(lambda self: self._of(PromotionEvent))
+    graph_breaks = property(lambda self: self._of(GraphBreakEvent))
 
     @property
     def wall_seconds(self) -> float:

@@ -197,6 +197,24 @@ class FunctionHistory:
                 RECORDER.record(recompile)
         return event
 
+    def record_segment(self, *, signature: str, backend: str, compile_id: int, start: float,
+                       end: float, phases: tuple[Phase, ...], fingerprint: str, ends_at: str,
+                       cache: str) -> CompileEvent:
+        """A segment of a function with graph breaks compiled (the program up to a break, or
+        from one to the next): its CompileEvent, in the function's compiles and the profile.
+        It is not a signature of the function, so it enters no recompile comparison."""
+        event = CompileEvent(
+            function=self.name, location=self.location, signature=signature, backend=backend,
+            compile_id=compile_id, start=start, duration=end - start, phases=phases,
+            hlo_fingerprint=fingerprint, call_site=ends_at, thread=threading.get_ident(),
+            cache=cache)
+        with self._lock:
+            self.compiles.append(event)
+            del self.compiles[:-MAX_HISTORY]
+        if RECORDER.active:
+            RECORDER.record(event)
+        return event
+
     def add(self, record: SignatureRecord, compile_event: CompileEvent | None,
             recompile: RecompileEvent | None) -> None:
         with self._lock:

@@ -100,6 +100,7 @@ def summary_section(prof) -> str:
         + "<h3>top kernels</h3>"
         + _table(["kernel", "kind", "ms", "share", "source"], top_rows)
         + promotion_section(prof)
+        + graph_break_section(prof)
         + transfer_section(prof.transfers)
     )
 
@@ -117,6 +118,28 @@ def promotion_section(prof) -> str:
             "<p class='tk-note'>Under NumPy 2 (NEP 50) a NumPy float64 scalar is not weak: it "
             "makes a float32 array float64, and everything computed from it after.</p>"
             + _table(["function", "line", "what", "types", "dots", "operations", "fix"], rows))
+
+
+def graph_break_section(prof) -> str:
+    """Where Python needed a traced value, so the program ran in segments: each break's line
+    and reason, how often, the compiled time against the Python glue, and segments compiled."""
+    events = getattr(prof, "graph_breaks", ())
+    if not events:
+        return ""
+    by_site: dict = {}
+    for ev in events:
+        key = (ev.function, ev.reason, ev.location)
+        count, seg, glue, compiled = by_site.get(key, (0, 0.0, 0.0, 0))
+        by_site[key] = (count + 1, seg + ev.duration, glue + ev.glue, compiled + ev.compiled)
+    rows = [[function, location or "(return)", reason, str(count), f"{seg * 1e3:.3f}",
+             f"{glue * 1e3:.3f}", str(compiled)]
+            for (function, reason, location), (count, seg, glue, compiled) in by_site.items()]
+    return ("<h3>Graph breaks</h3>"
+            "<p class='tk-note'>Python needed a traced value here, so the program ran in "
+            "segments: the segment up to the line, then Python, then the next segment. "
+            "tk.explain(f, *args) lists each break with its fix.</p>"
+            + _table(["function", "line", "reason", "segments run", "segment ms", "glue ms",
+                      "compiled"], rows))
 
 
 def _transfer_rows(transfers) -> list[list[str]]:

@@ -1,0 +1,140 @@
+"""The graph-break report: every break with its reason, line and fix, the segments with their
+sizes, Python glue against compiled time, and how often each guard failed
+(``tk.explain(f, *args)``, ``f.graph_breaks``)."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from ..ir.source_names import display_location
+from .graph_breaks import RETURN, BreakLog
+
+
+@dataclass(frozen=True)
+class BreakInfo:
+    reason: str
+    location: str
+    source: str
+    count: int  # breaks here over the calls reported
+    compiles: int  # segments ending here compiled
+    guard_failures: int  # compiles after the first: Python traced a different segment here
+    values: tuple  # the most recent values Python asked for here
+    suggestion: str
+
+    @property
+    def text(self) -> str:
+        where = display_location(*self.location.rsplit(":", 1)) if ":" in self.location else "?"
+        line = f"{where}: {self.reason}"
+        if self.source:
+            line += f"  `{self.source}`"
+        line += f" — {self.count} break(s)"
+        if self.guard_failures:
+            seen = ", ".join(map(repr, self.values))
+            line += (f"; the segment before it compiled {self.compiles} times (guard failed "
+                     f"{self.guard_failures}x; recent values: {seen})")
+        if self.suggestion:
+            line += f"\n      fix: {self.suggestion}"
+        return line
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    starts: str
+    ends: str
+    instructions: int
+    parameters: int
+    outputs: int
+    compile_seconds: float
+    runs: int
+    run_seconds: float
+
+    @property
+    def text(self) -> str:
+        def short(where: str) -> str:
+            if where in ("entry", RETURN) or ":" not in where:
+                return where
+            return display_location(*where.rsplit(":", 1))
+
+        return (f"{short(self.starts)} -> {short(self.ends)}: {self.instructions} instructions, "
+                f"{self.parameters} in, {self.outputs} out; compiled in "
+                f"{self.compile_seconds * 1e3:.1f} ms; ran {self.runs}x, "
+                f"{self.run_seconds * 1e6 / max(self.runs, 1):.1f} us each")
+
+
+@dataclass(frozen=True)
+class GraphBreakReport:
+    """What ``torch._dynamo.explain`` tells, and the time and guard failures it does not."""
+
+    function: str
+    calls: int  # calls that ran in segments
+    breaks: tuple[BreakInfo, ...]
+    segments: tuple[SegmentInfo, ...]
+    glue_seconds: float
+    segment_seconds: float
+    return_guard_failures: int
+    result: object = None  # what the call returned (tk.explain)
+
+    @property
+    def break_count(self) -> int:
+        return sum(b.count for b in self.breaks)
+
+    @property
+    def graph_count(self) -> int:
+        """Segments run per call (breaks + 1), averaged over the calls."""
+        return round((self.break_count + self.calls) / max(self.calls, 1))
+
+    @property
+    def break_reasons(self) -> list[str]:
+        return [b.reason for b in self.breaks]
+
+    @property
+    def text(self) -> str:
+        if not self.breaks and not self.calls:
+            return f"jit({self.function}): no graph breaks: one compiled program per call"
+        lines = [f"jit({self.function}): {self.break_count} graph break(s) over {self.calls} "
+                 f"call(s), {self.graph_count} segment(s) per call",
+                 f"time: Python glue (its code and the re-trace) {self.glue_seconds * 1e3:.2f} ms, "
+                 f"compiled segments {self.segment_seconds * 1e3:.2f} ms",
+                 "breaks:"]
+        lines += ["  " + b.text for b in self.breaks]
+        if self.return_guard_failures:
+            lines.append(f"  the last segment (to the return) compiled again "
+                         f"{self.return_guard_failures}x: Python traced a different one")
+        lines.append("segments:")
+        lines += ["  " + s.text for s in self.segments]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"<GraphBreakReport {self.function}: {self.break_count} breaks>"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{html.escape(b.location)}</td><td>{html.escape(b.reason)}</td>"
+            f"<td><code>{html.escape(b.source)}</code></td><td>{b.count}</td>"
+            f"<td>{b.guard_failures}</td><td>{html.escape(b.suggestion)}</td></tr>"
+            for b in self.breaks)
+        segs = "".join(f"<li>{html.escape(s.text)}</li>" for s in self.segments)
+        summary = html.escape(self.text.splitlines()[0])
+        return (f"<div class='tk-graph-breaks'><b>{summary}</b>"
+                f"<p>Python glue {self.glue_seconds * 1e3:.2f} ms, compiled segments "
+                f"{self.segment_seconds * 1e3:.2f} ms</p>"
+                "<table><tr><th>line</th><th>reason</th><th>source</th><th>breaks</th>"
+                f"<th>guard failures</th><th>fix</th></tr>{rows}</table>"
+                f"<ul>{segs}</ul></div>")
+
+
+def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
+    with log._lock:
+        breaks = tuple(
+            BreakInfo(s.site.reason, s.site.location, s.site.source, s.count, s.compiles,
+                      s.guard_failures, tuple(s.values), s.site.suggestion())
+            for s in log.sites.values())
+        segments = tuple(
+            SegmentInfo(s.starts, s.ends, s.instructions, s.parameters, s.outputs,
+                        s.compile_seconds, s.runs, s.run_seconds)
+            for s in log.segments.values())
+        return GraphBreakReport(function, log.calls, breaks, segments, log.glue_seconds,
+                                log.segment_seconds, log.return_guard_failures, result)

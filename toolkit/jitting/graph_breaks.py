@@ -1,0 +1,397 @@
+"""Graph breaks, the jit half: run the program traced so far when Python needs a value, cache
+every segment under its guards, and keep the record the report shows.
+
+A jitted function that allows breaks (``tk.jit(f)``; ``fullgraph=True`` forbids them) is
+traced with a ``Breaker`` bound to the call's argument values. At the first point where
+Python needs a concrete value, the breaker cuts the segment traced so far
+(``frontend.segments.cut``), compiles it (or finds it compiled), runs it, hands Python the
+value and lets tracing go on into the next segment. Once a signature broke, every later call
+with it runs the Python function again, as NumPy would (its glue, its side effects), and the
+segments it traces are found in the cache.
+
+The guards are the segments themselves: a segment's key is the digest of its HLO, which holds
+everything Python decided while tracing it (shapes, the branch it took, Python numbers it
+computed). A branch taken the other way, or an ``int()`` with a new value, traces a different
+segment: that segment alone compiles, and the report counts a guard failure at its break. As
+in LazyTensor, the price of a hit is the re-trace of the glue; the report measures it."""
+from __future__ import annotations
+
+import linecache
+import threading
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..frontend.pytree import flatten, unflatten
+from ..frontend.segments import Segment, cut, live_tracers, resume
+from ..frontend.signature import ArgSpec
+from ..frontend.trace_function import TracedProgram
+from ..frontend.tracer import Trace, Tracer
+from ..ir.structural import exact_key
+from ..ir.user_code import user_location
+from ..profiler.events import GraphBreakEvent
+from ..profiler.recorder import RECORDER
+from ..runtime import history
+from ..stages import Lowered, hlo_fingerprint
+from .promotions import report_promotions
+
+ENTRY = "entry"
+RETURN = "return"
+_SITES_KEPT = 256
+_VALUES_KEPT = 4
+
+
+@dataclass(frozen=True, slots=True)
+class BreakSite:
+    """Where and why Python needed a value: the reason in words and the user's line."""
+
+    reason: str
+    location: str  # file:line
+    source: str  # the line's text, stripped
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.reason, self.location)
+
+    def suggestion(self) -> str:
+        return suggest(self.reason, self.source)
+
+
+def suggest(reason: str, source: str) -> str:
+    """The structured form that keeps the program whole, where one exists."""
+    code = source.lstrip()
+    if reason.startswith("bool()") and code.startswith("while "):
+        return (f"`{code.rstrip(':')}`: tk.lax.while_loop(cond_fun, body_fun, state) keeps the "
+                "loop in one program")
+    if reason.startswith("bool()") and code.startswith(("if ", "elif ")):
+        return (f"`{code.rstrip(':')}`: compute both sides and pick with np.where(cond, a, b), or "
+                "run one with tk.lax.cond(pred, true_fun, false_fun, *operands)")
+    if reason.startswith("bool()"):
+        return "a Python `and`/`or`/`not` or assert on an array: use np.logical_and/or/not"
+    if reason.startswith(("int()", "use as an index")):
+        return ("a Python int computed from an array: if it is really a constant of the call, pass "
+                "it as a static argument (static_argnums=); a fixed-size window "
+                "(tk.lax.dynamic_slice) keeps a moving offset traced")
+    if reason.startswith(("x[mask]", "np.nonzero", "np.unique", "np.where", "np.argwhere",
+                          "np.flatnonzero", "np.compress", "np.extract", "a slice")):
+        return ("the result's size depends on the data: np.where(mask, x, 0) keeps the shape; "
+                "toolkit.numpy's nonzero/unique take size=N (padded), as in JAX")
+    if reason.startswith(("np.asarray", "tolist", "item", "float()", "complex()")):
+        return ("the value leaves the compiled program here: keep computing with arrays, or "
+                "return it from the jitted function")
+    return ""
+
+
+def _site(reason: str) -> BreakSite:
+    loc = user_location(3)
+    if loc is None:
+        return BreakSite(reason, "", "")
+    return BreakSite(reason, f"{loc.file}:{loc.line}",
+                     linecache.getline(loc.file, loc.line).strip())
+
+
+@dataclass
+class SiteStats:
+    site: BreakSite
+    count: int = 0  # breaks here, over all calls
+    compiles: int = 0  # segments ending here that had to compile
+    guard_failures: int = 0  # of those, ones where a segment had compiled here before
+    values: deque = field(default_factory=lambda: deque(maxlen=_VALUES_KEPT))  # recent values
+
+
+@dataclass
+class SegmentStats:
+    fingerprint: str
+    starts: str  # the break site's location it starts after, or "entry"
+    ends: str  # the location it ends at, or "return"
+    instructions: int
+    parameters: int
+    outputs: int
+    compile_seconds: float = 0.0
+    runs: int = 0
+    run_seconds: float = 0.0
+
+
+class BreakLog:
+    """Every break, segment and guard failure of one jitted function (bounded)."""
+
+    def __init__(self) -> None:
+        self.sites: OrderedDict[tuple, SiteStats] = OrderedDict()
+        self.segments: OrderedDict[str, SegmentStats] = OrderedDict()
+        self.spans: dict[tuple[str, str], set] = {}  # (starts, ends) -> fingerprints compiled
+        self.calls = 0  # calls that broke
+        self.return_compiles = 0  # last segments (ending at the return) compiled
+        self.return_guard_failures = 0
+        self.glue_seconds = 0.0  # Python between segments (its own code and the re-trace)
+        self.segment_seconds = 0.0
+        self._lock = threading.Lock()
+
+    def site(self, site: BreakSite) -> SiteStats:
+        stats = self.sites.get(site.key)
+        if stats is None:
+            stats = self.sites[site.key] = SiteStats(site)
+            while len(self.sites) > _SITES_KEPT:
+                self.sites.popitem(last=False)
+        return stats
+
+    @property
+    def break_count(self) -> int:
+        return sum(s.count for s in self.sites.values())
+
+
+class SegmentCache:
+    """Compiled segments of one function by their exact structure, least recently compiled
+    evicted."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._programs: OrderedDict = OrderedDict()
+
+    def get(self, key: tuple):
+        return self._programs.get(key)
+
+    def put(self, key: tuple, entry) -> None:
+        self._programs[key] = entry
+        while len(self._programs) > self.limit:
+            self._programs.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._programs)
+
+    def clear(self) -> None:
+        self._programs.clear()
+
+
+class GraphBreaks:
+    """One jitted function's segments, their cache and the log."""
+
+    def __init__(self, fn_name: str, options, location: str,
+                 function_history: history.FunctionHistory):
+        self.fn_name = fn_name
+        self.history = function_history
+        self.options = options
+        self.location = location
+        self.cache = SegmentCache(options.cache_size)
+        self.log = BreakLog()
+
+    def breaker(self, leaves: list, specs) -> "Breaker":
+        return Breaker(self, leaves, specs)
+
+    def compiled(self, segment: Segment, specs: tuple[ArgSpec, ...], starts: str, ends: str):
+        """The compiled segment, from the cache or compiled now; its HLO fingerprint; and
+        whether it compiled. The cache's key is the segment's exact structure (no printing:
+        this runs at every break of every call)."""
+        key = exact_key(segment.module.entry)
+        found = self.cache.get(key)
+        if found is not None:
+            return found[0], found[1], False
+        fingerprint = hlo_fingerprint(segment.module)
+        limits = tuple((n, lo, hi, dtype, where)
+                       for n, (lo, hi, dtype, where) in sorted(segment.int_limits.items()))
+        count = len(segment.outputs)
+        _, out_tree, out_paths = flatten(tuple(range(count)))
+        promotions = tuple((loc, what, narrow, wide, t.inst)
+                           for loc, what, narrow, wide, t in segment.promotions)
+        program = TracedProgram(segment.module, specs, out_tree, tuple(out_paths), limits, (),
+                                tuple(segment.checks), promotions)
+        report_promotions(program, self.fn_name)
+        compile_id = history.next_compile_id()
+        clock = RECORDER.clock
+        start = clock.now()
+        o = self.options
+        compiled = Lowered(program, o.backend, self.fn_name, o.pipeline, o.dump_passes).compile(
+            compile_id)
+        end = clock.now()
+        compiled._signature_text = f"segment {starts} -> {ends}"
+        self.cache.put(key, (compiled, fingerprint))
+        stats = SegmentStats(fingerprint, starts, ends, segment.instruction_count,
+                             len(segment.parameters), count, end - start)
+        log = self.log
+        log.segments[fingerprint] = stats
+        while len(log.segments) > self.options.cache_size:
+            log.segments.popitem(last=False)
+        self.history.record_segment(
+            signature=f"segment {starts} -> {ends}: " + ", ".join(s.text for s in specs),
+            backend=o.backend.name, compile_id=compile_id, start=start, end=end,
+            phases=compiled.phases, fingerprint=fingerprint, ends_at=ends,
+            cache=compiled.cache_status)
+        return compiled, fingerprint, True
+
+
+class Breaker:
+    """One call's graph breaks: the values bound to the current segment's parameters, and the
+    segments run so far."""
+
+    def __init__(self, owner: GraphBreaks, leaves: list, specs):
+        self.owner = owner
+        self.leaves = leaves
+        self.specs = specs
+        self.broken = False
+        self.always = False  # finish in segments even without a break (a signature that broke)
+        self.trace: Trace | None = None
+        self.arguments: list[Tracer] = []
+        # id(parameter instruction) -> (instruction, value): what each parameter stands for
+        self.bound: dict[int, tuple] = {}
+        self.starts = ENTRY
+        self.mark = time.perf_counter()
+
+    def start(self, trace: Trace, parameters: list[Tracer]) -> None:
+        self.trace = trace
+        self.arguments = list(parameters)
+        for tracer, leaf in zip(parameters, self.leaves):
+            self.bound[id(tracer.inst)] = (tracer.inst, leaf)
+
+    @property
+    def segmented(self) -> bool:
+        """Does this call run in segments (it broke, or its signature always does)?"""
+        return self.broken or self.always
+
+    def parameter(self, array: np.ndarray, weak: bool = False) -> Tracer:
+        """A parameter of the current segment bound to ``array`` (a NumPy array Python made)."""
+        from ..ir.dtypes import from_numpy
+        from ..ir.nodes import Metadata
+        from ..ir.shapes import Shape
+
+        array = np.array(array, copy=True)
+        array.flags.writeable = False
+        builder = self.trace.builder
+        number = len(builder._parameters)
+        inst = builder.parameter(number, Shape(from_numpy(array.dtype), array.shape),
+                                 f"host_{number}", Metadata("a NumPy array made by Python"))
+        self.bound[id(inst)] = (inst, array)
+        return Tracer(self.trace, inst, weak)
+
+    # ---- a break ----------------------------------------------------------------------
+    def concrete(self, tracer: Tracer, what: str):
+        """``tracer``'s value now (host NumPy): run the segment traced so far, then go on."""
+        site = _site(what)
+        log = self.owner.log
+        with log._lock:
+            stats = log.site(site)
+            stats.count += 1
+        bound = self.bound.get(id(tracer.inst))
+        if bound is not None and bound[0] is tracer.inst:  # a value Python handed in: no run
+            self.broken = True  # (what Python does with it decides what is traced next)
+            value = np.asarray(bound[1])
+            if value.size <= 8:
+                stats.values.append(value.tolist())
+            return value
+        trace = self.trace
+        live = live_tracers(trace)
+        if not any(t is tracer for t in live):
+            live.append(tracer)
+        segment = cut(trace, [tracer], live)
+        values = self._run(segment, site, stats)
+        value = np.asarray(values[id(tracer.inst)])
+        self._resume(live, values)
+        self.broken = True
+        if value.size <= 8:
+            stats.values.append(value.tolist())
+        self.starts = site.location or what
+        return value
+
+    def _resume(self, live: list[Tracer], values: dict) -> None:
+        def bind(new, t, old):
+            value = values[id(old)]
+            if t.weak_type and isinstance(value, np.ndarray) and value.ndim == 0:
+                value = value.item()  # a Python number stays one (its int limits are checked)
+            self.bound[id(new)] = (new, value)
+
+        self.bound = {}
+        resume(self.trace, live, bind)
+
+    def _run(self, segment: Segment, site: BreakSite | None,
+             stats: SiteStats | None) -> dict[int, object]:
+        """Run ``segment``, which ends at ``site`` (None: at the return); the value of each of
+        its outputs and parameters, by instruction."""
+        ends = site.location or site.reason if site is not None else RETURN
+        now = time.perf_counter()
+        glue = now - self.mark
+        specs, arguments = [], []
+        for k, inst in enumerate(segment.parameters):
+            _, value = self.bound[id(inst)]
+            arguments.append(value)
+            specs.append(self.specs[k] if self.starts == ENTRY and k < len(self.specs) else
+                         ArgSpec(inst.name, inst.shape.dims, inst.shape.dtype.numpy,
+                                 isinstance(value, (bool, int, float, complex))))
+        owner = self.owner
+        compiled, fingerprint, fresh = owner.compiled(segment, tuple(specs), self.starts, ends)
+        started = time.perf_counter()
+        start_clock = RECORDER.clock.now() if RECORDER.active else 0.0
+        results = compiled.execute_flat(arguments)
+        done = time.perf_counter()
+        log = owner.log
+        with log._lock:
+            segment_stats = log.segments.get(fingerprint)
+            if segment_stats is not None:
+                segment_stats.runs += 1
+                segment_stats.run_seconds += done - started
+            log.glue_seconds += glue
+            log.segment_seconds += done - started
+            span = log.spans.setdefault((self.starts, ends), set())
+            if fresh:
+                if stats is not None:
+                    stats.compiles += 1
+                    stats.guard_failures += bool(span)
+                else:
+                    log.return_compiles += 1
+                    log.return_guard_failures += bool(span)
+                span.add(fingerprint)
+                while len(span) > owner.options.cache_size:
+                    span.pop()
+        if RECORDER.active:
+            RECORDER.record(GraphBreakEvent(
+                function=owner.fn_name, reason=site.reason if site is not None else RETURN,
+                location=site.location if site is not None else "", start=start_clock,
+                duration=done - started, glue=glue,
+                instructions=segment.instruction_count, compiled=fresh,
+                thread=threading.get_ident()))
+        self.mark = time.perf_counter()
+        values = {}
+        for t, value in zip(segment.outputs, results):
+            values[id(t.inst)] = value
+        for inst in segment.parameters:
+            values.setdefault(id(inst), self.bound[id(inst)][1])
+        return values
+
+    # ---- the end of the call ------------------------------------------------------------
+    def finish(self, outs: list[Tracer], out_tree):
+        """Run the last segment: the function's results, and the new values of arguments it
+        wrote in place (copied into the caller's arrays, as NumPy would have written them)."""
+        from ..frontend.inplace import check_mutation_targets, write_back
+
+        mutated = []
+        for number, t in enumerate(self.arguments):
+            if t.weak_type:
+                continue
+            bound = self.bound.get(id(t.inst))
+            if bound is None or bound[1] is not self.leaves[number]:
+                mutated.append((number, t))
+        wanted = list(outs) + [t for _, t in mutated]
+        values = self._final_values(wanted)
+        results = []
+        for t in outs:
+            value = values[id(t.inst)]
+            if any(value is leaf for leaf in self.leaves):  # never hand back the caller's array
+                value = np.array(value, copy=True)
+            results.append(value)
+        if mutated:
+            numbers = [n for n, _ in mutated]
+            check_mutation_targets(self.leaves, numbers, [s.path for s in self.specs])
+            write_back(self.leaves, numbers, [values[id(t.inst)] for _, t in mutated])
+        self.owner.log.calls += 1
+        return unflatten(out_tree, results)
+
+    def _final_values(self, wanted: list[Tracer]) -> dict[int, object]:
+        trace = self.trace
+        if not trace.checks and all(t.inst.opcode == "parameter" for t in wanted):
+            # nothing left to compute: the values crossed the last break already
+            now = time.perf_counter()
+            self.owner.log.glue_seconds += now - self.mark
+            return {id(t.inst): self.bound[id(t.inst)][1] for t in wanted}
+        segment = cut(trace, wanted, [])
+        values = self._run(segment, None, None)
+        self.bound = {}
+        return values
