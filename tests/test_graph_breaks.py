@@ -241,6 +241,22 @@ def test_the_report_counts_guard_failures_with_the_values_seen():
     assert site.count == 3
     assert g.graph_breaks.return_guard_failures == 2  # x * 1, x * 2, x * 3: three programs
     assert "static_argnums" in site.suggestion
+    assert site.bucketing == ""  # the values changed, not the shapes
+
+
+def test_segments_that_compile_again_for_new_shapes_get_the_bucketing_advice():
+    def grow(prompt, steps):
+        ids = prompt.tolist()
+        for _ in range(steps):
+            ids.append(int(np.array(ids).sum() % 7 + prompt[0]))
+        return np.array(ids)
+
+    report = tk.explain(tk.jit(grow, static_argnums=1), np.array([1, 2]), 4)
+    np.testing.assert_array_equal(report.result, grow(np.array([1, 2]), 4))
+    site = next(b for b in report.breaks if b.reason == "int()")
+    assert site.count == 4 and site.compiles == 4
+    assert "powers of two" in site.bucketing and "s64[2]" in site.bucketing
+    assert "shapes:" in report.text
 
 
 def test_the_profile_records_segments_and_glue():
@@ -298,6 +314,17 @@ def test_segments_and_glue_are_spans_in_the_chrome_trace_and_the_summary():
     assert spans[1]["args"]["compiled"] is True
     summary = prof.summary()
     assert "graph breaks: 1" in summary and "branch: bool() at" in summary
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from toolkit.plots.timeline import timeline
+
+    fig, ax = plt.subplots()
+    artists = timeline(prof, ax=ax, window="all")
+    assert "graph segments" in artists["lanes"] and len(artists["segments"]) == 4
+    plt.close(fig)
     section = graph_break_section(prof)
     assert "<h3>Graph breaks</h3>" in section and "bool()" in section
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.builder import ModuleBuilder
-from ..ir.nodes import Instruction, Metadata, Module
+from ..ir.nodes import Instruction, Metadata, Module, post_order
 from .tracer import Trace, Tracer
 
 
@@ -76,7 +76,15 @@ def cut(trace: Trace, wanted: list[Tracer], live: list[Tracer]) -> Segment:
     roots = [t.inst for t in outputs] + [f.inst for f in flags]
     builder = trace.builder
     # always a tuple, even of one value: one calling convention for every segment
-    computation = builder.build(builder.add("tuple", roots))
+    root = builder.add("tuple", roots)
+    own = {id(i) for i in builder._instructions}
+    for inst in post_order([root]):
+        if id(inst) not in own:  # an instruction held across a break, not through a tracer
+            raise RuntimeError(
+                f"internal error at a graph break: %{inst.name} ({inst.opcode}) from before the "
+                "break was used after it; please report this (tk.jit(..., fullgraph=True) avoids "
+                "the break)")
+    computation = builder.build(root)
     module = trace.module.build(computation)
     parameters = [builder._parameters[n] for n in sorted(builder._parameters)]
     return Segment(module, parameters, outputs, len(flags),

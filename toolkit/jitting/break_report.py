@@ -20,6 +20,18 @@ class BreakInfo:
     guard_failures: int  # compiles after the first: Python traced a different segment here
     values: tuple  # the most recent values Python asked for here
     suggestion: str
+    shapes: tuple = ()  # argument shapes of the segments compiled ending here (recent ones)
+
+    @property
+    def bucketing(self) -> str:
+        """When the segment before this line compiled again for new shapes: pad to buckets."""
+        distinct = list(dict.fromkeys(self.shapes))
+        if self.compiles < 2 or len(distinct) < 2:
+            return ""
+        return (f"the segment before this line compiled {self.compiles} times for new argument "
+                f"shapes (e.g. {distinct[0]}; then {distinct[-1]}): pad the growing array to a "
+                "few bucket sizes (powers of two) and mask the padding, so it compiles once per "
+                "bucket, or once for a fixed maximum length")
 
     @property
     def text(self) -> str:
@@ -34,6 +46,8 @@ class BreakInfo:
                      f"{self.guard_failures}x; recent values: {seen})")
         if self.suggestion:
             line += f"\n      fix: {self.suggestion}"
+        if self.bucketing:
+            line += f"\n      shapes: {self.bucketing}"
         return line
 
 
@@ -114,7 +128,8 @@ class GraphBreakReport:
         rows = "".join(
             f"<tr><td>{html.escape(b.location)}</td><td>{html.escape(b.reason)}</td>"
             f"<td><code>{html.escape(b.source)}</code></td><td>{b.count}</td>"
-            f"<td>{b.guard_failures}</td><td>{html.escape(b.suggestion)}</td></tr>"
+            f"<td>{b.guard_failures}</td>"
+            f"<td>{html.escape(' '.join(filter(None, (b.suggestion, b.bucketing))))}</td></tr>"
             for b in self.breaks)
         segs = "".join(f"<li>{html.escape(s.text)}</li>" for s in self.segments)
         summary = html.escape(self.text.splitlines()[0])
@@ -130,7 +145,7 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
     with log._lock:
         breaks = tuple(
             BreakInfo(s.site.reason, s.site.location, s.site.source, s.count, s.compiles,
-                      s.guard_failures, tuple(s.values), s.site.suggestion())
+                      s.guard_failures, tuple(s.values), s.site.suggestion(), tuple(s.shapes))
             for s in log.sites.values())
         segments = tuple(
             SegmentInfo(s.starts, s.ends, s.instructions, s.parameters, s.outputs,

@@ -99,6 +99,8 @@ class SiteStats:
     compiles: int = 0  # segments ending here that had to compile
     guard_failures: int = 0  # of those, ones where a segment had compiled here before
     values: deque = field(default_factory=lambda: deque(maxlen=_VALUES_KEPT))  # recent values
+    # the argument shapes of the segments compiled ending here (a few; for the bucketing advice)
+    shapes: deque = field(default_factory=lambda: deque(maxlen=_VALUES_KEPT * 2))
 
 
 @dataclass
@@ -335,6 +337,7 @@ class Breaker:
                 if stats is not None:
                     stats.compiles += 1
                     stats.guard_failures += bool(span)
+                    stats.shapes.append(", ".join(s.text for s in specs))
                 else:
                     log.return_compiles += 1
                     log.return_guard_failures += bool(span)

@@ -18,6 +18,8 @@ def _kernel_lane(k) -> str:
 
 def _lanes(profile) -> list[str]:
     lanes = ["compilation", "host dispatch"]
+    if getattr(profile, "graph_breaks", ()):
+        lanes.append("graph segments")
     order = {"": 0, "forward": 1, "backward": 2}
     kernels = sorted(
         {
@@ -39,7 +41,8 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
     copies, cache-hit calls: ``execution_window``), with the compilation before it noted in the
     compilation lane; ``window="all"`` shows the whole session, ``window=(ms, ms)`` any range.
     Labels appear only on bars wide enough to hold them. Returns the artists: ``lanes``,
-    ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``markers``, ``labels``, ``elided``."""
+    ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``segments`` (graph breaks: the Python
+    glue and the compiled segments), ``markers``, ``labels``, ``elided``."""
     if ax is None:
         # keeps the legend below in view
         _, ax = plt.subplots(figsize=(10, 4), layout="constrained")
@@ -57,7 +60,7 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
         lo, hi = window or execution_window(profile) or everything
     span = max(hi - lo, 1e-9)
     artists = {"lanes": lanes, "phases": [], "dispatches": [], "kernels": [], "transfers": [],
-               "markers": [], "labels": [], "elided": []}
+               "segments": [], "markers": [], "labels": [], "elided": []}
 
     def ms(t: float) -> float:
         return (t - origin) * 1e3
@@ -114,6 +117,11 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
             "dispatches",
             "dispatch (cache hit)" if d.cache_hit else "dispatch (compiled)",
         )
+    for g in getattr(profile, "graph_breaks", ()):  # Python glue, then the compiled segment
+        bar("graph segments", g.start - g.glue, g.glue, "#fdd0a2", "glue", "segments",
+            "Python glue (graph break)")
+        bar("graph segments", g.start, g.duration, "#e6550d", f"to {g.reason}", "segments",
+            "compiled segment")
     for k in profile.kernels:
         bar(_kernel_lane(k), k.start, k.duration, kind_color(k.kind), k.name, "kernels",
             f"kernel: {k.kind}")
