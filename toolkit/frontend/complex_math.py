@@ -93,6 +93,11 @@ def _copysign(magnitude, sign):
     return _sel(_signbit(sign), _neg(a), a)
 
 
+def _times_sign_of(v, x):
+    """``v`` negated where ``x`` has its sign bit set (sinh's oddness: ``v``'s own sign stays)."""
+    return _sel(_signbit(x), _neg(v), v)
+
+
 def _parts64(z: Tracer) -> tuple[Tracer, Tracer]:
     return (lax.convert(real_part(z), np.float64), lax.convert(imag_part(z), np.float64))
 
@@ -151,7 +156,7 @@ def _sinh_parts(x, y):
     s, c = _e("sine", y), _e("cosine", y)
     a = _e("abs", x)
     small = _lt(a, _c(a, 22.0))
-    re = _sel(small, _mul(_sinh(x, None), c), _copysign(_scaled_exp(a, c), x))
+    re = _sel(small, _mul(_sinh(x, None), c), _times_sign_of(_scaled_exp(a, c), x))
     im = _sel(small, _mul(_cosh(x, None), s), _scaled_exp(a, s))
     return re, im
 
@@ -173,7 +178,7 @@ def _ccosh(x, y):
     a = _e("abs", x)
     small = _lt(a, _c(a, 22.0))
     re = _sel(small, _mul(_cosh(x, None), c), _scaled_exp(a, c))
-    im = _sel(small, _mul(_sinh(x, None), s), _copysign(_scaled_exp(a, s), x))
+    im = _sel(small, _mul(_sinh(x, None), s), _times_sign_of(_scaled_exp(a, s), x))
     if_y_zero = _eq(y, _c(y, 0.0))
     re = _sel(if_y_zero, _cosh(x, None), re)
     im = _sel(if_y_zero, _sel(_is_nan(x), y, _mul(_copysign(_c(x, 0.0), x), y)), im)
@@ -320,6 +325,29 @@ def _cmul(a: Tracer, b: Tracer) -> Tracer:
     return make(_sub(_mul(ar, br), _mul(ai, bi)), _add(_mul(ar, bi), _mul(ai, br)))
 
 
+def _c99_multiply(a, b, c, d):
+    """``(a + ib)(c + id)`` as C99 Annex G (gcc's ``__muldc3``, which glibc's ``cpow`` uses):
+    where both parts come out NaN but an operand is infinite, the infinities are recovered."""
+    ac, bd, ad, bc = _mul(a, c), _mul(b, d), _mul(a, d), _mul(b, c)
+    x, y = _sub(ac, bd), _add(ad, bc)
+    unit = lambda v: _copysign(_sel(_is_inf(v), _c(v, 1.0), _c(v, 0.0)), v)  # noqa: E731
+    nan_to_zero = lambda v: _sel(_is_nan(v), _copysign(_c(v, 0.0), v), v)  # noqa: E731
+    first_inf = _or(_is_inf(a), _is_inf(b))
+    a, b = _sel(first_inf, unit(a), a), _sel(first_inf, unit(b), b)
+    c, d = _sel(first_inf, nan_to_zero(c), c), _sel(first_inf, nan_to_zero(d), d)
+    second_inf = _or(_is_inf(c), _is_inf(d))
+    c, d = _sel(second_inf, unit(c), c), _sel(second_inf, unit(d), d)
+    a, b = _sel(second_inf, nan_to_zero(a), a), _sel(second_inf, nan_to_zero(b), b)
+    overflowed = _and(_not(_or(first_inf, second_inf)),
+                      _or(_or(_is_inf(ac), _is_inf(bd)), _or(_is_inf(ad), _is_inf(bc))))
+    a, b, c, d = (_sel(overflowed, nan_to_zero(v), v) for v in (a, b, c, d))
+    recalc = _and(_and(_is_nan(x), _is_nan(y)), _or(_or(first_inf, second_inf), overflowed))
+    inf = _c(a, np.inf)
+    x = _sel(recalc, _mul(inf, _sub(_mul(a, c), _mul(b, d))), x)
+    y = _sel(recalc, _mul(inf, _add(_mul(a, d), _mul(b, c))), y)
+    return x, y
+
+
 def _integer_powers(z: Tracer, n: Tracer) -> Tracer:
     """``z ** n`` for integer ``n`` (an int32 array, -100 < n < 100), as npy_cpow multiplies:
     ``n`` of 1, 2, 3 unrolled, else binary powering from 1 + 0j and ``1 / r`` for n < 0."""
@@ -348,7 +376,7 @@ def _power(z, w, out):
     n = lax.convert(_sel(integral, br, zero), np.int32)
     by_multiplication = _integer_powers(z, n)
     (lx, ly), (wx, wy) = _clog(*_parts64(z)), _parts64(w)
-    general = _pack(*_cexp(_sub(_mul(lx, wx), _mul(ly, wy)), _add(_mul(lx, wy), _mul(ly, wx))), out)
+    general = _pack(*_cexp(*_c99_multiply(wx, wy, lx, ly)), out)
     r = _sel(integral, by_multiplication, general)
     zero_base = _and(_eq(real_part(z), zero), _eq(imag_part(z), zero))
     r = _sel(zero_base, _sel(_lt(zero, br), lax.full_like(z, 0), lax.full_like(z, complex(np.nan,
