@@ -55,16 +55,25 @@ def part_ulps(got, want):
     return worst
 
 
-def assert_special_values_match(got, want, z, name):
+def assert_special_values_match(got, want, z, name, finite=True):
     """NaN where NumPy has NaN, zeros signed as NumPy's, infinities as NumPy's; the finite
-    rest within the dtype's bound."""
+    rest within the dtype's bound (unless ``finite`` is False: checked by the caller)."""
     bound = ULP[want.dtype.type]
     for g, w in ((got.real, want.real), (got.imag, want.imag)):
         exact = ~np.isfinite(w) | (w == 0)
         bad = exact & ~((g == w) & (np.signbit(g) == np.signbit(w)) | np.isnan(g) & np.isnan(w))
         assert not bad.any(), (name, z[bad][:5], g[bad][:5], w[bad][:5])
-    err = part_ulps(got, want)
+    err = part_ulps(got, want) if finite else np.zeros(1)
     assert np.nanmax(err) <= bound, (name, z[np.nanargmax(err)], np.nanmax(err))
+
+
+def assert_power_close(got, want, amplification, where):
+    """``|got - want| <= 8 eps (1 + |w log z|) |want|`` where NumPy's result is finite and
+    nonzero: exp(w log z) turns log's rounding into a relative error of |w log z| ulp."""
+    eps = np.finfo(want.real.dtype).eps
+    ok = np.isfinite(want) & (np.abs(want) > np.finfo(want.real.dtype).tiny)
+    err = np.abs(got[ok] - want[ok]) / np.abs(want[ok]) / eps / amplification[ok]
+    assert err.max() <= 8, (err.max(), where[ok][np.argmax(err)])
 
 
 def random_values(dtype, seed=0, size=600):
@@ -119,7 +128,18 @@ def test_power_follows_npy_cpow_on_every_pair_of_special_values(backend):
     g = special_grid()
     z, w = np.repeat(g, len(g)), np.tile(g, len(g))
     got, want = run(np.power, backend, z, w), expect(np.power, z, w)
-    assert_special_values_match(got, want, np.stack([z, w], 1), "power")
+    # where the phase Im(w log z) is beyond 1e15 one ulp of it is more than a turn: the signs
+    # of the result are noise (glibc's and ours differ with the last bit of log z), its size not
+    exponent = expect(lambda a, b: b * np.log(a), z, w)
+    phase = np.abs(exponent.imag)
+    noise = np.isfinite(phase) & (phase > 1e15)
+    amplification = np.where(np.isfinite(exponent), 1 + np.abs(exponent), np.inf)
+    np.testing.assert_allclose(np.abs(got[noise]), np.abs(want[noise]), rtol=1e-13, atol=0,
+                               equal_nan=True)
+    keep = ~noise
+    pairs = np.stack([z, w], 1)
+    assert_special_values_match(got[keep], want[keep], pairs[keep], "power", finite=False)
+    assert_power_close(got[keep], want[keep], amplification[keep], pairs[keep])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -146,23 +166,19 @@ def test_general_powers_within_the_error_of_exp_w_log_z(backend, dtype):
     fn = lambda a, b: (np.power(a, b), a ** b, a ** 2.5, a ** 0.5, a ** -1, a ** 100,  # noqa: E731
                        np.power(a, 1j), np.power(np.abs(a), b))
     got, want = run(fn, backend, z, w), expect(fn, z, w)
-    eps = np.finfo(want[0].real.dtype).eps
     exponents = [w, w, 2.5, 0.5, -1, 100, 1j, w]
     bases = [z, z, z, z, z, z, z, np.abs(z)]
     for g, e, x, b in zip(got, want, exponents, bases):
         assert g.dtype == e.dtype
-        ok = np.isfinite(e) & (np.abs(e) > np.finfo(e.real.dtype).tiny)
         amplification = 1 + np.abs(np.asarray(x) * np.log(b.astype(np.complex128)))
-        amplification = np.broadcast_to(amplification, e.shape)
-        err = np.abs(g[ok] - e[ok]) / np.abs(e[ok]) / eps / amplification[ok]
-        assert err.max() <= 8, (err.max(), z[ok][np.argmax(err)])
-    assert_same(got[3], np.sqrt(z))  # ndarray.__pow__ sends 0.5 to np.sqrt
+        assert_power_close(g, e, np.broadcast_to(amplification, e.shape), z)
+    assert_same(got[3], run(np.sqrt, backend, z))  # ndarray.__pow__ sends 0.5 to np.sqrt
     assert_same(got[4], np.reciprocal(z))  # and the Python int -1 to np.reciprocal
 
 
 def test_real_arrays_to_half_and_minus_one_take_numpys_fast_paths():
     x = np.array([-0.0, 4.0, -np.inf, 2.0])
-    fn = lambda a: (a ** 0.5, a ** -1, a ** 0.5000001, np.power(a, 0.5))  # noqa: E731
+    fn = lambda a: (a ** 0.5, a ** -1, a ** 0.5000001)  # noqa: E731
     for got, want in zip(run(fn, "cpu", x), expect(fn, x)):
         assert_same(got, want, approx=True)
     assert_same(run(lambda a: a ** 0.5, "interpreter", x), expect(np.sqrt, x))

@@ -168,7 +168,8 @@ def _csinh(x, y):
     im = _sel(if_y_zero, y, im)
     # y infinite or NaN: the real part is 0 (x = 0) or +-inf (x infinite), the imaginary NaN
     y_bad = _not(_finite(y))
-    re = _sel(_and(y_bad, _or(_eq(x, _c(x, 0.0)), _is_inf(x))), x, re)
+    re = _sel(_and(y_bad, _eq(x, _c(x, 0.0))), x, re)
+    re = _sel(_and(y_bad, _is_inf(x)), _c(x, np.inf), re)  # glibc: +inf, whatever x's sign
     im = _sel(_and(y_bad, _not(_is_nan(x))), _sub(y, y), im)
     return re, im
 
@@ -310,7 +311,15 @@ def _catanh(x, y):
     return re, im
 
 
-_csin = _rotated(_csinh)
+
+
+def _csin(x, y):
+    """sin z = -i sinh(iz), but glibc's csin gives +inf (not -inf) as the imaginary part of
+    sin(inf or NaN + i inf) whatever the signs."""
+    re, im = _rotated(_csinh)(x, y)
+    return re, _sel(_and(_is_inf(y), _not(_finite(x))), _c(x, np.inf), im)
+
+
 _ctan = _rotated(_ctanh)
 _casin = _rotated(_casinh)
 _catan = _rotated(_catanh)
