@@ -283,7 +283,6 @@ class Tracer:
         would have to reach other arrays (the caller's argument, a view's parent, the views of
         this one), toolkit cannot follow it: an error, never a write that goes astray."""
         from .errors import UnsupportedNumpyError
-        from .shape_functions import reshape
 
         trace = self._trace
         if any(p is self for p in trace.parameters):
@@ -296,7 +295,7 @@ class Tracer:
                 f"{self.describe()}.shape = {value!r}: a view (or an array with live views) "
                 "changing shape in place would break the link writes take to its parent; use "
                 "y = x.reshape(...) instead")
-        self.inst = reshape(self, value).inst
+        self.inst = self.reshape(value).inst  # ndarray.reshape, attached by dispatch
 
     @property
     def dtype(self) -> np.dtype:
