@@ -228,10 +228,10 @@ def test_writes_into_complex_arguments_reach_the_caller():
 
 
 @pytest.mark.parametrize("fn, name", [
-    (lambda z: np.sin(z), "np.sin of complex numbers"),
+    (lambda z: np.log10(z), "np.log10 of complex numbers"),
     (lambda z: np.maximum(z, z), "np.maximum of complex numbers"),
     (lambda z: z < z, "np.less of complex numbers"),
-    (lambda z: np.power(z, 2.5), "np.power of complex numbers"),
+    (lambda z: np.expm1(z), "np.expm1 of complex numbers"),
     (lambda z: np.median(z), r"np.median of a complex array"),
     (lambda z: np.sort(z), r"np.sort of a complex array"),
     (lambda z: np.cumsum(z), r"np.cumsum of a complex array"),

@@ -39,7 +39,8 @@ APPROX = {
 }
 SHIFTS = {np.left_shift, np.right_shift}
 # on complex numbers: C99's cexp/clog/csqrt are libm's in NumPy, toolkit's own formulas here
-COMPLEX_APPROX = {np.exp, np.log, np.sqrt}
+COMPLEX_APPROX = {np.exp, np.log, np.sqrt, np.power, np.sin, np.cos, np.tan, np.sinh, np.cosh,
+                  np.tanh, np.arcsin, np.arccos, np.arctan, np.arcsinh, np.arccosh, np.arctanh}
 # NumPy gives either zero of a +0.0/-0.0 tie, depending on the dtype and the SIMD path taken
 UNPINNED_ZERO_SIGN = {np.fmax, np.fmin}
 

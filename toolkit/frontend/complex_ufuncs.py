@@ -2,11 +2,12 @@
 
 What is traced: arithmetic (+, -, *, /, negation, ``square``, ``reciprocal``, integer powers),
 ``abs``, ``exp``, ``log``, ``sqrt``, ``conj``, ``real``, ``imag``, ``angle``, ``==``/``!=``,
-``isnan``/``isinf``/``isfinite``, the logical ufuncs, sums and products, dots and data movement.
-Each follows NumPy's own formula (see ``backends/llvm/complex.py`` for the HLO ops, and
-``reciprocal`` and ``power`` below). Any other ufunc on a complex operand raises an error that
-names it: NumPy's complex ordering, complex trigonometry and friends are not traced yet, and
-nothing falls back to a real-number path that would quietly give a different answer."""
+``isnan``/``isinf``/``isfinite``, the logical ufuncs, sums and products, dots and data movement;
+complex_math adds ``power`` with any exponent and the trigonometric and hyperbolic functions and
+their inverses. Each follows NumPy's own formula (see ``backends/llvm/complex.py`` for the HLO
+ops, and ``reciprocal`` and ``power`` below). Any other ufunc on a complex operand raises an
+error that names it: NumPy's complex ordering is not traced, and nothing falls back to a
+real-number path that would quietly give a different answer."""
 from __future__ import annotations
 
 import numpy as np
@@ -141,7 +142,7 @@ def integer_power(z: Tracer, n: int) -> Tracer:
         return _plain_multiply(_plain_multiply(z, z), z)
     if not -100 < n < 100:
         raise UnsupportedNumpyError(f"complex ** {n}: NumPy uses its general complex power for "
-                                    "|n| >= 100, which toolkit does not trace")
+                                    "|n| >= 100 (np.power traces it)")
     k, mask = abs(n), 1
     acc, p = lax.full_like(z, 1), z
     while True:

@@ -132,18 +132,25 @@ _power = Tracer.__pow__
 
 def _pow(self, other):
     """``x ** n`` as ``ndarray.__pow__`` computes it: NumPy's fast path sends an exponent of
-    exactly the Python int 2 to np.square (so ``bool_array ** 2`` is int8, not int64), and an
-    integer array to a negative Python int power is an error."""
+    exactly the Python int 2 to np.square (so ``bool_array ** 2`` is int8, not int64), and for
+    float and complex arrays the Python int -1 to np.reciprocal and the Python float 0.5 to
+    np.sqrt (``(-0.0) ** 0.5`` is -0.0, not pow's +0.0); an integer array to a negative Python
+    int power is an error."""
+    inexact = self.dtype.kind in "fc" and not self.weak_type
     if type(other) is int:
         if other == 2:
             return apply_ufunc(np.square, (self,))
-        if self.dtype.kind == "c":
+        if other == -1 and inexact:
+            return apply_ufunc(np.reciprocal, (self,))
+        if self.dtype.kind == "c" and -100 < other < 100:
             from .complex_ufuncs import integer_power
 
             with self.trace.op_scope("power"):
                 return integer_power(self, other)
         if other < 0 and self.dtype.kind in "biu" and not self.weak_type:
             raise UserValueError("Integers to negative integer powers are not allowed.")
+    if type(other) is float and other == 0.5 and inexact:
+        return apply_ufunc(np.sqrt, (self,))
     return _power(self, other)
 
 

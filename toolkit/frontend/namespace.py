@@ -12,7 +12,13 @@ trace ends, whatever happens.
 Where it stops: functions of *other* modules that the traced function calls keep their own
 ``np``; a buffer they make and fill with traced values raises an error that names
 ``toolkit.numpy``. A buffer that only ever holds constants keeps a value that Python can use
-(``if mask.any():`` works), see ``Trace.known_value``. ``np.ndarray(shape)`` is not rebound."""
+(``if mask.any():`` works), see ``Trace.known_value``.
+
+``np.ndarray`` there is ``TRACED_NDARRAY``: called during a trace in the plain buffer-less form
+``np.ndarray(shape, dtype=float, order=...)`` it is ``np.empty``; every other use is NumPy's
+class (``isinstance``, ``issubclass``, ``==``, attributes, subscripts, subclassing). One thing
+differs: ``type(a) is np.ndarray`` is False in the traced function's module while it is traced
+(``is`` cannot be delegated; ``==`` can and is)."""
 from __future__ import annotations
 
 import contextlib
@@ -59,6 +65,53 @@ def _traced_buffer(name: str):
     return buffer
 
 
+class _TracedNdarray:
+    """``np.ndarray`` inside traced code: its constructor's buffer-less form makes a traced
+    empty buffer during a trace; everything else is delegated to ``numpy.ndarray``."""
+
+    __name__ = __qualname__ = "ndarray"
+    __module__ = "numpy"
+    __doc__ = numpy.ndarray.__doc__
+
+    def __call__(self, shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
+        plain = buffer is None and offset == 0 and strides is None
+        if current_trace() is None or not plain or isinstance(shape, Tracer):
+            return numpy.ndarray(shape, dtype, buffer, offset, strides, order)
+        from .registry import EXPORTS
+
+        try:
+            return EXPORTS["empty"](shape, dtype=dtype, order=order or "C")
+        except DTypeMismatchError:  # object or string buffers: NumPy's own
+            return numpy.ndarray(shape, dtype, buffer, offset, strides, order)
+
+    def __instancecheck__(self, instance):
+        return isinstance(instance, numpy.ndarray)
+
+    def __subclasscheck__(self, cls):
+        return issubclass(cls, numpy.ndarray)
+
+    def __mro_entries__(self, bases):  # class MyArray(np.ndarray): subclasses NumPy's
+        return (numpy.ndarray,)
+
+    def __getattr__(self, name):
+        return getattr(numpy.ndarray, name)
+
+    def __getitem__(self, item):  # np.ndarray[Any, np.dtype[np.float64]]
+        return numpy.ndarray[item]
+
+    def __eq__(self, other):
+        return other is numpy.ndarray or other is self
+
+    def __hash__(self):
+        return hash(numpy.ndarray)
+
+    def __repr__(self):
+        return repr(numpy.ndarray)
+
+
+TRACED_NDARRAY = _TracedNdarray()
+
+
 class _TracingNumpy(types.ModuleType):
     """NumPy, but its buffer functions return traced arrays during a trace."""
 
@@ -79,6 +132,7 @@ _REBOUND = {
 }
 for _original, _buffer in _REBOUND.values():
     setattr(TRACING_NUMPY, _original.__name__, _buffer)
+TRACING_NUMPY.ndarray = TRACED_NDARRAY
 
 
 def _function_globals(fn) -> dict | None:

@@ -289,6 +289,27 @@ class Tracer:
     def shape(self) -> tuple[int, ...]:
         return self.inst.shape.dims
 
+    @shape.setter
+    def shape(self, value) -> None:
+        """``a.shape = (...)``: NumPy reshapes ``a`` in place (-1 allowed; a size that differs
+        is NumPy's ValueError). This rebinds the tracer to the reshaped value. Where the reshape
+        would have to reach other arrays (the caller's argument, a view's parent, the views of
+        this one), toolkit cannot follow it: an error, never a write that goes astray."""
+        from .errors import UnsupportedNumpyError
+
+        trace = self._trace
+        if any(p is self for p in trace.parameters):
+            raise UnsupportedNumpyError(
+                f"{self.describe()}.shape = {value!r}: assigning .shape to an argument would "
+                "change the shape of the caller's array in NumPy, which toolkit cannot do; "
+                "rebind a name instead (x = x.reshape(...))")
+        if self._view is not None or any(ref() is not None for ref in self._views or ()):
+            raise UnsupportedNumpyError(
+                f"{self.describe()}.shape = {value!r}: a view (or an array with live views) "
+                "changing shape in place would break the link writes take to its parent; use "
+                "y = x.reshape(...) instead")
+        self.inst = self.reshape(value).inst  # ndarray.reshape, attached by dispatch
+
     @property
     def dtype(self) -> np.dtype:
         return self.inst.shape.dtype.numpy

@@ -28,6 +28,7 @@ from ..frontend import (nan_reductions as _nan_reductions, statistics as _statis
                         comparisons as _comparisons, rounding as _rounding,
                         float_functions as _float_functions, polynomials as _polynomials)
 from ..frontend import complex_numbers as _complex_numbers  # noqa: F401
+from ..frontend import complex_math as _complex_math  # noqa: F401
 from ..frontend import more_functions as _more_functions  # noqa: F401
 from ..frontend import decompositions as _decompositions, fft as _fft  # noqa: F401
 from ..frontend.registry import EXPORTS as _EXPORTS
