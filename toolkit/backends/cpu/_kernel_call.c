@@ -68,7 +68,9 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  *   0 kernel: address, start, end, n, index * n
  *   1 gemm:   address, ilp64, f64, trans_a, trans_b, m, n, k, lda, ldb, ldc, a, b, c
  *   2 copy:   destination, source, bytes
- *   3 dot:    address, ilp64, f64, n, x, y, out (a vector dot product) */
+ *   3 dot:    address, ilp64, f64, n, x, y, out (a vector dot product)
+ *   4 gemv:   address, ilp64, f64, order, m, n, lda, incx, incy, a, x, y (y = A^T x, A m x n)
+ * (an op code a build does not know would be read as a copy: OP_CODES says which it knows) */
 typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
                           const float *, int64_t, float, float *, int64_t);
 typedef void (*dgemm64_t)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
@@ -82,6 +84,15 @@ typedef double (*ddot64_t)(int64_t, const double *, int64_t, const double *, int
 typedef float (*sdot64_t)(int64_t, const float *, int64_t, const float *, int64_t);
 typedef double (*ddot32_t)(int, const double *, int, const double *, int);
 typedef float (*sdot32_t)(int, const float *, int, const float *, int);
+
+typedef void (*sgemv64_t)(int, int, int64_t, int64_t, float, const float *, int64_t, const float *,
+                          int64_t, float, float *, int64_t);
+typedef void (*dgemv64_t)(int, int, int64_t, int64_t, double, const double *, int64_t,
+                          const double *, int64_t, double, double *, int64_t);
+typedef void (*sgemv32_t)(int, int, int, int, float, const float *, int, const float *, int, float,
+                          float *, int);
+typedef void (*dgemv32_t)(int, int, int, int, double, const double *, int, const double *, int,
+                          double, double *, int);
 
 static const I *run_ops(const I *op, I count, P *table) {
     P pointers[MAX_POINTERS];
@@ -121,6 +132,28 @@ static const I *run_ops(const I *op, I count, P *table) {
                 *(float *)out = sum;
             }
             op += 8;
+        } else if (op[0] == 4) {
+            /* a matrix-vector product as NumPy's matmul makes it: cblas_?gemv(order, CblasTrans,
+             * ...), alpha 1, beta 0 (native_loop._gemv_op). y is zeroed first: beta 0 must not
+             * let a NaN left in a reused buffer through, whatever the BLAS does with it. */
+            void *fn = (void *)op[1];
+            P a = table[op[10]], x = table[op[11]], y = table[op[12]];
+            int order = (int)op[4];
+            for (I i = 0; i < op[6]; i++) {
+                if (op[3]) ((double *)y)[i * op[9]] = 0.;
+                else ((float *)y)[i * op[9]] = 0.f;
+            }
+            if (op[2] && op[3])
+                ((dgemv64_t)fn)(order, 112, op[5], op[6], 1.0, a, op[7], x, op[8], 0.0, y, op[9]);
+            else if (op[2])
+                ((sgemv64_t)fn)(order, 112, op[5], op[6], 1.0f, a, op[7], x, op[8], 0.0f, y, op[9]);
+            else if (op[3])
+                ((dgemv32_t)fn)(order, 112, (int)op[5], (int)op[6], 1.0, a, (int)op[7], x,
+                                (int)op[8], 0.0, y, (int)op[9]);
+            else
+                ((sgemv32_t)fn)(order, 112, (int)op[5], (int)op[6], 1.0f, a, (int)op[7], x,
+                                (int)op[8], 0.0f, y, (int)op[9]);
+            op += 13;
         } else {
             memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
             op += 4;
@@ -214,4 +247,12 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__kernel_call(void) { return PyModule_Create(&module); }
+/* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other) */
+PyMODINIT_FUNC PyInit__kernel_call(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "OP_CODES", 5) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -59,6 +59,9 @@ _native_call = getattr(_native, "call", None)
 # (an older build has none: loops run from Python)
 native_run_loop = getattr(_native, "run_loop", None)
 native_run_steps = getattr(_native, "run_steps", None)
+# how many of run_ops' op codes the build knows (0 kernel ... 4 gemv): a build before the count
+# knows the four that came with run_steps, and would read a later op as a copy
+native_op_codes = getattr(_native, "OP_CODES", 4 if native_run_steps is not None else 0)
 
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.

@@ -7,8 +7,10 @@ thunk's sequence). A recurrent network's loop of a dozen small kernels and two o
 Loops run this way only where it changes nothing but the time: every step is a compiled kernel
 small enough to run on one thread (larger ones are split over threads by the Python driver) or
 a plain 2-D matrix product (float32/float64, no zero-sized dimension, two different operands:
-NumPy's matmul calls the same BLAS gemm for those); each state element comes back in its own
-buffer or in a temporary copied into it. Any other loop runs from Python, as before."""
+NumPy's matmul calls the same BLAS gemm for those; for a matrix-vector product the same gemv,
+with NumPy's arguments; for a vector dot product the same dot); each state element comes back
+in its own buffer or in a temporary copied into it. Any other loop runs from Python, as
+before."""
 from __future__ import annotations
 
 import ctypes
@@ -19,9 +21,10 @@ import os
 import numpy as np
 
 from ...config import env_int
-from .executor import CpuExecutable, native_run_loop, native_run_steps
+from .executor import CpuExecutable, native_op_codes, native_run_loop, native_run_steps
 
-KERNEL, GEMM, COPY, DOT = 0, 1, 2, 3
+KERNEL, GEMM, COPY, DOT, GEMV = 0, 1, 2, 3, 4
+CBLAS_ROW_MAJOR, CBLAS_COL_MAJOR = 101, 102
 MAX_POINTERS = 16
 
 
@@ -44,7 +47,8 @@ def blas_gemm() -> dict | None:
             ):
                 names = {
                     (t, routine): f"{prefix}cblas_{c}{routine}{suffix}"
-                    for t, c in (("float32", "s"), ("float64", "d")) for routine in ("gemm", "dot")
+                    for t, c in (("float32", "s"), ("float64", "d"))
+                    for routine in ("gemm", "dot", "gemv")
                 }
                 if all(hasattr(library, n) for n in names.values()):
                     found = {
@@ -52,6 +56,7 @@ def blas_gemm() -> dict | None:
                         for key, n in names.items()
                     }
                     # {'float32': gemm, ...} as before, and {('float32', 'dot'): dot, ...}
+                    # and {('float32', 'gemv'): gemv, ...}
                     return {**{t: found[(t, "gemm")] for t in ("float32", "float64")}, **found}
     except OSError:
         return None
@@ -81,6 +86,32 @@ def _dot_op(step, index, gemm, n: int | None = None) -> list[int]:
             index(step.inputs[1]), index(step.outputs[0])]
 
 
+def _gemv_op(step, index, gemm, trans_a: bool, trans_b: bool, m: int, n: int, k: int):
+    """A matrix-vector product (m == 1 or n == 1, k > 1) as NumPy's matmul computes it for two
+    C-contiguous operands: its ``gemv`` (numpy/_core/src/umath/matmul.c.src), which calls
+    ``cblas_?gemv(order, CblasTrans, k, out, 1, A, lda, x, 1, 0, y, 1)``: column-major with
+    lda = k where the matrix's rows hold the contracted dimension, else row-major with lda = the
+    output's length. The call depends only on how the matrix is stored, not on which side of
+    the product it is, so a dot with its operands swapped makes NumPy's call too. OpenBLAS sums
+    in another order for each order, lda and increment (its gemv kernels' tails): the same
+    arguments give the same sums."""
+    inst = step.inst
+    t = inst.shape.dtype.numpy
+    routine = gemm.get((t.name, "gemv"))
+    if routine is None or native_op_codes <= GEMV:  # (a build before op 4 reads it as a copy)
+        raise _Unsupported(f"dot %{inst.name}: no BLAS gemv, or a C extension without it")
+    address, ilp64 = routine
+    if not ilp64 and max(m, n, k) >= 2 ** 31 - 1:  # NumPy's BLAS_MAXSIZE
+        raise _Unsupported("a dimension beyond a 32-bit BLAS")
+    if n == 1:  # matrix @ column: the matrix is the lhs, (m, k), or (k, m) read transposed
+        matrix, vector, length, k_fastest = step.inputs[0], step.inputs[1], m, not trans_a
+    else:  # row @ matrix: the matrix is the rhs, (k, n), or (n, k) read transposed
+        matrix, vector, length, k_fastest = step.inputs[1], step.inputs[0], n, trans_b
+    order, lda = (CBLAS_COL_MAJOR, k) if k_fastest else (CBLAS_ROW_MAJOR, length)
+    return [GEMV, address, int(ilp64), int(t.name == "float64"), order, k, length, lda, 1, 1,
+            index(matrix), index(vector), index(step.outputs[0])]
+
+
 def _gemm_op(step, index, gemm) -> list[int]:
     inst = step.inst
     a = inst.attrs
@@ -102,7 +133,6 @@ def _gemm_op(step, index, gemm) -> list[int]:
         or len(a.get("rhs_contracting_dims", ())) != 1
         or 0 in lhs.shape.dims
         or 0 in rhs.shape.dims
-        or step.inputs[0] == step.inputs[1]
     ):
         raise _Unsupported(f"dot %{inst.name} is not a plain matrix product")
     trans_a = a["lhs_contracting_dims"][0] == 0
@@ -111,10 +141,14 @@ def _gemm_op(step, index, gemm) -> list[int]:
     n = rhs.shape.dims[0] if trans_b else rhs.shape.dims[1]
     if m == 1 and n == 1:  # (1, k) @ (k, 1): two contiguous vectors, which NumPy takes to dot
         return _dot_op(step, index, gemm, k)
+    if k == 1 and (m == 1 or n == 1):
+        # a scalar times a vector: NumPy's own loop (0 + a * b), not BLAS (the simplifier
+        # makes any k = 1 dot a multiply; this one was not simplified)
+        raise _Unsupported(f"dot %{inst.name} is a vector times a scalar")
     if m == 1 or n == 1:
-        # NumPy's matmul takes a matrix-vector product to gemv, which sums in another order
-        # than gemm: such a product stays with NumPy
-        raise _Unsupported(f"dot %{inst.name} is a matrix-vector product")
+        return _gemv_op(step, index, gemm, trans_a, trans_b, m, n, k)
+    if step.inputs[0] == step.inputs[1]:  # NumPy's matmul takes x @ x.T to syrk
+        raise _Unsupported(f"dot %{inst.name} multiplies a matrix by itself")
     address, ilp64 = gemm[t.name]
     if not ilp64 and max(m, n, k) >= 2 ** 31:
         raise _Unsupported("a dimension beyond a 32-bit BLAS")

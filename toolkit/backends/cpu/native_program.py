@@ -6,8 +6,9 @@ dispatch; run natively a step costs its own work and a few nanoseconds.
 
 Steps that are not a single-thread kernel or a plain matrix product (large kernels split over
 threads, batched dots, host routines, loops) run from Python between such segments, as before.
-The numbers are the same either way: the same kernels, and the same BLAS gemm NumPy's matmul
-calls for a plain matrix product (native_loop's rules)."""
+The numbers are the same either way: the same kernels, and the same BLAS call (gemm, gemv or
+dot, with the same arguments) NumPy's matmul makes for a plain matrix product, a
+matrix-vector product or a vector dot product (native_loop's rules)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
