@@ -26,7 +26,7 @@ from .errors import (
     UserValueError,
 )
 from .indexing import decompose, getitem, is_advanced, scatter_into
-from .tracer import Tracer
+from .tracer import Tracer, can_break
 
 
 def check_writable(target: Tracer, what: str) -> None:
@@ -112,6 +112,15 @@ def _masked(x: Tracer, mask, value) -> Tracer:
             f"boolean index did not match indexed array: mask {m.describe()} against {x.describe()}"
         )
     v = _cast_value(x, value)
+    if v.size != 1 and (not isinstance(mask, Tracer) or can_break(mask) is not None):
+        # an array of values, one per selected entry: a scatter at the mask's positions (a
+        # traced mask's count crosses a graph break; its positions stay traced)
+        from .indexing import scatter_into
+        from .registry import EXPORTS
+
+        positions = (tuple(np.nonzero(mask)) if not isinstance(mask, Tracer)
+                     else tuple(EXPORTS["nonzero"](m)))
+        return scatter_into(x, positions, v, "assign")
     if v.size != 1:
         raise UnsupportedNumpyError(
             f"x[mask] = values with an array of values depends on how many entries the mask "
