@@ -31,6 +31,8 @@ REAL_SUITES = (
     "tests/test_numpy_api.py",
     "tests/test_kernel_sharing.py",
     "tests/test_gpu_graphs.py",
+    "tests/test_graph_breaks.py",
+    "tests/test_gpu_device_arrays.py",
 )
 
 

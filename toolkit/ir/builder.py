@@ -14,8 +14,21 @@ from .shapes import AnyShape, Shape
 _NAME_OK = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
+_SANITIZED: dict[str, str] = {}  # opcodes and a few hundred other bases: every add asks
+
+
 def sanitize_name(name: str) -> str:
     """An HLO identifier made from arbitrary text (``params['w1']`` -> ``params_w1``)."""
+    known = _SANITIZED.get(name)
+    if known is not None:
+        return known
+    result = _sanitize(name)
+    if len(_SANITIZED) < 4096:  # bounded: user-made names (argument paths) are unbounded
+        _SANITIZED[name] = result
+    return result
+
+
+def _sanitize(name: str) -> str:
     cleaned = _NAME_OK.sub("_", name).strip("_.-") or "x"
     cleaned = re.sub(r"_+", "_", cleaned)
     return cleaned if not cleaned[0].isdigit() else f"_{cleaned}"
