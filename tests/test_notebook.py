@@ -332,3 +332,17 @@ def test_kernels_and_residuals_of_code_in_a_cell_name_the_cell(ip):
     assert f"cell [{count}], line" in summary, summary
     assert f"cell [{count}], line 3" in residuals, residuals
     assert "ipykernel_" not in summary + residuals and ".py:" not in residuals
+
+
+def test_a_cell_that_breaks_its_graph_runs_in_segments_and_shows_them(ip):
+    ip.user_ns["gq"] = np.array([0.5, -1.0, 2.0])
+    result, out = run(ip, "%%xla -o gres\nr = gq * 2\nif r.sum() > 0:\n    s = r + 1\nelse:\n"
+                          "    s = r - 1\n")
+    assert result.error_in_exec is None, out.stderr
+    np.testing.assert_array_equal(ip.user_ns["s"], np.array([0.5, -1.0, 2.0]) * 2 + 1)
+    res = ip.user_ns["gres"]
+    assert res.compiled is None  # no one program: segments
+    events = res.profile.graph_breaks
+    assert [e.reason for e in events] == ["bool()", "return"]
+    page = report_html(res.profile)
+    assert "Graph breaks" in page and "bool()" in page

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .frontend.errors import api_boundary, for_the_user
+from .frontend.errors import UnsupportedNumpyError, api_boundary, for_the_user
 from .frontend.recompile import function_location
 from .frontend.scalar_lists import ScalarListWarning
 from .frontend.tracer import current_trace
@@ -220,9 +220,19 @@ class JitFunction:
     @api_boundary
     def compiled(self, *args, **kwargs) -> Compiled:
         """The Compiled program for these arguments: the cached one, or compiled (and cached)
-        now."""
+        now. A signature whose calls break the graph has no one program: an error says so."""
         key, _, cargs, ckwargs = self._keys.key(args, kwargs)
+        if key in self._segmented:
+            raise UnsupportedNumpyError(
+                f"jit({self.fn_name}) breaks its graph for these arguments, so its calls run in "
+                "segments rather than one compiled program; tk.explain(f, *args) or "
+                "f.graph_breaks lists the breaks, and tk.jit(..., fullgraph=True) names the first")
         return self._cache.get(key) or self._compiled(key, cargs, ckwargs)
+
+    def runs_in_segments(self, *args, **kwargs) -> bool:
+        """Did calls with these arguments' signature break the graph (and so run in segments)?"""
+        key = self._keys.key(args, kwargs)[0]
+        return key in self._segmented
 
     @property
     def recompiles(self):

@@ -304,7 +304,9 @@ class XlaMagics(Magics):
             where = display_location(info.filename, line_no)
             _fail_as_cell(e, f"{type(e).__name__} at {where}: {e}")
         ns.update(outputs)
-        compiled = fn.compiled(*call_args)  # the program this run used (cached: no compile)
+        # the program this run used (cached: no compile); a cell that broke its graph ran in
+        # segments, which the profile's graph-break events show instead
+        compiled = None if fn.runs_in_segments(*call_args) else fn.compiled(*call_args)
         recompiled = fn.recompile_count > before
         if compiled is not None:
             self._last_cell = compiled
