@@ -93,8 +93,8 @@ def test_the_benchmarks_matrix_vector_programs_run_natively(workload, shapes, mo
     got = f(*args)
     exe = f.compiled(*args)._executable
     assert [program is not None for program, *_ in exe.segments] == [True]
-    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "0")
-    np.testing.assert_array_equal(got, tk.jit(fn, backend="cpu")(*args))
+    # NumPy's own numbers (its products read the slices as views: dot_views.py)
+    np.testing.assert_array_equal(got, fn(*args))
 
 
 def test_a_loop_of_matrix_vector_products_runs_natively(monkeypatch):

@@ -70,6 +70,9 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  *   2 copy:   destination, source, bytes
  *   3 dot:    address, ilp64, f64, n, x, y, out (a vector dot product)
  *   4 gemv:   address, ilp64, f64, order, m, n, lda, incx, incy, a, x, y (y = A^T x, A m x n)
+ *   5 gemm of views: as 1, with a, a offset, b, b offset, c (offsets in elements)
+ *   6 dot of views:  address, ilp64, f64, n, x, x offset, incx, y, y offset, incy, out
+ *   7 gemv of views: as 4, with a, a offset, x, x offset, y
  * (an op code a build does not know would be read as a copy: OP_CODES says which it knows) */
 typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
                           const float *, int64_t, float, float *, int64_t);
@@ -94,6 +97,66 @@ typedef void (*sgemv32_t)(int, int, int, int, float, const float *, int, const f
 typedef void (*dgemv32_t)(int, int, int, int, double, const double *, int, const double *, int,
                           double, double *, int);
 
+/* The BLAS calls of ops 1, 3 and 4 and of their view forms 5, 6 and 7 (an operand read in place
+ * in a larger buffer: its pointer plus an element offset, with that buffer's leading dimension
+ * or increment, as NumPy's matmul passes a view: native_loop._gemm_op). */
+static void blas_gemm(const I *op, int ta, int tb, P a, P b, P c) {
+    void *fn = (void *)op[1];
+    if (op[2] && op[3])
+        ((dgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0, a, op[9], b, op[10], 0.0, c, op[11]);
+    else if (op[2])
+        ((sgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0f, a, op[9], b, op[10], 0.0f, c, op[11]);
+    else if (op[3])
+        ((dgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0, a, (int)op[9], b,
+                        (int)op[10], 0.0, c, (int)op[11]);
+    else
+        ((sgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0f, a, (int)op[9], b,
+                        (int)op[10], 0.0f, c, (int)op[11]);
+}
+
+/* a vector dot product as NumPy's matmul computes one: 0 + BLAS dot (so -0.0 sums to +0.0, as
+ * NumPy's accumulator starting at zero gives) */
+static void blas_dot(void *fn, I ilp64, I f64, I n, P x, I incx, P y, I incy, P out) {
+    if (f64) {
+        double sum = 0.;
+        sum += ilp64 ? ((ddot64_t)fn)(n, x, incx, y, incy)
+                     : ((ddot32_t)fn)((int)n, x, (int)incx, y, (int)incy);
+        *(double *)out = sum;
+    } else {
+        float sum = 0.f;
+        sum += ilp64 ? ((sdot64_t)fn)(n, x, incx, y, incy)
+                     : ((sdot32_t)fn)((int)n, x, (int)incx, y, (int)incy);
+        *(float *)out = sum;
+    }
+}
+
+/* a matrix-vector product as NumPy's matmul makes it: cblas_?gemv(order, CblasTrans, ...),
+ * alpha 1, beta 0 (native_loop._gemv_op). y is zeroed first: beta 0 must not let a NaN left in
+ * a reused buffer through, whatever the BLAS does with it. op: the gemv fields from op[3] on. */
+static void blas_gemv(void *fn, I ilp64, const I *f, P a, P x, P y) {
+    I f64 = f[0], m = f[2], n = f[3], lda = f[4], incx = f[5], incy = f[6];
+    int order = (int)f[1];
+    for (I i = 0; i < n; i++) {
+        if (f64) ((double *)y)[i * incy] = 0.;
+        else ((float *)y)[i * incy] = 0.f;
+    }
+    if (ilp64 && f64)
+        ((dgemv64_t)fn)(order, 112, m, n, 1.0, a, lda, x, incx, 0.0, y, incy);
+    else if (ilp64)
+        ((sgemv64_t)fn)(order, 112, m, n, 1.0f, a, lda, x, incx, 0.0f, y, incy);
+    else if (f64)
+        ((dgemv32_t)fn)(order, 112, (int)m, (int)n, 1.0, a, (int)lda, x, (int)incx, 0.0, y,
+                        (int)incy);
+    else
+        ((sgemv32_t)fn)(order, 112, (int)m, (int)n, 1.0f, a, (int)lda, x, (int)incx, 0.0f, y,
+                        (int)incy);
+}
+
+/* the element at ``offset`` (in elements of 8 or 4 bytes) of the buffer at table[index] */
+static P at(P *table, I index, I offset, I f64) {
+    return (char *)table[index] + offset * (f64 ? 8 : 4);
+}
+
 static const I *run_ops(const I *op, I count, P *table) {
     P pointers[MAX_POINTERS];
     for (I o = 0; o < count; o++) {
@@ -102,58 +165,31 @@ static const I *run_ops(const I *op, I count, P *table) {
             for (I i = 0; i < n; i++) pointers[i] = table[op[5 + i]];
             call_with((void *)op[1], (Py_ssize_t)n, pointers, op[2], op[3]);
             op += 5 + n;
-        } else if (op[0] == 1) {
-            void *fn = (void *)op[1];
+        } else if (op[0] == 1 || op[0] == 5) {
             int ta = op[4] ? 112 : 111, tb = op[5] ? 112 : 111; /* CblasTrans : CblasNoTrans */
-            P a = table[op[12]], b = table[op[13]], c = table[op[14]];
-            if (op[2] && op[3])
-                ((dgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0, a, op[9], b, op[10], 0.0, c, op[11]);
-            else if (op[2])
-                ((sgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0f, a, op[9], b, op[10], 0.0f, c, op[11]);
-            else if (op[3])
-                ((dgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0, a, (int)op[9], b, (int)op[10],
-                                0.0, c, (int)op[11]);
-            else
-                ((sgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0f, a, (int)op[9], b, (int)op[10],
-                                0.0f, c, (int)op[11]);
-            op += 15;
-        } else if (op[0] == 3) {
-            /* a vector dot product as NumPy's matmul computes one: 0 + BLAS dot (so -0.0 sums
-             * to +0.0, as NumPy's accumulator starting at zero gives) */
-            void *fn = (void *)op[1];
-            P x = table[op[5]], y = table[op[6]], out = table[op[7]];
-            if (op[3]) {
-                double sum = 0.;
-                sum += op[2] ? ((ddot64_t)fn)(op[4], x, 1, y, 1) : ((ddot32_t)fn)((int)op[4], x, 1, y, 1);
-                *(double *)out = sum;
+            if (op[0] == 1) {
+                blas_gemm(op, ta, tb, table[op[12]], table[op[13]], table[op[14]]);
+                op += 15;
             } else {
-                float sum = 0.f;
-                sum += op[2] ? ((sdot64_t)fn)(op[4], x, 1, y, 1) : ((sdot32_t)fn)((int)op[4], x, 1, y, 1);
-                *(float *)out = sum;
+                blas_gemm(op, ta, tb, at(table, op[12], op[13], op[3]),
+                          at(table, op[14], op[15], op[3]), table[op[16]]);
+                op += 17;
             }
+        } else if (op[0] == 3) {
+            blas_dot((void *)op[1], op[2], op[3], op[4], table[op[5]], 1, table[op[6]], 1,
+                     table[op[7]]);
             op += 8;
+        } else if (op[0] == 6) {
+            blas_dot((void *)op[1], op[2], op[3], op[4], at(table, op[5], op[6], op[3]), op[7],
+                     at(table, op[8], op[9], op[3]), op[10], table[op[11]]);
+            op += 12;
         } else if (op[0] == 4) {
-            /* a matrix-vector product as NumPy's matmul makes it: cblas_?gemv(order, CblasTrans,
-             * ...), alpha 1, beta 0 (native_loop._gemv_op). y is zeroed first: beta 0 must not
-             * let a NaN left in a reused buffer through, whatever the BLAS does with it. */
-            void *fn = (void *)op[1];
-            P a = table[op[10]], x = table[op[11]], y = table[op[12]];
-            int order = (int)op[4];
-            for (I i = 0; i < op[6]; i++) {
-                if (op[3]) ((double *)y)[i * op[9]] = 0.;
-                else ((float *)y)[i * op[9]] = 0.f;
-            }
-            if (op[2] && op[3])
-                ((dgemv64_t)fn)(order, 112, op[5], op[6], 1.0, a, op[7], x, op[8], 0.0, y, op[9]);
-            else if (op[2])
-                ((sgemv64_t)fn)(order, 112, op[5], op[6], 1.0f, a, op[7], x, op[8], 0.0f, y, op[9]);
-            else if (op[3])
-                ((dgemv32_t)fn)(order, 112, (int)op[5], (int)op[6], 1.0, a, (int)op[7], x,
-                                (int)op[8], 0.0, y, (int)op[9]);
-            else
-                ((sgemv32_t)fn)(order, 112, (int)op[5], (int)op[6], 1.0f, a, (int)op[7], x,
-                                (int)op[8], 0.0f, y, (int)op[9]);
+            blas_gemv((void *)op[1], op[2], op + 3, table[op[10]], table[op[11]], table[op[12]]);
             op += 13;
+        } else if (op[0] == 7) {
+            blas_gemv((void *)op[1], op[2], op + 3, at(table, op[10], op[11], op[3]),
+                      at(table, op[12], op[13], op[3]), table[op[14]]);
+            op += 15;
         } else {
             memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
             op += 4;
@@ -250,7 +286,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL,
 /* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other) */
 PyMODINIT_FUNC PyInit__kernel_call(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "OP_CODES", 5) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "OP_CODES", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }

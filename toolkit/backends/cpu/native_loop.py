@@ -17,6 +17,7 @@ import ctypes
 import functools
 import glob
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from ...config import env_int
 from .executor import CpuExecutable, native_op_codes, native_run_loop, native_run_steps
 
 KERNEL, GEMM, COPY, DOT, GEMV = 0, 1, 2, 3, 4
+# the same with operands read in place in larger buffers (dot_views.py)
+GEMM_VIEW, DOT_VIEW, GEMV_VIEW = 5, 6, 7
 CBLAS_ROW_MAJOR, CBLAS_COL_MAJOR = 101, 102
 MAX_POINTERS = 16
 
@@ -67,9 +70,44 @@ class _Unsupported(Exception):
     pass
 
 
-def _dot_op(step, index, gemm, n: int | None = None) -> list[int]:
+@dataclass(frozen=True)
+class Operand:
+    """A dot operand as BLAS reads it: a buffer slot, the offset of its first element in that
+    buffer, and its elements' strides per dimension (in elements). A whole buffer is offset 0
+    with row-major strides; a view (dot_views.py) is a window of a larger buffer."""
+    slot: int
+    offset: int
+    strides: tuple[int, ...]
+
+    @property
+    def is_view(self) -> bool:
+        return self.offset != 0 or self.strides != ()
+
+
+def _plain(slot: int) -> Operand:
+    return Operand(slot, 0, ())
+
+
+def _strides(operand: Operand, dims) -> tuple[int, ...]:
+    if operand.strides:
+        return operand.strides
+    strides, size = [], 1
+    for d in reversed(dims):
+        strides.append(size)
+        size *= d
+    return tuple(reversed(strides))
+
+
+def _blasable(stride1: int, stride2: int, d2: int) -> bool:
+    """NumPy's is_blasable2d, in elements: the second dimension contiguous, the first stride at
+    least as long as a row (numpy/_core/src/umath/matmul.c.src)."""
+    return stride2 == 1 and d2 <= stride1 < 2 ** 31 - 1
+
+
+def _dot_op(step, index, gemm, n: int | None = None, x: Operand | None = None,
+            y: Operand | None = None, incx: int = 1, incy: int = 1) -> list[int]:
     """A vector dot product of ``n`` elements (1-D @ 1-D, or (1, n) @ (n, 1)), as NumPy's
-    matmul computes it: BLAS's dot."""
+    matmul computes it: BLAS's dot, with the operands' increments (NumPy's TYPE_dot)."""
     inst = step.inst
     lhs, rhs = inst.operands
     t = inst.shape.dtype.numpy
@@ -82,44 +120,70 @@ def _dot_op(step, index, gemm, n: int | None = None) -> list[int]:
     n = lhs.shape.dims[0] if n is None else n
     if not ilp64 and n >= 2 ** 31:
         raise _Unsupported("a dimension beyond a 32-bit BLAS")
-    return [DOT, address, int(ilp64), int(t.name == "float64"), n, index(step.inputs[0]),
-            index(step.inputs[1]), index(step.outputs[0])]
+    x = x or _plain(step.inputs[0])
+    y = y or _plain(step.inputs[1])
+    f64 = int(t.name == "float64")
+    if x.is_view or y.is_view:
+        return [DOT_VIEW, address, int(ilp64), f64, n, index(x.slot), x.offset, incx,
+                index(y.slot), y.offset, incy, index(step.outputs[0])]
+    return [DOT, address, int(ilp64), f64, n, index(x.slot), index(y.slot),
+            index(step.outputs[0])]
 
 
-def _gemv_op(step, index, gemm, trans_a: bool, trans_b: bool, m: int, n: int, k: int):
-    """A matrix-vector product (m == 1 or n == 1, k > 1) as NumPy's matmul computes it for two
-    C-contiguous operands: its ``gemv`` (numpy/_core/src/umath/matmul.c.src), which calls
-    ``cblas_?gemv(order, CblasTrans, k, out, 1, A, lda, x, 1, 0, y, 1)``: column-major with
-    lda = k where the matrix's rows hold the contracted dimension, else row-major with lda = the
-    output's length. The call depends only on how the matrix is stored, not on which side of
-    the product it is, so a dot with its operands swapped makes NumPy's call too. OpenBLAS sums
-    in another order for each order, lda and increment (its gemv kernels' tails): the same
-    arguments give the same sums."""
+def _gemv_op(step, index, gemm, matrix: Operand, matrix_strides, vector: Operand, incx: int,
+             length: int, k: int):
+    """A matrix-vector product (one of m, n is 1, k > 1) as NumPy's matmul computes it: its
+    ``gemv`` (numpy/_core/src/umath/matmul.c.src), which calls
+    ``cblas_?gemv(order, CblasTrans, k, length, 1, A, lda, x, incx, 0, y, 1)`` for the matrix
+    as an (output length, k) array with strides ``matrix_strides``: column-major with lda = its
+    first stride where k is contiguous, else row-major with lda = its second stride. The call
+    depends only on how the matrix is stored, not on which side of the product it is, so a dot
+    with its operands swapped makes NumPy's call too. OpenBLAS sums in another order for each
+    order, lda and increment (its gemv kernels' tails): the same arguments give the same sums."""
     inst = step.inst
     t = inst.shape.dtype.numpy
     routine = gemm.get((t.name, "gemv"))
     if routine is None or native_op_codes <= GEMV:  # (a build before op 4 reads it as a copy)
         raise _Unsupported(f"dot %{inst.name}: no BLAS gemv, or a C extension without it")
     address, ilp64 = routine
-    if not ilp64 and max(m, n, k) >= 2 ** 31 - 1:  # NumPy's BLAS_MAXSIZE
+    if not ilp64 and max(length, k) >= 2 ** 31 - 1:  # NumPy's BLAS_MAXSIZE
         raise _Unsupported("a dimension beyond a 32-bit BLAS")
-    if n == 1:  # matrix @ column: the matrix is the lhs, (m, k), or (k, m) read transposed
-        matrix, vector, length, k_fastest = step.inputs[0], step.inputs[1], m, not trans_a
-    else:  # row @ matrix: the matrix is the rhs, (k, n), or (n, k) read transposed
-        matrix, vector, length, k_fastest = step.inputs[1], step.inputs[0], n, trans_b
-    order, lda = (CBLAS_COL_MAJOR, k) if k_fastest else (CBLAS_ROW_MAJOR, length)
-    return [GEMV, address, int(ilp64), int(t.name == "float64"), order, k, length, lda, 1, 1,
-            index(matrix), index(vector), index(step.outputs[0])]
+    s_out, s_k = matrix_strides
+    order, lda = (CBLAS_COL_MAJOR, s_out) if _blasable(s_out, s_k, k) else (CBLAS_ROW_MAJOR, s_k)
+    head = [address, int(ilp64), int(t.name == "float64"), order, k, length, lda, incx, 1]
+    if matrix.is_view or vector.is_view:
+        return [GEMV_VIEW, *head, index(matrix.slot), matrix.offset, index(vector.slot),
+                vector.offset, index(step.outputs[0])]
+    return [GEMV, *head, index(matrix.slot), index(vector.slot), index(step.outputs[0])]
 
 
-def _gemm_op(step, index, gemm) -> list[int]:
+def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = None) -> list[int]:
+    """A plain matrix product as the BLAS call NumPy's matmul makes for it. ``views``: input
+    position -> Operand, a window of a larger buffer that input may be read through instead
+    of its own (copied) buffer; it is where NumPy would pass that view to BLAS as it is
+    (its is_blasable2d rules), and the positions read so go into ``used``."""
     inst = step.inst
     a = inst.attrs
     lhs, rhs = inst.operands
     t = inst.shape.dtype.numpy
+    views = views or {}
+    operands = [views.get(k) or _plain(s) for k, s in enumerate(step.inputs)]
+    strides = [_strides(o, x.shape.dims) for o, x in zip(operands, (lhs, rhs))]
+
+    def read(*positions):
+        if used is not None:
+            used.update(k for k in positions if operands[k].is_view)
+
+    def plain(k):  # input k from its own buffer: NumPy would not hand the view to BLAS
+        operands[k] = _plain(step.inputs[k])
+        strides[k] = _strides(operands[k], inst.operands[k].shape.dims)
+
     if lhs.shape.rank == rhs.shape.rank == 1 and not a.get("lhs_batch_dims") \
             and len(a.get("lhs_contracting_dims", ())) == 1:
-        return _dot_op(step, index, gemm)
+        op = _dot_op(step, index, gemm, None, operands[0], operands[1], strides[0][0],
+                     strides[1][0])
+        read(0, 1)
+        return op
     if (
         gemm is None
         or t.name not in gemm
@@ -139,43 +203,62 @@ def _gemm_op(step, index, gemm) -> list[int]:
     trans_b = a["rhs_contracting_dims"][0] == 1
     m, k = (lhs.shape.dims[1], lhs.shape.dims[0]) if trans_a else lhs.shape.dims
     n = rhs.shape.dims[0] if trans_b else rhs.shape.dims[1]
-    if m == 1 and n == 1:  # (1, k) @ (k, 1): two contiguous vectors, which NumPy takes to dot
-        return _dot_op(step, index, gemm, k)
+
+    def numpys():  # NumPy's operands' strides: (is1_m, is1_n), (is2_n, is2_p)
+        return (strides[0][::-1] if trans_a else strides[0],
+                strides[1][::-1] if trans_b else strides[1])
+
+    if m == 1 and n == 1:  # (1, k) @ (k, 1): NumPy takes it to dot, with the two increments
+        (_, is1_n), (is2_n, _) = numpys()
+        op = _dot_op(step, index, gemm, k, operands[0], operands[1], is1_n, is2_n)
+        read(0, 1)
+        return op
     if k == 1 and (m == 1 or n == 1):
         # a scalar times a vector: NumPy's own loop (0 + a * b), not BLAS (the simplifier
         # makes any k = 1 dot a multiply; this one was not simplified)
         raise _Unsupported(f"dot %{inst.name} is a vector times a scalar")
     if m == 1 or n == 1:
-        return _gemv_op(step, index, gemm, trans_a, trans_b, m, n, k)
-    if step.inputs[0] == step.inputs[1]:  # NumPy's matmul takes x @ x.T to syrk
+        # row @ matrix: the matrix is the rhs, read (n, k); matrix @ column: the lhs, (m, k)
+        mat, vec, length = (1, 0, n) if m == 1 else (0, 1, m)
+        (is1_m, is1_n), (is2_n, is2_p) = numpys()
+        s_out, s_k = (is2_p, is2_n) if m == 1 else (is1_m, is1_n)
+        if not (_blasable(s_out, s_k, k) or _blasable(s_k, s_out, length)):
+            plain(mat)
+            (is1_m, is1_n), (is2_n, is2_p) = numpys()
+            s_out, s_k = (is2_p, is2_n) if m == 1 else (is1_m, is1_n)
+        op = _gemv_op(step, index, gemm, operands[mat], (s_out, s_k), operands[vec],
+                      is1_n if m == 1 else is2_n, length, k)
+        read(0, 1)
+        return op
+    (is1_m, is1_n), (is2_n, is2_p) = numpys()
+    if not (_blasable(is1_m, is1_n, k) or _blasable(is1_n, is1_m, m)):
+        plain(0)  # NumPy copies it into a row-major buffer, as the slice kernel does
+    if not (_blasable(is2_n, is2_p, n) or _blasable(is2_p, is2_n, k)):
+        plain(1)
+    (is1_m, is1_n), (is2_n, is2_p) = numpys()
+    if (operands[0].slot, operands[0].offset) == (operands[1].slot, operands[1].offset):
+        # the same memory on both sides: NumPy's matmul may take it to syrk (x @ x.T)
         raise _Unsupported(f"dot %{inst.name} multiplies a matrix by itself")
     address, ilp64 = gemm[t.name]
     if not ilp64 and max(m, n, k) >= 2 ** 31:
         raise _Unsupported("a dimension beyond a 32-bit BLAS")
-    lda, ldb = lhs.shape.dims[1], rhs.shape.dims[1]
-    return [
-        GEMM,
-        address,
-        int(ilp64),
-        int(t.name == "float64"),
-        int(trans_a),
-        int(trans_b),
-        m,
-        n,
-        k,
-        lda,
-        ldb,
-        n,
-        index(step.inputs[0]),
-        index(step.inputs[1]),
-        index(step.outputs[0]),
-    ]
+    trans1, lda = (0, is1_m) if _blasable(is1_m, is1_n, k) else (1, is1_n)
+    trans2, ldb = (0, is2_n) if _blasable(is2_n, is2_p, n) else (1, is2_p)
+    head = [address, int(ilp64), int(t.name == "float64"), trans1, trans2, m, n, k, lda, ldb, n]
+    a_, b_ = operands
+    read(0, 1)
+    if a_.is_view or b_.is_view:
+        return [GEMM_VIEW, *head, index(a_.slot), a_.offset, index(b_.slot), b_.offset,
+                index(step.outputs[0])]
+    return [GEMM, *head, index(a_.slot), index(b_.slot), index(step.outputs[0])]
 
 
-def step_op(exe: CpuExecutable, step, index, gemm) -> list[int]:
-    """One step as a native op (a kernel call or a BLAS product), or _Unsupported."""
+def step_op(exe: CpuExecutable, step, index, gemm, views: dict | None = None,
+            used: set | None = None) -> list[int]:
+    """One step as a native op (a kernel call or a BLAS product), or _Unsupported. ``views``
+    and ``used``: a dot's inputs it may read in place, and those it does (_gemm_op)."""
     if step.kind == "dot":
-        return _gemm_op(step, index, gemm)
+        return _gemm_op(step, index, gemm, views, used)
     if step.kind != "kernel" or not step.address:
         raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
     slots = [*step.inputs, *step.outputs]

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import env_int
-from .executor import native_run_steps
-from .native_loop import _Unsupported, blas_gemm, step_op
+from .dot_views import droppable_slices, offered_views
+from .executor import native_op_codes, native_run_steps
+from .native_loop import GEMV_VIEW, _Unsupported, blas_gemm, step_op
 
 MIN_STEPS = 2  # one step gains nothing from a native program
 
@@ -42,6 +43,18 @@ def _segments(exe) -> list[Segment]:
     if native_run_steps is None or env_int("TOOLKIT_NATIVE_PROGRAM", 1, 0, 1) == 0:
         return [Segment(list(exe.steps))]
     gemm = blas_gemm()
+    # dots that read a slice's window in place (dot_views.py), and the slices no one needs then
+    offered = offered_views(exe) if native_op_codes > GEMV_VIEW else {}
+    read_in_place: dict[int, set[int]] = {}
+    for position, inputs in offered.items():
+        used: set[int] = set()
+        try:
+            step_op(exe, exe.steps[position], lambda s: 0, gemm,
+                    {k: w for k, (_, w) in inputs.items()}, used)
+        except _Unsupported:
+            continue
+        read_in_place[position] = used
+    dropped = droppable_slices(exe, offered, read_in_place)
     segments: list[Segment] = []
     run: list = []
     ops: list = []
@@ -51,7 +64,8 @@ def _segments(exe) -> list[Segment]:
         return position.setdefault(slot, len(position))
 
     def close():
-        if len(run) >= MIN_STEPS:
+        # (a dot reading a window runs natively even alone: nothing else computed its operand)
+        if len(run) >= MIN_STEPS or (run and views_read):
             program = np.array([len(ops)] + [v for op in ops for v in op], dtype=np.int64)
             written = {s for step in run for s in step.outputs}
             allocate = tuple(sorted(s for s in written if s not in exe.temp_slots
@@ -63,11 +77,19 @@ def _segments(exe) -> list[Segment]:
         run.clear()
         ops.clear()
         position.clear()
+        views_read.clear()
 
-    for step in exe.steps:
+    views_read: list[int] = []
+    for p, step in enumerate(exe.steps):
+        if p in dropped:
+            continue
         before = dict(position)
+        views = {k: w for k, (_, w) in offered.get(p, {}).items()}
+        used: set[int] = set()
         try:
-            op = step_op(exe, step, index, gemm)
+            op = step_op(exe, step, index, gemm, views, used)
+            if used != read_in_place.get(p, set()):
+                raise AssertionError(f"%{step.inst.name}: read in place differently")
         except _Unsupported:
             position.clear()
             position.update(before)  # the refused step's slots are not the segment's
@@ -76,6 +98,8 @@ def _segments(exe) -> list[Segment]:
             continue
         run.append(step)
         ops.append(op)
+        if used:
+            views_read.append(p)
     close()
     # neighbouring Python segments merge back into one (fewer loops in the hot path)
     merged: list[Segment] = []

@@ -1,0 +1,126 @@
+"""BLAS products of sliced views (dot_views.py): the native program hands BLAS the sliced
+buffer with its offset and leading dimension or increment, as NumPy's matmul passes a view,
+so the results are NumPy's bit for bit (OpenBLAS sums in another order for another lda or
+increment), compared with ==; and the slice kernels that copied the windows are gone."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.backends.cpu import executor
+from toolkit.backends.cpu.native_loop import blas_gemm
+
+pytestmark = pytest.mark.skipif(
+    executor.native_run_steps is None or blas_gemm() is None
+    or executor.native_op_codes < 8,
+    reason="the C extension with view ops, or NumPy's BLAS (its bundled OpenBLAS), is not here",
+)
+
+# name: (product of views, operand shapes)
+PRODUCTS = {
+    "column @ right columns": (lambda d: [d[:, i] @ d[:, i:] for i in (0, 3, 77, 78, 79)],
+                               [(500, 80)]),
+    "row @ leading rows.T": (lambda a: [a[i] @ a[: i + 1].T for i in (0, 1, 5, 60, 119)],
+                             [(120, 80)]),
+    "window @ window": (lambda x, y: [x[2:, 1:] @ y[1:, :3], x[2:, 1:] @ y[1:, 2:]],
+                        [(40, 30), (30, 20)]),
+    "window.T @ window": (lambda x, y: [x[2:, 3:].T @ y[2:, 1:], x[:, 3:].T @ y[:, :-1]],
+                          [(40, 30), (40, 20)]),
+    "rows window @ column window": (lambda x, y: [x[3:, 5:] @ y[5:, 2], x[1:9, :] @ y[:, 0]],
+                                    [(300, 200), (200, 6)]),
+    "row window @ columns window": (lambda x, y: [x[4, 7:] @ y[7:, 1:], x[2, :] @ y[:, 3:]],
+                                    [(9, 700), (700, 13)]),
+    "row window @ row window": (lambda x: [x[3, 2:] @ x[5, 2:], x[:, 1] @ x[:, 4]],
+                                [(600, 400)]),
+}
+
+
+def _run(fn, args):
+    f = tk.jit(fn, backend="cpu")
+    got = [np.asarray(g) for g in f(*args)]
+    return got, f.compiled(*args)._executable
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(PRODUCTS))
+def test_products_of_sliced_views_are_numpys_bit_for_bit(name, dtype, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+    fn, shapes = PRODUCTS[name]
+    rng = np.random.default_rng(sorted(PRODUCTS).index(name))
+    args = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    want = fn(*args)
+    got, exe = _run(fn, args)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        bad = np.flatnonzero(g != w)
+        assert bad.size == 0, (name, bad[:5], g.ravel()[bad[:5]], w.ravel()[bad[:5]])
+    assert all(program is not None for program, *_ in exe.segments)
+
+
+def _slice_kernels(steps) -> int:
+    """The kernels copying windows: slice fusions (d[:, i:]), and slice-and-reshape fusions
+    (d[:, i] as a (1, 500) row)."""
+    return sum(1 for s in steps if s.kind == "kernel"
+               and s.inst.name.startswith(("loop_slice_fusion", "loop_reshape_fusion")))
+
+
+def test_covariance_by_columns_is_numpys_and_copies_no_windows(monkeypatch):
+    """500 x 80: reading copies of d[:, i:] (lda = 80 - i, increment 1) NumPy's gemv and dot
+    summed 9 elements in another order than NumPy's views (lda = 80, increment 80)."""
+    from toolkit.workloads_loops import covariance_by_columns
+
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+    data = np.random.default_rng(0).standard_normal((500, 80))
+    fn = covariance_by_columns(np)
+    f = tk.jit(fn, backend="cpu")
+    got = np.asarray(f(data))
+    want = fn(data)
+    assert np.count_nonzero(got != want) == 0
+    exe = f.compiled(data)._executable
+    ((program, steps, *_),) = exe.segments
+    assert program is not None
+    # 159 kernels copied windows (80 columns, 79 column ranges; d[:, 79] is one slice
+    # and a reshape of it): 157 are gone, the shared slice and its reshape stay
+    assert _slice_kernels(exe.steps) == 159 and _slice_kernels(steps) == 2
+    assert len(steps) == len(exe.steps) - 157
+
+
+def test_a_window_of_a_buffer_written_before_the_product_is_read_before_the_write(monkeypatch):
+    """The window must show the values the slice saw, not the buffer's later contents."""
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+
+    def fn(x, v):
+        y = x * 1.0
+        window = y[:, 2:]
+        y[:, 3] = 7.0  # written after the slice, before the product
+        return v @ window, y
+
+    x, v = np.random.default_rng(3).standard_normal((50, 9)), np.arange(50.0)
+    (got, got_y), exe = _run(fn, (x, v))
+    want, want_y = fn(x, v)
+    assert np.array_equal(got, want) and np.array_equal(got_y, want_y)
+
+
+def test_a_window_also_read_by_a_kernel_keeps_its_slice(monkeypatch):
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+
+    def fn(d):
+        window = d[:, 1:]
+        return d[:, 0] @ window, window * 2.0
+
+    d = np.random.default_rng(4).standard_normal((300, 40))
+    (got, got_twice), _ = _run(fn, (d,))
+    want, want_twice = fn(d)
+    assert np.array_equal(got, want) and np.array_equal(got_twice, want_twice)
+
+
+def test_a_non_blasable_window_is_copied_as_numpy_copies_it(monkeypatch):
+    """Every other column (stride 2): NumPy's matmul copies it into a buffer before gemm."""
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+
+    def fn(x, y):
+        return (x[:, ::2] @ y[1:, :],)
+
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((30, 40)), rng.standard_normal((21, 17))
+    (got,), _ = _run(fn, (x, y))
+    assert np.array_equal(got, fn(x, y)[0])

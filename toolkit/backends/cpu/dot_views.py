@@ -1,0 +1,114 @@
+"""Dot operands read in place: where a BLAS product's operand is a window of another buffer (a
+``slice``, alone or fused with reshapes that only add or drop unit dimensions), the native
+program hands BLAS the source buffer plus the window's offset, with the source's leading
+dimension or increment, as NumPy's matmul passes a view, instead of the slice kernel's copy.
+
+This is about the numbers as much as the time: OpenBLAS's gemv and dot kernels sum in another
+order for another lda or increment, so a product of ``d[:, i:]`` read from a copy (lda = its
+width) differs in the last bit from NumPy's product of the view (lda = d's width). Whether a
+view is read so is native_loop._gemm_op's call (NumPy's is_blasable2d rules); this module
+offers the windows, and says which slice steps no one needs once their readers take them.
+
+A window is offered to a dot only when the source buffer is not written between the slice and
+the dot (no later step overwrote what the slice would have copied); a slice step is dropped
+only when every step reading its result before that buffer is next written is a dot that
+reads the window instead, and the program does not return it."""
+from __future__ import annotations
+
+from .native_loop import Operand
+
+_UNIT_PRESERVING = ("reshape", "bitcast")
+
+
+def _window(step, slot_types) -> Operand | None:
+    """The window of its one input that a slice step's output is, as an Operand over the
+    output's dimensions, or None for any other step."""
+    inst = step.inst
+    if step.kind != "kernel" or len(step.inputs) != 1 or len(step.outputs) != 1:
+        return None
+    if inst.opcode == "fusion":
+        comp = inst.attrs.get("calls")
+        chain = [] if comp is None else [i for i in comp.instructions if i.opcode != "parameter"]
+    else:
+        chain = [inst]
+    if not chain or chain[0].opcode != "slice" or any(
+        i.opcode not in _UNIT_PRESERVING for i in chain[1:]
+    ) or any(len(i.operands) != 1 or i.operands[0] is not p for p, i in zip(chain, chain[1:])):
+        return None
+    slice_ = chain[0]
+    source = slot_types[step.inputs[0]]
+    if source is None or slot_types[step.outputs[0]] is None:
+        return None
+    dims = source[0]
+    spec = slice_.attrs.get("slice")
+    if spec is None or len(spec) != len(dims) or tuple(chain[-1].shape.dims) != tuple(
+        slot_types[step.outputs[0]][0]
+    ):
+        return None
+    row_major, size = [], 1
+    for d in reversed(dims):
+        row_major.append(size)
+        size *= d
+    row_major.reverse()
+    offset = sum(start * s for (start, _, _), s in zip(spec, row_major))
+    # the window's dimensions longer than 1, with their strides, in order: what a reshape that
+    # only adds or drops unit dimensions keeps
+    kept = [(d, stride * s) for d, (_, _, stride), s in zip(slice_.shape.dims, spec, row_major)
+            if d != 1]
+    out_dims = chain[-1].shape.dims
+    if [d for d in out_dims if d != 1] != [d for d, _ in kept]:
+        return None
+    strides, it = [], iter(kept)
+    for d in out_dims:
+        strides.append(1 if d == 1 else next(it)[1])
+    return Operand(step.inputs[0], offset, tuple(strides))
+
+
+def offered_views(exe) -> dict[int, dict[int, tuple[int, Operand]]]:
+    """dot step position -> {input position: (slice step position, window)}: the windows each
+    dot may read in place of a slice step's result."""
+    steps = exe.steps
+    windows = {}  # output slot -> (slice position, window), while that result is current
+    offered: dict[int, dict[int, tuple[int, Operand]]] = {}
+    for position, step in enumerate(steps):
+        if step.kind == "dot":
+            for k, slot in enumerate(step.inputs):
+                if slot in windows:
+                    offered.setdefault(position, {})[k] = windows[slot]
+        written = set(step.outputs)
+        if written:
+            # a window is stale once its result slot or its source slot is written
+            for slot in [s for s, (_, w) in windows.items() if s in written or w.slot in written]:
+                del windows[slot]
+        window = _window(step, exe._slot_types)
+        if window is not None and window.slot not in written:
+            windows[step.outputs[0]] = (position, window)
+    return offered
+
+
+def droppable_slices(exe, offered, read_in_place: dict[int, set[int]]) -> set[int]:
+    """The positions of slice steps whose result no one reads any more: every reader before
+    the result's slot is next written is a dot that reads the window in its place
+    (``read_in_place``: dot position -> the input positions it reads so)."""
+    candidates = {}
+    for position, inputs in offered.items():
+        for k, (slice_position, _) in inputs.items():
+            candidates.setdefault(slice_position, set())
+    steps = exe.steps
+    returned = set(exe.out_slots)
+    dropped = set()
+    for slice_position in candidates:
+        slot = steps[slice_position].outputs[0]
+        if slot in returned:
+            continue
+        needed = False
+        for position in range(slice_position + 1, len(steps)):
+            step = steps[position]
+            for k, s in enumerate(step.inputs):
+                if s == slot and k not in read_in_place.get(position, ()):
+                    needed = True
+            if needed or slot in step.outputs:
+                break
+        if not needed:
+            dropped.add(slice_position)
+    return dropped
