@@ -220,3 +220,20 @@ def test_float_floor_division_and_modulo_edge_cases():
             ):
                 assert_same(g, e)
                 np.testing.assert_array_equal(np.signbit(g), np.signbit(e))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("exponent", [2.0, -1.0, 0.5])
+def test_power_with_one_exponent_takes_numpys_fast_paths(dtype, exponent):
+    """NumPy's float loops square, take the reciprocal or the square root for a single exponent
+    of 2, -1 or 0.5 (np.power(-0.0, 0.5) is -0.0, np.power(-inf, 0.5) NaN; pow gives 0 and inf),
+    whether the exponent is a constant or an argument."""
+    x = np.array([-0.0, 0.0, -np.inf, np.inf, 3.0, -2.5, 7.8397546, 1e-3], dtype)
+    e = dtype(exponent)
+    with np.errstate(all="ignore"):
+        want = np.power(x, e)
+    for got in (tk.jit(lambda x: np.power(x, e))(x), tk.jit(np.power)(x, e)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]),
+                                      np.signbit(want[~np.isnan(want)]))

@@ -112,7 +112,11 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         operands = [lax.lift(trace, v, d, weak=weak, what=f"operand of np.{name}")
                     for v, d in zip(inputs, in_dtypes)]
         operands = broadcast_all(operands, f"np.{name}", inputs)
-        result = impl(*operands, out=np.dtype(out_dtype))
+        if ufunc is np.power and np.dtype(out_dtype) in _POWER_FAST_PATHS_DTYPES \
+                and np.size(inputs[1]) == 1 and np.dtype(in_dtypes[1]) == np.dtype(out_dtype):
+            result = _scalar_power(operands[0], operands[1], inputs[1], np.dtype(out_dtype))
+        else:
+            result = impl(*operands, out=np.dtype(out_dtype))
         if ufunc.nout > 1:  # np.modf: one result per output dtype
             return tuple(
                 fresh_results(lax.convert(r, d, weak), inputs)
@@ -127,6 +131,29 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
             trace.promotions.append((trace.location(), f"np.{name} with the NumPy scalar "
                                      f"{promoter!r}", narrow, np.dtype(out_dtype), result))
         return fresh_results(result, inputs)
+
+
+_POWER_FAST_PATHS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _scalar_power(x: Tracer, e: Tracer, exponent, out: np.dtype) -> Tracer:
+    """``np.power`` with one exponent for the whole array, as NumPy's float32/float64 loops
+    compute it: an exponent of 2 squares (``x * x``), -1 takes the reciprocal, 0.5 the square
+    root (so ``np.power(-0.0, 0.5)`` is -0.0 and ``np.power(-inf, 0.5)`` NaN, where ``pow`` gives
+    0 and inf); any other exponent calls ``pow``. A traced exponent picks at run time."""
+    special = [(2.0, lambda: _square(x, out)), (-1.0, lambda: _reciprocal(x, out)),
+               (0.5, lambda: UFUNCS[np.sqrt](x, out=out))]
+    known = exponent._known() if isinstance(exponent, Tracer) else np.asarray(exponent)
+    if known is not None:
+        value = float(np.asarray(known).reshape(()))
+        for fast, compute in special:
+            if value == fast:
+                return compute()
+        return UFUNCS[np.power](x, e, out=out)
+    result = UFUNCS[np.power](x, e, out=out)
+    for fast, compute in reversed(special):
+        result = lax.select(lax.compare(e, lax.full_like(e, fast), "EQ"), compute(), result)
+    return result
 
 
 def _promoting_scalar(inputs, out_dtype):
