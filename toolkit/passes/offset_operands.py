@@ -34,8 +34,7 @@ from ..profiler.events import FusionDecision
 from .rewriter import replace_entry, rewrite_computation, with_operands
 
 REASONS = {
-    "OFFSETS_AS_OPERANDS": "the fusion takes its slice offsets and start indices as operands, "
-                           "so it shares one compiled kernel with the fusions alike up to them",
+    "OFFSETS_AS_OPERANDS": "takes its offsets as operands",
 }
 # A group of two already saves a compile (tens of milliseconds of LLVM work) for a few scalar
 # loads per kernel call, so any group that would share code is rewritten.
@@ -190,8 +189,9 @@ def offset_operands(module: Module, max_parameters: int = 96
         decisions.append(FusionDecision(
             producer=members[0].name, consumer=inst.name, fused=False,
             reason="OFFSETS_AS_OPERANDS",
-            message=f"%{inst.name} takes its offsets as operands: shares code with "
-                    f"{len(members) - 1} alike kernels (offsets {values})",
+            message=f"{REASONS['OFFSETS_AS_OPERANDS']}: shares code with {len(members) - 1} "
+                    f"alike kernels (its offsets {values} are constant operands; the first "
+                    f"of them is %{members[0].name})",
             producer_location=_loc(members[0]), consumer_location=_loc(inst),
             fusion=inst.name))
         return builder.adopt(dataclasses.replace(
@@ -218,6 +218,18 @@ def _with_offset_parameters(comp: Computation, seen: _Shape, parameter_of: list[
                                         exact_name=True)
         return made[p]
 
+    fixed_starts: dict[int, Instruction] = {}
+
+    def fixed(start: int) -> Instruction:
+        """A start that every member shares, as an s64[] constant of the fused computation."""
+        if start not in fixed_starts:
+            literal = np.array(start, np.int64)
+            literal.flags.writeable = False
+            fixed_starts[start] = builder.adopt(Instruction(
+                names.fresh("constant"), "constant", Shape(from_name(OFFSET_DTYPE), ()), (),
+                MappingProxyType({"literal": literal})))
+        return fixed_starts[start]
+
     slots_of: dict[int, list[tuple[int, int | None]]] = {}
     for (k, d), p in zip(seen.slots, parameter_of):
         slots_of.setdefault(k, []).append((d, p))
@@ -231,13 +243,13 @@ def _with_offset_parameters(comp: Computation, seen: _Shape, parameter_of: list[
         elif inst.opcode == "constant":
             new = parameter(varying[0])
         else:  # a slice at a start that varies: the same window read by a dynamic-slice
-            starts = []
-            for (d, p), (start, _, _) in zip(slots, inst.attrs["slice"]):
-                starts.append(parameter(p) if p is not None else
-                              builder.constant(np.array(start, np.int64), inst.metadata))
-            new = builder.add("dynamic-slice", [operands[0], *starts],
-                              {"dynamic_slice_sizes": tuple(inst.shape.dims)},
-                              shape=inst.shape, metadata=inst.metadata)
+            starts = [parameter(p) if p is not None else fixed(start)
+                      for (_, p), (start, _, _) in zip(slots, inst.attrs["slice"])]
+            # built directly (its shape is the slice's): the pass manager verifies the result
+            new = builder.adopt(Instruction(
+                names.fresh("dynamic-slice"), "dynamic-slice", inst.shape,
+                (operands[0], *starts), MappingProxyType({"dynamic_slice_sizes": inst.shape.dims}),
+                inst.metadata))
         mapping[id(inst)] = new
     for p in range(len(dtypes)):
         parameter(p)  # every offset is an operand, even where the rewrite left none to read
