@@ -70,7 +70,8 @@ def test_the_shared_column_kernel_still_writes_each_column_in_place():
     decisions = compiled.buffer_decisions
     assert len(decisions) == 39
     assert all(d.in_place and d.reason == "IN_PLACE" and d.bytes_copied == 0 for d in decisions)
-    assert compiled.as_text("buffers").endswith("39 in place, 0 copies inserted (0 B copied per run)")
+    assert compiled.as_text("buffers").endswith(
+        "39 in place, 0 copies inserted (0 B copied per run)")
     assert np.array_equal(compiled(x, a, b), FILTER(x, a, b))
 
 

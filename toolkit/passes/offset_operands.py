@@ -167,7 +167,8 @@ def offset_operands(module: Module, max_parameters: int = 96
         """One s64[] (or the start index's type) constant per value, shared by the fusions."""
         made = constants.get((dtype, value))
         if made is None:
-            made = constants[(dtype, value)] = builder.constant(np.array(value, from_name(dtype).numpy))
+            literal = np.array(value, from_name(dtype).numpy)
+            made = constants[(dtype, value)] = builder.constant(literal)
         return made
 
     def visit(inst: Instruction, operands: list[Instruction], builder: ComputationBuilder):
