@@ -202,6 +202,7 @@ def test_profile_records_fusion_decisions_and_pass_events():
         "cse",
         "dce",
         "fusion",
+        "offset-operands",
     }
     assert prof.fusion_decisions and all(
         d.compile_id == prof.compiles[0].compile_id for d in prof.fusion_decisions

@@ -1,8 +1,14 @@
 """Questions about IR nodes that several layers ask."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from .nodes import Instruction
 from .ops import GroupOp
+
+# the values of a fused computation's parameters that its fusion is given as constants (the
+# offsets the offset-operands pass made operands), by id(parameter); None: none known
+Known = Mapping[int, int] | None
 
 
 def reducer_opcode(inst: Instruction) -> str | None:
@@ -16,37 +22,43 @@ def reducer_opcode(inst: Instruction) -> str | None:
     return None
 
 
-def reads_update_window(inst: Instruction, dus: Instruction) -> bool:
+def reads_update_window(inst: Instruction, dus: Instruction, known: Known = None) -> bool:
     """Is ``inst`` a slice reading exactly the window the dynamic-update-slice ``dus`` writes
     (constant starts, stride 1, the update's dimensions), or a dynamic-slice of the update's
-    dimensions at the very same start instructions (both clamp a start the same way)?"""
+    dimensions at the very same start instructions, or at starts of the same known values (both
+    clamp a start the same way)? ``known``: values of parameters a fusion is given as constant
+    operands (its offsets), by parameter id."""
     if inst.opcode == "dynamic-slice":
-        return (tuple(inst.attrs["dynamic_slice_sizes"]) == tuple(dus.operands[1].shape.dims)
-                and len(inst.operands) == len(dus.operands) - 1
-                and all(a is b for a, b in zip(inst.operands[1:], dus.operands[2:])))
+        if (tuple(inst.attrs["dynamic_slice_sizes"]) != tuple(dus.operands[1].shape.dims)
+                or len(inst.operands) != len(dus.operands) - 1):
+            return False
+        if all(a is b for a, b in zip(inst.operands[1:], dus.operands[2:])):
+            return True
+        mine = [_constant_int(s, known) for s in inst.operands[1:]]
+        theirs = [_constant_int(s, known) for s in dus.operands[2:]]
+        return None not in mine and mine == theirs
     if inst.opcode != "slice":
         return False
-    starts = [
-        s.attrs["literal"].reshape(())[()] if s.opcode == "constant" else None
-        for s in dus.operands[2:]
-    ]
+    starts = [_constant_int(s, known) for s in dus.operands[2:]]
     if any(s is None for s in starts):
         return False
     window = [(int(s), int(s) + n, 1) for s, n in zip(starts, dus.operands[1].shape.dims)]
     return list(map(tuple, inst.attrs["slice"])) == window
 
 
-def _constant_int(inst: Instruction) -> int | None:
+def _constant_int(inst: Instruction, known: Known = None) -> int | None:
+    if inst.opcode == "parameter" and known:
+        return known.get(id(inst))
     if inst.opcode != "constant" or inst.shape.size != 1:
         return None
     return int(inst.attrs["literal"].reshape(())[()])
 
 
-def update_window(dus: Instruction) -> list[tuple[int, int]] | None:
+def update_window(dus: Instruction, known: Known = None) -> list[tuple[int, int]] | None:
     """The [start, end) per dimension that a dynamic-update-slice writes, when its starts are
     constants (clamped as the op clamps them, so the window always fits); else None."""
     operand, update = dus.operands[0].shape, dus.operands[1].shape
-    starts = [_constant_int(s) for s in dus.operands[2:]]
+    starts = [_constant_int(s, known) for s in dus.operands[2:]]
     if any(s is None for s in starts) or len(starts) != operand.rank:
         return None
     return [
@@ -55,14 +67,14 @@ def update_window(dus: Instruction) -> list[tuple[int, int]] | None:
     ]
 
 
-def read_region(inst: Instruction) -> list[tuple[int, int]] | None:
+def read_region(inst: Instruction, known: Known = None) -> list[tuple[int, int]] | None:
     """The [start, end) per dimension that a slice (or a dynamic-slice with constant starts)
     reads of its operand; None for any other reader (which may read every element)."""
     if inst.opcode == "slice":
         return [(int(start), int(limit)) for start, limit, _ in inst.attrs["slice"]]
     if inst.opcode == "dynamic-slice":
         dims = inst.operands[0].shape.dims
-        starts = [_constant_int(s) for s in inst.operands[1:]]
+        starts = [_constant_int(s, known) for s in inst.operands[1:]]
         if any(s is None for s in starts) or len(starts) != len(dims):
             return None
         sizes = inst.attrs["dynamic_slice_sizes"]
@@ -73,11 +85,13 @@ def read_region(inst: Instruction) -> list[tuple[int, int]] | None:
     return None
 
 
-def reads_outside_update_window(inst: Instruction, dus: Instruction) -> bool:
+def reads_outside_update_window(inst: Instruction, dus: Instruction, known: Known = None
+                                ) -> bool:
     """Does ``inst`` (which reads the destination of the dynamic-update-slice ``dus``) read
     only elements the update's window leaves alone? Both regions must be known: constant
-    starts. Then writing the window in place cannot change what ``inst`` reads."""
-    window, region = update_window(dus), read_region(inst)
+    starts (or parameters of ``known`` values). Then writing the window in place cannot change
+    what ``inst`` reads."""
+    window, region = update_window(dus, known), read_region(inst, known)
     if window is None or region is None:
         return False
     if any(lo >= hi for lo, hi in window):

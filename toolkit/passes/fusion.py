@@ -20,6 +20,7 @@ from ..ir.queries import reads_outside_update_window, reads_update_window
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
+from .offset_operands import REASONS as OFFSET_REASONS
 from .rewriter import replace_entry, with_operands
 
 REASONS = {
@@ -48,6 +49,8 @@ REASONS = {
                             "where the window may be written",
     # the dot canonicaliser's decisions (dot_canonical.py), shown beside fusion's
     **DOT_REASONS,
+    # the offset-operands pass's (offset_operands.py), run after fusion
+    **OFFSET_REASONS,
 }
 # the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
 FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT"}) | DOT_APPLIED

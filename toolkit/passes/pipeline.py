@@ -1,6 +1,7 @@
 """Named pipelines. ``default``: inline calls; move loop-invariant work out of loops;
 canonicalise dots (one GEMM where it goes without a copy); simplify, fold constants and CSE to
-a fixed point; DCE; then fuse (loop bodies and branches: the same
+a fixed point; DCE; then fuse, and let fusions alike up to their slice offsets take them as
+operands so they share one kernel (loop bodies and branches: the same
 pipeline, each as a module of its own). ``none``: no optimisation (the optimised HLO equals the
 traced HLO)."""
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .fusion import FusionOptions, fuse
 from .inline import inline_calls
 from .loop_invariants import hoist_loop_invariants
 from .manager import Pipeline
+from .offset_operands import offset_operands
 from .simplify import simplify
 
 PIPELINES = ("default", "simplify-only", "none")
@@ -51,8 +53,13 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
         ("cse", _plain(cse)),
         ("dce", _plain(dce)),
     ]
+    def offsets_pass(module):
+        return offset_operands(module, fusion.max_parameters)
+
     if name == "default":
         passes.append(("fusion", fusion_pass))
+        # after fusion: kernels alike up to where they slice take their offsets as operands
+        passes.append(("offset-operands", offsets_pass))
     return Pipeline(name, tuple(passes), fixed_point=("simplify", "constant-folding", "cse"))
 
 

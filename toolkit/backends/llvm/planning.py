@@ -114,18 +114,33 @@ def update_in_place_operand(inst: Instruction) -> int | None:
     if root.opcode != "dynamic-update-slice" or root.operands[0].opcode != "parameter":
         return None
     destination = root.operands[0]
+    known = fusion_offsets(inst)
     readers = [i for i in comp.instructions if any(o is destination for o in i.operands)]
     if any(o is destination for o in root.operands[1:]):
         return None
     others = [r for r in readers if r is not root]
     # elements the window leaves alone may be read in any order: they are never written
-    windows = [r for r in others if not reads_outside_update_window(r, root)]
-    if not all(reads_update_window(r, root) for r in windows) or \
+    windows = [r for r in others if not reads_outside_update_window(r, root, known)]
+    if not all(reads_update_window(r, root, known) for r in windows) or \
             not _elementwise_cone(comp, windows, root.operands[1].shape.dims, stop=root):
         return None
     if any(any(w is o for o in s.operands) for w in windows for s in root.operands[2:]):
         return None  # the window's values decide where the window is
     return destination.attrs["parameter_number"]
+
+
+def fusion_offsets(inst: Instruction) -> dict[int, int]:
+    """The values of the fused computation's parameters that ``inst`` (a fusion) is given as
+    scalar integer constants, by id(parameter): the offsets of a kernel shared by the trips of
+    an unrolled loop (passes/offset_operands.py), known for this call though not in its code,
+    so where this call reads and writes is as known as if they were constants inside."""
+    comp = inst.attrs["calls"]
+    known = {}
+    for p, o in zip(comp.parameters, inst.operands):
+        if o.opcode == "constant" and o.shape.size == 1 and o.shape.rank == 0 \
+                and o.attrs["literal"].dtype.kind in "iu":
+            known[id(p)] = int(o.attrs["literal"].reshape(())[()])
+    return known
 
 
 def elementwise_in_place_operands(inst: Instruction) -> set[int]:

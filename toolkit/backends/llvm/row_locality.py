@@ -33,6 +33,8 @@ def _leading_index_kept(inst: Instruction, operand: Instruction) -> bool:
     if op == "slice":
         start, limit, stride = inst.attrs["slice"][0]
         return start == 0 and stride == 1 and limit == operand.shape.dims[0]
+    if op == "dynamic-slice":  # all the leading dimension: its start clamps to 0, whatever it is
+        return operand is inst.operands[0]
     if op == "reduce":
         return operand is inst.operands[0] and 0 not in inst.attrs["dimensions"]
     return False

@@ -1,0 +1,261 @@
+"""Offsets as operands: fusions alike up to where they slice compile once.
+
+A Python loop over rows or columns unrolls at trace time into thousands of fusions that differ
+only in their slice offsets (``x[:, j]``) and in the constant start indices of their
+dynamic-update-slices (``y[:, j] = ...``). The backends share the code of kernels identical up
+to names; this pass makes such fusions identical, as XLA passes dynamic offsets as operands:
+within a group of fusions alike up to those offsets, an offset that varies becomes a new s64[]
+parameter of the fused computation, and its value a constant operand of the fusion.
+
+- A stride-1 ``slice`` whose start varies becomes a ``dynamic-slice`` of the same sizes. A
+  static slice is always in bounds, and a dynamic-slice only clamps a start that would run past
+  its operand, so both read the same elements.
+- A scalar integer constant used only as a start index of a dynamic-slice or
+  dynamic-update-slice becomes a parameter of the same type: the op clamps it the same way.
+
+Offsets whose values agree in every member share one parameter (``y[:, j - 1]`` read and
+``y[:, j]`` written by the same trip stay two; two reads of column ``j`` become one). Each
+rewritten fusion leaves a FusionDecision (``OFFSETS_AS_OPERANDS``) naming the group's first
+member and how many kernels share its code. Linear in the program's size."""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from types import MappingProxyType
+
+import numpy as np
+
+from ..ir.dtypes import from_name
+from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.nodes import Computation, Instruction, Module
+from ..ir.shapes import Shape
+from ..ir.structural import exact_key
+from ..profiler.events import FusionDecision
+from .rewriter import replace_entry, rewrite_computation, with_operands
+
+REASONS = {
+    "OFFSETS_AS_OPERANDS": "takes its offsets as operands",
+}
+# A group of two already saves a compile (tens of milliseconds of LLVM work) for a few scalar
+# loads per kernel call, so any group that would share code is rewritten.
+MIN_GROUP = 2
+OFFSET_DTYPE = "s64"
+
+
+def _is_offset_constant(inst: Instruction, uses: dict[int, list[tuple[Instruction, int]]]) -> bool:
+    """A scalar integer constant read only as start indices of (dynamic-)slices and updates."""
+    if inst.opcode != "constant" or not isinstance(inst.shape, Shape) or inst.shape.rank != 0:
+        return False
+    if not np.issubdtype(inst.attrs["literal"].dtype, np.integer):
+        return False
+    readers = uses.get(id(inst), [])
+    return bool(readers) and all(
+        (user.opcode == "dynamic-slice" and k >= 1)
+        or (user.opcode == "dynamic-update-slice" and k >= 2)
+        for user, k in readers
+    )
+
+
+def _is_offset_slice(inst: Instruction) -> bool:
+    return inst.opcode == "slice" and all(stride == 1 for _, _, stride in inst.attrs["slice"])
+
+
+class _Shape:
+    """One fused computation seen up to its offsets: its key and its offsets, in order."""
+
+    def __init__(self, comp: Computation, callee_keys: dict[int, tuple]):
+        uses: dict[int, list[tuple[Instruction, int]]] = {}
+        for inst in comp.instructions:
+            for k, o in enumerate(inst.operands):
+                uses.setdefault(id(o), []).append((inst, k))
+        position = {id(inst): k for k, inst in enumerate(comp.instructions)}
+        rows = []
+        self.slots: list[tuple[int, int]] = []  # (instruction position, dimension or -1)
+        self.values: list[int] = []
+        self.types: list[str] = []
+        for k, inst in enumerate(comp.instructions):
+            operands = tuple(position[id(o)] for o in inst.operands)
+            if _is_offset_constant(inst, uses):
+                rows.append(("offset", inst.shape, operands))
+                self.slots.append((k, -1))
+                self.values.append(int(inst.attrs["literal"].reshape(())[()]))
+                self.types.append(inst.shape.dtype.name)
+            elif _is_offset_slice(inst):
+                rows.append(("slice-at", inst.shape, operands))
+                for d, (start, _, _) in enumerate(inst.attrs["slice"]):
+                    self.slots.append((k, d))
+                    self.values.append(int(start))
+                    self.types.append(OFFSET_DTYPE)
+            else:
+                rows.append((inst.opcode, inst.shape, operands, _attrs(inst, callee_keys)))
+        self.key = (position[id(comp.root)], tuple(rows))
+
+
+def _attrs(inst: Instruction, callee_keys: dict[int, tuple]) -> tuple:
+    out = []
+    for name, value in inst.attrs.items():
+        if isinstance(value, Computation):
+            value = ("computation", _callee_key(value, callee_keys))
+        elif isinstance(value, tuple) and any(isinstance(v, Computation) for v in value):
+            value = tuple(("computation", _callee_key(v, callee_keys)) for v in value)
+        elif isinstance(value, np.ndarray):
+            value = ("array", value.dtype.str, value.shape, value.tobytes())
+        elif isinstance(value, list):
+            value = tuple(map(repr, value))
+        else:
+            try:
+                hash(value)
+            except TypeError:
+                value = repr(value)
+        out.append((name, value))
+    return tuple(out)
+
+
+def _callee_key(comp: Computation, callee_keys: dict[int, tuple]) -> tuple:
+    key = callee_keys.get(id(comp))
+    if key is None:
+        key = callee_keys[id(comp)] = exact_key(comp)
+    return key
+
+
+def offset_operands(module: Module, max_parameters: int = 96
+                    ) -> tuple[Module, Counter, list[FusionDecision]]:
+    """Rewrite the entry's fusions that are alike up to offsets (see the module docstring).
+    ``max_parameters``: a rewritten kernel's operands and outputs stay within this (the GPU's
+    parameter space; fusion's own budget)."""
+    entry = module.entry
+    callee_keys: dict[int, tuple] = {}
+    shapes: dict[int, _Shape] = {}
+    groups: dict[tuple, list[Instruction]] = {}
+    for inst in entry.instructions:
+        if inst.opcode != "fusion":
+            continue
+        seen = shapes[id(inst)] = _Shape(inst.attrs["calls"], callee_keys)
+        groups.setdefault(seen.key, []).append(inst)
+    plans: dict[int, tuple[list[Instruction], list[int | None], list[tuple[str, tuple]]]] = {}
+    for members in groups.values():
+        if len(members) < MIN_GROUP:
+            continue
+        first = shapes[id(members[0])]
+        columns = list(zip(*(shapes[id(m)].values for m in members)))
+        # each varying offset's parameter: offsets equal in every member share one
+        parameter_of: list[int | None] = []
+        parameters: dict[tuple[str, tuple], int] = {}
+        for slot, column in enumerate(columns):
+            if len(set(column)) == 1:
+                parameter_of.append(None)
+                continue
+            parameter_of.append(parameters.setdefault((first.types[slot], column),
+                                                      len(parameters)))
+        if not parameters:
+            continue  # identical up to names already: shared as they are
+        comp = members[0].attrs["calls"]
+        outputs = len(comp.root.operands) if comp.root.opcode == "tuple" else 1
+        if len(comp.parameters) + len(parameters) + outputs > max_parameters:
+            continue
+        for m in members:
+            plans[id(m)] = (members, parameter_of, list(parameters))
+
+    if not plans:
+        return module, Counter(), []
+    counts: Counter = Counter()
+    decisions: list[FusionDecision] = []
+    new_comps: list[Computation] = []
+    constants: dict[tuple[str, int], Instruction] = {}
+
+    def constant(builder: ComputationBuilder, dtype: str, value: int) -> Instruction:
+        """One s64[] (or the start index's type) constant per value, shared by the fusions."""
+        made = constants.get((dtype, value))
+        if made is None:
+            literal = np.array(value, from_name(dtype).numpy)
+            made = constants[(dtype, value)] = builder.constant(literal)
+        return made
+
+    def visit(inst: Instruction, operands: list[Instruction], builder: ComputationBuilder):
+        plan = plans.get(id(inst))
+        if plan is None:
+            return None
+        members, parameter_of, parameters = plan
+        seen = shapes[id(inst)]
+        values: list[int] = [0] * len(parameters)
+        for slot, p in enumerate(parameter_of):
+            if p is not None:
+                values[p] = seen.values[slot]
+        dtypes = [dtype for dtype, _ in parameters]
+        fused = _with_offset_parameters(inst.attrs["calls"], seen, parameter_of, dtypes)
+        new_comps.append(fused)
+        extra = [constant(builder, dtype, value) for dtype, value in zip(dtypes, values)]
+        counts["fusions taking offsets as operands"] += 1
+        counts["offset operands"] += len(extra)
+        decisions.append(FusionDecision(
+            producer=members[0].name, consumer=inst.name, fused=False,
+            reason="OFFSETS_AS_OPERANDS",
+            message=f"{REASONS['OFFSETS_AS_OPERANDS']}: shares code with {len(members) - 1} "
+                    f"alike kernels (its offsets {values} are constant operands; the first "
+                    f"of them is %{members[0].name})",
+            producer_location=_loc(members[0]), consumer_location=_loc(inst),
+            fusion=inst.name))
+        return builder.adopt(dataclasses.replace(
+            inst, operands=tuple(operands + extra),
+            attrs=MappingProxyType({**inst.attrs, "calls": fused})))
+
+    new_entry, _ = rewrite_computation(entry, visit)
+    return replace_entry(module, new_entry, tuple(new_comps)), counts, decisions
+
+
+def _with_offset_parameters(comp: Computation, seen: _Shape, parameter_of: list[int | None],
+                            dtypes: list[str]) -> Computation:
+    """``comp`` with its varying offsets read from new parameters (numbered after its own):
+    slices at varying starts become dynamic-slices, varying start constants parameters."""
+    names = NameUniquer.from_names(i.name for i in comp.instructions)
+    builder = ComputationBuilder(comp.name, names)
+    first_number = len(comp.parameters)
+    made: dict[int, Instruction] = {}
+
+    def parameter(p: int) -> Instruction:
+        if p not in made:
+            made[p] = builder.parameter(first_number + p, Shape(from_name(dtypes[p]), ()),
+                                        builder.uniquer.first_free(f"offset_{p}"),
+                                        exact_name=True)
+        return made[p]
+
+    fixed_starts: dict[int, Instruction] = {}
+
+    def fixed(start: int) -> Instruction:
+        """A start that every member shares, as an s64[] constant of the fused computation."""
+        if start not in fixed_starts:
+            literal = np.array(start, np.int64)
+            literal.flags.writeable = False
+            fixed_starts[start] = builder.adopt(Instruction(
+                names.fresh("constant"), "constant", Shape(from_name(OFFSET_DTYPE), ()), (),
+                MappingProxyType({"literal": literal})))
+        return fixed_starts[start]
+
+    slots_of: dict[int, list[tuple[int, int | None]]] = {}
+    for (k, d), p in zip(seen.slots, parameter_of):
+        slots_of.setdefault(k, []).append((d, p))
+    mapping: dict[int, Instruction] = {}
+    for k, inst in enumerate(comp.instructions):
+        operands = [mapping[id(o)] for o in inst.operands]
+        slots = slots_of.get(k, ())
+        varying = [p for _, p in slots if p is not None]
+        if not varying:
+            new = builder.adopt(with_operands(inst, operands))
+        elif inst.opcode == "constant":
+            new = parameter(varying[0])
+        else:  # a slice at a start that varies: the same window read by a dynamic-slice
+            starts = [parameter(p) if p is not None else fixed(start)
+                      for (_, p), (start, _, _) in zip(slots, inst.attrs["slice"])]
+            # built directly (its shape is the slice's): the pass manager verifies the result
+            new = builder.adopt(Instruction(
+                names.fresh("dynamic-slice"), "dynamic-slice", inst.shape,
+                (operands[0], *starts), MappingProxyType({"dynamic_slice_sizes": inst.shape.dims}),
+                inst.metadata))
+        mapping[id(inst)] = new
+    for p in range(len(dtypes)):
+        parameter(p)  # every offset is an operand, even where the rewrite left none to read
+    return builder.build(mapping[id(comp.root)])
+
+
+def _loc(inst: Instruction) -> str:
+    return inst.metadata.location if inst.metadata is not None else ""
