@@ -38,7 +38,8 @@ RULE_CASES = {
     "integer multiply(x, 0) -> 0": (lambda x: x * 0, x34.astype(np.int32)),
     "divide(x, 2^k) -> multiply(x, 2^-k)": (lambda x: x / 8.0, x34),
     "power(x, 1) -> x": (lambda x: x**1, x34),
-    "power(x, 2) -> multiply(x, x)": (lambda x: np.power(x, 2), x34),
+    # (an exponent array of 2s: np.power with a single exponent 2 is traced as x * x already)
+    "power(x, 2) -> multiply(x, x)": (lambda x: np.power(x, np.full(x.shape, 2.0)), x34),
     # exact here (small integers), and the signs of -0.0 ** 3 and -0.0 ** -3 are pow's
     "power(x, integer n) -> multiplies (square and multiply; 1/x^n for n < 0)": (
         lambda x: x**3 + x**-3.0 + x**7,

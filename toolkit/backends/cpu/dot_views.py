@@ -17,30 +17,47 @@ from __future__ import annotations
 
 from .native_loop import Operand
 
-_UNIT_PRESERVING = ("reshape", "bitcast")
+
+def _unit_preserving(inst) -> bool:
+    return inst.opcode == "reshape" or inst.opcode == "bitcast"
 
 
 def _window(step, slot_types) -> Operand | None:
-    """The window of its one input that a slice step's output is, as an Operand over the
-    output's dimensions, or None for any other step."""
+    """The window of its source that a slice step's output is, as an Operand over the output's
+    dimensions, or None for any other step. A slice is a ``slice``, or a ``dynamic-slice`` whose
+    start indices are constants of the program (the offset-operands pass makes fusions alike up
+    to their offsets share code that way), then reshapes that only add or drop unit
+    dimensions."""
     inst = step.inst
-    if step.kind != "kernel" or len(step.inputs) != 1 or len(step.outputs) != 1:
+    if step.kind != "kernel" or len(step.outputs) != 1:
         return None
     if inst.opcode == "fusion":
         comp = inst.attrs.get("calls")
-        chain = [] if comp is None else [i for i in comp.instructions if i.opcode != "parameter"]
+        # (constants: a dynamic-slice's start indices that are the same in every alike fusion)
+        chain = [] if comp is None else [i for i in comp.instructions
+                                         if i.opcode != "parameter" and i.opcode != "constant"]
     else:
         chain = [inst]
-    if not chain or chain[0].opcode != "slice" or any(
-        i.opcode not in _UNIT_PRESERVING for i in chain[1:]
-    ) or any(len(i.operands) != 1 or i.operands[0] is not p for p, i in zip(chain, chain[1:])):
+    if not chain or any(not _unit_preserving(i) for i in chain[1:]) or any(
+            len(i.operands) != 1 or i.operands[0] is not p for p, i in zip(chain, chain[1:])):
         return None
     slice_ = chain[0]
-    source = slot_types[step.inputs[0]]
+    if slice_.opcode == "slice":
+        if len(step.inputs) != 1:
+            return None
+        source_slot = step.inputs[0]
+        spec = slice_.attrs.get("slice")
+    elif slice_.opcode == "dynamic-slice" and inst.opcode == "fusion":
+        found = _constant_starts(inst, slice_)
+        if found is None:
+            return None
+        source_slot, spec = step.inputs[found[0]], found[1]
+    else:
+        return None
+    source = slot_types[source_slot]
     if source is None or slot_types[step.outputs[0]] is None:
         return None
     dims = source[0]
-    spec = slice_.attrs.get("slice")
     if spec is None or len(spec) != len(dims) or tuple(chain[-1].shape.dims) != tuple(
         slot_types[step.outputs[0]][0]
     ):
@@ -61,7 +78,27 @@ def _window(step, slot_types) -> Operand | None:
     strides, it = [], iter(kept)
     for d in out_dims:
         strides.append(1 if d == 1 else next(it)[1])
-    return Operand(step.inputs[0], offset, tuple(strides))
+    return Operand(source_slot, offset, tuple(strides))
+
+
+def _constant_starts(fusion, dynamic_slice):
+    """(the fusion operand a dynamic-slice reads, its window as a slice spec) when its operand
+    is a parameter and every start index a parameter bound to a constant of the program;
+    starts clamp as dynamic-slice's do."""
+    operand, *starts = dynamic_slice.operands
+    if operand.opcode != "parameter":
+        return None
+    values = []
+    for start, size, dim in zip(starts, dynamic_slice.attrs["dynamic_slice_sizes"],
+                                operand.shape.dims):
+        bound = (fusion.operands[start.attrs["parameter_number"]]
+                 if start.opcode == "parameter" else start)
+        if bound.opcode != "constant":
+            return None
+        value = int(bound.attrs["literal"].reshape(()))
+        value = min(max(value, 0), dim - size)
+        values.append((value, value + size, 1))
+    return operand.attrs["parameter_number"], values
 
 
 def offered_views(exe) -> dict[int, dict[int, tuple[int, Operand]]]:
