@@ -214,7 +214,8 @@ def combine(runs: list[dict]) -> dict:
         for name, cell in run["rows"].items():
             if name not in side["rows"] or cell["seconds"] < side["rows"][name]["seconds"]:
                 side["rows"][name] = dict(cell)
-        for key in ("compile_seconds", "dispatch_seconds", "cached_compile_seconds"):
+        for key in ("compile_seconds", "dispatch_seconds", "cached_compile_seconds",
+                    "break_seconds"):
             if run.get(key) is not None:
                 side[key] = min(side.get(key, float("inf")), run[key])
         for name, ratio in run.get("profiled", {}).items():  # the best process's ratio
