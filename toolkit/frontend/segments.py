@@ -95,8 +95,8 @@ def cut(trace: Trace, wanted: list[Tracer], live: list[Tracer]) -> Segment:
 
 def resume(trace: Trace, live: list[Tracer], bind) -> None:
     """Start the next segment: every live tracer becomes a parameter (or, for a constant, the
-    same constant) of a fresh computation. ``bind(old_instruction, tracer)`` returns the value
-    the new parameter stands for."""
+    same constant) of a fresh computation; ``bind(new_parameter, tracer, old_instruction)``
+    records the value the new parameter stands for (the old instruction's computed value)."""
     trace.module = ModuleBuilder(trace.module.name)
     trace.builder = trace.module.computation("main")
     trace._constants.clear()
