@@ -15,6 +15,8 @@ only when every step reading its result before that buffer is next written is a 
 reads the window instead, and the program does not return it."""
 from __future__ import annotations
 
+import bisect
+
 from .native_loop import Operand
 
 
@@ -103,48 +105,69 @@ def _constant_starts(fusion, dynamic_slice):
 
 def offered_views(exe) -> dict[int, dict[int, tuple[int, Operand]]]:
     """dot step position -> {input position: (slice step position, window)}: the windows each
-    dot may read in place of a slice step's result."""
+    dot may read in place of a slice step's result. Linear in the steps: the windows current
+    at each step are indexed by their result slot and by their source slot."""
     steps = exe.steps
     windows = {}  # output slot -> (slice position, window), while that result is current
+    by_source: dict[int, set[int]] = {}  # source slot -> output slots of windows over it
     offered: dict[int, dict[int, tuple[int, Operand]]] = {}
+
+    def forget(slot: int) -> None:
+        entry = windows.pop(slot, None)
+        if entry is not None:
+            by_source.get(entry[1].slot, set()).discard(slot)
+
     for position, step in enumerate(steps):
         if step.kind == "dot":
             for k, slot in enumerate(step.inputs):
                 if slot in windows:
                     offered.setdefault(position, {})[k] = windows[slot]
         written = set(step.outputs)
-        if written:
-            # a window is stale once its result slot or its source slot is written
-            for slot in [s for s, (_, w) in windows.items() if s in written or w.slot in written]:
-                del windows[slot]
+        # a window is stale once its result slot or its source slot is written
+        for slot in written:
+            forget(slot)
+            for result in list(by_source.get(slot, ())):
+                forget(result)
         window = _window(step, exe._slot_types)
         if window is not None and window.slot not in written:
             windows[step.outputs[0]] = (position, window)
+            by_source.setdefault(window.slot, set()).add(step.outputs[0])
     return offered
 
 
 def droppable_slices(exe, offered, read_in_place: dict[int, set[int]]) -> set[int]:
     """The positions of slice steps whose result no one reads any more: every reader before
     the result's slot is next written is a dot that reads the window in its place
-    (``read_in_place``: dot position -> the input positions it reads so)."""
-    candidates = {}
-    for position, inputs in offered.items():
-        for k, (slice_position, _) in inputs.items():
-            candidates.setdefault(slice_position, set())
+    (``read_in_place``: dot position -> the input positions it reads so). One pass indexes
+    every slot's reads and writes, so each candidate looks only at its own readers."""
+    candidates = {slice_position for inputs in offered.values()
+                  for slice_position, _ in inputs.values()}
+    if not candidates:
+        return set()
     steps = exe.steps
+    watched = {steps[p].outputs[0] for p in candidates}
+    events: dict[int, list[tuple[int, int]]] = {}  # slot -> (position, input k, or -1: written)
+    for position, step in enumerate(steps):
+        for k, s in enumerate(step.inputs):
+            if s in watched:
+                events.setdefault(s, []).append((position, k))
+        for s in step.outputs:  # (after the step's reads: a step reads, then writes)
+            if s in watched:
+                events.setdefault(s, []).append((position, -1))
     returned = set(exe.out_slots)
     dropped = set()
     for slice_position in candidates:
         slot = steps[slice_position].outputs[0]
         if slot in returned:
             continue
+        found = events.get(slot, [])
+        start = bisect.bisect_right(found, (slice_position, float("inf")))
         needed = False
-        for position in range(slice_position + 1, len(steps)):
-            step = steps[position]
-            for k, s in enumerate(step.inputs):
-                if s == slot and k not in read_in_place.get(position, ()):
-                    needed = True
-            if needed or slot in step.outputs:
+        for position, k in found[start:]:
+            if k == -1:  # the slot is written again: later reads are of something else
+                break
+            if k not in read_in_place.get(position, ()):
+                needed = True
                 break
         if not needed:
             dropped.add(slice_position)
