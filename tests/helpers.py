@@ -1,3 +1,4 @@
+import itertools
 import os
 
 import numpy as np
@@ -78,3 +79,27 @@ THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 
 def sweep_examples(ci: int) -> int:
     return ci * 8 if THOROUGH else ci
+
+
+def special_grid(special, dtype=np.complex128):
+    """Every pairing of ``special`` as real and imaginary parts (signed zeros, infinities, NaN
+    ...): a complex array of them."""
+    parts = np.array(list(itertools.product(special, special)))
+    with np.errstate(all="ignore"):
+        z = (parts[:, 0] + 0j).astype(dtype)
+        z.imag = parts[:, 1]
+    return z
+
+
+def run_jitted(fn, backend, *args):
+    """``fn(*args)`` jitted on ``backend``, the results on the host."""
+    import toolkit as tk
+
+    out = tk.jit(fn, backend=backend, on_recompile="ignore")(*args)
+    return tk.device_get(out) if backend == "gpu-emulated" else out
+
+
+def expect(fn, *args):
+    """NumPy's own result, its floating-point warnings silenced."""
+    with np.errstate(all="ignore"):
+        return fn(*args)

@@ -2,7 +2,6 @@
 generators, and the frontend, against NumPy itself. Arithmetic and abs are bit for bit
 NumPy's (its SIMD loops' formulas, special values included); exp/log/sqrt are toolkit's own
 formulas for C99's functions, checked to a few ulp and on C99's special-value table."""
-import itertools
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from toolkit.backends.gpu import compile_ptx
 from toolkit.frontend.errors import UnsupportedNumpyError
 from toolkit.ir.shape_inference import ShapeError
 
+import helpers
 from helpers import assert_same
 from test_gpu_codegen import assemble, needs_ptxas
 from test_gpu_emulated import DEVICE  # noqa: F401  (registers the gpu-emulated backend)
@@ -24,21 +24,11 @@ SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 1e-300, 1e300, np.inf, -np.inf, np.n
 
 def special_grid(dtype):
     """Every pairing of special parts: zeros of both signs, infinities, NaN, tiny and huge."""
-    parts = np.array(list(itertools.product(SPECIAL, SPECIAL)))
-    with np.errstate(all="ignore"):
-        z = (parts[:, 0] + 0j).astype(dtype)
-        z.imag = parts[:, 1]
-    return z
+    return helpers.special_grid(SPECIAL, dtype)
 
 
-def run(fn, backend, *args):
-    out = tk.jit(fn, backend=backend, on_recompile="ignore")(*args)
-    return tk.device_get(out) if backend == "gpu-emulated" else out
-
-
-def expect(fn, *args):
-    with np.errstate(all="ignore"):
-        return fn(*args)
+run = helpers.run_jitted
+expect = helpers.expect
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

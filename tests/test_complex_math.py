@@ -5,7 +5,6 @@ Stated bounds: every part of every finite result within 5 ulp of NumPy's, relati
 itself (complex128; complex64: 3 ulp, computed in float64 and rounded once); special values
 (signed zeros, infinities, NaN, the branch cuts) exactly NumPy's; integer powers bit for bit;
 other powers within 8 eps (1 + |w log z|), the error of exp(w log z) that NumPy's has too."""
-import itertools
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import pytest
 import toolkit as tk
 from toolkit.backends.gpu import compile_ptx
 
+import helpers
 from helpers import assert_same
 from test_gpu_codegen import assemble, needs_ptxas
 from test_gpu_emulated import DEVICE  # noqa: F401  (registers the gpu-emulated backend)
@@ -25,21 +25,11 @@ ULP = {np.complex128: 5, np.complex64: 3}
 
 
 def special_grid(dtype=np.complex128):
-    parts = np.array(list(itertools.product(SPECIAL, SPECIAL)))
-    with np.errstate(all="ignore"):
-        z = (parts[:, 0] + 0j).astype(dtype)
-        z.imag = parts[:, 1]
-    return z
+    return helpers.special_grid(SPECIAL, dtype)
 
 
-def run(fn, backend, *args):
-    out = tk.jit(fn, backend=backend, on_recompile="ignore")(*args)
-    return tk.device_get(out) if backend == "gpu-emulated" else out
-
-
-def expect(fn, *args):
-    with np.errstate(all="ignore"):
-        return fn(*args)
+run = helpers.run_jitted
+expect = helpers.expect
 
 
 def part_ulps(got, want):

@@ -23,29 +23,13 @@ import numpy as np
 from . import lax
 from .complex_ufuncs import COMPLEX_UFUNCS, imag_part, make, real_part
 from .tracer import Tracer
-from .ufuncs_math import _arcsinh, _cosh, _signbit, _sinh
+from .ufuncs_math import _add, _arcsinh, _cosh, _e, _mul, _signbit, _sinh, _sub
 
 _LN2 = math.log(2.0)
 
 
-def _e(opcode, *xs):
-    return lax.elementwise(opcode, *xs)
-
-
 def _c(x: Tracer, value) -> Tracer:
     return lax.full_like(x, value)
-
-
-def _mul(a, b):
-    return _e("multiply", a, b)
-
-
-def _add(a, b):
-    return _e("add", a, b)
-
-
-def _sub(a, b):
-    return _e("subtract", a, b)
 
 
 def _neg(a):

@@ -216,6 +216,17 @@ def profile_summary_text(prof, top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def graph_breaks_by_site(events) -> dict[tuple[str, str, str], tuple[int, float, float, int]]:
+    """GraphBreakEvents by (function, reason, line): segments run, compiled seconds, Python
+    glue seconds, and segments compiled (new, or a guard that failed)."""
+    by_site: dict = {}
+    for e in events:
+        key = (e.function, e.reason, e.location)
+        count, seconds, glue, compiled = by_site.get(key, (0, 0.0, 0.0, 0))
+        by_site[key] = (count + 1, seconds + e.duration, glue + e.glue, compiled + e.compiled)
+    return by_site
+
+
 def graph_break_lines(events) -> list[str]:
     """Graph breaks by function and line: how many, compiled segment time against the Python
     glue between segments, and segments compiled (new, or a guard that failed)."""
@@ -224,14 +235,10 @@ def graph_break_lines(events) -> list[str]:
     lines = [f"graph breaks: {sum(e.reason != 'return' for e in events)}, "
              f"segments {_ms(sum(e.duration for e in events))}, "
              f"Python glue {_ms(sum(e.glue for e in events))}"]
-    by_site: dict = {}
-    for e in events:
-        key = (e.function, e.reason, e.location)
-        count, seconds, compiled = by_site.get(key, (0, 0.0, 0))
-        by_site[key] = (count + 1, seconds + e.duration + e.glue, compiled + e.compiled)
-    for (function, reason, location), (count, seconds, compiled) in by_site.items():
+    for (function, reason, location), (count, seconds, glue, compiled) in \
+            graph_breaks_by_site(events).items():
         where = f" at {location}" if location else ""
-        lines.append(f"  {function}: {reason}{where}: {count}x, {_ms(seconds)} with glue"
+        lines.append(f"  {function}: {reason}{where}: {count}x, {_ms(seconds + glue)} with glue"
                      + (f", {compiled} segment(s) compiled" if compiled else ""))
     return lines
 

@@ -9,7 +9,8 @@ import io
 from collections import Counter
 
 from ..ir.ops import GroupOp
-from ..profiler.report import RecompileReport, kernel_table, profile_summary_text
+from ..profiler.report import (RecompileReport, graph_breaks_by_site, kernel_table,
+                               profile_summary_text)
 from ..roofline import Ceilings, bound_text
 
 e = html.escape
@@ -126,14 +127,10 @@ def graph_break_section(prof) -> str:
     events = getattr(prof, "graph_breaks", ())
     if not events:
         return ""
-    by_site: dict = {}
-    for ev in events:
-        key = (ev.function, ev.reason, ev.location)
-        count, seg, glue, compiled = by_site.get(key, (0, 0.0, 0.0, 0))
-        by_site[key] = (count + 1, seg + ev.duration, glue + ev.glue, compiled + ev.compiled)
     rows = [[function, location or "(return)", reason, str(count), f"{seg * 1e3:.3f}",
              f"{glue * 1e3:.3f}", str(compiled)]
-            for (function, reason, location), (count, seg, glue, compiled) in by_site.items()]
+            for (function, reason, location), (count, seg, glue, compiled)
+            in graph_breaks_by_site(events).items()]
     return ("<h3>Graph breaks</h3>"
             "<p class='tk-note'>Python needed a traced value here, so the program ran in "
             "segments: the segment up to the line, then Python, then the next segment. "
