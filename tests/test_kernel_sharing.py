@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
-from toolkit.ir.structural import structural_key
+from toolkit.ir.structural import exact_key
 
 
 def _entry(text: str):
@@ -40,10 +40,10 @@ def test_the_key_ignores_names_and_metadata():
         "  %bb = f32[8] broadcast(%k.1), dimensions={}\n"
         "  ROOT %out.9 = f32[8] multiply(%p.7, %bb)\n}\n"
     )
-    assert structural_key(a) == structural_key(b)
+    assert exact_key(a) == exact_key(b)
     renamed_reducer = ADD.replace("%add", "%sum.3")
-    assert structural_key(_entry(ADD + _reduce("add"))) == \
-        structural_key(_entry(renamed_reducer + _reduce("sum.3", ("q", "zero", "out"))))
+    assert exact_key(_entry(ADD + _reduce("add"))) == \
+        exact_key(_entry(renamed_reducer + _reduce("sum.3", ("q", "zero", "out"))))
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_the_key_sees_what_changes_the_code(changed):
         "  %b = f32[8] broadcast(%c), dimensions={}\n"
         "  ROOT %m = f32[8] multiply(%x, %b)\n}\n"
     )
-    assert structural_key(_entry(base)) != structural_key(_entry(changed))
+    assert exact_key(_entry(base)) != exact_key(_entry(changed))
 
 
 def test_the_key_sees_layouts_attributes_and_called_computations():
@@ -86,10 +86,10 @@ def test_the_key_sees_layouts_attributes_and_called_computations():
         "ENTRY e {\n  %x = f32[4,8]{LAYOUT} parameter(0)\n"
         "  ROOT %t = f32[8,4] transpose(%x), dimensions={1,0}\n}\n"
     )
-    assert structural_key(_entry(t.replace("LAYOUT", "1,0"))) != structural_key(
+    assert exact_key(_entry(t.replace("LAYOUT", "1,0"))) != exact_key(
         _entry(t.replace("LAYOUT", "0,1"))
     )
-    assert structural_key(_entry(ADD + _reduce("add"))) != structural_key(
+    assert exact_key(_entry(ADD + _reduce("add"))) != exact_key(
         _entry(MAX + _reduce("max"))
     )
     other_dims = (
@@ -97,7 +97,7 @@ def test_the_key_sees_layouts_attributes_and_called_computations():
         .replace("dimensions={1}", "dimensions={0}")
         .replace("f32[4] reduce", "f32[8] reduce")
     )
-    assert structural_key(_entry(ADD + _reduce("add"))) != structural_key(_entry(other_dims))
+    assert exact_key(_entry(ADD + _reduce("add"))) != exact_key(_entry(other_dims))
 
 
 def _steps(x):

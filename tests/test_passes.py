@@ -282,6 +282,43 @@ def test_a_broken_pass_is_named():
         Pipeline("test", (("breaker", breaks),)).run(module)
 
 
+def _rebuilding(change):
+    """A pass that rebuilds the entry's root with ``change(root)`` (and every other
+    instruction as it was)."""
+    def rebuild(module):
+        entry = module.entry
+        root = change(entry.root)
+        bad = type(entry)(entry.name, entry.parameters, entry.instructions[:-1] + (root,), root)
+        return type(module)(module.name, module.computations[:-1] + (bad,), bad), Counter(), []
+    return rebuild
+
+
+def test_the_verifier_after_a_pass_infers_what_the_pass_changed():
+    """After a pass, the verifier skips shape inference only for what it already answered
+    (the same opcode, shape, attributes and operand shapes) or what the builder inferred; a
+    pass that keeps an instruction's attributes but gives it the wrong shape, or edits one
+    with dataclasses.replace (which never copies the builder's mark), is still caught, after a
+    first pass that changed the module."""
+    import dataclasses
+
+    from toolkit.ir.shapes import Shape
+
+    module = tk.jit(lambda x: np.exp(x) * 2).lower(x34).hlo
+    root = module.entry.root
+    assert root.shape_inferred  # made by the builder
+    renamed = _rebuilding(lambda r: dataclasses.replace(r, name=r.name + "_renamed"))
+    wrong = Shape(root.shape.dtype, (4, 3))
+    for change in (lambda r: dataclasses.replace(r, shape=wrong),
+                   lambda r: type(r)(r.name, r.opcode, wrong, r.operands, r.attrs, r.metadata)):
+        assert not change(root).shape_inferred
+        with pytest.raises(PassError, match="pass 'breaker' produced an invalid module"):
+            Pipeline("test", (("rename", renamed), ("breaker", _rebuilding(change)))).run(module)
+    # the same edits with the right shape pass
+    Pipeline("test", (("rename", renamed),
+                      ("same", _rebuilding(lambda r: dataclasses.replace(r, shape=root.shape))))
+             ).run(module)
+
+
 def test_unknown_pipeline():
     with pytest.raises(ValueError, match="unknown pipeline"):
         tk.jit(lambda x: x, pipeline="O9")

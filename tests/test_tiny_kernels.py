@@ -1,6 +1,8 @@
 """Kernels of a handful of elements skip LLVM's optimisation pipeline (``optnone``), where that
 changes only their speed: an unrolled triangular loop has thousands of them, and O3 spent about
 60 ms on each. Results are bit for bit those of optimised kernels."""
+import re
+
 import numpy as np
 import pytest
 
@@ -51,3 +53,59 @@ def test_kernels_that_call_math_functions_keep_the_pipeline(monkeypatch):
     _, compiled = _compiled(lambda x: np.tan(x) * 2, (x,), monkeypatch, True)
     text = compiled.as_text("llvm")
     assert "optnone" not in text
+
+
+def _rows_written_one_by_one(c, a):
+    """A row-by-row update whose trips differ in width: one small kernel per trip."""
+    for i in range(c.shape[0]):
+        c[i, : i + 1] = 1.5 * (a[i] @ a[: i + 1].T) + 0.5 * c[i, : i + 1]
+    return c
+
+
+def _functions(llvm_text: str) -> dict[str, tuple[str, str]]:
+    """name -> (its attributes, its body) in optimised LLVM IR, where a definition names its
+    attribute group (``define ... #1 {`` and ``attributes #1 = { optsize ... }``)."""
+    groups = dict(re.findall(r"^attributes #(\d+) = \{(.*)\}$", llvm_text, re.M))
+    found = {}
+    for name, group, body in re.findall(r"^define [^@]*@([\w.$-]+)\(.*?(?:#(\d+))? \{$(.*?)^\}",
+                                        llvm_text, re.M | re.S):
+        found[name] = (groups.get(group, ""), body)
+    return found
+
+
+def test_small_kernels_of_a_program_of_many_compile_for_size(monkeypatch):
+    """An unrolled loop whose trips differ in shape: each trip's kernel is small and distinct,
+    and compiles without the vectorisers (optsize, noimplicitfloat); the numbers are those of
+    O3 bit for bit."""
+    r = np.random.default_rng(1)
+    c, a = r.random((24, 24)), r.random((24, 8))
+    got, compiled = _compiled(_rows_written_one_by_one, (c.copy(), a), monkeypatch, True)
+    want, plain = _compiled(_rows_written_one_by_one, (c.copy(), a), monkeypatch, False)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, _rows_written_one_by_one(c.copy(), a), rtol=1e-13)
+    functions = _functions(compiled.as_text("llvm"))
+    sized = [name for name, (attributes, _) in functions.items() if "optsize" in attributes]
+    assert len(sized) >= 16, f"the trips' kernels were not compiled for size: {sized}"
+    assert all("noimplicitfloat" in functions[name][0] for name in sized)
+    assert not any("optsize" in attributes
+                   for attributes, _ in _functions(plain.as_text("llvm")).values())
+
+
+def test_a_reassociating_reduction_keeps_the_vectorisers(monkeypatch):
+    """A reduction's reassoc flags let O3's vectoriser sum in its own order: compiling it for
+    size would change its last bits, so it keeps O3, however many kernels the program has."""
+    r = np.random.default_rng(2)
+    xs = [r.random(300).astype(np.float32) for _ in range(12)]
+
+    def sums(*xs):
+        return tuple(x[: 100 + 10 * k].sum() for k, x in enumerate(xs))
+
+    got, compiled = _compiled(sums, xs, monkeypatch, True)
+    want, _ = _compiled(sums, xs, monkeypatch, False)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    functions = _functions(compiled.as_text("llvm"))
+    reducing = [name for name, (_, body) in functions.items() if "reassoc" in body]
+    assert len(reducing) >= 12, "the sums' kernels were not found"
+    for name in reducing:
+        assert "optsize" not in functions[name][0], name

@@ -99,6 +99,7 @@ class ComputationBuilder:
         inst = Instruction(
             name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),
             opcode=opcode, shape=result, operands=tuple(operands), attrs=attrs, metadata=metadata)
+        object.__setattr__(inst, "shape_inferred", True)  # (frozen: set once, here)
         self._instructions.append(inst)
         return inst
 

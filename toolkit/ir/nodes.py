@@ -24,6 +24,7 @@ CALLEE_ATTRIBUTES = (
     "false_computation",
     "branch_computations",
 )
+_CALLEE_KEYS = frozenset(CALLEE_ATTRIBUTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,15 +56,23 @@ class Instruction:
     operands: tuple[Instruction, ...] = ()
     attrs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     metadata: Metadata | None = None
+    # set only by ComputationBuilder.add, which inferred this shape from these operands and
+    # attributes (the verifier need not infer it again); never copied by dataclasses.replace
+    shape_inferred: bool = field(default=False, init=False, repr=False, compare=False)
 
     def attr(self, key: str, default: Any = None) -> Any:
         return self.attrs.get(key, default)
 
     @property
     def called_computations(self) -> tuple[Computation, ...]:
+        # (every pass asks this of every instruction: look at the few attributes it has, in
+        # CALLEE_ATTRIBUTES' order, rather than look up all seven names)
+        attrs = self.attrs
+        if _CALLEE_KEYS.isdisjoint(attrs):
+            return ()
         out = []
         for k in CALLEE_ATTRIBUTES:
-            v = self.attrs.get(k)
+            v = attrs.get(k)
             if v is not None:
                 out.extend(v if isinstance(v, tuple) else (v,))
         return tuple(out)

@@ -2,18 +2,13 @@
 instructions (and of the computations they call) and in metadata compute the same function.
 
 An unrolled loop makes one fused kernel per trip, all alike (a stencil step, a layer); a backend
-compiles each distinct one once and lets the others call it."""
+compiles each distinct one once and lets the others call it (``exact_key``: exact, and cheaper
+than printing them)."""
 from __future__ import annotations
-
-import hashlib
-import re
 
 import numpy as np
 
 from .nodes import Computation
-from .printer import instruction_to_text
-
-_NAME = re.compile(r"%([^\s,(){}=]+)")
 
 
 def _called(comp: Computation) -> list[Computation]:
@@ -25,47 +20,6 @@ def _called(comp: Computation) -> list[Computation]:
             elif isinstance(value, (tuple, list)):
                 found.extend(v for v in value if isinstance(v, Computation))
     return found
-
-
-def _text(comp: Computation, digests: dict[int, str], by_name: dict[str, Computation]) -> str:
-    position = {inst.name: str(k) for k, inst in enumerate(comp.instructions)}
-    if position.keys() & by_name.keys():  # a name both an instruction's and a computation's: keep
-        position = {}  # every name, so the key is this computation's alone (never shared)
-        by_name = {}
-
-    def rename(match: re.Match) -> str:
-        name = match.group(1)
-        if name in position:
-            return "%" + position[name]
-        called = by_name.get(name)
-        return "%<" + digests[id(called)] + ">" if called is not None else match.group(0)
-
-    params = ", ".join(p.shape.to_text(layout=True) for p in comp.parameters)
-    lines = [f"({params}) -> {comp.root.shape}"]
-    lines += [_NAME.sub(rename, instruction_to_text(inst, inst is comp.root, metadata=False,
-                                                     digest_literals=True))
-              for inst in comp.instructions]
-    return "\n".join(lines)
-
-
-def structural_key(comp: Computation) -> str:
-    """A digest equal for computations alike up to names and metadata (layouts, constants'
-    values and every attribute count). Computations it calls are keyed first, from the leaves
-    up, with an explicit stack rather than recursion."""
-    digests: dict[int, str] = {}
-    stack: list[tuple[Computation, bool]] = [(comp, False)]
-    while stack:
-        current, expanded = stack.pop()
-        if id(current) in digests:
-            continue
-        called = _called(current)
-        if not expanded and any(id(c) not in digests for c in called):
-            stack.append((current, True))
-            stack.extend((c, False) for c in called if id(c) not in digests)
-            continue
-        text = _text(current, digests, {c.name: c for c in called})
-        digests[id(current)] = hashlib.sha256(text.encode()).hexdigest()
-    return digests[id(comp)]
 
 
 def _frozen(value, keys: dict[int, tuple]):

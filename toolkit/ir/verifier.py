@@ -11,6 +11,33 @@ class VerificationError(ValueError):
 
 
 def verify(module: Module) -> Module:
+    """``module`` if it is well formed (else ``VerificationError``)."""
+    verify_after(module, frozenset())
+    return module
+
+
+def _shape_question(inst) -> tuple:
+    """What shape inference answers for ``inst``: its opcode, declared shape, attributes (the
+    very object) and its operands' shapes."""
+    return (inst.opcode, inst.shape, id(inst.attrs), tuple([o.shape for o in inst.operands]))
+
+
+def built_questions(module: Module) -> frozenset:
+    """What the builder's instructions of ``module`` asked shape inference (it answered when it
+    made them): ``verify_after``'s ``trusted`` for the module a pipeline starts from."""
+    return frozenset(_shape_question(inst) for comp in module.computations
+                     for inst in comp.instructions if inst.shape_inferred)
+
+
+def verify_after(module: Module, trusted: frozenset) -> frozenset:
+    """Verify ``module`` after a pass; ``trusted``: what this returned for the module before it,
+    which the caller still holds. Shape inference is a function of an instruction's opcode,
+    shape, attributes and operand shapes, so an instruction asking what a verified one asked
+    (a pass rebuilt it around a new operand of the same shape, keeping its attributes) is not
+    inferred again: a pass that changes a few instructions of a large program costs what it
+    changed. An instruction the builder made (``shape_inferred``) had its shape inferred then.
+    Returns what to trust after this module."""
+    answered = set()
     known = set()
     comp_names: set[str] = set()
     for comp in module.computations:
@@ -33,10 +60,14 @@ def verify(module: Module) -> Module:
                         f"{where} calls %{callee.name}, which is not an earlier computation of the "
                         "module"
                     )
-            try:
-                infer_shape(inst.opcode, [o.shape for o in inst.operands], inst.attrs, inst.shape)
-            except ShapeError as e:
-                raise VerificationError(f"{where}: {e}") from None
+            question = _shape_question(inst)
+            if not inst.shape_inferred and question not in trusted:
+                try:
+                    infer_shape(inst.opcode, [o.shape for o in inst.operands], inst.attrs,
+                                inst.shape)
+                except ShapeError as e:
+                    raise VerificationError(f"{where}: {e}") from None
+            answered.add(question)
             seen.add(id(inst))
         if id(comp.root) not in seen:
             raise VerificationError(f"root of %{comp.name} is not one of its instructions")
@@ -46,4 +77,4 @@ def verify(module: Module) -> Module:
         known.add(id(comp))
     if module.entry is not module.computations[-1]:
         raise VerificationError("the entry computation must come last")
-    return module
+    return frozenset(answered)

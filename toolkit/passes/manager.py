@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..ir.nodes import Module
 from .called import CONTROL, optimize_called
-from ..ir.verifier import VerificationError, verify
+from ..ir.verifier import VerificationError, built_questions, verify, verify_after
 from ..profiler.events import FusionDecision, PassEvent
 
 PassFn = Callable[[Module], tuple[Module, Counter, list]]  # -> (module, rewrites, decisions)
@@ -61,8 +61,12 @@ class Pipeline:
         pattern = re.compile(dump_pattern) if dump_pattern else None
         text_before = module.to_text() if pattern else ""
 
+        # what shape inference answered for the last verified module (or the builder, for the
+        # module the pipeline starts from): not asked again
+        verified = built_questions(module) if verify_each else frozenset()
+
         def run_one(name: str, fn: PassFn) -> bool:
-            nonlocal text_before
+            nonlocal text_before, verified
             progress_phase(f"pass {name}")
             start = now()
             new, rewrites, decisions = fn(result.module)
@@ -70,7 +74,8 @@ class Pipeline:
             changed = new is not result.module
             if changed and verify_each:
                 try:
-                    verify(new)
+                    # (what the last verified module holds is not checked again)
+                    verified = verify_after(new, verified)
                 except VerificationError as e:
                     raise PassError(f"pass '{name}' produced an invalid module: {e}") from e
             result.module = new

@@ -5,7 +5,6 @@ each instruction with its operands already rewritten and returns a replacement, 
 keep it. Unchanged instructions are shared, not copied."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable
 
 from ..ir.builder import ComputationBuilder, NameUniquer
@@ -17,7 +16,9 @@ Visit = Callable[[Instruction, list[Instruction], ComputationBuilder], "Instruct
 def with_operands(inst: Instruction, operands: list[Instruction]) -> Instruction:
     if len(operands) == len(inst.operands) and all(a is b for a, b in zip(operands, inst.operands)):
         return inst
-    return dataclasses.replace(inst, operands=tuple(operands))
+    # (the constructor, not dataclasses.replace: this runs for most instructions of every pass)
+    return Instruction(inst.name, inst.opcode, inst.shape, tuple(operands), inst.attrs,
+                       inst.metadata)
 
 
 def rewrite_computation(comp: Computation, visit: Visit) -> tuple[Computation, bool]:

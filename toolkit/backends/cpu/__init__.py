@@ -168,16 +168,64 @@ def symbol(step) -> str:
 # pipeline: a scalar update in an unrolled triangular loop (A[i, j] -= A[i, :j] @ A[:j, j]) runs
 # in nanoseconds either way, but O3 spent about 60 ms on each, and such a program has thousands.
 TINY_KERNEL_WORK = 16
+# In a program of at least SMALL_KERNELS_FROM distinct kernels (an unrolled loop's trips that
+# differ in shape), a kernel of at most SMALL_KERNEL_WORK elements is optimised for size: LLVM's
+# vectorisers and unroller spent 80 % of the compile of a row-by-row rank-k update on 240 such
+# kernels (4.5 s of LLVM, then 1.3 s), and at a few hundred elements a vector loop saves
+# nanoseconds per run. A program of few kernels keeps O3 for all of them.
+SMALL_KERNEL_WORK = 1024
+SMALL_KERNELS_FROM = 8
+
+
+def _calls_a_function(function: ir.Function) -> bool:
+    return any(isinstance(i, ir.CallInstr) for block in function.blocks
+               for i in block.instructions)
+
+
+_FAST_MATH = frozenset(("fast", "reassoc", "contract", "nnan", "ninf", "nsz", "arcp", "afn"))
+
+
+def _computes_alike_at_any_level(function: ir.Function) -> bool:
+    """Whether any optimisation level gives this kernel the same numbers: it calls no function
+    (a math call may become a vector-library variant under O3, which rounds in its own way) and
+    no arithmetic may be reassociated (a reduction's ``reassoc`` flags let the vectoriser sum
+    in another order)."""
+    for block in function.blocks:
+        for inst in block.instructions:
+            if isinstance(inst, ir.CallInstr) or _FAST_MATH.intersection(
+                    getattr(inst, "flags", ())):
+                return False
+    return True
 
 
 def _compile_plainly(function: ir.Function) -> None:
     """No optimisation for this kernel, where that changes nothing but its speed: its IR calls
     no function (a math call may become a vector-library variant under O3, which rounds in its
     own way), and without the pipeline nothing reorders or contracts its arithmetic."""
-    if any(isinstance(i, ir.CallInstr) for block in function.blocks for i in block.instructions):
+    if _calls_a_function(function):
         return
     function.attributes.add("noinline")
     function.attributes.add("optnone")
+
+
+def _compile_for_size(function: ir.Function) -> None:
+    """LLVM's size pipeline for this kernel (``optsize``, and ``noimplicitfloat``, which keeps
+    the loop and SLP vectorisers off it), where that changes nothing but its speed."""
+    if not _computes_alike_at_any_level(function):
+        return
+    function.attributes.add("optsize")
+    function.attributes.add("noimplicitfloat")
+
+
+def _light_optimisation(work: int, distinct_kernels: int):
+    """How a kernel of ``work`` elements is compiled for speed of compile, or None for O3."""
+    if os.environ.get("TOOLKIT_TINY_OPT", "1") != "1" or work <= 0:
+        return None
+    if work <= TINY_KERNEL_WORK:
+        return _compile_plainly
+    if work <= SMALL_KERNEL_WORK and distinct_kernels >= SMALL_KERNELS_FROM:
+        return _compile_for_size
+    return None
 
 
 def _emit(
@@ -191,6 +239,7 @@ def _emit(
     home: dict[str, ir.Module] = {}
     failed: dict[str, str] = {}
     emitted = 0
+    distinct = len({symbol(step) for step in kernels})
     for step in list(kernels):
         own = symbol(step)
         if own in failed:  # the kernel this one repeats could not be lowered
@@ -203,8 +252,9 @@ def _emit(
             emit_or_discard(module, emit_kernel, step.extra["spec"])
             home[own] = module
             emitted += 1
-            if 0 < step.work <= TINY_KERNEL_WORK and os.environ.get("TOOLKIT_TINY_OPT", "1") == "1":
-                _compile_plainly(module.globals[own])
+            light = _light_optimisation(step.work, distinct)
+            if light is not None:
+                light(module.globals[own])
         except CodegenUnsupported as e:
             failed[own] = str(e)
             _fallback(step, step.inst, str(e), fallbacks)

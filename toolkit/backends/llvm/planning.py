@@ -9,7 +9,7 @@ from ...ir.builder import ComputationBuilder, NameUniquer
 from ...ir.nodes import Computation, Instruction
 from ...ir.ops import GroupOp
 from ...ir.queries import reads_outside_update_window, reads_update_window, reducer_opcode
-from ...ir.structural import structural_key
+from ...ir.structural import exact_key
 from .elemental import CodegenUnsupported
 
 
@@ -36,7 +36,7 @@ def kernel_key(spec: KernelSpec) -> tuple:
     position = {id(inst): k for k, inst in enumerate(spec.computation.instructions)}
     reducers = tuple(sorted((position.get(i, -1 - i), r) for i, r in (spec.reducers or {}).items()))
     return (
-        structural_key(spec.computation),
+        exact_key(spec.computation),
         tuple(position[id(o)] for o in spec.outputs),
         spec.kind,
         spec.extent,
