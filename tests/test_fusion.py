@@ -195,6 +195,7 @@ def test_profile_records_fusion_decisions_and_pass_events():
         f(np.ones((4, 16), np.float32))
     assert {p.pass_name for p in prof.passes} == {
         "call-inliner",
+        "loop-rolling",
         "while-loop-invariant-code-motion",
         "dot-canonicalization",
         "simplify",

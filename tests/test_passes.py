@@ -249,8 +249,9 @@ def test_manager_times_verifies_and_dumps():
     f = tk.jit(lambda x: np.exp(x - 0) * 2, dump_passes="simplify|fusion")
     c = f.lower(x34).compile()
     names = [p.pass_name for p in c.pass_events]
-    assert names[:6] == [
+    assert names[:7] == [
         "call-inliner",
+        "loop-rolling",
         "while-loop-invariant-code-motion",
         "dot-canonicalization",
         "simplify",
@@ -259,7 +260,7 @@ def test_manager_times_verifies_and_dumps():
     ]
     assert names[-3:] == ["dce", "fusion", "offset-operands"]
     assert all(p.duration >= 0 for p in c.pass_events)
-    assert dict(c.pass_events[3].rewrites) == {"subtract(x, 0) -> x": 1}
+    assert dict(c.pass_events[4].rewrites) == {"subtract(x, 0) -> x": 1}
     dumps = c.pass_dumps
     assert [d.pass_name for d in dumps] == ["simplify", "simplify", "fusion"]
     assert "-  %subtract" in dumps[0].diff and "+  ROOT %loop_multiply_fusion" in dumps[-1].diff

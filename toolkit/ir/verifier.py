@@ -17,9 +17,12 @@ def verify(module: Module) -> Module:
 
 
 def _shape_question(inst) -> tuple:
-    """What shape inference answers for ``inst``: its opcode, declared shape, attributes (the
-    very object) and its operands' shapes."""
-    return (inst.opcode, inst.shape, id(inst.attrs), tuple([o.shape for o in inst.operands]))
+    """What shape inference answers for ``inst``: its opcode, declared shape, attributes and
+    its operands' shapes, each the very (immutable) object, by identity: cheap to hash, and
+    the caller holds the module whose answers it trusts, so its objects are alive and an equal
+    identity is the same object."""
+    return (inst.opcode, id(inst.shape), id(inst.attrs),
+            tuple([id(o.shape) for o in inst.operands]))
 
 
 def built_questions(module: Module) -> frozenset:

@@ -15,6 +15,7 @@ from .dot_canonical import canonicalize_dots
 from .fusion import FusionOptions, fuse
 from .inline import inline_calls
 from .loop_invariants import hoist_loop_invariants
+from .loop_rolling import roll_loops
 from .manager import Pipeline
 from .offset_operands import offset_operands
 from .simplify import simplify
@@ -45,6 +46,8 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
 
     passes = [
         ("call-inliner", _plain(inline_calls)),
+        # before everything else: the passes after it see one trip of an unrolled loop
+        ("loop-rolling", roll_loops),
         ("while-loop-invariant-code-motion", _plain(hoist_loop_invariants)),
         # once, before the simplifier: its reshapes collapse with their neighbours there
         ("dot-canonicalization", canonicalize_dots),

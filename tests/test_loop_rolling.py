@@ -1,0 +1,160 @@
+"""Loop rolling (passes/loop_rolling.py): an unrolled Python loop whose trips trace alike up to
+their offsets becomes one HLO while again, computing the very same bits as NumPy on every
+backend; loops whose trips differ in anything else, or that are short, stay unrolled."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+import toolkit.passes.loop_rolling as loop_rolling
+from toolkit.ir.queries import known_trip_count
+from toolkit.workloads import recursive_filter
+
+BACKENDS = ["cpu", "interpreter", "gpu-simulated"]
+FILTER = recursive_filter(np)
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_cache(monkeypatch):
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+
+
+def _compiled(fn, *args, backend="cpu"):
+    return tk.jit(fn, backend=backend).lower(*args).compile()
+
+
+def _rolled(compiled):
+    return [d for d in compiled.fusion_decisions if d.reason == "ROLLED_LOOP"]
+
+
+def _whiles(compiled):
+    return [i for i in compiled.optimized_hlo.entry.instructions if i.opcode == "while"]
+
+
+def _filter_args(rows=16, columns=120):
+    return np.random.default_rng(0).standard_normal((rows, columns)), 0.5, 0.45
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_recursive_filter_rolls_into_one_loop_with_numpys_bits(backend):
+    args = _filter_args()
+    compiled = _compiled(FILTER, *args, backend=backend)
+    (decision,) = _rolled(compiled)
+    (loop,) = _whiles(compiled)
+    trips = known_trip_count(loop)
+    assert 100 <= trips <= 119  # the first trips read the zeros the loop starts from: unrolled
+    assert f"{trips} trips of" in decision.message and "varying: " in decision.message
+    assert "workloads.py" in decision.producer_location
+    np.testing.assert_array_equal(compiled(*args), FILTER(*args))
+    assert '"known_trip_count":{"n":"%d"}' % trips in compiled.as_text()
+
+
+def test_the_rolled_program_is_one_trip_long():
+    args = _filter_args(columns=400)
+    compiled = _compiled(FILTER, *args)
+    assert sum(len(c.instructions) for c in compiled.optimized_hlo.computations) < 200
+    np.testing.assert_array_equal(compiled(*args), FILTER(*args))
+
+
+def test_without_rolling_the_trips_stay_unrolled(monkeypatch):
+    monkeypatch.setattr(loop_rolling, "MIN_TRIPS", 10**9)
+    args = _filter_args()
+    compiled = _compiled(FILTER, *args)
+    assert not _rolled(compiled) and not _whiles(compiled)
+    np.testing.assert_array_equal(compiled(*args), FILTER(*args))
+
+
+def _columns_times_their_index(x):
+    """An integer constant read as a value, not an offset: j itself, in x's integer dtype."""
+    y = np.zeros_like(x)
+    for j in range(x.shape[1]):
+        y[:, j] = x[:, j] * j + (j - 3)
+    return y
+
+
+def _float_offsets(x):
+    """A float constant that varies: 0.1 * j rounded by Python must never be recomputed."""
+    y = np.zeros_like(x)
+    for j in range(x.shape[1]):
+        y[:, j] = x[:, j] * (0.1 * j)
+    return y
+
+
+def _every_other_row(x):
+    """Slices with a stride: a varying start there cannot become a dynamic-slice."""
+    y = np.zeros((x.shape[0], x.shape[1] // 2), x.dtype)
+    for j in range(x.shape[0]):
+        y[j] = x[j, j % 2::2] + 1
+    return y
+
+
+def _prefix_sums(x):
+    """Rows that read every earlier row's result: the trips' values outlive the next trip."""
+    out = [x[0]]
+    for j in range(1, x.shape[0]):
+        out.append(out[-1] + x[j])
+    return np.stack(out)
+
+
+def _short(x):
+    y = np.zeros_like(x)
+    for j in range(4):
+        y[:, j] = x[:, j] * 2
+    return y
+
+
+def _whole_array_steps(x):
+    for _ in range(200):
+        x = x * 0.5 + 1.0
+    return x
+
+
+@pytest.mark.parametrize("fn, rolls, dtype", [
+    (_columns_times_their_index, True, np.int32),
+    (_columns_times_their_index, True, np.float64),
+    (_float_offsets, False, np.float64),
+    (_every_other_row, None, np.float32),
+    (_prefix_sums, False, np.float64),
+    (_short, False, np.float64),
+    (_whole_array_steps, False, np.float64),
+])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_what_rolls_and_what_stays_unrolled(fn, rolls, dtype, backend):
+    x = (np.random.default_rng(1).standard_normal((160, 96)) * 50).astype(dtype)
+    compiled = _compiled(fn, x, backend=backend)
+    if rolls is not None:
+        assert bool(_rolled(compiled)) == rolls, [d.message for d in _rolled(compiled)]
+    got, want = compiled(x), fn(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_argument_written_in_place_in_a_rolled_loop():
+    def fill(y, x):
+        for j in range(1, y.shape[1]):
+            y[:, j] = y[:, j - 1] * 0.5 + x[:, j]
+
+    x = np.random.default_rng(2).standard_normal((8, 300))
+    y, expected = np.ones((8, 300)), np.ones((8, 300))
+    fill(expected, x)
+    f = tk.jit(fill, backend="cpu")
+    f(y, x)
+    np.testing.assert_array_equal(y, expected)
+    assert _rolled(f.compiled(np.ones((8, 300)), x))
+
+
+def test_a_negative_zero_constant_is_never_recomputed_as_positive_zero():
+    """(40 - j) * -1.0 is -0.0 at j = 40 in Python; the trip counter would make +0.0, and
+    x * +0.0 has the other sign for positive x. The trips roll around that one."""
+    def scaled(x):
+        y = np.zeros_like(x)
+        for j in range(x.shape[1]):
+            y[:, j] = x[:, j] * ((40 - j) * -1.0)
+        return y
+
+    x = np.abs(np.random.default_rng(3).standard_normal((6, 200))) + 1.0
+    compiled = _compiled(scaled, x)
+    assert _rolled(compiled)
+    got, want = compiled(x), scaled(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert np.signbit(want[:, 40]).all()

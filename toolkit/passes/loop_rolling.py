@@ -1,0 +1,461 @@
+"""Loop rolling: an unrolled Python loop whose trips trace alike becomes an HLO ``while`` again.
+
+A Python loop over columns (``for j in range(1, n): y[:, j] = a * x[:, j] + b * y[:, j - 1]``)
+unrolls at trace time into one copy of its body per trip. When the trips are the same
+instructions up to the offsets they read and write at, this pass rolls them back into a
+``while`` whose body is one trip, as XLA's loop rolling does, so the rest of the compile costs
+one trip instead of thousands:
+
+- The trips must be consecutive in the entry computation, ``MIN_TRIPS`` or more of them and
+  ``MIN_INSTRUCTIONS`` or more instructions in all (a short loop stays unrolled: unrolled, its
+  trips fuse with each other).
+- Every trip has the same opcodes, shapes and attributes (reduction regions alike up to names);
+  what may differ is a ``slice``'s start (stride 1) and a scalar constant operand holding an
+  integer, each in an arithmetic progression over the trips. The body computes them from the
+  trip counter (a slice at a varying start becomes a ``dynamic-slice`` of the same sizes,
+  which reads the same elements: a static slice is in bounds, and dynamic-slice clamps only
+  starts that run past their operand). A float constant varies only through integers its
+  type holds exactly (``float(j)``, converted from the counter bit for bit); any other must be
+  equal in every trip: a computed ``0.1 * j`` would not round as Python's did.
+- An operand is the same value in every trip (an invariant, carried in the loop state), a
+  value of the same trip, or the value the previous trip made at the same place (carried; the
+  first trip reads what the program made before the loop).
+- No value of a trip is read after the next trip, except the last trip's, which the loop
+  returns. Trips where one of these fails end the loop before them.
+- The body writes a buffer (a ``dynamic-update-slice`` or ``scatter``) or reads at a varying
+  offset: a loop of whole-array arithmetic is left to fusion.
+
+Every rolled loop leaves a FusionDecision (``ROLLED_LOOP``) with its trips, its body size and
+what varies, and carries XLA's ``known_trip_count``. Linear in the program's size for programs
+without long alike runs; each candidate start looks at a few periods only."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.dtypes import from_numpy
+from ..ir.nodes import Computation, Instruction, Metadata, Module
+from ..ir.ops import GroupOp
+from ..ir.shapes import Shape, TupleShape
+from ..ir.structural import exact_key
+from ..profiler.events import FusionDecision
+from .rewriter import replace_entry, with_operands
+
+REASONS = {"ROLLED_LOOP": "rolled back into a while loop"}
+MIN_TRIPS = 8
+MIN_INSTRUCTIONS = 512
+MAX_PERIOD = 512  # instructions in one trip
+_CANDIDATES = 4  # periods tried at each start
+_S64 = from_numpy(np.dtype(np.int64))
+
+
+def _freeze(value, keys: dict[int, tuple]):
+    """An attribute value as a hashable value with exact equality; a called computation by its
+    structure (trips call regions alike up to names)."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, Computation):
+        key = keys.get(id(value))
+        if key is None:
+            key = keys[id(value)] = exact_key(value)
+        return ("computation", key)
+    if isinstance(value, (tuple, list)):
+        return tuple(_freeze(v, keys) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v, keys)) for k, v in value.items()))
+    hash(value)
+    return value
+
+
+def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
+    """What every trip must agree on: opcode, shape, attributes (a slice's extents, not its
+    starts) and which operands are constants, with their shapes."""
+    attrs = []
+    for k, v in inst.attrs.items():
+        if k == "slice" and inst.opcode == "slice":
+            attrs.append((k, tuple((hi - lo, stride) for lo, hi, stride in v)))
+        else:
+            attrs.append((k, _freeze(v, keys)))
+    operands = tuple((o.opcode == "constant", o.shape) for o in inst.operands)
+    return (inst.opcode, inst.shape, tuple(attrs), operands)
+
+
+@dataclass
+class _Loop:
+    start: int  # in the program's non-constant, non-parameter instructions
+    period: int
+    trips: int
+    # [intra position][operand]: ("local", c) | ("carried", q) | ("invariant", inst) |
+    # ("constant", inst) | ("progression", first, step, dtype)
+    classes: list
+    slice_starts: dict  # intra position -> ((first, step) per dimension)
+    state: list  # intra positions carried or returned, in order
+    carried: set
+    invariants: list  # outer instructions the body reads, in order
+
+
+def _literal(inst: Instruction) -> np.ndarray:
+    return inst.attrs["literal"]
+
+
+def _counted(literal: np.ndarray) -> bool:
+    """A scalar the trip counter computes exactly: an integer, or a float holding an integer
+    the float type represents exactly (``x[:, j] * j`` on a float array makes ``float(j)``),
+    never -0.0 (the counter would make +0.0)."""
+    if literal.ndim != 0:
+        return False
+    if np.issubdtype(literal.dtype, np.integer):
+        return True
+    if literal.dtype.kind != "f":
+        return False
+    value = float(literal)
+    return (np.isfinite(value) and value.is_integer()
+            and not (value == 0 and np.signbit(value))
+            and abs(value) < 2.0 ** (np.finfo(literal.dtype).nmant + 1))
+
+
+def _is_value(literal: np.ndarray, value: int) -> bool:
+    """Does ``literal`` hold exactly ``value`` (bit for bit, in its own type)?"""
+    try:
+        want = np.array(value, literal.dtype)
+    except OverflowError:
+        return False
+    return int(want) == value and want.tobytes() == literal.tobytes()
+
+
+def _describe(index, base: int, inst: Instruction, k: int):
+    """Operand ``k`` of ``inst`` (at ``base``) as trip 0 or 1 sees it."""
+    o = inst.operands[k]
+    if o.opcode == "constant":
+        return ("constant", o)
+    q = index.get(id(o))
+    if q is None:
+        return ("outer", o)
+    return ("at", base - q, q)
+
+
+def _classify(seq, index, i: int, period: int):
+    """Each operand's class from the first two trips, and the varying slice starts; None if
+    they disagree in a way no class explains."""
+    classes, slice_starts = [], {}
+    for c in range(period):
+        a, b = seq[i + c], seq[i + period + c]
+        row = []
+        for k in range(len(a.operands)):
+            d0 = _describe(index, i + c, a, k)
+            d1 = _describe(index, i + period + c, b, k)
+            if d0[0] == "constant" and d1[0] == "constant":
+                l0, l1 = _literal(d0[1]), _literal(d1[1])
+                if l0.dtype == l1.dtype and l0.shape == l1.shape and \
+                        l0.tobytes() == l1.tobytes():
+                    row.append(("constant", d0[1]))
+                elif _counted(l0) and _counted(l1) and l0.dtype == l1.dtype:
+                    row.append(("progression", int(l0), int(l1) - int(l0), l0.dtype))
+                else:
+                    return None
+            elif d0[0] == "outer" and d1[0] == "outer" and d0[1] is d1[1]:
+                row.append(("invariant", d0[1]))
+            elif d0[0] == "at" and d1[0] == "at" and d0[2] == d1[2] and d0[2] < i:
+                row.append(("invariant", seq[d0[2]]))
+            elif d0[0] == "at" and d1[0] == "at" and d0[1] == d1[1]:
+                distance = d0[1]
+                if distance <= c:
+                    row.append(("local", c - distance))
+                elif distance <= c + period and i + c - distance >= 0:
+                    row.append(("carried", c - distance + period))
+                else:
+                    return None
+            else:
+                return None
+        classes.append(row)
+        if a.opcode == "slice":
+            s0, s1 = a.attrs["slice"], b.attrs["slice"]
+            if s0 != s1:
+                if any(stride != 1 for _, _, stride in s0):
+                    return None
+                slice_starts[c] = tuple((lo0, lo1 - lo0) for (lo0, _, _), (lo1, _, _)
+                                        in zip(s0, s1))
+    return classes, slice_starts
+
+
+def _trip_agrees(seq, index, i: int, period: int, t: int, classes, slice_starts) -> bool:
+    base = i + t * period
+    for c in range(period):
+        inst = seq[base + c]
+        for k, cls in enumerate(classes[c]):
+            o = inst.operands[k]
+            kind = cls[0]
+            if kind == "invariant":
+                if o is not cls[1]:
+                    return False
+            elif kind == "local" or kind == "carried":
+                produced = base + cls[1] - (0 if kind == "local" else period)
+                if index.get(id(o)) != produced:
+                    return False
+            elif kind == "constant":
+                want = _literal(cls[1])
+                if o.opcode != "constant" or _literal(o).tobytes() != want.tobytes():
+                    return False
+            else:  # progression
+                if o.opcode != "constant" or not _is_value(_literal(o), cls[1] + t * cls[2]):
+                    return False
+        starts = slice_starts.get(c)
+        if starts is not None and any(
+                lo != first + t * step
+                for (lo, _, _), (first, step) in zip(inst.attrs["slice"], starts)):
+            return False
+    return True
+
+
+def _plan(seq, index, last_use, i: int, period: int, trips: int) -> _Loop | None:
+    found = _classify(seq, index, i, period)
+    if found is None:
+        return None
+    classes, slice_starts = found
+    good = 2
+    while good < trips and _trip_agrees(seq, index, i, period, good, classes, slice_starts):
+        good += 1
+    trips = good
+    # no value outlives the next trip, except the last trip's
+    for t in range(trips - 1):
+        limit = i + (t + 2) * period
+        base = i + t * period
+        if any(last_use[base + q] >= limit for q in range(period)):
+            trips = t + 1
+            break
+    if trips < MIN_TRIPS or trips * period < MIN_INSTRUCTIONS:
+        return None
+    varies = bool(slice_starts) or any(cls[0] == "progression" for row in classes for cls in row)
+    if not varies and not any(seq[i + c].opcode in GroupOp.WRITE_INTO_OPERAND
+                              for c in range(period)):
+        return None
+    carried = {cls[1] for row in classes for cls in row if cls[0] == "carried"}
+    last = i + (trips - 1) * period
+    end = i + trips * period
+    returned = {q for q in range(period) if last_use[last + q] >= end}
+    state = sorted(carried | returned)
+    for q in state:
+        shape = seq[i + q].shape
+        if q not in carried and not isinstance(shape, Shape):
+            return None  # (a returned tuple would need a first value to start from)
+    invariants, seen = [], set()
+    for row in classes:
+        for cls in row:
+            if cls[0] == "invariant" and id(cls[1]) not in seen:
+                seen.add(id(cls[1]))
+                invariants.append(cls[1])
+    return _Loop(i, period, trips, classes, slice_starts, state, carried, invariants)
+
+
+def _find_loops(seq, index, last_use, codes) -> list[_Loop]:
+    n = len(seq)
+    following: list[int] = [n] * n  # the next position with the same token
+    seen: dict[int, int] = {}
+    for k in range(n - 1, -1, -1):
+        following[k] = seen.get(codes[k], n)
+        seen[codes[k]] = k
+    loops = []
+    i = 0
+    while i + MIN_TRIPS <= n:
+        j, tried, found, skip = following[i], 0, None, 1
+        while j < n and j - i <= MAX_PERIOD and tried < _CANDIDATES and found is None:
+            period = j - i
+            tried += 1
+            j = following[j]
+            if (n - i) // period < MIN_TRIPS:
+                break
+            trips = 1
+            while (i + (trips + 1) * period <= n and
+                   codes[i + trips * period: i + (trips + 1) * period] ==
+                   codes[i + (trips - 1) * period: i + trips * period]):
+                trips += 1
+            if trips < MIN_TRIPS or trips * period < MIN_INSTRUCTIONS:
+                continue
+            found = _plan(seq, index, last_use, i, period, trips)
+            if found is None:
+                skip = max(skip, period)  # (a run whose first trip reads what no other does
+                # rolls from its second trip: that start is tried next)
+        if found is not None:
+            loops.append(found)
+            i = found.start + found.trips * found.period
+        else:
+            i += skip
+    return loops
+
+
+def _zeros(b: ComputationBuilder, shape: Shape) -> Instruction:
+    scalar = b.constant(np.zeros((), shape.dtype.numpy))
+    return b.add("broadcast", [scalar], {"dimensions": ()}, shape=shape)
+
+
+def _unique_computation_name(base: str, taken: set[str]) -> str:
+    name, n = base, 0
+    while name in taken:
+        n += 1
+        name = f"{base}.{n}"
+    taken.add(name)
+    return name
+
+
+def _build(loop: _Loop, seq, taken: set[str]) -> tuple[Computation, Computation, list]:
+    """The loop's body and condition computations, and the state's shapes."""
+    i, period = loop.start, loop.period
+    slot = {q: 1 + k for k, q in enumerate(loop.state)}
+    first_invariant = 1 + len(loop.state)
+    invariant_slot = {id(v): first_invariant + k for k, v in enumerate(loop.invariants)}
+    shapes = ([Shape(_S64, ())] + [seq[i + q].shape for q in loop.state]
+              + [v.shape for v in loop.invariants])
+    b = ComputationBuilder(_unique_computation_name("rolled_body", taken),
+                           NameUniquer.from_names(inst.name for inst in seq[i:i + period]))
+    state = b.parameter(0, TupleShape(tuple(shapes)), "state")
+    elements = [b.add("get-tuple-element", [state], {"index": k}, shape=s)
+                for k, s in enumerate(shapes)]
+    counter = elements[0]
+    constants: dict[tuple, Instruction] = {}
+
+    def constant(literal: np.ndarray) -> Instruction:
+        key = (literal.dtype.str, literal.shape, literal.tobytes())
+        if key not in constants:
+            constants[key] = b.constant(literal)
+        return constants[key]
+
+    def progression(first: int, step: int, dtype: np.dtype) -> Instruction:
+        value = b.add("add", [constant(np.array(first, np.int64)),
+                              b.add("multiply", [counter, constant(np.array(step, np.int64))])])
+        if dtype != np.int64:
+            value = b.add("convert", [value], shape=Shape(from_numpy(dtype), ()))
+        return value
+
+    made: list[Instruction] = []
+    for c in range(period):
+        inst = seq[i + c]
+        operands = []
+        for cls in loop.classes[c]:
+            kind = cls[0]
+            if kind == "local":
+                operands.append(made[cls[1]])
+            elif kind == "carried":
+                operands.append(elements[slot[cls[1]]])
+            elif kind == "invariant":
+                operands.append(elements[invariant_slot[id(cls[1])]])
+            elif kind == "constant":
+                operands.append(constant(_literal(cls[1])))
+            else:
+                operands.append(progression(cls[1], cls[2], cls[3]))
+        starts = loop.slice_starts.get(c)
+        if starts is not None:
+            made.append(b.add(
+                "dynamic-slice", [operands[0]] + [progression(first, step, np.dtype(np.int64))
+                                                  for first, step in starts],
+                {"dynamic_slice_sizes": inst.shape.dims}, shape=inst.shape,
+                metadata=inst.metadata))
+        else:  # the first trip's instruction under its own name (the pass manager verifies it)
+            made.append(b.adopt(Instruction(inst.name, inst.opcode, inst.shape,
+                                            tuple(operands), inst.attrs, inst.metadata)))
+    following = b.add("add", [counter, constant(np.array(1, np.int64))])
+    root = b.add("tuple", [following] + [made[q] for q in loop.state]
+                 + elements[first_invariant:])
+    body = b.build(root)
+    cb = ComputationBuilder(_unique_computation_name("rolled_condition", taken), NameUniquer())
+    cstate = cb.parameter(0, TupleShape(tuple(shapes)), "state")
+    ccounter = cb.add("get-tuple-element", [cstate], {"index": 0}, shape=shapes[0])
+    limit = cb.constant(np.array(loop.trips, np.int64))
+    condition = cb.build(cb.add("compare", [ccounter, limit], {"direction": "LT"}))
+    return body, condition, shapes
+
+
+def _varying_text(loop: _Loop, seq) -> str:
+    parts = []
+    for c, starts in sorted(loop.slice_starts.items()):
+        steps = [step for _, step in starts]
+        parts.append(f"%{seq[loop.start + c].name}'s start (steps {steps})")
+    for c, row in enumerate(loop.classes):
+        for k, cls in enumerate(row):
+            if cls[0] == "progression":
+                parts.append(f"operand {k} of %{seq[loop.start + c].name} "
+                             f"({cls[1]}, {cls[1] + cls[2]}, ...)")
+    return "; ".join(parts[:4]) + (f"; and {len(parts) - 4} more" if len(parts) > 4 else "") \
+        if parts else "nothing (the same offsets every trip)"
+
+
+def roll_loops(module: Module):
+    """(the module with alike unrolled trips rolled into while loops, counts, decisions)."""
+    entry = module.entry
+    seq = [inst for inst in entry.instructions
+           if inst.opcode != "parameter" and inst.opcode != "constant"]
+    if len(seq) < MIN_INSTRUCTIONS:
+        return module, Counter(), []
+    index = {id(inst): k for k, inst in enumerate(seq)}
+    last_use = [-1] * len(seq)
+    for k, inst in enumerate(seq):
+        for o in inst.operands:
+            j = index.get(id(o))
+            if j is not None:
+                last_use[j] = k
+    root = index.get(id(entry.root))
+    if root is not None:
+        last_use[root] = len(seq)
+    keys: dict[int, tuple] = {}
+    token_codes: dict[tuple, int] = {}
+    codes = [token_codes.setdefault(_token(inst, keys), len(token_codes)) for inst in seq]
+    loops = _find_loops(seq, index, last_use, codes)
+    if not loops:
+        return module, Counter(), []
+
+    taken = {c.name for c in module.computations}
+    builder = ComputationBuilder(entry.name, NameUniquer.from_names(
+        inst.name for inst in entry.instructions))
+    starting = {loop.start: loop for loop in loops}
+    inside = {}
+    for loop in loops:
+        for k in range(loop.start, loop.start + loop.trips * loop.period):
+            inside[k] = loop
+    mapping: dict[int, Instruction] = {}
+    extra: list[Computation] = []
+    counts: Counter = Counter()
+    decisions: list[FusionDecision] = []
+    for inst in entry.instructions:
+        k = index.get(id(inst))
+        if k is None or k not in inside:
+            mapping[id(inst)] = builder.adopt(
+                with_operands(inst, [mapping[id(o)] for o in inst.operands]))
+            continue
+        loop = starting.get(k)
+        if loop is None:
+            continue  # a trip's instruction: the loop computes it
+        body, condition, shapes = _build(loop, seq, taken)
+        extra += [condition, body]
+        i, period = loop.start, loop.period
+        first_values = [mapping[id(seq[i + q - period])] if q in loop.carried
+                        else _zeros(builder, seq[i + q].shape) for q in loop.state]
+        init = builder.add("tuple", [builder.constant(np.array(0, np.int64))] + first_values
+                           + [mapping[id(v)] for v in loop.invariants])
+        trip_count = json.dumps({"known_trip_count": {"n": str(loop.trips)}},
+                                separators=(",", ":"))
+        first = seq[i]
+        md = first.metadata
+        rolled = builder.add(
+            "while", [init],
+            {"condition": condition, "body": body, "_raw": (("backend_config", trip_count),)},
+            metadata=Metadata(f"rolled loop of {loop.trips} trips",
+                              md.source_file if md else "", md.source_line if md else 0))
+        last = i + (loop.trips - 1) * period
+        for n, q in enumerate(loop.state):
+            mapping[id(seq[last + q])] = builder.add(
+                "get-tuple-element", [rolled], {"index": 1 + n}, shape=shapes[1 + n])
+        counts["loops rolled"] += 1
+        counts["trips rolled"] += loop.trips
+        location = md.location if md is not None else ""
+        decisions.append(FusionDecision(
+            producer=first.name, consumer=rolled.name, fused=False, reason="ROLLED_LOOP",
+            message=(f"{REASONS['ROLLED_LOOP']}: {loop.trips} trips of {period} instructions "
+                     f"alike up to their offsets (%{first.name} ... "
+                     f"%{seq[i + period - 1].name} once, as %{body.name}); varying: "
+                     f"{_varying_text(loop, seq)}"),
+            producer_location=location, consumer_location=location, fusion=rolled.name))
+    new_entry = builder.build(mapping[id(entry.root)])
+    return replace_entry(module, new_entry, tuple(extra)), counts, decisions
