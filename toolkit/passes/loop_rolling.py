@@ -8,7 +8,7 @@ one trip instead of thousands:
 
 - The trips must be consecutive in the entry computation, ``MIN_TRIPS`` or more of them and
   ``MIN_INSTRUCTIONS`` or more instructions in all (a short loop stays unrolled: unrolled, its
-  trips fuse with each other).
+  trips fuse with each other, and compiling them costs little).
 - Every trip has the same opcodes, shapes and attributes (reduction regions alike up to names);
   what may differ is a ``slice``'s start (stride 1) and a scalar constant operand holding an
   integer, each in an arithmetic progression over the trips. The body computes them from the
@@ -47,7 +47,9 @@ from .rewriter import replace_entry, with_operands
 
 REASONS = {"ROLLED_LOOP": "rolled back into a while loop"}
 MIN_TRIPS = 8
-MIN_INSTRUCTIONS = 512
+# (below this an unrolled loop compiles in a fraction of a second, and unrolled its trips run
+# as one native program; rolled, each trip is a loop iteration)
+MIN_INSTRUCTIONS = 2048
 MAX_PERIOD = 512  # instructions in one trip
 _CANDIDATES = 4  # periods tried at each start
 _S64 = from_numpy(np.dtype(np.int64))
@@ -268,6 +270,11 @@ def _find_loops(seq, index, last_use, codes) -> list[_Loop]:
             j = following[j]
             if (n - i) // period < MIN_TRIPS:
                 break
+            # the trips a loop needs at this period: the last of them must start alike too
+            # (one comparison rules out most candidates before any period is compared)
+            needed = max(MIN_TRIPS, -(-MIN_INSTRUCTIONS // period))
+            if i + needed * period > n or codes[i + (needed - 1) * period] != codes[i]:
+                continue
             trips = 1
             while (i + (trips + 1) * period <= n and
                    codes[i + trips * period: i + (trips + 1) * period] ==
