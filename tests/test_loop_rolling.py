@@ -158,3 +158,51 @@ def test_a_negative_zero_constant_is_never_recomputed_as_positive_zero():
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     assert np.signbit(want[:, 40]).all()
+
+
+# ---- random loops ------------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_STEPS = {
+    "previous column": lambda y, x, j, c: y[:, j - 1] * c + x[:, j],
+    "neighbours": lambda y, x, j, c: x[:, j - 1] - x[:, j + 1] * c,
+    "index as value": lambda y, x, j, c: x[:, j] + (j * c),
+    "row window": lambda y, x, j, c: x[j % 3: j % 3 + 2, j].sum() + y[:2, j - 1],
+    "scalar from a row": lambda y, x, j, c: y[:, j - 1] - x[1, j] * c,
+}
+
+
+@st.composite
+def _loops(draw):
+    return (draw(st.sampled_from(sorted(_STEPS))), draw(st.sampled_from(["int32", "float32",
+                                                                          "float64"])),
+            draw(st.integers(20, 60)), draw(st.sampled_from([1, 2, 3])),
+            draw(st.integers(1, 5)))
+
+
+@settings(max_examples=25)
+@given(_loops())
+def test_random_loops_roll_with_numpys_results(loop):
+    """Small thresholds, so that short random loops roll: every one computes NumPy's values,
+    dtypes and signs of zero, rolled or not."""
+    name, dtype, columns, start, c = loop
+    step = _STEPS[name]
+    rows = 2 if name == "row window" else 4
+
+    def fill(x):
+        y = np.zeros_like(x)
+        for j in range(start, x.shape[1] - 1):
+            y[:rows, j] = step(y, x, j, c)
+        return y
+
+    x = (np.random.default_rng(columns).standard_normal((4, columns)) * 20).astype(dtype)
+    with np.errstate(all="ignore"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 16)
+        want = fill(x)
+        compiled = _compiled(fill, x)
+        got = compiled(x)
+    if name != "row window":  # (its windows start at j % 3: no progression, no roll)
+        assert _rolled(compiled), "the random loop did not roll: the test tests nothing"
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
