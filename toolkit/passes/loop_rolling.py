@@ -253,9 +253,29 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int) -> _Loop | None
     return _Loop(i, period, trips, classes, slice_starts, state, carried, invariants)
 
 
-def _find_loops(seq, index, last_use, codes) -> list[_Loop]:
+def _sketch(inst: Instruction) -> tuple:
+    """What a trip's instruction must share with the same one of every other trip, cheap to
+    compute: its opcode, dimensions and operand count (``_token`` holds the rest)."""
+    shape = inst.shape
+    return (inst.opcode, shape.dims if isinstance(shape, Shape) else None, len(inst.operands))
+
+
+def _alike_trips(codes, i: int, period: int, limit: int) -> int:
+    """How many consecutive trips of ``period`` from ``i`` have the same codes (at most
+    ``limit``)."""
+    trips = 1
+    while (trips < limit and i + (trips + 1) * period <= len(codes) and
+           codes[i + trips * period: i + (trips + 1) * period] ==
+           codes[i + (trips - 1) * period: i + trips * period]):
+        trips += 1
+    return trips
+
+
+def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
+    """``codes``: each instruction's sketch, as an int; ``token(k)``: its full token, as an
+    int (computed for the instructions of candidate runs only)."""
     n = len(seq)
-    following: list[int] = [n] * n  # the next position with the same token
+    following: list[int] = [n] * n  # the next position with the same sketch
     seen: dict[int, int] = {}
     for k in range(n - 1, -1, -1):
         following[k] = seen.get(codes[k], n)
@@ -275,11 +295,12 @@ def _find_loops(seq, index, last_use, codes) -> list[_Loop]:
             needed = max(MIN_TRIPS, -(-MIN_INSTRUCTIONS // period))
             if i + needed * period > n or codes[i + (needed - 1) * period] != codes[i]:
                 continue
-            trips = 1
-            while (i + (trips + 1) * period <= n and
-                   codes[i + trips * period: i + (trips + 1) * period] ==
-                   codes[i + (trips - 1) * period: i + trips * period]):
-                trips += 1
+            trips = _alike_trips(codes, i, period, n)
+            if trips < MIN_TRIPS or trips * period < MIN_INSTRUCTIONS:
+                continue
+            # the run's full tokens: its trips must agree on attributes and operands too
+            tokens = [token(k) for k in range(i, i + trips * period)]
+            trips = _alike_trips(tokens, 0, period, trips)
             if trips < MIN_TRIPS or trips * period < MIN_INSTRUCTIONS:
                 continue
             found = _plan(seq, index, last_use, i, period, trips)
@@ -406,10 +427,19 @@ def roll_loops(module: Module):
     root = index.get(id(entry.root))
     if root is not None:
         last_use[root] = len(seq)
+    sketch_codes: dict[tuple, int] = {}
+    codes = [sketch_codes.setdefault(_sketch(inst), len(sketch_codes)) for inst in seq]
     keys: dict[int, tuple] = {}
     token_codes: dict[tuple, int] = {}
-    codes = [token_codes.setdefault(_token(inst, keys), len(token_codes)) for inst in seq]
-    loops = _find_loops(seq, index, last_use, codes)
+    tokens: dict[int, int] = {}
+
+    def token(k: int) -> int:
+        found = tokens.get(k)
+        if found is None:
+            found = tokens[k] = token_codes.setdefault(_token(seq[k], keys), len(token_codes))
+        return found
+
+    loops = _find_loops(seq, index, last_use, codes, token)
     if not loops:
         return module, Counter(), []
 
