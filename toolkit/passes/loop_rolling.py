@@ -377,8 +377,9 @@ def _build(loop: _Loop, seq, taken: set[str]) -> tuple[Computation, Computation,
         starts = loop.slice_starts.get(c)
         if starts is not None:
             made.append(b.add(
-                "dynamic-slice", [operands[0]] + [progression(first, step, np.dtype(np.int64))
-                                                  for first, step in starts],
+                "dynamic-slice", [operands[0]] + [
+                    progression(first, step, np.dtype(np.int64)) if step else
+                    constant(np.array(first, np.int64)) for first, step in starts],
                 {"dynamic_slice_sizes": inst.shape.dims}, shape=inst.shape,
                 metadata=inst.metadata))
         else:  # the first trip's instruction under its own name (the pass manager verifies it)
