@@ -33,6 +33,7 @@ REAL_SUITES = (
     "tests/test_gpu_graphs.py",
     "tests/test_graph_breaks.py",
     "tests/test_gpu_device_arrays.py",
+    "tests/test_loop_rolling.py",
 )
 
 
