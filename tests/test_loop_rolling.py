@@ -108,6 +108,23 @@ def _prefix_sums(x):
     return np.stack(out)
 
 
+def _column_halves(x):
+    """Trips 0 and 1 read the same column (j // 2): a start that stays put for two trips is
+    not a start that never moves (the slice's start is in no token; every trip's is checked)."""
+    y = np.zeros_like(x)
+    for j in range(x.shape[1]):
+        y[:, j] = x[:, j // 2] * 2 - 1
+    return y
+
+
+def _late_start(x):
+    """Columns 0, 0, 1, 2, 3, ...: the first two trips agree, the third breaks the pattern."""
+    y = np.zeros_like(x)
+    for j in range(x.shape[1]):
+        y[:, j] = x[:, max(j - 1, 0)] * 3 + 1
+    return y
+
+
 def _short(x):
     y = np.zeros_like(x)
     for j in range(4):
@@ -127,6 +144,8 @@ def _whole_array_steps(x):
     (_float_offsets, False, np.float64),
     (_every_other_row, None, np.float32),
     (_prefix_sums, False, np.float64),
+    (_column_halves, True, np.float64),  # (two trips a body: the column moves by one)
+    (_late_start, True, np.int32),
     (_short, False, np.float64),
     (_whole_array_steps, False, np.float64),
 ])
@@ -219,3 +238,21 @@ def test_random_loops_roll_with_numpys_results(loop):
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_a_loop_reading_an_array_python_made_after_a_graph_break():
+    """After a break, a NumPy array Python makes becomes a parameter of the next segment at
+    each use (its value then): each trip reads another parameter, so the trips are not alike
+    and stay unrolled, and the results are NumPy's, call after call."""
+    def f(x):
+        flip = int(x[0, 0] > 0)  # a graph break
+        w = np.arange(x.shape[0], dtype=np.float64) - flip
+        y = np.zeros_like(x)
+        for j in range(x.shape[1]):
+            y[:, j] = x[:, j] * w + j
+        return y
+
+    x = np.random.default_rng(4).standard_normal((5, 300))
+    jitted = tk.jit(f, backend="cpu")
+    for value in (x, -x, x):
+        np.testing.assert_array_equal(jitted(value), f(value))

@@ -175,13 +175,18 @@ def _classify(seq, index, i: int, period: int):
                 return None
         classes.append(row)
         if a.opcode == "slice":
+            # every slice's starts, varying or not: the token leaves them out, so each trip's
+            # are checked against the progression (a step of 0: the same start every trip)
             s0, s1 = a.attrs["slice"], b.attrs["slice"]
-            if s0 != s1:
-                if any(stride != 1 for _, _, stride in s0):
-                    return None
-                slice_starts[c] = tuple((lo0, lo1 - lo0) for (lo0, _, _), (lo1, _, _)
-                                        in zip(s0, s1))
+            if s0 != s1 and any(stride != 1 for _, _, stride in s0):
+                return None
+            slice_starts[c] = tuple((lo0, lo1 - lo0) for (lo0, _, _), (lo1, _, _)
+                                    in zip(s0, s1))
     return classes, slice_starts
+
+
+def _varies(starts) -> bool:
+    return any(step for _, step in starts)
 
 
 def _trip_agrees(seq, index, i: int, period: int, t: int, classes, slice_starts) -> bool:
@@ -231,7 +236,8 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int) -> _Loop | None
             break
     if trips < MIN_TRIPS or trips * period < MIN_INSTRUCTIONS:
         return None
-    varies = bool(slice_starts) or any(cls[0] == "progression" for row in classes for cls in row)
+    varies = any(_varies(starts) for starts in slice_starts.values()) or any(
+        cls[0] == "progression" for row in classes for cls in row)
     if not varies and not any(seq[i + c].opcode in GroupOp.WRITE_INTO_OPERAND
                               for c in range(period)):
         return None
@@ -375,7 +381,7 @@ def _build(loop: _Loop, seq, taken: set[str]) -> tuple[Computation, Computation,
             else:
                 operands.append(progression(cls[1], cls[2], cls[3]))
         starts = loop.slice_starts.get(c)
-        if starts is not None:
+        if starts is not None and _varies(starts):
             made.append(b.add(
                 "dynamic-slice", [operands[0]] + [
                     progression(first, step, np.dtype(np.int64)) if step else
@@ -400,6 +406,8 @@ def _build(loop: _Loop, seq, taken: set[str]) -> tuple[Computation, Computation,
 def _varying_text(loop: _Loop, seq) -> str:
     parts = []
     for c, starts in sorted(loop.slice_starts.items()):
+        if not _varies(starts):
+            continue
         steps = [step for _, step in starts]
         parts.append(f"%{seq[loop.start + c].name}'s start (steps {steps})")
     for c, row in enumerate(loop.classes):
@@ -441,6 +449,11 @@ def roll_loops(module: Module):
         return found
 
     loops = _find_loops(seq, index, last_use, codes, token)
+    # the loop is emitted where its first trip began: what it reads from outside must be
+    # defined by then (a parameter made while tracing, after a graph break, may come later)
+    position = {id(inst): k for k, inst in enumerate(entry.instructions)}
+    loops = [loop for loop in loops
+             if all(position[id(v)] < position[id(seq[loop.start])] for v in loop.invariants)]
     if not loops:
         return module, Counter(), []
 
