@@ -353,3 +353,35 @@ def test_values_that_cross_a_break_stay_on_the_device(monkeypatch):
     got = tk.jit(f, backend="gpu-simulated")(x)
     np.testing.assert_allclose(np.asarray(got), f(x), rtol=1e-12)
     assert DeviceArray in carried
+
+
+def _segment_parameters(jitted) -> list[int]:
+    return sorted(s.parameters for s in jitted.graph_breaks.segments)
+
+
+def test_an_array_python_made_is_one_parameter_however_often_it_is_read():
+    """After a break, a NumPy array read by many operations of a segment is one parameter of
+    it (a loop reading it every trip does not make one a trip); written by Python between two
+    reads, it is read anew, as NumPy reads it."""
+    def reads(x):
+        scale = float(x.sum() > 0)  # a break
+        w = np.arange(x.size, dtype=np.float64) + scale
+        for _ in range(20):
+            x = x * 0.5 + w
+        return x
+
+    def written(x):
+        scale = float(x.sum() > 0)
+        w = np.arange(x.size, dtype=np.float64) + scale
+        y = x + w
+        w[0] = -7.0  # Python writes the array between two reads
+        return y + w
+
+    x = np.linspace(-1.0, 2.0, 6)
+    for fn, most in ((reads, 3), (written, 4)):
+        jitted = tk.jit(fn, backend="cpu")
+        for value in (x, -x, x):
+            np.testing.assert_array_equal(jitted(value), fn(value))
+        # the last segment's parameters: x and the value asked for (carried over the break),
+        # then w once (twice when written in between)
+        assert max(_segment_parameters(jitted)) == most, jitted.graph_breaks.text

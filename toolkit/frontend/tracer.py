@@ -223,7 +223,7 @@ class Trace:
             # once a function runs in segments, a NumPy array Python made (often from values it
             # was handed at a break: ``np.array(ids)``) is data, not code: a parameter, so the
             # segment compiles once per shape rather than once per value
-            return self.breaker.parameter(array, weak)
+            return self.breaker.parameter(array, weak, value)
         key = (array.dtype.str, array.shape, array.tobytes()) if array.size <= 16 else None
         if key is not None and key in self._constants:
             return Tracer(self, self._constants[key], weak)

@@ -238,6 +238,8 @@ class Breaker:
         self.bound: dict[int, tuple] = {}
         self.starts = ENTRY
         self.mark = time.perf_counter()
+        # (id(source), dtype, shape) -> (source, its copy, the parameter): this segment's
+        self._host_arrays: dict[tuple, tuple] = {}
 
     def start(self, trace: Trace, parameters: list[Tracer]) -> None:
         self.trace = trace
@@ -250,12 +252,20 @@ class Breaker:
         """Does this call run in segments (it broke, or its signature always does)?"""
         return self.broken or self.always
 
-    def parameter(self, array: np.ndarray, weak: bool = False) -> Tracer:
-        """A parameter of the current segment bound to ``array`` (a NumPy array Python made)."""
+    def parameter(self, array: np.ndarray, weak: bool = False, source=None) -> Tracer:
+        """A parameter of the current segment bound to ``array`` (a NumPy array Python made,
+        ``source`` as Python handed it over). The same array read again in this segment, with
+        the very same bytes, is the same parameter: a loop that reads it every trip makes one
+        parameter, not one a trip. Written in between, it is read anew, as NumPy would."""
         from ..ir.dtypes import from_numpy
         from ..ir.nodes import Metadata
         from ..ir.shapes import Shape
 
+        key = (id(source), array.dtype.str, array.shape) if source is not None else None
+        found = self._host_arrays.get(key) if key is not None else None
+        if found is not None and found[0] is source and \
+                found[1].tobytes() == np.ascontiguousarray(array).tobytes():
+            return Tracer(self.trace, found[2], weak)
         array = np.array(array, copy=True)
         array.flags.writeable = False
         builder = self.trace.builder
@@ -263,6 +273,8 @@ class Breaker:
         inst = builder.parameter(number, Shape(from_numpy(array.dtype), array.shape),
                                  f"host_{number}", Metadata("a NumPy array made by Python"))
         self.bound[id(inst)] = (inst, array)
+        if key is not None:  # (holding ``source`` keeps its id from being reused meanwhile)
+            self._host_arrays[key] = (source, array, inst)
         return Tracer(self.trace, inst, weak)
 
     # ---- a break ----------------------------------------------------------------------
@@ -302,6 +314,7 @@ class Breaker:
             self.bound[id(new)] = (new, value)
 
         self.bound = {}
+        self._host_arrays = {}  # (a new segment: its own parameters)
         resume(self.trace, live, bind)
 
     def _run(self, segment: Segment, site: BreakSite | None,
