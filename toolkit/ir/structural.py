@@ -22,17 +22,20 @@ def _called(comp: Computation) -> list[Computation]:
     return found
 
 
-def _frozen(value, keys: dict[int, tuple]):
+def frozen_attribute(value, keys: dict[int, tuple]):
     """An attribute value as a hashable value with exact equality (array literals by their
-    bytes; called computations by their keys, made before)."""
+    bytes; called computations by their ``exact_key``, remembered in ``keys``)."""
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, Computation):
-        return ("computation", keys[id(value)])
+        key = keys.get(id(value))
+        if key is None:  # (exact_key keys callees first: only other callers get here)
+            key = keys[id(value)] = exact_key(value)
+        return ("computation", key)
     if isinstance(value, (tuple, list)):
-        return tuple(_frozen(v, keys) for v in value)
+        return tuple(frozen_attribute(v, keys) for v in value)
     if isinstance(value, dict):
-        return tuple(sorted((k, _frozen(v, keys)) for k, v in value.items()))
+        return tuple(sorted((k, frozen_attribute(v, keys)) for k, v in value.items()))
     hash(value)  # anything else must be hashable already (ints, strings, enums ...)
     return value
 
@@ -58,6 +61,7 @@ def exact_key(comp: Computation) -> tuple:
         for inst in current.instructions:
             attrs = inst.attrs
             rows.append((inst.opcode, inst.shape, tuple(position[id(o)] for o in inst.operands),
-                         tuple((k, _frozen(v, keys)) for k, v in attrs.items()) if attrs else ()))
+                         tuple((k, frozen_attribute(v, keys)) for k, v in attrs.items())
+                         if attrs else ()))
         keys[id(current)] = (position[id(current.root)], tuple(rows))
     return keys[id(comp)]

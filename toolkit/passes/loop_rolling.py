@@ -41,7 +41,7 @@ from ..ir.dtypes import from_numpy
 from ..ir.nodes import Computation, Instruction, Metadata, Module
 from ..ir.ops import GroupOp
 from ..ir.shapes import Shape, TupleShape
-from ..ir.structural import exact_key
+from ..ir.structural import frozen_attribute
 from ..profiler.events import FusionDecision
 from .rewriter import replace_entry, with_operands
 
@@ -55,24 +55,6 @@ _CANDIDATES = 4  # periods tried at each start
 _S64 = from_numpy(np.dtype(np.int64))
 
 
-def _freeze(value, keys: dict[int, tuple]):
-    """An attribute value as a hashable value with exact equality; a called computation by its
-    structure (trips call regions alike up to names)."""
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, Computation):
-        key = keys.get(id(value))
-        if key is None:
-            key = keys[id(value)] = exact_key(value)
-        return ("computation", key)
-    if isinstance(value, (tuple, list)):
-        return tuple(_freeze(v, keys) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v, keys)) for k, v in value.items()))
-    hash(value)
-    return value
-
-
 def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
     """What every trip must agree on: opcode, shape, attributes (a slice's extents, not its
     starts) and which operands are constants, with their shapes."""
@@ -81,7 +63,7 @@ def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
         if k == "slice" and inst.opcode == "slice":
             attrs.append((k, tuple((hi - lo, stride) for lo, hi, stride in v)))
         else:
-            attrs.append((k, _freeze(v, keys)))
+            attrs.append((k, frozen_attribute(v, keys)))
     operands = tuple((o.opcode == "constant", o.shape) for o in inst.operands)
     return (inst.opcode, inst.shape, tuple(attrs), operands)
 
@@ -326,16 +308,7 @@ def _zeros(b: ComputationBuilder, shape: Shape) -> Instruction:
     return b.add("broadcast", [scalar], {"dimensions": ()}, shape=shape)
 
 
-def _unique_computation_name(base: str, taken: set[str]) -> str:
-    name, n = base, 0
-    while name in taken:
-        n += 1
-        name = f"{base}.{n}"
-    taken.add(name)
-    return name
-
-
-def _build(loop: _Loop, seq, taken: set[str]) -> tuple[Computation, Computation, list]:
+def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computation, list]:
     """The loop's body and condition computations, and the state's shapes."""
     i, period = loop.start, loop.period
     slot = {q: 1 + k for k, q in enumerate(loop.state)}
@@ -343,7 +316,7 @@ def _build(loop: _Loop, seq, taken: set[str]) -> tuple[Computation, Computation,
     invariant_slot = {id(v): first_invariant + k for k, v in enumerate(loop.invariants)}
     shapes = ([Shape(_S64, ())] + [seq[i + q].shape for q in loop.state]
               + [v.shape for v in loop.invariants])
-    b = ComputationBuilder(_unique_computation_name("rolled_body", taken),
+    b = ComputationBuilder(names.reserve(names.first_free("rolled_body")),
                            NameUniquer.from_names(inst.name for inst in seq[i:i + period]))
     state = b.parameter(0, TupleShape(tuple(shapes)), "state")
     elements = [b.add("get-tuple-element", [state], {"index": k}, shape=s)
@@ -395,7 +368,8 @@ def _build(loop: _Loop, seq, taken: set[str]) -> tuple[Computation, Computation,
     root = b.add("tuple", [following] + [made[q] for q in loop.state]
                  + elements[first_invariant:])
     body = b.build(root)
-    cb = ComputationBuilder(_unique_computation_name("rolled_condition", taken), NameUniquer())
+    cb = ComputationBuilder(names.reserve(names.first_free("rolled_condition")),
+                            NameUniquer())
     cstate = cb.parameter(0, TupleShape(tuple(shapes)), "state")
     ccounter = cb.add("get-tuple-element", [cstate], {"index": 0}, shape=shapes[0])
     limit = cb.constant(np.array(loop.trips, np.int64))
@@ -457,7 +431,7 @@ def roll_loops(module: Module):
     if not loops:
         return module, Counter(), []
 
-    taken = {c.name for c in module.computations}
+    computation_names = NameUniquer.from_names(c.name for c in module.computations)
     builder = ComputationBuilder(entry.name, NameUniquer.from_names(
         inst.name for inst in entry.instructions))
     starting = {loop.start: loop for loop in loops}
@@ -478,7 +452,7 @@ def roll_loops(module: Module):
         loop = starting.get(k)
         if loop is None:
             continue  # a trip's instruction: the loop computes it
-        body, condition, shapes = _build(loop, seq, taken)
+        body, condition, shapes = _build(loop, seq, computation_names)
         extra += [condition, body]
         i, period = loop.start, loop.period
         first_values = [mapping[id(seq[i + q - period])] if q in loop.carried
