@@ -9,6 +9,9 @@ from . import inplace
 from .indexing import getitem, is_advanced
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
+from . import replay
+
+_CORE = set(vars(Tracer))  # what tracer.py defines; what follows is NumPy's face, replayable
 
 _REDUCE_METHODS = {np.add: reductions.sum, np.multiply: reductions.prod,
                    np.maximum: reductions.max, np.minimum: reductions.min,
@@ -293,5 +296,11 @@ Tracer.transpose = _transpose
 Tracer.T = property(lambda self: registry.EXPORTS["transpose"](self))
 Tracer.mT = property(lambda self: registry.EXPORTS["swapaxes"](self, -1, -2))
 Tracer.flatten = lambda self, order="C": registry.EXPORTS["ravel"](self, order)
+
+# every operation attached above is recorded and replayed by a function that breaks its graph
+# (frontend.replay); of tracer.py's own, only the in-place reshape ``a.shape = ...`` is one
+replay.instrument(Tracer, [name for name in vars(Tracer) if name not in _CORE])
+Tracer.shape = property(Tracer.shape.fget, replay.replayable_method(Tracer.shape.fset), None,
+                        Tracer.shape.__doc__)
 
 __all__: list[str] = []  # importing this module attaches the protocols to Tracer

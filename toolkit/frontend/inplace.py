@@ -26,7 +26,7 @@ from .errors import (
     UserValueError,
 )
 from .indexing import decompose, getitem, is_advanced, scatter_into
-from .tracer import Tracer, can_break
+from .tracer import Tracer, can_break, note_changed
 
 
 def check_writable(target: Tracer, what: str) -> None:
@@ -137,6 +137,7 @@ def write(target: Tracer, new_value: Tracer) -> None:
         value = updated(parent, key, value)
         node = parent
     node.inst = value.inst
+    note_changed(node)
     _refresh_views(node)
 
 
@@ -151,8 +152,10 @@ def _refresh_views(owner: Tracer) -> None:
                 continue
             alive.append(ref)
             view.inst = getitem(t, view._view[1]).inst
+            note_changed(view)
             stack.append(view)
         t._views = alive or None
+        note_changed(t)
 
 
 def assign(target: Tracer, key, value) -> None:

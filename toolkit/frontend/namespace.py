@@ -28,6 +28,7 @@ import types
 import numpy
 
 from .errors import DTypeMismatchError
+from .replay import replayable_function
 from .tracer import Tracer, current_trace
 
 BUFFER_FUNCTIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
@@ -127,7 +128,7 @@ TRACING_NUMPY.__dict__.update(
     {k: v for k, v in vars(numpy).items() if k not in ("__name__", "__doc__")}
 )
 _REBOUND = {
-    id(getattr(numpy, name)): (getattr(numpy, name), _traced_buffer(name))
+    id(getattr(numpy, name)): (getattr(numpy, name), replayable_function(_traced_buffer(name)))
     for name in BUFFER_FUNCTIONS
 }
 for _original, _buffer in _REBOUND.values():

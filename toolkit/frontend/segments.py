@@ -93,10 +93,11 @@ def cut(trace: Trace, wanted: list[Tracer], live: list[Tracer]) -> Segment:
                    len(computation.instructions))
 
 
-def resume(trace: Trace, live: list[Tracer], bind) -> None:
+def resume(trace: Trace, live: list[Tracer], bind) -> dict[int, Instruction]:
     """Start the next segment: every live tracer becomes a parameter (or, for a constant, the
     same constant) of a fresh computation; ``bind(new_parameter, tracer, old_instruction)``
-    records the value the new parameter stands for (the old instruction's computed value)."""
+    records the value the new parameter stands for (the old instruction's computed value).
+    Returns each old instruction's new one, by id (what a replay of the break rebinds)."""
     trace.module = ModuleBuilder(trace.module.name)
     trace.builder = trace.module.computation("main")
     trace._constants.clear()
@@ -121,6 +122,7 @@ def resume(trace: Trace, live: list[Tracer], bind) -> None:
             rebound[id(old)] = new
         t.inst = new
         trace.born.append(weakref.ref(t))
+    return rebound
 
 
 def _carried_name(t: Tracer) -> str:

@@ -85,10 +85,12 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
     trace = Trace(name)
     trace.breaker = breaker  # before the parameters: they are values that may cross a break
     with trace.activate():
-        params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
-                  for i, s in enumerate(specs)]
-        if breaker is not None:
+        if breaker is not None:  # (a call it has seen before replays: frontend.replay)
+            params = breaker.parameters(trace, specs)
             breaker.start(trace, params)
+        else:
+            params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
+                      for i, s in enumerate(specs)]
         args, kwargs = rebuild(params)
         with numpy_buffers_traced(fn):
             result = fn(*args, **kwargs)

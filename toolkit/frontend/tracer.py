@@ -66,6 +66,18 @@ class Trace:
         # this trace made since the last break (the values that may cross it)
         self.breaker = None
         self.born: list = []
+        # the replay of a recorded call (frontend.replay.Tape) while it walks at the top level,
+        # and the tape whose operation is running now (what the operation changes is noted)
+        self.tape = None
+        self._tape_in_op = None
+        if parent is not None:
+            parent.stop_tape()  # (a nested trace builds for real: the walk cannot follow it)
+
+    def stop_tape(self) -> None:
+        """End the replay or recording of this call here: the trace is real from now on."""
+        tape = self.tape or self._tape_in_op
+        if tape is not None:
+            tape.stop()
 
     def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
         """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2
@@ -100,6 +112,8 @@ class Trace:
 
     @contextlib.contextmanager
     def activate(self):
+        for outer in _stack():
+            outer.stop_tape()
         _stack().append(self)
         self.active = True
         try:
@@ -195,6 +209,8 @@ class Trace:
         """The value of ``inst`` when it depends on no argument (made only from constants, as
         an ``np.zeros`` buffer filled with constants is), else None. Evaluated with the IR
         layer's evaluator; the walk is iterative and bounded, values are remembered."""
+        if inst.no_known_value:
+            return None
         if id(inst) in self._known:
             return self._known[id(inst)][1]
         order, seen, stack = [], set(), [(inst, False)]
@@ -205,7 +221,9 @@ class Trace:
                 continue
             if id(node) in seen or id(node) in self._known:
                 continue
-            if node.opcode == "parameter" or len(seen) >= KNOWN_VALUE_LIMIT:
+            if node.opcode == "parameter" or node.no_known_value or \
+                    len(seen) >= KNOWN_VALUE_LIMIT:
+                object.__setattr__(inst, "no_known_value", True)  # (the same answer every time)
                 return None
             seen.add(id(node))
             stack.append((node, True))
@@ -252,6 +270,7 @@ class Tracer:
         "_view",
         "_views",
         "_alias_of",
+        "_slot",
         "__weakref__",
     )
     __array_priority__ = 1000
@@ -266,6 +285,7 @@ class Tracer:
         self._view = None
         self._views = None
         self._alias_of = None
+        self._slot = -1  # the order it was made in by the call's replayed operations
         if trace.breaker is not None:
             trace.born.append(weakref.ref(self))
 
@@ -309,6 +329,7 @@ class Tracer:
                 "changing shape in place would break the link writes take to its parent; use "
                 "y = x.reshape(...) instead")
         self.inst = self.reshape(value).inst  # ndarray.reshape, attached by dispatch
+        note_changed(self)
 
     @property
     def dtype(self) -> np.dtype:
@@ -438,6 +459,14 @@ class Tracer:
     # NumPy protocols and operators are attached by frontend.dispatch.
 
 
+def note_changed(t: Tracer) -> None:
+    """``t`` was rebound in place (a write, a view's refresh): the recorded operation running
+    now must replay that too."""
+    tape = t._trace._tape_in_op
+    if tape is not None:
+        tape.touched.append(t)
+
+
 def can_break(t: Tracer):
     """The breaker that can make ``t`` concrete now, or None: breaks happen only in the
     outermost trace of a jitted function that allows them, never inside a loop body, a branch
@@ -475,5 +504,6 @@ def check_same_trace(t: Tracer) -> Trace:
     return t.trace
 
 
-__all__ = ["Trace", "Tracer", "current_trace", "check_same_trace", "can_break", "concrete_or_raise",
+__all__ = ["Trace", "Tracer", "current_trace", "note_changed", "check_same_trace", "can_break",
+           "concrete_or_raise",
            "Any"]

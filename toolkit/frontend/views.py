@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import weakref
 
-from .tracer import Tracer
+from .tracer import Tracer, note_changed
 
 # np.* functions whose result is a view of their first argument in NumPy (when it can be):
 # writing through them is refused rather than silently not reaching the original.
@@ -51,6 +51,8 @@ def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
     if parent._views is None:
         parent._views = []
     parent._views.append(weakref.ref(view))
+    note_changed(parent)
+    note_changed(view)
     return view
 
 
@@ -73,6 +75,7 @@ def mark_untracked_view(result, source, function: str):
         result._alias_of = f"np.{function} (a read-only view)"
     elif result is not source:
         result._alias_of = f"np.{function}"
+        note_changed(result)
     return result
 
 

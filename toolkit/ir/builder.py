@@ -49,6 +49,16 @@ class NameUniquer:
         u._used.update(names)
         return u
 
+    def copy(self) -> NameUniquer:
+        """An independent uniquer that hands out no name this one has (nor will next)."""
+        following = next(self._ids)
+        self._ids = itertools.count(following)
+        u = NameUniquer()
+        u._ids = itertools.count(following)
+        u._used = set(self._used)
+        u._next_suffix = dict(self._next_suffix)
+        return u
+
     def is_used(self, name: str) -> bool:
         return name in self._used
 

@@ -59,6 +59,10 @@ class Instruction:
     # set only by ComputationBuilder.add, which inferred this shape from these operands and
     # attributes (the verifier need not infer it again); never copied by dataclasses.replace
     shape_inferred: bool = field(default=False, init=False, repr=False, compare=False)
+    # set by the frontend once it found no value for this instruction while tracing (it depends
+    # on a parameter, or on more constants than the walk looks at): a fact of the immutable
+    # instruction, so a replayed trace, which hands out the same instructions, asks once
+    no_known_value: bool = field(default=False, init=False, repr=False, compare=False)
 
     def attr(self, key: str, default: Any = None) -> Any:
         return self.attrs.get(key, default)

@@ -87,6 +87,7 @@ class GraphBreakReport:
     segment_seconds: float
     return_guard_failures: int
     result: object = None  # what the call returned (tk.explain)
+    replayed_calls: int = 0  # calls that replayed every operation from the record
 
     @property
     def break_count(self) -> int:
@@ -109,6 +110,8 @@ class GraphBreakReport:
                  f"call(s), {self.graph_count} segment(s) per call",
                  f"time: Python glue (its code and the re-trace) {self.glue_seconds * 1e3:.2f} ms, "
                  f"compiled segments {self.segment_seconds * 1e3:.2f} ms",
+                 f"replay: {self.replayed_calls} of {self.calls} call(s) replayed every operation "
+                 "from the record (no re-trace)",
                  "breaks:"]
         lines += ["  " + b.text for b in self.breaks]
         if self.return_guard_failures:
@@ -152,4 +155,5 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
                         s.compile_seconds, s.runs, s.run_seconds)
             for s in log.segments.values())
         return GraphBreakReport(function, log.calls, breaks, segments, log.glue_seconds,
-                                log.segment_seconds, log.return_guard_failures, result)
+                                log.segment_seconds, log.return_guard_failures, result,
+                                replayed_calls=log.replayed_calls)

@@ -19,12 +19,14 @@ from __future__ import annotations
 import linecache
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..frontend.pytree import flatten, unflatten
+from ..frontend import replay
 from ..frontend.segments import Segment, cut, live_tracers, resume
 from ..frontend.signature import ArgSpec
 from ..frontend.trace_function import TracedProgram
@@ -41,6 +43,23 @@ ENTRY = "entry"
 RETURN = "return"
 _SITES_KEPT = 256
 _VALUES_KEPT = 4
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRun:
+    """What a replayed break (or return) needs of the segment it recorded: the compiled
+    program, its parameters' instructions (bound to this call's values), which output holds
+    each value asked for, and, at a break, each live value's instruction in the next segment
+    with where its value comes from ((0, output) or (1, parameter)) and whether it stays a
+    Python number."""
+
+    compiled: object
+    fingerprint: str
+    parameters: tuple
+    instruction_count: int
+    asked: tuple  # output numbers of the values asked for (the break's one, the results)
+    rebound: dict  # id(instruction before) -> instruction after (a break only)
+    carried: tuple  # (new parameter, source kind, index, weak)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +103,23 @@ def suggest(reason: str, source: str) -> str:
     return ""
 
 
+_SITES: dict[tuple, BreakSite] = {}  # (reason, file, line) -> its site: every break asks
+_SITES_REMEMBERED = 4096
+
+
 def _site(reason: str) -> BreakSite:
     loc = user_location(3)
     if loc is None:
         return BreakSite(reason, "", "")
-    return BreakSite(reason, f"{loc.file}:{loc.line}",
-                     linecache.getline(loc.file, loc.line).strip())
+    key = (reason, loc.file, loc.line)
+    site = _SITES.get(key)
+    if site is None:
+        site = BreakSite(reason, f"{loc.file}:{loc.line}",
+                         linecache.getline(loc.file, loc.line).strip())
+        if len(_SITES) >= _SITES_REMEMBERED:
+            _SITES.clear()
+        _SITES[key] = site
+    return site
 
 
 @dataclass
@@ -124,6 +154,7 @@ class BreakLog:
         self.segments: OrderedDict[str, SegmentStats] = OrderedDict()
         self.spans: dict[tuple[str, str], set] = {}  # (starts, ends) -> fingerprints compiled
         self.calls = 0  # calls that broke
+        self.replayed_calls = 0  # of those, calls replayed from the record to the end
         self.return_compiles = 0  # last segments (ending at the return) compiled
         self.return_guard_failures = 0
         self.glue_seconds = 0.0  # Python between segments (its own code and the re-trace)
@@ -177,9 +208,18 @@ class GraphBreaks:
         self.location = location
         self.cache = SegmentCache(options.cache_size)
         self.log = BreakLog()
+        # signature -> the trie of its calls' operations and breaks (frontend.replay)
+        self.tries: OrderedDict = OrderedDict()
 
-    def breaker(self, leaves: list, specs) -> "Breaker":
-        return Breaker(self, leaves, specs)
+    def breaker(self, leaves: list, specs, key=None) -> "Breaker":
+        return Breaker(self, leaves, specs, key)
+
+    def keep(self, key, root: replay.Root) -> None:
+        if key is None or self.tries.get(key) is root:
+            return
+        self.tries[key] = root
+        while len(self.tries) > self.options.cache_size:
+            self.tries.popitem(last=False)
 
     def compiled(self, segment: Segment, specs: tuple[ArgSpec, ...], starts: str, ends: str):
         """The compiled segment, from the cache or compiled now; its HLO fingerprint; and
@@ -224,12 +264,14 @@ class GraphBreaks:
 
 class Breaker:
     """One call's graph breaks: the values bound to the current segment's parameters, and the
-    segments run so far."""
+    segments run so far. The call's operations and breaks are recorded in the signature's trie
+    (``frontend.replay``); a later call replays them while it asks the same."""
 
-    def __init__(self, owner: GraphBreaks, leaves: list, specs):
+    def __init__(self, owner: GraphBreaks, leaves: list, specs, key=None):
         self.owner = owner
         self.leaves = leaves
         self.specs = specs
+        self.key = key
         self.broken = False
         self.always = False  # finish in segments even without a break (a signature that broke)
         self.trace: Trace | None = None
@@ -240,6 +282,26 @@ class Breaker:
         self.mark = time.perf_counter()
         # (id(source), dtype, shape) -> (source, its copy, the parameter): this segment's
         self._host_arrays: dict[tuple, tuple] = {}
+        self.tape: replay.Tape | None = None
+        self.root: replay.Root | None = None
+
+    def parameters(self, trace: Trace, specs) -> list[Tracer]:
+        """The call's parameters: tracers of the recorded instructions when the signature's
+        trie replays, else made now (and, for a signature known to break, a trie starts)."""
+        if self.key is None or not self.always:  # (a first call records nothing: most
+            # functions never break, and the recording would be for nothing)
+            return [trace.parameter(n, s.dtype, s.shape, s.weak_type, s.path)
+                    for n, s in enumerate(specs)]
+        root = self.owner.tries.get(self.key)
+        origins = [f"argument '{s.path}'" if s.path else f"argument {n}"
+                   for n, s in enumerate(specs)]
+        params, self.root = replay.start(
+            trace, self, root,
+            lambda: [trace.parameter(n, s.dtype, s.shape, s.weak_type, s.path)
+                     for n, s in enumerate(specs)],
+            origins, [s.weak_type for s in specs])
+        self.tape = trace.tape
+        return params
 
     def start(self, trace: Trace, parameters: list[Tracer]) -> None:
         self.trace = trace
@@ -273,6 +335,9 @@ class Breaker:
         inst = builder.parameter(number, Shape(from_numpy(array.dtype), array.shape),
                                  f"host_{number}", Metadata("a NumPy array made by Python"))
         self.bound[id(inst)] = (inst, array)
+        tape = self.trace._tape_in_op
+        if tape is not None:  # a replay of the operation binds the same bytes again
+            tape.bindings.append((inst, array))
         if key is not None:  # (holding ``source`` keeps its id from being reused meanwhile)
             self._host_arrays[key] = (source, array, inst)
         return Tracer(self.trace, inst, weak)
@@ -285,45 +350,108 @@ class Breaker:
         with log._lock:
             stats = log.site(site)
             stats.count += 1
+        trace = self.trace
+        tape = trace.tape
+        key = None
+        if tape is not None:
+            key = ("break", tracer._slot, site.key) if tracer._slot >= 0 else None
+            if tape.replaying:
+                node = tape.follow(key)
+                if node is not None:
+                    value = self._replay_break(node, tracer, site)
+                    if value is not None:
+                        if value.size <= 8:
+                            stats.values.append(value.tolist())
+                        return value
+        elif trace._tape_in_op is not None:
+            trace.stop_tape()  # a break inside an operation (x[mask]): it cannot replay
         bound = self.bound.get(id(tracer.inst))
         if bound is not None and bound[0] is tracer.inst:  # a value Python handed in: no run
             self.broken = True  # (what Python does with it decides what is traced next)
             value = np.asarray(bound[1])
             if value.size <= 8:
                 stats.values.append(value.tolist())
+            if tape is not None and trace.tape is tape:
+                tape.record(key, replay.Node(tape.state()))
             return value
-        trace = self.trace
         live = live_tracers(trace)
         if not any(t is tracer for t in live):
             live.append(tracer)
         segment = cut(trace, [tracer], live)
-        values = self._run(segment, site, stats)
+        asked = (0,)  # the value asked for is the segment's first output
+        values, run = self._run(segment, site, stats, asked)
         value = np.asarray(values[id(tracer.inst)])
-        self._resume(live, values)
+        outputs = [t.inst for t in segment.outputs]  # (before the live tracers move on)
+        carried = []
+        rebound = self._resume(live, values, carried)
         self.broken = True
         if value.size <= 8:
             stats.values.append(value.tolist())
         self.starts = site.location or what
+        if tape is not None and trace.tape is tape:
+            place = {id(inst): (1, k) for k, inst in enumerate(run.parameters)}
+            place.update({id(inst): (0, n) for n, inst in enumerate(outputs)})
+            run = _with_rebinding(run, rebound, tuple(
+                (new, *place[id(old)], weak) for new, old, weak in carried))
+            tape.record(key, replay.Node(tape.state(), run=run))
         return value
 
-    def _resume(self, live: list[Tracer], values: dict) -> None:
+    def _replay_break(self, node: replay.Node, tracer: Tracer, site: BreakSite):
+        """The recorded break ``node`` again: its segment runs with this call's values and the
+        live tracers move on to the next segment's parameters. None (having diverged) when
+        this call holds a value the recording did not."""
+        run: SegmentRun | None = node.run
+        if run is None:  # a value Python handed in
+            bound = self.bound.get(id(tracer.inst))
+            if bound is None:
+                self.tape.diverge()
+                return None
+            self.broken = True
+            return np.asarray(bound[1])
+        trace = self.trace
+        live = live_tracers(trace)
+        if not any(t is tracer for t in live):
+            live.append(tracer)
+        rebound = run.rebound
+        if any(id(t.inst) not in rebound for t in live):
+            self.tape.diverge()
+            return None
+        arguments = [self.bound[id(inst)][1] for inst in run.parameters]
+        results = self._execute(run.compiled, run.fingerprint, False, arguments, None, site,
+                                None, run.instruction_count)
+        bound = {}
+        for new, kind, index, weak in run.carried:
+            value = results[index] if kind == 0 else arguments[index]
+            if weak and isinstance(value, np.ndarray) and value.ndim == 0:
+                value = value.item()
+            bound[id(new)] = (new, value)
+        value = np.asarray(results[run.asked[0]])
+        for t in live:
+            t.inst = rebound[id(t.inst)]
+        trace.born = [weakref.ref(t) for t in live]
+        self.bound = bound
+        self._host_arrays = {}
+        self.broken = True
+        self.starts = site.location or site.reason
+        return value
+
+    def _resume(self, live: list[Tracer], values: dict, carried: list) -> dict:
         def bind(new, t, old):
             value = values[id(old)]
             if t.weak_type and isinstance(value, np.ndarray) and value.ndim == 0:
                 value = value.item()  # a Python number stays one (its int limits are checked)
             self.bound[id(new)] = (new, value)
+            carried.append((new, old, t.weak_type))
 
         self.bound = {}
         self._host_arrays = {}  # (a new segment: its own parameters)
-        resume(self.trace, live, bind)
+        return resume(self.trace, live, bind)
 
-    def _run(self, segment: Segment, site: BreakSite | None,
-             stats: SiteStats | None) -> dict[int, object]:
+    def _run(self, segment: Segment, site: BreakSite | None, stats: SiteStats | None,
+             asked: tuple) -> tuple[dict[int, object], SegmentRun]:
         """Run ``segment``, which ends at ``site`` (None: at the return); the value of each of
-        its outputs and parameters, by instruction."""
+        its outputs and parameters, by instruction, and the record a replay runs it from."""
         ends = site.location or site.reason if site is not None else RETURN
-        now = time.perf_counter()
-        glue = now - self.mark
         specs, arguments = [], []
         for k, inst in enumerate(segment.parameters):
             _, value = self.bound[id(inst)]
@@ -333,7 +461,24 @@ class Breaker:
                                  isinstance(value, (bool, int, float, complex))))
         owner = self.owner
         compiled, fingerprint, fresh = owner.compiled(segment, tuple(specs), self.starts, ends)
-        started = time.perf_counter()
+        results = self._execute(compiled, fingerprint, fresh, arguments, specs, site, stats,
+                                segment.instruction_count)
+        values = {}
+        for t, value in zip(segment.outputs, results):
+            values[id(t.inst)] = value
+        for inst in segment.parameters:
+            values.setdefault(id(inst), self.bound[id(inst)][1])
+        run = SegmentRun(compiled, fingerprint, tuple(segment.parameters),
+                         segment.instruction_count, asked, {}, ())
+        return values, run
+
+    def _execute(self, compiled, fingerprint: str, fresh: bool, arguments: list, specs,
+                 site: BreakSite | None, stats: SiteStats | None, instructions: int) -> list:
+        """Run a compiled segment and account for it (glue before it, its time, a compile)."""
+        owner = self.owner
+        ends = site.location or site.reason if site is not None else RETURN
+        now = time.perf_counter()
+        glue = now - self.mark
         start_clock = RECORDER.clock.now() if RECORDER.active else 0.0
         results = compiled.execute_flat(arguments)
         done = time.perf_counter()
@@ -342,11 +487,11 @@ class Breaker:
             segment_stats = log.segments.get(fingerprint)
             if segment_stats is not None:
                 segment_stats.runs += 1
-                segment_stats.run_seconds += done - started
+                segment_stats.run_seconds += done - now
             log.glue_seconds += glue
-            log.segment_seconds += done - started
-            span = log.spans.setdefault((self.starts, ends), set())
+            log.segment_seconds += done - now
             if fresh:
+                span = log.spans.setdefault((self.starts, ends), set())
                 if stats is not None:
                     stats.compiles += 1
                     stats.guard_failures += bool(span)
@@ -361,16 +506,10 @@ class Breaker:
             RECORDER.record(GraphBreakEvent(
                 function=owner.fn_name, reason=site.reason if site is not None else RETURN,
                 location=site.location if site is not None else "", start=start_clock,
-                duration=done - started, glue=glue,
-                instructions=segment.instruction_count, compiled=fresh,
+                duration=done - now, glue=glue, instructions=instructions, compiled=fresh,
                 thread=threading.get_ident()))
         self.mark = time.perf_counter()
-        values = {}
-        for t, value in zip(segment.outputs, results):
-            values[id(t.inst)] = value
-        for inst in segment.parameters:
-            values.setdefault(id(inst), self.bound[id(inst)][1])
-        return values
+        return results
 
     # ---- the end of the call ------------------------------------------------------------
     def finish(self, outs: list[Tracer], out_tree):
@@ -398,16 +537,49 @@ class Breaker:
             check_mutation_targets(self.leaves, numbers, [s.path for s in self.specs])
             write_back(self.leaves, numbers, [values[id(t.inst)] for _, t in mutated])
         self.owner.log.calls += 1
+        if self.tape is not None and self.tape.replaying:
+            self.owner.log.replayed_calls += 1
+        if self.root is not None and (self.broken or self.always):
+            self.owner.keep(self.key, self.root)
         return unflatten(out_tree, results)
 
     def _final_values(self, wanted: list[Tracer]) -> dict[int, object]:
         trace = self.trace
+        tape = trace.tape
+        key = ("return", tuple(id(t.inst) for t in wanted)) if tape is not None else None
+        if tape is not None and tape.replaying:
+            node = tape.follow(key)
+            if node is not None:
+                return self._replay_return(node, wanted)
         if not trace.checks and all(t.inst.opcode == "parameter" for t in wanted):
             # nothing left to compute: the values crossed the last break already
             now = time.perf_counter()
             self.owner.log.glue_seconds += now - self.mark
+            if tape is not None and trace.tape is tape:
+                tape.record(key, replay.Node(None))
             return {id(t.inst): self.bound[id(t.inst)][1] for t in wanted}
         segment = cut(trace, wanted, [])
-        values = self._run(segment, None, None)
+        values, run = self._run(segment, None, None, ())
+        if tape is not None and trace.tape is tape:
+            place = {id(t.inst): n for n, t in enumerate(segment.outputs)}
+            tape.record(key, replay.Node(None, run=_with_rebinding(
+                run, {}, (), tuple(place[id(t.inst)] for t in wanted))))
         self.bound = {}
         return values
+
+    def _replay_return(self, node: replay.Node, wanted: list[Tracer]) -> dict[int, object]:
+        run: SegmentRun | None = node.run
+        if run is None:
+            self.owner.log.glue_seconds += time.perf_counter() - self.mark
+            return {id(t.inst): self.bound[id(t.inst)][1] for t in wanted}
+        arguments = [self.bound[id(inst)][1] for inst in run.parameters]
+        results = self._execute(run.compiled, run.fingerprint, False, arguments, None, None,
+                                None, run.instruction_count)
+        self.bound = {}
+        return {id(t.inst): results[n] for t, n in zip(wanted, run.asked)}
+
+
+def _with_rebinding(run: SegmentRun, rebound: dict, carried: tuple,
+                    asked: tuple | None = None) -> SegmentRun:
+    return SegmentRun(run.compiled, run.fingerprint, run.parameters, run.instruction_count,
+                      run.asked if asked is None else asked, rebound, carried)

@@ -60,7 +60,7 @@ class MissCompiler:
         specs = self.keys.specs(key, paths)
         breaker = None
         if leaves is not None and not self.options.fullgraph:
-            breaker = self.breaks.breaker(leaves, specs)
+            breaker = self.breaks.breaker(leaves, specs, key)
             breaker.always = always_segmented
         try:
             return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)

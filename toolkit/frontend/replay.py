@@ -1,0 +1,427 @@
+"""Replay of a recorded trace: the cache-hit path of a jitted function that breaks its graph.
+
+A function that breaks its graph runs its Python again on every call (its glue, its side
+effects, as NumPy would), and each array operation it makes used to be traced again: tens of
+microseconds an operation, where the compiled segments cost a few. As PyTorch/XLA's LazyTensor
+finds its graphs by the sequence of operations that built them, toolkit records each call's
+operations in a trie. An operation's key is what it was asked: the function, the user's line,
+and every argument (a traced value by the order it was made in the call, a Python number by its
+type and exact bits, a NumPy array by its dtype, shape and bytes). A node keeps what the
+operation produced (tracers of the recorded instructions) and what it changed (a write into an
+array, through its views), and a break's node keeps the compiled segment it ran.
+
+A later call that asks the same things walks the trie: each operation hands back tracers of the
+recorded instructions without tracing, and each break runs its recorded segment with the call's
+values. The first operation asked differently ends the walk (the *divergence*): the trace is
+rebuilt as it stood after the last matching node, from the recorded instructions, and tracing
+goes on as usual, recording a new branch. The guards are exact: a node is followed only when
+every input of the operation is the same, so a followed node produces what tracing would.
+
+What the walk cannot vouch for ends it too: an argument it cannot key (a user's function, an
+object of a type it does not know, a traced value made outside the recorded operations), an
+error, a nested trace (a loop body, a branch: ``stop``), or toolkit code that builds
+instructions itself. While a call replays, the trace's builder and the lists its operations
+append to are placeholders (``_Pending``) that diverge when touched, so that code sees the
+real ones, rebuilt."""
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+
+from ..ir.builder import ComputationBuilder, ModuleBuilder
+from .tracer import Trace, Tracer, current_trace
+
+NODES_LIMIT = 100_000  # nodes of one trie (one signature); past it, calls stop recording
+
+
+class Unkeyable(Exception):
+    """An argument or result the trie cannot key or rebuild: recording stops there."""
+
+
+class Node:
+    """One recorded step: an operation (``template``, ``effects``, ``bindings``), a break or
+    the return (``run``, the jit layer's record of the segment it ran); ``state`` is the trace
+    as it stood after the step, to rebuild it from at a divergence."""
+
+    __slots__ = ("children", "template", "effects", "bindings", "state", "run", "__weakref__")
+
+    def __init__(self, state, template=None, effects=(), bindings=(), run=None):
+        self.children: dict = {}
+        self.template = template
+        self.effects = effects
+        self.bindings = bindings
+        self.state = state
+        self.run = run
+
+
+class Root(Node):
+    """The trie of one signature: the parameters' instructions and the nodes' count."""
+
+    __slots__ = ("parameters", "size")
+
+    def __init__(self, state, parameters):
+        super().__init__(state)
+        self.parameters = parameters
+        self.size = 1
+
+
+# ---- keys --------------------------------------------------------------------------------
+def _numpy_callable(v) -> bool:
+    """NumPy's own functions (pure): keyed by identity. A user's function is not (what it
+    does may change between calls)."""
+    return isinstance(v, np.ufunc) or (getattr(v, "__module__", None) or "").startswith("numpy")
+
+
+def key_of(v, trace: Trace):
+    t = type(v)
+    if t is Tracer:
+        if v._trace is not trace or v._slot < 0:
+            raise Unkeyable
+        return v._slot
+    if t is float:
+        return (float, v.hex())  # exact bits: -0.0 and 0.0 differ, NaN is NaN
+    if t is int or t is bool or t is str:
+        return (t, v)
+    if v is None or v is Ellipsis:
+        return v
+    if t is tuple or t is list:
+        return (t, tuple([key_of(x, trace) for x in v]))
+    if t is slice:
+        return (slice, key_of(v.start, trace), key_of(v.stop, trace), key_of(v.step, trace))
+    if t is np.ndarray:
+        if v.dtype.hasobject:
+            raise Unkeyable
+        return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, np.generic):
+        if isinstance(v, np.object_):
+            raise Unkeyable
+        return (t, v.tobytes())
+    if t is complex:
+        return (complex, v.real.hex(), v.imag.hex())
+    if isinstance(v, np.dtype):
+        return (np.dtype, v)
+    if isinstance(v, tuple):  # a named tuple
+        return (t, tuple([key_of(x, trace) for x in v]))
+    if t is dict:
+        return (dict, tuple([(k, key_of(x, trace)) for k, x in v.items()]))
+    if isinstance(v, type):  # np.float32, float, the types of __array_function__
+        return (type, v)
+    if _numpy_callable(v):
+        return (Callable, v)
+    raise Unkeyable
+
+
+# ---- the walk ------------------------------------------------------------------------------
+class _Pending:
+    """Stands for one of the trace's building attributes (the module, the builder, the checks
+    ...) while a call replays: touching it diverges, which puts the real one in its place."""
+
+    __slots__ = ("_tape", "_attr")
+
+    def __init__(self, tape: "Tape", attr: str):
+        self._tape = tape
+        self._attr = attr
+
+    def _real(self):
+        self._tape.diverge()
+        return getattr(self._tape.trace, self._attr)
+
+    def __getattr__(self, name):
+        return getattr(self._real(), name)
+
+    def __len__(self):
+        return len(self._real())
+
+    def __iter__(self):
+        return iter(self._real())
+
+    def __bool__(self):
+        return bool(self._real())
+
+    def __contains__(self, item):
+        return item in self._real()
+
+    def __getitem__(self, item):
+        return self._real()[item]
+
+    def __setitem__(self, item, value):
+        self._real()[item] = value
+
+
+_BUILDING = ("module", "builder", "checks", "promotions", "int_limits", "_constants")
+
+
+class Tape:
+    """One call's walk along a trie: replaying (following recorded nodes) until it diverges,
+    then recording (adding nodes), until it stops. ``trace.tape`` is this tape while the
+    walk is at the top level; None inside a recorded operation and once stopped."""
+
+    def __init__(self, trace: Trace, root: Root, replaying: bool, owner=None):
+        self.trace = trace
+        self.root = root
+        self.node: Node = root
+        self.replaying = replaying
+        self.stopped = False
+        self.owner = owner  # the jit layer's breaker, which binds values to parameters
+        self.objects: list[weakref.ref] = []  # slot -> the tracer made at that step
+        self.touched: list[Tracer] = []  # tracers an operation changed (inplace, views)
+        self.bindings: list[tuple] = []  # parameters an operation bound (host arrays)
+        trace.tape = self
+        if replaying:
+            for attr in _BUILDING:
+                setattr(trace, attr, _Pending(self, attr))
+
+    # ---- slots -----------------------------------------------------------------------------
+    def adopt(self, t: Tracer) -> None:
+        t._slot = len(self.objects)
+        self.objects.append(weakref.ref(t))
+
+    # ---- state -----------------------------------------------------------------------------
+    def state(self) -> tuple:
+        """The trace's building state now, to rebuild it from (lengths of what only grows)."""
+        trace = self.trace
+        checks = tuple((f.inst, e, m) for f, e, m in trace.checks) if trace.checks else ()
+        promotions = (tuple((loc, what, n, w, t.inst) for loc, what, n, w, t in trace.promotions)
+                      if trace.promotions else ())
+        return (trace.module, trace.builder, len(trace.builder._instructions),
+                len(trace.module._computations), checks, promotions,
+                dict(trace.int_limits) if trace.int_limits else None)
+
+    def diverge(self) -> None:
+        """Stop replaying: the trace's building state becomes the recorded one at this node,
+        rebuilt, and tracing goes on for real (recording)."""
+        if not self.replaying:
+            return
+        self.replaying = False
+        module, builder, n_inst, n_comp, checks, promotions, limits = self.node.state
+        trace = self.trace
+        m = ModuleBuilder.__new__(ModuleBuilder)
+        m.name, m.uniquer = module.name, module.uniquer.copy()
+        m._computations = module._computations[:n_comp]
+        kept = {id(c) for c in m._computations}
+        m._reducers = {k: c for k, c in module._reducers.items() if id(c) in kept}
+        b = ComputationBuilder(builder.name, m.uniquer)
+        b._instructions = builder._instructions[:n_inst]
+        present = {id(i) for i in b._instructions}
+        b._parameters = {n: p for n, p in builder._parameters.items() if id(p) in present}
+        constants = {}
+        for inst in b._instructions:
+            if inst.opcode == "constant":
+                literal = inst.attrs["literal"]
+                if literal.size <= 16:
+                    constants[(literal.dtype.str, literal.shape, literal.tobytes())] = inst
+        trace.module, trace.builder, trace._constants = m, b, constants
+        trace.checks = [(Tracer(trace, inst), e, msg) for inst, e, msg in checks]
+        trace.promotions = [(loc, what, n, w, Tracer(trace, inst))
+                            for loc, what, n, w, inst in promotions]
+        trace.int_limits = dict(limits or {})
+
+    def stop(self) -> None:
+        """No more replaying or recording in this call (the trace is real from here on)."""
+        self.diverge()
+        self.stopped = True
+        self.trace.tape = None
+        self.trace._tape_in_op = None
+
+    # ---- nodes -------------------------------------------------------------------------------
+    def follow(self, key) -> Node | None:
+        """The recorded node for ``key`` while replaying (stepping onto it); None after
+        diverging here."""
+        node = self.node.children.get(key) if key is not None else None
+        if node is not None:
+            self.node = node
+            return node
+        self.diverge()
+        return None
+
+    def record(self, key, node: Node) -> bool:
+        """Add ``node`` under the current one (False, and stop, when it cannot be)."""
+        if key is None or self.stopped or self.root.size >= NODES_LIMIT:
+            self.stop()
+            return False
+        self.node.children[key] = node
+        self.node = node
+        self.root.size += 1
+        return True
+
+    # ---- operations --------------------------------------------------------------------------
+    def operation(self, fn, args: tuple, kwargs: dict, frame):
+        """``fn(*args, **kwargs)``, an operation the user's code asked for: replayed from the
+        trie when recorded, else run and recorded."""
+        trace = self.trace
+        try:
+            key = (fn, frame.f_code, frame.f_lineno, tuple([key_of(a, trace) for a in args]),
+                   key_of(kwargs, trace) if kwargs else None)
+        except Unkeyable:
+            key = None
+        if self.replaying:
+            node = self.follow(key)
+            if node is not None:
+                return self._replay(node)
+        if key is None:
+            self.stop()
+            return fn(*args, **kwargs)
+        trace.tape, trace._tape_in_op = None, self
+        self.touched, self.bindings = [], []
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException:
+            self.stop()
+            raise
+        if self.stopped:  # (a break inside the operation, a nested trace)
+            return result
+        trace.tape, trace._tape_in_op = self, None
+        try:
+            new: list[Tracer] = []
+            template = self._template(result, new)
+            effects = self._effects([t for t in new if t._view is not None or t._views is not None
+                                     or t._alias_of is not None] + self.touched)
+        except Unkeyable:
+            self.stop()
+            return result
+        self.record(key, Node(self.state(), template, effects, tuple(self.bindings)))
+        return result
+
+    def _template(self, v, new: list):
+        t = type(v)
+        if t is Tracer:
+            if v._trace is not self.trace:
+                raise Unkeyable
+            if v._slot >= 0:
+                return (0, v._slot)
+            self.adopt(v)
+            new.append(v)
+            return (1, v.inst, v.weak_type, v._origin)
+        if t is tuple or t is list or isinstance(v, tuple):
+            return (2, t, tuple([self._template(x, new) for x in v]))
+        if v is None or t in (bool, int, float, complex, str) or isinstance(v, (np.generic,
+                                                                                  np.dtype)):
+            return (3, v)
+        if t is np.ndarray:
+            return (4, v.copy())
+        raise Unkeyable
+
+    def _effects(self, tracers: list[Tracer]) -> tuple:
+        effects, seen = [], set()
+        for t in tracers:
+            if id(t) in seen or t._slot < 0 or t._trace is not self.trace:
+                continue  # (a temporary of the operation: nobody can reach it)
+            seen.add(id(t))
+            view = None
+            if t._view is not None:
+                parent, index = t._view
+                if parent._slot < 0:
+                    raise Unkeyable
+                key_of(index, self.trace)  # a basic index of Python values only
+                view = (parent._slot, index)
+            views = None
+            if t._views is not None:
+                views = tuple(v._slot for v in (r() for r in t._views)
+                              if v is not None and v._slot >= 0)
+            effects.append((t._slot, t.inst, t.weak_type, t._alias_of, view, views))
+        return tuple(effects)
+
+    def _replay(self, node: Node):
+        result = self._build(node.template)
+        objects = self.objects
+        for slot, inst, weak, alias, view, views in node.effects:
+            t = objects[slot]()
+            if t is None:
+                continue
+            t.inst, t.weak_type, t._alias_of = inst, weak, alias
+            t._view = None if view is None else (objects[view[0]](), view[1])
+            if views is None:
+                t._views = None
+            else:
+                t._views = [objects[s] for s in views if objects[s]() is not None] or None
+        if node.bindings:
+            bound = self.owner.bound
+            for inst, value in node.bindings:
+                bound[id(inst)] = (inst, value)
+        return result
+
+    def _build(self, template):
+        kind = template[0]
+        if kind == 1:
+            t = Tracer(self.trace, template[1], template[2], template[3])
+            self.adopt(t)
+            return t
+        if kind == 0:
+            return self.objects[template[1]]()
+        if kind == 3:
+            return template[1]
+        if kind == 2:
+            cls, items = template[1], [self._build(x) for x in template[2]]
+            if cls is tuple or cls is list:
+                return cls(items)
+            return cls(*items)  # a named tuple
+        return template[1].copy()
+
+
+# ---- where operations enter ----------------------------------------------------------------
+def replayable_method(fn: Callable) -> Callable:
+    """``fn(tracer, ...)`` as a method of ``Tracer`` that the tape records and replays."""
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        tape = self._trace.tape
+        if tape is None:
+            return fn(self, *args, **kwargs)
+        return tape.operation(fn, (self,) + args, kwargs, sys._getframe(1))
+
+    return method
+
+
+def replayable_function(fn: Callable) -> Callable:
+    """``fn`` (a buffer function: ``np.zeros(shape)`` sees no tracer) recorded and replayed
+    in the current trace."""
+
+    @functools.wraps(fn)
+    def function(*args, **kwargs):
+        trace = current_trace()
+        tape = trace.tape if trace is not None else None
+        if tape is None:
+            return fn(*args, **kwargs)
+        return tape.operation(fn, args, kwargs, sys._getframe(1))
+
+    return function
+
+
+def instrument(cls: type, names) -> None:
+    """Make the operations ``names`` of ``cls`` (methods and properties) replayable."""
+    for name in names:
+        value = cls.__dict__[name]
+        if isinstance(value, property):
+            setattr(cls, name, property(
+                replayable_method(value.fget) if value.fget else None,
+                replayable_method(value.fset) if value.fset else None, None, value.__doc__))
+        elif callable(value) and not isinstance(value, type):
+            setattr(cls, name, replayable_method(value))
+
+
+def start(trace: Trace, owner, root: Root | None, make_parameters: Callable[[], list[Tracer]],
+          origins: list[str | None], weak: list[bool]) -> tuple[list[Tracer], Root]:
+    """Begin a call's walk: with a recorded ``root``, the parameters are tracers of its
+    instructions and the call replays; without, they are made (``make_parameters``) and a new
+    trie is recorded. The parameters, and the root."""
+    if root is not None:
+        tape = Tape(trace, root, True, owner)
+        params = [Tracer(trace, inst, w, origin)
+                  for inst, w, origin in zip(root.parameters, weak, origins)]
+        trace.parameters = list(params)
+    else:
+        params = make_parameters()
+        root = Root(None, [t.inst for t in params])
+        tape = Tape(trace, root, False, owner)
+        root.state = tape.state()
+    for t in params:
+        tape.adopt(t)
+    return params, root
+
+
+__all__ = ["Node", "Root", "Tape", "Unkeyable", "key_of", "replayable_method",
+           "replayable_function", "instrument", "start", "Any"]
