@@ -297,6 +297,17 @@ class Compiled(_TracedStage):
             )
         return self._result(self._executable(self._arrays(leaves)))
 
+    def execute_leaves(self, leaves: list) -> list:
+        """As ``execute_flat``, the results as the flat list of output leaves (a graph break's
+        segment: no tree to rebuild)."""
+        program = self._program
+        if program.int_limits:
+            program.check_int_limits(leaves)
+        if program.has_extra_outputs:
+            program.check_mutable(leaves)
+            return program.split_results(leaves, self._executable(self._arrays(leaves)))
+        return self._executable(self._arrays(leaves))
+
     def execute_profiled(self, leaves: list) -> Any:
         """As ``execute_flat``, recording a KernelEvent per kernel when the backend reports them."""
         if self._program.int_limits:

@@ -171,9 +171,19 @@ class Tape:
         self.touched: list[Tracer] = []  # tracers an operation changed (inplace, views)
         self.bindings: list[tuple] = []  # parameters an operation bound (host arrays)
         trace.tape = self
+        self._pending: list[_Pending] = []
         if replaying:
             for attr in _BUILDING:
-                setattr(trace, attr, _Pending(self, attr))
+                pending = _Pending(self, attr)
+                self._pending.append(pending)
+                setattr(trace, attr, pending)
+
+    def close(self) -> None:
+        """The call is over: untie the tape from the trace and the breaker (no cycles)."""
+        for pending in self._pending:
+            pending._tape = None
+        self._pending = []
+        self.trace = self.owner = None
 
     # ---- slots -----------------------------------------------------------------------------
     def adopt(self, t: Tracer) -> None:
@@ -259,9 +269,17 @@ class Tape:
         except Unkeyable:
             key = None
         if self.replaying:
-            node = self.follow(key)
+            node = self.node.children.get(key) if key is not None else None
             if node is not None:
+                self.node = node
+                template = node.template
+                if template[0] == 1 and not node.effects and not node.bindings:
+                    t = Tracer(trace, template[1], template[2], template[3])  # (the usual case)
+                    t._slot = len(self.objects)
+                    self.objects.append(weakref.ref(t))
+                    return t
                 return self._replay(node)
+            self.diverge()
         if key is None:
             self.stop()
             return fn(*args, **kwargs)

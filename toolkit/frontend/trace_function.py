@@ -97,7 +97,11 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         if breaker is not None and (breaker.broken or breaker.always):
             leaves, out_tree, out_paths = flatten(result)
             outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
-            raise GraphBroken(breaker.finish(outs, out_tree))
+            try:
+                result = breaker.finish(outs, out_tree)
+            finally:
+                trace.close()
+            raise GraphBroken(result)
         leaves, out_tree, out_paths = flatten(result)
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]

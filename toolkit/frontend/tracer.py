@@ -73,6 +73,17 @@ class Trace:
         if parent is not None:
             parent.stop_tape()  # (a nested trace builds for real: the walk cannot follow it)
 
+    def close(self) -> None:
+        """The call is over: drop the references that tie this trace and the call's helpers
+        (the breaker, the tape, the parameters' tracers) into cycles, so that a call that ran in
+        segments is freed by reference counting at once rather than by the cycle collector."""
+        tape = self.tape or self._tape_in_op
+        if tape is not None:
+            tape.close()
+        self.tape = self._tape_in_op = self.breaker = None
+        self.parameters = []
+        self.born = []
+
     def stop_tape(self) -> None:
         """End the replay or recording of this call here: the trace is real from now on."""
         tape = self.tape or self._tape_in_op
@@ -405,6 +416,8 @@ class Tracer:
     # A traced array that depends on no argument (np.zeros(3) made inside the function, then
     # filled with constants) has a value now: Python may use it, as NumPy would.
     def _known(self):
+        if self.inst.no_known_value:  # (asked before, maybe in an earlier call: a replay)
+            return None
         return self.trace.known_value(self.inst) if self.trace.active else None
 
     def _concrete(self, what: str):

@@ -480,7 +480,7 @@ class Breaker:
         now = time.perf_counter()
         glue = now - self.mark
         start_clock = RECORDER.clock.now() if RECORDER.active else 0.0
-        results = compiled.execute_flat(arguments)
+        results = compiled.execute_leaves(arguments)
         done = time.perf_counter()
         log = owner.log
         with log._lock:
