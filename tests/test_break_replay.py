@@ -6,6 +6,8 @@ result: every test compares each call with NumPy (values, dtypes, signs of zero,
 written in place), over calls that replay, diverge and record new branches."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -256,3 +258,48 @@ def test_random_programs_replayed_over_calls_match_numpy(ops, breaks, signs):
 
     x = np.linspace(-2, 2, 7)
     _calls(program, [(x * s,) for s in signs + signs])
+
+
+SCALE = 2.0
+TABLE = np.arange(4.0)
+
+
+def uses_globals(x):
+    y = x * SCALE + TABLE
+    if y.sum() > 0:
+        y = y - TABLE * SCALE
+    return y
+
+
+def test_a_global_python_number_or_array_changed_between_calls_is_seen(monkeypatch):
+    jitted = tk.jit(uses_globals)
+    x = np.linspace(-1, 1, 4)
+    for scale, row in ((2.0, 0.0), (2.0, 0.0), (2.0, 0.0), (-0.0, 0.0), (3.0, 5.0), (3.0, 5.0)):
+        monkeypatch.setattr(sys.modules[__name__], "SCALE", scale)
+        TABLE[0] = row  # written in place between calls: the same object, other bytes
+        _same(uses_globals(x), jitted(x))
+
+
+def test_values_kept_in_python_across_breaks_replay():
+    def f(x):
+        kept = []
+        for k in range(4):
+            y = x * (k + 1)
+            kept.append(y)
+            if y[0] > 1.5:  # a break: everything kept crosses it
+                x = x + kept[0]
+        return sum(kept[1:], kept[0]) * len(x) + x.shape[0]
+
+    _calls(f, [(np.array([1.0, 2.0]),), (np.array([1.0, 2.0]),), (np.array([0.1, 2.0]),),
+               (np.array([1.0, 2.0]),), (np.array([0.1, 2.0]),)])
+
+
+def test_an_in_place_reshape_replays():
+    def f(x):
+        y = x * 2
+        y.shape = (2, 3)
+        if y[1, 2] > 3:
+            y = y.T
+        return y.sum(axis=0), y
+
+    _calls(f, [(np.arange(6.0),), (np.arange(6.0),), (np.arange(6.0) - 10,), (np.arange(6.0),)])

@@ -137,7 +137,8 @@ def _copies(args):
 def test_unmodified_kernels_with_graph_breaks_match_numpy(name, fn, args, static):
     want = fn(*_copies(args))
     jitted = tk.jit(fn, static_argnums=static)
-    for _ in range(2):  # the first call compiles its segments, the second finds them
+    for _ in range(3):  # the first call compiles its segments, the second finds them (and
+        # records its operations), the third replays them
         got = jitted(*_copies(args))
         for g, w in zip(got if isinstance(got, tuple) else (got,),
                         want if isinstance(want, tuple) else (want,)):

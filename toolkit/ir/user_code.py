@@ -57,6 +57,14 @@ def _skip(filename: str) -> bool:
     return hit
 
 
+def user_frame(depth: int = 1):
+    """The user's frame nearest the caller (``depth`` frames up, then outwards), or None."""
+    frame = sys._getframe(depth + 1)
+    while frame is not None and _skip(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
 def user_location(depth: int = 1) -> SourceLocation | None:
     """The user's frame nearest the caller (``depth`` frames up, then outwards)."""
     frame = sys._getframe(depth)

@@ -32,7 +32,7 @@ from ..frontend.signature import ArgSpec
 from ..frontend.trace_function import TracedProgram
 from ..frontend.tracer import Trace, Tracer
 from ..ir.structural import exact_key
-from ..ir.user_code import user_location
+from ..ir.user_code import user_frame
 from ..profiler.events import GraphBreakEvent
 from ..profiler.recorder import RECORDER
 from ..runtime import history
@@ -103,19 +103,20 @@ def suggest(reason: str, source: str) -> str:
     return ""
 
 
-_SITES: dict[tuple, BreakSite] = {}  # (reason, file, line) -> its site: every break asks
+_SITES: dict[tuple, BreakSite] = {}  # (reason, code, line) -> its site: every break asks
 _SITES_REMEMBERED = 4096
 
 
 def _site(reason: str) -> BreakSite:
-    loc = user_location(3)
-    if loc is None:
+    frame = user_frame(2)
+    if frame is None:
         return BreakSite(reason, "", "")
-    key = (reason, loc.file, loc.line)
+    code, line = frame.f_code, frame.f_lineno
+    key = (reason, code, line)
     site = _SITES.get(key)
     if site is None:
-        site = BreakSite(reason, f"{loc.file}:{loc.line}",
-                         linecache.getline(loc.file, loc.line).strip())
+        file = code.co_filename
+        site = BreakSite(reason, f"{file}:{line}", linecache.getline(file, line).strip())
         if len(_SITES) >= _SITES_REMEMBERED:
             _SITES.clear()
         _SITES[key] = site
