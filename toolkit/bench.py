@@ -339,8 +339,8 @@ def markdown(best: dict, rows: list[str]) -> str:
         ("compile_seconds", "Compile time of a 20-op elementwise chain (cold)", "ms", 1e3),
         ("cached_compile_seconds", "Same, loaded from toolkit's persistent cache", "ms", 1e3),
         ("dispatch_seconds", "Cache-hit call of x+1 on 1k elements", "µs", 1e6),
-        ("break_seconds", "Each graph break of a cache-hit call (Python glue and its re-trace, "
-         "segment dispatch)", "µs", 1e6),
+        ("break_seconds", "Each graph break of a cache-hit call (Python glue, its replayed "
+         "operations, segment dispatch)", "µs", 1e6),
     ):
         parts = [
             f"{s} {best[s][key] * factor:.1f} {unit}" for s in sides if best[s].get(key) is not None

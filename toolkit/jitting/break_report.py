@@ -108,8 +108,8 @@ class GraphBreakReport:
             return f"jit({self.function}): no graph breaks: one compiled program per call"
         lines = [f"jit({self.function}): {self.break_count} graph break(s) over {self.calls} "
                  f"call(s), {self.graph_count} segment(s) per call",
-                 f"time: Python glue (its code and the re-trace) {self.glue_seconds * 1e3:.2f} ms, "
-                 f"compiled segments {self.segment_seconds * 1e3:.2f} ms",
+                 f"time: Python glue (its code, its tracing or replay) "
+                 f"{self.glue_seconds * 1e3:.2f} ms, compiled segments {self.segment_seconds * 1e3:.2f} ms",
                  f"replay: {self.replayed_calls} of {self.calls} call(s) replayed every operation "
                  "from the record (no re-trace)",
                  "breaks:"]

@@ -12,8 +12,13 @@ segments it traces are found in the cache.
 The guards are the segments themselves: a segment's key is the digest of its HLO, which holds
 everything Python decided while tracing it (shapes, the branch it took, Python numbers it
 computed). A branch taken the other way, or an ``int()`` with a new value, traces a different
-segment: that segment alone compiles, and the report counts a guard failure at its break. As
-in LazyTensor, the price of a hit is the re-trace of the glue; the report measures it."""
+segment: that segment alone compiles, and the report counts a guard failure at its break.
+
+A later call does not trace again what it asks the same as before: from a signature's second
+call on, the call's operations and breaks are recorded in a trie (``frontend.replay``), each
+break's node holding the compiled segment it ran (``SegmentRun``). A call that asks the same
+replays: operations hand back the recorded tracers, breaks run their segments, and the first
+operation asked differently traces on from there. The report counts the calls that replayed."""
 from __future__ import annotations
 
 import linecache
@@ -158,7 +163,7 @@ class BreakLog:
         self.replayed_calls = 0  # of those, calls replayed from the record to the end
         self.return_compiles = 0  # last segments (ending at the return) compiled
         self.return_guard_failures = 0
-        self.glue_seconds = 0.0  # Python between segments (its own code and the re-trace)
+        self.glue_seconds = 0.0  # Python between segments (its own code, its tracing or replay)
         self.segment_seconds = 0.0
         self._lock = threading.Lock()
 
