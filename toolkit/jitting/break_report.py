@@ -109,7 +109,8 @@ class GraphBreakReport:
         lines = [f"jit({self.function}): {self.break_count} graph break(s) over {self.calls} "
                  f"call(s), {self.graph_count} segment(s) per call",
                  f"time: Python glue (its code, its tracing or replay) "
-                 f"{self.glue_seconds * 1e3:.2f} ms, compiled segments {self.segment_seconds * 1e3:.2f} ms",
+                 f"{self.glue_seconds * 1e3:.2f} ms, "
+                 f"compiled segments {self.segment_seconds * 1e3:.2f} ms",
                  f"replay: {self.replayed_calls} of {self.calls} call(s) replayed every operation "
                  "from the record (no re-trace)",
                  "breaks:"]
