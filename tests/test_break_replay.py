@@ -303,3 +303,31 @@ def test_an_in_place_reshape_replays():
         return y.sum(axis=0), y
 
     _calls(f, [(np.arange(6.0),), (np.arange(6.0),), (np.arange(6.0) - 10,), (np.arange(6.0),)])
+
+
+HELD = []
+HOLD = [False]
+
+
+def test_a_value_held_only_in_this_call_at_a_break_traces_that_break_again():
+    def f(x):
+        y = x + 1.0
+        z = y * 2.0
+        if HOLD[0]:  # Python keeps z alive across the break in this call only
+            HELD.append(z)
+        del z
+        if y[0] > 0:
+            y = y * 3.0
+        return y - (HELD.pop() if HOLD[0] else 0.0)
+
+    def reference(x, hold):
+        y = x + 1.0
+        z = y * 2.0
+        return (y * 3.0 if y[0] > 0 else y) - (z if hold else 0.0)
+
+    jitted = tk.jit(f)
+    x = np.array([1.0, 2.0])
+    for hold in (False, False, False, True, False, True):
+        HELD.clear()
+        HOLD[0] = hold
+        _same(reference(x, hold), jitted(x))

@@ -47,7 +47,8 @@ class Node:
     the return (``run``, the jit layer's record of the segment it ran); ``state`` is the trace
     as it stood after the step, to rebuild it from at a divergence."""
 
-    __slots__ = ("children", "template", "effects", "bindings", "state", "run", "__weakref__")
+    __slots__ = ("children", "template", "effects", "bindings", "state", "run", "code",
+                 "__weakref__")
 
     def __init__(self, state, template=None, effects=(), bindings=(), run=None):
         self.children: dict = {}
@@ -56,6 +57,7 @@ class Node:
         self.bindings = bindings
         self.state = state
         self.run = run
+        self.code = None
 
 
 class Root(Node):
@@ -82,8 +84,8 @@ def key_of(v, trace: Trace):
         if v._trace is not trace or v._slot < 0:
             raise Unkeyable
         return v._slot
-    if t is float:
-        return (float, v.hex())  # exact bits: -0.0 and 0.0 differ, NaN is NaN
+    if t is float:  # by its bits: -0.0 is not 0.0, and NaN is NaN (other floats: equal values
+        return (float, v) if v and v == v else (float, v.hex())  # are equal bits)
     if t is int or t is bool or t is str:
         return (t, v)
     if v is None or v is Ellipsis:
@@ -264,7 +266,8 @@ class Tape:
         trie when recorded, else run and recorded."""
         trace = self.trace
         try:
-            key = (fn, frame.f_code, frame.f_lineno, tuple([key_of(a, trace) for a in args]),
+            # (the code object by identity, kept alive by the node: its hash reads its bytes)
+            key = (fn, id(frame.f_code), frame.f_lineno, tuple([key_of(a, trace) for a in args]),
                    key_of(kwargs, trace) if kwargs else None)
         except Unkeyable:
             key = None
@@ -301,7 +304,9 @@ class Tape:
         except Unkeyable:
             self.stop()
             return result
-        self.record(key, Node(self.state(), template, effects, tuple(self.bindings)))
+        node = Node(self.state(), template, effects, tuple(self.bindings))
+        node.code = frame.f_code  # (its id is in the key: it must outlive the node)
+        self.record(key, node)
         return result
 
     def _template(self, v, new: list):

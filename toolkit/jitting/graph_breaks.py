@@ -362,13 +362,13 @@ class Breaker:
         if tape is not None:
             key = ("break", tracer._slot, site.key) if tracer._slot >= 0 else None
             if tape.replaying:
-                node = tape.follow(key)
-                if node is not None:
-                    value = self._replay_break(node, tracer, site)
-                    if value is not None:
-                        if value.size <= 8:
-                            stats.values.append(value.tolist())
-                        return value
+                node = tape.node.children.get(key) if key is not None else None
+                value = self._replay_break(node, tracer, site) if node is not None else None
+                if value is not None:
+                    if value.size <= 8:
+                        stats.values.append(value.tolist())
+                    return value
+                tape.diverge()  # (from the state before this break: it is traced as usual)
         elif trace._tape_in_op is not None:
             trace.stop_tape()  # a break inside an operation (x[mask]): it cannot replay
         bound = self.bound.get(id(tracer.inst))
@@ -404,14 +404,15 @@ class Breaker:
 
     def _replay_break(self, node: replay.Node, tracer: Tracer, site: BreakSite):
         """The recorded break ``node`` again: its segment runs with this call's values and the
-        live tracers move on to the next segment's parameters. None (having diverged) when
-        this call holds a value the recording did not."""
+        live tracers move on to the next segment's parameters; the walk steps onto ``node``.
+        None, leaving the walk where it was, when this call holds a value the recording did
+        not (the break is then traced)."""
         run: SegmentRun | None = node.run
         if run is None:  # a value Python handed in
             bound = self.bound.get(id(tracer.inst))
             if bound is None:
-                self.tape.diverge()
                 return None
+            self.tape.node = node
             self.broken = True
             return np.asarray(bound[1])
         trace = self.trace
@@ -420,8 +421,8 @@ class Breaker:
             live.append(tracer)
         rebound = run.rebound
         if any(id(t.inst) not in rebound for t in live):
-            self.tape.diverge()
             return None
+        self.tape.node = node
         arguments = [self.bound[id(inst)][1] for inst in run.parameters]
         results = self._execute(run.compiled, run.fingerprint, False, arguments, None, site,
                                 None, run.instruction_count)
