@@ -35,7 +35,7 @@ import numpy as np
 from ..ir.builder import ComputationBuilder, ModuleBuilder
 from .tracer import Trace, Tracer, current_trace
 
-NODES_LIMIT = 100_000  # nodes of one trie (one signature); past it, calls stop recording
+NODES_LIMIT = 20_000  # nodes of one trie (one signature); past it, calls stop recording
 
 
 class Unkeyable(Exception):
