@@ -47,7 +47,9 @@ class Node:
     the return (``run``, the jit layer's record of the segment it ran); ``state`` is the trace
     as it stood after the step, to rebuild it from at a divergence."""
 
-    __slots__ = ("children", "template", "effects", "bindings", "state", "run", "code",
+    # keep: what the node's key names by identity (a code object, instructions), kept alive so
+    # that no other object can take its id while the node is there
+    __slots__ = ("children", "template", "effects", "bindings", "state", "run", "keep",
                  "__weakref__")
 
     def __init__(self, state, template=None, effects=(), bindings=(), run=None):
@@ -57,7 +59,7 @@ class Node:
         self.bindings = bindings
         self.state = state
         self.run = run
-        self.code = None
+        self.keep = None
 
 
 class Root(Node):
@@ -305,7 +307,7 @@ class Tape:
             self.stop()
             return result
         node = Node(self.state(), template, effects, tuple(self.bindings))
-        node.code = frame.f_code  # (its id is in the key: it must outlive the node)
+        node.keep = frame.f_code  # (its id is in the key)
         self.record(key, node)
         return result
 

@@ -388,6 +388,7 @@ class Breaker:
         values, run = self._run(segment, site, stats, asked)
         value = np.asarray(values[id(tracer.inst)])
         outputs = [t.inst for t in segment.outputs]  # (before the live tracers move on)
+        before = tuple(t.inst for t in live)
         carried = []
         rebound = self._resume(live, values, carried)
         self.broken = True
@@ -399,7 +400,9 @@ class Breaker:
             place.update({id(inst): (0, n) for n, inst in enumerate(outputs)})
             run = _with_rebinding(run, rebound, tuple(
                 (new, *place[id(old)], weak) for new, old, weak in carried))
-            tape.record(key, replay.Node(tape.state(), run=run))
+            node = replay.Node(tape.state(), run=run)
+            node.keep = before  # (their ids are rebound's keys)
+            tape.record(key, node)
         return value
 
     def _replay_break(self, node: replay.Node, tracer: Tracer, site: BreakSite):
@@ -563,14 +566,18 @@ class Breaker:
             now = time.perf_counter()
             self.owner.log.glue_seconds += now - self.mark
             if tape is not None and trace.tape is tape:
-                tape.record(key, replay.Node(None))
+                node = replay.Node(None)
+                node.keep = tuple(t.inst for t in wanted)  # (their ids are in the key)
+                tape.record(key, node)
             return {id(t.inst): self.bound[id(t.inst)][1] for t in wanted}
         segment = cut(trace, wanted, [])
         values, run = self._run(segment, None, None, ())
         if tape is not None and trace.tape is tape:
             place = {id(t.inst): n for n, t in enumerate(segment.outputs)}
-            tape.record(key, replay.Node(None, run=_with_rebinding(
-                run, {}, (), tuple(place[id(t.inst)] for t in wanted))))
+            node = replay.Node(None, run=_with_rebinding(
+                run, {}, (), tuple(place[id(t.inst)] for t in wanted)))
+            node.keep = tuple(t.inst for t in wanted)  # (their ids are in the key)
+            tape.record(key, node)
         self.bound = {}
         return values
 
