@@ -160,6 +160,8 @@ class Compiled(_TracedStage):
         self._single_output = program.out_tree.kind == "leaf"
         self._kernel_info: dict | None = None
         self._keeps_device_arrays = executable.result_placement is ResultPlacement.DEVICE
+        # no argument checks and no extra outputs: NumPy arrays go to the executable as they are
+        self._plain_leaves = not program.int_limits and not program.has_extra_outputs
         # the dispatch fast path (positional NumPy arrays of the compiled types): a program with
         # no argument checks, no extra outputs and one host result is its executable's first result
         plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
@@ -300,6 +302,12 @@ class Compiled(_TracedStage):
     def execute_leaves(self, leaves: list) -> list:
         """As ``execute_flat``, the results as the flat list of output leaves (a graph break's
         segment: no tree to rebuild)."""
+        if self._plain_leaves:
+            for leaf in leaves:
+                if type(leaf) is not np.ndarray:
+                    break
+            else:
+                return self._executable(leaves)
         program = self._program
         if program.int_limits:
             program.check_int_limits(leaves)

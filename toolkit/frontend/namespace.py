@@ -169,10 +169,10 @@ def numpy_buffers_traced(fn):
         yield
         return
     swapped = {}
-    for name, value in list(namespace.items()):
+    for name, value in list(namespace.items()):  # (every call: the cheapest test first)
         if value is numpy:
             swapped[name] = (value, TRACING_NUMPY)
-        elif callable(value) and id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
+        elif id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
             swapped[name] = (value, _REBOUND[id(value)][1])
     for name, (_, replacement) in swapped.items():
         namespace[name] = replacement

@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..ir.builder import ComputationBuilder, ModuleBuilder
-from .tracer import Trace, Tracer, current_trace
+from .tracer import Trace, Tracer, current_trace, replayed_tracer
 
 NODES_LIMIT = 20_000  # nodes of one trie (one signature); past it, calls stop recording
 
@@ -63,7 +63,8 @@ class Node:
 
 
 class Root(Node):
-    """The trie of one signature: the parameters' instructions and the nodes' count."""
+    """The trie of one signature: the parameters (instruction, weak type, origin) and the
+    nodes' count."""
 
     __slots__ = ("parameters", "size")
 
@@ -268,8 +269,16 @@ class Tape:
         trie when recorded, else run and recorded."""
         trace = self.trace
         try:
+            if len(args) == 2:  # (a binary operator on a traced value: most operations)
+                a, b = args
+                keys = (a._slot if type(a) is Tracer and a._trace is trace and a._slot >= 0
+                        else key_of(a, trace),
+                        b._slot if type(b) is Tracer and b._trace is trace and b._slot >= 0
+                        else key_of(b, trace))
+            else:
+                keys = tuple([key_of(a, trace) for a in args])
             # (the code object by identity, kept alive by the node: its hash reads its bytes)
-            key = (fn, id(frame.f_code), frame.f_lineno, tuple([key_of(a, trace) for a in args]),
+            key = (fn, id(frame.f_code), frame.f_lineno, keys,
                    key_of(kwargs, trace) if kwargs else None)
         except Unkeyable:
             key = None
@@ -278,11 +287,9 @@ class Tape:
             if node is not None:
                 self.node = node
                 template = node.template
-                if template[0] == 1 and not node.effects and not node.bindings:
-                    t = Tracer(trace, template[1], template[2], template[3])  # (the usual case)
-                    t._slot = len(self.objects)
-                    self.objects.append(weakref.ref(t))
-                    return t
+                if template[0] == 1 and not node.effects and not node.bindings:  # (usually)
+                    return replayed_tracer(trace, template[1], template[2], template[3],
+                                           self.objects)
                 return self._replay(node)
             self.diverge()
         if key is None:
@@ -372,9 +379,8 @@ class Tape:
     def _build(self, template):
         kind = template[0]
         if kind == 1:
-            t = Tracer(self.trace, template[1], template[2], template[3])
-            self.adopt(t)
-            return t
+            return replayed_tracer(self.trace, template[1], template[2], template[3],
+                                   self.objects)
         if kind == 0:
             return self.objects[template[1]]()
         if kind == 3:
@@ -428,21 +434,21 @@ def instrument(cls: type, names) -> None:
             setattr(cls, name, replayable_method(value))
 
 
-def start(trace: Trace, owner, root: Root | None, make_parameters: Callable[[], list[Tracer]],
-          origins: list[str | None], weak: list[bool]) -> tuple[list[Tracer], Root]:
+def start(trace: Trace, owner, root: Root | None, make_parameters: Callable[[], list[Tracer]]
+          ) -> tuple[list[Tracer], Root]:
     """Begin a call's walk: with a recorded ``root``, the parameters are tracers of its
     instructions and the call replays; without, they are made (``make_parameters``) and a new
     trie is recorded. The parameters, and the root."""
     if root is not None:
         tape = Tape(trace, root, True, owner)
-        params = [Tracer(trace, inst, w, origin)
-                  for inst, w, origin in zip(root.parameters, weak, origins)]
+        params = [replayed_tracer(trace, inst, weak, origin, tape.objects)
+                  for inst, weak, origin in root.parameters]
         trace.parameters = list(params)
-    else:
-        params = make_parameters()
-        root = Root(None, [t.inst for t in params])
-        tape = Tape(trace, root, False, owner)
-        root.state = tape.state()
+        return params, root
+    params = make_parameters()
+    root = Root(None, [(t.inst, t.weak_type, t._origin) for t in params])
+    tape = Tape(trace, root, False, owner)
+    root.state = tape.state()
     for t in params:
         tape.adopt(t)
     return params, root

@@ -472,6 +472,21 @@ class Tracer:
     # NumPy protocols and operators are attached by frontend.dispatch.
 
 
+def replayed_tracer(trace: Trace, inst: Instruction, weak_type: bool, origin: str | None,
+                    slots: list) -> Tracer:
+    """A new tracer of a recorded instruction (``frontend.replay``): as ``Tracer(...)``, made
+    since the last break, and given the next slot of the call's ``slots``; one weak reference
+    serves both lists (this runs for every replayed operation)."""
+    t = Tracer.__new__(Tracer)
+    t._trace, t.inst, t.weak_type, t._origin = trace, inst, weak_type, origin
+    t._view = t._views = t._alias_of = None
+    t._slot = len(slots)
+    ref = weakref.ref(t)
+    slots.append(ref)
+    trace.born.append(ref)
+    return t
+
+
 def note_changed(t: Tracer) -> None:
     """``t`` was rebound in place (a write, a view's refresh): the recorded operation running
     now must replay that too."""
@@ -517,6 +532,6 @@ def check_same_trace(t: Tracer) -> Trace:
     return t.trace
 
 
-__all__ = ["Trace", "Tracer", "current_trace", "note_changed", "check_same_trace", "can_break",
+__all__ = ["Trace", "Tracer", "current_trace", "note_changed", "replayed_tracer", "check_same_trace", "can_break",
            "concrete_or_raise",
            "Any"]

@@ -299,13 +299,10 @@ class Breaker:
             return [trace.parameter(n, s.dtype, s.shape, s.weak_type, s.path)
                     for n, s in enumerate(specs)]
         root = self.owner.tries.get(self.key)
-        origins = [f"argument '{s.path}'" if s.path else f"argument {n}"
-                   for n, s in enumerate(specs)]
         params, self.root = replay.start(
             trace, self, root,
             lambda: [trace.parameter(n, s.dtype, s.shape, s.weak_type, s.path)
-                     for n, s in enumerate(specs)],
-            origins, [s.weak_type for s in specs])
+                     for n, s in enumerate(specs)])
         self.tape = trace.tape
         return params
 
@@ -419,12 +416,25 @@ class Breaker:
             self.broken = True
             return np.asarray(bound[1])
         trace = self.trace
-        live = live_tracers(trace)
-        if not any(t is tracer for t in live):
-            live.append(tracer)
         rebound = run.rebound
-        if any(id(t.inst) not in rebound for t in live):
-            return None
+        live, refs, moved, seen = [], [], [], set()
+        for ref in trace.born:  # (live_tracers, keeping the weak references for the next born)
+            t = ref()
+            if t is not None and t._trace is trace and id(t) not in seen:
+                new = rebound.get(id(t.inst))
+                if new is None:
+                    return None
+                seen.add(id(t))
+                live.append(t)
+                refs.append(ref)
+                moved.append(new)
+        if id(tracer) not in seen:
+            new = rebound.get(id(tracer.inst))
+            if new is None:
+                return None
+            live.append(tracer)
+            refs.append(weakref.ref(tracer))
+            moved.append(new)
         self.tape.node = node
         arguments = [self.bound[id(inst)][1] for inst in run.parameters]
         results = self._execute(run.compiled, run.fingerprint, False, arguments, None, site,
@@ -436,9 +446,9 @@ class Breaker:
                 value = value.item()
             bound[id(new)] = (new, value)
         value = np.asarray(results[run.asked[0]])
-        for t in live:
-            t.inst = rebound[id(t.inst)]
-        trace.born = [weakref.ref(t) for t in live]
+        for t, new in zip(live, moved):
+            t.inst = new
+        trace.born = refs
         self.bound = bound
         self._host_arrays = {}
         self.broken = True
@@ -493,8 +503,8 @@ class Breaker:
         results = compiled.execute_leaves(arguments)
         done = time.perf_counter()
         log = owner.log
+        segment_stats = log.segments.get(fingerprint)
         with log._lock:
-            segment_stats = log.segments.get(fingerprint)
             if segment_stats is not None:
                 segment_stats.runs += 1
                 segment_stats.run_seconds += done - now
