@@ -532,6 +532,5 @@ def check_same_trace(t: Tracer) -> Trace:
     return t.trace
 
 
-__all__ = ["Trace", "Tracer", "current_trace", "note_changed", "replayed_tracer", "check_same_trace", "can_break",
-           "concrete_or_raise",
-           "Any"]
+__all__ = ["Trace", "Tracer", "current_trace", "note_changed", "replayed_tracer",
+           "check_same_trace", "can_break", "concrete_or_raise", "Any"]
