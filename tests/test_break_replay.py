@@ -31,16 +31,26 @@ def _same(expected, got):
         assert np.array_equal(np.signbit(e), np.signbit(g))
 
 
-def _calls(fn, argument_sets, backend="cpu", **options):
+def _close(expected, got):
+    """As _same, within the rounding of a chain of transcendental functions (toolkit's vector
+    math and NumPy's may differ in the last place); zeros keep their sign."""
+    e, g = np.asarray(expected), np.asarray(got)
+    assert e.shape == g.shape and e.dtype == g.dtype
+    np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-13)
+    zeros = e == 0
+    assert np.array_equal(np.signbit(e[zeros]), np.signbit(g[zeros]))
+
+
+def _calls(fn, argument_sets, backend="cpu", compare=_same, **options):
     """Call ``fn`` jitted on each set of arguments in turn; each call must equal NumPy's."""
     jitted = tk.jit(fn, backend=backend, **options)
     for args in argument_sets:
         np_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         tk_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-        _same(fn(*np_args), jitted(*tk_args))
+        compare(fn(*np_args), jitted(*tk_args))
         for a, b in zip(np_args, tk_args):
             if isinstance(a, np.ndarray):
-                _same(a, b)
+                compare(a, b)
     return jitted
 
 
@@ -238,7 +248,7 @@ def test_the_trie_is_bounded(monkeypatch):
 
 @settings(max_examples=25, deadline=None)
 @given(ops=st.lists(st.integers(0, 6), min_size=1, max_size=8),
-       breaks=st.lists(st.integers(0, 3), min_size=8, max_size=8),
+       breaks=st.lists(st.integers(0, 5), min_size=8, max_size=8),
        signs=st.lists(st.sampled_from([1.0, -1.0, 0.5]), min_size=3, max_size=3))
 def test_random_programs_replayed_over_calls_match_numpy(ops, breaks, signs):
     ufuncs = [np.sin, np.cos, np.tanh, lambda v: v * 1.5, lambda v: v - 0.25, np.abs, np.exp2]
@@ -254,10 +264,19 @@ def test_random_programs_replayed_over_calls_match_numpy(ops, breaks, signs):
                 acc = acc * float(acc.mean())
             elif kind == 3:
                 acc[int(abs(acc[0]) * 3) % acc.size] = -0.0
+            elif kind == 4:  # a write through a view, then a branch on the parent
+                window = acc[1:4]
+                window *= 2.0
+                if acc[2] > 0.5:
+                    window[0] = acc[5]
+            elif kind == 5:  # an argument-free buffer filled from traced values
+                out = np.zeros(acc.size)
+                out[::2] = acc[::2]
+                acc = out + acc[0]
         return acc
 
-    x = np.linspace(-2, 2, 7)
-    _calls(program, [(x * s,) for s in signs + signs])
+    x = np.linspace(-2, 2.5, 7)  # (not symmetric: a mean near 0 would round either way)
+    _calls(program, [(x * s,) for s in signs + signs], compare=_close)
 
 
 SCALE = 2.0
