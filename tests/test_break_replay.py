@@ -350,3 +350,33 @@ def test_a_value_held_only_in_this_call_at_a_break_traces_that_break_again():
         HELD.clear()
         HOLD[0] = hold
         _same(reference(x, hold), jitted(x))
+
+
+def test_the_report_says_where_and_why_replay_ended():
+    def masked(x):
+        y = x * 2
+        if y.sum() > 1:
+            y = y + 1
+        return y[y > 2.5].sum()  # a break inside an operation: traced on every call
+
+    jitted = tk.jit(masked)
+    for _ in range(4):
+        _same(masked(np.linspace(0, 2, 8)), jitted(np.linspace(0, 2, 8)))
+    report = jitted.graph_breaks
+    assert report.replayed_calls == 0
+    ((reason, where, count),) = report.replay_stops
+    assert "a break inside an operation" in reason and count == 3  # (the first call records
+    assert where.endswith(f":{masked.__code__.co_firstlineno + 4}")  # nothing)
+    assert "replay ended 3x at" in report.text
+
+    def along(x, g):
+        if x[0] > 0:
+            x = x + 1
+        return np.apply_along_axis(g, 0, x.reshape(2, 2))
+
+    jitted = tk.jit(along, static_argnums=(1,))
+    double = lambda v: v * 2  # noqa: E731
+    for _ in range(3):
+        _same(along(np.arange(4.0), double), jitted(np.arange(4.0), double))
+    ((reason, _, count),) = jitted.graph_breaks.replay_stops
+    assert reason.startswith("a function of the user's, <lambda>") and count == 2

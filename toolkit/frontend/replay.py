@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..ir.builder import ComputationBuilder, ModuleBuilder
+from ..ir.user_code import user_frame
 from .tracer import Trace, Tracer, current_trace, replayed_tracer
 
 NODES_LIMIT = 20_000  # nodes of one trie (one signature); past it, calls stop recording
@@ -49,7 +50,8 @@ class Node:
 
     # keep: what the node's key names by identity (a code object, instructions), kept alive so
     # that no other object can take its id while the node is there
-    __slots__ = ("children", "template", "effects", "bindings", "state", "run", "keep",
+    # end: why a recording stopped after this node (a later call's replay ends here for it)
+    __slots__ = ("children", "template", "effects", "bindings", "state", "run", "keep", "end",
                  "__weakref__")
 
     def __init__(self, state, template=None, effects=(), bindings=(), run=None):
@@ -60,6 +62,7 @@ class Node:
         self.state = state
         self.run = run
         self.keep = None
+        self.end = None
 
 
 class Root(Node):
@@ -85,7 +88,7 @@ def key_of(v, trace: Trace):
     t = type(v)
     if t is Tracer:
         if v._trace is not trace or v._slot < 0:
-            raise Unkeyable
+            raise Unkeyable("a traced value made outside the recorded operations")
         return v._slot
     if t is float:  # by its bits: -0.0 is not 0.0, and NaN is NaN (other floats: equal values
         return (float, v) if v and v == v else (float, v.hex())  # are equal bits)
@@ -99,11 +102,11 @@ def key_of(v, trace: Trace):
         return (slice, key_of(v.start, trace), key_of(v.stop, trace), key_of(v.step, trace))
     if t is np.ndarray:
         if v.dtype.hasobject:
-            raise Unkeyable
+            raise Unkeyable("an array of Python objects")
         return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
     if isinstance(v, np.generic):
         if isinstance(v, np.object_):
-            raise Unkeyable
+            raise Unkeyable("a NumPy object scalar")
         return (t, v.tobytes())
     if t is complex:
         return (complex, v.real.hex(), v.imag.hex())
@@ -117,7 +120,10 @@ def key_of(v, trace: Trace):
         return (type, v)
     if _numpy_callable(v):
         return (Callable, v)
-    raise Unkeyable
+    raise Unkeyable(f"an argument of type {t.__name__} (what it holds may change between calls)"
+                    if not callable(v) else
+                    f"a function of the user's, {getattr(v, '__name__', t.__name__)} (what it "
+                    "does may change between calls)")
 
 
 # ---- the walk ------------------------------------------------------------------------------
@@ -132,7 +138,8 @@ class _Pending:
         self._attr = attr
 
     def _real(self):
-        self._tape.diverge()
+        self._tape.diverge("toolkit code that builds instructions itself (a toolkit function "
+                           "called directly, a result that is not a traced array)")
         return getattr(self._tape.trace, self._attr)
 
     def __getattr__(self, name):
@@ -171,6 +178,7 @@ class Tape:
         self.node: Node = root
         self.replaying = replaying
         self.stopped = False
+        self.why: tuple[str, str] | None = None  # (reason, file:line) the walk first ended
         self.owner = owner  # the jit layer's breaker, which binds values to parameters
         self.objects: list[weakref.ref] = []  # slot -> the tracer made at that step
         self.touched: list[Tracer] = []  # tracers an operation changed (inplace, views)
@@ -206,11 +214,19 @@ class Tape:
                 len(trace.module._computations), checks, promotions,
                 dict(trace.int_limits) if trace.int_limits else None)
 
-    def diverge(self) -> None:
+    def _note(self, reason: str) -> None:
+        """Remember why and where the walk first ended (the report shows it)."""
+        if self.why is None:
+            frame = user_frame(3)
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+            self.why = (reason, where)
+
+    def diverge(self, reason: str = "") -> None:
         """Stop replaying: the trace's building state becomes the recorded one at this node,
         rebuilt, and tracing goes on for real (recording)."""
         if not self.replaying:
             return
+        self._note(reason or "Python asked for something else here than when recorded")
         self.replaying = False
         module, builder, n_inst, n_comp, checks, promotions, limits = self.node.state
         trace = self.trace
@@ -235,9 +251,15 @@ class Tape:
                             for loc, what, n, w, inst in promotions]
         trace.int_limits = dict(limits or {})
 
-    def stop(self) -> None:
+    def stop(self, reason: str = "") -> None:
         """No more replaying or recording in this call (the trace is real from here on)."""
-        self.diverge()
+        if self.stopped:
+            return
+        if not self.replaying and reason and self.node.end is None:
+            self.node.end = reason  # (what comes next was not recorded: later replays end here)
+        self.diverge(reason)
+        if reason:
+            self._note(reason)
         self.stopped = True
         self.trace.tape = None
         self.trace._tape_in_op = None
@@ -250,13 +272,14 @@ class Tape:
         if node is not None:
             self.node = node
             return node
-        self.diverge()
+        self.diverge("the function returned other values than when recorded")
         return None
 
     def record(self, key, node: Node) -> bool:
         """Add ``node`` under the current one (False, and stop, when it cannot be)."""
         if key is None or self.stopped or self.root.size >= NODES_LIMIT:
-            self.stop()
+            self.stop("a break on a value made outside the recorded operations" if key is None
+                      else f"the record of this signature is full ({NODES_LIMIT} steps)")
             return False
         self.node.children[key] = node
         self.node = node
@@ -268,6 +291,7 @@ class Tape:
         """``fn(*args, **kwargs)``, an operation the user's code asked for: replayed from the
         trie when recorded, else run and recorded."""
         trace = self.trace
+        unkeyable = ""
         try:
             if len(args) == 2:  # (a binary operator on a traced value: most operations)
                 a, b = args
@@ -280,8 +304,8 @@ class Tape:
             # (the code object by identity, kept alive by the node: its hash reads its bytes)
             key = (fn, id(frame.f_code), frame.f_lineno, keys,
                    key_of(kwargs, trace) if kwargs else None)
-        except Unkeyable:
-            key = None
+        except Unkeyable as e:
+            key, unkeyable = None, str(e)
         if self.replaying:
             node = self.node.children.get(key) if key is not None else None
             if node is not None:
@@ -291,16 +315,18 @@ class Tape:
                     return replayed_tracer(trace, template[1], template[2], template[3],
                                            self.objects)
                 return self._replay(node)
-            self.diverge()
+            if key is not None:
+                self.diverge(self.node.end or "Python asked for an operation not recorded here "
+                             "(another branch, other values)")
         if key is None:
-            self.stop()
+            self.stop(unkeyable)
             return fn(*args, **kwargs)
         trace.tape, trace._tape_in_op = None, self
         self.touched, self.bindings = [], []
         try:
             result = fn(*args, **kwargs)
         except BaseException:
-            self.stop()
+            self.stop("an operation raised an error")
             raise
         if self.stopped:  # (a break inside the operation, a nested trace)
             return result
@@ -310,8 +336,8 @@ class Tape:
             template = self._template(result, new)
             effects = self._effects([t for t in new if t._view is not None or t._views is not None
                                      or t._alias_of is not None] + self.touched)
-        except Unkeyable:
-            self.stop()
+        except Unkeyable as e:
+            self.stop(f"a result that cannot be recorded: {e}")
             return result
         node = Node(self.state(), template, effects, tuple(self.bindings))
         node.keep = frame.f_code  # (its id is in the key)
@@ -322,7 +348,7 @@ class Tape:
         t = type(v)
         if t is Tracer:
             if v._trace is not self.trace:
-                raise Unkeyable
+                raise Unkeyable("a traced value of another trace")
             if v._slot >= 0:
                 return (0, v._slot)
             self.adopt(v)
@@ -335,7 +361,7 @@ class Tape:
             return (3, v)
         if t is np.ndarray:
             return (4, v.copy())
-        raise Unkeyable
+        raise Unkeyable(f"a value of type {t.__name__}")
 
     def _effects(self, tracers: list[Tracer]) -> tuple:
         effects, seen = [], set()
@@ -347,7 +373,7 @@ class Tape:
             if t._view is not None:
                 parent, index = t._view
                 if parent._slot < 0:
-                    raise Unkeyable
+                    raise Unkeyable("a view of a value made outside the recorded operations")
                 key_of(index, self.trace)  # a basic index of Python values only
                 view = (parent._slot, index)
             views = None

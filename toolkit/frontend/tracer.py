@@ -70,8 +70,8 @@ class Trace:
         # and the tape whose operation is running now (what the operation changes is noted)
         self.tape = None
         self._tape_in_op = None
-        if parent is not None:
-            parent.stop_tape()  # (a nested trace builds for real: the walk cannot follow it)
+        if parent is not None:  # (a nested trace builds for real: the walk cannot follow it)
+            parent.stop_tape("a nested trace (a loop body or a branch: tk.lax)")
 
     def close(self) -> None:
         """The call is over: drop the references that tie this trace and the call's helpers
@@ -84,11 +84,11 @@ class Trace:
         self.parameters = []
         self.born = []
 
-    def stop_tape(self) -> None:
+    def stop_tape(self, reason: str) -> None:
         """End the replay or recording of this call here: the trace is real from now on."""
         tape = self.tape or self._tape_in_op
         if tape is not None:
-            tape.stop()
+            tape.stop(reason)
 
     def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
         """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2
@@ -124,7 +124,7 @@ class Trace:
     @contextlib.contextmanager
     def activate(self):
         for outer in _stack():
-            outer.stop_tape()
+            outer.stop_tape("a nested trace (a transformation, a jitted function's own trace)")
         _stack().append(self)
         self.active = True
         try:

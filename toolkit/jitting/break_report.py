@@ -88,6 +88,7 @@ class GraphBreakReport:
     return_guard_failures: int
     result: object = None  # what the call returned (tk.explain)
     replayed_calls: int = 0  # calls that replayed every operation from the record
+    replay_stops: tuple = ()  # ((reason, file:line, calls), ...): where other calls' replay ended
 
     @property
     def break_count(self) -> int:
@@ -112,8 +113,10 @@ class GraphBreakReport:
                  f"{self.glue_seconds * 1e3:.2f} ms, "
                  f"compiled segments {self.segment_seconds * 1e3:.2f} ms",
                  f"replay: {self.replayed_calls} of {self.calls} call(s) replayed every operation "
-                 "from the record (no re-trace)",
-                 "breaks:"]
+                 "from the record (no re-trace)"]
+        lines += [f"  replay ended {count}x at {where or '?'}: {reason}"
+                  for reason, where, count in self.replay_stops]
+        lines += ["breaks:"]
         lines += ["  " + b.text for b in self.breaks]
         if self.return_guard_failures:
             lines.append(f"  the last segment (to the return) compiled again "
@@ -157,4 +160,6 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
             for s in log.segments.values())
         return GraphBreakReport(function, log.calls, breaks, segments, log.glue_seconds,
                                 log.segment_seconds, log.return_guard_failures, result,
-                                replayed_calls=log.replayed_calls)
+                                replayed_calls=log.replayed_calls,
+                                replay_stops=tuple((reason, where, count) for (reason, where), count
+                                                   in log.replay_stops.items()))

@@ -161,6 +161,8 @@ class BreakLog:
         self.spans: dict[tuple[str, str], set] = {}  # (starts, ends) -> fingerprints compiled
         self.calls = 0  # calls that broke
         self.replayed_calls = 0  # of those, calls replayed from the record to the end
+        # (reason, file:line) -> calls whose replay ended there (the first end of each call)
+        self.replay_stops: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.return_compiles = 0  # last segments (ending at the return) compiled
         self.return_guard_failures = 0
         self.glue_seconds = 0.0  # Python between segments (its own code, its tracing or replay)
@@ -174,6 +176,12 @@ class BreakLog:
             while len(self.sites) > _SITES_KEPT:
                 self.sites.popitem(last=False)
         return stats
+
+    def replay_stopped(self, why: tuple[str, str]) -> None:
+        with self._lock:
+            self.replay_stops[why] = self.replay_stops.get(why, 0) + 1
+            while len(self.replay_stops) > _SITES_KEPT:
+                self.replay_stops.popitem(last=False)
 
     @property
     def break_count(self) -> int:
@@ -365,9 +373,13 @@ class Breaker:
                     if value.size <= 8:
                         stats.values.append(value.tolist())
                     return value
-                tape.diverge()  # (from the state before this break: it is traced as usual)
+                tape.diverge("a value is alive at this break that was not when recorded"
+                             if node is not None else tape.node.end or
+                             "a break not recorded here (on another value)")  # (from the
+                # state before this break: it is traced as usual)
         elif trace._tape_in_op is not None:
-            trace.stop_tape()  # a break inside an operation (x[mask]): it cannot replay
+            trace.stop_tape(f"a break inside an operation ({what}): the rest of the call "
+                            "is traced")
         bound = self.bound.get(id(tracer.inst))
         if bound is not None and bound[0] is tracer.inst:  # a value Python handed in: no run
             self.broken = True  # (what Python does with it decides what is traced next)
@@ -556,9 +568,13 @@ class Breaker:
             numbers = [n for n, _ in mutated]
             check_mutation_targets(self.leaves, numbers, [s.path for s in self.specs])
             write_back(self.leaves, numbers, [values[id(t.inst)] for _, t in mutated])
-        self.owner.log.calls += 1
-        if self.tape is not None and self.tape.replaying:
-            self.owner.log.replayed_calls += 1
+        log = self.owner.log
+        log.calls += 1
+        if self.tape is not None:
+            if self.tape.replaying:
+                log.replayed_calls += 1
+            elif self.tape.why is not None:
+                log.replay_stopped(self.tape.why)
         if self.root is not None and (self.broken or self.always):
             self.owner.keep(self.key, self.root)
         return unflatten(out_tree, results)
