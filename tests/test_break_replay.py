@@ -380,3 +380,27 @@ def test_the_report_says_where_and_why_replay_ended():
         _same(along(np.arange(4.0), double), jitted(np.arange(4.0), double))
     ((reason, _, count),) = jitted.graph_breaks.replay_stops
     assert reason.startswith("a function of the user's, <lambda>") and count == 2
+
+
+def test_threads_calling_one_function_replay_and_record_side_by_side():
+    import threading
+
+    jitted = tk.jit(steps)
+    inputs = [np.linspace(-1, 1, 8) * s for s in (1.0, -1.0, 0.5, 3.0)]
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(40):
+                x = inputs[(i + k) % 4]
+                _same(steps(x.copy()), jitted(x.copy()))
+        except Exception as e:  # (reported below: an assertion in a thread is not raised)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert jitted.graph_breaks.replayed_calls > 100
