@@ -353,20 +353,20 @@ def test_a_value_held_only_in_this_call_at_a_break_traces_that_break_again():
 
 
 def test_the_report_says_where_and_why_replay_ended():
-    def masked(x):
-        y = x * 2
-        if y.sum() > 1:
-            y = y + 1
-        return y[y > 2.5].sum()  # a break inside an operation: traced on every call
+    def looped(x):
+        if x.sum() > 1:
+            x = x + 1
+        return tk.lax.fori_loop(0, 3, lambda i, v: v * 1.5, x)  # a nested trace: traced
 
-    jitted = tk.jit(masked)
+    jitted = tk.jit(looped)
     for _ in range(4):
-        _same(masked(np.linspace(0, 2, 8)), jitted(np.linspace(0, 2, 8)))
+        np.testing.assert_allclose(jitted(np.linspace(0, 2, 8)),
+                                   (np.linspace(0, 2, 8) + 1) * 1.5 ** 3, rtol=1e-15)
     report = jitted.graph_breaks
     assert report.replayed_calls == 0
     ((reason, where, count),) = report.replay_stops
-    assert "a break inside an operation" in reason and count == 3  # (the first call records
-    assert where.endswith(f":{masked.__code__.co_firstlineno + 4}")  # nothing)
+    assert reason.startswith("a nested trace") and count == 3  # (the first call records
+    assert where.endswith(f":{looped.__code__.co_firstlineno + 3}")  # nothing)
     assert "replay ended 3x at" in report.text
 
     def along(x, g):
@@ -404,3 +404,21 @@ def test_threads_calling_one_function_replay_and_record_side_by_side():
         t.join()
     assert errors == []
     assert jitted.graph_breaks.replayed_calls > 100
+
+
+def test_breaks_inside_an_operation_replay_guarded_by_the_value_they_gave():
+    def masked(x, ptr):
+        y = x * 2
+        if y.sum() > 1:
+            y = y + 1
+        big = y[y > 2.5]  # one break inside: the count
+        parts = [y[ptr[i]:ptr[i + 1]].sum() for i in range(len(ptr) - 1)]  # two: the bounds
+        return big.sum() * 2, big, np.unique(np.floor(y)), parts
+
+    ptr = np.array([0, 3, 3, 8])
+    a, b = np.linspace(0, 2, 8), np.linspace(0, 3, 8)  # (other counts, other uniques)
+    jitted = _calls(masked, [(a, ptr), (a, ptr), (a, ptr), (b, ptr), (b, ptr), (a, ptr),
+                             (a, ptr[::-1].copy() * 0 + np.array([0, 2, 5, 8]))])
+    report = jitted.graph_breaks
+    assert report.replayed_calls >= 2, report.text  # the third and the fifth call
+    assert any("gave a value not recorded" in reason for reason, _, _ in report.replay_stops)

@@ -183,6 +183,9 @@ class Tape:
         self.objects: list[weakref.ref] = []  # slot -> the tracer made at that step
         self.touched: list[Tracer] = []  # tracers an operation changed (inplace, views)
         self.bindings: list[tuple] = []  # parameters an operation bound (host arrays)
+        # the breaks inside the operation being recorded: (the jit layer's record of its
+        # segment, the value it gave, the instructions it moved on from), in order
+        self.inner: list[tuple] = []
         trace.tape = self
         self._pending: list[_Pending] = []
         if replaying:
@@ -226,7 +229,9 @@ class Tape:
         rebuilt, and tracing goes on for real (recording)."""
         if not self.replaying:
             return
-        self._note(reason or "Python asked for something else here than when recorded")
+        # (where a recording stopped, its reason says more than what the replay met there)
+        self._note(self.node.end or reason or "Python asked for something else here than "
+                   "when recorded")
         self.replaying = False
         module, builder, n_inst, n_comp, checks, promotions, limits = self.node.state
         trace = self.trace
@@ -309,20 +314,27 @@ class Tape:
         if self.replaying:
             node = self.node.children.get(key) if key is not None else None
             if node is not None:
-                self.node = node
-                template = node.template
-                if template[0] == 1 and not node.effects and not node.bindings:  # (usually)
-                    return replayed_tracer(trace, template[1], template[2], template[3],
-                                           self.objects)
-                return self._replay(node)
-            if key is not None:
+                if node.run is not None:  # an operation with a break inside (x[mask])
+                    after = self.owner.replay_inner_breaks(node)
+                    if after is not None:
+                        self.node = after
+                        return self._replay(after)
+                    self.diverge("a break inside an operation gave a value not recorded")
+                else:
+                    self.node = node
+                    template = node.template
+                    if template[0] == 1 and not node.effects and not node.bindings:  # (usually)
+                        return replayed_tracer(trace, template[1], template[2], template[3],
+                                               self.objects)
+                    return self._replay(node)
+            elif key is not None:
                 self.diverge(self.node.end or "Python asked for an operation not recorded here "
                              "(another branch, other values)")
         if key is None:
             self.stop(unkeyable)
             return fn(*args, **kwargs)
         trace.tape, trace._tape_in_op = None, self
-        self.touched, self.bindings = [], []
+        self.touched, self.bindings, self.inner = [], [], []
         try:
             result = fn(*args, **kwargs)
         except BaseException:
@@ -341,6 +353,19 @@ class Tape:
             return result
         node = Node(self.state(), template, effects, tuple(self.bindings))
         node.keep = frame.f_code  # (its id is in the key)
+        if not self.inner:
+            self.record(key, node)
+            return result
+        # breaks inside the operation: a node holding each break's segment, the next under the
+        # previous by the value the operation received, and the rest of the operation (this
+        # node) under the last (never diverged from: the walk is inside an operation)
+        inner, self.inner = self.inner, []
+        for run, value_key, moved_from in inner:
+            broke = Node(None, run=run)
+            broke.keep = (frame.f_code, moved_from)
+            if not self.record(key, broke):
+                return result
+            key = value_key
         self.record(key, node)
         return result
 

@@ -65,6 +65,16 @@ class SegmentRun:
     asked: tuple  # output numbers of the values asked for (the break's one, the results)
     rebound: dict  # id(instruction before) -> instruction after (a break only)
     carried: tuple  # (new parameter, source kind, index, weak)
+    site: object = None  # the break's BreakSite (a break inside an operation)
+
+
+@dataclass(frozen=True, slots=True)
+class HandedIn:
+    """A break inside an operation on a value Python handed in (no segment runs): the
+    parameter's instruction, whose value this call has bound, and the break's site."""
+
+    inst: object
+    site: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,13 +387,14 @@ class Breaker:
                              if node is not None else tape.node.end or
                              "a break not recorded here (on another value)")  # (from the
                 # state before this break: it is traced as usual)
-        elif trace._tape_in_op is not None:
-            trace.stop_tape(f"a break inside an operation ({what}): the rest of the call "
-                            "is traced")
+        inner = trace._tape_in_op  # a break inside an operation being recorded (x[mask])
         bound = self.bound.get(id(tracer.inst))
         if bound is not None and bound[0] is tracer.inst:  # a value Python handed in: no run
             self.broken = True  # (what Python does with it decides what is traced next)
             value = np.asarray(bound[1])
+            if inner is not None and trace._tape_in_op is inner:
+                inner.inner.append((HandedIn(tracer.inst, site), _value_key(value),
+                                    tracer.inst))
             if value.size <= 8:
                 stats.values.append(value.tolist())
             if tape is not None and trace.tape is tape:
@@ -404,14 +415,19 @@ class Breaker:
         if value.size <= 8:
             stats.values.append(value.tolist())
         self.starts = site.location or what
-        if tape is not None and trace.tape is tape:
+        recording = tape if tape is not None and trace.tape is tape else (
+            inner if inner is not None and trace._tape_in_op is inner else None)
+        if recording is not None:
             place = {id(inst): (1, k) for k, inst in enumerate(run.parameters)}
             place.update({id(inst): (0, n) for n, inst in enumerate(outputs)})
             run = _with_rebinding(run, rebound, tuple(
-                (new, *place[id(old)], weak) for new, old, weak in carried))
-            node = replay.Node(tape.state(), run=run)
-            node.keep = before  # (their ids are rebound's keys)
-            tape.record(key, node)
+                (new, *place[id(old)], weak) for new, old, weak in carried), site=site)
+            if recording is inner:  # the operation's node records it when the operation ends
+                inner.inner.append((run, _value_key(value), before))
+            else:
+                node = replay.Node(tape.state(), run=run)
+                node.keep = before  # (their ids are rebound's keys)
+                tape.record(key, node)
         return value
 
     def _replay_break(self, node: replay.Node, tracer: Tracer, site: BreakSite):
@@ -466,6 +482,107 @@ class Breaker:
         self.broken = True
         self.starts = site.location or site.reason
         return value
+
+    def replay_inner_breaks(self, node: replay.Node) -> replay.Node | None:
+        """An operation recorded with breaks inside it (``x[mask]``: the count; a slice with
+        traced bounds: each bound): run each break's segment in turn, and while the value the
+        operation received is one recorded, move on as the break did. The node of the rest of
+        the operation, to replay; or None, with nothing changed, when a value differs (the
+        operation is then traced: its segments run again, which is harmless, as they are pure)."""
+        undo = []
+        while node is not None and node.run is not None:
+            node = self._replay_inner_break(node, undo)
+        if node is None:
+            for restore in reversed(undo):
+                restore()
+        return node
+
+    def _replay_inner_break(self, node: replay.Node, undo: list) -> replay.Node | None:
+        if isinstance(node.run, HandedIn):
+            return self._replay_handed_in(node, undo)
+        run: SegmentRun = node.run
+        trace = self.trace
+        rebound = run.rebound
+        live, refs, moved, seen = [], [], [], set()
+        for ref in trace.born:
+            t = ref()
+            if t is not None and t._trace is trace and id(t) not in seen:
+                new = rebound.get(id(t.inst))
+                if new is None:
+                    return None
+                seen.add(id(t))
+                live.append(t)
+                refs.append(ref)
+                moved.append(new)
+        try:
+            arguments = [self.bound[id(inst)][1] for inst in run.parameters]
+        except KeyError:
+            return None
+        site = run.site
+        results = self._execute(run.compiled, run.fingerprint, False, arguments, None, site,
+                                None, run.instruction_count)
+        value = np.asarray(results[run.asked[0]])
+        after = node.children.get(_value_key(value))
+        if after is None:  # (the traced operation breaks again, and is counted then)
+            return None
+        log = self.owner.log
+        with log._lock:
+            stats = log.site(site)
+            stats.count += 1
+            if value.size <= 8:
+                stats.values.append(value.tolist())
+        saved = (self.bound, self._host_arrays, self.broken, self.starts, trace.born,
+                 [(t, t.inst) for t in live], stats)
+
+        def restore(saved=saved, value=value):
+            self.bound, self._host_arrays, self.broken, self.starts, trace.born, insts, \
+                counted = saved
+            for t, inst in insts:
+                t.inst = inst
+            with log._lock:
+                counted.count -= 1
+
+        undo.append(restore)
+        bound = {}
+        for new, kind, index, weak in run.carried:
+            carried_value = results[index] if kind == 0 else arguments[index]
+            if weak and isinstance(carried_value, np.ndarray) and carried_value.ndim == 0:
+                carried_value = carried_value.item()
+            bound[id(new)] = (new, carried_value)
+        for t, new in zip(live, moved):
+            t.inst = new
+        trace.born = refs
+        self.bound = bound
+        self._host_arrays = {}
+        self.broken = True
+        self.starts = site.location or site.reason
+        return after
+
+    def _replay_handed_in(self, node: replay.Node, undo: list) -> replay.Node | None:
+        handed: HandedIn = node.run
+        bound = self.bound.get(id(handed.inst))
+        if bound is None:
+            return None
+        value = np.asarray(bound[1])
+        after = node.children.get(_value_key(value))
+        if after is None:
+            return None
+        log = self.owner.log
+        with log._lock:
+            stats = log.site(handed.site)
+            stats.count += 1
+            if value.size <= 8:
+                stats.values.append(value.tolist())
+        broken = self.broken
+        self.broken = True
+
+        def restore():
+            self.broken = broken
+            with log._lock:
+                stats.count -= 1
+
+        undo.append(restore)
+        return after
 
     def _resume(self, live: list[Tracer], values: dict, carried: list) -> dict:
         def bind(new, t, old):
@@ -619,7 +736,12 @@ class Breaker:
         return {id(t.inst): results[n] for t, n in zip(wanted, run.asked)}
 
 
+def _value_key(value: np.ndarray) -> tuple:
+    """A concrete value Python's operation received inside it, by its exact bytes."""
+    return (value.dtype.str, value.shape, value.tobytes())
+
+
 def _with_rebinding(run: SegmentRun, rebound: dict, carried: tuple,
-                    asked: tuple | None = None) -> SegmentRun:
+                    asked: tuple | None = None, site=None) -> SegmentRun:
     return SegmentRun(run.compiled, run.fingerprint, run.parameters, run.instruction_count,
-                      run.asked if asked is None else asked, rebound, carried)
+                      run.asked if asked is None else asked, rebound, carried, site)
