@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 
 from ..ir.source_names import display_location
-from .graph_breaks import RETURN, BreakLog
+from .break_log import RETURN, BreakLog
 
 
 @dataclass(frozen=True)

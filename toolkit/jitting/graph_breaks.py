@@ -21,12 +21,11 @@ replays: operations hand back the recorded tracers, breaks run their segments, a
 operation asked differently traces on from there. The report counts the calls that replayed."""
 from __future__ import annotations
 
-import linecache
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,17 +36,13 @@ from ..frontend.signature import ArgSpec
 from ..frontend.trace_function import TracedProgram
 from ..frontend.tracer import Trace, Tracer
 from ..ir.structural import exact_key
-from ..ir.user_code import user_frame
 from ..profiler.events import GraphBreakEvent
 from ..profiler.recorder import RECORDER
 from ..runtime import history
 from ..stages import Lowered, hlo_fingerprint
+from .break_log import ENTRY, RETURN, BreakLog, BreakSite, SegmentStats, SiteStats, break_site
 from .promotions import report_promotions
 
-ENTRY = "entry"
-RETURN = "return"
-_SITES_KEPT = 256
-_VALUES_KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,127 +70,6 @@ class HandedIn:
 
     inst: object
     site: object
-
-
-@dataclass(frozen=True, slots=True)
-class BreakSite:
-    """Where and why Python needed a value: the reason in words and the user's line."""
-
-    reason: str
-    location: str  # file:line
-    source: str  # the line's text, stripped
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.reason, self.location)
-
-    def suggestion(self) -> str:
-        return suggest(self.reason, self.source)
-
-
-def suggest(reason: str, source: str) -> str:
-    """The structured form that keeps the program whole, where one exists."""
-    code = source.lstrip()
-    if reason.startswith("bool()") and code.startswith("while "):
-        return (f"`{code.rstrip(':')}`: tk.lax.while_loop(cond_fun, body_fun, state) keeps the "
-                "loop in one program")
-    if reason.startswith("bool()") and code.startswith(("if ", "elif ")):
-        return (f"`{code.rstrip(':')}`: compute both sides and pick with np.where(cond, a, b), or "
-                "run one with tk.lax.cond(pred, true_fun, false_fun, *operands)")
-    if reason.startswith("bool()"):
-        return "a Python `and`/`or`/`not` or assert on an array: use np.logical_and/or/not"
-    if reason.startswith(("int()", "use as an index")):
-        return ("a Python int computed from an array: if it is really a constant of the call, pass "
-                "it as a static argument (static_argnums=); a fixed-size window "
-                "(tk.lax.dynamic_slice) keeps a moving offset traced")
-    if reason.startswith(("x[mask]", "np.nonzero", "np.unique", "np.where", "np.argwhere",
-                          "np.flatnonzero", "np.compress", "np.extract", "a slice")):
-        return ("the result's size depends on the data: np.where(mask, x, 0) keeps the shape; "
-                "toolkit.numpy's nonzero/unique take size=N (padded), as in JAX")
-    if reason.startswith(("np.asarray", "tolist", "item", "float()", "complex()")):
-        return ("the value leaves the compiled program here: keep computing with arrays, or "
-                "return it from the jitted function")
-    return ""
-
-
-_SITES: dict[tuple, BreakSite] = {}  # (reason, code, line) -> its site: every break asks
-_SITES_REMEMBERED = 4096
-
-
-def _site(reason: str) -> BreakSite:
-    frame = user_frame(2)
-    if frame is None:
-        return BreakSite(reason, "", "")
-    code, line = frame.f_code, frame.f_lineno
-    key = (reason, code, line)
-    site = _SITES.get(key)
-    if site is None:
-        file = code.co_filename
-        site = BreakSite(reason, f"{file}:{line}", linecache.getline(file, line).strip())
-        if len(_SITES) >= _SITES_REMEMBERED:
-            _SITES.clear()
-        _SITES[key] = site
-    return site
-
-
-@dataclass
-class SiteStats:
-    site: BreakSite
-    count: int = 0  # breaks here, over all calls
-    compiles: int = 0  # segments ending here that had to compile
-    guard_failures: int = 0  # of those, ones where a segment had compiled here before
-    values: deque = field(default_factory=lambda: deque(maxlen=_VALUES_KEPT))  # recent values
-    # the argument shapes of the segments compiled ending here (a few; for the bucketing advice)
-    shapes: deque = field(default_factory=lambda: deque(maxlen=_VALUES_KEPT * 2))
-
-
-@dataclass
-class SegmentStats:
-    fingerprint: str
-    starts: str  # the break site's location it starts after, or "entry"
-    ends: str  # the location it ends at, or "return"
-    instructions: int
-    parameters: int
-    outputs: int
-    compile_seconds: float = 0.0
-    runs: int = 0
-    run_seconds: float = 0.0
-
-
-class BreakLog:
-    """Every break, segment and guard failure of one jitted function (bounded)."""
-
-    def __init__(self) -> None:
-        self.sites: OrderedDict[tuple, SiteStats] = OrderedDict()
-        self.segments: OrderedDict[str, SegmentStats] = OrderedDict()
-        self.spans: dict[tuple[str, str], set] = {}  # (starts, ends) -> fingerprints compiled
-        self.calls = 0  # calls that broke
-        self.replayed_calls = 0  # of those, calls replayed from the record to the end
-        # (reason, file:line) -> calls whose replay ended there (the first end of each call)
-        self.replay_stops: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self.return_compiles = 0  # last segments (ending at the return) compiled
-        self.return_guard_failures = 0
-        self.glue_seconds = 0.0  # Python between segments (its own code, its tracing or replay)
-        self.segment_seconds = 0.0
-        self._lock = threading.Lock()
-
-    def site(self, site: BreakSite) -> SiteStats:
-        stats = self.sites.get(site.key)
-        if stats is None:
-            stats = self.sites[site.key] = SiteStats(site)
-            while len(self.sites) > _SITES_KEPT:
-                self.sites.popitem(last=False)
-        return stats
-
-    def replay_stopped(self, why: tuple[str, str]) -> None:
-        with self._lock:
-            self.replay_stops[why] = self.replay_stops.get(why, 0) + 1
-            while len(self.replay_stops) > _SITES_KEPT:
-                self.replay_stops.popitem(last=False)
-
-    @property
-    def break_count(self) -> int:
-        return sum(s.count for s in self.sites.values())
 
 
 class SegmentCache:
@@ -366,7 +240,7 @@ class Breaker:
     # ---- a break ----------------------------------------------------------------------
     def concrete(self, tracer: Tracer, what: str):
         """``tracer``'s value now (host NumPy): run the segment traced so far, then go on."""
-        site = _site(what)
+        site = break_site(what)
         log = self.owner.log
         with log._lock:
             stats = log.site(site)
@@ -443,10 +317,23 @@ class Breaker:
             self.tape.node = node
             self.broken = True
             return np.asarray(bound[1])
+        moving = self._moving(run.rebound, tracer)
+        arguments = self._arguments(run)
+        if moving is None or arguments is None:
+            return None
+        self.tape.node = node
+        results = self._execute(run.compiled, run.fingerprint, False, arguments, None, site,
+                                None, run.instruction_count)
+        self._move_on(run, results, arguments, moving, site)
+        return np.asarray(results[run.asked[0]])
+
+    def _moving(self, rebound: dict, asked: Tracer | None = None) -> tuple | None:
+        """The live tracers (``live_tracers``, plus ``asked``), their weak references (the next
+        segment's born) and the instruction each moves on to; None when one was not live in the
+        recording (the break is then traced)."""
         trace = self.trace
-        rebound = run.rebound
         live, refs, moved, seen = [], [], [], set()
-        for ref in trace.born:  # (live_tracers, keeping the weak references for the next born)
+        for ref in trace.born:
             t = ref()
             if t is not None and t._trace is trace and id(t) not in seen:
                 new = rebound.get(id(t.inst))
@@ -456,32 +343,38 @@ class Breaker:
                 live.append(t)
                 refs.append(ref)
                 moved.append(new)
-        if id(tracer) not in seen:
-            new = rebound.get(id(tracer.inst))
+        if asked is not None and id(asked) not in seen:
+            new = rebound.get(id(asked.inst))
             if new is None:
                 return None
-            live.append(tracer)
-            refs.append(weakref.ref(tracer))
+            live.append(asked)
+            refs.append(weakref.ref(asked))
             moved.append(new)
-        self.tape.node = node
-        arguments = [self.bound[id(inst)][1] for inst in run.parameters]
-        results = self._execute(run.compiled, run.fingerprint, False, arguments, None, site,
-                                None, run.instruction_count)
+        return live, refs, moved
+
+    def _arguments(self, run: SegmentRun) -> list | None:
+        """This call's values of a recorded segment's parameters (None: one is not bound)."""
+        try:
+            return [self.bound[id(inst)][1] for inst in run.parameters]
+        except KeyError:
+            return None
+
+    def _move_on(self, run: SegmentRun, results, arguments: list, moving: tuple,
+                 site: BreakSite) -> None:
+        """After a replayed break's segment ran: the next segment's parameters are bound to
+        their values, and the live tracers move on to them (as ``_resume`` does)."""
+        live, refs, moved = moving
         bound = {}
         for new, kind, index, weak in run.carried:
-            value = results[index] if kind == 0 else arguments[index]
-            if weak and isinstance(value, np.ndarray) and value.ndim == 0:
-                value = value.item()
-            bound[id(new)] = (new, value)
-        value = np.asarray(results[run.asked[0]])
+            bound[id(new)] = (new, _carried(results[index] if kind == 0 else arguments[index],
+                                            weak))
         for t, new in zip(live, moved):
             t.inst = new
-        trace.born = refs
+        self.trace.born = refs
         self.bound = bound
         self._host_arrays = {}
         self.broken = True
         self.starts = site.location or site.reason
-        return value
 
     def replay_inner_breaks(self, node: replay.Node) -> replay.Node | None:
         """An operation recorded with breaks inside it (``x[mask]``: the count; a slice with
@@ -501,22 +394,9 @@ class Breaker:
         if isinstance(node.run, HandedIn):
             return self._replay_handed_in(node, undo)
         run: SegmentRun = node.run
-        trace = self.trace
-        rebound = run.rebound
-        live, refs, moved, seen = [], [], [], set()
-        for ref in trace.born:
-            t = ref()
-            if t is not None and t._trace is trace and id(t) not in seen:
-                new = rebound.get(id(t.inst))
-                if new is None:
-                    return None
-                seen.add(id(t))
-                live.append(t)
-                refs.append(ref)
-                moved.append(new)
-        try:
-            arguments = [self.bound[id(inst)][1] for inst in run.parameters]
-        except KeyError:
+        moving = self._moving(run.rebound)
+        arguments = self._arguments(run)
+        if moving is None or arguments is None:
             return None
         site = run.site
         results = self._execute(run.compiled, run.fingerprint, False, arguments, None, site,
@@ -525,37 +405,19 @@ class Breaker:
         after = node.children.get(_value_key(value))
         if after is None:  # (the traced operation breaks again, and is counted then)
             return None
-        log = self.owner.log
-        with log._lock:
-            stats = log.site(site)
-            stats.count += 1
-            if value.size <= 8:
-                stats.values.append(value.tolist())
+        stats = self._count(site, value)
+        trace = self.trace
         saved = (self.bound, self._host_arrays, self.broken, self.starts, trace.born,
-                 [(t, t.inst) for t in live], stats)
+                 [(t, t.inst) for t in moving[0]])
 
-        def restore(saved=saved, value=value):
-            self.bound, self._host_arrays, self.broken, self.starts, trace.born, insts, \
-                counted = saved
+        def restore():
+            self.bound, self._host_arrays, self.broken, self.starts, trace.born, insts = saved
             for t, inst in insts:
                 t.inst = inst
-            with log._lock:
-                counted.count -= 1
+            self._uncount(stats)
 
         undo.append(restore)
-        bound = {}
-        for new, kind, index, weak in run.carried:
-            carried_value = results[index] if kind == 0 else arguments[index]
-            if weak and isinstance(carried_value, np.ndarray) and carried_value.ndim == 0:
-                carried_value = carried_value.item()
-            bound[id(new)] = (new, carried_value)
-        for t, new in zip(live, moved):
-            t.inst = new
-        trace.born = refs
-        self.bound = bound
-        self._host_arrays = {}
-        self.broken = True
-        self.starts = site.location or site.reason
+        self._move_on(run, results, arguments, moving, site)
         return after
 
     def _replay_handed_in(self, node: replay.Node, undo: list) -> replay.Node | None:
@@ -567,29 +429,34 @@ class Breaker:
         after = node.children.get(_value_key(value))
         if after is None:
             return None
-        log = self.owner.log
-        with log._lock:
-            stats = log.site(handed.site)
-            stats.count += 1
-            if value.size <= 8:
-                stats.values.append(value.tolist())
+        stats = self._count(handed.site, value)
         broken = self.broken
         self.broken = True
 
         def restore():
             self.broken = broken
-            with log._lock:
-                stats.count -= 1
+            self._uncount(stats)
 
         undo.append(restore)
         return after
 
+    def _count(self, site: BreakSite, value: np.ndarray) -> SiteStats:
+        """A replayed break inside an operation, counted at its site with its value."""
+        log = self.owner.log
+        with log._lock:
+            stats = log.site(site)
+            stats.count += 1
+            if value.size <= 8:
+                stats.values.append(value.tolist())
+        return stats
+
+    def _uncount(self, stats: SiteStats) -> None:
+        with self.owner.log._lock:
+            stats.count -= 1
+
     def _resume(self, live: list[Tracer], values: dict, carried: list) -> dict:
         def bind(new, t, old):
-            value = values[id(old)]
-            if t.weak_type and isinstance(value, np.ndarray) and value.ndim == 0:
-                value = value.item()  # a Python number stays one (its int limits are checked)
-            self.bound[id(new)] = (new, value)
+            self.bound[id(new)] = (new, _carried(values[id(old)], t.weak_type))
             carried.append((new, old, t.weak_type))
 
         self.bound = {}
@@ -734,6 +601,13 @@ class Breaker:
                                 None, run.instruction_count)
         self.bound = {}
         return {id(t.inst): results[n] for t, n in zip(wanted, run.asked)}
+
+
+def _carried(value, weak: bool):
+    """A value crossing a break: a Python number stays one (its int limits are checked)."""
+    if weak and isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
 
 
 def _value_key(value: np.ndarray) -> tuple:
