@@ -84,6 +84,30 @@ def test_covariance_by_columns_is_numpys_and_copies_no_windows(monkeypatch):
     assert len(steps) == len(exe.steps) - 157
 
 
+def test_per_head_windows_of_windows_are_read_in_place(monkeypatch):
+    """Attention one head at a time: q, k, v are windows of the qkv product and each head a
+    window of those. The simplifier makes each a single window of qkv (slice of a slice), which
+    the dots read in place: no head is copied, and the products are NumPy's bit for bit."""
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+    d, heads = 48, 3
+    hd = d // heads
+
+    def attention_scores(x, w):
+        qkv = x @ w
+        q, k, v = qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
+        return [q[:, i * hd:(i + 1) * hd] @ k[:, i * hd:(i + 1) * hd].T
+                + v[:, i * hd:(i + 1) * hd] @ q[:, i * hd:(i + 1) * hd].T for i in range(heads)]
+
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((20, 32)), rng.standard_normal((32, 3 * d))
+    got, exe = _run(attention_scores, (x, w))
+    for g, want in zip(got, attention_scores(x, w), strict=True):
+        assert np.count_nonzero(g != want) == 0
+    ((program, steps, *_),) = exe.segments
+    assert program is not None
+    assert _slice_kernels(exe.steps) == 3 * heads and _slice_kernels(steps) == 0
+
+
 def test_a_window_of_a_buffer_written_before_the_product_is_read_before_the_write(monkeypatch):
     """The window must show the values the slice saw, not the buffer's later contents."""
     monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")

@@ -66,6 +66,12 @@ RULE_CASES = {
     "transpose(transpose(x)) -> transpose(x)": (lambda x: x.T.T + x.T[None].T[..., 0], x34),
     "no-op convert -> x": ("  ROOT r = f32[3,4] convert(p)", x34),
     "no-op slice -> x": ("  ROOT r = f32[3,4] slice(p), slice={[0:3], [0:4]}", x34),
+    # strided and offset windows of windows, and an empty one
+    "slice(slice(x)) -> slice(x)": (
+        lambda x: x[1:, ::2][:, 1:].sum() * x[::2, 1:][1:, ::2]
+        + x[:, 1:][:, 3:].size + x[::-1][1:, 1:3][::2, ::-1][0, 0],
+        x34,
+    ),
     "no-op broadcast -> x": ("  ROOT r = f32[3,4] broadcast(p), dimensions={0,1}", x34),
     "broadcast(broadcast(x)) -> broadcast(x)": (
         "  s = f32[1,4] slice(p), slice={[0:1], [0:4]}\n"

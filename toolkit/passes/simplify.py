@@ -312,6 +312,24 @@ def _noop_slice(inst, ops, b):
     return ops[0] if same_array_type(ops[0], inst) else None
 
 
+@rule("slice(slice(x)) -> slice(x)", "slice")
+def _slice_slice(inst, ops, b):
+    """As XLA's simplifier: a window of a window is one window of the source (``qkv[:, d:2*d]``
+    then ``k[:, s]`` per head), so a dot can read it in place and no copy of the first window is
+    made. Element j of the outer slice is element ``start + j*stride`` of the inner one, which is
+    element ``a + (start + j*stride) * p`` of the source."""
+    if ops[0].opcode != "slice":
+        return None
+    composed = []
+    for (a, _, p), (start, _, stride), size in zip(ops[0].attrs["slice"], inst.attrs["slice"],
+                                                  inst.shape.dims):
+        first = a + start * p
+        step = p * stride
+        composed.append((first, first + (size - 1) * step + 1 if size else first, step))
+    return b.add("slice", (ops[0].operands[0],), {"slice": tuple(composed)}, inst.shape,
+                 inst.metadata)
+
+
 @rule("no-op broadcast -> x", "broadcast")
 def _noop_broadcast(inst, ops, b):
     if same_array_type(ops[0], inst) and is_identity_dims(
