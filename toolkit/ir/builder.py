@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from .dtypes import ElementType
-from .nodes import Computation, Instruction, Metadata, Module, post_order
+from .nodes import Computation, Instruction, Metadata, Module
 from .shape_inference import infer_shape
 from .shapes import AnyShape, Shape
 
@@ -153,8 +153,14 @@ class ComputationBuilder:
         params = tuple(self._parameters[n] for n in numbers)
         if keep_dead:
             return Computation(self.name, params, tuple(self._instructions), root)
-        live = {id(i) for i in post_order([root])}
+        # one backward sweep, not a walk from the root: the builder's instructions come
+        # operands first (a computation must, and the verifier checks it), so an instruction is
+        # live when the root is it or a live instruction after it reads it
+        live = {id(root)}
         live.update(id(p) for p in params)
+        for inst in reversed(self._instructions):
+            if id(inst) in live:
+                live.update(map(id, inst.operands))
         kept = tuple(i for i in self._instructions if id(i) in live)
         return Computation(self.name, params, kept, root)
 

@@ -53,6 +53,9 @@ class Pipeline:
     passes: tuple[tuple[str, PassFn], ...]
     fixed_point: tuple[str, ...] = ()  # these passes repeat, in order, until none changes
     max_rounds: int = 4
+    # passes that change nothing when run on their own output (CSE): in the fixed point, such a
+    # pass is not run again on a module no pass changed since it made it
+    idempotent: tuple[str, ...] = ()
 
     def run(self, module: Module, clock=None, dump_pattern: str | None = None,
             verify_each: bool = True, compile_id: int = 0) -> PipelineResult:
@@ -103,8 +106,16 @@ class Pipeline:
             if name in self.fixed_point:
                 if name != self.fixed_point[0]:
                     continue
+                made_by: dict[str, Module] = {}  # an idempotent pass -> the module it returned
                 for _ in range(self.max_rounds):
-                    if not any([run_one(n, by_name[n]) for n in self.fixed_point]):
+                    changed = False
+                    for n in self.fixed_point:
+                        if made_by.get(n) is result.module:
+                            continue  # its own output, unchanged since: it would change nothing
+                        changed = run_one(n, by_name[n]) or changed
+                        if n in self.idempotent:
+                            made_by[n] = result.module
+                    if not changed:
                         break
             else:
                 run_one(name, fn)

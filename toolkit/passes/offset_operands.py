@@ -206,17 +206,25 @@ def offset_operands(module: Module, max_parameters: int = 96
 def _with_offset_parameters(comp: Computation, seen: _Shape, parameter_of: list[int | None],
                             dtypes: list[str]) -> Computation:
     """``comp`` with its varying offsets read from new parameters (numbered after its own):
-    slices at varying starts become dynamic-slices, varying start constants parameters."""
+    slices at varying starts become dynamic-slices, varying start constants parameters.
+
+    Built directly, not through a ComputationBuilder: this runs once per member of every group
+    (thousands in an unrolled loop), every instruction is kept (the rewrite leaves nothing
+    dead), and the shapes of the few new instructions are known (a parameter's is its offset
+    type; a dynamic-slice's is the slice's), so nothing is inferred or walked again. The pass
+    manager verifies the result."""
     names = NameUniquer.from_names(i.name for i in comp.instructions)
-    builder = ComputationBuilder(comp.name, names)
+    instructions: list[Instruction] = []
     first_number = len(comp.parameters)
     made: dict[int, Instruction] = {}
 
     def parameter(p: int) -> Instruction:
         if p not in made:
-            made[p] = builder.parameter(first_number + p, Shape(from_name(dtypes[p]), ()),
-                                        builder.uniquer.first_free(f"offset_{p}"),
-                                        exact_name=True)
+            name = names.reserve(names.first_free(f"offset_{p}"))
+            made[p] = _known(Instruction(
+                name, "parameter", _scalar(dtypes[p]), (),
+                MappingProxyType({"parameter_number": first_number + p})))
+            instructions.append(made[p])
         return made[p]
 
     fixed_starts: dict[int, Instruction] = {}
@@ -226,9 +234,10 @@ def _with_offset_parameters(comp: Computation, seen: _Shape, parameter_of: list[
         if start not in fixed_starts:
             literal = np.array(start, np.int64)
             literal.flags.writeable = False
-            fixed_starts[start] = builder.adopt(Instruction(
-                names.fresh("constant"), "constant", Shape(from_name(OFFSET_DTYPE), ()), (),
-                MappingProxyType({"literal": literal})))
+            fixed_starts[start] = Instruction(
+                names.fresh("constant"), "constant", _scalar(OFFSET_DTYPE), (),
+                MappingProxyType({"literal": literal}))
+            instructions.append(fixed_starts[start])
         return fixed_starts[start]
 
     slots_of: dict[int, list[tuple[int, int | None]]] = {}
@@ -240,21 +249,40 @@ def _with_offset_parameters(comp: Computation, seen: _Shape, parameter_of: list[
         slots = slots_of.get(k, ())
         varying = [p for _, p in slots if p is not None]
         if not varying:
-            new = builder.adopt(with_operands(inst, operands))
+            new = with_operands(inst, operands)
+            instructions.append(new)
         elif inst.opcode == "constant":
             new = parameter(varying[0])
         else:  # a slice at a start that varies: the same window read by a dynamic-slice
             starts = [parameter(p) if p is not None else fixed(start)
                       for (_, p), (start, _, _) in zip(slots, inst.attrs["slice"])]
-            # built directly (its shape is the slice's): the pass manager verifies the result
-            new = builder.adopt(Instruction(
+            new = Instruction(
                 names.fresh("dynamic-slice"), "dynamic-slice", inst.shape,
                 (operands[0], *starts), MappingProxyType({"dynamic_slice_sizes": inst.shape.dims}),
-                inst.metadata))
+                inst.metadata)
+            instructions.append(new)
         mapping[id(inst)] = new
     for p in range(len(dtypes)):
         parameter(p)  # every offset is an operand, even where the rewrite left none to read
-    return builder.build(mapping[id(comp.root)])
+    parameters = tuple(mapping[id(p)] for p in comp.parameters) + tuple(
+        made[p] for p in range(len(dtypes)))
+    return Computation(comp.name, parameters, tuple(instructions), mapping[id(comp.root)])
+
+
+_SCALARS: dict[str, Shape] = {}
+
+
+def _scalar(dtype: str) -> Shape:
+    shape = _SCALARS.get(dtype)
+    if shape is None:
+        shape = _SCALARS[dtype] = Shape(from_name(dtype), ())
+    return shape
+
+
+def _known(inst: Instruction) -> Instruction:
+    """A parameter whose shape is its offset type by construction: the verifier need not ask."""
+    object.__setattr__(inst, "shape_inferred", True)
+    return inst
 
 
 def _loc(inst: Instruction) -> str:

@@ -63,7 +63,8 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
         passes.append(("fusion", fusion_pass))
         # after fusion: kernels alike up to where they slice take their offsets as operands
         passes.append(("offset-operands", offsets_pass))
-    return Pipeline(name, tuple(passes), fixed_point=("simplify", "constant-folding", "cse"))
+    return Pipeline(name, tuple(passes), fixed_point=("simplify", "constant-folding", "cse"),
+                    idempotent=("cse",))
 
 
 __all__ = ["PIPELINES", "make_pipeline", "Counter"]
