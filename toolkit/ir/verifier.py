@@ -25,14 +25,28 @@ def _shape_question(inst) -> tuple:
             tuple([id(o.shape) for o in inst.operands]))
 
 
-def built_questions(module: Module) -> frozenset:
+class Answered:
+    """What shape inference answered for a verified module: each instruction's question (so an
+    instruction a pass kept, the very object, is not asked again, nor its question rebuilt),
+    and the set of questions (so a rebuilt instruction asking what a verified one asked is
+    trusted). Holds the instructions, which keeps the ids in the questions meaningful."""
+
+    __slots__ = ("by_instruction", "questions")
+
+    def __init__(self, by_instruction=None, questions=frozenset()):
+        self.by_instruction: dict = by_instruction if by_instruction is not None else {}
+        self.questions = questions
+
+
+def built_questions(module: Module) -> Answered:
     """What the builder's instructions of ``module`` asked shape inference (it answered when it
     made them): ``verify_after``'s ``trusted`` for the module a pipeline starts from."""
-    return frozenset(_shape_question(inst) for comp in module.computations
-                     for inst in comp.instructions if inst.shape_inferred)
+    by_instruction = {inst: _shape_question(inst) for comp in module.computations
+                      for inst in comp.instructions if inst.shape_inferred}
+    return Answered(by_instruction, set(by_instruction.values()))
 
 
-def verify_after(module: Module, trusted: frozenset) -> frozenset:
+def verify_after(module: Module, trusted: Answered | frozenset) -> Answered:
     """Verify ``module`` after a pass; ``trusted``: what this returned for the module before it,
     which the caller still holds. Shape inference is a function of an instruction's opcode,
     shape, attributes and operand shapes, so an instruction asking what a verified one asked
@@ -40,39 +54,45 @@ def verify_after(module: Module, trusted: frozenset) -> frozenset:
     inferred again: a pass that changes a few instructions of a large program costs what it
     changed. An instruction the builder made (``shape_inferred``) had its shape inferred then.
     Returns what to trust after this module."""
-    answered = set()
+    if not isinstance(trusted, Answered):
+        trusted = Answered({}, trusted)
+    known_questions = trusted.by_instruction
+    trusted_questions = trusted.questions
+    by_instruction: dict = {}
     known = set()
     comp_names: set[str] = set()
     for comp in module.computations:
         if comp.name in comp_names:
             raise VerificationError(f"two computations are named %{comp.name}")
         comp_names.add(comp.name)
-        seen: set[int] = set()
+        seen: set = set()
         names: set[str] = set()
         for inst in comp.instructions:
-            where = f"%{inst.name} in %{comp.name}"
             if inst.name in names:
-                raise VerificationError(f"duplicate instruction name {where}")
+                raise VerificationError(f"duplicate instruction name %{inst.name} in %{comp.name}")
             names.add(inst.name)
             for op in inst.operands:
-                if id(op) not in seen:
-                    raise VerificationError(f"{where} uses %{op.name} before it is defined")
+                if op not in seen:
+                    raise VerificationError(f"%{inst.name} in %{comp.name} uses %{op.name} "
+                                            "before it is defined")
             for callee in inst.called_computations:
                 if id(callee) not in known:
                     raise VerificationError(
-                        f"{where} calls %{callee.name}, which is not an earlier computation of the "
-                        "module"
+                        f"%{inst.name} in %{comp.name} calls %{callee.name}, which is not an "
+                        "earlier computation of the module"
                     )
-            question = _shape_question(inst)
-            if not inst.shape_inferred and question not in trusted:
-                try:
-                    infer_shape(inst.opcode, [o.shape for o in inst.operands], inst.attrs,
-                                inst.shape)
-                except ShapeError as e:
-                    raise VerificationError(f"{where}: {e}") from None
-            answered.add(question)
-            seen.add(id(inst))
-        if id(comp.root) not in seen:
+            question = known_questions.get(inst)
+            if question is None:
+                question = _shape_question(inst)
+                if not inst.shape_inferred and question not in trusted_questions:
+                    try:
+                        infer_shape(inst.opcode, [o.shape for o in inst.operands], inst.attrs,
+                                    inst.shape)
+                    except ShapeError as e:
+                        raise VerificationError(f"%{inst.name} in %{comp.name}: {e}") from None
+            by_instruction[inst] = question
+            seen.add(inst)
+        if comp.root not in seen:
             raise VerificationError(f"root of %{comp.name} is not one of its instructions")
         numbers = [p.attrs["parameter_number"] for p in comp.parameters]
         if numbers != list(range(len(numbers))):
@@ -80,4 +100,4 @@ def verify_after(module: Module, trusted: frozenset) -> frozenset:
         known.add(id(comp))
     if module.entry is not module.computations[-1]:
         raise VerificationError("the entry computation must come last")
-    return frozenset(answered)
+    return Answered(by_instruction, set(by_instruction.values()))

@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..ir.nodes import Module
 from .called import CONTROL, optimize_called
-from ..ir.verifier import VerificationError, built_questions, verify, verify_after
+from ..ir.verifier import Answered, VerificationError, built_questions, verify, verify_after
 from ..profiler.events import FusionDecision, PassEvent
 
 PassFn = Callable[[Module], tuple[Module, Counter, list]]  # -> (module, rewrites, decisions)
@@ -66,7 +66,7 @@ class Pipeline:
 
         # what shape inference answered for the last verified module (or the builder, for the
         # module the pipeline starts from): not asked again
-        verified = built_questions(module) if verify_each else frozenset()
+        verified = built_questions(module) if verify_each else Answered()
 
         def run_one(name: str, fn: PassFn) -> bool:
             nonlocal text_before, verified

@@ -13,26 +13,35 @@ from ..ir.nodes import Computation, Instruction, Module
 Visit = Callable[[Instruction, list[Instruction], ComputationBuilder], "Instruction | None"]
 
 
-def with_operands(inst: Instruction, operands: list[Instruction]) -> Instruction:
-    if len(operands) == len(inst.operands) and all(a is b for a, b in zip(operands, inst.operands)):
+def with_operands(inst: Instruction, operands) -> Instruction:
+    operands = tuple(operands)
+    # (instructions compare by identity: this is one C-level comparison of the tuples)
+    if operands == inst.operands:
         return inst
     # (the constructor, not dataclasses.replace: this runs for most instructions of every pass)
-    return Instruction(inst.name, inst.opcode, inst.shape, tuple(operands), inst.attrs,
-                       inst.metadata)
+    return Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.metadata)
 
 
 def rewrite_computation(comp: Computation, visit: Visit) -> tuple[Computation, bool]:
     builder = ComputationBuilder(
         comp.name, NameUniquer.from_names(i.name for i in comp.instructions)
     )
-    mapping: dict[int, Instruction] = {}
+    # keyed by the instructions themselves: they hash and compare by identity, without a
+    # Python-level id() call per operand (this loop runs over every instruction of every pass)
+    mapping: dict[Instruction, Instruction] = {}
+    adopt = builder.adopt
+    changed = False
     for inst in comp.instructions:
-        operands = [mapping[id(o)] for o in inst.operands]
+        operands = [mapping[o] for o in inst.operands]
         new = visit(inst, operands, builder)
-        mapping[id(inst)] = builder.adopt(with_operands(inst, operands)) if new is None else new
-    if all(mapping[id(i)] is i for i in comp.instructions):
+        if new is None:
+            new = adopt(with_operands(inst, operands))
+        mapping[inst] = new
+        if new is not inst:
+            changed = True
+    if not changed:
         return comp, False
-    return builder.build(mapping[id(comp.root)]), True
+    return builder.build(mapping[comp.root]), True
 
 
 def replace_entry(
