@@ -14,16 +14,15 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "toolkit"
 
 # XLA's opcodes that toolkit does not model: a set naming them is an opcode set all the same
 XLA_OTHER_OPCODES = frozenset({
-    "add-dependency", "after-all", "all-gather", "all-gather-start", "all-gather-done",
-    "all-reduce", "all-reduce-start", "all-reduce-done", "all-to-all", "async-start",
-    "async-update", "async-done", "batch-norm-grad", "batch-norm-inference",
-    "batch-norm-training", "cholesky", "collective-broadcast", "collective-permute",
+    "add-dependency", "after-all", "all-gather-start", "all-gather-done", "all-reduce-start",
+    "all-reduce-done", "async-start", "async-update", "async-done", "batch-norm-grad",
+    "batch-norm-inference", "batch-norm-training", "cholesky", "collective-broadcast",
     "collective-permute-start", "collective-permute-done", "convolution", "copy-start",
     "copy-done", "domain", "dynamic-reshape", "fft", "get-dimension-size", "infeed", "map",
-    "outfeed", "partition-id", "ragged-all-to-all", "ragged-dot", "recv", "recv-done",
-    "reduce-precision", "reduce-scatter", "reduce-window", "replica-id", "rng",
-    "rng-bit-generator", "rng-get-and-update-state", "select-and-scatter", "send", "send-done",
-    "set-dimension-size", "stochastic-convert", "topk", "triangular-solve",
+    "outfeed", "ragged-all-to-all", "ragged-dot", "recv", "recv-done", "reduce-precision",
+    "reduce-window", "rng", "rng-bit-generator", "rng-get-and-update-state",
+    "select-and-scatter", "send", "send-done", "set-dimension-size", "stochastic-convert",
+    "topk", "triangular-solve",
 })
 
 def _opcode_names(nodes) -> list[str] | None:

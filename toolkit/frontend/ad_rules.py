@@ -669,6 +669,12 @@ def _build_tables():
     }
     for name, reason in no.items():
         jvp[name] = vjp[name] = NotDifferentiable(reason)
+    collective = NotDifferentiable(
+        "collectives (all-reduce, all-gather, ...) exist in parsed SPMD programs only: their "
+        "derivatives (psum's transpose is psum, all-gather's is reduce-scatter) arrive with "
+        "tk.shard_map, which traces them")
+    for name in GroupOp.COLLECTIVE:
+        jvp[name] = vjp[name] = collective
     return jvp, vjp
 
 

@@ -520,7 +520,7 @@ BATCH_RULES: dict[str, Any] = {}
 
 
 def _build():
-    from ..ir.ops import OPS, is_elementwise
+    from ..ir.ops import OPS, GroupOp, is_elementwise
     for name in OPS:
         if is_elementwise(name):
             BATCH_RULES[name] = _elementwise
@@ -556,6 +556,10 @@ def _build():
             "fusion": _not_batchable("fusions exist only after compilation passes"),
         }
     )
+    collective = _not_batchable(
+        "collectives exist in parsed SPMD programs only: vmap of them arrives with "
+        "tk.shard_map, which traces them")
+    BATCH_RULES.update({name: collective for name in GroupOp.COLLECTIVE})
 
 
 _build()

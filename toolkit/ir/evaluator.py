@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import collectives
 from . import indexing as ix
 from . import semantics as sem
 from .nodes import Computation, Instruction
@@ -197,6 +198,30 @@ EVALUATORS.update(
     }
 )
 
+def _combiner(inst):
+    """How an all-reduce or reduce-scatter combines two devices' operands: the reducer's ufunc
+    where ``to_apply`` is ``op(p0, p1)`` (logical on pred), else the computation itself,
+    evaluated elementwise on whole arrays."""
+    comp = inst.attrs.get("to_apply")
+    if comp is None:
+        return None
+    reducer = reducer_opcode(inst)
+    if reducer in GroupOp.REDUCERS:
+        def combine(a, b, opcode=reducer):
+            return EVALUATORS[opcode](comp.root, [a, b])
+        return combine
+    return lambda a, b: evaluate_computation(comp, [a, b])
+
+
+def _collective(inst, args):
+    if inst.opcode == "all-to-all" and "dimensions" not in inst.attrs:  # the tuple form
+        return collectives.evaluate(inst, tuple(args), None)
+    return collectives.evaluate(inst, args[0] if args else None, _combiner(inst))
+
+
+for _name in GroupOp.COLLECTIVE:
+    EVALUATORS[_name] = _collective
+
 assert set(EVALUATORS) == set(OPS), set(OPS) ^ set(EVALUATORS)
 
 
@@ -254,8 +279,8 @@ def evaluate_computation(comp: Computation, args: Sequence[Any], clock=None, obs
             start = clock.now() if observe is not None else 0.0
             try:
                 values[id(inst)] = EVALUATORS[inst.opcode](inst, operands)
-            except np.linalg.LinAlgError:  # a library routine's error about the data: NumPy's own
-                raise
+            except (np.linalg.LinAlgError, collectives.CollectiveError):
+                raise  # a library routine's error about the data (NumPy's own), or the devices'
             except Exception as e:  # internal errors name the instruction
                 raise RuntimeError(
                     f"interpreter failed on %{inst.name} ({inst.opcode}): {e}"

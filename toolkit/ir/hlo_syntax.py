@@ -8,8 +8,10 @@ from typing import Any
 
 from . import dtypes as dt
 from .nodes import Metadata
-from .ops import KEPT_VERBATIM, OPS
+from .ops import KEPT_VERBATIM, OPS, GroupOp
 from .shapes import AnyShape, Shape, TupleShape
+
+COLLECTIVE_OPCODES = GroupOp.COLLECTIVE
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _INT_LIST_ATTRS = {"dimensions", "lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims",
@@ -143,6 +145,53 @@ class HloReader:
                 self.expect("}")
                 break
         return tuple(values)
+
+    def int_lists(self) -> tuple[tuple[int, ...], ...]:
+        """``{{0,1},{2,3}}`` (or ``{}``)."""
+        self.expect("{")
+        groups = []
+        while not self.accept("}"):
+            groups.append(self.int_list())
+            if not self.accept(","):
+                self.expect("}")
+                break
+        return tuple(groups)
+
+    def replica_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Listed (``{{0,1},{2,3}}``, ``{}``) or XLA's iota form (``[2,2]<=[4]``,
+        ``[3,10]<=[6,5]T(1,0)``), expanded to the listed form."""
+        if self.peek() != "[":
+            return self.int_lists()
+        from .collectives import iota_groups
+
+        start = self.pos
+        dims = self.bracketed_ints()
+        if len(dims) != 2:
+            raise self.error("iota replica groups are [groups,size]", start)
+        self.expect("<=")
+        reshape = self.bracketed_ints()
+        transpose = None
+        if self.accept("T"):
+            self.expect("(")
+            transpose = []
+            while not self.accept(")"):
+                transpose.append(self.integer())
+                self.accept(",")
+        try:
+            return iota_groups((dims[0], dims[1]), tuple(reshape),
+                               tuple(transpose) if transpose is not None else None)
+        except ValueError as e:
+            raise self.error(str(e), start) from None
+
+    def bracketed_ints(self) -> list[int]:
+        self.expect("[")
+        values = []
+        while not self.accept("]"):
+            values.append(self.integer())
+            if not self.accept(","):
+                self.expect("]")
+                break
+        return values
 
     def string(self) -> str:
         self.expect('"')
@@ -349,6 +398,20 @@ class HloReader:
             ):
                 attrs[key] = self.string()
             elif key in _BOOL_ATTRS:
+                flag = self.word()
+                if flag not in ("true", "false"):
+                    raise self.error(f"{key} must be true or false, found '{flag}'", key_pos)
+                attrs[key] = flag == "true"
+            elif key == "replica_groups" and opcode in COLLECTIVE_OPCODES:
+                attrs[key] = self.replica_groups()
+            elif key == "source_target_pairs" and opcode == "collective-permute":
+                pairs = self.int_lists()
+                if any(len(p) != 2 for p in pairs):
+                    raise self.error("source_target_pairs are {source,target} pairs", key_pos)
+                attrs[key] = pairs
+            elif key == "channel_id" and opcode in COLLECTIVE_OPCODES:
+                attrs[key] = self.integer()
+            elif key == "use_global_device_ids" and opcode in COLLECTIVE_OPCODES:
                 flag = self.word()
                 if flag not in ("true", "false"):
                     raise self.error(f"{key} must be true or false, found '{flag}'", key_pos)

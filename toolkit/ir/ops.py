@@ -62,6 +62,7 @@ CATEGORIES = (
     "tuple",  # tuple, get-tuple-element
     "call",
     "control",  # while, conditional: run called computations; never fused
+    "collective",  # exchanges values between the devices of an SPMD program (all-reduce ...)
 )
 OPERAND_TYPES = (
     "any",
@@ -244,6 +245,26 @@ _define(OpDef("conditional", "control", None,
               ("true_computation", "false_computation", "branch_computations"),
               cost="conditional"))
 
+# Collectives (XLA's syntax and semantics; ir/collectives.py): each device of an SPMD program
+# runs the same program, and a collective combines the operands of the devices in each of its
+# replica groups. Never fused or folded: its value depends on the other devices. The ids are
+# u32[] leaves whose value is the device's.
+_GROUPED = ("replica_groups", "channel_id", "use_global_device_ids")
+_define(OpDef("all-reduce", "collective", 1, _GROUPED + ("to_apply",), cost="collective",
+              foldable=False))
+_define(OpDef("all-gather", "collective", 1, _GROUPED + ("dimensions",), cost="collective",
+              foldable=False))
+_define(OpDef("reduce-scatter", "collective", 1, _GROUPED + ("dimensions", "to_apply"),
+              cost="collective", foldable=False))
+# (array form: one operand split along ``dimensions``; tuple form: one operand per device of a
+# group, no dimensions, a tuple result: what XLA's CPU compiler leaves)
+_define(OpDef("all-to-all", "collective", None, _GROUPED + ("dimensions",), cost="collective",
+              foldable=False))
+_define(OpDef("collective-permute", "collective", 1, ("source_target_pairs", "channel_id"),
+              cost="collective", foldable=False))
+_define(OpDef("replica-id", "collective", 0, cost="collective", foldable=False))
+_define(OpDef("partition-id", "collective", 0, cost="collective", foldable=False))
+
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
 
 # Attributes XLA prints that toolkit does not model: the parser keeps them verbatim (``_raw``)
@@ -265,6 +286,7 @@ KEPT_VERBATIM = frozenset(
         "api_version",
         "custom_call_has_side_effect",
         "operand_layout_constraints",
+        "constrain_layout",
     }
 )
 RAW_ATTRIBUTES = "_raw"  # the kept attributes of a parsed instruction: ((name, text), ...)
@@ -274,7 +296,8 @@ ELEMENTWISE_CATEGORIES = ("unary", "binary", "ternary")
 # The cost-analysis handler families (passes/cost_analysis.py has one handler for each), after
 # XLA's HloCostAnalysis handlers
 COST_FAMILIES = ("zero", "elementwise", "data", "transpose", "slice", "tuple", "dot", "reduce",
-                 "scatter", "sort", "custom-call", "fusion", "call", "while", "conditional")
+                 "scatter", "sort", "custom-call", "fusion", "call", "while", "conditional",
+                 "collective")
 
 
 def opdef(opcode: str) -> OpDef:
@@ -300,6 +323,9 @@ class GroupOp:
     # an element of the result is computed from operand elements: the elemental emitters' ops
     PER_ELEMENT = LEAVES | ELEMENTWISE | LAYOUT
     CONTROL = _ops(lambda op: op.category == "control")  # run called computations from the host
+    # exchange values between the devices of an SPMD program (the interpreter runs them; the
+    # compiling backends refuse them, naming the op)
+    COLLECTIVE = _ops(lambda op: op.category == "collective")
     # library calls on the host, between kernels (NumPy's sort, LAPACK)
     LIBRARY = _ops(lambda op: op.category in ("sort", "library"))
     TRANSCENDENTAL = _ops(lambda op: op.transcendental)

@@ -125,6 +125,19 @@ def _attributes(inst: Instruction) -> list[str]:
                 out.append(f"{key}={value}")
             elif value or key not in _OPTIONAL_LISTS:
                 out.append(f"{key}={_braced(value or ())}")
+    elif op in _COLLECTIVE_ATTRS:  # XLA's order: channel, groups, the flag, dimensions
+        if a.get("channel_id") is not None:
+            out.append(f"channel_id={a['channel_id']}")
+        if op == "collective-permute":
+            out.append("source_target_pairs={" + ",".join(
+                f"{{{s},{t}}}" for s, t in a["source_target_pairs"]) + "}")
+        else:
+            out.append("replica_groups={" + ",".join(
+                _braced(g) for g in a.get("replica_groups", ())) + "}")
+        if a.get("use_global_device_ids") is not None:
+            out.append(f"use_global_device_ids={str(a['use_global_device_ids']).lower()}")
+        if "dimensions" in a:
+            out.append(f"dimensions={_braced(a['dimensions'])}")
     if "to_apply" in a:
         out.append(f"to_apply=%{a['to_apply'].name}")
     return out
@@ -198,6 +211,10 @@ def module_to_text(module: Module, metadata: bool = True, digest_literals: bool 
 TEXT_PRINTERS["module"] = module_to_text  # Module.to_text and str(module)
 
 
+_COLLECTIVE_ATTRS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                     "collective-permute")
+
+
 def check_printer_covers_ops() -> None:
     """Raises if an op has attributes the printer does not know how to print."""
     known = {
@@ -223,6 +240,10 @@ def check_printer_covers_ops() -> None:
         "true_computation",
         "false_computation",
         "branch_computations",
+        "replica_groups",
+        "source_target_pairs",
+        "channel_id",
+        "use_global_device_ids",
         *(k for keys in _INDEXING_ATTRS.values() for k in keys),
     }
     from .ops import OPS

@@ -585,6 +585,114 @@ SHAPE_RULES.update(
 )
 
 
+def _group_size(opcode: str, attrs) -> int | None:
+    """The devices in each replica group (None: ``{}``, every device, a count the module's
+    run decides). XLA's verifier rules: the flag needs a channel id and listed groups, and the
+    groups of a collective that splits or gathers are of one size."""
+    from .collectives import group_mode
+
+    try:
+        mode = group_mode(attrs)
+    except ValueError as e:
+        raise ShapeError(f"{opcode}: {e}") from None
+    groups = attrs.get("replica_groups") or ()
+    if mode == "flattened-id" and not groups:
+        raise ShapeError(f"{opcode}: replica groups must be specified in flattened-id mode "
+                         "(use_global_device_ids=true)")
+    sizes = {len(g) for g in groups}
+    if 0 in sizes:
+        raise ShapeError(f"{opcode}: a replica group is empty")
+    ids = [i for g in groups for i in g]
+    if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
+        raise ShapeError(f"{opcode}: replica groups {groups} repeat an id or hold a negative one")
+    if len(sizes) > 1 and opcode != "all-reduce":
+        raise ShapeError(f"{opcode}: replica groups must be of one size, not {sorted(sizes)}")
+    return max(sizes) if sizes else None
+
+
+def _collective(opcode: str) -> Rule:
+    def rule(ops, attrs, declared):
+        if opcode == "all-to-all" and "dimensions" not in attrs:
+            return _all_to_all_tuple(ops, attrs, declared)
+        if len(ops) != 1:
+            raise ShapeError(f"{opcode} takes 1 operand, got {len(ops)}")
+        x = _array(ops[0], f"{opcode} operand")
+        n = _group_size(opcode, attrs)
+        if opcode == "all-reduce":
+            comp = attrs.get("to_apply")
+            scalar = Shape(x.dtype, ())
+            if comp is None or len(comp.parameters) != 2 or any(
+                    not p.shape.same_type(scalar) for p in comp.parameters):
+                raise ShapeError(f"all-reduce needs a to_apply computation of two "
+                                 f"{x.dtype.name}[] scalars")
+            return _expect(declared, Shape(x.dtype, x.dims), opcode)
+        dims = tuple(attrs.get("dimensions", ()))
+        if len(dims) != 1 or not 0 <= dims[0] < x.rank:
+            raise ShapeError(f"{opcode}: dimensions={{...}} must name one dimension of "
+                             f"{x.to_text(False)}")
+        d = dims[0]
+        if opcode == "reduce-scatter" and attrs.get("to_apply") is None:
+            raise ShapeError("reduce-scatter needs a to_apply computation")
+        if n is None:  # every device: the declared shape says how many
+            declared_array = _need_declared(declared, opcode)
+            return _expect(declared, Shape(x.dtype, declared_array.dims), opcode)
+        out = list(x.dims)
+        if opcode == "all-gather":
+            out[d] *= n
+        elif out[d] % n:
+            raise ShapeError(f"{opcode}: dimension {d} of {x.to_text(False)} does not split "
+                             f"into {n} equal blocks (one per device of a group)")
+        elif opcode == "reduce-scatter":
+            out[d] //= n
+        return _expect(declared, Shape(x.dtype, tuple(out)), opcode)
+    return rule
+
+
+def _all_to_all_tuple(ops, attrs, declared):
+    """XLA's tuple form: one operand per device of a group (the block sent to it), a tuple of
+    the blocks received, in group order."""
+    arrays = [_array(s, "all-to-all operand") for s in ops]
+    n = _group_size("all-to-all", attrs)
+    if not arrays or (n is not None and len(arrays) != n):
+        raise ShapeError(f"all-to-all (tuple form) takes one operand per device of a group "
+                         f"({n}), got {len(arrays)}")
+    if any(not a.same_type(arrays[0]) for a in arrays):
+        raise ShapeError("all-to-all (tuple form) operands must have one shape")
+    return _expect(declared, TupleShape(tuple(Shape(a.dtype, a.dims) for a in arrays)),
+                   "all-to-all")
+
+
+def _collective_permute(ops, attrs, declared):
+    x = _array(ops[0], "collective-permute operand")
+    pairs = tuple(attrs.get("source_target_pairs", ()))
+    sources = [p[0] for p in pairs]
+    targets = [p[1] for p in pairs]
+    if len(set(sources)) != len(sources) or len(set(targets)) != len(targets):
+        raise ShapeError(f"collective-permute: a source or a target repeats in {pairs}")
+    if any(i < 0 for i in sources + targets):
+        raise ShapeError(f"collective-permute: negative id in {pairs}")
+    if attrs.get("channel_id") is None and "use_global_device_ids" in attrs:
+        raise ShapeError("collective-permute: use_global_device_ids needs a channel_id")
+    return _expect(declared, Shape(x.dtype, x.dims), "collective-permute")
+
+
+def _device_id(opcode: str) -> Rule:
+    def rule(ops, attrs, declared):
+        return _expect(declared, Shape(dt.from_name("u32"), ()), opcode)
+    return rule
+
+
+SHAPE_RULES.update({
+    "all-reduce": _collective("all-reduce"),
+    "all-gather": _collective("all-gather"),
+    "reduce-scatter": _collective("reduce-scatter"),
+    "all-to-all": _collective("all-to-all"),
+    "collective-permute": _collective_permute,
+    "replica-id": _device_id("replica-id"),
+    "partition-id": _device_id("partition-id"),
+})
+
+
 def unknown_attribute_message(opcode: str, name: str) -> str:
     """'reduce has no attribute 'dimnsions' (did you mean 'dimensions'?)'."""
     known = (

@@ -193,12 +193,24 @@ def _handle_conditional(inst: Instruction) -> dict[str, float]:
     return dict(max(parts, key=lambda p: p.get(FLOPS, 0.0) + p.get(BYTES, 0.0)))
 
 
+def _handle_collective(inst: Instruction) -> dict[str, float]:
+    """XLA's handlers: every operand read and the result written (the ids: their u32[]). An
+    all-reduce counts one flop per result element, as XLA's HandleAllReduce does ("we assume
+    2 replicas"), and a reduce-scatter the same; the others move data and count none."""
+    operand_bytes, output_bytes = _default_bytes(inst)
+    flops = 0.0
+    if "to_apply" in inst.attrs:  # all-reduce, reduce-scatter: they combine values
+        flops = float(sum(s.size for s in _leaves(inst.shape)))
+    return _properties(flops, 0.0, operand_bytes, output_bytes)
+
+
 COST_HANDLERS: dict[str, Callable[[Instruction], dict[str, float]]] = {
     "zero": _handle_zero, "elementwise": _handle_elementwise, "data": _handle_data,
     "transpose": _handle_transpose, "slice": _handle_slice, "tuple": _handle_tuple,
     "dot": _handle_dot, "reduce": _handle_reduce, "scatter": _handle_scatter,
     "sort": _handle_sort, "custom-call": _handle_custom_call, "fusion": _handle_fusion,
     "call": _handle_call, "while": _handle_while, "conditional": _handle_conditional,
+    "collective": _handle_collective,
 }
 
 

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from ...ir.nodes import Module
 from ...ir.ops import GroupOp
-from ..base import Backend, register_backend
+from ..base import Backend, refuse_collectives, register_backend
 from ..buffer_plan import BufferPlan, plan_buffers
 from ..library_dot import make_dot
 from ..llvm.elemental import CodegenUnsupported
@@ -280,6 +280,7 @@ def _regenerate(module: Module) -> str:
 
 
 def compile_module(module: Module) -> CpuExecutable:
+    refuse_collectives(module, "cpu")
     t_start = time.perf_counter()
     fallbacks: list[str] = []
     plan = _plan(module, fallbacks)

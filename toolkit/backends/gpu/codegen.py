@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from ...ir.nodes import Module
 from ...ir.ops import GroupOp
+from ..base import refuse_collectives
 from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary, i64
 from ..llvm.indexing import emit_scatter
 from ..llvm.loops import for_range, nest
@@ -202,6 +203,7 @@ class PtxProgram:
 
 def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     """PTX for every kernel of an optimised module (fusions and unfused instructions)."""
+    refuse_collectives(module, "gpu")
     if arch not in ARCHES:
         raise ValueError(
             f"unsupported GPU architecture {arch!r}; toolkit emits {', '.join(ARCHES)}"

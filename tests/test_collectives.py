@@ -1,0 +1,235 @@
+"""XLA's collectives in the IR (ir/collectives.py): parsed and printed in XLA's syntax, shapes
+checked as XLA's verifier checks them, run on the reference interpreter with one thread per
+device (tk.hlo.run_spmd), against XLA's documented examples, hand-written NumPy, and programs
+that JAX's shard_map and XLA's SPMD partitioner compiled (tests/data/jax_spmd)."""
+import pathlib
+import time
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.backends.base import CollectivesNotCompiled
+from toolkit.ir.collectives import CollectiveError, device_groups, iota_groups
+from toolkit.ir.shape_inference import ShapeError
+from toolkit.passes.cost_analysis import cost_analysis
+
+DATA = pathlib.Path(__file__).parent / "data" / "jax_spmd"
+
+ADD = """add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+
+
+def _module(body: str, header: str = "", param: str = "f32[8]") -> tk.hlo.Module:
+    return tk.hlo.parse(f"HloModule m{header}\n{ADD}ENTRY e {{\n  p = {param} parameter(0)\n"
+                        f"{body}\n}}\n")
+
+
+def _spmd(module, per_device, **counts):
+    return tk.hlo.run_spmd(module, [[a] for a in per_device], **counts)
+
+
+def test_every_collective_prints_as_it_parses():
+    module = _module(
+        "  ar = f32[8] all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add\n"
+        "  ag = f32[16] all-gather(p), channel_id=1, replica_groups=[2,2]<=[4], "
+        "use_global_device_ids=true, dimensions={0}\n"
+        "  rs = f32[4] reduce-scatter(p), channel_id=2, replica_groups={{0,1},{2,3}}, "
+        "dimensions={0}, to_apply=add\n"
+        "  a2a = f32[8] all-to-all(p), replica_groups={}, dimensions={0}\n"
+        "  cp = f32[8] collective-permute(p), channel_id=3, source_target_pairs={{0,1},{1,0}}\n"
+        "  r = u32[] replica-id()\n  q = u32[] partition-id()\n"
+        "  ROOT t = (f32[8], f32[16], f32[4], f32[8], f32[8], u32[], u32[]) "
+        "tuple(ar, ag, rs, a2a, cp, r, q)", ", replica_count=4")
+    text = module.to_text(metadata=False)
+    for line in (
+        "%ar = f32[8]{0} all-reduce(%p), replica_groups={{0,1},{2,3}}, to_apply=%add",
+        "%ag = f32[16]{0} all-gather(%p), channel_id=1, replica_groups={{0,1},{2,3}}, "
+        "use_global_device_ids=true, dimensions={0}",
+        "%rs = f32[4]{0} reduce-scatter(%p), channel_id=2, replica_groups={{0,1},{2,3}}, "
+        "dimensions={0}, to_apply=%add",
+        "%a2a = f32[8]{0} all-to-all(%p), replica_groups={}, dimensions={0}",
+        "%cp = f32[8]{0} collective-permute(%p), channel_id=3, source_target_pairs={{0,1},{1,0}}",
+        "%r = u32[] replica-id()", "%q = u32[] partition-id()",
+    ):
+        assert line in text, line
+    assert tk.hlo.parse(text).to_text(metadata=False) == text
+
+
+def test_iota_replica_groups_expand_as_xla_defines_them():
+    assert iota_groups((2, 10), (20,)) == (tuple(range(10)), tuple(range(10, 20)))
+    # [3,10]<=[6,5]T(1,0): 0..29 as 6x5, transposed to 5x6, read as 3 groups of 10
+    groups = iota_groups((3, 10), (6, 5), (1, 0))
+    assert groups[0] == (0, 5, 10, 15, 20, 25, 1, 6, 11, 16)
+    assert sorted(i for g in groups for i in g) == list(range(30))
+    with pytest.raises(tk.hlo.HloParseError, match="hold 8 ids but the iota has 6"):
+        _module("  ROOT ar = f32[8] all-reduce(p), replica_groups=[2,4]<=[6], to_apply=add")
+
+
+@pytest.mark.parametrize("body,message", [
+    ("all-reduce(p), replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add",
+     "use_global_device_ids needs a channel_id"),
+    ("all-reduce(p), channel_id=1, replica_groups={}, use_global_device_ids=true, to_apply=add",
+     "replica groups must be specified in flattened-id mode"),
+    ("reduce-scatter(p), replica_groups={{0,1},{2}}, dimensions={0}, to_apply=add",
+     "must be of one size"),
+    ("all-reduce(p), replica_groups={{0,1},{1,2}}, to_apply=add", "repeat an id"),
+    ("collective-permute(p), source_target_pairs={{0,1},{2,1}}", "a source or a target repeats"),
+])
+def test_malformed_collectives_are_rejected_as_xla_rejects_them(body, message):
+    with pytest.raises((tk.hlo.HloParseError, tk.hlo.VerificationError, ShapeError),
+                       match=message):
+        _module(f"  ROOT r = f32[8] {body}")
+
+
+def test_shapes_grow_and_shrink_by_the_group_size():
+    with pytest.raises(Exception, match=r"declared result f32\[8\] but operands give f32\[16\]"):
+        _module("  ROOT r = f32[8] all-gather(p), replica_groups={{0,1}}, dimensions={0}")
+    with pytest.raises(Exception, match="does not split into 3 equal blocks"):
+        _module("  ROOT r = f32[2] reduce-scatter(p), replica_groups={{0,1,2}}, dimensions={0}, "
+                "to_apply=add")
+
+
+def test_xla_documented_examples():
+    """operation_semantics.md: AllGather [1.0, 2.5] and [3.0, 5.25] -> both get the four
+    values; ReduceScatter [1.0, 2.25] and [3.0, 5.25] -> [4.0] and [7.5]."""
+    gather = _module("  ROOT r = f32[4] all-gather(p), replica_groups={}, dimensions={0}",
+                     param="f32[2]")
+    values = [np.array([1.0, 2.5], np.float32), np.array([3.0, 5.25], np.float32)]
+    for (out,) in _spmd(gather, values, replicas=2):
+        np.testing.assert_array_equal(out, [1.0, 2.5, 3.0, 5.25])
+    scatter = _module("  ROOT r = f32[1] reduce-scatter(p), replica_groups={}, dimensions={0}, "
+                      "to_apply=add", param="f32[2]")
+    values = [np.array([1.0, 2.25], np.float32), np.array([3.0, 5.25], np.float32)]
+    assert [out[0].tolist() for out in _spmd(scatter, values, replicas=2)] == [[4.0], [7.5]]
+
+
+def test_every_collective_matches_numpy_on_four_devices():
+    module = _module(
+        "  ar = f32[8] all-reduce(p), replica_groups={{0,2},{1,3}}, to_apply=add\n"
+        "  a2a = f32[8] all-to-all(p), replica_groups={}, dimensions={0}\n"
+        "  cp = f32[8] collective-permute(p), source_target_pairs={{0,1},{1,2},{2,3}}\n"
+        "  r = u32[] replica-id()\n"
+        "  ROOT t = (f32[8], f32[8], f32[8], u32[]) tuple(ar, a2a, cp, r)")
+    x = [np.arange(8, dtype=np.float32) * (d + 1) + d for d in range(4)]
+    out = _spmd(module, x, replicas=4)
+    for d, (ar, a2a, cp, r) in enumerate(out):
+        np.testing.assert_array_equal(ar, x[d % 2] + x[d % 2 + 2])
+        np.testing.assert_array_equal(a2a, np.concatenate([v[2 * d:2 * d + 2] for v in x]))
+        np.testing.assert_array_equal(cp, x[d - 1] if d else np.zeros(8, np.float32))
+        assert r == d and r.dtype == np.uint32
+
+
+def test_group_modes_over_replicas_and_partitions():
+    """2 replicas x 2 partitions (device = replica * 2 + partition)."""
+    assert device_groups("all-reduce", {}, 2, 2) == [(0, 2), (1, 3)]  # cross-replica
+    assert device_groups("all-reduce", {"channel_id": 1}, 2, 2) == [(0, 1), (2, 3)]
+    assert device_groups("all-reduce", {"channel_id": 1, "use_global_device_ids": False,
+                                        "replica_groups": ((0, 1),)}, 2, 2) == [(0, 1, 2, 3)]
+    assert device_groups("all-reduce", {"channel_id": 1, "use_global_device_ids": True,
+                                        "replica_groups": ((0, 3), (1, 2))}, 2, 2) == [
+        (0, 3), (1, 2)]
+    ids = _module("  r = u32[] replica-id()\n  q = u32[] partition-id()\n"
+                  "  ROOT t = (u32[], u32[]) tuple(r, q)", ", replica_count=2, num_partitions=2")
+    assert [(int(r), int(q)) for r, q in _spmd(ids, [np.zeros(8, np.float32)] * 4)] == [
+        (0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_a_device_that_never_arrives_is_an_error_naming_it():
+    """A loop whose trip count is the replica id: device 3 reaches a fourth all-reduce no
+    other device runs (XLA: it 'will wait forever'); here it stops after the timeout."""
+    module = tk.hlo.parse("HloModule loop\n" + ADD + """
+cond {
+  s = (f32[8], u32[]) parameter(0)
+  i = u32[] get-tuple-element(s), index=1
+  r = u32[] replica-id()
+  ROOT lt = pred[] compare(i, r), direction=LT
+}
+body {
+  s = (f32[8], u32[]) parameter(0)
+  x = f32[8] get-tuple-element(s), index=0
+  i = u32[] get-tuple-element(s), index=1
+  one = u32[] constant(1)
+  j = u32[] add(i, one)
+  y = f32[8] all-reduce(x), replica_groups={}, to_apply=add
+  ROOT t = (f32[8], u32[]) tuple(y, j)
+}
+ENTRY e {
+  p = f32[8] parameter(0)
+  zero = u32[] constant(0)
+  init = (f32[8], u32[]) tuple(p, zero)
+  ROOT w = (f32[8], u32[]) while(init), condition=cond, body=body
+}
+""")
+    start = time.monotonic()
+    with pytest.raises(CollectiveError, match=r"all-reduce %y: device\(s\) \[0\] did not arrive "
+                                              r"within 0.5 s"):
+        _spmd(module, [np.ones(8, np.float32)] * 4, replicas=4, timeout=0.5)
+    assert time.monotonic() - start < 10
+
+
+def test_a_device_that_fails_stops_the_others_at_once(monkeypatch):
+    from toolkit.ir import collectives, evaluator
+
+    negate = evaluator.EVALUATORS["negate"]
+
+    def failing(inst, args):
+        if collectives._CONTEXT.device == 2:
+            raise FloatingPointError("device 2's own failure")
+        return negate(inst, args)
+
+    monkeypatch.setitem(evaluator.EVALUATORS, "negate", failing)
+    module = _module("  n = f32[8] negate(p)\n"
+                     "  ROOT ar = f32[8] all-reduce(n), replica_groups={}, to_apply=add")
+    start = time.monotonic()
+    with pytest.raises(CollectiveError, match="device 2 failed: RuntimeError: .*device 2's own "
+                                              "failure"):
+        _spmd(module, [np.ones(8, np.float32)] * 4, replicas=4, timeout=30)
+    assert time.monotonic() - start < 5  # not the 30 s timeout
+
+
+def test_arguments_for_the_wrong_number_of_devices_are_refused():
+    module = _module("  ROOT ar = f32[8] all-reduce(p), replica_groups={}, to_apply=add",
+                     ", replica_count=4")
+    with pytest.raises(ValueError, match=r"runs on 4 devices \(4 replica\(s\) x 1 partition"):
+        _spmd(module, [np.ones(8, np.float32)] * 3)
+    with pytest.raises(ValueError, match="its collectives combine their values: run it with "
+                                         "tk.hlo.run_spmd"):
+        tk.hlo.run(module, np.ones(8, np.float32))  # one device cannot run a 4-device program
+    pairs = _module("  ROOT ar = f32[8] all-reduce(p), replica_groups={{0,1},{2,3}}, "
+                    "to_apply=add")
+    with pytest.raises(CollectiveError, match="replica group id 1 is not one of the 1 ids"):
+        tk.hlo.run(pairs, np.ones(8, np.float32))
+
+
+def test_cost_analysis_counts_xlas_collective_costs():
+    module = _module("  ROOT ar = f32[8] all-reduce(p), replica_groups={}, to_apply=add")
+    cost = cost_analysis(module)
+    assert cost["flops"] == 8 and cost["bytes accessed"] == 64
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu-simulated"])
+def test_compiling_backends_refuse_collectives_naming_them(backend):
+    module = _module("  n = f32[8] negate(p)\n"
+                     "  ROOT ar = f32[8] all-reduce(n), replica_groups={}, to_apply=add")
+    with pytest.raises(CollectivesNotCompiled, match=r"%ar \(all-reduce\) in %e: the .* "
+                                                     "backend does not compile collectives"):
+        tk.hlo.run(module, np.ones(8, np.float32), backend=backend)
+
+
+@pytest.mark.parametrize("name", ["every_collective", "mesh_2x2", "row_parallel_linear"])
+def test_programs_xla_partitioned_run_as_on_xla(name):
+    """shard_map over 4 devices compiled by XLA (partition ids, flattened-id groups, subgroups
+    of a 2x2 mesh, XLA's tuple all-to-all): every device's outputs are XLA's."""
+    module = tk.hlo.parse((DATA / f"{name}.hlo").read_text())
+    data = np.load(DATA / f"{name}.npz")
+    args = [[data[f"d{d}_arg{k}"] for k in range(len(module.entry.parameters))]
+            for d in range(4)]
+    outs = tk.hlo.run_spmd(module, args)
+    for d, got in enumerate(outs):
+        for k, value in enumerate(got):
+            np.testing.assert_allclose(value, data[f"d{d}_out{k}"], rtol=2e-6, atol=1e-6)

@@ -1,0 +1,287 @@
+"""XLA's collectives: who exchanges with whom, and what each device gets.
+
+An SPMD program runs once per device; devices are numbered ``replica * partitions +
+partition`` (XLA's global device ids). A collective's ``replica_groups`` list the devices that
+combine their operands, in ids whose meaning the op's ``channel_id`` and
+``use_global_device_ids`` choose (``xla/service/collective_ops_utils.h``):
+
+- no channel id: cross-replica: groups of replica ids, within each partition;
+- a channel id, no flag: cross-partition: groups of partition ids, within each replica;
+- a channel id and ``use_global_device_ids=false``: cross-replica-and-partition: groups of
+  replica ids, each with every partition;
+- a channel id and ``use_global_device_ids=true``: flattened ids: groups of global device ids.
+
+Empty groups mean one group of every id, in order. The results (``docs/operation_semantics.md``):
+all-reduce folds the group's operands by ``to_apply`` in group order; all-gather concatenates
+them along its dimension; reduce-scatter reduces, then device ``i`` of the group keeps block
+``i``; all-to-all (array form, ``dimensions={d}``) sends block ``j`` of its operand to device
+``j`` and concatenates what it receives in group order; collective-permute sends each source's
+operand to its target, and a device no pair targets gets zeros.
+
+Devices meet at a ``Rendezvous``: each thread of a ``DeviceRun`` deposits its operand for its
+n-th collective and waits for its group, within a timeout, so that a device that never arrives,
+or one that failed, is an error naming it rather than a hang."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .ops import OPS
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class CollectiveError(RuntimeError):
+    """A collective could not complete: a device did not arrive in time, failed, or ran a
+    different program."""
+
+
+def iota_groups(group_dims: tuple[int, int], reshape: tuple[int, ...],
+                transpose: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], ...]:
+    """XLA's iota replica groups ``[G,S]<=[dims]T(perm)``: 0..N-1 shaped ``dims``, transposed by
+    ``perm``, read as G groups of S."""
+    total = int(np.prod(reshape)) if reshape else 0
+    if total != group_dims[0] * group_dims[1]:
+        raise ValueError(f"iota replica groups [{group_dims[0]},{group_dims[1]}] hold "
+                         f"{group_dims[0] * group_dims[1]} ids but the iota has {total}")
+    ids = np.arange(total).reshape(reshape)
+    if transpose is not None:
+        if sorted(transpose) != list(range(len(reshape))):
+            raise ValueError(f"T{tuple(transpose)} is not a permutation of the iota's "
+                             f"{len(reshape)} dimensions")
+        ids = ids.transpose(transpose)
+    return tuple(tuple(int(v) for v in row) for row in ids.reshape(group_dims))
+
+
+def group_mode(attrs) -> str:
+    channel = attrs.get("channel_id") is not None
+    flag = attrs.get("use_global_device_ids")
+    if not channel:
+        if flag is not None:
+            raise ValueError("use_global_device_ids needs a channel_id (XLA: invalid combination "
+                             "of has_channel_id and use_global_device_ids)")
+        return "cross-replica"
+    if flag is None:
+        return "cross-partition"
+    return "flattened-id" if flag else "cross-replica-and-partition"
+
+
+def device_groups(opcode: str, attrs, replicas: int, partitions: int
+                  ) -> list[tuple[int, ...]]:
+    """The groups of global device ids that combine, each in the order results are combined."""
+    if opcode == "collective-permute":
+        raise ValueError("collective-permute has pairs, not groups")
+    mode = group_mode(attrs)
+    groups = tuple(attrs.get("replica_groups") or ())
+    id_count = {"cross-replica": replicas, "cross-partition": partitions,
+                "cross-replica-and-partition": replicas,
+                "flattened-id": replicas * partitions}[mode]
+    if not groups:
+        if mode == "flattened-id":
+            raise ValueError("replica groups must be specified in flattened-id mode "
+                             "(use_global_device_ids=true)")
+        groups = (tuple(range(id_count)),)
+    seen = [i for g in groups for i in g]
+    bad = [i for i in seen if not 0 <= i < id_count]
+    if bad:
+        raise ValueError(f"{opcode}: replica group id {bad[0]} is not one of the {id_count} "
+                         f"ids of its mode ({mode})")
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"{opcode}: an id appears in two replica groups: {groups}")
+    out: list[tuple[int, ...]] = []
+    for group in groups:
+        if mode == "cross-replica":
+            out.extend(tuple(r * partitions + p for r in group) for p in range(partitions))
+        elif mode == "cross-partition":
+            out.extend(tuple(r * partitions + p for p in group) for r in range(replicas))
+        elif mode == "cross-replica-and-partition":
+            out.append(tuple(r * partitions + p for r in group for p in range(partitions)))
+        else:
+            out.append(tuple(group))
+    return out
+
+
+def permute_pairs(attrs, replicas: int, partitions: int, device: int
+                  ) -> tuple[int | None, list[int]]:
+    """For ``device``: the device it receives from (None: it gets zeros) and the peers it must
+    meet: its own replica's devices (with a channel id: partitions exchange) or its partition's."""
+    replica, partition = divmod(device, partitions)
+    if attrs.get("channel_id") is not None:
+        peers = [replica * partitions + p for p in range(partitions)]
+        own = partition
+    else:
+        peers = [r * partitions + partition for r in range(replicas)]
+        own = replica
+    source = None
+    for s, t in attrs["source_target_pairs"]:
+        if not (0 <= s < len(peers) and 0 <= t < len(peers)):
+            raise ValueError(f"collective-permute pair {{{s},{t}}} names an id outside "
+                             f"0..{len(peers) - 1}")
+        if t == own:
+            source = peers[s]
+    return source, peers
+
+
+def combine(opcode: str, attrs, values: list[np.ndarray], position: int,
+            reduce: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """What the device at ``position`` of its group gets, given the group's operands in order."""
+    if opcode == "all-reduce":
+        return _fold(values, reduce)
+    dims = attrs.get("dimensions") or (0,)
+    dim = dims[0]
+    n = len(values)
+    if opcode == "all-gather":
+        return np.concatenate(values, axis=dim)
+    if opcode == "reduce-scatter":
+        return np.split(_fold(values, reduce), n, axis=dim)[position]
+    if opcode == "all-to-all":
+        if isinstance(values[0], tuple):  # tuple form: operand j goes to the group's device j
+            return tuple(v[position] for v in values)
+        return np.concatenate([np.split(v, n, axis=dim)[position] for v in values], axis=dim)
+    raise ValueError(f"{opcode} is not a grouped collective")
+
+
+def _fold(values, reduce):
+    out = values[0]
+    for v in values[1:]:
+        out = reduce(out, v)
+    return np.asarray(out).astype(values[0].dtype, copy=False)
+
+
+@dataclass
+class _Slot:
+    opcode: str
+    name: str
+    values: dict
+    readers: int = 0
+
+
+class DeviceRun:
+    """The devices of one SPMD execution (threads of one process) and where they meet."""
+
+    def __init__(self, replicas: int, partitions: int = 1,
+                 timeout: float = DEFAULT_TIMEOUT_S):
+        if replicas < 1 or partitions < 1:
+            raise ValueError(f"an SPMD run needs at least one replica and one partition, not "
+                             f"{replicas} and {partitions}")
+        self.replicas, self.partitions, self.timeout = replicas, partitions, timeout
+        self.devices = replicas * partitions
+        self._cv = threading.Condition()
+        self._slots: dict[tuple, _Slot] = {}
+        self.failed: dict[int, BaseException] = {}
+
+    def fail(self, device: int, error: BaseException) -> None:
+        """``device`` stopped with ``error``: every device waiting for it stops too."""
+        with self._cv:
+            self.failed.setdefault(device, error)
+            self._cv.notify_all()
+
+    def meet(self, device: int, sequence: int, inst, group: tuple[int, ...], value,
+             result: Callable[[dict], object]):
+        """Deposit ``value`` for ``device``'s ``sequence``-th collective and return
+        ``result(values by device)`` once every device of ``group`` has deposited."""
+        key = (sequence, group)
+        deadline = time.monotonic() + self.timeout
+        with self._cv:
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot(inst.opcode, inst.name, {})
+            elif slot.opcode != inst.opcode:
+                raise CollectiveError(
+                    f"device {device} ran {inst.opcode} %{inst.name} as its collective number "
+                    f"{sequence}, where device {min(slot.values)} ran {slot.opcode} %{slot.name}: "
+                    "the devices run different programs")
+            slot.values[device] = value
+            self._cv.notify_all()
+            while len(slot.values) < len(group):
+                failed = [d for d in group if d in self.failed and d not in slot.values]
+                if failed:
+                    d = failed[0]
+                    raise CollectiveError(
+                        f"{inst.opcode} %{inst.name}: device {d} failed before it arrived "
+                        f"({type(self.failed[d]).__name__}: {self.failed[d]})")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [d for d in group if d not in slot.values]
+                    raise CollectiveError(
+                        f"{inst.opcode} %{inst.name}: device(s) {missing} did not arrive within "
+                        f"{self.timeout:g} s (device {device} waited; TOOLKIT_COLLECTIVE_TIMEOUT "
+                        "sets the limit)")
+                self._cv.wait(min(left, 0.5))
+            out = result(slot.values)
+            slot.readers += 1
+            if slot.readers == len(group):
+                del self._slots[key]
+            return out
+
+
+class _Context(threading.local):
+    run: DeviceRun | None = None
+    device: int = 0
+    sequence: int = 0
+
+
+_CONTEXT = _Context()
+
+
+class on_device:
+    """Within it, this thread is ``device`` of ``run``: collectives meet the run's other
+    devices. Outside any, a program runs as the only device (one replica, one partition)."""
+
+    def __init__(self, run: DeviceRun, device: int):
+        self.run, self.device = run, device
+
+    def __enter__(self):
+        self.saved = (_CONTEXT.run, _CONTEXT.device, _CONTEXT.sequence)
+        _CONTEXT.run, _CONTEXT.device, _CONTEXT.sequence = self.run, self.device, 0
+        return self
+
+    def __exit__(self, *exc):
+        _CONTEXT.run, _CONTEXT.device, _CONTEXT.sequence = self.saved
+        return False
+
+
+_SINGLE = DeviceRun(1, 1)
+
+
+def evaluate(inst, operand, reduce: Callable | None = None):
+    """The value of the collective ``inst`` on this thread's device (the interpreter's rule)."""
+    run = _CONTEXT.run or _SINGLE
+    device = _CONTEXT.device if _CONTEXT.run is not None else 0
+    replica, partition = divmod(device, run.partitions)
+    if inst.opcode == "replica-id":
+        return np.array(replica, np.uint32)
+    if inst.opcode == "partition-id":
+        return np.array(partition, np.uint32)
+    sequence = _CONTEXT.sequence
+    _CONTEXT.sequence += 1
+    try:
+        if inst.opcode == "collective-permute":
+            source, peers = permute_pairs(inst.attrs, run.replicas, run.partitions, device)
+            group = tuple(peers)
+
+            def result(values):
+                if source is None:
+                    return np.zeros_like(operand)
+                return values[source]
+        else:
+            groups = device_groups(inst.opcode, inst.attrs, run.replicas, run.partitions)
+            group = next((g for g in groups if device in g), None)
+            if group is None:
+                raise CollectiveError(f"{inst.opcode} %{inst.name}: device {device} is in none "
+                                      f"of its replica groups {groups}")
+            position = group.index(device)
+
+            def result(values):
+                return combine(inst.opcode, inst.attrs, [values[d] for d in group], position,
+                               reduce)
+    except ValueError as e:
+        raise CollectiveError(str(e)) from None
+    return run.meet(device, sequence, inst, group, operand, result)
+
+
+COLLECTIVE_OPCODES = frozenset(name for name, op in OPS.items() if op.category == "collective")
