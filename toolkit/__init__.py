@@ -16,6 +16,8 @@ from .api import GraphBreakReport, JitFunction, ScalarListWarning, explain, expl
 from .frontend.scalar_lists import ScalarListError
 from .stages import Compiled, Lowered
 from .transformations import checkpoint, grad, jvp, remat, value_and_grad, vjp, vmap
+from .frontend.collectives import Mesh, P
+from .spmd import shard_map
 from .backends import backend_names
 from .backends.gpu import DeviceArray, device_get, device_put
 from .jitting import device_arrays as _device_arrays  # noqa: F401 - NumPy on device arrays
@@ -32,6 +34,9 @@ from .profiler.recorder import RECORDER as _RECORDER  # noqa: E402
 
 _debug_from_environment(_RECORDER)
 __all__ = [
+    "Mesh",
+    "P",
+    "shard_map",
     "PromotionWarning",
     "jit",
     "grad",

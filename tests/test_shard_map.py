@@ -1,0 +1,148 @@
+"""tk.shard_map over host devices (one thread each) with tk.lax's collectives, against JAX's
+own results for the same programs (tests/data/jax_spmd, made by JAX's shard_map over 4 forced
+host devices) and against NumPy written out by hand."""
+import pathlib
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+
+DATA = pathlib.Path(__file__).parent / "data" / "jax_spmd"
+
+
+def _blocks(data, k, count=4):
+    return [data[f"d{d}_arg{k}"] for d in range(count)]
+
+
+def test_every_collective_is_jaxs_bit_for_bit():
+    data = np.load(DATA / "every_collective.npz")
+    mesh = tk.Mesh((4,), ("x",))
+
+    def every_collective(a):  # tests/data/jax_spmd/generate.py's, in toolkit's names
+        return (tk.lax.psum(a, "x"), tk.lax.all_gather(a, "x", tiled=True),
+                tk.lax.psum_scatter(a, "x", tiled=True),
+                tk.lax.ppermute(a, "x", [(0, 1), (1, 2), (2, 3)]),
+                tk.lax.all_to_all(a, "x", 0, 0, tiled=True), tk.lax.pmax(a, "x"),
+                tk.lax.axis_index("x").reshape(1))
+
+    f = tk.shard_map(every_collective, mesh, in_specs=tk.P("x"), out_specs=(tk.P("x"),) * 7)
+    outs = f(np.concatenate(_blocks(data, 0)))
+    for k, got in enumerate(outs):
+        want = np.concatenate([data[f"d{d}_out{k}"] for d in range(4)])
+        assert got.dtype == want.dtype and got.shape == want.shape, k
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_2x2_mesh_reduces_and_gathers_over_its_axes_as_jax():
+    data = np.load(DATA / "mesh_2x2.npz")
+    mesh = tk.Mesh((2, 2), ("data", "model"))
+
+    def mesh_2x2(a):
+        return (tk.lax.psum(a, "model"), tk.lax.all_gather(a, "data", tiled=True),
+                tk.lax.pmean(a, ("data", "model")),
+                np.broadcast_to(tk.lax.axis_index("model") * 10 + tk.lax.axis_index("data"),
+                                (1, 1)))
+
+    spec = tk.P("data", "model")
+    f = tk.shard_map(mesh_2x2, mesh, in_specs=spec, out_specs=(spec,) * 4)
+    b = _blocks(data, 0)
+    outs = f(np.block([[b[0], b[1]], [b[2], b[3]]]))
+    for k, got in enumerate(outs):
+        w = [data[f"d{d}_out{k}"] for d in range(4)]
+        np.testing.assert_array_equal(got, np.block([[w[0], w[1]], [w[2], w[3]]]))
+
+
+def test_megatron_row_parallel_linear_is_the_unsharded_product():
+    data = np.load(DATA / "row_parallel_linear.npz")
+    mesh = tk.Mesh((4,), ("x",))
+    f = tk.shard_map(lambda x, w: tk.lax.psum(np.tanh(x @ w), "x"), mesh,
+                     in_specs=(tk.P(None, "x"), tk.P("x", None)), out_specs=tk.P())
+    x, w = np.concatenate(_blocks(data, 0), axis=1), np.concatenate(_blocks(data, 1), axis=0)
+    got = f(x, w)
+    np.testing.assert_allclose(got, data["d0_out0"], rtol=1e-6, atol=1e-6)
+    # and what it computes in NumPy: the sum over devices of tanh of each device's partial dot
+    want = sum(np.tanh(x[:, 4 * d:4 * d + 4] @ w[4 * d:4 * d + 4]) for d in range(4))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_untiled_forms_and_all_to_all_between_axes_match_numpy():
+    mesh = tk.Mesh((4,), ("x",))
+    x = np.arange(4 * 4 * 6, dtype=np.float64).reshape(16, 6)
+
+    def f(a):  # a: (4, 6) per device
+        stacked = tk.lax.all_gather(a, "x")  # (4, 4, 6): a new leading axis
+        scattered = tk.lax.psum_scatter(a, "x", scatter_dimension=0)  # (6,): row d of the sum
+        moved = tk.lax.all_to_all(a, "x", 0, 1, tiled=True)  # (1, 24)
+        return stacked, scattered, moved
+
+    stacked, scattered, moved = tk.shard_map(
+        f, mesh, in_specs=tk.P("x"), out_specs=(tk.P("x"), tk.P("x"), tk.P("x")))(x)
+    blocks = np.split(x, 4)
+    np.testing.assert_array_equal(stacked, np.concatenate([np.stack(blocks)] * 4))
+    total = sum(blocks)
+    np.testing.assert_array_equal(scattered, total.reshape(-1))
+    want = np.concatenate([np.concatenate([b[d:d + 1] for b in blocks], axis=1)
+                           for d in range(4)])
+    np.testing.assert_array_equal(moved, want)
+
+
+def test_ppermute_along_one_axis_of_a_2d_mesh():
+    mesh = tk.Mesh((2, 3), ("a", "b"))
+    x = np.arange(6 * 2, dtype=np.int32).reshape(6, 2)
+    f = tk.shard_map(lambda v: tk.lax.ppermute(v, "b", [(0, 1), (1, 2)]), mesh,
+                     in_specs=tk.P(("a", "b")), out_specs=tk.P(("a", "b")))
+    got = f(x)
+    want = np.zeros_like(x)
+    for a in range(2):
+        for s, t in [(0, 1), (1, 2)]:
+            want[a * 3 + t] = x[a * 3 + s]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_program_without_collectives_runs_compiled_on_every_device():
+    mesh = tk.Mesh((2,), ("x",))
+    x = np.linspace(-2, 2, 64).reshape(8, 8)
+    f = tk.shard_map(lambda v: np.tanh(v) * 2 + v.sum(axis=1, keepdims=True), mesh,
+                     in_specs=tk.P("x"), out_specs=tk.P("x"), backend="cpu")
+    want = np.concatenate([np.tanh(b) * 2 + b.sum(axis=1, keepdims=True)
+                           for b in np.split(x, 2)])
+    np.testing.assert_allclose(f(x), want, rtol=1e-15, atol=1e-15)
+
+
+def test_broken_promises_and_bad_specs_are_errors_that_name_them():
+    mesh = tk.Mesh((4,), ("x",))
+    with pytest.raises(ValueError, match=r"out_specs P\(\) leaves out mesh axis 'x'.*devices 0 "
+                                         "and 1 differ"):
+        tk.shard_map(lambda a: a * 2, mesh, in_specs=tk.P("x"), out_specs=tk.P())(np.arange(8.))
+    with pytest.raises(ValueError, match=r"dimension 0 of argument 0 of <lambda> \(shape "
+                                         r"\(6,\)\) does not split into 4 equal blocks"):
+        tk.shard_map(lambda a: a, mesh, in_specs=tk.P("x"), out_specs=tk.P("x"))(np.ones(6))
+    with pytest.raises(ValueError, match="names axis 'y', which the mesh"):
+        tk.shard_map(lambda a: a, mesh, in_specs=tk.P("y"), out_specs=tk.P("x"))(np.ones(8))
+    with pytest.raises(NameError, match="unbound axis name: 'y'"):
+        tk.shard_map(lambda a: tk.lax.psum(a, "y"), mesh, in_specs=tk.P("x"),
+                     out_specs=tk.P())(np.ones(8))
+    with pytest.raises(NameError, match="unbound axis name: 'x'"):
+        tk.lax.psum(np.ones(3), "x")
+    with pytest.raises(ValueError, match="numbered 0..3 row-major"):
+        tk.Mesh(np.array([1, 0, 2, 3]), ("x",))
+
+
+def test_the_compiled_program_shows_the_collectives_as_jax_lowers_them():
+    """One replica group per combination of the other axes, ordered by the named axis, with a
+    channel id and flattened device ids, as JAX lowers psum under SPMD."""
+    from toolkit.frontend.collectives import mesh_context
+    from toolkit.spmd import _compile
+
+    mesh = tk.Mesh((2, 2), ("data", "model"))
+
+    def over(axis):
+        def traced(a):
+            with mesh_context(mesh):
+                return tk.lax.psum(a, axis)
+        return _compile(traced, [np.ones((2, 2), np.float32)], None).as_text(metadata=False)
+
+    for axis, groups in (("model", "{{0,1},{2,3}}"), ("data", "{{0,2},{1,3}}")):
+        assert (f"all-reduce(%a.2), channel_id=1, replica_groups={groups}, "
+                "use_global_device_ids=true, to_apply=") in over(axis)

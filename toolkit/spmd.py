@@ -1,0 +1,182 @@
+"""``tk.shard_map(f, mesh, in_specs, out_specs)``, with JAX's semantics, on host devices.
+
+Each argument is split into per-device blocks by its ``in_specs`` entry (a mesh axis named for
+a dimension splits it; an axis not named replicates it). ``f`` is traced once on a block's
+shapes, its collectives (``tk.lax.psum`` ...) naming mesh axes, and compiled once. Then every
+device runs the program on its blocks, one thread per device of this process (XLA's host
+platform with a forced device count), the collectives meeting in shared memory
+(``ir/collectives.py``). The outputs are assembled by ``out_specs``: blocks concatenated along
+the dimensions that name an axis. An axis an output's spec leaves out is a promise that the
+devices along it computed the same value (JAX's); toolkit checks that promise on every call
+and raises, naming the devices, where it does not hold.
+
+Programs with collectives run on the reference interpreter: the compiling backends do not
+compile collectives yet. A program without any runs on ``backend``."""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .api import jit
+from .config import env_int
+from .frontend.collectives import Mesh, P, mesh_context
+from .ir.collectives import DEFAULT_TIMEOUT_S, CollectiveError, DeviceRun, on_device
+from .ir.ops import GroupOp
+
+
+def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | None = None,
+              timeout: float | None = None) -> Callable:
+    """``f`` run on every device of ``mesh`` over its blocks of the arguments (see the module
+    docstring). ``in_specs``: one ``tk.P`` per positional argument (or one for all);
+    ``out_specs``: one per output (a tuple when ``f`` returns a tuple)."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"shard_map: mesh must be a tk.Mesh, got {type(mesh).__name__}")
+    name = getattr(f, "__name__", "f")
+    programs: dict[tuple, object] = {}
+
+    def traced(*blocks):
+        with mesh_context(mesh):
+            return f(*blocks)
+    traced.__name__ = traced.__qualname__ = name
+
+    def run(*args):
+        specs = _per_argument(in_specs, len(args), "in_specs")
+        arrays = [np.asarray(a) for a in args]
+        for k, (a, spec) in enumerate(zip(arrays, specs)):
+            _check_spec(spec, a.ndim, mesh, f"argument {k} of {name}", a.shape)
+        blocks = [[_block(a, spec, mesh, d) for a, spec in zip(arrays, specs)]
+                  for d in range(mesh.size)]
+        key = tuple((b.shape, b.dtype.str) for b in blocks[0])
+        compiled = programs.get(key)
+        if compiled is None:
+            compiled = programs[key] = _compile(traced, blocks[0], backend)
+        outs = _run_devices(compiled, blocks, mesh, timeout)
+        single = not isinstance(outs[0], tuple)
+        per_device = [(o,) if single else o for o in outs]
+        specs_out = _per_argument(out_specs if not single else (out_specs,),
+                                  len(per_device[0]), "out_specs")
+        results = tuple(_assemble([p[k] for p in per_device], spec, mesh, f"output {k} of {name}")
+                        for k, spec in enumerate(specs_out))
+        return results[0] if single else results
+
+    run.__name__ = name
+    run.__wrapped__ = f
+    return run
+
+
+def _per_argument(specs, count: int, what: str) -> list[P]:
+    if isinstance(specs, P) or specs is None:
+        return [specs or P()] * count
+    specs = list(specs)
+    if len(specs) != count:
+        raise ValueError(f"shard_map: {what} has {len(specs)} entries for {count} values")
+    return [s if s is not None else P() for s in specs]
+
+
+def _check_spec(spec: P, ndim: int, mesh: Mesh, what: str, shape) -> None:
+    if len(spec) > ndim:
+        raise ValueError(f"shard_map: {what} has {ndim} dimensions but its spec {spec!r} names "
+                         f"{len(spec)}")
+    named: list[str] = []
+    for d in range(len(spec)):
+        for axis in spec.axes(d):
+            if axis not in mesh.shape:
+                raise ValueError(f"shard_map: {what}: spec {spec!r} names axis {axis!r}, which "
+                                 f"the mesh {mesh!r} does not have")
+            named.append(axis)
+        n = math.prod(mesh.shape[a] for a in spec.axes(d))
+        if shape is not None and shape[d] % n:
+            raise ValueError(f"shard_map: dimension {d} of {what} (shape {tuple(shape)}) does "
+                             f"not split into {n} equal blocks over {spec.axes(d)}")
+    if len(set(named)) != len(named):
+        raise ValueError(f"shard_map: {what}: spec {spec!r} names an axis twice")
+
+
+def _block_index(spec: P, mesh: Mesh, device: int, shape) -> tuple[slice, ...]:
+    at = mesh.coordinates(device)
+    index = []
+    for d, size in enumerate(shape):
+        axes = spec.axes(d)
+        if not axes:
+            index.append(slice(None))
+            continue
+        n = math.prod(mesh.shape[a] for a in axes)
+        k = 0
+        for a in axes:  # the first named axis is the major one, as JAX's
+            k = k * mesh.shape[a] + at[a]
+        block = size // n
+        index.append(slice(k * block, (k + 1) * block))
+    return tuple(index)
+
+
+def _block(array: np.ndarray, spec: P, mesh: Mesh, device: int) -> np.ndarray:
+    return np.ascontiguousarray(array[_block_index(spec, mesh, device, array.shape)])
+
+
+def _compile(traced, blocks, backend):
+    lowered = jit(traced, backend="interpreter").lower(*blocks)
+    has_collectives = any(i.opcode in GroupOp.COLLECTIVE for c in lowered.hlo.computations
+                          for i in c.instructions)
+    if not has_collectives and backend not in (None, "interpreter"):
+        lowered = jit(traced, backend=backend).lower(*blocks)
+    return lowered.compile()
+
+
+def _run_devices(compiled, blocks, mesh: Mesh, timeout: float | None):
+    if timeout is None:
+        timeout = float(env_int("TOOLKIT_COLLECTIVE_TIMEOUT", int(DEFAULT_TIMEOUT_S), 1, 86400))
+    run = DeviceRun(1, mesh.size, timeout)  # SPMD: one replica, a partition per device
+    outs: list = [None] * mesh.size
+    errors: dict[int, BaseException] = {}
+
+    def device_main(device: int) -> None:
+        try:
+            with on_device(run, device):
+                outs[device] = compiled(*blocks[device])
+        except BaseException as e:  # noqa: BLE001 (a failure must release the other devices)
+            errors[device] = e
+            run.fail(device, e)
+
+    threads = [threading.Thread(target=device_main, args=(d,), daemon=True,
+                                name=f"toolkit-device-{d}") for d in range(mesh.size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        causes = {d: e for d, e in errors.items() if not isinstance(e, CollectiveError)}
+        device, error = min((causes or errors).items())
+        if causes:
+            raise error  # the user's own error (a shape, a dtype ...), as one device saw it
+        raise CollectiveError(f"device {device}: {error}") from None
+    return outs
+
+
+def _assemble(blocks: Sequence[np.ndarray], spec: P, mesh: Mesh, what: str) -> np.ndarray:
+    first = np.asarray(blocks[0])
+    _check_spec(spec, first.ndim, mesh, what, None)
+    named = {a for d in range(len(spec)) for a in spec.axes(d)}
+    unnamed = [a for a in mesh.axis_names if a not in named]
+    # the promise of an axis left out: every device along it holds the same block
+    for device in range(mesh.size):
+        at = mesh.coordinates(device)
+        if any(at[a] for a in unnamed):
+            base = dict(at, **{a: 0 for a in unnamed})
+            reference = int(mesh.devices[tuple(base[a] for a in mesh.axis_names)])
+            mine, theirs = np.asarray(blocks[device]), np.asarray(blocks[reference])
+            if mine.shape != theirs.shape or not np.array_equal(mine, theirs, equal_nan=True):
+                raise ValueError(
+                    f"shard_map: {what}: out_specs {spec!r} leaves out mesh axis "
+                    f"{[a for a in unnamed if at[a]][0]!r}, a promise that the devices along it "
+                    f"compute the same value, but devices {reference} and {device} differ; name "
+                    "the axis in the spec, or reduce over it (tk.lax.psum, pmean)")
+    shape = list(first.shape)
+    for d in range(len(spec)):
+        shape[d] *= math.prod(mesh.shape[a] for a in spec.axes(d))
+    out = np.empty(shape, first.dtype)
+    for device in range(mesh.size):
+        out[_block_index(spec, mesh, device, shape)] = blocks[device]
+    return out
