@@ -212,8 +212,8 @@ def test_cost_analysis_counts_xlas_collective_costs():
     assert cost["flops"] == 8 and cost["bytes accessed"] == 64
 
 
-@pytest.mark.parametrize("backend", ["cpu", "gpu-simulated"])
-def test_compiling_backends_refuse_collectives_naming_them(backend):
+@pytest.mark.parametrize("backend", ["gpu-simulated"])
+def test_the_gpu_backend_refuses_collectives_naming_them(backend):
     module = _module("  n = f32[8] negate(p)\n"
                      "  ROOT ar = f32[8] all-reduce(n), replica_groups={}, to_apply=add")
     with pytest.raises(CollectivesNotCompiled, match=r"%ar \(all-reduce\) in %e: the .* "
@@ -233,3 +233,10 @@ def test_programs_xla_partitioned_run_as_on_xla(name):
     for d, got in enumerate(outs):
         for k, value in enumerate(got):
             np.testing.assert_allclose(value, data[f"d{d}_out{k}"], rtol=2e-6, atol=1e-6)
+
+
+def test_the_cpu_backend_runs_collectives_between_its_kernels():
+    module = _module("  n = f32[8] negate(p)\n"
+                     "  ROOT ar = f32[8] all-reduce(n), replica_groups={}, to_apply=add")
+    np.testing.assert_array_equal(tk.hlo.run(module, np.ones(8, np.float32), backend="cpu")[0],
+                                  -np.ones(8, np.float32))

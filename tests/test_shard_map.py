@@ -141,8 +141,43 @@ def test_the_compiled_program_shows_the_collectives_as_jax_lowers_them():
         def traced(a):
             with mesh_context(mesh):
                 return tk.lax.psum(a, axis)
-        return _compile(traced, [np.ones((2, 2), np.float32)], None).as_text(metadata=False)
+        compiled, has_collectives = _compile(traced, [np.ones((2, 2), np.float32)], None)
+        assert has_collectives
+        return compiled.as_text(metadata=False)
 
     for axis, groups in (("model", "{{0,1},{2,3}}"), ("data", "{{0,2},{1,3}}")):
         assert (f"all-reduce(%a.2), channel_id=1, replica_groups={groups}, "
                 "use_global_device_ids=true, to_apply=") in over(axis)
+
+
+def test_collectives_run_between_compiled_kernels_on_the_cpu():
+    """backend="cpu": the kernels are compiled and each device's collectives meet the others'
+    between them, on the device's thread; the results are the interpreter's (tanh within its
+    ulp bound)."""
+    mesh = tk.Mesh((2, 2), ("data", "model"))
+
+    def block(x, w):
+        h = np.tanh(x @ w)
+        return (tk.lax.psum(h, "model"), tk.lax.all_gather(h * 2, "data", tiled=True),
+                tk.lax.ppermute(x, "model", [(0, 1), (1, 0)]) + tk.lax.axis_index("data"))
+
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((8, 6)), rng.standard_normal((6, 4))
+    specs = dict(in_specs=(tk.P("data", "model"), tk.P("model", None)),
+                 out_specs=(tk.P("data", None), tk.P(None, "model"), tk.P("data", "model")))
+    compiled = tk.shard_map(block, mesh, backend="cpu", **specs)(x, w)
+    interpreted = tk.shard_map(block, mesh, backend="interpreter", **specs)(x, w)
+    for got, want in zip(compiled, interpreted, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interpreter"])
+def test_collectives_inside_a_loop_meet_once_per_trip(backend):
+    mesh = tk.Mesh((4,), ("x",))
+    f = tk.shard_map(lambda a: tk.lax.fori_loop(0, 3, lambda i, v: tk.lax.psum(v, "x") * 0.5, a),
+                     mesh, in_specs=tk.P("x"), out_specs=tk.P("x"), backend=backend)
+    x = np.arange(8.0)
+    values = np.split(x, 4)
+    for _ in range(3):
+        values = [sum(values) * 0.5] * 4
+    np.testing.assert_array_equal(f(x), np.concatenate(values))

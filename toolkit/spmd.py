@@ -10,8 +10,8 @@ the dimensions that name an axis. An axis an output's spec leaves out is a promi
 devices along it computed the same value (JAX's); toolkit checks that promise on every call
 and raises, naming the devices, where it does not hold.
 
-Programs with collectives run on the reference interpreter: the compiling backends do not
-compile collectives yet. A program without any runs on ``backend``."""
+On the CPU backend the collectives run between the compiled kernels, on each device's thread;
+the GPU backend does not compile them yet (it says so, naming the op)."""
 from __future__ import annotations
 
 import math
@@ -53,7 +53,7 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
         compiled = programs.get(key)
         if compiled is None:
             compiled = programs[key] = _compile(traced, blocks[0], backend)
-        outs = _run_devices(compiled, blocks, mesh, timeout)
+        outs = _run_devices(*compiled, blocks, mesh, timeout)
         single = not isinstance(outs[0], tuple)
         per_device = [(o,) if single else o for o in outs]
         specs_out = _per_argument(out_specs if not single else (out_specs,),
@@ -117,15 +117,42 @@ def _block(array: np.ndarray, spec: P, mesh: Mesh, device: int) -> np.ndarray:
 
 
 def _compile(traced, blocks, backend):
-    lowered = jit(traced, backend="interpreter").lower(*blocks)
-    has_collectives = any(i.opcode in GroupOp.COLLECTIVE for c in lowered.hlo.computations
-                          for i in c.instructions)
-    if not has_collectives and backend not in (None, "interpreter"):
-        lowered = jit(traced, backend=backend).lower(*blocks)
-    return lowered.compile()
+    options = {} if backend is None else {"backend": backend}
+    lowered = jit(traced, **options).lower(*blocks)
+    has_collectives = any(i.opcode in GroupOp.COLLECTIVE
+                          for c in lowered.hlo.computations for i in c.instructions)
+    return lowered.compile(), has_collectives
 
 
-def _run_devices(compiled, blocks, mesh: Mesh, timeout: float | None):
+class _DeviceThreads:
+    """Threads that stay for the devices after the first (the calling thread is device 0):
+    starting threads costs more than a small program's whole run. One SPMD call at a time uses
+    them, since every device of a call must run at once for its collectives to meet."""
+
+    _pools: dict[int, "_DeviceThreads"] = {}
+    _pools_lock = threading.Lock()
+
+    def __init__(self, count: int):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix="toolkit-device")
+        self.lock = threading.Lock()
+
+    @classmethod
+    def for_devices(cls, devices: int) -> "_DeviceThreads":
+        with cls._pools_lock:
+            pool = cls._pools.get(devices - 1)
+            if pool is None:
+                if len(cls._pools) >= 8:  # a bound: meshes of many sizes keep 8 pools at most
+                    cls._pools.pop(next(iter(cls._pools))).executor.shutdown(wait=False)
+                pool = cls._pools[devices - 1] = cls(devices - 1)
+            return pool
+
+
+def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: float | None):
+    if not has_collectives:
+        # nothing to meet: each device's run is independent, so the calling thread runs them
+        return [compiled(*blocks[d]) for d in range(mesh.size)]
     if timeout is None:
         timeout = float(env_int("TOOLKIT_COLLECTIVE_TIMEOUT", int(DEFAULT_TIMEOUT_S), 1, 86400))
     run = DeviceRun(1, mesh.size, timeout)  # SPMD: one replica, a partition per device
@@ -140,12 +167,15 @@ def _run_devices(compiled, blocks, mesh: Mesh, timeout: float | None):
             errors[device] = e
             run.fail(device, e)
 
-    threads = [threading.Thread(target=device_main, args=(d,), daemon=True,
-                                name=f"toolkit-device-{d}") for d in range(mesh.size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    pool = _DeviceThreads.for_devices(mesh.size) if mesh.size > 1 else None
+    if pool is None:
+        device_main(0)
+    else:
+        with pool.lock:
+            futures = [pool.executor.submit(device_main, d) for d in range(1, mesh.size)]
+            device_main(0)
+            for future in futures:
+                future.result()
     if errors:
         causes = {d: e for d, e in errors.items() if not isinstance(e, CollectiveError)}
         device, error = min((causes or errors).items())
