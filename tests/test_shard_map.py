@@ -181,3 +181,40 @@ def test_collectives_inside_a_loop_meet_once_per_trip(backend):
     for _ in range(3):
         values = [sum(values) * 0.5] * 4
     np.testing.assert_array_equal(f(x), np.concatenate(values))
+
+
+def test_every_collective_is_profiled_with_nccl_tests_bandwidths(tmp_path):
+    from toolkit.ir.collectives import bus_bandwidth_factor
+
+    assert bus_bandwidth_factor("all-reduce", 4) == 1.5
+    assert bus_bandwidth_factor("all-gather", 4) == bus_bandwidth_factor("all-to-all", 4) == 0.75
+    assert bus_bandwidth_factor("collective-permute", 4) == 1.0
+    mesh = tk.Mesh((4,), ("x",))
+    f = tk.shard_map(lambda a: tk.lax.all_gather(tk.lax.psum(a, "x"), "x", tiled=True), mesh,
+                     in_specs=tk.P("x"), out_specs=tk.P("x"), backend="cpu")
+    x = np.ones(4 * 256, np.float32)
+    f(x)
+    with tk.profile() as prof:
+        f(x)
+    events = prof.collectives
+    assert sorted((e.op, e.device) for e in events) == sorted(
+        (op, d) for op in ("all-reduce", "all-gather") for d in range(4))
+    for e in events:
+        assert e.group == (0, 1, 2, 3) and e.function == "<lambda>"
+        # nccl-tests' S: the all-reduce's buffer, the all-gather's whole result
+        assert e.bytes == (256 * 4 if e.op == "all-reduce" else 4 * 256 * 4)
+        assert e.busbw == pytest.approx(e.algbw * bus_bandwidth_factor(e.op, 4))
+        assert e.wait >= 0 and e.duration > 0
+    for op in ("all-reduce", "all-gather"):  # every device agrees on who came last
+        assert len({e.last for e in events if e.op == op}) == 1
+    text = prof.summary()
+    assert "collectives: 8 device parts in 2 meetings" in text and "straggler: device" in text
+    prof.to_chrome_trace(str(tmp_path / "trace.json"))
+    import json
+
+    spans = [e for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+             if e.get("cat") == "collective"]
+    assert len(spans) == 8 and {s["name"].split()[0] for s in spans} == {"all-reduce",
+                                                                        "all-gather"}
+    prof.save(str(tmp_path / "run.json"))
+    assert len(tk.Profile.load(str(tmp_path / "run.json")).collectives) == 8

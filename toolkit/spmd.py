@@ -23,7 +23,10 @@ import numpy as np
 from .api import jit
 from .config import env_int
 from .frontend.collectives import Mesh, P, mesh_context
-from .ir.collectives import DEFAULT_TIMEOUT_S, CollectiveError, DeviceRun, on_device
+from .profiler.events import CollectiveEvent
+from .profiler.recorder import RECORDER
+from .ir.collectives import (DEFAULT_TIMEOUT_S, CollectiveError, DeviceRun, algorithm_bytes,
+                             bus_bandwidth_factor, on_device)
 from .ir.ops import GroupOp
 
 
@@ -53,7 +56,7 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
         compiled = programs.get(key)
         if compiled is None:
             compiled = programs[key] = _compile(traced, blocks[0], backend)
-        outs = _run_devices(*compiled, blocks, mesh, timeout)
+        outs = _run_devices(*compiled, blocks, mesh, timeout, name)
         single = not isinstance(outs[0], tuple)
         per_device = [(o,) if single else o for o in outs]
         specs_out = _per_argument(out_specs if not single else (out_specs,),
@@ -149,13 +152,16 @@ class _DeviceThreads:
             return pool
 
 
-def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: float | None):
+def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: float | None,
+                 function: str = ""):
     if not has_collectives:
         # nothing to meet: each device's run is independent, so the calling thread runs them
         return [compiled(*blocks[d]) for d in range(mesh.size)]
     if timeout is None:
         timeout = float(env_int("TOOLKIT_COLLECTIVE_TIMEOUT", int(DEFAULT_TIMEOUT_S), 1, 86400))
-    run = DeviceRun(1, mesh.size, timeout)  # SPMD: one replica, a partition per device
+    recording = RECORDER.active
+    # SPMD: one replica, a partition per device; with a profile open, every meeting is logged
+    run = DeviceRun(1, mesh.size, timeout, RECORDER.clock.now if recording else None)
     outs: list = [None] * mesh.size
     errors: dict[int, BaseException] = {}
 
@@ -176,6 +182,8 @@ def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: f
             device_main(0)
             for future in futures:
                 future.result()
+    if recording:
+        _record(run, function)
     if errors:
         causes = {d: e for d, e in errors.items() if not isinstance(e, CollectiveError)}
         device, error = min((causes or errors).items())
@@ -183,6 +191,18 @@ def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: f
             raise error  # the user's own error (a shape, a dtype ...), as one device saw it
         raise CollectiveError(f"device {device}: {error}") from None
     return outs
+
+
+def _record(run: DeviceRun, function: str) -> None:
+    """A CollectiveEvent per device per collective, bandwidths by nccl-tests' formulas."""
+    for m in run.meetings:
+        wait = max(m.ready - m.arrived, 0.0)
+        busy = max(m.done - max(m.ready, m.arrived), 1e-9)
+        nbytes = algorithm_bytes(m)
+        algbw = nbytes / busy
+        RECORDER.record(CollectiveEvent(
+            function, m.opcode, m.name, m.device, m.group, nbytes, m.arrived, wait, busy, algbw,
+            algbw * bus_bandwidth_factor(m.opcode, len(m.group)), m.last))
 
 
 def _assemble(blocks: Sequence[np.ndarray], spec: P, mesh: Mesh, what: str) -> np.ndarray:

@@ -158,13 +158,35 @@ class _Slot:
     name: str
     values: dict
     readers: int = 0
+    ready: float = 0.0  # when the last device of the group arrived
+
+
+@dataclass(frozen=True, slots=True)
+class Meeting:
+    """One device's part in one collective, for the profile: when it arrived, when the last
+    device of its group arrived (``ready``: the wait in between is the straggler's cost) and
+    when its result was made."""
+
+    device: int
+    sequence: int
+    opcode: str
+    name: str
+    group: tuple[int, ...]
+    operand_bytes: int
+    result_bytes: int
+    arrived: float
+    ready: float
+    done: float
+    last: int  # the device whose arrival completed the group
 
 
 class DeviceRun:
     """The devices of one SPMD execution (threads of one process) and where they meet."""
 
     def __init__(self, replicas: int, partitions: int = 1,
-                 timeout: float = DEFAULT_TIMEOUT_S):
+                 timeout: float = DEFAULT_TIMEOUT_S, clock: Callable[[], float] | None = None):
+        """``clock``: when given, every device's part in every collective is logged
+        (``meetings``) with times from it."""
         if replicas < 1 or partitions < 1:
             raise ValueError(f"an SPMD run needs at least one replica and one partition, not "
                              f"{replicas} and {partitions}")
@@ -173,6 +195,9 @@ class DeviceRun:
         self._cv = threading.Condition()
         self._slots: dict[tuple, _Slot] = {}
         self.failed: dict[int, BaseException] = {}
+        self.clock = clock
+        self.meetings: list[Meeting] = []
+        self._last: dict[tuple, int] = {}
 
     def fail(self, device: int, error: BaseException) -> None:
         """``device`` stopped with ``error``: every device waiting for it stops too."""
@@ -186,6 +211,8 @@ class DeviceRun:
         ``result(values by device)`` once every device of ``group`` has deposited."""
         key = (sequence, group)
         deadline = time.monotonic() + self.timeout
+        clock = self.clock
+        arrived = clock() if clock is not None else 0.0
         with self._cv:
             slot = self._slots.get(key)
             if slot is None:
@@ -195,7 +222,12 @@ class DeviceRun:
                     f"device {device} ran {inst.opcode} %{inst.name} as its collective number "
                     f"{sequence}, where device {min(slot.values)} ran {slot.opcode} %{slot.name}: "
                     "the devices run different programs")
-            slot.values[device] = value
+            # a copy, as a send buffer is: the device goes on once its own result is made, and
+            # its next kernels may write the buffer it handed in while a peer still reads it
+            slot.values[device] = _copied(value)
+            if len(slot.values) == len(group):
+                slot.ready = clock() if clock is not None else 0.0
+                self._last[key] = device
             self._cv.notify_all()
             while len(slot.values) < len(group):
                 failed = [d for d in group if d in self.failed and d not in slot.values]
@@ -212,11 +244,48 @@ class DeviceRun:
                         f"{self.timeout:g} s (device {device} waited; TOOLKIT_COLLECTIVE_TIMEOUT "
                         "sets the limit)")
                 self._cv.wait(min(left, 0.5))
-            out = result(slot.values)
+            ready, last = slot.ready, self._last.get(key, device)
             slot.readers += 1
             if slot.readers == len(group):
                 del self._slots[key]
-            return out
+                self._last.pop(key, None)
+        out = result(slot.values)  # (outside the lock: the devices combine at once)
+        if clock is not None:
+            with self._cv:
+                self.meetings.append(Meeting(
+                    device, sequence, inst.opcode, inst.name, group, _nbytes(value),
+                    _nbytes(out), arrived, ready, clock(), last))
+        return out
+
+
+def _copied(value):
+    if isinstance(value, tuple):
+        return tuple(_copied(v) for v in value)
+    return np.array(value, copy=True)
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return int(getattr(value, "nbytes", 0))
+
+
+def bus_bandwidth_factor(opcode: str, n: int) -> float:
+    """nccl-tests' busbw / algbw: all-reduce 2(n-1)/n; all-gather, reduce-scatter and
+    all-to-all (n-1)/n; a permute (send/recv) 1 (doc/PERFORMANCE.md)."""
+    if opcode == "all-reduce":
+        return 2 * (n - 1) / n
+    if opcode in ("all-gather", "reduce-scatter", "all-to-all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def algorithm_bytes(meeting: Meeting) -> int:
+    """nccl-tests' S: the all-reduce's (and a permute's) buffer; all-gather's whole result
+    (recvcount x n); reduce-scatter's and all-to-all's whole operand (count x n)."""
+    if meeting.opcode == "all-gather":
+        return meeting.result_bytes
+    return meeting.operand_bytes
 
 
 class _Context(threading.local):

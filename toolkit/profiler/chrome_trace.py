@@ -3,12 +3,13 @@ dispatch tracks), one per device (a track per stream, one for the copy engine), 
 counters, and flow arrows from each recompilation to the kernels it produced."""
 from __future__ import annotations
 
-from .events import (AllocationEvent, CompileEvent, DispatchEvent, GraphBreakEvent, KernelEvent,
-                     PassEvent, RecompileEvent, TransferEvent)
+from .events import (AllocationEvent, CollectiveEvent, CompileEvent, DispatchEvent,
+                     GraphBreakEvent, KernelEvent, PassEvent, RecompileEvent, TransferEvent)
 
 HOST_PID = 1
 COMPILE_TID, DISPATCH_TID = 1, 2
 COPY_TID = 1000
+COLLECTIVES_STREAM = 99  # a track of its own on each host device, beside its kernels
 
 
 def _us(seconds: float, origin: float) -> float:
@@ -198,6 +199,18 @@ def chrome_trace(events, origin: float = 0.0) -> dict:
             out.append({"ph": "X", "cat": "gpu_memcpy", "name": e.direction, "pid": pid, "tid": tid,
                         "ts": _us(e.start, origin), "dur": _dur(e.duration),
                         "args": {"bytes": e.bytes, "what": e.what, "location": e.location}})
+        elif isinstance(e, CollectiveEvent):
+            pid = device_pid(f"host:{e.device}")
+            tid = stream_tid(pid, COLLECTIVES_STREAM, "collectives")
+            args = {"group": list(e.group), "bytes": e.bytes, "last to arrive": e.last,
+                    "algbw GB/s": e.algbw / 1e9, "busbw GB/s": e.busbw / 1e9}
+            if e.wait > 0:
+                out.append({"ph": "X", "cat": "collective_wait", "name": f"wait: {e.op}",
+                            "pid": pid, "tid": tid, "ts": _us(e.start, origin),
+                            "dur": _dur(e.wait), "args": args})
+            out.append({"ph": "X", "cat": "collective", "name": f"{e.op} %{e.name}", "pid": pid,
+                        "tid": tid, "ts": _us(e.start + e.wait, origin),
+                        "dur": _dur(e.duration), "args": args})
         elif isinstance(e, AllocationEvent):
             pid = device_pid(e.device)
             out.append({"ph": "C", "name": "live memory", "pid": pid, "ts": _us(e.start, origin),

@@ -204,9 +204,32 @@ class GraphBreakEvent:
     thread: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class CollectiveEvent:
+    """One device's part in one collective of an SPMD run (``tk.shard_map``): ``wait`` seconds
+    from its arrival until the last device of its group arrived (``last``: the straggler), then
+    ``duration`` seconds to its result. Bandwidths by nccl-tests' formulas over ``duration``:
+    ``algbw`` = ``bytes`` (nccl-tests' S) / time, ``busbw`` = ``algbw`` x 2(n-1)/n for an
+    all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for a permute."""
+
+    function: str
+    op: str  # all-reduce, all-gather, ...
+    name: str  # the instruction
+    device: int
+    group: tuple[int, ...]
+    bytes: int
+    start: float  # when this device arrived
+    wait: float
+    duration: float
+    algbw: float  # bytes per second
+    busbw: float
+    last: int
+    thread: int = 0
+
+
 EVENT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     CompileEvent, RecompileEvent, PassEvent, FusionDecision, KernelEvent, TransferEvent,
-    AllocationEvent, DispatchEvent, PromotionEvent, GraphBreakEvent)}
+    AllocationEvent, DispatchEvent, PromotionEvent, GraphBreakEvent, CollectiveEvent)}
 _NESTED = {"Phase": Phase, "Cause": Cause}
 
 

@@ -213,6 +213,7 @@ def profile_summary_text(prof, top: int = 10) -> str:
         lines.append(f"float promotions by NumPy scalars: {len(promotions)}")
         lines.extend(f"  {p.function}, {p.message}" for p in promotions)
     lines.extend(graph_break_lines(getattr(prof, "graph_breaks", ())))
+    lines.extend(collective_lines(getattr(prof, "collectives", ())))
     return "\n".join(lines)
 
 
@@ -268,3 +269,33 @@ def transfer_lines(transfers) -> list[str]:
 
 def profile_summary_html(prof) -> str:
     return f"<pre class='toolkit-profile'>{html.escape(profile_summary_text(prof))}</pre>"
+
+
+def collective_lines(events) -> list[str]:
+    """Per collective op: how many, time waiting for peers against time combining, bus
+    bandwidth, and the straggler: the device whose arrival completed the most groups."""
+    if not events:
+        return []
+    by_op: dict[str, list] = {}
+    for e in events:
+        by_op.setdefault(e.op, []).append(e)
+    lines = [f"collectives: {len(events)} device parts in "
+             f"{len({(e.name, e.start) for e in events if e.device == e.last})} meetings"]
+    for op, group in sorted(by_op.items()):
+        wait = sum(e.wait for e in group)
+        busy = sum(e.duration for e in group)
+        nbytes = sum(e.bytes for e in group)
+        busbw = sum(e.busbw * e.duration for e in group) / busy if busy else 0.0
+        lines.append(f"  {op:<20} {len(group):6d} parts  {_ms(wait)} waiting for peers, "
+                     f"{_ms(busy)} combining, {nbytes / 1e6:.3g} MB, busbw {busbw / 1e9:.3g} GB/s")
+    last: dict[int, int] = {}
+    for e in events:
+        if e.device == e.last:
+            last[e.device] = last.get(e.device, 0) + 1
+    if last:
+        device, count = max(last.items(), key=lambda kv: (kv[1], -kv[0]))
+        total = sum(last.values())
+        lines.append(f"  straggler: device {device} arrived last at {count} of {total} meetings"
+                     + (" (the others waited for it)" if count > total / 2 else ""))
+    return lines
+

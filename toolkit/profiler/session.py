@@ -6,10 +6,10 @@ import threading
 from typing import Iterable
 
 from .clock import DEFAULT_CLOCK
-from .events import (SCHEMA_FORMAT, SCHEMA_VERSION, AllocationEvent, CompileEvent, DispatchEvent,
-                     FusionDecision, KernelEvent, PassEvent, RecompileEvent, TransferEvent,
-                     event_from_dict, event_to_dict, PromotionEvent,
-                     GraphBreakEvent)
+from .events import (SCHEMA_FORMAT, SCHEMA_VERSION, AllocationEvent, CollectiveEvent,
+                     CompileEvent, DispatchEvent, FusionDecision, KernelEvent, PassEvent,
+                     RecompileEvent, TransferEvent, event_from_dict, event_to_dict,
+                     PromotionEvent, GraphBreakEvent)
 from .recorder import RECORDER
 
 
@@ -72,6 +72,7 @@ class Profile:
     dispatches = property(lambda self: self._of(DispatchEvent))
     promotions = property(lambda self: self._of(PromotionEvent))
     graph_breaks = property(lambda self: self._of(GraphBreakEvent))
+    collectives = property(lambda self: self._of(CollectiveEvent))
 
     @property
     def wall_seconds(self) -> float:
