@@ -669,12 +669,10 @@ def _build_tables():
     }
     for name, reason in no.items():
         jvp[name] = vjp[name] = NotDifferentiable(reason)
-    collective = NotDifferentiable(
-        "collectives (all-reduce, all-gather, ...) exist in parsed SPMD programs only: their "
-        "derivatives (psum's transpose is psum, all-gather's is reduce-scatter) arrive with "
-        "tk.shard_map, which traces them")
+    # (the data-moving collectives' rules are ad_collectives.py's; these are integer ids)
+    device_id = NotDifferentiable("a device's id is an integer: it has no derivative")
     for name in GroupOp.COLLECTIVE:
-        jvp[name] = vjp[name] = collective
+        jvp[name] = vjp[name] = device_id
     return jvp, vjp
 
 

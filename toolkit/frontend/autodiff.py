@@ -16,6 +16,7 @@ import numpy as np
 from . import ad_control  # noqa: F401  (registers the control-flow rules)
 from . import checkpoint  # noqa: F401  (registers tk.checkpoint's rules)
 from . import ad_linalg  # noqa: F401  (registers the np.linalg rules)
+from . import ad_collectives  # noqa: F401  (registers the collectives' rules)
 from . import lax
 from .ad_engine import Body, jvp_body, vjp_body
 from .ad_rules import zeros_like
@@ -218,4 +219,5 @@ def value_and_grad(fun: Callable, args: tuple, kwargs: dict, argnums: int | Sequ
     return value, grads
 
 
-__all__ = ["vjp", "jvp", "value_and_grad", "ad_control", "ad_linalg", "checkpoint"]
+__all__ = ["vjp", "jvp", "value_and_grad", "ad_control", "ad_linalg", "ad_collectives",
+           "checkpoint"]

@@ -557,8 +557,8 @@ def _build():
         }
     )
     collective = _not_batchable(
-        "collectives exist in parsed SPMD programs only: vmap of them arrives with "
-        "tk.shard_map, which traces them")
+        "tk.vmap of a collective (inside tk.shard_map) is not supported yet: vmap outside the "
+        "collective, or shard_map over one more mesh axis")
     BATCH_RULES.update({name: collective for name in GroupOp.COLLECTIVE})
 
 
