@@ -273,3 +273,24 @@ def test_pmax_has_no_derivative_and_says_so():
                      in_specs=tk.P("x"), out_specs=tk.P("x"))
     with pytest.raises(Exception, match="all-reduce by 'maximum' .* has no derivative"):
         f(np.ones(4))
+
+
+def test_vmap_inside_a_shard_map_batches_through_the_collectives():
+    mesh = tk.Mesh((4,), ("x",))
+
+    def per_example(a):  # a: (3,) per device and example
+        return (tk.lax.psum(a * a, "x"), tk.lax.all_gather(a, "x", tiled=True),
+                tk.lax.psum_scatter(np.tile(a, 4), "x", tiled=True),
+                tk.lax.all_to_all(np.tile(a, 4), "x", 0, 0, tiled=True),
+                tk.lax.ppermute(a, "x", [(0, 1), (1, 0)]))
+
+    def loop(batch):  # the same, one example at a time
+        return tuple(np.stack(rows) for rows in zip(*(per_example(batch[i])
+                                                      for i in range(batch.shape[0]))))
+
+    x = np.random.default_rng(2).standard_normal((5, 12))
+    specs = dict(in_specs=tk.P(None, "x"), out_specs=(tk.P(None, "x"),) * 5, backend="cpu")
+    batched = tk.shard_map(tk.vmap(per_example), mesh, **specs)(x)
+    looped = tk.shard_map(loop, mesh, **specs)(x)
+    for got, want in zip(batched, looped, strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -87,6 +87,13 @@ def _same_attrs(inst, args, flags, size):
     return _emit(inst, args, dict(inst.attrs), size), True
 
 
+def _collective_dimension(inst, args, flags, size):
+    if "dimensions" not in inst.attrs:
+        raise NotBatchableError(f"vmap of {_where(inst)}: the tuple form of all-to-all")
+    return _emit(inst, args, dict(inst.attrs, dimensions=_shifted(inst.attrs["dimensions"])),
+                 size), True
+
+
 def _transpose(inst, args, flags, size):
     return _emit(inst, args, {"dimensions": (0,) + _shifted(inst.attrs["dimensions"])}, size), True
 
@@ -556,10 +563,14 @@ def _build():
             "fusion": _not_batchable("fusions exist only after compilation passes"),
         }
     )
-    collective = _not_batchable(
-        "tk.vmap of a collective (inside tk.shard_map) is not supported yet: vmap outside the "
-        "collective, or shard_map over one more mesh axis")
-    BATCH_RULES.update({name: collective for name in GroupOp.COLLECTIVE})
+    # collectives: every device batches the same way, so the batch dimension rides along
+    # (the combined dimension moves one up); the ids have no operands to batch
+    device_id = _not_batchable("a device's id has no operands: it is the same for every "
+                               "batch element")
+    BATCH_RULES.update({name: device_id for name in GroupOp.COLLECTIVE})
+    BATCH_RULES.update({"all-reduce": _same_attrs, "collective-permute": _same_attrs,
+                        "all-gather": _collective_dimension, "reduce-scatter": _collective_dimension,
+                        "all-to-all": _collective_dimension})
 
 
 _build()
