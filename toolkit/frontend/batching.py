@@ -569,7 +569,8 @@ def _build():
                                "batch element")
     BATCH_RULES.update({name: device_id for name in GroupOp.COLLECTIVE})
     BATCH_RULES.update({"all-reduce": _same_attrs, "collective-permute": _same_attrs,
-                        "all-gather": _collective_dimension, "reduce-scatter": _collective_dimension,
+                        "all-gather": _collective_dimension,
+                        "reduce-scatter": _collective_dimension,
                         "all-to-all": _collective_dimension})
 
 
