@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import toolkit as tk
-from toolkit.backends.base import CollectivesNotCompiled
 from toolkit.ir.collectives import CollectiveError, device_groups, iota_groups
 from toolkit.ir.shape_inference import ShapeError
 from toolkit.passes.cost_analysis import cost_analysis
@@ -212,31 +211,9 @@ def test_cost_analysis_counts_xlas_collective_costs():
     assert cost["flops"] == 8 and cost["bytes accessed"] == 64
 
 
-@pytest.mark.parametrize("backend", ["gpu-simulated"])
-def test_the_gpu_backend_refuses_collectives_naming_them(backend):
+@pytest.mark.parametrize("backend", ["cpu", "gpu-simulated"])
+def test_compiling_backends_run_collectives_between_their_kernels(backend):
     module = _module("  n = f32[8] negate(p)\n"
                      "  ROOT ar = f32[8] all-reduce(n), replica_groups={}, to_apply=add")
-    with pytest.raises(CollectivesNotCompiled, match=r"%ar \(all-reduce\) in %e: the .* "
-                                                     "backend does not compile collectives"):
-        tk.hlo.run(module, np.ones(8, np.float32), backend=backend)
-
-
-@pytest.mark.parametrize("name", ["every_collective", "mesh_2x2", "row_parallel_linear"])
-def test_programs_xla_partitioned_run_as_on_xla(name):
-    """shard_map over 4 devices compiled by XLA (partition ids, flattened-id groups, subgroups
-    of a 2x2 mesh, XLA's tuple all-to-all): every device's outputs are XLA's."""
-    module = tk.hlo.parse((DATA / f"{name}.hlo").read_text())
-    data = np.load(DATA / f"{name}.npz")
-    args = [[data[f"d{d}_arg{k}"] for k in range(len(module.entry.parameters))]
-            for d in range(4)]
-    outs = tk.hlo.run_spmd(module, args)
-    for d, got in enumerate(outs):
-        for k, value in enumerate(got):
-            np.testing.assert_allclose(value, data[f"d{d}_out{k}"], rtol=2e-6, atol=1e-6)
-
-
-def test_the_cpu_backend_runs_collectives_between_its_kernels():
-    module = _module("  n = f32[8] negate(p)\n"
-                     "  ROOT ar = f32[8] all-reduce(n), replica_groups={}, to_apply=add")
-    np.testing.assert_array_equal(tk.hlo.run(module, np.ones(8, np.float32), backend="cpu")[0],
+    np.testing.assert_array_equal(tk.hlo.run(module, np.ones(8, np.float32), backend=backend)[0],
                                   -np.ones(8, np.float32))

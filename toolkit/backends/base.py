@@ -138,21 +138,3 @@ def get_backend(name: str | None = None) -> Backend:
         raise BackendUnavailableError(f"backend {name!r} cannot run here: {reason}")
     return backend
 
-
-class CollectivesNotCompiled(NotImplementedError):
-    """A compiling backend was given an SPMD program's collectives."""
-
-
-def refuse_collectives(module: Module, backend: str) -> None:
-    """Compiling backends run one device's program; the collectives of an SPMD program
-    (all-reduce, all-gather ...) need the devices to meet. Until the compiled SPMD runtimes
-    exist, say so, naming the first such instruction, rather than fail inside code generation."""
-    from ..ir.ops import GroupOp
-
-    for comp in module.computations:
-        for inst in comp.instructions:
-            if inst.opcode in GroupOp.COLLECTIVE:
-                raise CollectivesNotCompiled(
-                    f"%{inst.name} ({inst.opcode}) in %{comp.name}: the {backend} backend does "
-                    "not compile collectives yet; run SPMD programs on the reference interpreter "
-                    "with tk.hlo.run_spmd(module, device_args), one thread per device")

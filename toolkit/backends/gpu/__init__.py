@@ -74,8 +74,9 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
         if inst.opcode == "dot":
             return GpuStep("dot", inst, inputs, outs, run=make_dot(inst, device.xp),
                            gemm=GemmSpec.from_dot(inst))
-        # a library call: NumPy's stable sort on the host, between two copies
-        if inst.opcode in GroupOp.LIBRARY:
+        # a library call: NumPy's stable sort on the host, between two copies; a collective
+        # the same way, meeting the other devices there (NCCL, on the device, is not built yet)
+        if inst.opcode in GroupOp.LIBRARY or inst.opcode in GroupOp.COLLECTIVE:
             return GpuStep("library", inst, inputs, outs, run=_host_run(inst))
         kernel = kernels.get(inst.name)
         if kernel is None:  # the emitter could not lower it: compile_ptx listed why

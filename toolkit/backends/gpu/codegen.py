@@ -17,7 +17,6 @@ from llvmlite import ir
 
 from ...ir.nodes import Module
 from ...ir.ops import GroupOp
-from ..base import refuse_collectives
 from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary, i64
 from ..llvm.indexing import emit_scatter
 from ..llvm.loops import for_range, nest
@@ -36,7 +35,8 @@ DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 ARCHES = {"sm_80": "+ptx75", "sm_90": "+ptx78"}
 THREADS_PER_BLOCK = 256
 # Top-level instructions that get no kernel of their own from the emitter
-_NOT_EMITTED = GroupOp.BOOKKEEPING | GroupOp.LIBRARY | GroupOp.CONTROL | {"dot"}
+_NOT_EMITTED = (GroupOp.BOOKKEEPING | GroupOp.LIBRARY | GroupOp.CONTROL | GroupOp.COLLECTIVE
+                | {"dot"})
 
 
 @dataclass
@@ -203,7 +203,6 @@ class PtxProgram:
 
 def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     """PTX for every kernel of an optimised module (fusions and unfused instructions)."""
-    refuse_collectives(module, "gpu")
     if arch not in ARCHES:
         raise ValueError(
             f"unsupported GPU architecture {arch!r}; toolkit emits {', '.join(ARCHES)}"
