@@ -323,8 +323,8 @@ class GroupOp:
     # an element of the result is computed from operand elements: the elemental emitters' ops
     PER_ELEMENT = LEAVES | ELEMENTWISE | LAYOUT
     CONTROL = _ops(lambda op: op.category == "control")  # run called computations from the host
-    # exchange values between the devices of an SPMD program (the interpreter runs them; the
-    # compiling backends refuse them, naming the op)
+    # exchange values between the devices of an SPMD program: host steps between kernels, where
+    # the device's thread meets its group (ir/collectives.py)
     COLLECTIVE = _ops(lambda op: op.category == "collective")
     # library calls on the host, between kernels (NumPy's sort, LAPACK)
     LIBRARY = _ops(lambda op: op.category in ("sort", "library"))
