@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..ir import dtypes as ir_dtypes
 from ..ir.nodes import Instruction
+from ..ir.ops import OPS
 from ..ir.queries import reducer_opcode
 from .ad_rules import (JVP_RULES, PRECONDITIONS, VJP_RULES, Eqn, instantiate)
 from .tracer import Tracer
@@ -25,7 +26,7 @@ from .tracer import Tracer
 def _emit(opcode: str, x: Tracer, inst: Instruction, **changes) -> Tracer:
     attrs = {k: v for k, v in inst.attrs.items() if k != "to_apply"}
     attrs.update(changes)
-    if opcode in ("all-reduce", "reduce-scatter"):
+    if "to_apply" in OPS[opcode].attributes:  # all-reduce, reduce-scatter: they sum
         attrs["to_apply"] = x.trace.module.scalar_reducer("add", ir_dtypes.from_numpy(x.dtype))
     return x.trace.emit(opcode, (x,), attrs, name=opcode)
 
@@ -59,7 +60,7 @@ def _permute_vjp(eqn: Eqn, ct):
 
 
 def _summing(inst: Instruction) -> str | None:
-    if inst.opcode in ("all-reduce", "reduce-scatter") and reducer_opcode(inst) != "add":
+    if "to_apply" in inst.attrs and reducer_opcode(inst) != "add":
         return (f"{inst.opcode} by '{reducer_opcode(inst) or 'a general computation'}' "
                 "(tk.lax.pmax, pmin) has no derivative in toolkit yet; psum, pmean and "
                 "psum_scatter do")
