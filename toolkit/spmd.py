@@ -56,7 +56,14 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
         compiled = programs.get(key)
         if compiled is None:
             compiled = programs[key] = _compile(traced, blocks[0], backend)
-        outs = _run_devices(*compiled, blocks, mesh, timeout, name)
+        from . import distributed
+
+        if distributed.is_initialized():  # the ranks must run one program
+            signature = ", ".join(f"argument {k}: {a.dtype}{list(a.shape)}"
+                                  for k, a in enumerate(arrays))
+            distributed.agree_on_program(name, signature, compiled[2], _timeout(
+                timeout if timeout is not None else distributed._STATE.get("timeout")))
+        outs = _run_devices(*compiled[:2], blocks, mesh, timeout, name)
         single = not isinstance(outs[0], tuple)
         per_device = [(o,) if single else o for o in outs]
         specs_out = _per_argument(out_specs if not single else (out_specs,),
@@ -124,7 +131,8 @@ def _compile(traced, blocks, backend):
     lowered = jit(traced, **options).lower(*blocks)
     has_collectives = any(i.opcode in GroupOp.COLLECTIVE
                           for c in lowered.hlo.computations for i in c.instructions)
-    return lowered.compile(), has_collectives
+    text = lowered.hlo.to_text(metadata=False, digest_literals=True)
+    return lowered.compile(), has_collectives, text
 
 
 class _DeviceThreads:
