@@ -153,3 +153,51 @@ def test_ranks_that_compiled_different_programs_are_named(tmp_path, mode, messag
     import re
 
     assert re.search(message, proc.stderr), proc.stderr[-3000:]
+
+
+PROFILED = '''
+import json, sys, time
+import numpy as np
+import toolkit as tk
+from toolkit.ir import evaluator
+
+rank, size = tk.distributed.initialize(timeout=30)
+if rank == 2:  # the straggler: 0.3 s late at the all-reduce
+    negate = evaluator.EVALUATORS["negate"]
+
+    def slow(inst, args):
+        time.sleep(0.3)
+        return negate(inst, args)
+    evaluator.EVALUATORS["negate"] = slow
+mesh = tk.Mesh((size,), ("x",))
+f = tk.shard_map(lambda a: tk.lax.psum(-a, "x"), mesh, in_specs=tk.P("x"), out_specs=tk.P(),
+                 backend="interpreter")
+f(np.ones(4 * size))
+with tk.profile() as prof:
+    f(np.ones(4 * size))
+merged = tk.distributed.merge_profiles(prof)
+assert (merged is None) == (rank != 0)
+if rank == 0:
+    json.dump({"lasts": sorted({e.last for e in merged.collectives}),
+               "waits": {e.device: e.wait for e in merged.collectives},
+               "lanes": sorted({k.device for k in merged.kernels}),
+               "summary": merged.summary()}, open(sys.argv[1], "w"))
+'''
+
+
+def test_merged_profiles_name_the_straggler_and_its_cost(tmp_path):
+    script = tmp_path / "profiled.py"
+    script.write_text(PROFILED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_LAUNCHER": "fork",
+           "MPIEXEC_TIMEOUT": "120", "TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "merged.json"
+    proc = subprocess.run([MPIEXEC, "-n", "4", sys.executable, str(script), str(out)], env=env,
+                          capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    merged = json.loads(out.read_text())
+    assert merged["lasts"] == [2]
+    waits = {int(k): v for k, v in merged["waits"].items()}
+    assert waits[2] == 0.0 and all(0.2 < waits[r] < 1.0 for r in (0, 1, 3)), waits
+    assert {lane.split("/")[0] for lane in merged["lanes"]} == {"rank0", "rank1", "rank2",
+                                                                  "rank3"}
+    assert "straggler: device 2 arrived last at 1 of 1 meetings" in merged["summary"]

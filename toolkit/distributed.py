@@ -95,12 +95,12 @@ class MpiRun:
     """The processes of one MPI job as the devices of an SPMD run: the meeting point
     ``ir.collectives.evaluate`` calls, made of MPI calls."""
 
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, clock=None):
         self.replicas, self.partitions = 1, process_count()
         self.devices = self.partitions
         self.timeout = timeout
         self.meetings: list = []
-        self.clock = None
+        self.clock = clock  # when given, each collective is logged (its wait: after merging)
 
     def fail(self, device: int, error: BaseException) -> None:  # (the threads' interface)
         pass
@@ -127,6 +127,18 @@ class MpiRun:
             time.sleep(0.0002)
 
     def meet(self, device, sequence, inst, group, value, result):
+        if self.clock is None:
+            return self._meet(device, sequence, inst, group, value, result)
+        arrived = self.clock()
+        out = self._meet(device, sequence, inst, group, value, result)
+        from .ir.collectives import Meeting, _nbytes
+
+        self.meetings.append(Meeting(device, sequence, inst.opcode, inst.name, tuple(group),
+                                     _nbytes(value), _nbytes(out), arrived, arrived,
+                                     self.clock(), device))
+        return out
+
+    def _meet(self, device, sequence, inst, group, value, result):
         MPI = _STATE["MPI"]
         comm = self._comm(tuple(group))
         if isinstance(value, tuple):  # the tuple all-to-all: its operands, one after another
@@ -153,3 +165,62 @@ class MpiRun:
     def gather_blocks(self, outs) -> list:
         """Every rank's output blocks, on every rank (to assemble the global outputs)."""
         return _STATE["world"].allgather(outs)
+
+
+def merge_profiles(profile, root: int = 0):
+    """Every rank's ``profile`` merged into one on ``root`` (None elsewhere; every rank must
+    call it). Clocks are aligned by a barrier exchange (each rank's clock read as it leaves the
+    same barrier); kernels and copies are put on lanes of their rank (``rank2/cpu:0``). Each
+    collective's wait is then known: the time from a rank's arrival to the last rank's, which is
+    named as the straggler."""
+    import dataclasses
+
+    from .ir.collectives import bus_bandwidth_factor
+    from .profiler.events import CollectiveEvent, event_from_dict, event_to_dict
+    from .profiler.session import Profile
+
+    world = _STATE["world"]
+    world.Barrier()
+    now = profile.clock.now()
+    offset = now - world.bcast(now, root=root)  # this rank's clock minus the root's
+    gathered = world.gather((offset, [event_to_dict(e) for e in profile.events], profile.start,
+                             profile.end), root=root)
+    if process_index() != root:
+        return None
+    merged = Profile(name=f"{profile.name or 'profile'} of {process_count()} ranks")
+    for rank, (shift, events, start, end) in enumerate(gathered):
+        for data in events:
+            _shift(data, shift)
+            if data.get("device") and data.get("type") != "CollectiveEvent":
+                data["device"] = f"rank{rank}/{data['device']}"
+            merged.events.append(event_from_dict(data))
+        if start is not None:
+            merged.start = min(merged.start if merged.start is not None else start - shift,
+                               start - shift)
+        if end is not None:
+            merged.end = max(merged.end if merged.end is not None else end - shift, end - shift)
+    meetings: dict[tuple, list] = {}
+    for e in merged.events:
+        if isinstance(e, CollectiveEvent):
+            meetings.setdefault((e.function, e.name, e.sequence, e.group), []).append(e)
+    replaced = {}
+    for parts in meetings.values():
+        last = max(parts, key=lambda e: e.start)
+        for e in parts:
+            end = e.start + e.wait + e.duration
+            duration = max(end - last.start, 1e-9)
+            algbw = e.bytes / duration
+            replaced[id(e)] = dataclasses.replace(
+                e, wait=max(last.start - e.start, 0.0), duration=duration, algbw=algbw,
+                busbw=algbw * bus_bandwidth_factor(e.op, len(e.group)), last=last.device)
+    merged.events = [replaced.get(id(e), e) for e in merged.events]
+    return merged
+
+
+def _shift(data: dict, seconds: float) -> None:
+    """An event's times moved onto the root's clock (its phases' too)."""
+    if isinstance(data.get("start"), (int, float)):
+        data["start"] -= seconds
+    for phase in data.get("phases", ()) or ():
+        if isinstance(phase, dict) and isinstance(phase.get("start"), (int, float)):
+            phase["start"] -= seconds

@@ -165,7 +165,7 @@ def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: f
     from . import distributed
 
     if distributed.is_initialized():
-        return _run_this_process(compiled, blocks, mesh, timeout)
+        return _run_this_process(compiled, blocks, mesh, timeout, function)
     if not has_collectives:
         # nothing to meet: each device's run is independent, so the calling thread runs them
         return [compiled(*blocks[d]) for d in range(mesh.size)]
@@ -210,7 +210,7 @@ def _timeout(timeout: float | None) -> float:
     return float(env_int("TOOLKIT_COLLECTIVE_TIMEOUT", int(DEFAULT_TIMEOUT_S), 1, 86400))
 
 
-def _run_this_process(compiled, blocks, mesh: Mesh, timeout: float | None):
+def _run_this_process(compiled, blocks, mesh: Mesh, timeout: float | None, function: str):
     """Under ``tk.distributed.initialize()``: this process is device ``rank``; it runs its
     block, its collectives are MPI calls, and every rank gets every device's output blocks. A
     failure while running (a peer that never came, an error of this device's) ends the job
@@ -222,8 +222,10 @@ def _run_this_process(compiled, blocks, mesh: Mesh, timeout: float | None):
         raise ValueError(f"shard_map: the mesh has {mesh.size} devices but the MPI job has {size} "
                          "processes (one device per process)")
     rank = distributed.process_index()
+    recording = RECORDER.active
     run = distributed.MpiRun(_timeout(timeout if timeout is not None
-                                      else distributed._STATE.get("timeout")))
+                                      else distributed._STATE.get("timeout")),
+                             RECORDER.clock.now if recording else None)
     try:
         with on_device(run, rank):
             mine = compiled(*blocks[rank])
@@ -231,6 +233,8 @@ def _run_this_process(compiled, blocks, mesh: Mesh, timeout: float | None):
         distributed.abort(str(e))
     except Exception as e:  # noqa: BLE001 (the peers are waiting: end the job, saying why)
         distributed.abort(f"failed while running device {rank}: {type(e).__name__}: {e}")
+    if recording:  # (waits are known once the ranks' profiles merge: merge_profiles)
+        _record(run, function)
     return run.gather_blocks(mine)
 
 
@@ -243,7 +247,7 @@ def _record(run: DeviceRun, function: str) -> None:
         algbw = nbytes / busy
         RECORDER.record(CollectiveEvent(
             function, m.opcode, m.name, m.device, m.group, nbytes, m.arrived, wait, busy, algbw,
-            algbw * bus_bandwidth_factor(m.opcode, len(m.group)), m.last))
+            algbw * bus_bandwidth_factor(m.opcode, len(m.group)), m.last, sequence=m.sequence))
 
 
 def _assemble(blocks: Sequence[np.ndarray], spec: P, mesh: Mesh, what: str) -> np.ndarray:

@@ -225,6 +225,7 @@ class CollectiveEvent:
     busbw: float
     last: int
     thread: int = 0
+    sequence: int = 0  # the device's n-th collective of the call: the same n meets on every device
 
 
 EVENT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
