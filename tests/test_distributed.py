@@ -62,15 +62,20 @@ with open(f"{sys.argv[4]}/rank{rank}.json", "w") as out:  # (stdout lines interl
 '''
 
 
-def _mpiexec(tmp_path, *args, timeout=120):
+def _job(tmp_path, source: str, *args, timeout=120):
+    """``source`` run by ``mpiexec -n 4`` (its arguments: ``args``, then ``tmp_path``)."""
     script = tmp_path / "program.py"
-    script.write_text(PROGRAM)
+    script.write_text(source)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_LAUNCHER": "fork",
            "MPIEXEC_TIMEOUT": str(timeout), "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}
     return subprocess.run([MPIEXEC, "-n", "4", sys.executable, str(script), *args,
-                           str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=timeout + 30)
+                           str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=timeout + 30)
+
+
+def _mpiexec(tmp_path, *args, timeout=120):
+    return _job(tmp_path, PROGRAM, *args, timeout=timeout)
 
 
 def _one_process():
@@ -143,12 +148,7 @@ tk.shard_map(f, mesh, in_specs=tk.P("x"), out_specs=tk.P(), backend="cpu")(np.on
                r"arguments"),
 ])
 def test_ranks_that_compiled_different_programs_are_named(tmp_path, mode, message):
-    script = tmp_path / "mismatch.py"
-    script.write_text(MISMATCH)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_LAUNCHER": "fork",
-           "MPIEXEC_TIMEOUT": "120", "TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([MPIEXEC, "-n", "4", sys.executable, str(script), mode], env=env,
-                          capture_output=True, text=True, timeout=150)
+    proc = _job(tmp_path, MISMATCH, mode)
     assert proc.returncode != 0
     import re
 
@@ -186,13 +186,8 @@ if rank == 0:
 
 
 def test_merged_profiles_name_the_straggler_and_its_cost(tmp_path):
-    script = tmp_path / "profiled.py"
-    script.write_text(PROFILED)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_LAUNCHER": "fork",
-           "MPIEXEC_TIMEOUT": "120", "TOOLKIT_CACHE_DIR": str(tmp_path / "cache")}
     out = tmp_path / "merged.json"
-    proc = subprocess.run([MPIEXEC, "-n", "4", sys.executable, str(script), str(out)], env=env,
-                          capture_output=True, text=True, timeout=150)
+    proc = _job(tmp_path, PROFILED, str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     merged = json.loads(out.read_text())
     assert merged["lasts"] == [2]

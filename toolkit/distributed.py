@@ -55,6 +55,11 @@ def process_count() -> int:
     return _STATE.get("size", 1)
 
 
+def initialize_timeout() -> float | None:
+    """The collective timeout ``initialize`` was given (None: TOOLKIT_COLLECTIVE_TIMEOUT's)."""
+    return _STATE.get("timeout")
+
+
 def abort(message: str, code: int = 1) -> None:
     """Print ``message`` (naming this rank) and end every process of the job."""
     print(f"toolkit: rank {process_index()} of {process_count()}: {message}", file=sys.stderr,

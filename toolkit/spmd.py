@@ -20,13 +20,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from . import distributed
 from .api import jit
 from .config import env_int
 from .frontend.collectives import Mesh, P, mesh_context
 from .profiler.events import CollectiveEvent
 from .profiler.recorder import RECORDER
 from .ir.collectives import (DEFAULT_TIMEOUT_S, CollectiveError, DeviceRun, algorithm_bytes,
-                             bus_bandwidth_factor, on_device)
+                             bus_bandwidth_factor, on_device, run_devices)
 from .ir.ops import GroupOp
 
 
@@ -56,13 +57,11 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
         compiled = programs.get(key)
         if compiled is None:
             compiled = programs[key] = _compile(traced, blocks[0], backend)
-        from . import distributed
-
         if distributed.is_initialized():  # the ranks must run one program
             signature = ", ".join(f"argument {k}: {a.dtype}{list(a.shape)}"
                                   for k, a in enumerate(arrays))
-            distributed.agree_on_program(name, signature, compiled[2], _timeout(
-                timeout if timeout is not None else distributed._STATE.get("timeout")))
+            distributed.agree_on_program(name, signature, compiled[2],
+                                         _timeout(_distributed_timeout(timeout)))
         outs = _run_devices(*compiled[:2], blocks, mesh, timeout, name)
         single = not isinstance(outs[0], tuple)
         per_device = [(o,) if single else o for o in outs]
@@ -131,7 +130,9 @@ def _compile(traced, blocks, backend):
     lowered = jit(traced, **options).lower(*blocks)
     has_collectives = any(i.opcode in GroupOp.COLLECTIVE
                           for c in lowered.hlo.computations for i in c.instructions)
-    text = lowered.hlo.to_text(metadata=False, digest_literals=True)
+    # (the traced program's text, which the ranks compare, only where there are ranks)
+    text = (lowered.hlo.to_text(metadata=False, digest_literals=True)
+            if distributed.is_initialized() else "")
     return lowered.compile(), has_collectives, text
 
 
@@ -162,8 +163,6 @@ class _DeviceThreads:
 
 def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: float | None,
                  function: str = ""):
-    from . import distributed
-
     if distributed.is_initialized():
         return _run_this_process(compiled, blocks, mesh, timeout, function)
     if not has_collectives:
@@ -173,35 +172,22 @@ def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: f
     recording = RECORDER.active
     # SPMD: one replica, a partition per device; with a profile open, every meeting is logged
     run = DeviceRun(1, mesh.size, timeout, RECORDER.clock.now if recording else None)
-    outs: list = [None] * mesh.size
-    errors: dict[int, BaseException] = {}
-
-    def device_main(device: int) -> None:
-        try:
-            with on_device(run, device):
-                outs[device] = compiled(*blocks[device])
-        except BaseException as e:  # noqa: BLE001 (a failure must release the other devices)
-            errors[device] = e
-            run.fail(device, e)
-
     pool = _DeviceThreads.for_devices(mesh.size) if mesh.size > 1 else None
-    if pool is None:
-        device_main(0)
-    else:
+    try:
+        if pool is None:
+            return run_devices(run, lambda device: compiled(*blocks[device]),
+                               wrap_own_errors=False)
         with pool.lock:
-            futures = [pool.executor.submit(device_main, d) for d in range(1, mesh.size)]
-            device_main(0)
-            for future in futures:
-                future.result()
-    if recording:
-        _record(run, function)
-    if errors:
-        causes = {d: e for d, e in errors.items() if not isinstance(e, CollectiveError)}
-        device, error = min((causes or errors).items())
-        if causes:
-            raise error  # the user's own error (a shape, a dtype ...), as one device saw it
-        raise CollectiveError(f"device {device}: {error}") from None
-    return outs
+            return run_devices(run, lambda device: compiled(*blocks[device]),
+                               pool.executor.submit, wrap_own_errors=False)
+    finally:
+        if recording:
+            _record(run, function)
+
+
+def _distributed_timeout(timeout: float | None) -> float | None:
+    """The call's timeout, else the one given to tk.distributed.initialize (else None)."""
+    return timeout if timeout is not None else distributed.initialize_timeout()
 
 
 def _timeout(timeout: float | None) -> float:
@@ -215,16 +201,13 @@ def _run_this_process(compiled, blocks, mesh: Mesh, timeout: float | None, funct
     block, its collectives are MPI calls, and every rank gets every device's output blocks. A
     failure while running (a peer that never came, an error of this device's) ends the job
     with a message naming this rank: the other ranks would otherwise wait on it forever."""
-    from . import distributed
-
     size = distributed.process_count()
     if mesh.size != size:
         raise ValueError(f"shard_map: the mesh has {mesh.size} devices but the MPI job has {size} "
                          "processes (one device per process)")
     rank = distributed.process_index()
     recording = RECORDER.active
-    run = distributed.MpiRun(_timeout(timeout if timeout is not None
-                                      else distributed._STATE.get("timeout")),
+    run = distributed.MpiRun(_timeout(_distributed_timeout(timeout)),
                              RECORDER.clock.now if recording else None)
     try:
         with on_device(run, rank):

@@ -42,14 +42,16 @@ class Mesh:
         self.devices = array
         self.axis_names = names
         self.shape = dict(zip(names, array.shape))
+        # device -> its coordinates (row-major numbering: computed, not searched, per call)
+        self._coordinates = [dict(zip(names, (int(c) for c in np.unravel_index(d, array.shape))))
+                             for d in range(array.size)]
 
     @property
     def size(self) -> int:
         return int(self.devices.size)
 
     def coordinates(self, device: int) -> dict[str, int]:
-        where = np.argwhere(self.devices == device)[0]
-        return dict(zip(self.axis_names, (int(c) for c in where)))
+        return dict(self._coordinates[device])
 
     def groups(self, axes: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
         """Device groups of a collective over ``axes``: one per combination of the other axes,

@@ -159,6 +159,7 @@ class _Slot:
     values: dict
     readers: int = 0
     ready: float = 0.0  # when the last device of the group arrived
+    last: int = -1  # which device that was
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +198,6 @@ class DeviceRun:
         self.failed: dict[int, BaseException] = {}
         self.clock = clock
         self.meetings: list[Meeting] = []
-        self._last: dict[tuple, int] = {}
 
     def fail(self, device: int, error: BaseException) -> None:
         """``device`` stopped with ``error``: every device waiting for it stops too."""
@@ -227,7 +227,7 @@ class DeviceRun:
             slot.values[device] = _copied(value)
             if len(slot.values) == len(group):
                 slot.ready = clock() if clock is not None else 0.0
-                self._last[key] = device
+                slot.last = device
             self._cv.notify_all()
             while len(slot.values) < len(group):
                 failed = [d for d in group if d in self.failed and d not in slot.values]
@@ -244,11 +244,10 @@ class DeviceRun:
                         f"{self.timeout:g} s (device {device} waited; TOOLKIT_COLLECTIVE_TIMEOUT "
                         "sets the limit)")
                 self._cv.wait(min(left, 0.5))
-            ready, last = slot.ready, self._last.get(key, device)
+            ready, last = slot.ready, slot.last
             slot.readers += 1
             if slot.readers == len(group):
                 del self._slots[key]
-                self._last.pop(key, None)
         out = result(slot.values)  # (outside the lock: the devices combine at once)
         if clock is not None:
             with self._cv:
@@ -286,6 +285,49 @@ def algorithm_bytes(meeting: Meeting) -> int:
     if meeting.opcode == "all-gather":
         return meeting.result_bytes
     return meeting.operand_bytes
+
+
+def run_devices(run: DeviceRun, work: Callable[[int], object],
+                submit: Callable | None = None, wrap_own_errors: bool = True) -> list:
+    """``work(device)`` for every device of ``run``, each on its own thread as that device
+    (``on_device``); returns the results in device order. ``submit(fn, device)`` (a pool's)
+    runs devices 1.. while the calling thread is device 0; without it, a thread is started per
+    device. A device that raises releases the others (``run.fail``); the first device that
+    failed of itself is the cause raised: as ``CollectiveError("device d failed: ...")``, or,
+    with ``wrap_own_errors=False``, its own exception as it is."""
+    outs: list = [None] * run.devices
+    errors: dict[int, BaseException] = {}
+
+    def device_main(device: int) -> None:
+        try:
+            with on_device(run, device):
+                outs[device] = work(device)
+        except BaseException as e:  # noqa: BLE001 (every failure must release the others)
+            errors[device] = e
+            run.fail(device, e)
+
+    if submit is not None:
+        futures = [submit(device_main, d) for d in range(1, run.devices)]
+        device_main(0)
+        for future in futures:
+            future.result()
+    else:
+        threads = [threading.Thread(target=device_main, args=(d,), daemon=True,
+                                    name=f"toolkit-device-{d}") for d in range(run.devices)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        causes = {d: e for d, e in errors.items() if not isinstance(e, CollectiveError)}
+        device, error = min((causes or errors).items())
+        if not causes:
+            raise CollectiveError(f"device {device}: {error}") from None
+        if not wrap_own_errors:
+            raise error  # the user's own error (a shape, a dtype ...), as one device saw it
+        raise CollectiveError(f"device {device} failed: {type(error).__name__}: {error}"
+                              ) from error
+    return outs
 
 
 class _Context(threading.local):

@@ -136,13 +136,14 @@ class HloReader:
             self.pos = start
             raise self.error("expected an integer") from None
 
-    def int_list(self) -> tuple[int, ...]:
-        self.expect("{")
+    def int_list(self, opening: str = "{", closing: str = "}") -> tuple[int, ...]:
+        """``{0,1,2}`` (or ``[2,2]`` with other delimiters)."""
+        self.expect(opening)
         values: list[int] = []
-        while not self.accept("}"):
+        while not self.accept(closing):
             values.append(self.integer())
             if not self.accept(","):
-                self.expect("}")
+                self.expect(closing)
                 break
         return tuple(values)
 
@@ -165,33 +166,18 @@ class HloReader:
         from .collectives import iota_groups
 
         start = self.pos
-        dims = self.bracketed_ints()
+        dims = self.int_list("[", "]")
         if len(dims) != 2:
             raise self.error("iota replica groups are [groups,size]", start)
         self.expect("<=")
-        reshape = self.bracketed_ints()
+        reshape = self.int_list("[", "]")
         transpose = None
         if self.accept("T"):
-            self.expect("(")
-            transpose = []
-            while not self.accept(")"):
-                transpose.append(self.integer())
-                self.accept(",")
+            transpose = self.int_list("(", ")")
         try:
-            return iota_groups((dims[0], dims[1]), tuple(reshape),
-                               tuple(transpose) if transpose is not None else None)
+            return iota_groups((dims[0], dims[1]), reshape, transpose)
         except ValueError as e:
             raise self.error(str(e), start) from None
-
-    def bracketed_ints(self) -> list[int]:
-        self.expect("[")
-        values = []
-        while not self.accept("]"):
-            values.append(self.integer())
-            if not self.accept(","):
-                self.expect("]")
-                break
-        return values
 
     def string(self) -> str:
         self.expect('"')

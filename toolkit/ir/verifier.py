@@ -12,7 +12,7 @@ class VerificationError(ValueError):
 
 def verify(module: Module) -> Module:
     """``module`` if it is well formed (else ``VerificationError``)."""
-    verify_after(module, frozenset())
+    verify_after(module, Answered())
     return module
 
 
@@ -46,7 +46,7 @@ def built_questions(module: Module) -> Answered:
     return Answered(by_instruction, set(by_instruction.values()))
 
 
-def verify_after(module: Module, trusted: Answered | frozenset) -> Answered:
+def verify_after(module: Module, trusted: Answered) -> Answered:
     """Verify ``module`` after a pass; ``trusted``: what this returned for the module before it,
     which the caller still holds. Shape inference is a function of an instruction's opcode,
     shape, attributes and operand shapes, so an instruction asking what a verified one asked
@@ -54,8 +54,6 @@ def verify_after(module: Module, trusted: Answered | frozenset) -> Answered:
     inferred again: a pass that changes a few instructions of a large program costs what it
     changed. An instruction the builder made (``shape_inferred``) had its shape inferred then.
     Returns what to trust after this module."""
-    if not isinstance(trusted, Answered):
-        trusted = Answered({}, trusted)
     known_questions = trusted.by_instruction
     trusted_questions = trusted.questions
     by_instruction: dict = {}

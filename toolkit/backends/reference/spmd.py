@@ -9,13 +9,12 @@ a device that never arrives makes them stop after ``timeout`` seconds
 from __future__ import annotations
 
 import re
-import threading
 from typing import Any, Sequence
 
 import numpy as np
 
 from ...config import env_int
-from ...ir.collectives import DEFAULT_TIMEOUT_S, CollectiveError, DeviceRun, on_device
+from ...ir.collectives import DEFAULT_TIMEOUT_S, DeviceRun, run_devices
 from ...ir.evaluator import evaluate_computation
 from ...ir.nodes import Module
 from .interpreter import coerce_arguments, flatten_value
@@ -49,31 +48,5 @@ def run_spmd(module: Module, device_args: Sequence[Sequence[Any]], *,
     if timeout is None:
         timeout = float(env_int("TOOLKIT_COLLECTIVE_TIMEOUT", int(DEFAULT_TIMEOUT_S), 1, 86400))
     coerced = [coerce_arguments(module, args) for args in device_args]
-    run = DeviceRun(replicas, partitions, timeout)
-    results: list[Any] = [None] * devices
-    errors: dict[int, BaseException] = {}
-
-    def device_main(device: int) -> None:
-        try:
-            with on_device(run, device):
-                results[device] = flatten_value(evaluate_computation(module.entry,
-                                                                     coerced[device]))
-        except BaseException as e:  # noqa: BLE001 (every failure must release the others)
-            errors[device] = e
-            run.fail(device, e)
-
-    threads = [threading.Thread(target=device_main, args=(d,), name=f"toolkit-device-{d}",
-                                daemon=True) for d in range(devices)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        # the first device that failed of itself (not because a peer did) is the cause
-        causes = {d: e for d, e in errors.items() if not isinstance(e, CollectiveError)}
-        device, error = min((causes or errors).items())
-        if isinstance(error, CollectiveError):
-            raise CollectiveError(f"device {device}: {error}") from None
-        raise CollectiveError(f"device {device} failed: {type(error).__name__}: {error}"
-                              ) from error
-    return results
+    return run_devices(DeviceRun(replicas, partitions, timeout), lambda device: flatten_value(
+        evaluate_computation(module.entry, coerced[device])))
