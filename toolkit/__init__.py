@@ -18,6 +18,7 @@ from .stages import Compiled, Lowered
 from .transformations import checkpoint, grad, jvp, remat, value_and_grad, vjp, vmap
 from .frontend.collectives import Mesh, P
 from .spmd import shard_map
+from .sharding import NamedSharding
 from . import distributed
 from .backends import backend_names
 from .backends.gpu import DeviceArray, device_get, device_put
@@ -38,6 +39,7 @@ __all__ = [
     "Mesh",
     "P",
     "shard_map",
+    "NamedSharding",
     "distributed",
     "PromotionWarning",
     "jit",

@@ -265,7 +265,7 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
         backend: str | None = None, on_recompile: str = "warn",
         max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES, pipeline: str = DEFAULT_PIPELINE,
         dump_passes: str | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
-        fullgraph: bool = False):
+        fullgraph: bool = False, in_shardings=None, out_shardings=None):
     """Compile ``fn`` with toolkit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
 
     Where Python needs a traced value (``if x.sum() > 0:``, ``int(n)``, ``x[mask]``,
@@ -282,7 +282,21 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
     ``RecompileError`` (``max_recompiles=0`` forbids any recompilation), ``"ignore"``.
     ``pipeline`` names the optimisation pipeline (``"default"``, ``"simplify-only"``, ``"none"``);
     ``dump_passes`` is a regular expression: the module after each matching pass is kept, with
-    a diff, in ``Compiled.pass_dumps`` (as XLA's ``--xla_dump_hlo_pass_re``)."""
+    a diff, in ``Compiled.pass_dumps`` (as XLA's ``--xla_dump_hlo_pass_re``).
+
+    ``in_shardings``/``out_shardings`` (``tk.NamedSharding``\ s, as ``jax.jit``'s) run ``fn``
+    over a mesh's devices: the program is partitioned XLA's way, with the collectives the
+    shardings need (``toolkit/sharding.py``)."""
+    if in_shardings is not None or out_shardings is not None:
+        from .sharding import sharded_jit
+
+        if static_argnums or static_argnames:
+            raise NotImplementedError("tk.jit: in_shardings with static arguments is not "
+                                      "supported yet; close over them instead")
+        if fn is None:
+            return functools.partial(jit, backend=backend, pipeline=pipeline,
+                                     in_shardings=in_shardings, out_shardings=out_shardings)
+        return sharded_jit(fn, in_shardings, out_shardings, backend=backend, pipeline=pipeline)
     options = dict(static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
                    on_recompile=on_recompile, max_recompiles=max_recompiles, pipeline=pipeline,
                    dump_passes=dump_passes, cache_size=cache_size, fullgraph=fullgraph)

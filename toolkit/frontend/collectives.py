@@ -9,7 +9,6 @@ emitted as JAX lowers it under SPMD: XLA's op with ``channel_id=1``,
 not name, each group ordered by the named axes' coordinates."""
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 from typing import Sequence
@@ -17,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..ir import dtypes as ir_dtypes
+from ..ir.collectives import mesh_groups
 from .errors import ShapeMismatchError
 from .tracer import Tracer
 
@@ -56,16 +56,7 @@ class Mesh:
     def groups(self, axes: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
         """Device groups of a collective over ``axes``: one per combination of the other axes,
         each ordered by the named axes' coordinates (in the order named)."""
-        other = [a for a in self.axis_names if a not in axes]
-        out = []
-        for fixed in itertools.product(*(range(self.shape[a]) for a in other)):
-            at = dict(zip(other, fixed))
-            group = []
-            for moving in itertools.product(*(range(self.shape[a]) for a in axes)):
-                at.update(zip(axes, moving))
-                group.append(int(self.devices[tuple(at[a] for a in self.axis_names)]))
-            out.append(tuple(group))
-        return tuple(out)
+        return mesh_groups(self.axis_names, tuple(self.devices.shape), tuple(axes))
 
     def __repr__(self) -> str:
         return f"Mesh({', '.join(f'{a}={n}' for a, n in self.shape.items())})"

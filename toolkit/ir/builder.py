@@ -59,6 +59,12 @@ class NameUniquer:
         u._next_suffix = dict(self._next_suffix)
         return u
 
+    def take(self, name: str) -> str:
+        """``name``, reserved in advance (``from_names``), now taken by its owner: a pass that
+        renames nothing but inserts new instructions keeps every original's name."""
+        self._used.discard(name)
+        return name
+
     def is_used(self, name: str) -> bool:
         return name in self._used
 

@@ -57,6 +57,19 @@ def iota_groups(group_dims: tuple[int, int], reshape: tuple[int, ...],
     return tuple(tuple(int(v) for v in row) for row in ids.reshape(group_dims))
 
 
+def mesh_groups(names: tuple[str, ...], sizes: tuple[int, ...],
+                axes: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    """The device groups of a collective over mesh ``axes`` of a mesh whose devices are numbered
+    row-major over ``names`` (of ``sizes``): one group per combination of the other axes, each
+    ordered by the named axes' coordinates, the first named the major one (JAX's order)."""
+    ids = np.arange(int(np.prod(sizes, dtype=np.int64))).reshape(sizes)
+    moving = [names.index(a) for a in axes]
+    fixed = [d for d in range(len(names)) if d not in moving]
+    groups = ids.transpose(fixed + moving).reshape(-1, int(np.prod([sizes[d] for d in moving],
+                                                                    dtype=np.int64)))
+    return tuple(tuple(int(v) for v in row) for row in groups)
+
+
 def group_mode(attrs) -> str:
     channel = attrs.get("channel_id") is not None
     flag = attrs.get("use_global_device_ids")
