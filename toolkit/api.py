@@ -284,7 +284,7 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
     ``dump_passes`` is a regular expression: the module after each matching pass is kept, with
     a diff, in ``Compiled.pass_dumps`` (as XLA's ``--xla_dump_hlo_pass_re``).
 
-    ``in_shardings``/``out_shardings`` (``tk.NamedSharding``\ s, as ``jax.jit``'s) run ``fn``
+    ``in_shardings``/``out_shardings`` (``tk.NamedSharding`` objects, as ``jax.jit``'s) run ``fn``
     over a mesh's devices: the program is partitioned XLA's way, with the collectives the
     shardings need (``toolkit/sharding.py``)."""
     if in_shardings is not None or out_shardings is not None:

@@ -1,5 +1,5 @@
 """``tk.jit(f, in_shardings=..., out_shardings=...)``: a function written for whole arrays,
-run over the devices of a mesh, as ``jax.jit`` with ``NamedSharding``\\ s does.
+run over the devices of a mesh, as ``jax.jit`` with ``NamedSharding`` objects does.
 
 ``f`` is traced once on the whole arrays' shapes. XLA-style SPMD partitioning
 (``passes/spmd_partitioner.py``) then turns the program into the one every device runs on its
@@ -18,6 +18,7 @@ import numpy as np
 
 from .frontend.collectives import Mesh, P
 from .frontend.pytree import flatten, unflatten
+from .ir.ops import GroupOp
 from .passes.spmd_partitioner import (MeshShape, Partitioned, PartitionError, Spec, check_spec,
                                       communicates, partition, spec_text)
 
@@ -176,7 +177,9 @@ class ShardedFunction:
         optimized = make_pipeline(self.pipeline, EVALUATORS).run(partitioned.module).module
         backend = get_backend(self.backend)
         compiled = backend.compile(optimized)
-        has_collectives = partitioned.collectives > 0
+        # (partition-id too: a device's slice of a replicated value depends on who it is)
+        has_collectives = any(i.opcode in GroupOp.COLLECTIVE
+                              for i in partitioned.module.entry.instructions)
         return lowered, compiled, has_collectives, in_specs
 
 
