@@ -144,3 +144,21 @@ def test_table_prints_geometric_means_and_the_profiled_ratio():
     assert "speed-up over NumPy: 1.41x over 2 rows" in text  # sqrt(4 * 0.5)
     assert "speed-up over JAX: 1.41x over 2 rows" in text  # sqrt(2 * 1)
     assert "a 1.08x" in text  # the best process's ratio
+
+
+def test_collectives_benchmark_writes_nccl_tests_columns(tmp_path):
+    """``python -m toolkit.bench --collectives`` (host devices only, the smallest size: a smoke
+    test of the layout; the numbers are a benchmark's, not a test's)."""
+    from toolkit.bench import main
+
+    assert main(["--collectives", "--max-bytes", "8", "--sides", "host", "--out",
+                 str(tmp_path)]) == 0
+    text = (tmp_path / "collectives.md").read_text()
+    for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        for ranks in (2, 4):
+            assert f"## {op}, {ranks} ranks" in text
+    assert "| size (B) | count | host time (us) | host algbw (GB/s) | host busbw (GB/s) |" in text
+    import json
+
+    rows = json.loads((tmp_path / "collectives.json").read_text())
+    assert len(rows) == 8 and all(r["seconds"] > 0 for r in rows)

@@ -374,6 +374,10 @@ def argument_parser(
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--collectives" in argv:  # nccl-tests' layout: toolkit.bench_collectives
+        from .bench_collectives import main as collectives_main
+
+        return collectives_main([a for a in argv if a != "--collectives"])
     if "--compile" in argv:  # compile time and memory at scale: toolkit.bench_compile
         from .bench_compile import main as compile_main
 

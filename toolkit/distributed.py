@@ -123,13 +123,20 @@ class MpiRun:
         return comm
 
     def _wait(self, request, inst, group) -> None:
-        deadline = time.monotonic() + self.timeout
+        """Poll the request (MPI makes progress inside Test) until it completes or the timeout
+        passes. The first 20 ms only yield the processor between polls, as MPI's own blocking
+        calls spin: a sleep between polls costs its wake-up on every collective (1.3 ms a
+        4-rank all-reduce, against mpi4py's 0.08 ms). Later polls sleep, so that a rank
+        waiting on a straggler leaves the cores to it."""
+        start = time.monotonic()
+        spin_until, deadline = start + 0.02, start + self.timeout
         while not request.Test():
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise CollectiveError(
                     f"{inst.opcode} %{inst.name}: not every process of group {list(group)} "
                     f"arrived within {self.timeout:g} s (TOOLKIT_COLLECTIVE_TIMEOUT)")
-            time.sleep(0.0002)
+            time.sleep(0 if now < spin_until else 0.0002)
 
     def meet(self, device, sequence, inst, group, value, result):
         if self.clock is None:
