@@ -196,3 +196,43 @@ def test_merged_profiles_name_the_straggler_and_its_cost(tmp_path):
     assert {lane.split("/")[0] for lane in merged["lanes"]} == {"rank0", "rank1", "rank2",
                                                                   "rank3"}
     assert "straggler: device 2 arrived last at 1 of 1 meetings" in merged["summary"]
+
+
+SHARDED = '''
+import json, sys
+import numpy as np
+import toolkit as tk
+
+rank, size = tk.distributed.initialize(timeout=60)
+mesh = tk.Mesh((size,), ("model",))
+S = lambda *axes: tk.NamedSharding(mesh, tk.P(*axes))
+rng = np.random.default_rng(3)  # the same arguments on every rank, as a jax.jit caller's
+x, w1, w2 = rng.standard_normal((4, 8)), rng.standard_normal((8, 12)), rng.standard_normal((12, 8))
+
+
+def mlp(x, w1, w2):
+    return np.maximum(x @ w1, 0) @ w2, (x * 2).sum(axis=0)
+
+
+f = tk.jit(mlp, in_shardings=(S(None, "model"), S(None, "model"), S("model")))
+y, s = f(x, w1, w2)
+with open(f"{sys.argv[1]}/rank{rank}.json", "w") as out:
+    json.dump({"y": y.tolist(), "s": s.tolist(), "collectives": f.lower(x, w1, w2).collectives()},
+              out)
+'''
+
+
+def test_jit_with_shardings_runs_over_mpi_ranks(tmp_path):
+    """tk.jit(in_shardings=) under tk.distributed: each rank runs its device's partitioned
+    program, the all-reduces are MPI calls, and every rank gets the whole results."""
+    proc = _job(tmp_path, SHARDED)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rng = np.random.default_rng(3)
+    x, w1, w2 = rng.standard_normal((4, 8)), rng.standard_normal((8, 12)), rng.standard_normal(
+        (12, 8))
+    for rank in range(4):
+        got = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        np.testing.assert_allclose(got["y"], np.maximum(x @ w1, 0) @ w2, rtol=1e-12)
+        np.testing.assert_allclose(got["s"], (x * 2).sum(axis=0), rtol=1e-12)
+        # x's columns split: the first dot's contraction is all-reduced, the second's too
+        assert [c.split(" ")[0] for c in got["collectives"]].count("all-reduce") >= 1

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import distributed
 from .frontend.collectives import Mesh, P
 from .frontend.pytree import flatten, unflatten
 from .ir.ops import GroupOp
@@ -132,6 +133,15 @@ class ShardedFunction:
         program.check_mutable(leaves)
         arrays = [np.asarray(leaf, spec.dtype) for leaf, spec in zip(leaves, program.in_specs)]
         mesh = self.mesh
+        if distributed.is_initialized():  # the ranks must run one program
+            from .spmd import _distributed_timeout, _timeout
+
+            signature = ", ".join(f"argument {k}: {a.dtype}{list(a.shape)}"
+                                  for k, a in enumerate(arrays))
+            distributed.agree_on_program(
+                self.fn_name, signature,
+                lowered.partitioned.module.to_text(metadata=False, digest_literals=True),
+                _timeout(_distributed_timeout(self.timeout)))
         blocks = [[np.array(a[_block_index(P(*spec), mesh, d, a.shape)]) if spec and any(spec)
                    else a for a, spec in zip(arrays, in_specs)] for d in range(mesh.size)]
         outs = _run_devices(lambda *b: compiled(list(b)), has_collectives, blocks, mesh,
