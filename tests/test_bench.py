@@ -154,7 +154,7 @@ def test_collectives_benchmark_writes_nccl_tests_columns(tmp_path):
     assert main(["--collectives", "--max-bytes", "8", "--sides", "host", "--out",
                  str(tmp_path)]) == 0
     text = (tmp_path / "collectives.md").read_text()
-    for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
         for ranks in (2, 4):
             assert f"## {op}, {ranks} ranks" in text
     assert "| size (B) | count | host time (us) | host algbw (GB/s) | host busbw (GB/s) |" in text

@@ -346,3 +346,29 @@ def test_a_cell_that_breaks_its_graph_runs_in_segments_and_shows_them(ip):
     assert [e.reason for e in events] == ["bool()", "return"]
     page = report_html(res.profile)
     assert "Graph breaks" in page and "bool()" in page
+
+
+def test_ranks_runs_the_cell_on_host_devices_with_its_collectives_in_the_dashboard(ip):
+    """``%%xla --ranks 4 --split x,y,per_example``: the cell is every device's program; the
+    data-parallel gradient is psum'd; split outputs are assembled, the others agree."""
+    rng = np.random.default_rng(1)
+    ip.user_ns.update(x=rng.standard_normal((16, 3)), y=rng.standard_normal(16),
+                      w=rng.standard_normal(3))
+    result, out = run(ip, "%%xla --ranks 4 --split x,y,per_example --show summary,timeline "
+                          "-o spmd\n_err = x @ w - y\nper_example = _err ** 2\n"
+                          "grad = tk.lax.psum(2 * x.T @ _err, 'ranks') / 16\n")
+    assert result.error_in_exec is None, out.stderr
+    x, y, w = (ip.user_ns[n] for n in "xyw")
+    np.testing.assert_allclose(ip.user_ns["per_example"], (x @ w - y) ** 2, rtol=1e-13)
+    np.testing.assert_allclose(ip.user_ns["grad"], 2 * x.T @ (x @ w - y) / 16, rtol=1e-12)
+    prof = ip.user_ns["spmd"].profile
+    assert {c.device for c in prof.collectives} == {0, 1, 2, 3}
+    assert {k.device for k in prof.kernels} >= {"device 0", "device 3"}
+    html = out.outputs[-2].data["text/html"]
+    assert "communication share" in html and "device 3 collectives" not in html  # (a plot)
+    # an output the devices do not agree on, left unsplit: the promise check names it
+    result, out = run(ip, "%%xla --quiet --ranks 4 --split x\nlocal = x.sum(axis=0)\n")
+    assert result.error_in_exec is not None
+    assert "leaves out mesh axis 'ranks'" in out.stdout + out.stderr
+    result, out = run(ip, "%%xla --quiet --ranks 4 --split nothing\nq2 = x * 2\n")
+    assert "--split names nothing" in out.stdout + out.stderr

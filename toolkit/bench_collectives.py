@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")  # nccl-tests' names
 RANKS = (2, 4)
 
 
@@ -48,23 +48,23 @@ def _program(op: str, ranks: int):
     import toolkit as tk
 
     def collective(a):
-        if op == "all-reduce":
+        if op == "all_reduce":
             return tk.lax.psum(a, "x")
-        if op == "all-gather":
+        if op == "all_gather":
             return tk.lax.all_gather(a, "x", tiled=True)
-        if op == "reduce-scatter":
+        if op == "reduce_scatter":
             return tk.lax.psum_scatter(a, "x", tiled=True)
         return tk.lax.all_to_all(a, "x", 0, 0, tiled=True)
-    collective.__name__ = op.replace("-", "_")
+    collective.__name__ = op
     return collective, tk.Mesh((ranks,), ("x",))
 
 
 def _send_elements(op: str, size: int, ranks: int) -> int:
     """float32 elements of a rank's send buffer for nccl-tests' ``size``."""
     count = max(size // 4, 1)
-    if op == "all-gather":
+    if op == "all_gather":
         count = max(count // ranks, 1)
-    return max(count // ranks, 1) * ranks if op in ("reduce-scatter", "all-to-all") else count
+    return max(count // ranks, 1) * ranks if op in ("reduce_scatter", "all_to_all") else count
 
 
 def _compiled(op: str, ranks: int, elements: int):
@@ -121,8 +121,8 @@ def mpi_worker(max_bytes: int, out: str) -> None:
             elements = _send_elements(op, size, ranks)
             (compiled, _, _), _ = _compiled(op, ranks, elements)
             send = np.full(elements, rank + 1, np.float32)
-            recv = np.empty(elements * (ranks if op == "all-gather" else 1)
-                            // (ranks if op == "reduce-scatter" else 1), np.float32)
+            recv = np.empty(elements * (ranks if op == "all_gather" else 1)
+                            // (ranks if op == "reduce_scatter" else 1), np.float32)
             run = distributed.MpiRun(600.0)
 
             def toolkit_call():
@@ -131,11 +131,11 @@ def mpi_worker(max_bytes: int, out: str) -> None:
                 comm.Barrier()
 
             def raw_call():
-                if op == "all-reduce":
+                if op == "all_reduce":
                     comm.Allreduce(send, recv, op=MPI.SUM)
-                elif op == "all-gather":
+                elif op == "all_gather":
                     comm.Allgather(send, recv)
-                elif op == "reduce-scatter":
+                elif op == "reduce_scatter":
                     comm.Reduce_scatter_block(send, recv, op=MPI.SUM)
                 else:
                     comm.Alltoall(send, recv)
@@ -188,10 +188,10 @@ rows = []
 for ranks in RANKS:
     mesh = Mesh(np.array(jax.devices()[:ranks]), ("x",))
     for op in OPS:
-        fn = {"all-reduce": lambda a: jax.lax.psum(a, "x"),
-              "all-gather": lambda a: jax.lax.all_gather(a, "x", tiled=True),
-              "reduce-scatter": lambda a: jax.lax.psum_scatter(a, "x", tiled=True),
-              "all-to-all": lambda a: jax.lax.all_to_all(a, "x", 0, 0, tiled=True)}[op]
+        fn = {"all_reduce": lambda a: jax.lax.psum(a, "x"),
+              "all_gather": lambda a: jax.lax.all_gather(a, "x", tiled=True),
+              "reduce_scatter": lambda a: jax.lax.psum_scatter(a, "x", tiled=True),
+              "all_to_all": lambda a: jax.lax.all_to_all(a, "x", 0, 0, tiled=True)}[op]
         f = jax.jit(shard_map(fn, mesh=mesh, in_specs=P("x"), out_specs=P("x")))
         for size in sizes(int(sys.argv[1])):
             n = _send_elements(op, size, ranks)
@@ -249,8 +249,8 @@ def table(rows: list[dict], sides: list[str]) -> str:
                         cells += ["", "", ""]
                         continue
                     algbw = size / seconds / 1e9
-                    cells += [f"{seconds * 1e6:.1f}", f"{algbw:.3f}",
-                              f"{algbw * bus_bandwidth_factor(op, ranks):.3f}"]
+                    busbw = algbw * bus_bandwidth_factor(op.replace("_", "-"), ranks)
+                    cells += [f"{seconds * 1e6:.1f}", f"{algbw:.3f}", f"{busbw:.3f}"]
                 lines.append(f"| {size} | {max(size // 4, 1)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -268,8 +268,8 @@ def targets(rows: list[dict]) -> str:
                      if (a, op, ranks, s) in by and (b, op, ranks, s) in by]
             return (float(np.exp(np.mean([np.log(y / x) for x, y in pairs]))) if pairs
                     else None)
-        mpi = ratio("mpi", "mpi4py", "all-reduce")
-        host = ratio("host", "mpi", "all-reduce")
+        mpi = ratio("mpi", "mpi4py", "all_reduce")
+        host = ratio("host", "mpi", "all_reduce")
         if mpi is not None:
             lines.append(f"- {ranks} ranks: toolkit's MPI all-reduce busbw {mpi:.2f}x raw "
                          "mpi4py's (target >= 0.9x)")

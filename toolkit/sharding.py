@@ -20,6 +20,7 @@ from . import distributed
 from .frontend.collectives import Mesh, P
 from .frontend.pytree import flatten, unflatten
 from .ir.ops import GroupOp
+from .profiler.recorder import RECORDER
 from .passes.spmd_partitioner import (MeshShape, Partitioned, PartitionError, Spec, check_spec,
                                       communicates, partition, spec_text)
 
@@ -144,7 +145,8 @@ class ShardedFunction:
                 _timeout(_distributed_timeout(self.timeout)))
         blocks = [[np.array(a[_block_index(P(*spec), mesh, d, a.shape)]) if spec and any(spec)
                    else a for a, spec in zip(arrays, in_specs)] for d in range(mesh.size)]
-        outs = _run_devices(lambda *b: compiled(list(b)), has_collectives, blocks, mesh,
+        run = compiled.execute_profiled if RECORDER.active else compiled.execute_leaves
+        outs = _run_devices(lambda *b: run(list(b)), has_collectives, blocks, mesh,
                             self.timeout, self.fn_name)
         shapes = program.module.entry.root.shape
         shapes = shapes.elements if not hasattr(shapes, "dims") else (shapes,)
@@ -172,25 +174,45 @@ class ShardedFunction:
         return found
 
     def _compile(self, args):
-        from .api import jit
         from .backends import get_backend
-        from .backends.reference.interpreter import EVALUATORS
-        from .passes.pipeline import make_pipeline
+        from .stages import lower_positional
 
-        options = {} if self.backend is None else {"backend": self.backend}
-        program = jit(self.fn, **options).lower(*args)._program
+        program = lower_positional(self.fn, self.fn_name, tuple(args),
+                                   get_backend(self.backend))._program
         in_specs = _leaf_specs(self.in_shardings, args, program, self.fn_name)
         out_specs = _output_specs(self.out_shardings, program, in_specs, self.fn_name)
         mesh_shape = MeshShape(self.mesh.axis_names, tuple(self.mesh.devices.shape))
         partitioned = partition(program.module, mesh_shape, in_specs, out_specs)
         lowered = ShardedLowered(self.fn_name, program, partitioned, self.mesh)
-        optimized = make_pipeline(self.pipeline, EVALUATORS).run(partitioned.module).module
-        backend = get_backend(self.backend)
-        compiled = backend.compile(optimized)
+        compiled = _per_device_compiled(program, partitioned, self.mesh, self.backend,
+                                        self.pipeline, self.fn_name)
         # (partition-id too: a device's slice of a replicated value depends on who it is)
         has_collectives = any(i.opcode in GroupOp.COLLECTIVE
                               for i in partitioned.module.entry.instructions)
         return lowered, compiled, has_collectives, in_specs
+
+
+def _per_device_compiled(program, partitioned: Partitioned, mesh: Mesh, backend: str | None,
+                         pipeline: str, name: str):
+    """The per-device program compiled as any jit program is (its passes, fusion decisions
+    and kernels are events under a profile): its arguments are blocks, and it returns every
+    result flat, the caller's checks and write-backs done once on the whole arrays."""
+    import dataclasses
+
+    from .backends import get_backend
+    from .frontend.pytree import TreeDef
+    from .frontend.trace_function import TracedProgram
+    from .stages import Lowered
+
+    params = partitioned.module.entry.parameters
+    specs = tuple(dataclasses.replace(spec, shape=tuple(p.shape.dims))
+                  for spec, p in zip(program.in_specs, params))
+    root = partitioned.module.entry.root.shape
+    count = len(root.elements) if not hasattr(root, "dims") else 1
+    flat = TreeDef("tuple", (TreeDef("leaf"),) * count)
+    local = TracedProgram(partitioned.module, specs, flat,
+                          tuple(f"result {k}" for k in range(count)))
+    return Lowered(local, get_backend(backend), f"{name} on {mesh!r}", pipeline).compile()
 
 
 def _the_mesh(in_shardings, out_shardings) -> Mesh:

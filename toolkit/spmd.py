@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import distributed
-from .api import jit
+from .backends import get_backend
 from .config import env_int
 from .frontend.collectives import Mesh, P, mesh_context
 from .profiler.events import CollectiveEvent
@@ -29,6 +29,7 @@ from .profiler.recorder import RECORDER
 from .ir.collectives import (DEFAULT_TIMEOUT_S, CollectiveError, DeviceRun, algorithm_bytes,
                              bus_bandwidth_factor, on_device, run_devices)
 from .ir.ops import GroupOp
+from .stages import lower_positional
 
 
 def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | None = None,
@@ -73,6 +74,8 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
 
     run.__name__ = name
     run.__wrapped__ = f
+    # the per-device programs compiled so far, by block signature (the dashboard's IR tab)
+    run.compiled_programs = lambda: [entry[0] for entry in programs.values()]
     return run
 
 
@@ -126,8 +129,7 @@ def _block(array: np.ndarray, spec: P, mesh: Mesh, device: int) -> np.ndarray:
 
 
 def _compile(traced, blocks, backend):
-    options = {} if backend is None else {"backend": backend}
-    lowered = jit(traced, **options).lower(*blocks)
+    lowered = lower_positional(traced, traced.__name__, tuple(blocks), get_backend(backend))
     has_collectives = any(i.opcode in GroupOp.COLLECTIVE
                           for c in lowered.hlo.computations for i in c.instructions)
     # (the traced program's text, which the ranks compare, only where there are ranks)
@@ -167,7 +169,13 @@ def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: f
         return _run_this_process(compiled, blocks, mesh, timeout, function)
     if not has_collectives:
         # nothing to meet: each device's run is independent, so the calling thread runs them
-        return [compiled(*blocks[d]) for d in range(mesh.size)]
+        # (as each device in turn: its kernels are on its lane of a profile)
+        alone = DeviceRun(1, mesh.size, _timeout(timeout))
+        outs = []
+        for d in range(mesh.size):
+            with on_device(alone, d):
+                outs.append(compiled(*blocks[d]))
+        return outs
     timeout = _timeout(timeout)
     recording = RECORDER.active
     # SPMD: one replica, a partition per device; with a profile open, every meeting is logged

@@ -17,6 +17,7 @@ from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
 from .frontend.trace_function import TracedProgram
+from .ir.collectives import device_lane
 from .ir.nodes import Module
 from .ir.ops import GroupOp
 from .ir.shapes import Shape, TupleShape
@@ -334,7 +335,7 @@ class Compiled(_TracedStage):
                     self.backend,
                     start,
                     duration,
-                    device=device,
+                    device=device_lane(device),
                     stream=stream,
                     flops=flops,
                     transcendentals=trans,
@@ -396,3 +397,31 @@ class Compiled(_TracedStage):
 
     def __repr__(self) -> str:
         return f"<Compiled jit({self.fn_name}) on {self.backend}>"
+
+
+def lower_positional(fn, name: str, args: tuple, backend: Backend,
+                     pipeline: str = DEFAULT_PIPELINE) -> Lowered:
+    """``fn`` traced on the abstract values of positional ``args`` (pytrees of arrays, no static
+    arguments), unoptimised: what ``tk.shard_map`` and ``tk.jit(in_shardings=)`` compile,
+    without a jit function's caches and graph breaks (an SPMD program is one program)."""
+    import inspect
+
+    from .frontend.trace_function import trace_program
+
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    specs, trees = [], []
+    for k, arg in enumerate(args):
+        leaves, tree, paths = flatten(arg, names[k] if k < len(names) else f"args[{k}]")
+        trees.append(tree)
+        for leaf, path in zip(leaves, paths):
+            shape, dtype, weak = abstractify(leaf, path)
+            specs.append(ArgSpec(path, shape, dtype, weak))
+
+    def rebuild(params):
+        it = iter(params)
+        return tuple(unflatten(t, [next(it) for _ in range(t.num_leaves)]) for t in trees), {}
+    return Lowered(trace_program(fn, name, specs, rebuild), backend, name, pipeline)

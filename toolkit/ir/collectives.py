@@ -372,6 +372,15 @@ class on_device:
 _SINGLE = DeviceRun(1, 1)
 
 
+def device_lane(lane: str) -> str:
+    """A kernel's timeline lane: on a device of a multi-device run, that device's own
+    (``device 2``), so that the devices' kernels are not drawn over one another."""
+    run = _CONTEXT.run
+    if run is None or run.devices <= 1:
+        return lane
+    return f"device {_CONTEXT.device}"
+
+
 def evaluate(inst, operand, reduce: Callable | None = None):
     """The value of the collective ``inst`` on this thread's device (the interpreter's rule)."""
     run = _CONTEXT.run or _SINGLE

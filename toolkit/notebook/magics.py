@@ -229,6 +229,13 @@ class XlaMagics(Magics):
     @argument("--fullgraph", action="store_true",
               help="one compiled program or an error: a graph break fails the cell")
     @argument("--trace", default=None, help="write a Chrome/Perfetto trace to this file")
+    @argument("--ranks", type=int, default=0,
+              help="run the cell on N host devices, as tk.shard_map over a 1-d mesh whose axis "
+                   "is --axis (tk.lax.psum(x, 'ranks') ... inside the cell)")
+    @argument("--axis", default="ranks", help="the mesh axis name for --ranks (default: ranks)")
+    @argument("--split", default="",
+              help="with --ranks: comma-separated inputs and outputs split along their first "
+                   "dimension over the devices (the others are the same on every device)")
     def xla(self, line, cell):
         """Compile the cell as one computation and run it; show what the compiler did."""
         args = _parse(self.xla, line)
@@ -268,6 +275,8 @@ class XlaMagics(Magics):
                 _fail(f"--out names {', '.join(unknown)}, which the cell does not assign")
         else:  # _names stay local to the cell: no output, no kernel to write them
             outputs = tuple(n for n in info.outputs if not n.startswith("_"))
+        if args.ranks:
+            return self._xla_ranks(args, info, params, statics, outputs, ns, tabs)
         key = (cell, args.backend, tuple(statics), outputs, args.fullgraph)
 
         def make():
@@ -333,6 +342,67 @@ class XlaMagics(Magics):
             ns[args.output] = result
         if not args.quiet:
             display(_dashboard(prof, {"cell": compiled} if compiled else {}, tabs, "%%xla"))
+        return None
+
+    def _xla_ranks(self, args, info, params, statics, outputs, ns, tabs):
+        """``%%xla --ranks N``: the cell is every device's program (tk.shard_map over a 1-d mesh
+        of N host devices); ``--split`` names the inputs split along their first dimension and
+        the outputs assembled along it; every other output is JAX's promise that the devices
+        agree, checked."""
+        from ..frontend.collectives import Mesh, P
+        from ..spmd import shard_map
+
+        if args.ranks < 1:
+            _fail(f"--ranks {args.ranks}: give a number of devices >= 1")
+        split = {n.strip() for n in args.split.split(",") if n.strip()}
+        unknown = sorted(split - set(params) - set(outputs))
+        if unknown:
+            _fail(f"--split names {', '.join(unknown)}, which is neither an array the cell reads "
+                  "nor a name it assigns")
+        static_values = tuple((n, ns[n]) for n in statics)
+        key = ("ranks", args.ranks, args.axis, info.source, args.backend, static_values, outputs,
+               tuple(sorted(split)))
+
+        def make():
+            body = build_function(info, params + statics, ns, outputs)
+            mesh = Mesh((args.ranks,), (args.axis,))
+
+            def xla_cell(*arrays):
+                result = body(*arrays, *(v for _, v in static_values))
+                missing = [n for n in outputs if n not in result]
+                if missing:
+                    raise NameError(f"the cell did not assign {', '.join(missing)} on this "
+                                    "device: with --ranks every output must be assigned")
+                return tuple(result[n] for n in outputs)
+            return shard_map(xla_cell, mesh,
+                             in_specs=tuple(P(args.axis) if n in split else P() for n in params),
+                             out_specs=tuple(P(args.axis) if n in split else P()
+                                             for n in outputs),
+                             backend=args.backend)
+
+        fn = self._function_for(key, make)
+        call_args = [ns[n] for n in params]
+        try:
+            with profile(name=f"%%xla --ranks {args.ranks}") as prof:
+                values = fn(*call_args)
+        except ToolkitError as e:
+            _fail_as_cell(e, f"{type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - the cell's own error, or a broken promise
+            line_no = _cell_line(e, info.filename)
+            where = display_location(info.filename, line_no) if line_no else "the %%xla cell"
+            _fail_as_cell(e, f"{type(e).__name__} at {where}: {e}")
+        results = dict(zip(outputs, values))
+        ns.update(results)
+        programs = fn.compiled_programs()
+        compiled = programs[-1] if programs else None
+        if args.trace:
+            prof.to_chrome_trace(args.trace)
+            print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
+        if args.output:
+            ns[args.output] = CellResult(results, prof, compiled)
+        if not args.quiet:
+            display(_dashboard(prof, {"device program": compiled} if compiled else {}, tabs,
+                               f"%%xla --ranks {args.ranks}"))
         return None
 
     @line_cell_magic

@@ -28,7 +28,16 @@ def _lanes(profile) -> list[str]:
     )
     lanes += [lane for _, lane in kernels]
     lanes += sorted({_copy_lane(t) for t in profile.transfers})
+    lanes += [_collective_lane(d) for d in sorted({c.device for c in _collectives(profile)})]
     return lanes
+
+
+def _collectives(profile):
+    return getattr(profile, "collectives", ())
+
+
+def _collective_lane(device: int) -> str:
+    return f"device {device} collectives"
 
 
 def _copy_lane(transfer) -> str:
@@ -42,7 +51,8 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
     compilation lane; ``window="all"`` shows the whole session, ``window=(ms, ms)`` any range.
     Labels appear only on bars wide enough to hold them. Returns the artists: ``lanes``,
     ``phases``, ``dispatches``, ``kernels``, ``transfers``, ``segments`` (graph breaks: the Python
-    glue and the compiled segments), ``markers``, ``labels``, ``elided``."""
+    glue and the compiled segments), ``collectives`` (per device of an SPMD run: the wait for
+    the group's last device, then the exchange), ``markers``, ``labels``, ``elided``."""
     if ax is None:
         # keeps the legend below in view
         _, ax = plt.subplots(figsize=(10, 4), layout="constrained")
@@ -60,7 +70,7 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
         lo, hi = window or execution_window(profile) or everything
     span = max(hi - lo, 1e-9)
     artists = {"lanes": lanes, "phases": [], "dispatches": [], "kernels": [], "transfers": [],
-               "segments": [], "markers": [], "labels": [], "elided": []}
+               "segments": [], "collectives": [], "markers": [], "labels": [], "elided": []}
 
     def ms(t: float) -> float:
         return (t - origin) * 1e3
@@ -125,6 +135,13 @@ def timeline(profile, ax=None, window: tuple[float, float] | str | None = None,
     for k in profile.kernels:
         bar(_kernel_lane(k), k.start, k.duration, kind_color(k.kind), k.name, "kernels",
             f"kernel: {k.kind}")
+    for c in _collectives(profile):  # the wait for the group's last device, then the exchange
+        lane = _collective_lane(c.device)
+        if c.wait > 0:
+            bar(lane, c.start, c.wait, "#fee391", "wait", "collectives",
+                "waiting for peers")
+        bar(lane, c.start + c.wait, c.duration, "#8c6bb1", c.op, "collectives",
+            "collective (exchange)")
     for t in profile.transfers:
         arrow = {"host_to_device": "H→D", "device_to_host": "D→H"}.get(t.direction, "D→D")
         bar(

@@ -20,6 +20,7 @@ def execution_window(profile) -> tuple[float, float] | None:
     spans = [(k.start, k.start + k.duration) for k in profile.kernels]
     spans += [(t.start, t.start + t.duration) for t in profile.transfers]
     spans += [(d.start, d.start + d.duration) for d in profile.dispatches if d.cache_hit]
+    spans += [(c.start, c.start + c.wait + c.duration) for c in getattr(profile, "collectives", ())]
     if not spans:
         return None
     origin = origin_of(profile)

@@ -102,8 +102,46 @@ def summary_section(prof) -> str:
         + _table(["kernel", "kind", "ms", "share", "source"], top_rows)
         + promotion_section(prof)
         + graph_break_section(prof)
+        + collective_section(prof)
         + transfer_section(prof.transfers)
     )
+
+
+def collective_section(prof) -> str:
+    """An SPMD run's communication: per device, kernel time against time waiting for peers and
+    exchanging (the communication share); per collective op, bytes and bus bandwidth by
+    nccl-tests' formulas; the straggler."""
+    events = list(getattr(prof, "collectives", ()))
+    if not events:
+        return ""
+    devices = sorted({c.device for c in events})
+    exchanged = {c.name for c in events}  # (a collective's host step is a kernel event too)
+    rows = []
+    for d in devices:
+        mine = [c for c in events if c.device == d]
+        wait = sum(c.wait for c in mine)
+        exchange = sum(c.duration for c in mine)
+        compute = sum(k.duration for k in prof.kernels if k.name not in exchanged and (
+            k.device == f"device {d}" or k.device.endswith(f"/device {d}")))
+        total = compute + wait + exchange
+        share = (wait + exchange) / total if total else 0.0
+        rows.append([f"device {d}", f"{compute * 1e3:.3f}", f"{wait * 1e3:.3f}",
+                     f"{exchange * 1e3:.3f}", f"{share:.0%}"])
+    ops = []
+    for op in sorted({c.op for c in events}):
+        group = [c for c in events if c.op == op]
+        busy = sum(c.duration for c in group)
+        busbw = sum(c.busbw * c.duration for c in group) / busy if busy else 0.0
+        ops.append([op, str(len(group)), f"{sum(c.bytes for c in group) / 1e6:.3g}",
+                    f"{busbw / 1e9:.3g}"])
+    from ..profiler.report import collective_lines
+
+    straggler = [line.strip() for line in collective_lines(events) if "straggler" in line]
+    return ("<h3>collectives</h3>"
+            + _table(["device", "kernels ms", "waiting for peers ms", "exchanging ms",
+                      "communication share"], rows)
+            + _table(["collective", "device parts", "MB", "busbw GB/s"], ops)
+            + "".join(f"<p class='tk-note'>{e(line)}</p>" for line in straggler))
 
 
 def promotion_section(prof) -> str:
