@@ -138,11 +138,11 @@ class MpiRun:
                     f"arrived within {self.timeout:g} s (TOOLKIT_COLLECTIVE_TIMEOUT)")
             time.sleep(0 if now < spin_until else 0.0002)
 
-    def meet(self, device, sequence, inst, group, value, result):
+    def meet(self, device, sequence, inst, group, value, result, out=None):
         if self.clock is None:
-            return self._meet(device, sequence, inst, group, value, result)
+            return self._meet(device, sequence, inst, group, value, result, out)
         arrived = self.clock()
-        out = self._meet(device, sequence, inst, group, value, result)
+        out = self._meet(device, sequence, inst, group, value, result, out)
         from .ir.collectives import Meeting, _nbytes
 
         self.meetings.append(Meeting(device, sequence, inst.opcode, inst.name, tuple(group),
@@ -150,7 +150,9 @@ class MpiRun:
                                      self.clock(), device))
         return out
 
-    def _meet(self, device, sequence, inst, group, value, result):
+    def _meet(self, device, sequence, inst, group, value, result, buffer=None):
+        """The collective as MPI calls; with ``buffer`` (the compiled program's buffer for the
+        result) an all-reduce receives into it directly, with no copy."""
         MPI = _STATE["MPI"]
         comm = self._comm(tuple(group))
         if isinstance(value, tuple):  # the tuple all-to-all: its operands, one after another
@@ -161,22 +163,32 @@ class MpiRun:
             sizes = np.cumsum([p.size for p in parts])[:-1]
             values = {d: tuple(c.reshape(p.shape) for c, p in zip(np.split(row, sizes), parts))
                       for d, row in zip(group, gathered)}
-            return result(values)
+            return _into(result(values, device), buffer)
         operand = np.ascontiguousarray(value)
         op = {"add": MPI.SUM, "maximum": MPI.MAX, "minimum": MPI.MIN,
               "multiply": MPI.PROD}.get(reducer_opcode(inst)) if inst.opcode == "all-reduce" \
             else None
         if op is not None and operand.dtype != np.bool_:
-            out = np.empty_like(operand)
+            usable = (buffer is not None and buffer.flags.c_contiguous
+                      and not np.may_share_memory(buffer, operand))
+            out = buffer if usable else np.empty_like(operand)
             self._wait(comm.Iallreduce(operand, out, op=op), inst, group)
-            return out
+            return _into(out, buffer)
         gathered = np.empty((len(group),) + operand.shape, operand.dtype)
         self._wait(comm.Iallgather(operand, gathered), inst, group)
-        return result(dict(zip(group, gathered)))
+        return _into(result(dict(zip(group, gathered)), device), buffer)
 
     def gather_blocks(self, outs) -> list:
         """Every rank's output blocks, on every rank (to assemble the global outputs)."""
         return _STATE["world"].allgather(outs)
+
+
+def _into(value, buffer):
+    """``value`` written into ``buffer`` (when there is one and it is not already there)."""
+    if buffer is None or value is buffer:
+        return value
+    np.copyto(buffer, value, casting="no")
+    return buffer
 
 
 def merge_profiles(profile, root: int = 0):

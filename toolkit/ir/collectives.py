@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -170,6 +170,9 @@ class _Slot:
     opcode: str
     name: str
     values: dict
+    outs: dict = field(default_factory=dict)  # device -> the buffer it wants its result in
+    outputs: dict | None = None  # device -> its result, made by the last device to arrive
+    error: BaseException | None = None  # what making them raised
     readers: int = 0
     ready: float = 0.0  # when the last device of the group arrived
     last: int = -1  # which device that was
@@ -219,9 +222,17 @@ class DeviceRun:
             self._cv.notify_all()
 
     def meet(self, device: int, sequence: int, inst, group: tuple[int, ...], value,
-             result: Callable[[dict], object]):
-        """Deposit ``value`` for ``device``'s ``sequence``-th collective and return
-        ``result(values by device)`` once every device of ``group`` has deposited."""
+             result: Callable[[dict, int], object], out: np.ndarray | None = None):
+        """Deposit ``value`` for ``device``'s ``sequence``-th collective; once every device of
+        ``group`` has, the last to arrive makes every device's result (``result(values,
+        device)``) and each takes its own.
+
+        Every device waits until all results are made, so no operand is read after its device
+        goes on: operands are not copied in. Results are private to their device (a later
+        kernel may write one in place): one that shares memory with an operand or with another
+        device's result is copied, so an all-reduce is folded once and copied out n-1 times.
+        With ``out`` (the compiled program's buffer for the result) the result is written there
+        instead of into a new array."""
         key = (sequence, group)
         deadline = time.monotonic() + self.timeout
         clock = self.clock
@@ -235,14 +246,23 @@ class DeviceRun:
                     f"device {device} ran {inst.opcode} %{inst.name} as its collective number "
                     f"{sequence}, where device {min(slot.values)} ran {slot.opcode} %{slot.name}: "
                     "the devices run different programs")
-            # a copy, as a send buffer is: the device goes on once its own result is made, and
-            # its next kernels may write the buffer it handed in while a peer still reads it
-            slot.values[device] = _copied(value)
-            if len(slot.values) == len(group):
+            slot.values[device] = value
+            if out is not None:
+                slot.outs[device] = out
+            last = len(slot.values) == len(group)
+            if last:
                 slot.ready = clock() if clock is not None else 0.0
                 slot.last = device
-            self._cv.notify_all()
-            while len(slot.values) < len(group):
+        if last:  # (outside the lock: the others wait on the condition, not for the lock)
+            try:
+                slot.outputs = _private_outputs(slot.values, group, result, inst.opcode,
+                                                slot.outs)
+            except BaseException as e:  # noqa: BLE001 - every device of the group raises it
+                slot.error = e
+            with self._cv:
+                self._cv.notify_all()
+        with self._cv:
+            while slot.outputs is None and slot.error is None:
                 failed = [d for d in group if d in self.failed and d not in slot.values]
                 if failed:
                     d = failed[0]
@@ -257,17 +277,59 @@ class DeviceRun:
                         f"{self.timeout:g} s (device {device} waited; TOOLKIT_COLLECTIVE_TIMEOUT "
                         "sets the limit)")
                 self._cv.wait(min(left, 0.5))
-            ready, last = slot.ready, slot.last
+            ready, last_device = slot.ready, slot.last
             slot.readers += 1
             if slot.readers == len(group):
                 del self._slots[key]
-        out = result(slot.values)  # (outside the lock: the devices combine at once)
+        if slot.error is not None:
+            raise slot.error
+        out = slot.outputs[device]
         if clock is not None:
             with self._cv:
                 self.meetings.append(Meeting(
                     device, sequence, inst.opcode, inst.name, group, _nbytes(value),
-                    _nbytes(out), arrived, ready, clock(), last))
+                    _nbytes(out), arrived, ready, clock(), last_device))
         return out
+
+
+def _private_outputs(values: dict, group: tuple[int, ...], result, opcode: str,
+                     outs: dict) -> dict:
+    """Every device's result, none sharing memory with an operand or another's result; where
+    a device gave its buffer (``outs``) the result is written there, once every result is made
+    (a buffer may be one a peer's operand shares)."""
+    from .ops import GroupOp
+
+    outputs: dict = {}
+    first = None
+    for d in group:
+        if first is not None and opcode in GroupOp.SAME_RESULT_IN_GROUP:
+            outputs[d] = first if d in outs else _copied(first)  # (made once)
+            continue
+        out = result(values, d)
+        if d not in outs and (_overlaps(out, values.values())
+                              or _overlaps(out, outputs.values())):
+            out = _copied(out)
+        outputs[d] = first = out
+    for d in outs:  # a result still reading a peer's buffer (its operand): made its own first
+        if any(_overlaps(outputs[d], [b]) for peer, b in outs.items() if peer != d):
+            outputs[d] = _copied(outputs[d])
+    for d, buffer in outs.items():
+        if outputs[d] is not buffer:
+            np.copyto(buffer, outputs[d], casting="no")
+        outputs[d] = buffer
+    return outputs
+
+
+def _overlaps(value, others) -> bool:
+    if isinstance(value, tuple):
+        return any(_overlaps(v, others) for v in value)
+    for other in others:
+        if isinstance(other, tuple):
+            if _overlaps(value, other):
+                return True
+        elif np.may_share_memory(value, other):
+            return True
+    return False
 
 
 def _copied(value):
@@ -381,15 +443,18 @@ def device_lane(lane: str) -> str:
     return f"device {_CONTEXT.device}"
 
 
-def evaluate(inst, operand, reduce: Callable | None = None):
-    """The value of the collective ``inst`` on this thread's device (the interpreter's rule)."""
+def evaluate(inst, operand, reduce: Callable | None = None, out: np.ndarray | None = None):
+    """The value of the collective ``inst`` on this thread's device (the interpreter's rule);
+    with ``out``, written into that buffer (a compiled program's), which is returned."""
     run = _CONTEXT.run or _SINGLE
     device = _CONTEXT.device if _CONTEXT.run is not None else 0
     replica, partition = divmod(device, run.partitions)
-    if inst.opcode == "replica-id":
-        return np.array(replica, np.uint32)
-    if inst.opcode == "partition-id":
-        return np.array(partition, np.uint32)
+    if inst.opcode == "replica-id" or inst.opcode == "partition-id":
+        value = np.array(replica if inst.opcode == "replica-id" else partition, np.uint32)
+        if out is None:
+            return value
+        out[...] = value
+        return out
     sequence = _CONTEXT.sequence
     _CONTEXT.sequence += 1
     try:
@@ -397,24 +462,24 @@ def evaluate(inst, operand, reduce: Callable | None = None):
             source, peers = permute_pairs(inst.attrs, run.replicas, run.partitions, device)
             group = tuple(peers)
 
-            def result(values):
-                if source is None:
-                    return np.zeros_like(operand)
-                return values[source]
+            def result(values, d):
+                src = source if d == device else permute_pairs(
+                    inst.attrs, run.replicas, run.partitions, d)[0]
+                if src is None:
+                    return np.zeros_like(values[d])
+                return values[src]
         else:
             groups = device_groups(inst.opcode, inst.attrs, run.replicas, run.partitions)
             group = next((g for g in groups if device in g), None)
             if group is None:
                 raise CollectiveError(f"{inst.opcode} %{inst.name}: device {device} is in none "
                                       f"of its replica groups {groups}")
-            position = group.index(device)
-
-            def result(values):
-                return combine(inst.opcode, inst.attrs, [values[d] for d in group], position,
-                               reduce)
+            def result(values, d):
+                return combine(inst.opcode, inst.attrs, [values[g] for g in group],
+                               group.index(d), reduce)
     except ValueError as e:
         raise CollectiveError(str(e)) from None
-    return run.meet(device, sequence, inst, group, operand, result)
+    return run.meet(device, sequence, inst, group, operand, result, out)
 
 
 COLLECTIVE_OPCODES = frozenset(name for name, op in OPS.items() if op.category == "collective")

@@ -219,6 +219,11 @@ def _collective(inst, args):
     return collectives.evaluate(inst, args[0] if args else None, _combiner(inst))
 
 
+def collective_into(inst, args, out):
+    """A collective of one array result, written into ``out`` (a compiled program's buffer)."""
+    return collectives.evaluate(inst, args[0] if args else None, _combiner(inst), out)
+
+
 for _name in GroupOp.COLLECTIVE:
     EVALUATORS[_name] = _collective
 

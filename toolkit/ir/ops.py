@@ -326,6 +326,8 @@ class GroupOp:
     # exchange values between the devices of an SPMD program: host steps between kernels, where
     # the device's thread meets its group (ir/collectives.py)
     COLLECTIVE = _ops(lambda op: op.category == "collective")
+    # every device of the group gets the same value: made once, copied for the others
+    SAME_RESULT_IN_GROUP = frozenset({"all-reduce", "all-gather"})
     # library calls on the host, between kernels (NumPy's sort, LAPACK)
     LIBRARY = _ops(lambda op: op.category in ("sort", "library"))
     TRANSCENDENTAL = _ops(lambda op: op.transcendental)

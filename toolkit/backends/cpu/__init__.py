@@ -8,13 +8,16 @@ import time
 
 from llvmlite import ir
 
+from ...ir.evaluator import collective_into
 from ...ir.nodes import Module
+from ...ir.shapes import Shape
 from ...ir.ops import GroupOp
 from ..base import Backend, register_backend
 from ..buffer_plan import BufferPlan, plan_buffers
 from ..library_dot import make_dot
 from ..llvm.elemental import CodegenUnsupported
-from ..reference.interpreter import EVALUATORS, evaluate_computation, flatten_value
+from ..reference.interpreter import (EVALUATORS, evaluate_computation, flatten_private,
+                                     flatten_value)
 from . import disk_cache
 from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
@@ -75,9 +78,13 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         if inst.opcode in GroupOp.COLLECTIVE:
             # between kernels, on the calling thread: the device it runs as (an SPMD run's
             # thread, ir/collectives.on_device) meets its group's devices in shared memory
+            if isinstance(inst.shape, Shape):  # into the program's buffer: no copy
+                return Step("collective", inst, inputs, outs,
+                            extra={"run": lambda ins, out: collective_into(inst, ins, out[0])})
+            # (the tuple all-to-all: its results are its own, made for this device: no copy)
             evaluate = EVALUATORS[inst.opcode]
             return Step("library", inst, inputs, outs,
-                        extra={"run": lambda ins: flatten_value(evaluate(inst, ins))})
+                        extra={"run": lambda ins: flatten_private(evaluate(inst, ins))})
         if inst.opcode in GroupOp.LIBRARY:  # library calls (NumPy's sort, LAPACK), as XLA:CPU's
             comp = as_computation(inst)
             return Step("library", inst, inputs, outs,

@@ -44,6 +44,17 @@ def flatten_value(value) -> tuple[np.ndarray, ...]:
     return (np.array(value),)  # a fresh, writable, contiguous array for the caller
 
 
+def flatten_private(value) -> tuple[np.ndarray, ...]:
+    """As ``flatten_value`` for a value that is the caller's alone (a collective's result):
+    copied only where it is not contiguous."""
+    if isinstance(value, tuple):
+        return tuple(leaf for v in value for leaf in flatten_private(v))
+    array = np.asarray(value)
+    if array.flags.c_contiguous and array.flags.writeable:
+        return (array,)
+    return (np.array(array),)
+
+
 def run(module: Module, *args) -> tuple[np.ndarray, ...]:
     """Execute ``module`` with NumPy; returns the flattened results as a tuple of arrays."""
     return flatten_value(evaluate_computation(module.entry, coerce_arguments(module, args)))
