@@ -202,6 +202,7 @@ def test_profile_records_fusion_decisions_and_pass_events():
         "constant-folding",
         "cse",
         "dce",
+        "all-reduce-combiner",
         "fusion",
         "offset-operands",
     }

@@ -314,3 +314,52 @@ def test_random_programs_equal_numpy_under_random_shardings(program):
         return
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _all_reduces(compiled_program):
+    return [i for i in compiled_program.optimized_hlo.entry.instructions
+            if i.opcode == "all-reduce"]
+
+
+def test_independent_all_reduces_meet_once_as_xlas_combiner_makes_them():
+    mesh = _mesh((4, "data"))
+    S = _sharding(mesh)
+
+    def loss(w, b, x, y):
+        return np.mean((np.tanh(x @ w + b) - y) ** 2)
+
+    def step(w, b, x, y):
+        gw, gb = tk.grad(loss, argnums=(0, 1))(w, b, x, y)
+        return w - 0.1 * gw, b - 0.1 * gb, loss(w, b, x, y)
+
+    w, b = rng.standard_normal((8, 3)), rng.standard_normal(3)
+    x, y = rng.standard_normal((32, 8)), rng.standard_normal((32, 3))
+    f = tk.jit(step, in_shardings=(S(), S(), S("data"), S("data")))
+    got = f(w, b, x, y)
+    assert len(f.lower(w, b, x, y).collectives()) == 3  # the partitioner's: gw, gb, the loss
+    (compiled,) = [entry[1] for entry in f._programs.values()]
+    (combined,) = _all_reduces(compiled)  # one meeting: 24 + 3 + 1 elements
+    assert combined.shape.dims == (28,)
+    (decision,) = [d for d in compiled.fusion_decisions if d.reason == "ALL_REDUCES_COMBINED"]
+    assert "3 all-reduces" in decision.message
+    for g, want in zip(got, tk.jit(step)(w, b, x, y)):
+        np.testing.assert_allclose(g, want, rtol=1e-13, atol=1e-15)
+
+
+def test_dependent_or_differently_grouped_all_reduces_stay_apart():
+    mesh = _mesh((2, "data"), (2, "model"))
+
+    def f(a):
+        twice = tk.lax.psum(tk.lax.psum(a, "data") * 2, "data")  # the second reads the first
+        return twice, tk.lax.psum(a, "model"), tk.lax.psum(a.astype(np.float32), "data")
+
+    g = tk.shard_map(f, mesh, in_specs=tk.P("data", "model"),
+                     out_specs=(tk.P(None, "model"), tk.P("data"), tk.P(None, "model")))
+    a = rng.standard_normal((4, 4))
+    got = g(a)
+    (compiled,) = g.compiled_programs()
+    # float64 over 'data' (twice: one depends on the other), over 'model', float32 over 'data'
+    assert len(_all_reduces(compiled)) == 4
+    blocks = a.reshape(2, 2, 2, 2).transpose(0, 2, 1, 3)  # [data, model, rows, cols]
+    np.testing.assert_allclose(got[0], np.concatenate(list(blocks.sum(0) * 2 * 2), axis=1))
+    np.testing.assert_allclose(got[2], np.concatenate(list(blocks.sum(0)), axis=1), rtol=1e-6)

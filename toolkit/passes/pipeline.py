@@ -1,15 +1,16 @@
 """Named pipelines. ``default``: inline calls; move loop-invariant work out of loops;
 canonicalise dots (one GEMM where it goes without a copy); simplify, fold constants and CSE to
-a fixed point; DCE; then fuse, and let fusions alike up to their slice offsets take them as
-operands so they share one kernel (loop bodies and branches: the same
-pipeline, each as a module of its own). ``none``: no optimisation (the optimised HLO equals the
-traced HLO)."""
+a fixed point; DCE; combine independent all-reduces (the devices meet once); then fuse, and let
+fusions alike up to their slice offsets take them as operands so they share one kernel (loop
+bodies and branches: the same pipeline, each as a module of its own). ``none``: no
+optimisation (the optimised HLO equals the traced HLO)."""
 from __future__ import annotations
 
 from collections import Counter
 
 from ..ir.nodes import Module
 from .constant_folding import constant_folding
+from .collective_combiner import combine_all_reduces
 from .cse import cse, dce
 from .dot_canonical import canonicalize_dots
 from .fusion import FusionOptions, fuse
@@ -55,6 +56,8 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
         ("constant-folding", _plain(fold)),
         ("cse", _plain(cse)),
         ("dce", _plain(dce)),
+        # after the fixed point: the all-reduces left meet once where they can
+        ("all-reduce-combiner", combine_all_reduces),
     ]
     def offsets_pass(module):
         return offset_operands(module, fusion.max_parameters)
