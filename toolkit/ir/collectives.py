@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from .ops import OPS
+from .ops import OPS, GroupOp
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -230,7 +230,7 @@ class DeviceRun:
         Every device waits until all results are made, so no operand is read after its device
         goes on: operands are not copied in. Results are private to their device (a later
         kernel may write one in place): one that shares memory with an operand or with another
-        device's result is copied, so an all-reduce is folded once and copied out n-1 times.
+        device's result is copied (an all-reduce is folded once, and each device copies the sum).
         With ``out`` (the compiled program's buffer for the result) the result is written there
         instead of into a new array."""
         key = (sequence, group)
@@ -283,7 +283,14 @@ class DeviceRun:
                 del self._slots[key]
         if slot.error is not None:
             raise slot.error
-        out = slot.outputs[device]
+        if inst.opcode in GroupOp.SAME_RESULT_IN_GROUP:  # each device its own copy, in parallel
+            shared = slot.outputs[device]
+            if out is None:
+                out = _copied(shared)
+            else:
+                np.copyto(out, shared, casting="no")
+        else:
+            out = slot.outputs[device]
         if clock is not None:
             with self._cv:
                 self.meetings.append(Meeting(
@@ -296,20 +303,21 @@ def _private_outputs(values: dict, group: tuple[int, ...], result, opcode: str,
                      outs: dict) -> dict:
     """Every device's result, none sharing memory with an operand or another's result; where
     a device gave its buffer (``outs``) the result is written there, once every result is made
-    (a buffer may be one a peer's operand shares)."""
-    from .ops import GroupOp
-
+    (a buffer may be one a peer's operand shares). An all-reduce's or all-gather's one result is
+    made once; each device copies it into its own buffer after the meeting."""
+    if opcode in GroupOp.SAME_RESULT_IN_GROUP:
+        # made once; every device copies it into its own buffer after the meeting, at once
+        first = result(values, group[0])
+        if _overlaps(first, values.values()):
+            first = _copied(first)
+        return dict.fromkeys(group, first)
     outputs: dict = {}
-    first = None
     for d in group:
-        if first is not None and opcode in GroupOp.SAME_RESULT_IN_GROUP:
-            outputs[d] = first if d in outs else _copied(first)  # (made once)
-            continue
         out = result(values, d)
         if d not in outs and (_overlaps(out, values.values())
                               or _overlaps(out, outputs.values())):
             out = _copied(out)
-        outputs[d] = first = out
+        outputs[d] = out
     for d in outs:  # a result still reading a peer's buffer (its operand): made its own first
         if any(_overlaps(outputs[d], [b]) for peer, b in outs.items() if peer != d):
             outputs[d] = _copied(outputs[d])
