@@ -221,8 +221,12 @@ def test_every_collective_is_profiled_with_nccl_tests_bandwidths(tmp_path):
     assert len(tk.Profile.load(str(tmp_path / "run.json")).collectives) == 8
 
 
-def test_data_parallel_gradients_are_the_full_batchs():
-    """The data-parallel idiom: each device differentiates its slice's loss, pmean averages."""
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_data_parallel_gradients_are_the_full_batchs(check_vma):
+    """Each device differentiates its slice's loss with respect to the replicated w. With JAX's
+    typing (check_vma, the default) w is invariant, so its gradient is summed over the devices:
+    the full batch's; pmean of an invariant value leaves it. Without it (pmap's semantics)
+    each device has its slice's gradient, and pmean averages them."""
     mesh = tk.Mesh((4,), ("x",))
     rng = np.random.default_rng(0)
     w, x = rng.standard_normal((5, 3)), rng.standard_normal((8, 5))
@@ -232,17 +236,88 @@ def test_data_parallel_gradients_are_the_full_batchs():
         return tk.lax.psum(loss, "x").reshape(1), tk.lax.pmean(grad, "x")
 
     loss, grad = tk.shard_map(step, mesh, in_specs=(tk.P(), tk.P("x")),
-                              out_specs=(tk.P(), tk.P()), backend="cpu")(w, x)
+                              out_specs=(tk.P(), tk.P()), backend="cpu",
+                              check_vma=check_vma)(w, x)
     t = np.tanh(x @ w)
     np.testing.assert_allclose(loss, [(t ** 2).sum()], rtol=1e-14)
-    np.testing.assert_allclose(grad, x.T @ (2 * t * (1 - t ** 2)) / 4, rtol=1e-13, atol=1e-15)
+    full = x.T @ (2 * t * (1 - t ** 2))
+    np.testing.assert_allclose(grad, full if check_vma else full / 4, rtol=1e-13, atol=1e-15)
 
 
-def test_derivatives_through_every_linear_collective():
+# JAX 0.10.2's results for these programs (shard_map over 4 forced host devices, float64,
+# w = [1, 2], x = arange(8).reshape(4, 2) split by rows; xs = arange(8) split; the x of
+# "scatter" is arange(32), replicated), with check_vma's default and with check_vma=False
+_JAX_GRADS = {
+    "grad of psum(loss), replicated w": ([384, 472], [0, 16, 128, 192, 448, 560, 960, 1120]),
+    "grad of the local loss, replicated w": ([384, 472], [0, 4, 32, 48, 112, 140, 240, 280]),
+    "grad of psum(loss), split x": ([4, 8, 16, 32, 28, 56, 40, 80],
+                                    [16, 32, 64, 128, 112, 224, 160, 320]),
+    "pmean of the local grad": ([384, 472], [96, 118] * 4),
+    "grad of pmean(loss), replicated w": ([96, 118], [0, 4, 32, 48, 112, 140, 240, 280]),
+    "through all_gather": ([0, 8, 16, 24, 32, 40, 48, 56], [0, 8, 16, 24, 32, 40, 48, 56]),
+    "through psum_scatter": ([32 * k for k in range(32)], [8 * k for k in range(32)] * 4),
+    "through ppermute and axis_index": ([0, 2, 8, 12, 24, 30, 0, 0],
+                                        [0, 2, 8, 12, 24, 30, 0, 0]),
+    "psum of a replicated scalar": ([44], [5, 9, 13, 17]),
+}
+
+
+@pytest.mark.parametrize("name", list(_JAX_GRADS))
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_gradients_are_jaxs_with_and_without_varying_typing(name, check_vma):
+    mesh = tk.Mesh((4,), ("d",))
+    P, lax = tk.P, tk.lax
+    w, x, xs = np.array([1.0, 2.0]), np.arange(8.0).reshape(4, 2), np.arange(8.0)
+
+    def local(w, x):
+        return np.sum((x @ w) ** 2)
+
+    programs = {
+        "grad of psum(loss), replicated w": (
+            lambda w, x: tk.grad(lambda w: lax.psum(local(w, x), "d"))(w), (w, x), P()),
+        "grad of the local loss, replicated w": (
+            lambda w, x: tk.grad(local)(w, x), (w, x), P()),
+        "grad of psum(loss), split x": (
+            lambda w, x: tk.grad(lambda x: lax.psum(local(w, x), "d"))(x), (w, x), P("d")),
+        "pmean of the local grad": (
+            lambda w, x: lax.pmean(tk.grad(local)(w, x), "d"), (w, x), P()),
+        "grad of pmean(loss), replicated w": (
+            lambda w, x: tk.grad(lambda w: lax.pmean(local(w, x), "d"))(w), (w, x), P()),
+        "through all_gather": (
+            lambda x: tk.grad(lambda x: np.sum(lax.all_gather(x, "d", tiled=True) ** 2))(x),
+            (xs,), P("d")),
+        "through psum_scatter": (
+            lambda x: tk.grad(lambda x: np.sum(lax.psum_scatter(x, "d", tiled=True) ** 2))(x),
+            (np.arange(32.0),), P()),
+        "through ppermute and axis_index": (
+            lambda x: tk.grad(lambda x: np.sum(lax.ppermute(
+                x, "d", [(0, 1), (1, 2), (2, 3), (3, 0)]) ** 2 * lax.axis_index("d")))(x),
+            (xs,), P("d")),
+        "psum of a replicated scalar": (
+            lambda x: tk.grad(lambda w: np.sum(x * w) + lax.psum(w, "d"))(
+                np.float64(2.0)).reshape(1), (xs,), P()),
+    }
+    fn, args, out_spec = programs[name]
+    with_vma, without = _JAX_GRADS[name]
+    in_specs = (P(), P("d")) if len(args) == 2 else (
+        P() if name in ("through psum_scatter", "psum of a replicated scalar") else P("d"),)
+    if name == "psum of a replicated scalar":
+        in_specs = (P("d"),)
+    if not check_vma and out_spec == P():  # devices differ without the typing: gather them
+        out_spec = P("d")
+    got = tk.shard_map(fn, mesh, in_specs=in_specs, out_specs=out_spec,
+                       check_vma=check_vma)(*args)
+    np.testing.assert_array_equal(got.ravel(), np.array(with_vma if check_vma else without,
+                                                        float))
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_derivatives_through_every_linear_collective(check_vma):
     """Per device, a collective is linear in every device's operand: the forward rule is the
     collective on the tangents (checked against finite differences of the whole SPMD
     program), the backward rule its transpose (the dot-product test <ct, J dx> = <J^T ct, dx>
-    over all devices). psum transposes to psum here, as under pmap."""
+    over all devices), with JAX's varying/invariant typing (psum transposes to the identity,
+    cotangents of invariant values are summed) and without it (psum transposes to psum)."""
     mesh = tk.Mesh((4,), ("x",))
     rng = np.random.default_rng(1)
 
@@ -255,7 +330,7 @@ def test_derivatives_through_every_linear_collective():
 
     def sharded(fn, n_args):
         return tk.shard_map(fn, mesh, in_specs=(tk.P("x"),) * n_args, out_specs=tk.P("x"),
-                            backend="cpu")
+                            backend="cpu", check_vma=check_vma)
 
     a, da = rng.standard_normal(32), rng.standard_normal(32)
     forward = sharded(program, 1)

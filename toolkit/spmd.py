@@ -24,6 +24,7 @@ from . import distributed
 from .backends import get_backend
 from .config import env_int
 from .frontend.collectives import Mesh, P, mesh_context
+from .frontend.vma import VaryingAxes, typing_context
 from .profiler.events import CollectiveEvent
 from .profiler.recorder import RECORDER
 from .ir.collectives import (DEFAULT_TIMEOUT_S, CollectiveError, DeviceRun, algorithm_bytes,
@@ -33,17 +34,25 @@ from .stages import lower_positional
 
 
 def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | None = None,
-              timeout: float | None = None) -> Callable:
+              timeout: float | None = None, check_vma: bool = True) -> Callable:
     """``f`` run on every device of ``mesh`` over its blocks of the arguments (see the module
     docstring). ``in_specs``: one ``tk.P`` per positional argument (or one for all);
-    ``out_specs``: one per output (a tuple when ``f`` returns a tuple)."""
+    ``out_specs``: one per output (a tuple when ``f`` returns a tuple). ``check_vma`` (JAX's
+    default, True): derivatives follow JAX's varying/invariant typing (``frontend/vma.py``:
+    the gradient of a loss with respect to a replicated argument is summed over the devices,
+    ``psum`` transposes to the identity); False: pmap's (``psum`` transposes to ``psum``)."""
     if not isinstance(mesh, Mesh):
         raise TypeError(f"shard_map: mesh must be a tk.Mesh, got {type(mesh).__name__}")
     name = getattr(f, "__name__", "f")
     programs: dict[tuple, object] = {}
 
     def traced(*blocks):
-        with mesh_context(mesh):
+        typing = VaryingAxes(mesh) if check_vma else None
+        with mesh_context(mesh), typing_context(typing):
+            if typing is not None:  # each block varies along the axes its spec names
+                specs = _per_argument(in_specs, len(blocks), "in_specs")
+                for block, spec in zip(blocks, specs):
+                    typing.seed(block, [a for d in range(len(spec)) for a in spec.axes(d)])
             return f(*blocks)
     traced.__name__ = traced.__qualname__ = name
 

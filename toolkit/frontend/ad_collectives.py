@@ -1,7 +1,9 @@
 """Derivatives of the collectives a ``tk.shard_map``ped function traces. Each device's result
 is a linear function of every device's operand, so the forward rule is the collective on the
-tangents, and the backward rule its transpose over the devices (JAX's ``psum`` transposes to
-``psum`` on device-varying values):
+tangents, and the backward rule its transpose over the devices. With JAX's varying/invariant
+typing (``frontend/vma.py``, shard_map's default ``check_vma=True``) a ``psum`` transposes to
+the identity (``pbroadcast``), and cotangents reaching a value invariant along some axes are
+summed over them; without it (``check_vma=False``, pmap's semantics):
 
 - an all-reduce by ``add``: y_d = sum over d's group of x_g, so x_g's cotangent is the sum
   over g's group of the ct_d: an all-reduce of the cotangents;
@@ -21,6 +23,7 @@ from ..ir.ops import OPS
 from ..ir.queries import reducer_opcode
 from .ad_rules import (JVP_RULES, PRECONDITIONS, VJP_RULES, Eqn, instantiate)
 from .tracer import Tracer
+from .vma import current as varying_axes, psum_over
 
 
 def _emit(opcode: str, x: Tracer, inst: Instruction, **changes) -> Tracer:
@@ -39,7 +42,13 @@ def _jvp(eqn: Eqn, tangents):
 
 
 def _all_reduce_vjp(eqn: Eqn, ct):
-    return [_emit("all-reduce", ct, eqn.inst)]
+    typing = varying_axes()
+    if typing is None:  # (check_vma=False: pmap's semantics, psum transposes to psum)
+        return [_emit("all-reduce", ct, eqn.inst)]
+    # psum's transpose is pbroadcast (the identity); over axes the operand was invariant along,
+    # the implicit pvary before it transposes to a psum
+    missing = typing.collective_axes(eqn.inst) - typing.of(eqn.args[0])
+    return [psum_over(typing, ct, missing) if missing else ct]
 
 
 def _all_gather_vjp(eqn: Eqn, ct):

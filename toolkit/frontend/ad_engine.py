@@ -33,6 +33,7 @@ from .ad_rules import (
 from .errors import UnsupportedNumpyError
 from .source_info import SourceLocation
 from .tracer import Trace, Tracer
+from .vma import current as varying_axes, summed_over_missing_axes
 
 # ops whose rules build new computations (loops, branches, calls): their forward-mode rule
 # emits the primal too, and reverse mode runs FORWARD_RULES[op] to emit the primal and keep
@@ -310,6 +311,8 @@ def vjp_body(
         tape.append(Eqn(inst, args, out, residual))
     results = [env[id(r)] for r in body.results]
 
+    typing = varying_axes()  # inside a shard_map: JAX's varying/invariant typing
+
     def backward(cotangents: Sequence[Any]) -> dict[int, Any]:
         ct: dict[int, Any] = {}
         for r, c in zip(body.results, cotangents):
@@ -322,8 +325,11 @@ def vjp_body(
             # the sums too: they are backward work
             with attributed(trace, eqn.inst, "transpose(jvp(*))"):
                 contributions = VJP_RULES[eqn.inst.opcode](eqn, dense(c))
-                for operand, contribution in zip(eqn.inst.operands, contributions):
+                for k, (operand, contribution) in enumerate(zip(eqn.inst.operands,
+                                                                contributions)):
                     if contribution is not None and id(operand) in active:
+                        if typing is not None:
+                            contribution = summed_over_missing_axes(typing, eqn, k, contribution)
                         ct[id(operand)] = add_tangents(ct.get(id(operand)), contribution)
         grads = {}
         for n, p in body.parameters.items():

@@ -251,7 +251,13 @@ def axis_index(axis_name):
     stride = math.prod(mesh.devices.shape[axis + 1:])
     device = trace.emit("partition-id", (), name="axis_index")
     device = trace.emit("convert", (device,), shape=_s32(), name="axis_index")
-    return (device // np.int32(stride)) % np.int32(mesh.devices.shape[axis])
+    index = (device // np.int32(stride)) % np.int32(mesh.devices.shape[axis])
+    from .vma import current as varying_axes
+
+    typing = varying_axes()
+    if typing is not None:  # it varies along its axis only (partition-id along every axis)
+        typing.seed(index, axes)
+    return index
 
 
 def axis_size(axis_name) -> int:
