@@ -152,7 +152,9 @@ class MpiRun:
 
     def _meet(self, device, sequence, inst, group, value, result, buffer=None):
         """The collective as MPI calls; with ``buffer`` (the compiled program's buffer for the
-        result) an all-reduce receives into it directly, with no copy."""
+        result) MPI receives into it directly, with no copy: all-reduce, and all-gather,
+        reduce-scatter and all-to-all along the first dimension. Other forms gather the
+        group's operands and combine them as the threads do."""
         MPI = _STATE["MPI"]
         comm = self._comm(tuple(group))
         if isinstance(value, tuple):  # the tuple all-to-all: its operands, one after another
@@ -166,13 +168,34 @@ class MpiRun:
             return _into(result(values, device), buffer)
         operand = np.ascontiguousarray(value)
         op = {"add": MPI.SUM, "maximum": MPI.MAX, "minimum": MPI.MIN,
-              "multiply": MPI.PROD}.get(reducer_opcode(inst)) if inst.opcode == "all-reduce" \
+              "multiply": MPI.PROD}.get(reducer_opcode(inst)) if "to_apply" in inst.attrs \
             else None
-        if op is not None and operand.dtype != np.bool_:
-            usable = (buffer is not None and buffer.flags.c_contiguous
-                      and not np.may_share_memory(buffer, operand))
-            out = buffer if usable else np.empty_like(operand)
+        if operand.dtype == np.bool_:
+            op = None
+        n = len(group)
+        # blocks along the first dimension are contiguous runs: MPI's own collectives place
+        # them, straight into the program's buffer
+        leading = (inst.attrs.get("dimensions") or (0,))[0] == 0 and operand.ndim > 0
+        usable = (buffer is not None and buffer.flags.c_contiguous
+                  and not np.may_share_memory(buffer, operand))
+
+        def receive(shape):
+            return buffer if usable else np.empty(shape, operand.dtype)
+        if inst.opcode == "all-reduce" and op is not None:
+            out = receive(operand.shape)
             self._wait(comm.Iallreduce(operand, out, op=op), inst, group)
+            return _into(out, buffer)
+        if inst.opcode == "all-gather" and leading:
+            out = receive((operand.shape[0] * n,) + operand.shape[1:])
+            self._wait(comm.Iallgather(operand, out), inst, group)
+            return _into(out, buffer)
+        if inst.opcode == "reduce-scatter" and leading and op is not None:
+            out = receive((operand.shape[0] // n,) + operand.shape[1:])
+            self._wait(comm.Ireduce_scatter_block(operand, out, op=op), inst, group)
+            return _into(out, buffer)
+        if inst.opcode == "all-to-all" and leading:
+            out = receive(operand.shape)
+            self._wait(comm.Ialltoall(operand, out), inst, group)
             return _into(out, buffer)
         gathered = np.empty((len(group),) + operand.shape, operand.dtype)
         self._wait(comm.Iallgather(operand, gathered), inst, group)

@@ -482,9 +482,16 @@ def evaluate(inst, operand, reduce: Callable | None = None, out: np.ndarray | No
             if group is None:
                 raise CollectiveError(f"{inst.opcode} %{inst.name}: device {device} is in none "
                                       f"of its replica groups {groups}")
+            folded: list = []  # a reduce-scatter's sum, made once for every device's block
+
             def result(values, d):
-                return combine(inst.opcode, inst.attrs, [values[g] for g in group],
-                               group.index(d), reduce)
+                operands = [values[g] for g in group]
+                if inst.opcode == "reduce-scatter":
+                    if not folded:
+                        folded.append(_fold(operands, reduce))
+                    dim = (inst.attrs.get("dimensions") or (0,))[0]
+                    return np.split(folded[0], len(group), axis=dim)[group.index(d)]
+                return combine(inst.opcode, inst.attrs, operands, group.index(d), reduce)
     except ValueError as e:
         raise CollectiveError(str(e)) from None
     return run.meet(device, sequence, inst, group, operand, result, out)
