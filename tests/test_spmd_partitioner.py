@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 import toolkit as tk
 from toolkit.ir.ops import OPS
-from toolkit.passes.spmd_partitioner import (RULES, MeshShape, PartitionError, replicated,
-                                             xla_sharding)
+from toolkit.passes.shardings import MeshShape, PartitionError, replicated, xla_sharding
+from toolkit.passes.spmd_rules import RULES
 
 rng = np.random.default_rng(0)
 

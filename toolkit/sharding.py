@@ -21,8 +21,9 @@ from .frontend.collectives import Mesh, P
 from .frontend.pytree import flatten, unflatten
 from .ir.ops import GroupOp
 from .profiler.recorder import RECORDER
-from .passes.spmd_partitioner import (MeshShape, Partitioned, PartitionError, Spec, check_spec,
-                                      communicates, partition, spec_text)
+from .passes.shardings import (MeshShape, Partitioned, PartitionError, Spec, check_spec,
+                               communicates, spec_text)
+from .passes.spmd_partitioner import partition
 
 _CACHE_SIZE = 64  # signatures kept per function (least recently compiled evicted)
 

@@ -22,6 +22,7 @@ from ..ir.ops import GroupOp
 from ..ir.shapes import Shape, TupleShape
 from .control import passed_on
 from .liveness import Liveness, analyse
+from ..profiler.units import binary_bytes
 
 StepT = TypeVar("StepT")
 
@@ -55,14 +56,6 @@ REASONS = {  # code -> what it means (each decision's message says it of its own
 }
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def report(decisions) -> str:
     """The decisions as text: one line each, then a count of writes in place and copies. A
     line names its computation where the decisions span several (a loop body's own)."""
@@ -76,13 +69,13 @@ def report(decisions) -> str:
         else:
             copied += d.bytes_copied
             lines.append(
-                f"{where}%{d.instruction}: copy of %{d.operand} ({_size(d.bytes_copied)}) "
+                f"{where}%{d.instruction}: copy of %{d.operand} ({binary_bytes(d.bytes_copied)}) "
                 f"inserted: {d.message}"
             )
     done = sum(d.in_place for d in decisions)
     lines.append(
         f"{done} in place, {len(decisions) - done} copies inserted "
-        f"({_size(copied)} copied per run)"
+        f"({binary_bytes(copied)} copied per run)"
     )
     return "\n".join(lines)
 
