@@ -363,3 +363,23 @@ def test_dependent_or_differently_grouped_all_reduces_stay_apart():
     blocks = a.reshape(2, 2, 2, 2).transpose(0, 2, 1, 3)  # [data, model, rows, cols]
     np.testing.assert_allclose(got[0], np.concatenate(list(blocks.sum(0) * 2 * 2), axis=1))
     np.testing.assert_allclose(got[2], np.concatenate(list(blocks.sum(0)), axis=1), rtol=1e-6)
+
+
+def test_arguments_written_in_place_are_written_once_with_numpys_values():
+    """A function that writes its argument, replicated or split: the caller's array receives
+    the whole new value once, as NumPy's call leaves it (each device's program gets its own
+    copy of an argument it may write in place)."""
+    mesh = _mesh((4, "x"))
+    S = _sharding(mesh)
+
+    def f(a, b):  # (writes a donated argument's window in place: XLA's must-alias)
+        a[0] = a[0] + b.sum()
+        a[1] = a[0] * 2
+        return a[2:].sum()
+
+    for spec in (S(), S("x")):
+        a, want_a = np.arange(8.0), np.arange(8.0)
+        want = f(want_a, np.ones(4))
+        got = tk.jit(f, in_shardings=(spec, S("x")))(a, np.ones(4))
+        assert got == want
+        np.testing.assert_array_equal(a, want_a)

@@ -58,6 +58,10 @@ class ShardedLowered:
         self.program = program
         self.partitioned = partitioned
         self.mesh = mesh
+        from .backends.buffer_plan import donated_arguments
+
+        # parameters the per-device program may write in place (XLA's must-alias)
+        self.donated = frozenset(donated_arguments(partitioned.module).values())
 
     @property
     def hlo(self):
@@ -144,8 +148,13 @@ class ShardedFunction:
                 self.fn_name, signature,
                 lowered.partitioned.module.to_text(metadata=False, digest_literals=True),
                 _timeout(_distributed_timeout(self.timeout)))
-        blocks = [[np.array(a[_block_index(P(*spec), mesh, d, a.shape)]) if spec and any(spec)
-                   else a for a, spec in zip(arrays, in_specs)] for d in range(mesh.size)]
+        # a device's own copy of a split argument's block, and of any argument its program
+        # may write in place (a donated one: every device would write the caller's array)
+        written = lowered.donated
+        blocks = [[np.array(a[_block_index(P(*spec), mesh, d, a.shape)])
+                   if any(spec) or k in written else a
+                   for k, (a, spec) in enumerate(zip(arrays, in_specs))]
+                  for d in range(mesh.size)]
         run = compiled.execute_profiled if RECORDER.active else compiled.execute_leaves
         outs = _run_devices(lambda *b: run(list(b)), has_collectives, blocks, mesh,
                             self.timeout, self.fn_name)
