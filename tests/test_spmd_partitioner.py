@@ -254,8 +254,9 @@ def _programs(draw):
         return tk.P(*chosen)
 
     steps = draw(st.lists(st.sampled_from(["unary", "add_row", "dot", "sum0", "sum1", "T",
-                                           "max1", "reshape", "slice"]), min_size=1,
-                          max_size=6))
+                                           "max1", "reshape", "slice", "concat", "pad",
+                                           "where", "cumsum", "sort", "flip", "int"]),
+                          min_size=1, max_size=6))
     unaries = [draw(st.sampled_from(_UNARY)) for _ in steps]
     specs = (spec(2), spec(1), spec(2))
     out_spec = draw(st.sampled_from([None, "replicated", "first"]))
@@ -284,6 +285,20 @@ def _run_steps(a, row, w, steps, unaries):
             a = a.reshape(-1, 4) * 0.5
         elif step == "slice":
             a = a[1:, ::2]
+        elif step == "concat":
+            a = np.concatenate([a, a[:, :1] * 2], axis=1)
+        elif step == "pad":
+            a = np.pad(a, ((0, 0), (1, 2)), constant_values=0.5)
+        elif step == "where":
+            a = np.where(a > 0, a, -a * 0.5)
+        elif step == "cumsum":
+            a = np.cumsum(a, axis=0)
+        elif step == "sort":
+            a = np.sort(a, axis=1)
+        elif step == "flip":
+            a = a[::-1]
+        elif step == "int":
+            a = (a * 4).astype(np.int64) // 3 * 1.5
     return a
 
 
