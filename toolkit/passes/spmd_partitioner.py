@@ -75,6 +75,7 @@ class _Partitioner:
         self._pid: Instruction | None = None
         self._offsets: dict[tuple, Instruction] = {}
         self.values: dict[int, Value] = {}  # original instruction -> its per-device value
+        self.hints: dict[int, Spec] = {}  # the sharding a later user wants (out_shardings)
         self.origin: dict[int, Instruction] = {}  # per-device instruction -> its original
 
     # ----------------------------------------------------------------------------- driving
@@ -84,6 +85,7 @@ class _Partitioner:
             raise PartitionError(f"{self.module.name} has {len(entry.parameters)} parameters but "
                                  f"{len(in_specs)} shardings were given")
         values = self.values
+        self.hints = _wanted_shardings(entry, out_specs)
         for param, spec in zip(entry.parameters, in_specs):
             if not isinstance(param.shape, Shape):
                 raise PartitionError(f"parameter %{param.name} is a tuple: pass its elements")
@@ -264,3 +266,37 @@ class _Partitioner:
         return self._offsets[key]
 
 
+
+
+def _wanted_shardings(entry: Computation, out_specs) -> dict[int, Spec]:
+    """The shardings the outputs ask for (``out_shardings``), carried back through the
+    elementwise ops, broadcasts and transposes that make them (XLA's sharding propagation,
+    backwards): an op whose operands are all replicated then runs on the blocks the output
+    wants, its operands sliced locally, instead of on whole arrays sliced at the end."""
+    if out_specs is None:
+        return {}
+    root = entry.root
+    wanted: dict[int, Spec] = {}
+    outputs = root.operands if root.opcode == "tuple" else (root,)
+    for inst, spec in zip(outputs, tuple(out_specs)):
+        if spec is not None and any(spec) and isinstance(inst.shape, Shape):
+            wanted.setdefault(id(inst), tuple(spec))
+    for inst in reversed(entry.instructions):  # users before their operands
+        spec = wanted.get(id(inst))
+        if spec is None:
+            continue
+        if inst.opcode in GroupOp.ELEMENTWISE and inst.opcode != "bitcast-convert":
+            for op in inst.operands:
+                if op.shape.rank == len(spec):
+                    wanted.setdefault(id(op), spec)
+        elif inst.opcode == "broadcast":
+            dims = inst.attrs["dimensions"]
+            wanted.setdefault(id(inst.operands[0]), tuple(spec[d] for d in dims))
+        elif inst.opcode == "transpose":
+            perm = inst.attrs["dimensions"]
+            inverse = [0] * len(perm)
+            for i, d in enumerate(perm):
+                inverse[d] = i
+            wanted.setdefault(id(inst.operands[0]), tuple(spec[inverse[d]]
+                                                          for d in range(len(perm))))
+    return wanted

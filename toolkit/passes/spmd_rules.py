@@ -57,6 +57,9 @@ def _elementwise(p: Any, inst: Instruction, operands: list[Value]) -> Value:
     if not arrays:
         return p.local(inst, [v[0] for v in operands], ())
     target = max((v[1] for v in arrays), key=lambda s: _split_count(p, s))
+    wanted = p.hints.get(id(inst))
+    if wanted is not None and not any(target) and _divides(p, wanted, inst.shape):
+        target = wanted  # whole operands, a split result wanted: slice them, compute blocks
     moved = [v if not o.shape.rank else
              p._reshard(v, target, o.shape, f"operand {k} of {inst.opcode}")
              for k, (v, o) in enumerate(zip(operands, inst.operands))]
@@ -65,10 +68,22 @@ def _elementwise(p: Any, inst: Instruction, operands: list[Value]) -> Value:
 
 def _broadcast(p: Any, inst: Instruction, operands: list[Value]) -> Value:
     (operand, spec), = operands
+    dims = inst.attrs["dimensions"]
+    wanted = p.hints.get(id(inst))
+    if wanted is not None and not any(spec) and _divides(p, wanted, inst.shape):
+        # made at the block's size: the operand sliced where its dimensions are split
+        operand, spec = p._reshard((operand, spec), tuple(wanted[d] for d in dims),
+                                   inst.operands[0].shape, "operand of broadcast")
+        return p.local(inst, [operand], tuple(wanted))
     out = [()] * inst.shape.rank
-    for i, d in enumerate(inst.attrs["dimensions"]):
+    for i, d in enumerate(dims):
         out[d] = spec[i]  # (XLA's broadcast keeps each operand dimension's size)
     return p.local(inst, [operand], tuple(out))
+
+
+def _divides(p: Any, spec: Spec, shape) -> bool:
+    return isinstance(shape, Shape) and len(spec) == shape.rank and all(
+        n % p.mesh.size(axes) == 0 for n, axes in zip(shape.dims, spec))
 
 
 def _bitcast_convert(p: Any, inst: Instruction, operands: list[Value]) -> Value:
@@ -80,7 +95,15 @@ def _bitcast_convert(p: Any, inst: Instruction, operands: list[Value]) -> Value:
 
 def _transpose(p: Any, inst: Instruction, operands: list[Value]) -> Value:
     (operand, spec), = operands
-    return p.local(inst, [operand], tuple(spec[d] for d in inst.attrs["dimensions"]))
+    perm = inst.attrs["dimensions"]
+    wanted = p.hints.get(id(inst))
+    if wanted is not None and not any(spec) and _divides(p, wanted, inst.shape):
+        source = [()] * len(perm)
+        for i, d in enumerate(perm):
+            source[d] = wanted[i]
+        operand, spec = p._reshard((operand, spec), tuple(source), inst.operands[0].shape,
+                                   "operand of transpose")
+    return p.local(inst, [operand], tuple(spec[d] for d in perm))
 
 
 def _reshape(p: Any, inst: Instruction, operands: list[Value]) -> Value:
