@@ -236,3 +236,15 @@ def test_jit_with_shardings_runs_over_mpi_ranks(tmp_path):
         np.testing.assert_allclose(got["s"], (x * 2).sum(axis=0), rtol=1e-12)
         # x's columns split: the first dot's contraction is all-reduced, the second's too
         assert [c.split(" ")[0] for c in got["collectives"]].count("all-reduce") >= 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_initialize_keeps_freed_memory_for_reuse():
+    """Under MPI, buffers come from the heap and freed ones are reused (glibc's mallopt), so a
+    collective's receive buffer is not freshly mapped pages every call. In a subprocess: the
+    setting is the whole process's."""
+    code = ("from toolkit import distributed; import sys; "
+            "sys.exit(0 if distributed._keep_freed_memory() else 3)")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ,
+                                                              "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0

