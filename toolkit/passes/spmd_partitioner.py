@@ -76,6 +76,7 @@ class _Partitioner:
         self._offsets: dict[tuple, Instruction] = {}
         self.values: dict[int, Value] = {}  # original instruction -> its per-device value
         self.hints: dict[int, Spec] = {}  # the sharding a later user wants (out_shardings)
+        self._resharded: dict[tuple, Value] = {}  # (per-device instruction, spec) -> value
         self.origin: dict[int, Instruction] = {}  # per-device instruction -> its original
 
     # ----------------------------------------------------------------------------- driving
@@ -177,9 +178,19 @@ class _Partitioner:
         if spec == target:
             return value
         check_spec(target, shape, self.mesh, what)
+        key = (id(inst), target)
+        done = self._resharded.get(key)
+        if done is not None:  # (a value many ops want whole is gathered once)
+            return done
         remade = self._remade(inst, spec, target)
         if remade is not None:
+            self._resharded[key] = (remade, target)
             return (remade, target)
+        self._resharded[key] = result = self._moved(inst, spec, target, shape, what)
+        return result
+
+    def _moved(self, inst: Instruction, spec: Spec, target: Spec, shape: Shape, what: str
+               ) -> Value:
         for d, (old, new) in enumerate(zip(spec, target)):
             if old and old != new:  # gather dimension d over the axes that split it
                 dims = list(inst.shape.dims)
