@@ -225,6 +225,64 @@ def jax_side(max_bytes: int, workdir: str) -> list[dict]:
         return json.load(f)
 
 
+def data_parallel_step() -> str:
+    """The issue's third target: a data-parallel MLP training step (float32, batch 512, 256 ->
+    512 -> 1) on 2 host devices, against one device's step on half the batch (with all the
+    cores, and with one, each device's share)."""
+    import toolkit as tk
+
+    from .backends.blas_threads import blas_threads
+    from .backends.cpu.executor import kernel_threads
+
+    rng = np.random.default_rng(0)
+    batch, width, hidden = 512, 256, 512
+    x = rng.standard_normal((batch, width)).astype(np.float32)
+    y = rng.standard_normal((batch, 1)).astype(np.float32)
+    w1 = (rng.standard_normal((width, hidden)) / 16).astype(np.float32)
+    w2 = (rng.standard_normal((hidden, 1)) / 16).astype(np.float32)
+
+    def loss(w1, w2, x, y):
+        return np.mean((np.maximum(x @ w1, 0) @ w2 - y) ** 2)
+
+    def step(w1, w2, x, y):
+        value, (g1, g2) = tk.value_and_grad(loss, argnums=(0, 1))(w1, w2, x, y)
+        return w1 - 0.01 * g1, w2 - 0.01 * g2, value
+
+    def mapped_step(w1, w2, x, y):
+        value, (g1, g2) = tk.value_and_grad(
+            lambda a, b: tk.lax.pmean(loss(a, b, x, y), "d"), argnums=(0, 1))(w1, w2)
+        return w1 - 0.01 * g1, w2 - 0.01 * g2, value
+
+    P = tk.P
+    mesh = tk.Mesh((2,), ("d",))
+    single = tk.jit(step)
+    mapped = tk.shard_map(mapped_step, mesh, in_specs=(P(), P(), P("d"), P("d")),
+                          out_specs=(P(), P(), P()))
+    sharded = tk.jit(step, in_shardings=tuple(tk.NamedSharding(mesh, P(*s))
+                                              for s in ((), (), ("d",), ("d",))))
+    half = (w1, w2, x[:batch // 2], y[:batch // 2])
+
+    def one_core():
+        with blas_threads(1), kernel_threads(1):
+            single(*half)
+
+    def best(fn):
+        return min(_time(fn, 20) for _ in range(5))
+    t_half, t_one = best(lambda: single(*half)), best(one_core)
+    t_map, t_shard = best(lambda: mapped(w1, w2, x, y)), best(lambda: sharded(w1, w2, x, y))
+    return "\n".join([
+        "", "## Data-parallel MLP step (float32, batch 512, 256 -> 512 -> 1), 2 host devices", "",
+        "| | ms | vs one device, half batch, all cores | vs the same on one core |",
+        "|---|---:|---:|---:|",
+        f"| one device, half batch, all cores | {t_half * 1e3:.3f} | 1.00x | |",
+        f"| one device, half batch, one core | {t_one * 1e3:.3f} | {t_one / t_half:.2f}x | 1.00x |",
+        f"| shard_map, 2 devices | {t_map * 1e3:.3f} | {t_map / t_half:.2f}x | "
+        f"{t_map / t_one:.2f}x |",
+        f"| jit(in_shardings=), 2 devices | {t_shard * 1e3:.3f} | {t_shard / t_half:.2f}x | "
+        f"{t_shard / t_one:.2f}x |",
+        "", "(target: <= 1.3x the single-rank step on half the batch)"])
+
+
 def table(rows: list[dict], sides: list[str]) -> str:
     """nccl-tests' columns, one time/algbw/busbw triple per side."""
     from .ir.collectives import bus_bandwidth_factor
@@ -302,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if "jax" in sides:
         rows += jax_side(args.max_bytes, args.out)
     text = "# toolkit collectives (nccl-tests layout)\n" + table(rows, sides) + "\n" + \
-        targets(rows) + "\n"
+        targets(rows) + "\n" + (data_parallel_step() + "\n" if "host" in sides else "")
     with open(os.path.join(args.out, "collectives.md"), "w") as f:
         f.write(text)
     with open(os.path.join(args.out, "collectives.json"), "w") as f:

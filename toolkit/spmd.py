@@ -22,6 +22,8 @@ import numpy as np
 
 from . import distributed
 from .backends import get_backend
+from .backends.blas_threads import blas_threads
+from .backends.cpu.executor import available_cores, kernel_threads
 from .config import env_int
 from .frontend.collectives import Mesh, P, mesh_context
 from .frontend.vma import VaryingAxes, typing_context
@@ -190,13 +192,17 @@ def _run_devices(compiled, has_collectives: bool, blocks, mesh: Mesh, timeout: f
     # SPMD: one replica, a partition per device; with a profile open, every meeting is logged
     run = DeviceRun(1, mesh.size, timeout, RECORDER.clock.now if recording else None)
     pool = _DeviceThreads.for_devices(mesh.size) if mesh.size > 1 else None
+    # the devices run at once: each calls BLAS with its share of the cores, not all of them
+    share = max(1, available_cores() // mesh.size)
+
+    def work(device: int):
+        with blas_threads(share), kernel_threads(share):
+            return compiled(*blocks[device])
     try:
         if pool is None:
-            return run_devices(run, lambda device: compiled(*blocks[device]),
-                               wrap_own_errors=False)
+            return run_devices(run, work, wrap_own_errors=False)
         with pool.lock:
-            return run_devices(run, lambda device: compiled(*blocks[device]),
-                               pool.executor.submit, wrap_own_errors=False)
+            return run_devices(run, work, pool.executor.submit, wrap_own_errors=False)
     finally:
         if recording:
             _record(run, function)

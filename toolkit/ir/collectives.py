@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -170,9 +170,12 @@ class _Slot:
     opcode: str
     name: str
     values: dict
-    outs: dict = field(default_factory=dict)  # device -> the buffer it wants its result in
-    outputs: dict | None = None  # device -> its result, made by the last device to arrive
-    error: BaseException | None = None  # what making them raised
+    made: bool = False  # the group's shared work is done (the devices may take their results)
+    shared: object = None  # an all-reduce's or all-gather's one result; a reduce-scatter's
+    computed: int = 0  # devices that made their own result
+    common: object = None  # work every device's result reads (shared_value), made once
+    sharing: bool = False  # a device is making it
+    error: BaseException | None = None  # what making a result raised
     readers: int = 0
     ready: float = 0.0  # when the last device of the group arrived
     last: int = -1  # which device that was
@@ -224,19 +227,20 @@ class DeviceRun:
     def meet(self, device: int, sequence: int, inst, group: tuple[int, ...], value,
              result: Callable[[dict, int], object], out: np.ndarray | None = None):
         """Deposit ``value`` for ``device``'s ``sequence``-th collective; once every device of
-        ``group`` has, the last to arrive makes every device's result (``result(values,
-        device)``) and each takes its own.
+        ``group`` has, each takes its result (``result(values, device)``), into ``out`` (the
+        compiled program's buffer for it) when given, else a new array of its own.
 
-        Every device waits until all results are made, so no operand is read after its device
-        goes on: operands are not copied in. Results are private to their device (a later
-        kernel may write one in place): one that shares memory with an operand or with another
-        device's result is copied (an all-reduce is folded once, and each device copies the sum).
-        With ``out`` (the compiled program's buffer for the result) the result is written there
-        instead of into a new array."""
+        Operands are not copied in: no device goes on while a peer may still read its operand.
+        Work the group shares is made once by the last device to arrive (the one result of an
+        all-reduce or all-gather, which every device then copies at once; a reduce-scatter's
+        sum). Other results each device makes for itself, at once, detached from the peers'
+        operands; then the devices wait for one another before writing their buffers (a buffer
+        may be the device's own operand, which a peer was reading)."""
         key = (sequence, group)
         deadline = time.monotonic() + self.timeout
         clock = self.clock
         arrived = clock() if clock is not None else 0.0
+        same = inst.opcode in GroupOp.SAME_RESULT_IN_GROUP
         with self._cv:
             slot = self._slots.get(key)
             if slot is None:
@@ -247,50 +251,61 @@ class DeviceRun:
                     f"{sequence}, where device {min(slot.values)} ran {slot.opcode} %{slot.name}: "
                     "the devices run different programs")
             slot.values[device] = value
-            if out is not None:
-                slot.outs[device] = out
             last = len(slot.values) == len(group)
             if last:
                 slot.ready = clock() if clock is not None else 0.0
                 slot.last = device
+        mine = None
         if last:  # (outside the lock: the others wait on the condition, not for the lock)
             try:
-                slot.outputs = _private_outputs(slot.values, group, result, inst.opcode,
-                                                slot.outs)
+                if same or inst.opcode == "reduce-scatter":
+                    mine = result(slot.values, device)
+                    if _overlaps(mine, slot.values.values()):
+                        mine = _copied(mine)
+                    slot.shared = mine
             except BaseException as e:  # noqa: BLE001 - every device of the group raises it
                 slot.error = e
             with self._cv:
+                slot.made = True
                 self._cv.notify_all()
         with self._cv:
-            while slot.outputs is None and slot.error is None:
-                failed = [d for d in group if d in self.failed and d not in slot.values]
-                if failed:
-                    d = failed[0]
-                    raise CollectiveError(
-                        f"{inst.opcode} %{inst.name}: device {d} failed before it arrived "
-                        f"({type(self.failed[d]).__name__}: {self.failed[d]})")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = [d for d in group if d not in slot.values]
-                    raise CollectiveError(
-                        f"{inst.opcode} %{inst.name}: device(s) {missing} did not arrive within "
-                        f"{self.timeout:g} s (device {device} waited; TOOLKIT_COLLECTIVE_TIMEOUT "
-                        "sets the limit)")
-                self._cv.wait(min(left, 0.5))
+            self._wait_for(slot, lambda: slot.made, device, group, inst, deadline)
             ready, last_device = slot.ready, slot.last
-            slot.readers += 1
-            if slot.readers == len(group):
-                del self._slots[key]
         if slot.error is not None:
+            self._leave(slot, key, group)
             raise slot.error
-        if inst.opcode in GroupOp.SAME_RESULT_IN_GROUP:  # each device its own copy, in parallel
-            shared = slot.outputs[device]
+        if same:  # one result, fresh: each device copies it, at once
+            shared = slot.shared
+            self._leave(slot, key, group)
             if out is None:
                 out = _copied(shared)
             else:
                 np.copyto(out, shared, casting="no")
         else:
-            out = slot.outputs[device]
+            try:
+                if mine is None:
+                    mine = result(slot.values, device)
+                if _overlaps(mine, slot.values.values()):  # detached from the peers' operands
+                    mine = _copied(mine)
+            except BaseException as e:  # noqa: BLE001 - the peers must not wait for it
+                with self._cv:
+                    slot.error = slot.error or e
+                    slot.computed += 1
+                    self._cv.notify_all()
+                self._leave(slot, key, group)
+                raise
+            with self._cv:
+                slot.computed += 1
+                self._cv.notify_all()
+                self._wait_for(slot, lambda: slot.computed == len(group), device, group, inst,
+                               deadline)
+            self._leave(slot, key, group)
+            if slot.error is not None:
+                raise slot.error
+            if out is not None:
+                np.copyto(out, mine, casting="no")
+            else:
+                out = mine
         if clock is not None:
             with self._cv:
                 self.meetings.append(Meeting(
@@ -298,34 +313,52 @@ class DeviceRun:
                     _nbytes(out), arrived, ready, clock(), last_device))
         return out
 
+    def _wait_for(self, slot, done: Callable[[], bool], device: int, group, inst,
+                  deadline: float) -> None:
+        """Wait (holding the condition) until ``done()`` or the slot failed; a device that
+        failed or never arrives is an error naming it."""
+        while not done() and slot.error is None:
+            failed = [d for d in group if d in self.failed and d not in slot.values]
+            if failed:
+                d = failed[0]
+                raise CollectiveError(
+                    f"{inst.opcode} %{inst.name}: device {d} failed before it arrived "
+                    f"({type(self.failed[d]).__name__}: {self.failed[d]})")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = [d for d in group if d not in slot.values]
+                raise CollectiveError(
+                    f"{inst.opcode} %{inst.name}: device(s) {missing} did not arrive within "
+                    f"{self.timeout:g} s (device {device} waited; TOOLKIT_COLLECTIVE_TIMEOUT "
+                    "sets the limit)")
+            self._cv.wait(min(left, 0.5))
 
-def _private_outputs(values: dict, group: tuple[int, ...], result, opcode: str,
-                     outs: dict) -> dict:
-    """Every device's result, none sharing memory with an operand or another's result; where
-    a device gave its buffer (``outs``) the result is written there, once every result is made
-    (a buffer may be one a peer's operand shares). An all-reduce's or all-gather's one result is
-    made once; each device copies it into its own buffer after the meeting."""
-    if opcode in GroupOp.SAME_RESULT_IN_GROUP:
-        # made once; every device copies it into its own buffer after the meeting, at once
-        first = result(values, group[0])
-        if _overlaps(first, values.values()):
-            first = _copied(first)
-        return dict.fromkeys(group, first)
-    outputs: dict = {}
-    for d in group:
-        out = result(values, d)
-        if d not in outs and (_overlaps(out, values.values())
-                              or _overlaps(out, outputs.values())):
-            out = _copied(out)
-        outputs[d] = out
-    for d in outs:  # a result still reading a peer's buffer (its operand): made its own first
-        if any(_overlaps(outputs[d], [b]) for peer, b in outs.items() if peer != d):
-            outputs[d] = _copied(outputs[d])
-    for d, buffer in outs.items():
-        if outputs[d] is not buffer:
-            np.copyto(buffer, outputs[d], casting="no")
-        outputs[d] = buffer
-    return outputs
+    def shared_value(self, key, make: Callable[[], object]):
+        """``make()``, made once for the meeting ``key`` by whichever device asks first (the
+        others wait for it): work every device's result reads, as a reduce-scatter's sum."""
+        with self._cv:
+            slot = self._slots[key]
+            while slot.sharing:
+                self._cv.wait(0.5)
+            if slot.common is None:
+                slot.sharing = True
+            else:
+                return slot.common
+        value = None
+        try:
+            value = make()
+        finally:
+            with self._cv:
+                slot.common = value  # (None if make raised: the next asker tries again)
+                slot.sharing = False
+                self._cv.notify_all()
+        return value
+
+    def _leave(self, slot, key, group) -> None:
+        with self._cv:
+            slot.readers += 1
+            if slot.readers == len(group) and self._slots.get(key) is slot:
+                del self._slots[key]
 
 
 def _overlaps(value, others) -> bool:
@@ -482,15 +515,16 @@ def evaluate(inst, operand, reduce: Callable | None = None, out: np.ndarray | No
             if group is None:
                 raise CollectiveError(f"{inst.opcode} %{inst.name}: device {device} is in none "
                                       f"of its replica groups {groups}")
-            folded: list = []  # a reduce-scatter's sum, made once for every device's block
+            shared = getattr(run, "shared_value", None)  # (the threads' meeting shares work)
 
             def result(values, d):
                 operands = [values[g] for g in group]
-                if inst.opcode == "reduce-scatter":
-                    if not folded:
-                        folded.append(_fold(operands, reduce))
+                if inst.opcode == "reduce-scatter":  # the sum made once, each device its block
+                    def total():
+                        return _fold(operands, reduce)
+                    whole = shared((sequence, group), total) if shared else total()
                     dim = (inst.attrs.get("dimensions") or (0,))[0]
-                    return np.split(folded[0], len(group), axis=dim)[group.index(d)]
+                    return np.split(whole, len(group), axis=dim)[group.index(d)]
                 return combine(inst.opcode, inst.attrs, operands, group.index(d), reduce)
     except ValueError as e:
         raise CollectiveError(str(e)) from None

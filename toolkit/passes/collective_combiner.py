@@ -8,8 +8,10 @@ slices fuse with their neighbours, and the concatenation is a copy of the small 
 All-reduces combine when they agree on the replica groups, channel id, id mode, reduction and
 element type, when none depends on another (the combined one runs once all their operands are
 ready, and their users after it), and while the combined buffer stays under
-``MAX_COMBINED_BYTES`` (XLA's combine threshold; bigger all-reduces gain little from sharing a
-meeting and would cost a copy of their operands). Every combination is a ``FusionDecision``.
+``MAX_COMBINED_BYTES`` (XLA's combine threshold, here 256 KiB: on host devices copying a
+bigger operand into the combined buffer costs about what the meeting it saves does; a 2-device
+data-parallel step with a 512 KiB gradient measured 3.5 ms combined, 3.25 ms apart). Every
+combination is a ``FusionDecision``.
 One walk to group, one topological rebuild: linear in program size (a bitset per instruction of
 the all-reduces it depends on), iterative."""
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .rewriter import replace_entry, with_operands
 
-MAX_COMBINED_BYTES = 4 << 20
+MAX_COMBINED_BYTES = 256 << 10
 RULE = "independent all-reduces over the same devices -> one all-reduce of their concatenation"
 
 

@@ -81,6 +81,31 @@ def num_threads() -> int:
     return env_int("TOOLKIT_NUM_THREADS", cores, 1, cores)
 
 
+_BUDGET = threading.local()  # a calling thread's cap on the threads its kernels split over
+
+
+class kernel_threads:
+    """Within it, kernels called from this thread split over at most ``n`` threads: host
+    devices of an SPMD run each take their share of the cores, not all of them at once."""
+
+    def __init__(self, n: int):
+        self.n = max(1, int(n))
+
+    def __enter__(self):
+        self.saved = getattr(_BUDGET, "n", None)
+        _BUDGET.n = self.n
+        return self
+
+    def __exit__(self, *exc):
+        _BUDGET.n = self.saved
+        return False
+
+
+def _budget(threads: int) -> int:
+    cap = getattr(_BUDGET, "n", None)
+    return threads if cap is None else min(threads, cap)
+
+
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -275,7 +300,7 @@ class CpuExecutable(Executable):
         )
 
     def _run_steps(self, steps, bufs) -> None:
-        single = self.threads == 1
+        single = _budget(self.threads) == 1
         native = _native_call
         for step in steps:
             if step.kind == "kernel" and (
@@ -372,14 +397,14 @@ class CpuExecutable(Executable):
         pointers = [address(a) for a in ins] + [address(o) for o in outs]
         extent = step.extent
         if self.splits(step):
-            return self._parallel(step, pointers, outs, min(self.threads, extent))
+            return self._parallel(step, pointers, outs, min(_budget(self.threads), extent))
         step.fn(*pointers, 0, 1 if extent is None else extent)  # an empty range stays empty
         return 1
 
     def splits(self, step: Step) -> bool:
         """Does this kernel step run split over threads (large enough to pay the hand-off)?"""
         return (
-            self.threads > 1
+            _budget(self.threads) > 1
             and step.splittable
             and step.extent is not None
             and step.extent >= 2
@@ -412,9 +437,10 @@ class CpuExecutable(Executable):
 
     # ---- row groups (row_groups.py) ------------------------------------------------------
     def _group_threads(self, step: Step) -> int:
+        threads = _budget(self.threads)
         return (
-            max(1, min(self.threads, step.extent))
-            if self.threads > 1 and step.work >= PARALLEL_THRESHOLD
+            max(1, min(threads, step.extent))
+            if threads > 1 and step.work >= PARALLEL_THRESHOLD
             else 1
         )
 
