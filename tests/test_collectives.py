@@ -224,8 +224,10 @@ def test_compiling_backends_run_collectives_between_their_kernels(backend):
     "all-reduce(p), to_apply=%add",
     "all-gather(p), dimensions={0}",
     "collective-permute(p), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}",
+    "reduce-scatter(p), dimensions={0}, to_apply=%add",
 ])
-def test_results_written_into_buffers_that_are_the_operands_are_right(text):
+@pytest.mark.parametrize("n", [8, 32768])  # a small meeting (one device makes every result)
+def test_results_written_into_buffers_that_are_the_operands_are_right(text, n):  # and a big one
     """A compiled program may hand a collective the buffer of its own operand for the result
     (the operand is dead after it). Every device's result is made before any is written, so
     no peer reads an operand already overwritten; and no device's result is another's."""
@@ -234,25 +236,23 @@ def test_results_written_into_buffers_that_are_the_operands_are_right(text):
     from toolkit.ir.collectives import DeviceRun, on_device
     from toolkit.ir.evaluator import collective_into
 
-    size = 32 if "gather" in text else 8
+    size = 4 * n if "gather" in text else n // 4 if "scatter" in text else n
     grouped = "" if "permute" in text else \
         ", replica_groups={{0,1,2,3}}, use_global_device_ids=true"
     module = tk.hlo.parse(
         "HloModule m, num_partitions=4\n"
         "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
         "  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n"
-        f"ENTRY %e (p: f32[8]) -> f32[{size}] {{\n  %p = f32[8]{{0}} parameter(0)\n"
+        f"ENTRY %e (p: f32[{n}]) -> f32[{size}] {{\n  %p = f32[{n}]{{0}} parameter(0)\n"
         f"  ROOT %c = f32[{size}]{{0}} {text.replace('(p)', '(%p)')}, channel_id=1{grouped}\n}}")
     inst = module.entry.root
-    operands = [np.arange(8, dtype=np.float32) * (d + 1) for d in range(4)]
+    operands = [np.arange(n, dtype=np.float32) * (d + 1) for d in range(4)]
     want = [o[0] for o in tk.hlo.run_spmd(module, [[o.copy()] for o in operands])]
     run = DeviceRun(1, 4, timeout=10)
     got = [None] * 4
-    same_buffer = inst.shape.dims == (8,)
-
-    def device(d):
+    def device(d):  # the result's buffer is (the start of) the device's own operand, if it fits
         with on_device(run, d):
-            buffer = operands[d] if same_buffer else np.empty(inst.shape.dims, np.float32)
+            buffer = operands[d][:size] if size <= n else np.empty(inst.shape.dims, np.float32)
             got[d] = collective_into(inst, [operands[d]], buffer)
             assert got[d] is buffer
     threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]

@@ -173,6 +173,7 @@ class _Slot:
     made: bool = False  # the group's shared work is done (the devices may take their results)
     shared: object = None  # an all-reduce's or all-gather's one result; a reduce-scatter's
     computed: int = 0  # devices that made their own result
+    results: dict | None = None  # a small meeting's results, every device's, made by the last
     common: object = None  # work every device's result reads (shared_value), made once
     sharing: bool = False  # a device is making it
     error: BaseException | None = None  # what making a result raised
@@ -259,10 +260,12 @@ class DeviceRun:
         if last:  # (outside the lock: the others wait on the condition, not for the lock)
             try:
                 if same or inst.opcode == "reduce-scatter":
-                    mine = result(slot.values, device)
-                    if _overlaps(mine, slot.values.values()):
-                        mine = _copied(mine)
+                    mine = _detached(result(slot.values, device), slot.values)
                     slot.shared = mine
+                elif _nbytes(value) * len(group) <= SMALL_MEETING_BYTES:
+                    # small: making every result here costs less than waking the devices twice
+                    slot.results = {d: _detached(result(slot.values, d), slot.values)
+                                    for d in group}
             except BaseException as e:  # noqa: BLE001 - every device of the group raises it
                 slot.error = e
             with self._cv:
@@ -274,19 +277,18 @@ class DeviceRun:
         if slot.error is not None:
             self._leave(slot, key, group)
             raise slot.error
-        if same:  # one result, fresh: each device copies it, at once
-            shared = slot.shared
+        if same or slot.results is not None:  # made already, fresh: each device takes its own
+            made = slot.shared if same else slot.results[device]
             self._leave(slot, key, group)
             if out is None:
-                out = _copied(shared)
+                out = _copied(made) if same else made
             else:
-                np.copyto(out, shared, casting="no")
+                np.copyto(out, made, casting="no")
         else:
             try:
                 if mine is None:
                     mine = result(slot.values, device)
-                if _overlaps(mine, slot.values.values()):  # detached from the peers' operands
-                    mine = _copied(mine)
+                mine = _detached(mine, slot.values)  # from the peers' operands
             except BaseException as e:  # noqa: BLE001 - the peers must not wait for it
                 with self._cv:
                     slot.error = slot.error or e
@@ -359,6 +361,14 @@ class DeviceRun:
             slot.readers += 1
             if slot.readers == len(group) and self._slots.get(key) is slot:
                 del self._slots[key]
+
+
+SMALL_MEETING_BYTES = 64 << 10  # a group's operands up to this: one device makes all results
+
+
+def _detached(value, values: dict):
+    """``value``, copied where it shares memory with an operand of the meeting."""
+    return _copied(value) if _overlaps(value, values.values()) else value
 
 
 def _overlaps(value, others) -> bool:
