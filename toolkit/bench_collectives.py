@@ -13,7 +13,8 @@ all-gather, reduce-scatter and all-to-all over 2 and 4 ranks, side by side:
 all-to-all, of its receive buffer for all-gather. algbw = size / time; busbw = algbw times
 nccl-tests' factor (all-reduce 2(n-1)/n, the others (n-1)/n). Times are the mean of a timed
 loop after a warm-up, as nccl-tests'. Sizes run 8 B to ``--max-bytes`` (256 MB) by powers of 4.
-A benchmark, not a test: the numbers are this machine's."""
+Then the data-parallel MLP step on 2 host devices against one device on half the batch. A
+benchmark, not a test: the numbers are this machine's."""
 from __future__ import annotations
 
 import argparse
@@ -345,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the largest size (bytes, or e.g. 32MB); default 256MB")
     p.add_argument("--sides", default="host,mpi,mpi4py,jax")
     p.add_argument("--out", default="toolkit-bench-collectives")
+    p.add_argument("--no-step", action="store_true",
+                   help="leave out the data-parallel training step")
     p.add_argument("--mpi-worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.mpi_worker:
@@ -359,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += [r for r in mpi_side(args.max_bytes, args.out) if r["side"] in sides]
     if "jax" in sides:
         rows += jax_side(args.max_bytes, args.out)
+    step = data_parallel_step() + "\n" if "host" in sides and not args.no_step else ""
     text = "# toolkit collectives (nccl-tests layout)\n" + table(rows, sides) + "\n" + \
-        targets(rows) + "\n" + (data_parallel_step() + "\n" if "host" in sides else "")
+        targets(rows) + "\n" + step
     with open(os.path.join(args.out, "collectives.md"), "w") as f:
         f.write(text)
     with open(os.path.join(args.out, "collectives.json"), "w") as f:
