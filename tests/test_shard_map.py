@@ -370,3 +370,18 @@ def test_vmap_inside_a_shard_map_batches_through_the_collectives():
     looped = tk.shard_map(loop, mesh, **specs)(x)
     for got, want in zip(batched, looped, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_function_that_writes_its_argument_in_place_is_refused():
+    """Each device holds its own block: a write into an argument has no one array to land in
+    (the devices would each write theirs into the caller's), so it is an error naming it."""
+    mesh = tk.Mesh((4,), ("x",))
+
+    def f(a, b):
+        a[0] = a[0] + b.sum()
+        return a * 1.0
+
+    a = np.arange(8.0)
+    with pytest.raises(ValueError, match=r"writes its argument\(s\) a in place"):
+        tk.shard_map(f, mesh, in_specs=(tk.P(), tk.P("x")), out_specs=tk.P("x"))(a, a.copy())
+    np.testing.assert_array_equal(a, np.arange(8.0))

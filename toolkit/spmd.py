@@ -26,6 +26,7 @@ from .backends.blas_threads import blas_threads
 from .backends.cpu.executor import available_cores, kernel_threads
 from .config import env_int
 from .frontend.collectives import Mesh, P, mesh_context
+from .frontend.tracer import Tracer
 from .frontend.vma import VaryingAxes, typing_context
 from .profiler.events import CollectiveEvent
 from .profiler.recorder import RECORDER
@@ -48,6 +49,9 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
     name = getattr(f, "__name__", "f")
     programs: dict[tuple, object] = {}
 
+    varying: list = []  # per output of the program traced last: the axes it varies along
+    arg_names = _parameter_names(f)
+
     def traced(*blocks):
         typing = VaryingAxes(mesh) if check_vma else None
         with mesh_context(mesh), typing_context(typing):
@@ -55,7 +59,10 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
                 specs = _per_argument(in_specs, len(blocks), "in_specs")
                 for block, spec in zip(blocks, specs):
                     typing.seed(block, [a for d in range(len(spec)) for a in spec.axes(d)])
-            return f(*blocks)
+            out = f(*blocks)
+            varying[:] = [typing.of(o) if typing is not None and isinstance(o, Tracer)
+                          else None for o in (out if isinstance(out, tuple) else (out,))]
+            return out
     traced.__name__ = traced.__qualname__ = name
 
     def run(*args):
@@ -68,7 +75,8 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
         key = tuple((b.shape, b.dtype.str) for b in blocks[0])
         compiled = programs.get(key)
         if compiled is None:
-            compiled = programs[key] = _compile(traced, blocks[0], backend)
+            compiled = programs[key] = _compile(traced, blocks[0], backend, arg_names) + (
+                tuple(varying),)
         if distributed.is_initialized():  # the ranks must run one program
             signature = ", ".join(f"argument {k}: {a.dtype}{list(a.shape)}"
                                   for k, a in enumerate(arrays))
@@ -79,7 +87,9 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
         per_device = [(o,) if single else o for o in outs]
         specs_out = _per_argument(out_specs if not single else (out_specs,),
                                   len(per_device[0]), "out_specs")
-        results = tuple(_assemble([p[k] for p in per_device], spec, mesh, f"output {k} of {name}")
+        proven = compiled[3]
+        results = tuple(_assemble([p[k] for p in per_device], spec, mesh, f"output {k} of {name}",
+                                  proven[k] if k < len(proven) else None)
                         for k, spec in enumerate(specs_out))
         return results[0] if single else results
 
@@ -88,6 +98,16 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
     # the per-device programs compiled so far, by block signature (the dashboard's IR tab)
     run.compiled_programs = lambda: [entry[0] for entry in programs.values()]
     return run
+
+
+def _parameter_names(f) -> list[str]:
+    import inspect
+
+    try:
+        return [p.name for p in inspect.signature(f).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
 
 
 def _per_argument(specs, count: int, what: str) -> list[P]:
@@ -139,8 +159,15 @@ def _block(array: np.ndarray, spec: P, mesh: Mesh, device: int) -> np.ndarray:
     return np.ascontiguousarray(array[_block_index(spec, mesh, device, array.shape)])
 
 
-def _compile(traced, blocks, backend):
+def _compile(traced, blocks, backend, names: Sequence[str] = ()):
     lowered = lower_positional(traced, traced.__name__, tuple(blocks), get_backend(backend))
+    written = [names[k] if k < len(names) else lowered.in_specs[k].path
+               for k in lowered._program.mutated]
+    if written:  # (every device would write its own block's value into the one array)
+        raise ValueError(
+            f"shard_map: {traced.__name__} writes its argument(s) {', '.join(written)} in place; "
+            "each device holds its own block of an argument, so there is no one array to "
+            "write: return the new value instead (as JAX's arrays, which cannot be written)")
     has_collectives = any(i.opcode in GroupOp.COLLECTIVE
                           for c in lowered.hlo.computations for i in c.instructions)
     # (the traced program's text, which the ranks compare, only where there are ranks)
@@ -256,11 +283,17 @@ def _record(run: DeviceRun, function: str) -> None:
             algbw * bus_bandwidth_factor(m.opcode, len(m.group)), m.last, sequence=m.sequence))
 
 
-def _assemble(blocks: Sequence[np.ndarray], spec: P, mesh: Mesh, what: str) -> np.ndarray:
+def _assemble(blocks: Sequence[np.ndarray], spec: P, mesh: Mesh, what: str,
+              varying: frozenset | None = None) -> np.ndarray:
+    """The whole output from the devices' blocks. ``varying``: the axes the typing found the
+    output varies along (None: unknown); where it varies along none the spec leaves out, the
+    promise holds by construction and the blocks are not compared."""
     first = np.asarray(blocks[0])
     _check_spec(spec, first.ndim, mesh, what, None)
     named = {a for d in range(len(spec)) for a in spec.axes(d)}
     unnamed = [a for a in mesh.axis_names if a not in named]
+    if varying is not None and not varying & set(unnamed) and not distributed.is_initialized():
+        unnamed = []  # (on host devices the same computation gives the same bits)
     # the promise of an axis left out: every device along it holds the same block
     for device in range(mesh.size):
         at = mesh.coordinates(device)
