@@ -385,3 +385,25 @@ def test_a_function_that_writes_its_argument_in_place_is_refused():
     with pytest.raises(ValueError, match=r"writes its argument\(s\) a in place"):
         tk.shard_map(f, mesh, in_specs=(tk.P(), tk.P("x")), out_specs=tk.P("x"))(a, a.copy())
     np.testing.assert_array_equal(a, np.arange(8.0))
+
+
+def test_devices_take_their_share_of_blas_and_leave_the_callers_thread_as_it_was():
+    """Each host device calls BLAS with its share of the cores; the calling thread, which is
+    device 0, is left unset afterwards (OpenBLAS's default, which pinning it to the count in
+    effect would not be: its later products would run slower)."""
+    from toolkit.backends import blas_threads as bt
+    from toolkit.backends.cpu.executor import _BUDGET
+
+    seen = []
+    with bt.blas_threads(1):
+        seen.append(bt._LOCAL.n)
+        with bt.blas_threads(2):
+            seen.append(bt._LOCAL.n)
+        seen.append(bt._LOCAL.n)
+    assert seen == [1, 2, 1] and bt._LOCAL.n == 0
+    mesh = tk.Mesh((2,), ("x",))
+    f = tk.shard_map(lambda a, w: tk.lax.psum(a @ w, "x"), mesh,
+                     in_specs=(tk.P(None, "x"), tk.P("x")), out_specs=tk.P())
+    a, w = np.ones((4, 6)), np.ones((6, 3))
+    np.testing.assert_array_equal(f(a, w), a @ w)
+    assert getattr(bt._LOCAL, "n", 0) == 0 and getattr(_BUDGET, "n", None) is None

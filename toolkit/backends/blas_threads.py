@@ -38,21 +38,29 @@ def _find():
     return None
 
 
+_LOCAL = threading.local()  # the count this module set for the thread (0: none, the default)
+
+
 class blas_threads:
-    """Within it, this thread's BLAS calls use ``n`` threads (then the previous count)."""
+    """Within it, this thread's BLAS calls use ``n`` threads; after it, what they used before.
+    (``openblas_set_num_threads_local`` returns the count in effect, not whether one was set:
+    restoring it would pin the thread to it, slower than leaving it unset, which is 0.)"""
 
     def __init__(self, n: int):
         self.n = max(1, int(n))
-        self.previous = None
+        self.previous = 0
 
     def __enter__(self):
         fn = _setter()
         if fn is not None:
-            self.previous = fn(self.n)
+            self.previous = getattr(_LOCAL, "n", 0)
+            fn(self.n)
+            _LOCAL.n = self.n
         return self
 
     def __exit__(self, *exc):
         fn = _setter()
-        if fn is not None and self.previous is not None:
+        if fn is not None:
             fn(self.previous)
+            _LOCAL.n = self.previous
         return False
