@@ -372,3 +372,7 @@ def test_ranks_runs_the_cell_on_host_devices_with_its_collectives_in_the_dashboa
     assert "leaves out mesh axis 'ranks'" in out.stdout + out.stderr
     result, out = run(ip, "%%xla --quiet --ranks 4 --split nothing\nq2 = x * 2\n")
     assert "--split names nothing" in out.stdout + out.stderr
+    result, out = run(ip, "%%xla --quiet --ranks 4 --split x,q3 --repeat 3 -o timed\n"
+                          "q3 = x * 2\n")
+    assert result.error_in_exec is None and "3 runs after 1 warm-up" in out.stdout
+    assert len(ip.user_ns["timed"].timings) == 3

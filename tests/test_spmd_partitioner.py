@@ -426,3 +426,16 @@ def test_partitioned_programs_run_on_every_backend(backend):
     f = tk.jit(layer, in_shardings=(S("data"), S(None, "model"), S("model")), backend=backend)
     for got, want in zip(f(x, w1, w2), layer(x, w1, w2)):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13, atol=1e-15)
+
+
+def test_jit_options_the_partitioned_path_lacks_are_errors_and_cache_size_is_kept():
+    mesh = _mesh((2, "x"))
+    S = _sharding(mesh)
+    for option in (dict(dump_passes="fusion"), dict(on_recompile="error"),
+                   dict(max_recompiles=0)):
+        with pytest.raises(NotImplementedError, match=f"{next(iter(option))} with in_shardings"):
+            tk.jit(lambda a: a + 1, in_shardings=S("x"), **option)
+    f = tk.jit(lambda a: a + 1, in_shardings=S("x"), cache_size=1)
+    for n in (2, 4, 2):
+        np.testing.assert_array_equal(f(np.ones(n)), np.full(n, 2.0))
+    assert len(f._programs) == 1

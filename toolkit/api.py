@@ -293,10 +293,21 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
         if static_argnums or static_argnames:
             raise NotImplementedError("tk.jit: in_shardings with static arguments is not "
                                       "supported yet; close over them instead")
+        # options the partitioned path does not honour yet are errors, never ignored
+        unsupported = [name for name, given, default in (
+            ("on_recompile", on_recompile, "warn"),
+            ("max_recompiles", max_recompiles, _history.DEFAULT_MAX_RECOMPILES),
+            ("dump_passes", dump_passes, None)) if given != default]
+        if unsupported:
+            raise NotImplementedError(f"tk.jit: {', '.join(unsupported)} with in_shardings is "
+                                      "not supported yet")
         if fn is None:
             return functools.partial(jit, backend=backend, pipeline=pipeline,
+                                     cache_size=cache_size, fullgraph=fullgraph,
                                      in_shardings=in_shardings, out_shardings=out_shardings)
-        return sharded_jit(fn, in_shardings, out_shardings, backend=backend, pipeline=pipeline)
+        # (a partitioned program is always one whole program: fullgraph either way)
+        return sharded_jit(fn, in_shardings, out_shardings, backend=backend, pipeline=pipeline,
+                           cache_size=cache_size)
     options = dict(static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
                    on_recompile=on_recompile, max_recompiles=max_recompiles, pipeline=pipeline,
                    dump_passes=dump_passes, cache_size=cache_size, fullgraph=fullgraph)

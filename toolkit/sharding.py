@@ -25,7 +25,6 @@ from .passes.shardings import (MeshShape, Partitioned, PartitionError, Spec, che
                                communicates, spec_text)
 from .passes.spmd_partitioner import partition
 
-_CACHE_SIZE = 64  # signatures kept per function (least recently compiled evicted)
 
 
 class NamedSharding:
@@ -112,7 +111,7 @@ class ShardedFunction:
     """What ``tk.jit(f, in_shardings=..., out_shardings=...)`` returns."""
 
     def __init__(self, fn: Callable, in_shardings, out_shardings, *, backend: str | None,
-                 pipeline: str, timeout: float | None = None):
+                 pipeline: str, timeout: float | None = None, cache_size: int = 64):
         self.fn = fn
         self.fn_name = getattr(fn, "__name__", "f")
         self.in_shardings = in_shardings
@@ -120,6 +119,7 @@ class ShardedFunction:
         self.backend = backend
         self.pipeline = pipeline
         self.timeout = timeout
+        self.cache_size = cache_size  # signatures kept (least recently compiled evicted)
         self.mesh = _the_mesh(in_shardings, out_shardings)
         self._programs: OrderedDict[tuple, tuple] = OrderedDict()
         self.__wrapped__ = fn
@@ -179,7 +179,7 @@ class ShardedFunction:
             return found
         found = self._compile(args)
         self._programs[key] = found
-        if len(self._programs) > _CACHE_SIZE:
+        if len(self._programs) > self.cache_size:
             self._programs.popitem(last=False)
         return found
 

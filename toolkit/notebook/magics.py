@@ -132,6 +132,29 @@ class CellResult:
         return f"<%%xla result: {', '.join(self.outputs)}{t}>"
 
 
+def _steady_state(fn, call_args, args) -> list[float]:
+    """Seconds of each of ``--repeat`` runs after ``--warmup`` more (none without --repeat)."""
+    timings: list[float] = []
+    if args.repeat:
+        for _ in range(args.warmup):
+            fn(*call_args)
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            fn(*call_args)
+            timings.append(time.perf_counter() - t0)
+    return timings
+
+
+def _print_timings(timings: list[float], args) -> None:
+    if timings:
+        print(
+            f"{len(timings)} runs after {args.warmup} warm-up: best {min(timings) * 1e3:.3f} "
+            "ms, "
+            f"median {statistics.median(timings) * 1e3:.3f} ms, spread "
+            f"{(max(timings) - min(timings)) * 1e3:.3f} ms (compile time excluded)"
+        )
+
+
 def _dashboard(prof, compiled, tabs, title):
     from ..widgets.dashboard import Dashboard
 
@@ -296,14 +319,7 @@ class XlaMagics(Magics):
         try:
             with profile(name="%%xla") as prof:
                 outputs = fn(*call_args)
-                timings = []
-                if args.repeat:
-                    for _ in range(args.warmup):
-                        fn(*call_args)
-                    for _ in range(args.repeat):
-                        t0 = time.perf_counter()
-                        fn(*call_args)
-                        timings.append(time.perf_counter() - t0)
+                timings = _steady_state(fn, call_args, args)
         except ToolkitError as e:
             _fail_as_cell(e, f"{type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 - the cell's own error (a NameError ...): fail, name the line
@@ -327,13 +343,7 @@ class XlaMagics(Magics):
             )
         if recompiled:
             print(recompile_text(fn.recompiles[-1]))
-        if timings:
-            print(
-                f"{len(timings)} runs after {args.warmup} warm-up: best {min(timings) * 1e3:.3f} "
-                "ms, "
-                f"median {statistics.median(timings) * 1e3:.3f} ms, spread "
-                f"{(max(timings) - min(timings)) * 1e3:.3f} ms (compile time excluded)"
-            )
+        _print_timings(timings, args)
         if args.trace:
             prof.to_chrome_trace(args.trace)
             print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
@@ -385,6 +395,7 @@ class XlaMagics(Magics):
         try:
             with profile(name=f"%%xla --ranks {args.ranks}") as prof:
                 values = fn(*call_args)
+                timings = _steady_state(fn, call_args, args)
         except ToolkitError as e:
             _fail_as_cell(e, f"{type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 - the cell's own error, or a broken promise
@@ -395,11 +406,12 @@ class XlaMagics(Magics):
         ns.update(results)
         programs = fn.compiled_programs()
         compiled = programs[-1] if programs else None
+        _print_timings(timings, args)
         if args.trace:
             prof.to_chrome_trace(args.trace)
             print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
         if args.output:
-            ns[args.output] = CellResult(results, prof, compiled)
+            ns[args.output] = CellResult(results, prof, compiled, timings)
         if not args.quiet:
             display(_dashboard(prof, {"device program": compiled} if compiled else {}, tabs,
                                f"%%xla --ranks {args.ranks}"))
