@@ -19,6 +19,15 @@ MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shuti
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+# every collective on one array (the MPI job's program and the one-process run share it)
+EVERY_COLLECTIVE = '''def f(a):
+    return (tk.lax.psum(-a, "x"), tk.lax.all_gather(np.tanh(a), "x", tiled=True),
+            tk.lax.psum_scatter(a, "x", tiled=True),
+            tk.lax.ppermute(a, "x", [(i, (i + 1) % size) for i in range(size)]),
+            tk.lax.all_to_all(a, "x", 0, 0, tiled=True), tk.lax.pmax(a, "x"),
+            tk.lax.axis_index("x").reshape(1))
+'''
+
 PROGRAM = '''
 import json, sys
 import numpy as np
@@ -47,19 +56,14 @@ if mode == "absent" and rank == 3:
 mesh = tk.Mesh((size,), ("x",))
 
 
-def f(a):
-    return (tk.lax.psum(-a, "x"), tk.lax.all_gather(np.tanh(a), "x", tiled=True),
-            tk.lax.psum_scatter(a, "x", tiled=True),
-            tk.lax.ppermute(a, "x", [(i, (i + 1) % size) for i in range(size)]),
-            tk.lax.all_to_all(a, "x", 0, 0, tiled=True), tk.lax.pmax(a, "x"),
-            tk.lax.axis_index("x").reshape(1))
-
+{every_collective}
 
 x = np.arange(8 * size, dtype=np.float64) * 0.5
 outs = tk.shard_map(f, mesh, in_specs=tk.P("x"), out_specs=(tk.P("x"),) * 7, backend=backend)(x)
 with open(f"{sys.argv[4]}/rank{rank}.json", "w") as out:  # (stdout lines interleave)
     json.dump({"rank": rank, "outs": [o.tolist() for o in outs]}, out)
 '''
+PROGRAM = PROGRAM.replace("{every_collective}", EVERY_COLLECTIVE)
 
 
 def _job(tmp_path, source: str, *args, timeout=120):
@@ -80,14 +84,9 @@ def _mpiexec(tmp_path, *args, timeout=120):
 
 def _one_process():
     mesh = tk.Mesh((4,), ("x",))
-    size = 4
-
-    def f(a):
-        return (tk.lax.psum(-a, "x"), tk.lax.all_gather(np.tanh(a), "x", tiled=True),
-                tk.lax.psum_scatter(a, "x", tiled=True),
-                tk.lax.ppermute(a, "x", [(i, (i + 1) % size) for i in range(size)]),
-                tk.lax.all_to_all(a, "x", 0, 0, tiled=True), tk.lax.pmax(a, "x"),
-                tk.lax.axis_index("x").reshape(1))
+    scope = {"tk": tk, "np": np, "size": 4}
+    exec(EVERY_COLLECTIVE, scope)  # noqa: S102 - the MPI program's own function
+    f = scope["f"]
 
     x = np.arange(32, dtype=np.float64) * 0.5
     return tk.shard_map(f, mesh, in_specs=tk.P("x"), out_specs=(tk.P("x"),) * 7,

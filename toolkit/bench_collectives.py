@@ -100,7 +100,8 @@ def host_side(max_bytes: int) -> list[dict]:
                 elements = _send_elements(op, size, ranks)
                 compiled, mesh = _compiled(op, ranks, elements)
                 blocks = [[np.full(elements, d + 1, np.float32)] for d in range(ranks)]
-                seconds = _time(lambda: _run_devices(*compiled[:2], blocks, mesh, None, op),
+                seconds = _time(lambda: _run_devices(compiled.compiled, compiled.has_collectives,
+                                                    blocks, mesh, None, op),
                                 iterations(size))
                 rows.append(dict(side="host", op=op, ranks=ranks, size=size, seconds=seconds))
     return rows
@@ -120,7 +121,7 @@ def mpi_worker(max_bytes: int, out: str) -> None:
     for op in OPS:
         for size in sizes(max_bytes):
             elements = _send_elements(op, size, ranks)
-            (compiled, _, _), _ = _compiled(op, ranks, elements)
+            compiled = _compiled(op, ranks, elements)[0].compiled
             send = np.full(elements, rank + 1, np.float32)
             recv = np.empty(elements * (ranks if op == "all_gather" else 1)
                             // (ranks if op == "reduce_scatter" else 1), np.float32)

@@ -61,6 +61,8 @@ class ShardedLowered:
 
         # parameters the per-device program may write in place (XLA's must-alias)
         self.donated = frozenset(donated_arguments(partitioned.module).values())
+        root = program.module.entry.root.shape  # the whole results' shapes, flat
+        self.shapes = root.elements if not hasattr(root, "dims") else (root,)
 
     @property
     def hlo(self):
@@ -126,14 +128,14 @@ class ShardedFunction:
         self.__name__ = self.fn_name
 
     def lower(self, *args, **kwargs) -> ShardedLowered:
-        return self._program(args, kwargs)[0]
+        return self._program(args, kwargs, flatten(tuple(args))[0])[0]
 
     def __call__(self, *args, **kwargs):
-        lowered, compiled, has_collectives, in_specs = self._program(args, kwargs)
+        leaves = flatten(tuple(args))[0]
+        lowered, compiled, has_collectives, in_specs = self._program(args, kwargs, leaves)
         from .spmd import _block_index, _run_devices
 
         program = lowered.program
-        leaves = flatten(tuple(args))[0]
         if program.int_limits:
             program.check_int_limits(leaves)
         program.check_mutable(leaves)
@@ -158,20 +160,17 @@ class ShardedFunction:
         run = compiled.execute_profiled if RECORDER.active else compiled.execute_leaves
         outs = _run_devices(lambda *b: run(list(b)), has_collectives, blocks, mesh,
                             self.timeout, self.fn_name)
-        shapes = program.module.entry.root.shape
-        shapes = shapes.elements if not hasattr(shapes, "dims") else (shapes,)
         results = [_whole([o[k] for o in outs], spec, mesh, shape)
-                   for k, (spec, shape) in enumerate(zip(lowered.out_specs, shapes))]
+                   for k, (spec, shape) in enumerate(zip(lowered.out_specs, lowered.shapes))]
         results = program.split_results(leaves, results)
         if program.out_tree.kind == "leaf":
             return results[0]
         return unflatten(program.out_tree, results)
 
-    def _program(self, args, kwargs):
+    def _program(self, args, kwargs, leaves):
         if kwargs:
             raise TypeError(f"jit({self.fn_name}) with in_shardings takes positional arguments "
                             f"only; got keyword(s) {sorted(kwargs)}")
-        leaves, _, paths = flatten(tuple(args))
         key = tuple((np.shape(x), np.result_type(x).str, type(x).__name__) for x in leaves)
         found = self._programs.get(key)
         if found is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -75,19 +75,20 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
         key = tuple((b.shape, b.dtype.str) for b in blocks[0])
         compiled = programs.get(key)
         if compiled is None:
-            compiled = programs[key] = _compile(traced, blocks[0], backend, arg_names) + (
-                tuple(varying),)
+            compiled = programs[key] = _compile(traced, blocks[0], backend, arg_names)._replace(
+                varying=tuple(varying))
         if distributed.is_initialized():  # the ranks must run one program
             signature = ", ".join(f"argument {k}: {a.dtype}{list(a.shape)}"
                                   for k, a in enumerate(arrays))
-            distributed.agree_on_program(name, signature, compiled[2],
+            distributed.agree_on_program(name, signature, compiled.text,
                                          _timeout(_distributed_timeout(timeout)))
-        outs = _run_devices(*compiled[:2], blocks, mesh, timeout, name)
+        outs = _run_devices(compiled.compiled, compiled.has_collectives, blocks, mesh, timeout,
+                            name)
         single = not isinstance(outs[0], tuple)
         per_device = [(o,) if single else o for o in outs]
         specs_out = _per_argument(out_specs if not single else (out_specs,),
                                   len(per_device[0]), "out_specs")
-        proven = compiled[3]
+        proven = compiled.varying
         results = tuple(_assemble([p[k] for p in per_device], spec, mesh, f"output {k} of {name}",
                                   proven[k] if k < len(proven) else None)
                         for k, spec in enumerate(specs_out))
@@ -96,7 +97,7 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
     run.__name__ = name
     run.__wrapped__ = f
     # the per-device programs compiled so far, by block signature (the dashboard's IR tab)
-    run.compiled_programs = lambda: [entry[0] for entry in programs.values()]
+    run.compiled_programs = lambda: [entry.compiled for entry in programs.values()]
     return run
 
 
@@ -159,7 +160,15 @@ def _block(array: np.ndarray, spec: P, mesh: Mesh, device: int) -> np.ndarray:
     return np.ascontiguousarray(array[_block_index(spec, mesh, device, array.shape)])
 
 
-def _compile(traced, blocks, backend, names: Sequence[str] = ()):
+class _Program(NamedTuple):
+    """One compiled per-device program of a shard_map, and what its calls need to know."""
+    compiled: object
+    has_collectives: bool  # (without any, the devices run one after another on this thread)
+    text: str  # what MPI ranks compare (only where there are ranks)
+    varying: tuple = ()  # per output: the axes the typing found it varies along (None: unknown)
+
+
+def _compile(traced, blocks, backend, names: Sequence[str] = ()) -> _Program:
     lowered = lower_positional(traced, traced.__name__, tuple(blocks), get_backend(backend))
     written = [names[k] if k < len(names) else lowered.in_specs[k].path
                for k in lowered._program.mutated]
@@ -173,7 +182,7 @@ def _compile(traced, blocks, backend, names: Sequence[str] = ()):
     # (the traced program's text, which the ranks compare, only where there are ranks)
     text = (lowered.hlo.to_text(metadata=False, digest_literals=True)
             if distributed.is_initialized() else "")
-    return lowered.compile(), has_collectives, text
+    return _Program(lowered.compile(), has_collectives, text)
 
 
 class _DeviceThreads:

@@ -10,7 +10,6 @@ not name, each group ordered by the named axes' coordinates."""
 from __future__ import annotations
 
 import math
-import threading
 from typing import Sequence
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from ..ir import dtypes as ir_dtypes
 from ..ir.collectives import mesh_groups
 from .errors import ShapeMismatchError
+from .thread_slot import ThreadSlot
 from .tracer import Tracer
 
 
@@ -79,27 +79,16 @@ class P(tuple):
         return f"P({', '.join(map(repr, self))})"
 
 
-_CURRENT = threading.local()
+_MESH = ThreadSlot()
 
 
-class mesh_context:
+def mesh_context(mesh: Mesh):
     """While a shard_map traces its function: the mesh its collectives name axes of."""
-
-    def __init__(self, mesh: Mesh):
-        self.mesh = mesh
-
-    def __enter__(self):
-        self.saved = getattr(_CURRENT, "mesh", None)
-        _CURRENT.mesh = self.mesh
-        return self.mesh
-
-    def __exit__(self, *exc):
-        _CURRENT.mesh = self.saved
-        return False
+    return _MESH.bound(mesh)
 
 
 def _axes(axis_name, what: str) -> tuple[Mesh, tuple[str, ...]]:
-    mesh = getattr(_CURRENT, "mesh", None)
+    mesh = _MESH.get()
     names = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
     if mesh is None:
         raise NameError(f"unbound axis name: {names[0]!r} ({what} names mesh axes: call it "

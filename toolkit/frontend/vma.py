@@ -19,15 +19,12 @@ cotangents are then never summed (the behaviour without typing)."""
 from __future__ import annotations
 
 import itertools
-import threading
 
 from ..ir import dtypes as ir_dtypes
 from ..ir.nodes import Instruction
 from ..ir.ops import GroupOp
+from .thread_slot import ThreadSlot
 from .tracer import Trace, Tracer
-
-_CURRENT = threading.local()
-
 
 class VaryingAxes:
     """The typing of one shard_map trace."""
@@ -99,33 +96,22 @@ class VaryingAxes:
 
 def _captured(trace: Trace, param: Instruction) -> Tracer | None:
     """The enclosing trace's value a nested trace's parameter stands for, if it is a capture."""
-    t = trace
-    while t is not None:
-        for outer, inner in t.captures:
-            if inner.inst is param:
-                return outer
-        t = t.parent
+    for outer, inner in trace.captures:
+        if inner.inst is param:
+            return outer
     return None
 
 
-class typing_context:
+_TYPING = ThreadSlot()
+
+
+def typing_context(typing: VaryingAxes | None):
     """While a shard_map traces its function: the typing of its values."""
-
-    def __init__(self, typing: VaryingAxes | None):
-        self.typing = typing
-
-    def __enter__(self):
-        self.saved = getattr(_CURRENT, "typing", None)
-        _CURRENT.typing = self.typing
-        return self.typing
-
-    def __exit__(self, *exc):
-        _CURRENT.typing = self.saved
-        return False
+    return _TYPING.bound(typing)
 
 
 def current() -> VaryingAxes | None:
-    return getattr(_CURRENT, "typing", None)
+    return _TYPING.get()
 
 
 def summed_over_missing_axes(typing: VaryingAxes, eqn, k: int, contribution):

@@ -171,7 +171,7 @@ class _Slot:
     name: str
     values: dict
     made: bool = False  # the group's shared work is done (the devices may take their results)
-    shared: object = None  # an all-reduce's or all-gather's one result; a reduce-scatter's
+    shared: object = None  # an all-reduce's or all-gather's one result
     computed: int = 0  # devices that made their own result
     results: dict | None = None  # a small meeting's results, every device's, made by the last
     common: object = None  # work every device's result reads (shared_value), made once
@@ -259,9 +259,10 @@ class DeviceRun:
         mine = None
         if last:  # (outside the lock: the others wait on the condition, not for the lock)
             try:
-                if same or inst.opcode == "reduce-scatter":
+                if same or inst.opcode == "reduce-scatter":  # (this makes the shared work)
                     mine = _detached(result(slot.values, device), slot.values)
-                    slot.shared = mine
+                    if same:
+                        slot.shared = mine
                 elif _nbytes(value) * len(group) <= SMALL_MEETING_BYTES:
                     # small: making every result here costs less than waking the devices twice
                     slot.results = {d: _detached(result(slot.values, d), slot.values)

@@ -139,24 +139,23 @@ class HloReader:
     def int_list(self, opening: str = "{", closing: str = "}") -> tuple[int, ...]:
         """``{0,1,2}`` (or ``[2,2]`` with other delimiters)."""
         self.expect(opening)
-        values: list[int] = []
+        return tuple(self.separated(closing, self.integer))
+
+    def separated(self, closing: str, item) -> list:
+        """``item()`` repeated, separated by commas, up to ``closing`` (consumed; the opening
+        delimiter is the caller's)."""
+        items = []
         while not self.accept(closing):
-            values.append(self.integer())
+            items.append(item())
             if not self.accept(","):
                 self.expect(closing)
                 break
-        return tuple(values)
+        return items
 
     def int_lists(self) -> tuple[tuple[int, ...], ...]:
         """``{{0,1},{2,3}}`` (or ``{}``)."""
         self.expect("{")
-        groups = []
-        while not self.accept("}"):
-            groups.append(self.int_list())
-            if not self.accept(","):
-                self.expect("}")
-                break
-        return tuple(groups)
+        return tuple(self.separated("}", self.int_list))
 
     def replica_groups(self) -> tuple[tuple[int, ...], ...]:
         """Listed (``{{0,1},{2,3}}``, ``{}``) or XLA's iota form (``[2,2]<=[4]``,
@@ -222,12 +221,7 @@ class HloReader:
             if self._tuple_depth >= MAX_TUPLE_DEPTH:
                 raise self.error(f"tuple shape nested deeper than {MAX_TUPLE_DEPTH} levels", start)
             self._tuple_depth += 1
-            elements = []
-            while not self.accept(")"):
-                elements.append(self.shape())
-                if not self.accept(","):
-                    self.expect(")")
-                    break
+            elements = self.separated(")", self.shape)
             self._tuple_depth -= 1
             return TupleShape(tuple(elements))
         type_name = self.word()
