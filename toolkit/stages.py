@@ -3,8 +3,6 @@
 passes, LLVM IR, assembly, PTX)."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import time
 from typing import Any
@@ -13,6 +11,7 @@ import numpy as np
 
 from .backends.base import Backend, Executable, KernelInfo, ResultPlacement, RunContext
 from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
+from .collector import collector_paused, collector_relaxed
 from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
@@ -49,23 +48,6 @@ def source_lines(inst) -> str:
                 lines.append(md.source_line)
     parts = [display_location(f, ','.join(map(str, sorted(ls)[:4]))) for f, ls in by_file.items()]
     return "; ".join(parts)
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector off while the passes and code generation run (not
-    while user code is traced): they allocate hundreds of thousands of acyclic IR objects, and
-    the collections those allocations trigger rescanned all of them, about a quarter of the
-    passes' time on a 48k-instruction program. What a compile leaves in cycles is collected at
-    the next collection after it."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def hlo_fingerprint(module: Module) -> str:
@@ -111,7 +93,7 @@ class Lowered(_TracedStage):
         start = clock.now()
         pipeline = make_pipeline(self.pipeline, _REFERENCE_EVALUATORS)
         size = sum(len(c.instructions) for c in self.hlo.computations)
-        with watch_compile(f"jit({self.fn_name})", size), _collector_paused():
+        with watch_compile(f"jit({self.fn_name})", size), collector_paused():
             optimized = pipeline.run(self.hlo, clock, self.dump_passes, compile_id=compile_id)
             passes_end = clock.now()
             entry = optimized.module.entry.instructions
@@ -424,4 +406,6 @@ def lower_positional(fn, name: str, args: tuple, backend: Backend,
     def rebuild(params):
         it = iter(params)
         return tuple(unflatten(t, [next(it) for _ in range(t.num_leaves)]) for t in trees), {}
-    return Lowered(trace_program(fn, name, specs, rebuild), backend, name, pipeline)
+    with collector_relaxed():
+        traced = trace_program(fn, name, specs, rebuild)
+    return Lowered(traced, backend, name, pipeline)

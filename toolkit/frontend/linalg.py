@@ -19,6 +19,15 @@ def matmul(a, b, out=None, **kwargs):
         raise UserValueError(
             "matmul: input operand does not have enough dimensions (use * for scalars)"
         )
+    if a.ndim <= 2 and b.ndim <= 2 and (a.ndim == 1 or b.ndim == 1):
+        # a vector operand without batch dimensions: one dot of the vector itself, as JAX's
+        # HLO has it (f64[k] . f64[k] -> f64[]), not reshapes to a matrix and back
+        rhs_axis = b.ndim - 2 if b.ndim == 2 else 0
+        if a.shape[-1] != b.shape[rhs_axis]:
+            raise ShapeMismatchError(
+                f"matmul: contracting dimensions differ: {a.describe()} @ {b.describe()} "
+                f"({a.shape[-1]} != {b.shape[rhs_axis]})")
+        return lax.dot_general(a, b, ((a.ndim - 1,), (rhs_axis,)))
     a2 = lax.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
     b2 = lax.reshape(b, b.shape + (1,)) if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 from typing import Callable
 
+from ..collector import collector_relaxed
 from ..frontend.pytree import unflatten
 from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
@@ -63,7 +64,8 @@ class MissCompiler:
             breaker = self.breaks.breaker(leaves, specs, key)
             breaker.always = always_segmented
         try:
-            return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
+            with collector_relaxed():
+                return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
         except TypeError as e:  # a list of Python numbers where an array was meant: say that
             better = scalar_list_error(e, self.fn_name, self.keys.split(args, kwargs)[1])
             if better is None:

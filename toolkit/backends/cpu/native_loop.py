@@ -174,35 +174,47 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
         if used is not None:
             used.update(k for k in positions if operands[k].is_view)
 
-    def plain(k):  # input k from its own buffer: NumPy would not hand the view to BLAS
-        operands[k] = _plain(step.inputs[k])
-        strides[k] = _strides(operands[k], inst.operands[k].shape.dims)
-
     if lhs.shape.rank == rhs.shape.rank == 1 and not a.get("lhs_batch_dims") \
             and len(a.get("lhs_contracting_dims", ())) == 1:
         op = _dot_op(step, index, gemm, None, operands[0], operands[1], strides[0][0],
                      strides[1][0])
         read(0, 1)
         return op
+    # a vector beside a matrix (matmul's f64[m,k] . f64[k] -> f64[m]) is the matrix product
+    # NumPy makes of it: a (1, k) row on the left, a (k, 1) column on the right (the unit
+    # dimension's stride is never read: such a product is a gemv or a dot)
+    dims = [lhs.shape.dims, rhs.shape.dims]
+    contracting = [a.get("lhs_contracting_dims", ()), a.get("rhs_contracting_dims", ())]
+    if lhs.shape.rank + rhs.shape.rank == 3 and len(contracting[0]) == 1 \
+            and len(contracting[1]) == 1:
+        k_ = 0 if lhs.shape.rank == 1 else 1
+        dims[k_] = (1, dims[k_][0]) if k_ == 0 else (dims[k_][0], 1)
+        strides[k_] = (1, strides[k_][0]) if k_ == 0 else (strides[k_][0], 1)
+        contracting[k_] = (1,) if k_ == 0 else (0,)
+
+    def plain(k):  # matrix k from its own buffer: NumPy would not hand the view to BLAS
+        operands[k] = _plain(step.inputs[k])
+        strides[k] = _strides(operands[k], dims[k])
+
     if (
         gemm is None
         or t.name not in gemm
         or lhs.shape.dtype != inst.shape.dtype
         or rhs.shape.dtype != inst.shape.dtype
-        or lhs.shape.rank != 2
-        or rhs.shape.rank != 2
+        or len(dims[0]) != 2
+        or len(dims[1]) != 2
         or a.get("lhs_batch_dims")
         or a.get("rhs_batch_dims")
-        or len(a.get("lhs_contracting_dims", ())) != 1
-        or len(a.get("rhs_contracting_dims", ())) != 1
-        or 0 in lhs.shape.dims
-        or 0 in rhs.shape.dims
+        or len(contracting[0]) != 1
+        or len(contracting[1]) != 1
+        or 0 in dims[0]
+        or 0 in dims[1]
     ):
         raise _Unsupported(f"dot %{inst.name} is not a plain matrix product")
-    trans_a = a["lhs_contracting_dims"][0] == 0
-    trans_b = a["rhs_contracting_dims"][0] == 1
-    m, k = (lhs.shape.dims[1], lhs.shape.dims[0]) if trans_a else lhs.shape.dims
-    n = rhs.shape.dims[0] if trans_b else rhs.shape.dims[1]
+    trans_a = contracting[0][0] == 0
+    trans_b = contracting[1][0] == 1
+    m, k = (dims[0][1], dims[0][0]) if trans_a else dims[0]
+    n = dims[1][0] if trans_b else dims[1][1]
 
     def numpys():  # NumPy's operands' strides: (is1_m, is1_n), (is2_n, is2_p)
         return (strides[0][::-1] if trans_a else strides[0],

@@ -57,10 +57,14 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
     min_bytes = MIN_GROUP_BYTES if min_bytes is None else min_bytes
     groups: list[RowGroup] = []
     current: list = []
+    readers: dict[int, int] = {}  # slot -> how many steps read it (a group's scratch: only it)
+    for step in steps:
+        for s in set(step.inputs):
+            readers[s] = readers.get(s, 0) + 1
 
     def close():
         if len(current) >= 2:
-            group = _make_group(list(current), steps, slots, out_slots)
+            group = _make_group(list(current), readers, slots, out_slots)
             if (
                 group is not None
                 and sum(slots[s].size * slots[s].dtype.numpy.itemsize for s in group.slots)
@@ -94,15 +98,17 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
     return groups
 
 
-def _make_group(members, steps, slots, out_slots) -> RowGroup | None:
+def _make_group(members, readers: dict[int, int], slots, out_slots) -> RowGroup | None:
+    """The group of ``members``; ``readers``: how many of the program's steps read each slot
+    (a slot the members read as often is read by no step outside the group)."""
     rows = members[0].extent
-    touched: list[int] = []
-    for m in members:
-        for s in [*m.inputs, *m.outputs]:
-            if s not in touched:
-                touched.append(s)
+    touched = list(dict.fromkeys(s for m in members for s in [*m.inputs, *m.outputs]))
     produced = {s for m in members for s in m.outputs}
-    outside = {s for st in steps if all(st is not m for m in members) for s in st.inputs}
+    read_inside: dict[int, int] = {}
+    for m in members:
+        for s in set(m.inputs):
+            read_inside[s] = read_inside.get(s, 0) + 1
+    outside = {s for s in touched if readers.get(s, 0) > read_inside.get(s, 0)}
     row_bytes = {}
     for s in touched:
         shape = slots[s]
