@@ -3,6 +3,8 @@ import os
 # Frontend, pass and profiler tests run on the interpreter (the oracle): LLVM compiles cost tens
 # of milliseconds each. CPU-backend tests ask for backend="cpu" explicitly.
 os.environ.setdefault("TOOLKIT_BACKEND", "interpreter")
+# every pass's output verified before the next pass runs (outside tests: once, at the end)
+os.environ.setdefault("TOOLKIT_VERIFY_PASSES", "each")
 # The persistent compilation cache goes to a fresh folder per test session, never ~/.cache.
 if "TOOLKIT_CACHE_DIR" not in os.environ:
     import tempfile

@@ -289,6 +289,48 @@ def test_a_broken_pass_is_named():
         Pipeline("test", (("breaker", breaks),)).run(module)
 
 
+@pytest.mark.parametrize("setting", ["end", None])
+def test_verified_once_at_the_end_a_broken_pass_is_still_named(setting, monkeypatch):
+    """Outside the test suite (TOOLKIT_VERIFY_PASSES=end, the default) the module is verified
+    once, after the last pass; an invalid one is optimised again, verified after each pass,
+    so the error still names the pass that broke it, and the passes after it never hide it."""
+    from toolkit.passes.simplify import simplify
+
+    if setting is None:
+        monkeypatch.delenv("TOOLKIT_VERIFY_PASSES", raising=False)
+    else:
+        monkeypatch.setenv("TOOLKIT_VERIFY_PASSES", setting)
+    calls = []
+
+    def breaks(module):
+        calls.append(1)
+        entry = module.entry
+        bad = type(entry)(entry.name, entry.parameters, entry.instructions[::-1], entry.root)
+        return type(module)(module.name, module.computations[:-1] + (bad,), bad), Counter(), []
+
+    def simplify_pass(module):
+        new, rewrites = simplify(module)
+        return new, rewrites, []
+
+    module = tk.jit(lambda x: np.exp(x) * 2).lower(x34).hlo
+    with pytest.raises(PassError, match="pass 'breaker' produced an invalid module") as info:
+        Pipeline("test", (("breaker", breaks), ("later", lambda m: (m, Counter(), [])))).run(
+            module)
+    assert len(calls) == 2  # once, found invalid at the end; once more, verified pass by pass
+    assert "uses %" in str(info.value) and "before it is defined" in str(info.value)
+    ok = Pipeline("test", (("simplify", simplify_pass),)).run(module, verify_each=False)
+    assert ok.module is not None
+
+
+def test_an_unknown_verification_setting_warns_and_verifies_at_the_end(monkeypatch):
+    from toolkit.config import ConfigWarning
+    from toolkit.passes.manager import verify_passes
+
+    monkeypatch.setenv("TOOLKIT_VERIFY_PASSES", "sometimes")
+    with pytest.warns(ConfigWarning, match="TOOLKIT_VERIFY_PASSES"):
+        assert verify_passes() == "end"
+
+
 def _rebuilding(change):
     """A pass that rebuilds the entry's root with ``change(root)`` (and every other
     instruction as it was)."""

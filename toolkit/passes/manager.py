@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..config import env_str, warn_once
 from ..ir.nodes import Module
 from .called import CONTROL, optimize_called
 from ..ir.verifier import Answered, VerificationError, built_questions, verify, verify_after
@@ -43,6 +44,15 @@ class PipelineResult:
         return total
 
 
+def verify_passes() -> str:
+    """``TOOLKIT_VERIFY_PASSES``: ``end`` (the default) or ``each``."""
+    value = (env_str("TOOLKIT_VERIFY_PASSES") or "end").lower()
+    if value not in ("each", "end"):
+        warn_once("TOOLKIT_VERIFY_PASSES", value, "expected 'each' or 'end'; using 'end'")
+        return "end"
+    return value
+
+
 class PassError(RuntimeError):
     """A pass produced an invalid module (an internal error that names the pass)."""
 
@@ -58,7 +68,26 @@ class Pipeline:
     idempotent: tuple[str, ...] = ()
 
     def run(self, module: Module, clock=None, dump_pattern: str | None = None,
-            verify_each: bool = True, compile_id: int = 0) -> PipelineResult:
+            verify_each: bool | None = None, compile_id: int = 0) -> PipelineResult:
+        """Run the passes on ``module``. ``verify_each``: verify after every pass that changed
+        the module (True), or once at the end (False); None reads ``TOOLKIT_VERIFY_PASSES``
+        (``each``, which the test suite sets, or ``end``, the default: a 20k-instruction
+        program spent half a second verifying between passes). A module found invalid at the
+        end is optimised again, verified after each pass, so that the error names the pass."""
+        if verify_each is None:
+            verify_each = verify_passes() == "each"
+        if verify_each:
+            return self._run(module, clock, dump_pattern, True, compile_id)
+        result = self._run(module, clock, dump_pattern, False, compile_id)
+        try:
+            verify(result.module)
+        except VerificationError as e:
+            self._run(module, clock, dump_pattern, True, compile_id)  # raises, naming the pass
+            raise PassError(f"the pipeline '{self.name}' produced an invalid module: {e}") from e
+        return result
+
+    def _run(self, module: Module, clock, dump_pattern: str | None, verify_each: bool,
+             compile_id: int) -> PipelineResult:
         now = clock.now if clock is not None else time.perf_counter
         result = PipelineResult(module)
         pattern = re.compile(dump_pattern) if dump_pattern else None
@@ -121,7 +150,7 @@ class Pipeline:
                 run_one(name, fn)
         if self.passes and any(i.opcode in CONTROL for i in result.module.entry.instructions):
             def run_called(sub: Module) -> Module:  # loop bodies and branches: the same pipeline
-                inner = self.run(sub, clock, None, verify_each, compile_id)
+                inner = self._run(sub, clock, None, verify_each, compile_id)
                 result.passes.extend(inner.passes)
                 result.decisions.extend(inner.decisions)
                 return inner.module

@@ -7,6 +7,7 @@ each call; temporaries are reused across calls (per thread) since they never esc
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -171,6 +172,9 @@ class CpuExecutable(Executable):
             self._copy_out.append(slot in seen or slot in temp_slots or slot in constants or
                                   (slot in arg_slots and k not in self.in_place_outputs))
             seen.add(slot)
+        # (the usual case, several results none of which is copied: one C call takes them)
+        self._take_outputs = (operator.itemgetter(*out_slots)
+                              if len(out_slots) > 1 and not any(self._copy_out) else None)
         self._constant_items = list(constants.items())
         self._given_slots = frozenset(arg_slots) | frozenset(constants)
         read = {s for st in steps for s in st.inputs} | set(out_slots)
@@ -291,6 +295,8 @@ class CpuExecutable(Executable):
                 native_run_steps(program, [bufs[s] for s in slots])
             else:
                 self._run_steps(steps, bufs)
+        if self._take_outputs is not None:
+            return self._take_outputs(bufs)
         if len(self.out_slots) == 1:
             out = bufs[self.out_slots[0]]
             return (np.array(out) if self._copy_out[0] else out,)
