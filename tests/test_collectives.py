@@ -264,3 +264,98 @@ def test_results_written_into_buffers_that_are_the_operands_are_right(text, n): 
         np.testing.assert_array_equal(got[d], want[d])
     got[0][...] = -1  # private: writing one device's result changes no other's
     assert all((got[d] != -1).all() for d in range(1, 4))
+
+
+def _all_reduce_on_threads(n: int, dtype, reducer: str, groups: str, operands, buffers):
+    """Every device's all-reduce result, run as the compiled programs run it: on threads, each
+    writing into the buffer it is given (``buffers[d]``; None: a new array)."""
+    import threading
+
+    from toolkit.ir.collectives import DeviceRun, on_device
+    from toolkit.ir.evaluator import collective_into
+
+    t = {np.float32: "f32", np.float64: "f64", np.int32: "s32"}[dtype]
+    module = tk.hlo.parse(
+        "HloModule m, num_partitions=4\n"
+        f"%red (a: {t}[], b: {t}[]) -> {t}[] {{\n  %a = {t}[] parameter(0)\n"
+        f"  %b = {t}[] parameter(1)\n  ROOT %s = {t}[] {reducer}(%a, %b)\n}}\n"
+        f"ENTRY %e (p: {t}[{n}]) -> {t}[{n}] {{\n  %p = {t}[{n}]{{0}} parameter(0)\n"
+        f"  ROOT %c = {t}[{n}]{{0}} all-reduce(%p), channel_id=1, replica_groups={groups}, "
+        "use_global_device_ids=true, to_apply=%red\n}")
+    inst = module.entry.root
+    run = DeviceRun(1, 4, timeout=10)
+    got = [None] * 4
+
+    def device(d):
+        with on_device(run, d):
+            got[d] = collective_into(inst, [operands[d]], buffers[d])
+            assert buffers[d] is None or got[d] is buffers[d]
+
+    threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return got
+
+
+@pytest.mark.parametrize("dtype,reducer", [(np.float32, "add"), (np.float64, "add"),
+                                           (np.int32, "maximum"), (np.int32, "add")])
+@pytest.mark.parametrize("where", ["new", "own operand", "own buffer"])
+def test_a_large_all_reduce_shares_the_work_and_gives_numpys_bits(dtype, reducer, where,
+                                                                  monkeypatch):
+    """A large all-reduce on host devices is a reduce-scatter and an all-gather in shared
+    memory: each device folds a chunk and writes it into every device's buffer. Each element
+    is folded in group order, as one device folding everything would: NumPy's bits, for an
+    odd length (unequal chunks, several cache blocks each) and groups of two."""
+    from toolkit.ir import collectives
+
+    chunks = []
+    real = collectives.DeviceRun._reduce_chunk
+    monkeypatch.setattr(collectives.DeviceRun, "_reduce_chunk",
+                        lambda self, *a: chunks.append(1) or real(self, *a))
+    n = 3 * (collectives.CHUNK_BLOCK_BYTES // 4) + 7
+    rng = np.random.default_rng(3)
+    operands = [(rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(dtype)
+                if dtype != np.int32 else rng.integers(-2 ** 31, 2 ** 31 - 1, n, dtype)
+                for _ in range(4)]
+    ufunc = {"add": np.add, "maximum": np.maximum}[reducer]
+    for groups, members in (("{{0,1,2,3}}", [[0, 1, 2, 3]] * 4),
+                            ("{{0,2},{1,3}}", [[0, 2], [1, 3], [0, 2], [1, 3]])):
+        want = []
+        for d in range(4):
+            total = operands[members[d][0]].copy()
+            for g in members[d][1:]:
+                total = ufunc(total, operands[g]).astype(dtype)
+            want.append(total)
+        given = [o.copy() for o in operands]
+        buffers = {"new": [None] * 4, "own operand": given,
+                   "own buffer": [np.empty(n, dtype) for _ in range(4)]}[where]
+        chunks.clear()
+        with np.errstate(over="ignore"):
+            got = _all_reduce_on_threads(n, dtype, reducer, groups, given, buffers)
+        assert len(chunks) == 4  # every device took its chunk
+        for d in range(4):
+            assert got[d].dtype == dtype
+            np.testing.assert_array_equal(got[d], want[d])
+        got[0][...] = 0  # every device's result is its own
+        assert all((got[d] != 0).any() for d in range(1, 4))
+
+
+def test_buffers_that_overlap_a_peers_operand_are_not_chunked():
+    """A device's buffer sharing memory with another device's operand would let one device's
+    writes reach what a peer still reads: such a meeting is made the unchunked way, and its
+    results are still right."""
+    from toolkit.ir import collectives
+
+    n = 100_000
+    base = np.arange(2 * n, dtype=np.float64)
+    operands = [base[:n], base[n:], np.ones(n), np.ones(n)]
+    want = operands[0] + operands[1] + 1 + 1
+    buffers = [base[n // 2: n // 2 + n], None, None, None]  # overlaps operands 0 and 1
+    assert not collectives._chunkable(
+        dict(enumerate(operands)), {0: buffers[0], 1: np.empty(n), 2: np.empty(n),
+                                    3: np.empty(n)}, (0, 1, 2, 3))
+    got = _all_reduce_on_threads(n, np.float64, "add", "{{0,1,2,3}}", operands, buffers)
+    for d in range(4):
+        np.testing.assert_array_equal(got[d], want)

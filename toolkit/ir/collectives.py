@@ -180,6 +180,8 @@ class _Slot:
     readers: int = 0
     ready: float = 0.0  # when the last device of the group arrived
     last: int = -1  # which device that was
+    outs: dict | None = None  # an all-reduce's devices' result buffers (a chunked meeting)
+    chunked: bool = False  # each device reduces its chunk into every device's buffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +228,8 @@ class DeviceRun:
             self._cv.notify_all()
 
     def meet(self, device: int, sequence: int, inst, group: tuple[int, ...], value,
-             result: Callable[[dict, int], object], out: np.ndarray | None = None):
+             result: Callable[[dict, int], object], out: np.ndarray | None = None,
+             fold: Callable[[list], np.ndarray] | None = None):
         """Deposit ``value`` for ``device``'s ``sequence``-th collective; once every device of
         ``group`` has, each takes its result (``result(values, device)``), into ``out`` (the
         compiled program's buffer for it) when given, else a new array of its own.
@@ -236,8 +239,18 @@ class DeviceRun:
         all-reduce or all-gather, which every device then copies at once; a reduce-scatter's
         sum). Other results each device makes for itself, at once, detached from the peers'
         operands; then the devices wait for one another before writing their buffers (a buffer
-        may be the device's own operand, which a peer was reading)."""
+        may be the device's own operand, which a peer was reading).
+
+        A large all-reduce (``fold``: the reduction of the group's operands, in group order)
+        is a reduce-scatter and an all-gather in shared memory, as MPI's and NCCL's in-node
+        all-reduces are: each device folds its own chunk of the operands and writes it into
+        every device's result buffer, so the devices share the work and the sum is written
+        straight where it goes (no one result that each device copies). Each element is
+        folded in the same order, so the results are the same bits."""
         key = (sequence, group)
+        if fold is not None and isinstance(value, np.ndarray) and out is None \
+                and value.nbytes * len(group) > SMALL_MEETING_BYTES:
+            out = np.empty(value.shape, value.dtype)
         deadline = time.monotonic() + self.timeout
         clock = self.clock
         arrived = clock() if clock is not None else 0.0
@@ -252,10 +265,20 @@ class DeviceRun:
                     f"{sequence}, where device {min(slot.values)} ran {slot.opcode} %{slot.name}: "
                     "the devices run different programs")
             slot.values[device] = value
+            if fold is not None:
+                if slot.outs is None:
+                    slot.outs = {}
+                slot.outs[device] = out
             last = len(slot.values) == len(group)
             if last:
                 slot.ready = clock() if clock is not None else 0.0
                 slot.last = device
+                slot.chunked = fold is not None and _chunkable(slot.values, slot.outs, group)
+        if fold is not None and not last:  # (the last to arrive decides how: wait for it)
+            with self._cv:
+                self._wait_for(slot, lambda: slot.made, device, group, inst, deadline)
+        if slot.chunked:
+            return self._reduce_chunk(slot, key, device, group, inst, fold, deadline, arrived)
         mine = None
         if last:  # (outside the lock: the others wait on the condition, not for the lock)
             try:
@@ -316,6 +339,48 @@ class DeviceRun:
                     _nbytes(out), arrived, ready, clock(), last_device))
         return out
 
+    def _reduce_chunk(self, slot, key, device: int, group, inst, fold, deadline: float,
+                      arrived: float) -> np.ndarray:
+        """A chunked all-reduce (``meet``): once every device of the group has arrived, this
+        device folds its chunk of the operands and writes it into every device's buffer; a
+        device leaves when every chunk is written."""
+        with self._cv:
+            if not slot.made:  # (the last to arrive: the others wait for this)
+                slot.made = True
+                self._cv.notify_all()
+            ready, last_device = slot.ready, slot.last
+        try:
+            first = next(iter(slot.values.values()))
+            lo, hi = _chunk(first.size, len(group), group.index(device))
+            operands = [slot.values[g].reshape(-1) for g in group]
+            outs = [slot.outs[g].reshape(-1) for g in group]
+            # in blocks that stay in the cache: the fold's temporaries are reused heap memory,
+            # not fresh pages of a chunk-sized array faulted in for every step of the fold
+            step = max(1, CHUNK_BLOCK_BYTES // first.itemsize)
+            for start in range(lo, hi, step):
+                end = min(hi, start + step)
+                part = fold([v[start:end] for v in operands])
+                for o in outs:
+                    np.copyto(o[start:end], part, casting="no")
+        except BaseException as e:  # noqa: BLE001 - every device of the group raises it
+            with self._cv:
+                slot.error = slot.error or e
+        with self._cv:
+            slot.computed += 1
+            self._cv.notify_all()
+            self._wait_for(slot, lambda: slot.computed == len(group), device, group, inst,
+                           deadline)
+        out = slot.outs[device]
+        self._leave(slot, key, group)
+        if slot.error is not None:
+            raise slot.error
+        if self.clock is not None:
+            with self._cv:
+                self.meetings.append(Meeting(
+                    device, slot_sequence(key), inst.opcode, inst.name, group,
+                    out.nbytes, out.nbytes, arrived, ready, self.clock(), last_device))
+        return out
+
     def _wait_for(self, slot, done: Callable[[], bool], device: int, group, inst,
                   deadline: float) -> None:
         """Wait (holding the condition) until ``done()`` or the slot failed; a device that
@@ -365,6 +430,44 @@ class DeviceRun:
 
 
 SMALL_MEETING_BYTES = 64 << 10  # a group's operands up to this: one device makes all results
+
+
+CHUNK_BLOCK_BYTES = 128 << 10  # a chunked all-reduce folds this much of each operand at once
+
+
+def slot_sequence(key) -> int:
+    return key[0]
+
+
+def _chunk(n: int, parts: int, k: int) -> tuple[int, int]:
+    """Elements [lo, hi) of ``n`` that part ``k`` of ``parts`` takes (the first get one more)."""
+    size, extra = divmod(n, parts)
+    lo = k * size + min(k, extra)
+    return lo, lo + size + (k < extra)
+
+
+def _chunkable(values: dict, outs: dict, group) -> bool:
+    """May the devices of an all-reduce each write their chunk into every device's buffer?
+    Every operand and buffer a C-contiguous array of one shape and dtype (chunks of the flat
+    arrays are views), and no buffer sharing memory with an operand or buffer other than its
+    own device's operand, itself: a device then reads and writes its own chunk only."""
+    first = values[group[0]]
+    for g in group:
+        v, o = values[g], outs.get(g)
+        if not isinstance(v, np.ndarray) or not isinstance(o, np.ndarray) \
+                or v.shape != first.shape or v.dtype != first.dtype or o.shape != first.shape \
+                or o.dtype != first.dtype or not v.flags.c_contiguous \
+                or not o.flags.c_contiguous or not o.flags.writeable:
+            return False
+    for g in group:
+        o = outs[g]
+        for h in group:
+            if h != g and np.may_share_memory(o, outs[h]):
+                return False
+            v = values[h]
+            if np.may_share_memory(o, v) and not (h == g and o.ctypes.data == v.ctypes.data):
+                return False
+    return True
 
 
 def _detached(value, values: dict):
@@ -539,6 +642,9 @@ def evaluate(inst, operand, reduce: Callable | None = None, out: np.ndarray | No
                 return combine(inst.opcode, inst.attrs, operands, group.index(d), reduce)
     except ValueError as e:
         raise CollectiveError(str(e)) from None
+    if inst.opcode == "all-reduce" and reduce is not None and run.devices > 1:
+        return run.meet(device, sequence, inst, group, operand, result, out,
+                        lambda parts: _fold(parts, reduce))
     return run.meet(device, sequence, inst, group, operand, result, out)
 
 
