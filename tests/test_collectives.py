@@ -311,9 +311,8 @@ def test_a_large_all_reduce_shares_the_work_and_gives_numpys_bits(dtype, reducer
     from toolkit.ir import collectives
 
     chunks = []
-    real = collectives.DeviceRun._reduce_chunk
-    monkeypatch.setattr(collectives.DeviceRun, "_reduce_chunk",
-                        lambda self, *a: chunks.append(1) or real(self, *a))
+    real = collectives._reduce_chunk
+    monkeypatch.setattr(collectives, "_reduce_chunk", lambda *a: chunks.append(1) or real(*a))
     n = 3 * (collectives.CHUNK_BLOCK_BYTES // 4) + 7
     rng = np.random.default_rng(3)
     operands = [(rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(dtype)
@@ -359,3 +358,57 @@ def test_buffers_that_overlap_a_peers_operand_are_not_chunked():
     got = _all_reduce_on_threads(n, np.float64, "add", "{{0,1,2,3}}", operands, buffers)
     for d in range(4):
         np.testing.assert_array_equal(got[d], want)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("where", ["new", "own buffer"])
+def test_a_large_all_gather_writes_each_block_once_into_every_buffer(dim, where, monkeypatch):
+    """A large all-gather on host devices: each device writes its operand into its block of
+    every device's buffer (no one concatenation that each device copies), along either
+    dimension, for groups of four and of two."""
+    import threading
+
+    from toolkit.ir import collectives
+    from toolkit.ir.collectives import DeviceRun, on_device
+    from toolkit.ir.evaluator import collective_into
+
+    shares = []
+    real = collectives.DeviceRun._share
+    monkeypatch.setattr(collectives.DeviceRun, "_share",
+                        lambda self, *a: shares.append(1) or real(self, *a))
+    shape = (300, 70)
+    rng = np.random.default_rng(1)
+    operands = [rng.standard_normal(shape) for _ in range(4)]
+    for groups, members in (("{{0,1,2,3}}", [[0, 1, 2, 3]] * 4),
+                            ("{{0,2},{1,3}}", [[0, 2], [1, 3], [0, 2], [1, 3]])):
+        k = len(members[0])
+        out_shape = (shape[0] * k, shape[1]) if dim == 0 else (shape[0], shape[1] * k)
+        t = f"f64[{shape[0]},{shape[1]}]"
+        o = f"f64[{out_shape[0]},{out_shape[1]}]"
+        module = tk.hlo.parse(
+            "HloModule m, num_partitions=4\n"
+            f"ENTRY %e (p: {t}) -> {o} {{\n  %p = {t}{{1,0}} parameter(0)\n"
+            f"  ROOT %c = {o}{{1,0}} all-gather(%p), channel_id=1, replica_groups={groups}, "
+            f"dimensions={{{dim}}}, use_global_device_ids=true\n}}")
+        inst = module.entry.root
+        run = DeviceRun(1, 4, timeout=10)
+        got = [None] * 4
+        buffers = [None if where == "new" else np.empty(out_shape) for _ in range(4)]
+
+        def device(d):
+            with on_device(run, d):
+                got[d] = collective_into(inst, [operands[d]], buffers[d])
+
+        shares.clear()
+        threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert len(shares) == 4
+        for d in range(4):
+            want = np.concatenate([operands[g] for g in members[d]], axis=dim)
+            np.testing.assert_array_equal(got[d], want)
+            assert buffers[d] is None or got[d] is buffers[d]
+        got[0][...] = 0
+        assert all((got[d] != 0).any() for d in range(1, 4))

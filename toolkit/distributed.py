@@ -164,8 +164,9 @@ class MpiRun:
                     f"arrived within {self.timeout:g} s (TOOLKIT_COLLECTIVE_TIMEOUT)")
             time.sleep(0 if now < spin_until else 0.0002)
 
-    def meet(self, device, sequence, inst, group, value, result, out=None, fold=None):
-        # (``fold``: the threads' chunked all-reduce; between processes MPI's own reduces)
+    def meet(self, device, sequence, inst, group, value, result, out=None, fold=None,
+             gather_dim=None):
+        # (``fold``, ``gather_dim``: the threads' shared meetings; between processes, MPI's)
         if self.clock is None:
             return self._meet(device, sequence, inst, group, value, result, out)
         arrived = self.clock()

@@ -174,8 +174,6 @@ class _Slot:
     shared: object = None  # an all-reduce's or all-gather's one result
     computed: int = 0  # devices that made their own result
     results: dict | None = None  # a small meeting's results, every device's, made by the last
-    common: object = None  # work every device's result reads (shared_value), made once
-    sharing: bool = False  # a device is making it
     error: BaseException | None = None  # what making a result raised
     readers: int = 0
     ready: float = 0.0  # when the last device of the group arrived
@@ -229,28 +227,34 @@ class DeviceRun:
 
     def meet(self, device: int, sequence: int, inst, group: tuple[int, ...], value,
              result: Callable[[dict, int], object], out: np.ndarray | None = None,
-             fold: Callable[[list], np.ndarray] | None = None):
+             fold: Callable[[list], np.ndarray] | None = None, gather_dim: int | None = None):
         """Deposit ``value`` for ``device``'s ``sequence``-th collective; once every device of
         ``group`` has, each takes its result (``result(values, device)``), into ``out`` (the
         compiled program's buffer for it) when given, else a new array of its own.
 
         Operands are not copied in: no device goes on while a peer may still read its operand.
         Work the group shares is made once by the last device to arrive (the one result of an
-        all-reduce or all-gather, which every device then copies at once; a reduce-scatter's
-        sum). Other results each device makes for itself, at once, detached from the peers'
-        operands; then the devices wait for one another before writing their buffers (a buffer
-        may be the device's own operand, which a peer was reading).
+        all-reduce or all-gather, which every device then copies at once). Other results each
+        device makes for itself, at once, detached from the peers' operands (a reduce-scatter
+        folds its own block only); then the devices wait for one another before writing their
+        buffers (a buffer may be the device's own operand, which a peer was reading).
 
         A large all-reduce (``fold``: the reduction of the group's operands, in group order)
         is a reduce-scatter and an all-gather in shared memory, as MPI's and NCCL's in-node
         all-reduces are: each device folds its own chunk of the operands and writes it into
         every device's result buffer, so the devices share the work and the sum is written
         straight where it goes (no one result that each device copies). Each element is
-        folded in the same order, so the results are the same bits."""
+        folded in the same order, so the results are the same bits. A large all-gather
+        (``gather_dim``: its dimension) likewise: each device writes its operand into its block
+        of every device's buffer."""
         key = (sequence, group)
-        if fold is not None and isinstance(value, np.ndarray) and out is None \
+        shares = fold is not None or gather_dim is not None
+        if shares and isinstance(value, np.ndarray) and out is None \
                 and value.nbytes * len(group) > SMALL_MEETING_BYTES:
-            out = np.empty(value.shape, value.dtype)
+            dims = list(value.shape)
+            if gather_dim is not None:
+                dims[gather_dim] *= len(group)
+            out = np.empty(dims, value.dtype)
         deadline = time.monotonic() + self.timeout
         clock = self.clock
         arrived = clock() if clock is not None else 0.0
@@ -265,7 +269,7 @@ class DeviceRun:
                     f"{sequence}, where device {min(slot.values)} ran {slot.opcode} %{slot.name}: "
                     "the devices run different programs")
             slot.values[device] = value
-            if fold is not None:
+            if shares:
                 if slot.outs is None:
                     slot.outs = {}
                 slot.outs[device] = out
@@ -273,16 +277,21 @@ class DeviceRun:
             if last:
                 slot.ready = clock() if clock is not None else 0.0
                 slot.last = device
-                slot.chunked = fold is not None and _chunkable(slot.values, slot.outs, group)
-        if fold is not None and not last:  # (the last to arrive decides how: wait for it)
+                slot.chunked = shares and _chunkable(slot.values, slot.outs, group, gather_dim)
+        if shares and not last:  # (the last to arrive decides how: wait for it)
             with self._cv:
                 self._wait_for(slot, lambda: slot.made, device, group, inst, deadline)
         if slot.chunked:
-            return self._reduce_chunk(slot, key, device, group, inst, fold, deadline, arrived)
+            def work():
+                if gather_dim is None:
+                    _reduce_chunk(slot.values, slot.outs, group, device, fold)
+                else:
+                    _gather_block(slot.values, slot.outs, group, device, gather_dim)
+            return self._share(slot, key, device, group, inst, work, deadline, arrived)
         mine = None
         if last:  # (outside the lock: the others wait on the condition, not for the lock)
             try:
-                if same or inst.opcode == "reduce-scatter":  # (this makes the shared work)
+                if same:  # (this makes the shared work)
                     mine = _detached(result(slot.values, device), slot.values)
                     if same:
                         slot.shared = mine
@@ -339,29 +348,18 @@ class DeviceRun:
                     _nbytes(out), arrived, ready, clock(), last_device))
         return out
 
-    def _reduce_chunk(self, slot, key, device: int, group, inst, fold, deadline: float,
-                      arrived: float) -> np.ndarray:
-        """A chunked all-reduce (``meet``): once every device of the group has arrived, this
-        device folds its chunk of the operands and writes it into every device's buffer; a
-        device leaves when every chunk is written."""
+    def _share(self, slot, key, device: int, group, inst, work: Callable[[], None],
+               deadline: float, arrived: float) -> np.ndarray:
+        """A shared meeting (``meet``): once every device of the group has arrived, this device
+        does its part of the work (``work``: writes into the devices' buffers); a device
+        leaves when every part is done."""
         with self._cv:
             if not slot.made:  # (the last to arrive: the others wait for this)
                 slot.made = True
                 self._cv.notify_all()
             ready, last_device = slot.ready, slot.last
         try:
-            first = next(iter(slot.values.values()))
-            lo, hi = _chunk(first.size, len(group), group.index(device))
-            operands = [slot.values[g].reshape(-1) for g in group]
-            outs = [slot.outs[g].reshape(-1) for g in group]
-            # in blocks that stay in the cache: the fold's temporaries are reused heap memory,
-            # not fresh pages of a chunk-sized array faulted in for every step of the fold
-            step = max(1, CHUNK_BLOCK_BYTES // first.itemsize)
-            for start in range(lo, hi, step):
-                end = min(hi, start + step)
-                part = fold([v[start:end] for v in operands])
-                for o in outs:
-                    np.copyto(o[start:end], part, casting="no")
+            work()
         except BaseException as e:  # noqa: BLE001 - every device of the group raises it
             with self._cv:
                 slot.error = slot.error or e
@@ -378,7 +376,8 @@ class DeviceRun:
             with self._cv:
                 self.meetings.append(Meeting(
                     device, slot_sequence(key), inst.opcode, inst.name, group,
-                    out.nbytes, out.nbytes, arrived, ready, self.clock(), last_device))
+                    slot.values[device].nbytes, out.nbytes, arrived, ready, self.clock(),
+                    last_device))
         return out
 
     def _wait_for(self, slot, done: Callable[[], bool], device: int, group, inst,
@@ -400,27 +399,6 @@ class DeviceRun:
                     f"{self.timeout:g} s (device {device} waited; TOOLKIT_COLLECTIVE_TIMEOUT "
                     "sets the limit)")
             self._cv.wait(min(left, 0.5))
-
-    def shared_value(self, key, make: Callable[[], object]):
-        """``make()``, made once for the meeting ``key`` by whichever device asks first (the
-        others wait for it): work every device's result reads, as a reduce-scatter's sum."""
-        with self._cv:
-            slot = self._slots[key]
-            while slot.sharing:
-                self._cv.wait(0.5)
-            if slot.common is None:
-                slot.sharing = True
-            else:
-                return slot.common
-        value = None
-        try:
-            value = make()
-        finally:
-            with self._cv:
-                slot.common = value  # (None if make raised: the next asker tries again)
-                slot.sharing = False
-                self._cv.notify_all()
-        return value
 
     def _leave(self, slot, key, group) -> None:
         with self._cv:
@@ -446,18 +424,51 @@ def _chunk(n: int, parts: int, k: int) -> tuple[int, int]:
     return lo, lo + size + (k < extra)
 
 
-def _chunkable(values: dict, outs: dict, group) -> bool:
-    """May the devices of an all-reduce each write their chunk into every device's buffer?
-    Every operand and buffer a C-contiguous array of one shape and dtype (chunks of the flat
-    arrays are views), and no buffer sharing memory with an operand or buffer other than its
-    own device's operand, itself: a device then reads and writes its own chunk only."""
+def _reduce_chunk(values: dict, outs: dict, group, device: int, fold) -> None:
+    """This device's part of a shared all-reduce: its chunk of the flat operands folded, in
+    cache-sized blocks (the fold's temporaries are then reused heap memory, not fresh pages
+    of a chunk-sized array faulted in for every step of the fold), into every buffer."""
     first = values[group[0]]
+    lo, hi = _chunk(first.size, len(group), group.index(device))
+    operands = [values[g].reshape(-1) for g in group]
+    flat_outs = [outs[g].reshape(-1) for g in group]
+    step = max(1, CHUNK_BLOCK_BYTES // first.itemsize)
+    for start in range(lo, hi, step):
+        end = min(hi, start + step)
+        part = fold([v[start:end] for v in operands])
+        for o in flat_outs:
+            np.copyto(o[start:end], part, casting="no")
+
+
+def _gather_block(values: dict, outs: dict, group, device: int, dim: int) -> None:
+    """This device's part of a shared all-gather: its operand into its block of every
+    buffer."""
+    value = values[device]
+    size = value.shape[dim]
+    k = group.index(device)
+    block = (slice(None),) * dim + (slice(k * size, (k + 1) * size),)
+    for g in group:
+        np.copyto(outs[g][block], value, casting="no")
+
+
+def _chunkable(values: dict, outs: dict, group, gather_dim: int | None = None) -> bool:
+    """May the devices of an all-reduce (an all-gather: ``gather_dim``) each write their part
+    into every device's buffer? Every operand and buffer a C-contiguous array of the shape and
+    dtype the collective gives (chunks of the flat arrays are views), and no buffer sharing
+    memory with an operand or buffer other than its own device's operand, itself (an
+    all-reduce's device then reads and writes its own chunk only; an all-gather's buffer
+    shares nothing)."""
+    first = values[group[0]]
+    dims = list(getattr(first, "shape", ()))
+    if gather_dim is not None and dims:
+        dims[gather_dim] *= len(group)
     for g in group:
         v, o = values[g], outs.get(g)
         if not isinstance(v, np.ndarray) or not isinstance(o, np.ndarray) \
-                or v.shape != first.shape or v.dtype != first.dtype or o.shape != first.shape \
-                or o.dtype != first.dtype or not v.flags.c_contiguous \
-                or not o.flags.c_contiguous or not o.flags.writeable:
+                or v.shape != first.shape or v.dtype != first.dtype \
+                or o.shape != tuple(dims) or o.dtype != first.dtype \
+                or not v.flags.c_contiguous or not o.flags.c_contiguous \
+                or not o.flags.writeable:
             return False
     for g in group:
         o = outs[g]
@@ -465,7 +476,8 @@ def _chunkable(values: dict, outs: dict, group) -> bool:
             if h != g and np.may_share_memory(o, outs[h]):
                 return False
             v = values[h]
-            if np.may_share_memory(o, v) and not (h == g and o.ctypes.data == v.ctypes.data):
+            if np.may_share_memory(o, v) and not (gather_dim is None and h == g
+                                                  and o.ctypes.data == v.ctypes.data):
                 return False
     return True
 
@@ -629,22 +641,23 @@ def evaluate(inst, operand, reduce: Callable | None = None, out: np.ndarray | No
             if group is None:
                 raise CollectiveError(f"{inst.opcode} %{inst.name}: device {device} is in none "
                                       f"of its replica groups {groups}")
-            shared = getattr(run, "shared_value", None)  # (the threads' meeting shares work)
 
             def result(values, d):
                 operands = [values[g] for g in group]
-                if inst.opcode == "reduce-scatter":  # the sum made once, each device its block
-                    def total():
-                        return _fold(operands, reduce)
-                    whole = shared((sequence, group), total) if shared else total()
+                if inst.opcode == "reduce-scatter":  # each device folds its own block only
                     dim = (inst.attrs.get("dimensions") or (0,))[0]
-                    return np.split(whole, len(group), axis=dim)[group.index(d)]
+                    k = group.index(d)
+                    return _fold([np.split(v, len(group), axis=dim)[k] for v in operands],
+                                 reduce)
                 return combine(inst.opcode, inst.attrs, operands, group.index(d), reduce)
     except ValueError as e:
         raise CollectiveError(str(e)) from None
     if inst.opcode == "all-reduce" and reduce is not None and run.devices > 1:
         return run.meet(device, sequence, inst, group, operand, result, out,
                         lambda parts: _fold(parts, reduce))
+    if inst.opcode == "all-gather" and run.devices > 1:
+        return run.meet(device, sequence, inst, group, operand, result, out,
+                        gather_dim=(inst.attrs.get("dimensions") or (0,))[0])
     return run.meet(device, sequence, inst, group, operand, result, out)
 
 
