@@ -66,3 +66,65 @@ def test_profiled_runs_still_time_every_kernel(monkeypatch):
     with tk.profile() as prof:
         f(x, x)
     assert len(prof.kernels) == 200
+
+
+def test_a_program_that_is_one_native_call_runs_from_its_own_buffers_on_every_thread():
+    """A program whose steps are one native segment runs straight from its arguments (no
+    table of every slot): fresh outputs each call, the caller's array for an argument it
+    writes in place, temporaries of its own on each thread, and a non-contiguous argument
+    made contiguous first. Many threads at once give each its own right result."""
+    import threading
+
+    def f(x, y):
+        t = np.tanh(x) @ y  # a temporary between the kernel and the dot
+        return t + 1.0, (t * 2.0).sum()
+
+    jf = tk.jit(f, backend="cpu")
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((16, 16)) for _ in range(8)]
+    y = rng.standard_normal((16, 16))
+    jf(xs[0], y)
+    exe = jf.compiled(xs[0], y)._executable
+    assert exe._one_program is not None
+    first = jf(xs[0], y)
+    again = jf(xs[0], y)
+    assert first[0] is not again[0]  # fresh outputs
+    np.testing.assert_allclose(first[0], f(xs[0], y)[0], rtol=1e-12)
+    strided = np.asfortranarray(xs[1])
+    np.testing.assert_allclose(jf(strided, y)[0], f(xs[1], y)[0], rtol=1e-12)
+    got, errors = {}, []
+
+    def worker(k):
+        try:
+            for _ in range(50):
+                got[k] = jf(xs[k], y)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k in range(8):
+        want = f(xs[k], y)
+        np.testing.assert_allclose(got[k][0], want[0], rtol=1e-12)
+        np.testing.assert_allclose(got[k][1], want[1], rtol=1e-12)
+
+
+def test_an_argument_written_in_place_is_written_as_numpy_writes_it():
+    def f(a, b):
+        a[1:3] = np.tanh(a[1:3]) * 2.0 + b[:2] @ b[:, 0]
+        return a * 1.0
+
+    jf = tk.jit(f, backend="cpu")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(6), rng.standard_normal((4, 4))
+    want_a = a.copy()
+    want = f(want_a, b)
+    for _ in range(2):  # the compiling call and a cache hit
+        given = a.copy()
+        out = jf(given, b)
+        np.testing.assert_allclose(out, want, rtol=1e-12)
+        np.testing.assert_allclose(given, want_a, rtol=1e-12)

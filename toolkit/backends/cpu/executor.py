@@ -161,7 +161,8 @@ class CpuExecutable(Executable):
         self._local = threading.local()
         # (native program or None, steps, slots to allocate first): runs of steps that native
         # code runs in one call (native_program.plan_segments sets them), the rest from Python
-        self.segments: list[tuple] = [(None, steps, (), ())]
+        self._segments: list[tuple] = [(None, steps, (), ())]
+        self._one_program = None
         # a result is copied when the caller could otherwise alias something: an argument, a
         # constant, a reused temporary, or the same buffer returned twice
         # (an argument written in place is returned as itself: the caller's array, already updated)
@@ -183,6 +184,47 @@ class CpuExecutable(Executable):
             (s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None for s in slots
         ]
         self.plain_run = self._single_kernel_run()
+
+    @property
+    def segments(self) -> list[tuple]:
+        return self._segments
+
+    @segments.setter
+    def segments(self, value: list[tuple]) -> None:
+        self._segments = value
+        self._one_program = self._one_program_plan()
+
+    def _one_program_plan(self):
+        """For a program that is one native segment (native_program.py) and returns no copy:
+        what ``run`` needs to call it straight from the arguments, without the buffer table of
+        every slot: the program, the places of the arguments and of the fresh outputs in its
+        buffer list, and the places of the results. None for any other program."""
+        if len(self._segments) != 1 or any(self._copy_out):
+            return None
+        program, _, allocate, slots = self._segments[0]
+        if program is None:
+            return None
+        place = {slot: k for k, slot in enumerate(slots)}
+        if any(slot not in place for slot in self.out_slots):
+            return None
+        given = set(self.arg_slots)
+        arguments = tuple((place[slot], k) for k, slot in enumerate(self.arg_slots)
+                          if slot in place)
+        fresh = tuple((place[slot], *self._slot_types[slot]) for slot in allocate
+                      if slot not in given)
+        outs = tuple(place[slot] for slot in self.out_slots)
+        take = operator.itemgetter(*outs) if len(outs) > 1 else None
+        return program, tuple(slots), arguments, fresh, outs, take
+
+    def _one_program_base(self, slots) -> list:
+        """This thread's buffer list of the one native segment before the arguments and
+        outputs: its constants and the temporaries it reuses from call to call."""
+        template = getattr(self._local, "template", None)
+        if template is None:
+            template = self._template()
+        base = [template[slot] for slot in slots]
+        self._local.one_base = base
+        return base
 
     @property
     def llvm_ir(self) -> str:
@@ -286,6 +328,19 @@ class CpuExecutable(Executable):
     def run(self, args):
         """The unprofiled hot path: no clock, no callbacks. Runs of small kernels and matrix
         products go to native code as one call each (native_program.py)."""
+        plan = self._one_program
+        if plan is not None:  # (the whole program one native call: its buffers only)
+            program, slots, arguments, fresh, outs, take = plan
+            base = getattr(self._local, "one_base", None)
+            buffers = (base if base is not None else self._one_program_base(slots)).copy()
+            for place, k in arguments:
+                arg = args[k]
+                # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+                buffers[place] = arg if arg.flags.c_contiguous else np.array(arg, order="C")
+            for place, dims, dtype in fresh:
+                buffers[place] = np.empty(dims, dtype)
+            native_run_steps(program, buffers)
+            return take(buffers) if take is not None else (buffers[outs[0]],)
         bufs = self._buffers(args)
         for program, steps, allocate, slots in self.segments:
             if program is not None:
