@@ -160,6 +160,39 @@ def _is_library(namespace: dict) -> bool:
     return name.split(".")[0] in ("numpy", "toolkit")
 
 
+_REPLACEMENTS = {id(replacement) for _, replacement in _REBOUND.values()}
+# id(namespace) -> (the namespace, its names, its values' ids, the names to swap) when last
+# scanned: a notebook's namespace holds hundreds of names, and a function that breaks its graph
+# is traced (replayed) on every call
+_SCANNED: dict[int, tuple] = {}
+_SCANNED_KEPT = 64
+
+
+def _names_to_swap(namespace: dict) -> dict:
+    """The names of ``namespace`` bound to NumPy or to its buffer functions, with their
+    replacements. The last scan is reused while the namespace holds the very same names bound
+    to the very same objects (two lists compared in C; the objects the scan swaps are held by
+    it, so no other object can take their ids)."""
+    names, ids = list(namespace), list(map(id, namespace.values()))
+    found = _SCANNED.get(id(namespace))
+    if found is not None and found[0] is namespace and found[2] == ids and found[1] == names:
+        return found[3]
+    swapped = {}
+    inside = False  # a trace of this module's code is running (its names are swapped now)
+    for name, value in list(namespace.items()):  # (the cheapest test first)
+        if value is numpy:
+            swapped[name] = (value, TRACING_NUMPY)
+        elif id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
+            swapped[name] = (value, _REBOUND[id(value)][1])
+        elif value is TRACING_NUMPY or id(value) in _REPLACEMENTS:
+            inside = True
+    if not inside:  # (a scan made inside a trace would find nothing to swap after it)
+        if len(_SCANNED) >= _SCANNED_KEPT:
+            _SCANNED.clear()
+        _SCANNED[id(namespace)] = (namespace, names, ids, swapped)
+    return swapped
+
+
 @contextlib.contextmanager
 def numpy_buffers_traced(fn):
     """Rebind ``np`` (and names imported from NumPy's buffer functions) in ``fn``'s module for
@@ -168,12 +201,7 @@ def numpy_buffers_traced(fn):
     if namespace is None or _is_library(namespace):
         yield
         return
-    swapped = {}
-    for name, value in list(namespace.items()):  # (every call: the cheapest test first)
-        if value is numpy:
-            swapped[name] = (value, TRACING_NUMPY)
-        elif id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
-            swapped[name] = (value, _REBOUND[id(value)][1])
+    swapped = _names_to_swap(namespace)
     for name, (_, replacement) in swapped.items():
         namespace[name] = replacement
     try:

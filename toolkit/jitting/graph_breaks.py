@@ -31,6 +31,7 @@ import numpy as np
 
 from ..frontend.pytree import flatten, unflatten
 from ..frontend import replay
+from ..frontend.inplace import check_mutation_targets, write_back
 from ..frontend.segments import Segment, cut, live_tracers, resume
 from ..frontend.signature import ArgSpec
 from ..frontend.trace_function import TracedProgram
@@ -531,8 +532,6 @@ class Breaker:
     def finish(self, outs: list[Tracer], out_tree):
         """Run the last segment: the function's results, and the new values of arguments it
         wrote in place (copied into the caller's arrays, as NumPy would have written them)."""
-        from ..frontend.inplace import check_mutation_targets, write_back
-
         mutated = []
         for number, t in enumerate(self.arguments):
             if t.weak_type:

@@ -64,6 +64,8 @@ class MissCompiler:
             breaker = self.breaks.breaker(leaves, specs, key)
             breaker.always = always_segmented
         try:
+            if always_segmented:  # (a call that replays its record: a few objects, not a trace)
+                return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
             with collector_relaxed():
                 return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
         except TypeError as e:  # a list of Python numbers where an array was meant: say that

@@ -328,6 +328,13 @@ class CpuExecutable(Executable):
     def run(self, args):
         """The unprofiled hot path: no clock, no callbacks. Runs of small kernels and matrix
         products go to native code as one call each (native_program.py)."""
+        single = self.plain_run
+        if single is not None:  # (one kernel: the dispatch fast path's own call)
+            for arg in args:
+                if not arg.flags.c_contiguous:
+                    break
+            else:
+                return (single(args),)
         plan = self._one_program
         if plan is not None:  # (the whole program one native call: its buffers only)
             program, slots, arguments, fresh, outs, take = plan

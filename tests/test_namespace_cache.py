@@ -1,0 +1,70 @@
+"""NumPy's names in a traced function's module are swapped for the trace (frontend/namespace.py)
+from a scan kept per namespace: reused while the namespace keeps its size and its names, made
+again when a name is added or rebound, and never kept from inside a running trace."""
+import types
+
+import numpy as np
+
+import toolkit as tk
+from toolkit.frontend import namespace
+from toolkit.frontend.tracer import Tracer
+
+SOURCE = """
+import numpy as np
+
+def kind(x):
+    return x + np.zeros(3)  # np.zeros is traced when np is swapped
+
+def seen(x):
+    SEEN.append(type(np.zeros(3)).__name__)
+    return x * 2.0
+
+def via_alias(x):
+    SEEN.append(type(alias.zeros(3)).__name__)
+    return x * 2.0
+
+def outer(x):
+    SEEN.append(type(np.zeros(3)).__name__)
+    return inner(x) + 1.0
+"""
+
+
+def _module():
+    module = types.ModuleType("user_module_for_namespace_cache")
+    module.SEEN = []
+    exec(compile(SOURCE, "<user module>", "exec"), module.__dict__)
+    return module
+
+
+def test_the_scan_is_reused_and_made_again_when_the_namespace_changes():
+    m = _module()
+    f = tk.jit(m.seen)
+    f(np.ones(3))
+    assert m.SEEN == ["Tracer"]
+    assert m.np is np  # restored after the trace
+    scanned = namespace._SCANNED[id(m.__dict__)]
+    tk.jit(m.seen)(np.ones(3))  # a second function of the module: the same scan
+    assert namespace._SCANNED[id(m.__dict__)] is scanned
+    m.alias = np  # a new name bound to NumPy: the namespace grew, so it is scanned again
+    m.SEEN.clear()
+    tk.jit(m.via_alias)(np.ones(3))
+    assert m.SEEN == ["Tracer"] and m.alias is np
+    m.np = types.SimpleNamespace(zeros=np.zeros)  # rebound: no longer NumPy, not swapped
+    m.SEEN.clear()
+    tk.jit(m.seen)(np.ones(3))
+    assert m.SEEN == ["ndarray"]
+    m.np = np  # and back
+    m.SEEN.clear()
+    tk.jit(m.seen)(np.ones(3))
+    assert m.SEEN == ["Tracer"] and m.np is np
+
+
+def test_a_scan_made_inside_a_running_trace_is_not_kept():
+    m = _module()
+    m.inner = tk.jit(m.seen)  # traced inline inside outer's trace: its scan sees swapped names
+    out = tk.jit(m.outer)(np.ones(3))
+    np.testing.assert_array_equal(out, np.full(3, 3.0))
+    m.SEEN.clear()
+    tk.jit(m.seen)(np.ones(3) * 2)  # a later trace still swaps NumPy's names
+    assert m.SEEN == ["Tracer"] and m.np is np
+    assert isinstance(Tracer, type)
