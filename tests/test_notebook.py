@@ -366,10 +366,11 @@ def test_ranks_runs_the_cell_on_host_devices_with_its_collectives_in_the_dashboa
     assert {k.device for k in prof.kernels} >= {"device 0", "device 3"}
     html = out.outputs[-2].data["text/html"]
     assert "communication share" in html and "device 3 collectives" not in html  # (a plot)
-    # an output the devices do not agree on, left unsplit: the promise check names it
+    # an output the devices do not agree on, left unsplit: JAX's replication check names it
+    # before anything runs
     result, out = run(ip, "%%xla --quiet --ranks 4 --split x\nlocal = x.sum(axis=0)\n")
     assert result.error_in_exec is not None
-    assert "leaves out mesh axis 'ranks'" in out.stdout + out.stderr
+    assert "replicated across mesh axis 'ranks'" in out.stdout + out.stderr
     result, out = run(ip, "%%xla --quiet --ranks 4 --split nothing\nq2 = x * 2\n")
     assert "--split names nothing" in out.stdout + out.stderr
     result, out = run(ip, "%%xla --quiet --ranks 4 --split x,q3 --repeat 3 -o timed\n"

@@ -7,8 +7,10 @@ device runs the program on its blocks, one thread per device of this process (XL
 platform with a forced device count), the collectives meeting in shared memory
 (``ir/collectives.py``). The outputs are assembled by ``out_specs``: blocks concatenated along
 the dimensions that name an axis. An axis an output's spec leaves out is a promise that the
-devices along it computed the same value (JAX's); toolkit checks that promise on every call
-and raises, naming the devices, where it does not hold.
+devices along it computed the same value (JAX's): with ``check_vma=True`` (the default) the
+varying/invariant typing must prove it while tracing, or the function is refused with JAX's
+message; with ``check_vma=False`` toolkit checks the promise on the values, every call, and
+raises, naming the devices, where it does not hold.
 
 On the CPU backend the collectives run between the compiled kernels, on each device's thread;
 the GPU backend does not compile them yet (it says so, naming the op)."""
@@ -60,8 +62,11 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
                 for block, spec in zip(blocks, specs):
                     typing.seed(block, [a for d in range(len(spec)) for a in spec.axes(d)])
             out = f(*blocks)
+            outs = out if isinstance(out, tuple) else (out,)
             varying[:] = [typing.of(o) if typing is not None and isinstance(o, Tracer)
-                          else None for o in (out if isinstance(out, tuple) else (out,))]
+                          else None for o in outs]
+            if typing is not None:
+                _check_replication(name, mesh, outs, varying, out_specs, isinstance(out, tuple))
             return out
     traced.__name__ = traced.__qualname__ = name
 
@@ -99,6 +104,37 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, backend: str | No
     # the per-device programs compiled so far, by block signature (the dashboard's IR tab)
     run.compiled_programs = lambda: [entry.compiled for entry in programs.values()]
     return run
+
+
+def _check_replication(name: str, mesh: Mesh, outs, varying, out_specs, many: bool) -> None:
+    """JAX's check (``check_vma=True``): an output's spec that leaves out a mesh axis promises
+    the devices along it hold the same value, which the typing must prove; an output that
+    varies along such an axis is refused as JAX refuses it, before anything runs."""
+    specs = _per_argument(out_specs if many else (out_specs,), len(outs), "out_specs")
+    for k, (spec, vary) in enumerate(zip(specs, varying)):
+        if vary is None:  # (a constant, a NumPy value: the same on every device)
+            continue
+        named = {a for d in range(len(spec)) for a in spec.axes(d)}
+        promised = [a for a in mesh.axis_names if a not in named]
+        unproven = [a for a in promised if a in vary]
+        if not unproven:
+            continue
+        proven = [a for a in mesh.axis_names if a not in vary]
+        inferred = (f"could only infer replication over {proven}" if proven else
+                    "could not infer replication over any axes")
+        which = f"output {k} " if many else ""
+        raise ValueError(
+            f"shard_map applied to the function {name!r} was given out_specs which require "
+            "replication which can't be statically inferred given the mesh:\n\n"
+            f"The mesh given has shape {tuple(mesh.shape[a] for a in mesh.axis_names)} with "
+            f"corresponding axis names {tuple(mesh.axis_names)}.\n\n"
+            f"out_specs {which}is {spec!r} which implies that the corresponding output value is "
+            f"replicated across mesh axis {unproven[0]!r}, but {inferred}\n\n"
+            "Check if these output values are meant to be replicated over those mesh axes. If "
+            "not, consider revising the corresponding out_specs entries (or reduce over the "
+            "axis: tk.lax.psum, pmean). If so, consider disabling the check by passing the "
+            "check_vma=False argument to `tk.shard_map` (the promise is then checked on the "
+            "values, every call).")
 
 
 def _parameter_names(f) -> list[str]:
