@@ -556,3 +556,21 @@ def test_float64_to_float16_rounds_as_numpy_does_at_every_tie():
         tk.jit(lambda v: (np.exp(v) * 3).astype(np.float16), backend="cpu")(y),
         (tk.jit(lambda v: np.exp(v) * 3, backend="cpu")(y)).astype(np.float16),
     )
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu-simulated"])
+def test_a_concatenation_reads_one_operand_per_element_along_the_last_axis(backend):
+    """Along the innermost axis each element branches to the one operand that holds it (as
+    XLA's elemental emitter does); along an outer axis every operand is read at a clamped index
+    and one is selected (those reads vectorise). Both give NumPy's values, empty operands and
+    bool elements included."""
+    rng = np.random.default_rng(2)
+    parts = [rng.standard_normal((5, n)) for n in (3, 0, 4, 1)]
+    last = tk.jit(lambda *p: np.concatenate(p, axis=1) * 2.0, backend=backend)
+    np.testing.assert_array_equal(last(*parts), np.concatenate(parts, axis=1) * 2.0)
+    rows = [rng.standard_normal((n, 3)) for n in (2, 0, 5)]
+    outer = tk.jit(lambda *p: np.concatenate(p, axis=0) * 2.0, backend=backend)
+    np.testing.assert_array_equal(outer(*rows), np.concatenate(rows, axis=0) * 2.0)
+    flags = [rng.random(n) > 0.5 for n in (4, 3)]
+    both = tk.jit(lambda a, b: np.concatenate([a, b]) ^ True, backend=backend)
+    np.testing.assert_array_equal(both(*flags), np.concatenate(flags) ^ True)
