@@ -407,3 +407,23 @@ def test_every_pass_and_the_pipeline_preserve_results(steps, data):
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12, equal_nan=True)
         again = tk.hlo.parse(candidate.to_text())
         assert again.to_text() == candidate.to_text()
+
+
+def test_decisions_are_stamped_with_their_compile_when_first_read():
+    """The pipeline keeps the passes' decisions as made and stamps them with the compile's id
+    and the pass's start when they are first read (an unprofiled compile never reads them):
+    every decision read, through loop bodies too, carries them."""
+    from toolkit.passes.pipeline import make_pipeline
+    from toolkit.stages import _REFERENCE_EVALUATORS
+
+    def f(x):
+        y = np.exp(x) * 2 + 1
+        return tk.lax.fori_loop(0, 3, lambda i, v: np.tanh(v) * 0.5 + v, y)
+
+    module = tk.jit(f).lower(x34).hlo
+    result = make_pipeline("default", _REFERENCE_EVALUATORS).run(module, compile_id=7)
+    assert result._unstamped and not result._stamped  # nothing stamped until read
+    decisions = result.decisions
+    assert decisions and all(d.compile_id == 7 and d.start > 0 for d in decisions)
+    assert any(d.fused for d in decisions)
+    assert result.decisions is decisions and not result._unstamped  # stamped once

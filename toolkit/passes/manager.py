@@ -33,8 +33,30 @@ class PassDump:
 class PipelineResult:
     module: Module
     passes: list[PassEvent] = field(default_factory=list)
-    decisions: list[FusionDecision] = field(default_factory=list)
     dumps: list[PassDump] = field(default_factory=list)
+    # the passes' decisions as they made them, with the compile and the time to stamp them with
+    # when first read (an unrolled loop makes tens of thousands, which an unprofiled first
+    # call never reads)
+    _unstamped: list = field(default_factory=list)
+    _stamped: list = field(default_factory=list)
+
+    def add_decisions(self, decisions: list, compile_id: int, start: float) -> None:
+        if decisions:
+            self._unstamped.append((decisions, compile_id, start))
+
+    def absorb(self, inner: "PipelineResult") -> None:
+        """A nested run's passes and decisions (a loop body's, a branch's)."""
+        self.passes.extend(inner.passes)
+        self._stamped.extend(inner._stamped)
+        self._unstamped.extend(inner._unstamped)
+
+    @property
+    def decisions(self) -> list[FusionDecision]:
+        if self._unstamped:
+            for decisions, compile_id, start in self._unstamped:
+                self._stamped.extend(_with_compile(d, compile_id, start) for d in decisions)
+            self._unstamped = []
+        return self._stamped
 
     @property
     def rewrites(self) -> Counter:
@@ -113,7 +135,7 @@ class Pipeline:
             result.module = new
             result.passes.append(PassEvent(name, compile_id, start, duration, changed,
                                            tuple(sorted(rewrites.items()))))
-            result.decisions.extend(_with_compile(d, compile_id, start) for d in decisions)
+            result.add_decisions(decisions, compile_id, start)
             if pattern is not None and pattern.search(name):
                 text = new.to_text()
                 diff = "".join(
@@ -151,8 +173,7 @@ class Pipeline:
         if self.passes and any(i.opcode in CONTROL for i in result.module.entry.instructions):
             def run_called(sub: Module) -> Module:  # loop bodies and branches: the same pipeline
                 inner = self._run(sub, clock, None, verify_each, compile_id)
-                result.passes.extend(inner.passes)
-                result.decisions.extend(inner.decisions)
+                result.absorb(inner)
                 return inner.module
 
             result.module = optimize_called(result.module, run_called)
