@@ -412,3 +412,55 @@ def test_a_large_all_gather_writes_each_block_once_into_every_buffer(dim, where,
             assert buffers[d] is None or got[d] is buffers[d]
         got[0][...] = 0
         assert all((got[d] != 0).any() for d in range(1, 4))
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("where", ["new", "own buffer"])
+def test_a_large_all_to_all_writes_each_block_once_into_its_receivers_buffer(dim, where,
+                                                                            monkeypatch):
+    """A large all-to-all on host devices: each device writes its operand's block k into the
+    k-th device's buffer at its own place (no per-device concatenation of peers' blocks), for
+    groups of four and of two, along either dimension."""
+    import threading
+
+    from toolkit.ir import collectives
+    from toolkit.ir.collectives import DeviceRun, on_device
+    from toolkit.ir.evaluator import collective_into
+
+    writes = []
+    real = collectives._exchange_blocks
+    monkeypatch.setattr(collectives, "_exchange_blocks", lambda *a: writes.append(1) or real(*a))
+    shape = (400, 60)
+    rng = np.random.default_rng(4)
+    operands = [rng.standard_normal(shape) for _ in range(4)]
+    for groups, members in (("{{0,1,2,3}}", [[0, 1, 2, 3]] * 4),
+                            ("{{0,2},{1,3}}", [[0, 2], [1, 3], [0, 2], [1, 3]])):
+        t = f"f64[{shape[0]},{shape[1]}]"
+        module = tk.hlo.parse(
+            "HloModule m, num_partitions=4\n"
+            f"ENTRY %e (p: {t}) -> {t} {{\n  %p = {t}{{1,0}} parameter(0)\n"
+            f"  ROOT %c = {t}{{1,0}} all-to-all(%p), channel_id=1, replica_groups={groups}, "
+            f"dimensions={{{dim}}}, use_global_device_ids=true\n}}")
+        inst = module.entry.root
+        run = DeviceRun(1, 4, timeout=10)
+        got = [None] * 4
+        buffers = [None if where == "new" else np.empty(shape) for _ in range(4)]
+
+        def device(d):
+            with on_device(run, d):
+                got[d] = collective_into(inst, [operands[d]], buffers[d])
+
+        writes.clear()
+        threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert len(writes) == 4
+        for d in range(4):
+            group = members[d]
+            k = group.index(d)
+            want = np.concatenate([np.split(operands[g], len(group), axis=dim)[k] for g in group],
+                                  axis=dim)
+            np.testing.assert_array_equal(got[d], want)
+            assert buffers[d] is None or got[d] is buffers[d]

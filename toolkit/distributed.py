@@ -165,8 +165,9 @@ class MpiRun:
             time.sleep(0 if now < spin_until else 0.0002)
 
     def meet(self, device, sequence, inst, group, value, result, out=None, fold=None,
-             gather_dim=None):
-        # (``fold``, ``gather_dim``: the threads' shared meetings; between processes, MPI's)
+             gather_dim=None, exchange_dim=None):
+        # (``fold``, ``gather_dim``, ``exchange_dim``: the threads' shared meetings; between
+        # processes, MPI's)
         if self.clock is None:
             return self._meet(device, sequence, inst, group, value, result, out)
         arrived = self.clock()

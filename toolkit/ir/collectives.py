@@ -227,7 +227,8 @@ class DeviceRun:
 
     def meet(self, device: int, sequence: int, inst, group: tuple[int, ...], value,
              result: Callable[[dict, int], object], out: np.ndarray | None = None,
-             fold: Callable[[list], np.ndarray] | None = None, gather_dim: int | None = None):
+             fold: Callable[[list], np.ndarray] | None = None, gather_dim: int | None = None,
+             exchange_dim: int | None = None):
         """Deposit ``value`` for ``device``'s ``sequence``-th collective; once every device of
         ``group`` has, each takes its result (``result(values, device)``), into ``out`` (the
         compiled program's buffer for it) when given, else a new array of its own.
@@ -246,9 +247,10 @@ class DeviceRun:
         straight where it goes (no one result that each device copies). Each element is
         folded in the same order, so the results are the same bits. A large all-gather
         (``gather_dim``: its dimension) likewise: each device writes its operand into its block
-        of every device's buffer."""
+        of every device's buffer; and a large all-to-all (``exchange_dim``): each device writes
+        its operand's block k into device k's buffer, at its own place."""
         key = (sequence, group)
-        shares = fold is not None or gather_dim is not None
+        shares = fold is not None or gather_dim is not None or exchange_dim is not None
         if shares and isinstance(value, np.ndarray) and out is None \
                 and value.nbytes * len(group) > SMALL_MEETING_BYTES:
             dims = list(value.shape)
@@ -277,16 +279,19 @@ class DeviceRun:
             if last:
                 slot.ready = clock() if clock is not None else 0.0
                 slot.last = device
-                slot.chunked = shares and _chunkable(slot.values, slot.outs, group, gather_dim)
+                slot.chunked = shares and _chunkable(slot.values, slot.outs, group, gather_dim,
+                                                     exchange_dim is not None)
         if shares and not last:  # (the last to arrive decides how: wait for it)
             with self._cv:
                 self._wait_for(slot, lambda: slot.made, device, group, inst, deadline)
         if slot.chunked:
             def work():
-                if gather_dim is None:
-                    _reduce_chunk(slot.values, slot.outs, group, device, fold)
-                else:
+                if gather_dim is not None:
                     _gather_block(slot.values, slot.outs, group, device, gather_dim)
+                elif exchange_dim is not None:
+                    _exchange_blocks(slot.values, slot.outs, group, device, exchange_dim)
+                else:
+                    _reduce_chunk(slot.values, slot.outs, group, device, fold)
             return self._share(slot, key, device, group, inst, work, deadline, arrived)
         mine = None
         if last:  # (outside the lock: the others wait on the condition, not for the lock)
@@ -451,13 +456,27 @@ def _gather_block(values: dict, outs: dict, group, device: int, dim: int) -> Non
         np.copyto(outs[g][block], value, casting="no")
 
 
-def _chunkable(values: dict, outs: dict, group, gather_dim: int | None = None) -> bool:
-    """May the devices of an all-reduce (an all-gather: ``gather_dim``) each write their part
-    into every device's buffer? Every operand and buffer a C-contiguous array of the shape and
-    dtype the collective gives (chunks of the flat arrays are views), and no buffer sharing
-    memory with an operand or buffer other than its own device's operand, itself (an
-    all-reduce's device then reads and writes its own chunk only; an all-gather's buffer
-    shares nothing)."""
+def _exchange_blocks(values: dict, outs: dict, group, device: int, dim: int) -> None:
+    """This device's part of a shared all-to-all: block k of its operand (along ``dim``) into
+    the k-th device's buffer, at this device's place in the group."""
+    value = values[device]
+    n = len(group)
+    size = value.shape[dim] // n
+    own = group.index(device)
+    for k, g in enumerate(group):
+        src = (slice(None),) * dim + (slice(k * size, (k + 1) * size),)
+        dst = (slice(None),) * dim + (slice(own * size, (own + 1) * size),)
+        np.copyto(outs[g][dst], value[src], casting="no")
+
+
+def _chunkable(values: dict, outs: dict, group, gather_dim: int | None = None,
+               exchange: bool = False) -> bool:
+    """May the devices of an all-reduce (an all-gather: ``gather_dim``; an all-to-all:
+    ``exchange``) each write their part into every device's buffer? Every operand and buffer a
+    C-contiguous array of the shape and dtype the collective gives (chunks of the flat arrays
+    are views), and no buffer sharing memory with an operand or buffer other than its own
+    device's operand, itself (an all-reduce's device then reads and writes its own chunk only;
+    an all-gather's or all-to-all's buffer shares nothing)."""
     first = values[group[0]]
     dims = list(getattr(first, "shape", ()))
     if gather_dim is not None and dims:
@@ -476,7 +495,7 @@ def _chunkable(values: dict, outs: dict, group, gather_dim: int | None = None) -
             if h != g and np.may_share_memory(o, outs[h]):
                 return False
             v = values[h]
-            if np.may_share_memory(o, v) and not (gather_dim is None and h == g
+            if np.may_share_memory(o, v) and not (gather_dim is None and not exchange and h == g
                                                   and o.ctypes.data == v.ctypes.data):
                 return False
     return True
@@ -655,6 +674,10 @@ def evaluate(inst, operand, reduce: Callable | None = None, out: np.ndarray | No
     if inst.opcode == "all-reduce" and reduce is not None and run.devices > 1:
         return run.meet(device, sequence, inst, group, operand, result, out,
                         lambda parts: _fold(parts, reduce))
+    if inst.opcode == "all-to-all" and run.devices > 1 and "dimensions" in inst.attrs \
+            and not isinstance(operand, tuple):  # (the array form: one split and concat dim)
+        return run.meet(device, sequence, inst, group, operand, result, out,
+                        exchange_dim=inst.attrs["dimensions"][0])
     if inst.opcode == "all-gather" and run.devices > 1:
         return run.meet(device, sequence, inst, group, operand, result, out,
                         gather_dim=(inst.attrs.get("dimensions") or (0,))[0])
