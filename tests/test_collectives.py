@@ -267,13 +267,8 @@ def test_results_written_into_buffers_that_are_the_operands_are_right(text, n): 
 
 
 def _all_reduce_on_threads(n: int, dtype, reducer: str, groups: str, operands, buffers):
-    """Every device's all-reduce result, run as the compiled programs run it: on threads, each
-    writing into the buffer it is given (``buffers[d]``; None: a new array)."""
-    import threading
-
-    from toolkit.ir.collectives import DeviceRun, on_device
-    from toolkit.ir.evaluator import collective_into
-
+    """Every device's all-reduce result, run as the compiled programs run it (on threads, each
+    writing into the buffer it is given)."""
     t = {np.float32: "f32", np.float64: "f64", np.int32: "s32"}[dtype]
     module = tk.hlo.parse(
         "HloModule m, num_partitions=4\n"
@@ -282,14 +277,27 @@ def _all_reduce_on_threads(n: int, dtype, reducer: str, groups: str, operands, b
         f"ENTRY %e (p: {t}[{n}]) -> {t}[{n}] {{\n  %p = {t}[{n}]{{0}} parameter(0)\n"
         f"  ROOT %c = {t}[{n}]{{0}} all-reduce(%p), channel_id=1, replica_groups={groups}, "
         "use_global_device_ids=true, to_apply=%red\n}")
-    inst = module.entry.root
+    got = _on_device_threads(module.entry.root, operands, buffers)
+    for d in range(4):
+        assert buffers[d] is None or got[d] is buffers[d]
+    return got
+
+
+def _on_device_threads(inst, operands, buffers):
+    """The collective ``inst`` on 4 devices, one thread each, as the compiled programs run it:
+    device d's operand ``operands[d]``, its result written into ``buffers[d]`` (None: a new
+    array). Every device's result."""
+    import threading
+
+    from toolkit.ir.collectives import DeviceRun, on_device
+    from toolkit.ir.evaluator import collective_into
+
     run = DeviceRun(1, 4, timeout=10)
     got = [None] * 4
 
     def device(d):
         with on_device(run, d):
             got[d] = collective_into(inst, [operands[d]], buffers[d])
-            assert buffers[d] is None or got[d] is buffers[d]
 
     threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]
     for th in threads:
@@ -366,11 +374,7 @@ def test_a_large_all_gather_writes_each_block_once_into_every_buffer(dim, where,
     """A large all-gather on host devices: each device writes its operand into its block of
     every device's buffer (no one concatenation that each device copies), along either
     dimension, for groups of four and of two."""
-    import threading
-
     from toolkit.ir import collectives
-    from toolkit.ir.collectives import DeviceRun, on_device
-    from toolkit.ir.evaluator import collective_into
 
     shares = []
     real = collectives.DeviceRun._share
@@ -390,21 +394,9 @@ def test_a_large_all_gather_writes_each_block_once_into_every_buffer(dim, where,
             f"ENTRY %e (p: {t}) -> {o} {{\n  %p = {t}{{1,0}} parameter(0)\n"
             f"  ROOT %c = {o}{{1,0}} all-gather(%p), channel_id=1, replica_groups={groups}, "
             f"dimensions={{{dim}}}, use_global_device_ids=true\n}}")
-        inst = module.entry.root
-        run = DeviceRun(1, 4, timeout=10)
-        got = [None] * 4
         buffers = [None if where == "new" else np.empty(out_shape) for _ in range(4)]
-
-        def device(d):
-            with on_device(run, d):
-                got[d] = collective_into(inst, [operands[d]], buffers[d])
-
         shares.clear()
-        threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        got = _on_device_threads(module.entry.root, operands, buffers)
         assert len(shares) == 4
         for d in range(4):
             want = np.concatenate([operands[g] for g in members[d]], axis=dim)
@@ -421,11 +413,7 @@ def test_a_large_all_to_all_writes_each_block_once_into_its_receivers_buffer(dim
     """A large all-to-all on host devices: each device writes its operand's block k into the
     k-th device's buffer at its own place (no per-device concatenation of peers' blocks), for
     groups of four and of two, along either dimension."""
-    import threading
-
     from toolkit.ir import collectives
-    from toolkit.ir.collectives import DeviceRun, on_device
-    from toolkit.ir.evaluator import collective_into
 
     writes = []
     real = collectives._exchange_blocks
@@ -441,21 +429,9 @@ def test_a_large_all_to_all_writes_each_block_once_into_its_receivers_buffer(dim
             f"ENTRY %e (p: {t}) -> {t} {{\n  %p = {t}{{1,0}} parameter(0)\n"
             f"  ROOT %c = {t}{{1,0}} all-to-all(%p), channel_id=1, replica_groups={groups}, "
             f"dimensions={{{dim}}}, use_global_device_ids=true\n}}")
-        inst = module.entry.root
-        run = DeviceRun(1, 4, timeout=10)
-        got = [None] * 4
         buffers = [None if where == "new" else np.empty(shape) for _ in range(4)]
-
-        def device(d):
-            with on_device(run, d):
-                got[d] = collective_into(inst, [operands[d]], buffers[d])
-
         writes.clear()
-        threads = [threading.Thread(target=device, args=(d,)) for d in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        got = _on_device_threads(module.entry.root, operands, buffers)
         assert len(writes) == 4
         for d in range(4):
             group = members[d]

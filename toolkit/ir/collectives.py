@@ -380,7 +380,7 @@ class DeviceRun:
         if self.clock is not None:
             with self._cv:
                 self.meetings.append(Meeting(
-                    device, slot_sequence(key), inst.opcode, inst.name, group,
+                    device, key[0], inst.opcode, inst.name, group,
                     slot.values[device].nbytes, out.nbytes, arrived, ready, self.clock(),
                     last_device))
         return out
@@ -416,10 +416,6 @@ SMALL_MEETING_BYTES = 64 << 10  # a group's operands up to this: one device make
 
 
 CHUNK_BLOCK_BYTES = 128 << 10  # a chunked all-reduce folds this much of each operand at once
-
-
-def slot_sequence(key) -> int:
-    return key[0]
 
 
 def _chunk(n: int, parts: int, k: int) -> tuple[int, int]:
