@@ -134,6 +134,9 @@ class JitFunction:
             try:
                 compiled = self._compiled(key, cargs, ckwargs, leaves)
             except GraphBroken as broken:
+                if broken.python_ints:  # later calls: those arguments static, one program
+                    self._specialize(broken.python_ints)
+                    return broken.result
                 self._segmented[key] = True
                 while len(self._segmented) > self.cache_size_limit:
                     self._segmented.popitem(last=False)
@@ -143,6 +146,17 @@ class JitFunction:
         elif RECORDER.active:
             return self._dispatch_profiled(compiled, leaves, RECORDER.clock.now(), hit=True)
         return compiled.execute_flat(leaves)
+
+    def _specialize(self, python_ints: dict) -> None:
+        """Python int arguments that Python used as numbers (``range(steps)``, ``if flag:``)
+        become static for the calls after this one, as torch.compile specializes ints: each
+        value compiles one whole program (its recompile report names the argument), instead
+        of every call re-running the function's Python around compiled segments."""
+        for name, site in python_ints.items():
+            self._keys.specialized.setdefault(name, site.location)
+        self._breaks.log.specialized.update(
+            (name, site) for name, site in python_ints.items()
+            if name not in self._breaks.log.specialized)
 
     def _run_segmented(self, key: JitKey, leaves: list, args: tuple, kwargs: dict):
         """A call of a signature that breaks the graph: Python runs again, and each segment it
@@ -273,6 +287,8 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
     on into a new segment: a *graph break*, as in torch.compile. Each segment compiles once and
     is cached under its guards; ``tk.explain(f, *args)`` lists every break with its reason.
     ``fullgraph=True`` makes the first break an error instead (one whole program or nothing).
+    A Python int or bool argument that Python needs as a number (``range(steps)``) is
+    specialized after its first break: static on later calls, one whole program per value.
 
     ``cache_size`` bounds the compiled programs kept for ``fn`` (default 256, least recently
     compiled evicted first; a recompile caused by an eviction says so, code ``EVICTED``).

@@ -2,7 +2,7 @@
 signatures, and fix suggestions that fit the values actually seen.
 
 Cause codes are stable (tests and tools may rely on them):
-SHAPE, RANK, DTYPE, WEAK_TYPE, TREE_STRUCTURE, ARGUMENTS, STATIC_VALUE, BACKEND,
+SHAPE, RANK, DTYPE, WEAK_TYPE, TREE_STRUCTURE, ARGUMENTS, STATIC_VALUE, SPECIALIZED, BACKEND,
 COMPILE_OPTIONS, NEW_FUNCTION_OBJECT, NEW_JIT_WRAPPER, CLOSURE_VALUE, GLOBAL_VALUE."""
 from __future__ import annotations
 
@@ -98,6 +98,9 @@ class SignatureRecord:
     options: tuple[tuple[str, str], ...] = ()
     captured: tuple[tuple[str, str, str], ...] = ()
     hlo_fingerprint: str = field(default="", compare=False)
+    # (name, file:line) of the statics that are Python int arguments specialized after a graph
+    # break asked for them as numbers (not the user's static_argnums)
+    specialized: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def text(self) -> str:
         parts = [f"{s.path}: {s.text}" for s in self.leaves]
@@ -142,7 +145,13 @@ def differences(new: SignatureRecord, old: SignatureRecord):
         for key in sorted(set(old_opts) | set(new_opts)):
             if old_opts.get(key) != new_opts.get(key):
                 yield ("COMPILE_OPTIONS", key, old_opts.get(key), new_opts.get(key))
-    if new.arg_names != old.arg_names:
+    old_static_names = {n for n, _, _ in old.statics}
+    # Python ints that were traced in ``old`` and are specialized now: that alone moves them
+    # from the traced arguments to the statics
+    moved = {n: where for n, where in new.specialized
+             if n in old.arg_names and n not in old_static_names}
+    if new.arg_names != old.arg_names and \
+            new.arg_names != tuple(n for n in old.arg_names if n not in moved):
         yield ("ARGUMENTS", "", old.arg_names, new.arg_names)
     if new.leaves != old.leaves or new.trees != old.trees:
         old_tree = dict(zip(old.arg_names, old.trees))
@@ -160,7 +169,9 @@ def differences(new: SignatureRecord, old: SignatureRecord):
         old_statics = {n: (r, h) for n, r, h in old.statics}
         new_statics = {n: (r, h) for n, r, h in new.statics}
         for name in sorted(set(old_statics) | set(new_statics), key=str):
-            if old_statics.get(name) != new_statics.get(name):
+            if name in moved:
+                yield ("SPECIALIZED", str(name), moved[name], new_statics[name][0])
+            elif old_statics.get(name) != new_statics.get(name):
                 yield ("STATIC_VALUE", str(name), old_statics.get(name, ("(not passed)", 0))[0],
                        new_statics.get(name, ("(not passed)", 0))[0])
 
@@ -208,6 +219,11 @@ def _cause(code: str, path: str, old, new, location: str) -> Cause:
     if code == "WEAK_TYPE":
         return Cause(code, path, _WEAK_TEXT[old], _WEAK_TEXT[new],
                      f"{path}: now {_WEAK_TEXT[new]}, was {_WEAK_TEXT[old]}")
+    if code == "SPECIALIZED":
+        return Cause(code, path, "traced", new,
+                     f"'{path}' is a Python int that Python needed as a number (at "
+                     f"{_display(old)}): specialized to its value {new}, as a static argument, "
+                     "so the call compiles as one program instead of running in segments")
     if code == "STATIC_VALUE":
         same_code = _function_site(old)
         if same_code is not None and same_code == _function_site(new):
@@ -222,6 +238,10 @@ def _cause(code: str, path: str, old, new, location: str) -> Cause:
             )
         return Cause(code, path, old, new, f"static argument '{path}': now {new}, was {old}")
     raise AssertionError(code)
+
+
+def _display(location: str) -> str:
+    return display_location(*location.rsplit(":", 1)) if ":" in location else location or "?"
 
 
 def _function_site(text: str) -> str | None:
@@ -258,7 +278,12 @@ def closest(
     if not scored:
         return []
     best = min(n for _, n in scored)
-    return [(old, diff(new, old)) for old, n in scored if n == best]
+    # ties: a signature with the same static arguments first (a specialized int's new value is
+    # told against its last value, not against the call before it was specialized)
+    names = {n for n, _, _ in new.statics}
+    tied = sorted((old for old, n in scored if n == best),
+                  key=lambda old: {n for n, _, _ in old.statics} != names)
+    return [(old, diff(new, old)) for old in tied]
 
 
 def _next_pow2(n: int) -> int:
@@ -308,6 +333,13 @@ def suggestions(
                 "settings): "
                 "one compile instead of one per call"
             )
+        elif c.code == "STATIC_VALUE" and c.path in dict(new.specialized):
+            where = _display(dict(new.specialized)[c.path])
+            out.append(
+                f"'{c.path}' is specialized (Python needs it as a number at {where}), so each "
+                f"value compiles a program of its own; to compile once for every value, keep it "
+                "traced: a loop over it as tk.lax.fori_loop(0, n, body, state), a branch on it "
+                "as tk.lax.cond")
         elif c.code == "STATIC_VALUE" and "STATIC_VALUE" not in seen_codes:
             values = {r for rec in records for n, r, _ in rec.statics if str(n) == c.path}
             out.append(

@@ -43,9 +43,12 @@ class GraphBroken(Exception):
     """Not an error: the traced function broke its graph at least once, so its result was
     computed segment by segment while it ran (``result``); the jit layer returns it."""
 
-    def __init__(self, result):
+    def __init__(self, result, python_ints: dict | None = None):
         super().__init__("graph break")
         self.result = result
+        # Python int arguments that Python needed as numbers (name -> break site): the jit
+        # layer makes them static on later calls
+        self.python_ints = python_ints or {}
 
 
 def live_tracers(trace: Trace) -> list[Tracer]:

@@ -101,7 +101,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
                 result = breaker.finish(outs, out_tree)
             finally:
                 trace.close()
-            raise GraphBroken(result)
+            raise GraphBroken(result, breaker.python_ints)
         leaves, out_tree, out_paths = flatten(result)
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]

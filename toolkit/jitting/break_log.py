@@ -114,6 +114,8 @@ class BreakLog:
         self.replay_stops: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.return_compiles = 0  # last segments (ending at the return) compiled
         self.return_guard_failures = 0
+        # Python int arguments specialized after a break asked for them: name -> BreakSite
+        self.specialized: dict[str, BreakSite] = {}
         self.glue_seconds = 0.0  # Python between segments (its own code, its tracing or replay)
         self.segment_seconds = 0.0
         self._lock = threading.Lock()

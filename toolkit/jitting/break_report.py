@@ -51,6 +51,12 @@ class BreakInfo:
         return line
 
 
+def _short(where: str) -> str:
+    if where in ("entry", RETURN) or ":" not in where:
+        return where
+    return display_location(*where.rsplit(":", 1))
+
+
 @dataclass(frozen=True)
 class SegmentInfo:
     starts: str
@@ -64,11 +70,7 @@ class SegmentInfo:
 
     @property
     def text(self) -> str:
-        def short(where: str) -> str:
-            if where in ("entry", RETURN) or ":" not in where:
-                return where
-            return display_location(*where.rsplit(":", 1))
-
+        short = _short
         return (f"{short(self.starts)} -> {short(self.ends)}: {self.instructions} instructions, "
                 f"{self.parameters} in, {self.outputs} out; compiled in "
                 f"{self.compile_seconds * 1e3:.1f} ms; ran {self.runs}x, "
@@ -89,6 +91,8 @@ class GraphBreakReport:
     result: object = None  # what the call returned (tk.explain)
     replayed_calls: int = 0  # calls that replayed every operation from the record
     replay_stops: tuple = ()  # ((reason, file:line, calls), ...): where other calls' replay ended
+    # ((argument, file:line), ...): Python int arguments made static after a break asked for them
+    specialized: tuple = ()
 
     @property
     def break_count(self) -> int:
@@ -118,6 +122,10 @@ class GraphBreakReport:
                   for reason, where, count in self.replay_stops]
         lines += ["breaks:"]
         lines += ["  " + b.text for b in self.breaks]
+        lines += [f"  specialized: '{name}' is a Python int that Python needed as a number (at "
+                  f"{_short(where)}), so later calls treat it as a static argument: one whole "
+                  f"program per value (a new value recompiles), no segments"
+                  for name, where in self.specialized]
         if self.return_guard_failures:
             lines.append(f"  the last segment (to the return) compiled again "
                          f"{self.return_guard_failures}x: Python traced a different one")
@@ -162,4 +170,6 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
                                 log.segment_seconds, log.return_guard_failures, result,
                                 replayed_calls=log.replayed_calls,
                                 replay_stops=tuple((reason, where, count) for (reason, where), count
-                                                   in log.replay_stops.items()))
+                                                   in log.replay_stops.items()),
+                                specialized=tuple((name, site.location)
+                                                  for name, site in log.specialized.items()))

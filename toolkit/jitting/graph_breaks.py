@@ -183,6 +183,8 @@ class Breaker:
         self._host_arrays: dict[tuple, tuple] = {}
         self.tape: replay.Tape | None = None
         self.root: replay.Root | None = None
+        # Python int arguments Python asked for as numbers: name -> the first break site
+        self.python_ints: dict[str, BreakSite] = {}
 
     def parameters(self, trace: Trace, specs) -> list[Tracer]:
         """The call's parameters: tracers of the recorded instructions when the signature's
@@ -267,6 +269,7 @@ class Breaker:
         if bound is not None and bound[0] is tracer.inst:  # a value Python handed in: no run
             self.broken = True  # (what Python does with it decides what is traced next)
             value = np.asarray(bound[1])
+            self._note_python_int(tracer, site)
             if inner is not None and trace._tape_in_op is inner:
                 inner.inner.append((HandedIn(tracer.inst, site), _value_key(value),
                                     tracer.inst))
@@ -304,6 +307,18 @@ class Breaker:
                 node.keep = before  # (their ids are rebound's keys)
                 tape.record(key, node)
         return value
+
+    def _note_python_int(self, tracer: Tracer, site: BreakSite) -> None:
+        """A Python int (or bool) argument that Python needs as a number (``range(steps)``,
+        ``if flag:``) is specialized on later calls, as torch.compile specializes ints: the
+        argument becomes static (its value is part of the signature), so the call compiles as
+        one program instead of re-running its Python around segments. Only top-level arguments
+        (a name, not a pytree leaf) are specialized."""
+        for spec, argument in zip(self.specs, self.arguments):
+            if argument.inst is tracer.inst:
+                if spec.weak_type and spec.dtype.kind in "biu" and spec.path.isidentifier():
+                    self.python_ints.setdefault(spec.path, site)
+                return
 
     def _replay_break(self, node: replay.Node, tracer: Tracer, site: BreakSite):
         """The recorded break ``node`` again: its segment runs with this call's values and the

@@ -20,6 +20,7 @@ from .options import Parameters
 FAST_DTYPES = frozenset(SUPPORTED)
 _PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
 _INT64 = 2 ** 63
+_PYTHON_INTS = (int, bool)  # the argument types a graph break may specialize
 
 # (shape, dtype, weak): the abstract value of one array leaf; weak marks a Python scalar
 Aval = tuple[tuple[int, ...], np.dtype, bool]
@@ -44,10 +45,19 @@ class KeyMaker:
         self.fn_name = fn_name
         self.parameters = parameters
         self.backend = backend
+        # Python int arguments found to be used as numbers by Python (a graph break asked for
+        # one): static from then on, while the call passes a Python int there (name -> where)
+        self.specialized: dict[str, str] = {}
 
     def arg_name(self, i: int) -> str:
         positional = self.parameters.positional
         return positional[i] if i < len(positional) else f"args[{i}]"
+
+    def is_user_static(self, position_or_name: int | str) -> bool:
+        """Did the user make this argument static (static_argnums/static_argnames)?"""
+        if isinstance(position_or_name, int):
+            return position_or_name in self.parameters.static_nums
+        return position_or_name in self.parameters.static_names
 
     def plain_names(self, n: int) -> tuple[str, ...]:
         return tuple(self.arg_name(i) for i in range(n))
@@ -76,15 +86,20 @@ class KeyMaker:
         static_nums, static_names = self.parameters.static_nums, self.parameters.static_names
         statics = []
         dynamic: list[tuple[str, Any]] = []
+        specialized = self.specialized
         for i, a in enumerate(args):
             if i in static_nums:
                 check_hashable_static(a, self.arg_name(i))
+                statics.append((i, a))
+            elif specialized and type(a) in _PYTHON_INTS and self.arg_name(i) in specialized:
                 statics.append((i, a))
             else:
                 dynamic.append((self.arg_name(i), a))
         for k, v in kwargs.items():
             if k in static_names:
                 check_hashable_static(v, k)
+                statics.append((k, v))
+            elif specialized and type(v) in _PYTHON_INTS and k in specialized:
                 statics.append((k, v))
             else:
                 dynamic.append((k, v))

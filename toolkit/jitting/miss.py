@@ -80,14 +80,19 @@ class MissCompiler:
 
     def record(self, key: JitKey, paths: list[str], fingerprint: str) -> SignatureRecord:
         arg_name = self.keys.arg_name
+        static_names = [(k, arg_name(k) if isinstance(k, int) else k) for k, _ in key.statics]
         return SignatureRecord(
             function_id=self.function_serial, jit_id=self.jit_serial, location=self.location,
             arg_names=key.arg_names, trees=tuple(str(t) for t in key.trees),
             leaves=tuple(self.keys.specs(key, paths)),
-            statics=tuple((arg_name(k) if isinstance(k, int) else k, short_repr(v), hash(v))
-                          for k, v in key.statics),
+            statics=tuple((name, short_repr(v), hash(v))
+                          for (_, name), (_, v) in zip(static_names, key.statics)),
             backend=key.backend, options=self.options.keyed, captured=captured_values(self.fn),
-            hlo_fingerprint=fingerprint)
+            hlo_fingerprint=fingerprint,
+            specialized=tuple((name, self.keys.specialized[name])
+                              for k, name in static_names
+                              if name in self.keys.specialized
+                              and not self.keys.is_user_static(k)))
 
     # ---- the miss -----------------------------------------------------------------------
     def compile(self, key: JitKey, args: tuple, kwargs: dict, *, call_site_hint: str = "",

@@ -57,7 +57,7 @@ class CompileEvent:
 class Cause:
     """One difference between a call's signature and the closest earlier one."""
 
-    code: str  # stable: SHAPE, RANK, DTYPE, WEAK_TYPE, TREE_STRUCTURE, STATIC_VALUE, ...
+    code: str  # stable: SHAPE, RANK, DTYPE, STATIC_VALUE, SPECIALIZED, ... (frontend.recompile)
     path: str  # the argument and pytree path: x, params['w1'], batch[0]
     old: str
     new: str

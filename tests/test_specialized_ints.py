@@ -1,0 +1,125 @@
+"""Python int arguments that Python needs as numbers (``range(steps)``, ``if flag:``) are
+specialized after the first call's graph break, as torch.compile specializes ints: later calls
+compile the whole function as one program, keyed by the value, and the recompile report says
+so. Everything else about the argument stays as NumPy has it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.frontend.errors import TracerConversionError
+
+
+def relax(steps, a):
+    for _ in range(steps):
+        a = 0.5 * (a + np.roll(a, 1))
+    return a
+
+
+def relax_in_place(TSTEPS, A, B):  # PolyBench's jacobi-1d, as its NumPy port writes it
+    for _ in range(1, TSTEPS):
+        B[1:-1] = 0.33333 * (A[:-2] + A[1:-1] + A[2:])
+        A[1:-1] = 0.33333 * (B[:-2] + B[1:-1] + B[2:])
+
+
+def _reference(fn, *args):
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    return fn(*copies), copies
+
+
+def test_the_second_call_is_one_program_keyed_by_the_value():
+    a = np.linspace(-1, 1, 64)
+    f = tk.jit(relax, backend="cpu")
+    for _ in range(2):
+        np.testing.assert_array_equal(f(5, a), relax(5, a))
+    f.compiled(5, a)  # one program (a segmented signature has none, and this would raise)
+    assert f.graph_breaks.calls == 1  # only the first call ran in segments
+    with tk.profile() as prof:
+        np.testing.assert_array_equal(f(5, a), relax(5, a))
+    assert not prof.compiles and not prof.graph_breaks
+    assert "specialized: 'steps' is a Python int" in str(f.graph_breaks)
+
+
+def test_in_place_writes_into_the_callers_arrays_match_numpy_on_every_call():
+    rng = np.random.default_rng(0)
+    f = tk.jit(relax_in_place, backend="cpu")
+    for steps in (10, 10, 7):
+        A, B = rng.random(300), rng.random(300)
+        _, (_, A_ref, B_ref) = _reference(relax_in_place, steps, A, B)
+        assert f(steps, A, B) is None
+        np.testing.assert_allclose(A, A_ref, rtol=1e-15)
+        np.testing.assert_allclose(B, B_ref, rtol=1e-15)
+
+
+def test_the_recompile_report_names_the_specialization_and_a_new_value():
+    a = np.ones(8)
+    f = tk.jit(relax, backend="cpu", on_recompile="ignore")
+    f(3, a)
+    f(3, a)
+    f(4, a)
+    report = f.explain_recompiles()
+    codes = [[c.code for c in e.causes] for e in report.recompiles]
+    assert ["SPECIALIZED"] in codes, codes
+    assert codes[-1] == ["STATIC_VALUE"], codes
+    text = report.text()
+    assert "'steps' is a Python int that Python needed as a number" in text
+    assert "tk.lax.fori_loop" in text  # the way to compile once for every value
+
+
+def test_a_bool_flag_is_specialized_and_both_branches_match_numpy():
+    def pick(flag, x):
+        if flag:
+            return np.sin(x)
+        return np.cos(x)
+
+    x = np.linspace(0, 3, 16, dtype=np.float32)
+    f = tk.jit(pick, backend="cpu")
+    for flag in (True, True, False, False, True):
+        out = f(flag, x)
+        np.testing.assert_allclose(out, pick(flag, x), rtol=4e-7, atol=1e-7)  # (libm ulps)
+        assert out.dtype == np.float32
+
+
+def test_keywords_are_specialized_by_name():
+    a = np.arange(6.0)
+    f = tk.jit(relax, backend="cpu")
+    np.testing.assert_array_equal(f(a=a, steps=2), relax(2, a))
+    np.testing.assert_array_equal(f(a=a, steps=2), relax(2, a))
+    assert f.graph_breaks.calls == 1
+    assert f.cache_size == 1
+
+
+def test_only_python_ints_are_specialized():
+    a = np.arange(6.0)
+    f = tk.jit(relax, backend="cpu")
+    n = np.array(3)  # an array holds data: it stays traced (and the call runs in segments)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(n, a), relax(3, a))
+    assert f.graph_breaks.calls == 2
+
+    def scale(n, x):  # an int that only enters arithmetic is never needed as a number
+        return x * n
+
+    g = tk.jit(scale, backend="cpu", on_recompile="error", max_recompiles=0)
+    for n in (2, 3, 4):
+        np.testing.assert_array_equal(g(n, a), a * n)
+    assert g.cache_size == 1
+
+
+def test_an_int_inside_a_pytree_is_not_specialized_but_still_right():
+    a = np.arange(5.0)
+
+    def f(config, x):
+        return relax(config["steps"], x)
+
+    g = tk.jit(f, backend="cpu")
+    for _ in range(2):
+        np.testing.assert_array_equal(g({"steps": 2}, a), relax(2, a))
+    assert g.graph_breaks.calls == 2
+
+
+def test_fullgraph_still_raises_at_the_first_use_as_a_number():
+    f = tk.jit(relax, backend="cpu", fullgraph=True)
+    with pytest.raises(TracerConversionError, match="static_argnums"):
+        f(2, np.ones(3))
