@@ -161,7 +161,32 @@ def _refresh_views(owner: Tracer) -> None:
 def assign(target: Tracer, key, value) -> None:
     """``target[key] = value``."""
     check_writable(target, "item assignment")
+    if isinstance(value, Tracer) and _is_live_view(value, target, key):
+        # ``target[key] op= y`` is ``v = target[key]; v op= y; target[key] = v``: the augmented
+        # assignment already wrote through the view, so storing the view back writes the values
+        # it holds (a Python loop of ``C[i, :i] += ...`` would trace every write twice)
+        return
     write(target, updated(target, key, value))
+
+
+def _is_live_view(value: Tracer, target: Tracer, key) -> bool:
+    """Is ``value`` the view ``target[key]`` (views are re-derived after every write, so it
+    holds exactly what ``target[key]`` reads)? Only keys of Python ints, slices of them, None
+    and Ellipsis are compared: equal such keys select the same elements."""
+    view = value._view
+    if view is None or view[0] is not target:
+        return False
+    a, b = view[1], key
+    a, b = (a if type(a) is tuple else (a,)), (b if type(b) is tuple else (b,))
+    return len(a) == len(b) and all(_plain_index(x) and _plain_index(y) for x, y in zip(a, b)) \
+        and a == b
+
+
+def _plain_index(item) -> bool:
+    if item is None or item is Ellipsis or type(item) is int:
+        return True
+    return type(item) is slice and all(v is None or type(v) is int
+                                       for v in (item.start, item.stop, item.step))
 
 
 def store_result(out: Tracer, result: Tracer, what: str) -> Tracer:
