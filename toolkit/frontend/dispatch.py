@@ -6,7 +6,7 @@ import numpy as np
 from . import reductions, registry, views
 from .errors import UnsupportedNumpyError, UserValueError
 from . import inplace
-from .indexing import getitem, is_advanced
+from .indexing import getitem, is_advanced, is_plain_key
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 from . import replay
@@ -187,7 +187,7 @@ Tracer.__array_function__ = _array_function
 
 def _getitem(self, key):
     with self.trace.op_scope("getitem"):
-        if is_advanced(key):  # a copy in NumPy, never a view
+        if not is_plain_key(key) and is_advanced(key):  # a copy in NumPy, never a view
             return getitem(self, key)
         return views.view_of(self, key, getitem(self, key))
 

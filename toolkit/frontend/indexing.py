@@ -37,6 +37,13 @@ def _as_tuple(key) -> tuple:
     return key if isinstance(key, tuple) else (key,)
 
 
+def is_plain_key(key) -> bool:
+    """Python ints and slices only (a cheap test that the index is basic)."""
+    if type(key) is tuple:
+        return all(type(k) is int or type(k) is slice for k in key)
+    return type(key) is int or type(key) is slice
+
+
 def is_advanced(key) -> bool:
     return not all(_is_basic(k) for k in _as_tuple(key))
 
@@ -44,6 +51,9 @@ def is_advanced(key) -> bool:
 def decompose(x: Tracer, key):
     """A basic index of ``x`` as (slice spec per dimension of ``x``, dimensions to reverse,
     the result's shape). Callers check ``is_advanced`` first."""
+    plain = _plain_decompose(x, key)
+    if plain is not None:
+        return plain
     key = tuple(_static_slice(k, key) for k in _as_tuple(key))
     for k in key:
         if not _is_basic(k):
@@ -73,6 +83,37 @@ def decompose(x: Tracer, key):
             spec.append((i, i + 1, 1))
         dim += 1
     return spec, reverse, out_shape
+
+
+def _plain_decompose(x: Tracer, key):
+    """``decompose`` for the index a Python loop writes most (``a[i, :j]``, ``a[:, k]``):
+    Python ints and forward slices of Python ints, one per leading dimension. None for any
+    other key (the general path then handles it, errors included)."""
+    entries = key if type(key) is tuple else (key,)
+    shape = x.shape
+    if len(entries) > len(shape):
+        return None
+    spec, out_shape = [], []
+    for dim, k in enumerate(entries):
+        size = shape[dim]
+        if type(k) is int:
+            if not -size <= k < size:
+                return None
+            k %= size
+            spec.append((k, k + 1, 1))
+        elif type(k) is slice and (k.step is None or type(k.step) is int and k.step > 0) and \
+                (k.start is None or type(k.start) is int) and \
+                (k.stop is None or type(k.stop) is int):
+            start, stop, step = k.indices(size)
+            n = len(range(start, stop, step))
+            spec.append((start, start + (n - 1) * step + 1 if n else start, step))
+            out_shape.append(n)
+        else:
+            return None
+    for size in shape[len(entries):]:
+        spec.append((0, size, 1))
+        out_shape.append(size)
+    return spec, [], out_shape
 
 
 def _checked_int(i: int, size: int, dim: int, x: Tracer) -> int:
@@ -126,7 +167,7 @@ def _expand_ellipsis(x: Tracer, key: tuple) -> tuple:
 
 
 def getitem(x: Tracer, key) -> Tracer:
-    if is_advanced(key):
+    if not is_plain_key(key) and is_advanced(key):
         return advanced_getitem(x, key)
     spec, reverse, out_shape = decompose(x, key)
     result = lax.reshape(lax.rev(lax.slice_(x, spec), reverse), out_shape)

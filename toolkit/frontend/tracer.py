@@ -22,15 +22,44 @@ _local = threading.local()
 KNOWN_VALUE_LIMIT = 4096  # instructions walked to evaluate an argument-free traced value
 
 
+_METADATA_KEPT = 1 << 16
+
+
+class _OpScope:
+    """``Trace.op_scope``'s context (a class: it is entered for every NumPy call traced)."""
+
+    __slots__ = ("trace", "name", "outermost")
+
+    def __init__(self, trace: "Trace", name: str):
+        self.trace = trace
+        self.name = name
+        self.outermost = False
+
+    def __enter__(self) -> None:
+        trace = self.trace
+        if trace._op_name is None:
+            self.outermost = True
+            trace._op_name, trace._location = self.name, user_location(2)
+
+    def __exit__(self, *exc) -> bool:
+        if self.outermost:
+            self.trace._op_name, self.trace._location = None, None
+        return False
+
+
 def _stack() -> list[Trace]:
-    stack = getattr(_local, "stack", None)
-    if stack is None:
+    try:
+        return _local.stack
+    except AttributeError:  # (a thread's first trace)
         stack = _local.stack = []
-    return stack
+        return stack
 
 
 def current_trace() -> Trace | None:
-    stack = _stack()
+    try:
+        stack = _local.stack
+    except AttributeError:
+        return None
     return stack[-1] if stack else None
 
 
@@ -70,6 +99,7 @@ class Trace:
         # and the tape whose operation is running now (what the operation changes is noted)
         self.tape = None
         self._tape_in_op = None
+        self._metadata: dict[tuple, Metadata] = {}  # (op, file, line) -> its one Metadata
         if parent is not None:  # (a nested trace builds for real: the walk cannot follow it)
             parent.stop_tape("a nested trace (a loop body or a branch: tk.lax)")
 
@@ -133,25 +163,24 @@ class Trace:
             self.active = False
             _stack().pop()
 
-    @contextlib.contextmanager
-    def op_scope(self, name: str):
+    def op_scope(self, name: str) -> "_OpScope":
         """Attribute the instructions emitted inside to the NumPy-level op ``name`` and the
         user's line that called it (only the outermost scope counts)."""
-        if self._op_name is not None:
-            yield
-            return
-        self._op_name, self._location = name, user_location(3)
-        try:
-            yield
-        finally:
-            self._op_name, self._location = None, None
+        return _OpScope(self, name)
 
     def metadata(self, default_name: str) -> Metadata:
+        """The metadata of an instruction emitted now. Equal metadata is one object: a Python
+        loop emits the same few thousand times."""
         loc = self._location or user_location(3)
-        name = f"jit({self.fn_name})/{self._op_name or default_name}"
-        if loc is None:
-            return Metadata(name)
-        return Metadata(name, loc.file, loc.line)
+        key = (self._op_name or default_name, loc.file, loc.line) if loc is not None else \
+            (self._op_name or default_name, "", 0)
+        found = self._metadata.get(key)
+        if found is None:
+            name = f"jit({self.fn_name})/{key[0]}"
+            found = Metadata(name, key[1], key[2]) if loc is not None else Metadata(name)
+            if len(self._metadata) < _METADATA_KEPT:
+                self._metadata[key] = found
+        return found
 
     def location(self) -> SourceLocation | None:
         return self._location or user_location(3)

@@ -74,33 +74,16 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
     trace = lax.trace_of(inputs)
     with trace.op_scope(name):
         descriptors = tuple(_type_descriptor(v) for v in inputs)
-        if all(isinstance(d, type) for d in descriptors):  # only Python scalars: NumPy's defaults
-            descriptors = tuple(
-                np.dtype({int: np.int64, float: np.float64, complex: np.complex128}[d])
-                for d in descriptors
-            )
-        try:
-            dtypes = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout)
-        except TypeError as e:
-            raise DTypeMismatchError(
-                f"np.{name} does not accept {' and '.join(_describe(v) for v in inputs)}: {e}"
-                + _where(trace)) from None
-        in_dtypes, out_dtype = dtypes[: ufunc.nin], dtypes[-1]
-        if any(np.dtype(d).kind == "c" for d in dtypes):
-            impl = COMPLEX_UFUNCS.get(ufunc)
-            if impl is None:
-                raise unsupported_complex_ufunc(name)
-        # NumPy's float16 loops compute in float32 (but for steps between float16 neighbours)
-        if any(d == np.float16 for d in in_dtypes) and ufunc not in (np.nextafter, np.spacing):
-            in_dtypes = tuple(np.dtype(np.float32) if d == np.float16 else d for d in in_dtypes)
+        resolved = _RESOLVED.get((ufunc, descriptors))
+        if resolved is None:
+            resolved = _resolve(ufunc, descriptors, inputs, trace)
+        dtypes, in_dtypes, out_dtype, complex_ = resolved
+        if complex_:
+            impl = COMPLEX_UFUNCS[ufunc]
         if ufunc in _COMPARISONS and _compares_python_int_to_narrow_int(inputs, in_dtypes):
             # NumPy 2 compares a Python int with a narrower integer array exactly (2**40 > any
             # int32) rather than raising: compare in int64, where both fit.
             in_dtypes = (np.dtype(np.int64),) * ufunc.nin
-        for v, d in zip(inputs, in_dtypes):
-            lax.check_supported_dtype(d, LazyText(
-                lambda v=v, d=d: f"np.{name} of {_describe(v)} (NumPy computes it in {d})"))
-        lax.check_supported_dtype(out_dtype, f"the result of np.{name}")
         weak = all(isinstance(v, Tracer) and v.weak_type or
                    (isinstance(v, (int, float, complex)) and not isinstance(v, (bool, np.generic)))
                    for v in inputs)
@@ -134,6 +117,44 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
 
 
 _POWER_FAST_PATHS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# (ufunc, operand type descriptors) -> what _resolve found: a traced NumPy program asks the same
+# few dozen questions thousands of times (bounded; only answers that raised nothing are kept)
+_RESOLVED: dict[tuple, tuple] = {}
+_RESOLVED_KEPT = 4096
+
+
+def _resolve(ufunc: np.ufunc, descriptors: tuple, inputs, trace) -> tuple:
+    """(all dtypes, the input dtypes it computes in, the output dtype, complex?) for operands
+    of these types, as NumPy's type resolution picks them; an error where toolkit cannot."""
+    name = ufunc.__name__
+    key = (ufunc, descriptors)
+    if all(isinstance(d, type) for d in descriptors):  # only Python scalars: NumPy's defaults
+        descriptors = tuple(
+            np.dtype({int: np.int64, float: np.float64, complex: np.complex128}[d])
+            for d in descriptors
+        )
+    try:
+        dtypes = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout)
+    except TypeError as e:
+        raise DTypeMismatchError(
+            f"np.{name} does not accept {' and '.join(_describe(v) for v in inputs)}: {e}"
+            + _where(trace)) from None
+    in_dtypes, out_dtype = dtypes[: ufunc.nin], dtypes[-1]
+    complex_ = any(np.dtype(d).kind == "c" for d in dtypes)
+    if complex_ and COMPLEX_UFUNCS.get(ufunc) is None:
+        raise unsupported_complex_ufunc(name)
+    # NumPy's float16 loops compute in float32 (but for steps between float16 neighbours)
+    if any(d == np.float16 for d in in_dtypes) and ufunc not in (np.nextafter, np.spacing):
+        in_dtypes = tuple(np.dtype(np.float32) if d == np.float16 else d for d in in_dtypes)
+    for v, d in zip(inputs, in_dtypes):
+        lax.check_supported_dtype(d, LazyText(
+            lambda v=v, d=d: f"np.{name} of {_describe(v)} (NumPy computes it in {d})"))
+    lax.check_supported_dtype(out_dtype, f"the result of np.{name}")
+    resolved = (dtypes, tuple(in_dtypes), out_dtype, complex_)
+    if len(_RESOLVED) >= _RESOLVED_KEPT:
+        _RESOLVED.clear()
+    _RESOLVED[key] = resolved
+    return resolved
 
 
 def _scalar_power(x: Tracer, e: Tracer, exponent, out: np.dtype) -> Tracer:
@@ -195,6 +216,8 @@ def _where(trace) -> str:
 
 def broadcast_all(operands: list[Tracer], what: str, originals=None) -> list[Tracer]:
     shapes = [t.shape for t in operands]
+    if all(s == shapes[0] for s in shapes):
+        return operands
     try:
         shape = np.broadcast_shapes(*shapes)
     except ValueError:

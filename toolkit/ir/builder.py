@@ -94,6 +94,9 @@ class NameUniquer:
                 return candidate
 
 
+_NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
+
+
 class ComputationBuilder:
     def __init__(self, name: str, uniquer: NameUniquer):
         self.name = name
@@ -110,7 +113,7 @@ class ComputationBuilder:
         metadata: Metadata | None = None,
         name: str | None = None,
     ) -> Instruction:
-        attrs = MappingProxyType(dict(attrs or {}))
+        attrs = MappingProxyType(dict(attrs)) if attrs else _NO_ATTRIBUTES
         result = infer_shape(opcode, [o.shape for o in operands], attrs, shape)
         inst = Instruction(
             name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),

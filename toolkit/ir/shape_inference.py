@@ -713,6 +713,12 @@ def unknown_attribute_message(opcode: str, name: str) -> str:
 
 def _check_declared(declared: AnyShape, opcode: str) -> None:
     """Dimensions are sizes: never negative (an iterative walk, however deep the tuple)."""
+    if type(declared) is Shape:  # (the common case, without the walk)
+        for d in declared.dims:
+            if type(d) is not int or d < 0:
+                raise ShapeError(f"{opcode}: result shape {declared.to_text(False)} has a "
+                                 "negative dimension")
+        return
     stack = [declared]
     while stack:
         s = stack.pop()
