@@ -260,3 +260,30 @@ def test_a_loop_reading_an_array_python_made_after_a_graph_break():
     jitted = tk.jit(f, backend="cpu")
     for value in (x, -x, x):
         np.testing.assert_array_equal(jitted(value), f(value))
+
+
+def _windowed_sums(x, w):
+    """A nest as people write a convolution: every (i, j) writes one window's weighted sum. The
+    inner loop is shorter than MIN_INSTRUCTIONS; the nest is far longer."""
+    k = w.shape[0]
+    out = np.empty((x.shape[0] - k + 1, x.shape[1] - k + 1))
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = np.sum(x[i:i + k, j:j + k] * w)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interpreter"])
+def test_the_inner_loops_of_a_long_nest_roll_each(backend):
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((40, 40)), rng.standard_normal((3, 3))
+    traced = tk.jit(_windowed_sums, backend=backend).lower(x, w)
+    compiled = traced.compile()
+    inner = x.shape[1] - w.shape[0] + 1
+    assert len(traced.hlo.entry.instructions) > loop_rolling.MIN_INSTRUCTIONS
+    assert inner * 10 < loop_rolling.MIN_INSTRUCTIONS  # each inner loop alone is short
+    rolled = _rolled(compiled)
+    assert len(rolled) >= x.shape[0] - w.shape[0]  # one per outer trip (the first may not)
+    assert {known_trip_count(loop) for loop in _whiles(compiled)} <= {inner, inner - 1}
+    # (a sum of 9 products, added in another order than NumPy's: within rounding)
+    np.testing.assert_allclose(compiled(x, w), _windowed_sums(x, w), rtol=1e-12, atol=1e-14)

@@ -334,13 +334,11 @@ class Tracer:
         """The trace operations on this value go to: its own, or the innermost active trace
         nested in it (where the value is captured as a parameter when used)."""
         own = self._trace
-        current = current_trace()
-        if (
-            current is not None
-            and current is not own
-            and current.parent is not None
-            and current.encloses(own)
-        ):
+        stack = getattr(_local, "stack", None)  # (current_trace, inline: every operation asks)
+        if not stack:
+            return own
+        current = stack[-1]
+        if current is not own and current.parent is not None and current.encloses(own):
             return current
         return own
 
