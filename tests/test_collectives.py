@@ -387,13 +387,7 @@ def test_a_large_all_gather_writes_each_block_once_into_every_buffer(dim, where,
                             ("{{0,2},{1,3}}", [[0, 2], [1, 3], [0, 2], [1, 3]])):
         k = len(members[0])
         out_shape = (shape[0] * k, shape[1]) if dim == 0 else (shape[0], shape[1] * k)
-        t = f"f64[{shape[0]},{shape[1]}]"
-        o = f"f64[{out_shape[0]},{out_shape[1]}]"
-        module = tk.hlo.parse(
-            "HloModule m, num_partitions=4\n"
-            f"ENTRY %e (p: {t}) -> {o} {{\n  %p = {t}{{1,0}} parameter(0)\n"
-            f"  ROOT %c = {o}{{1,0}} all-gather(%p), channel_id=1, replica_groups={groups}, "
-            f"dimensions={{{dim}}}, use_global_device_ids=true\n}}")
+        module = _four_device_module("all-gather", shape, out_shape, groups, dim)
         buffers = [None if where == "new" else np.empty(out_shape) for _ in range(4)]
         shares.clear()
         got = _on_device_threads(module.entry.root, operands, buffers)
@@ -404,6 +398,17 @@ def test_a_large_all_gather_writes_each_block_once_into_every_buffer(dim, where,
             assert buffers[d] is None or got[d] is buffers[d]
         got[0][...] = 0
         assert all((got[d] != 0).any() for d in range(1, 4))
+
+
+def _four_device_module(opcode: str, shape, out_shape, groups: str, dim: int):
+    """One f64 2-D collective over 4 partitions, as HLO text parsed."""
+    t = f"f64[{shape[0]},{shape[1]}]"
+    o = f"f64[{out_shape[0]},{out_shape[1]}]"
+    return tk.hlo.parse(
+        "HloModule m, num_partitions=4\n"
+        f"ENTRY %e (p: {t}) -> {o} {{\n  %p = {t}{{1,0}} parameter(0)\n"
+        f"  ROOT %c = {o}{{1,0}} {opcode}(%p), channel_id=1, replica_groups={groups}, "
+        f"dimensions={{{dim}}}, use_global_device_ids=true\n}}")
 
 
 @pytest.mark.parametrize("dim", [0, 1])
@@ -423,12 +428,7 @@ def test_a_large_all_to_all_writes_each_block_once_into_its_receivers_buffer(dim
     operands = [rng.standard_normal(shape) for _ in range(4)]
     for groups, members in (("{{0,1,2,3}}", [[0, 1, 2, 3]] * 4),
                             ("{{0,2},{1,3}}", [[0, 2], [1, 3], [0, 2], [1, 3]])):
-        t = f"f64[{shape[0]},{shape[1]}]"
-        module = tk.hlo.parse(
-            "HloModule m, num_partitions=4\n"
-            f"ENTRY %e (p: {t}) -> {t} {{\n  %p = {t}{{1,0}} parameter(0)\n"
-            f"  ROOT %c = {t}{{1,0}} all-to-all(%p), channel_id=1, replica_groups={groups}, "
-            f"dimensions={{{dim}}}, use_global_device_ids=true\n}}")
+        module = _four_device_module("all-to-all", shape, shape, groups, dim)
         buffers = [None if where == "new" else np.empty(shape) for _ in range(4)]
         writes.clear()
         got = _on_device_threads(module.entry.root, operands, buffers)

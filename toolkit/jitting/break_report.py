@@ -70,8 +70,7 @@ class SegmentInfo:
 
     @property
     def text(self) -> str:
-        short = _short
-        return (f"{short(self.starts)} -> {short(self.ends)}: {self.instructions} instructions, "
+        return (f"{_short(self.starts)} -> {_short(self.ends)}: {self.instructions} instructions, "
                 f"{self.parameters} in, {self.outputs} out; compiled in "
                 f"{self.compile_seconds * 1e3:.1f} ms; ran {self.runs}x, "
                 f"{self.run_seconds * 1e6 / max(self.runs, 1):.1f} us each")
