@@ -28,13 +28,18 @@ def _reference(fn, *args):
     return fn(*copies), copies
 
 
-def test_the_second_call_is_one_program_keyed_by_the_value():
+def test_the_first_call_is_one_program_keyed_by_the_value():
     a = np.linspace(-1, 1, 64)
     f = tk.jit(relax, backend="cpu")
-    for _ in range(2):
+    with tk.profile() as first:
         np.testing.assert_array_equal(f(5, a), relax(5, a))
+    # 'steps' was asked for before anything ran: the call traced again with it static, so
+    # no segment was compiled and no call ran in segments
+    assert [c.cache for c in first.compiles][0] == "specialized"
+    assert not first.graph_breaks
+    np.testing.assert_array_equal(f(5, a), relax(5, a))
     f.compiled(5, a)  # one program (a segmented signature has none, and this would raise)
-    assert f.graph_breaks.calls == 1  # only the first call ran in segments
+    assert f.graph_breaks.calls == 0
     with tk.profile() as prof:
         np.testing.assert_array_equal(f(5, a), relax(5, a))
     assert not prof.compiles and not prof.graph_breaks
@@ -86,7 +91,7 @@ def test_keywords_are_specialized_by_name():
     f = tk.jit(relax, backend="cpu")
     np.testing.assert_array_equal(f(a=a, steps=2), relax(2, a))
     np.testing.assert_array_equal(f(a=a, steps=2), relax(2, a))
-    assert f.graph_breaks.calls == 1
+    assert f.graph_breaks.calls == 0
     assert f.cache_size == 1
 
 
@@ -123,3 +128,46 @@ def test_fullgraph_still_raises_at_the_first_use_as_a_number():
     f = tk.jit(relax, backend="cpu", fullgraph=True)
     with pytest.raises(TracerConversionError, match="static_argnums"):
         f(2, np.ones(3))
+
+
+def test_an_int_asked_for_after_a_segment_ran_specializes_the_next_call():
+    def late(x, steps):  # Python sees a computed value first: that segment has run
+        if x.sum() > 0:
+            x = x + 1
+        return relax(steps, x)
+
+    a = np.linspace(0, 1, 16)
+    f = tk.jit(late, backend="cpu")
+    for _ in range(3):
+        np.testing.assert_array_equal(f(a, 4), late(a, 4))
+    assert "specialized: 'steps'" in str(f.graph_breaks)
+    assert f.graph_breaks.calls == 3  # the data-dependent `if` breaks every call
+
+
+def test_a_broad_except_in_the_users_code_does_not_swallow_the_retrace():
+    def guarded(steps, a):
+        try:
+            for _ in range(steps):
+                a = a * 2
+        except Exception:  # noqa: BLE001 (the user's code, as written)
+            return None
+        return a
+
+    a = np.arange(4.0)
+    f = tk.jit(guarded, backend="cpu")
+    np.testing.assert_array_equal(f(3, a), a * 8)
+    assert f.graph_breaks.calls == 0
+
+
+def test_a_function_with_side_effects_before_the_break_runs_them_at_trace_time():
+    seen = []
+
+    def noisy(steps, a):
+        seen.append(steps)  # Python runs at trace time, as under jax.jit: twice here
+        return relax(steps, a)
+
+    a = np.arange(4.0)
+    f = tk.jit(noisy, backend="cpu")
+    np.testing.assert_array_equal(f(2, a), relax(2, a))
+    np.testing.assert_array_equal(f(2, a), relax(2, a))  # a hit: no Python
+    assert len(seen) == 2

@@ -19,7 +19,7 @@ from .frontend.errors import UnsupportedNumpyError, api_boundary, for_the_user
 from .frontend.recompile import function_location
 from .frontend.scalar_lists import ScalarListWarning
 from .frontend.tracer import current_trace
-from .frontend.segments import GraphBroken
+from .frontend.segments import GraphBroken, SpecializeAndRetrace
 from .jitting.break_report import GraphBreakReport, report as break_report
 from .jitting.graph_breaks import GraphBreaks
 from .jitting.inline import MAX_INLINE_DEPTH, Inliner
@@ -141,6 +141,9 @@ class JitFunction:
                 while len(self._segmented) > self.cache_size_limit:
                     self._segmented.popitem(last=False)
                 return broken.result
+            except SpecializeAndRetrace as retrace:  # before anything ran: one program now
+                self._specialize(retrace.python_ints)
+                return self._call(*args, **kwargs)
             if RECORDER.active:
                 return self._dispatch_profiled(compiled, leaves, start, hit=False)
         elif RECORDER.active:
@@ -149,9 +152,10 @@ class JitFunction:
 
     def _specialize(self, python_ints: dict) -> None:
         """Python int arguments that Python used as numbers (``range(steps)``, ``if flag:``)
-        become static for the calls after this one, as torch.compile specializes ints: each
-        value compiles one whole program (its recompile report names the argument), instead
-        of every call re-running the function's Python around compiled segments."""
+        become static, as torch.compile specializes ints: each value compiles one whole
+        program (its recompile report names the argument), instead of every call re-running
+        the function's Python around compiled segments. Asked for before anything ran, the
+        call itself traces again; asked for later, the calls after it are specialized."""
         for name, site in python_ints.items():
             self._keys.specialized.setdefault(name, site.location)
         self._breaks.log.specialized.update(

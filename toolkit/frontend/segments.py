@@ -51,6 +51,18 @@ class GraphBroken(Exception):
         self.python_ints = python_ints or {}
 
 
+class SpecializeAndRetrace(BaseException):
+    """Not an error: Python asked for a Python int argument as a number (``range(steps)``,
+    ``if flag:``) before anything of the call had run, so the jit layer makes that argument
+    static and traces the call again as one whole program, instead of compiling segments
+    that later calls (which specialize it anyway) would never run again. A BaseException, so
+    that a ``try: ... except Exception:`` in the user's code around the loop does not take it."""
+
+    def __init__(self, python_ints: dict):
+        super().__init__("specialize and trace again")
+        self.python_ints = python_ints  # name -> the break site that asked for it
+
+
 def live_tracers(trace: Trace) -> list[Tracer]:
     """Tracers of ``trace`` still referenced by someone (the user's variables, or the frontend
     frame that asked for a value), in the order they were made."""

@@ -108,8 +108,13 @@ class GraphBreakReport:
 
     @property
     def text(self) -> str:
+        specialized = [f"  specialized: '{name}' is a Python int that Python needed as a number "
+                       f"(at {_short(where)}), so it is a static argument: one whole program "
+                       f"per value (a new value recompiles), no segments"
+                       for name, where in self.specialized]
         if not self.breaks and not self.calls:
-            return f"jit({self.function}): no graph breaks: one compiled program per call"
+            return "\n".join([f"jit({self.function}): no graph breaks: one compiled program "
+                              "per call"] + specialized)
         lines = [f"jit({self.function}): {self.break_count} graph break(s) over {self.calls} "
                  f"call(s), {self.graph_count} segment(s) per call",
                  f"time: Python glue (its code, its tracing or replay) "
@@ -121,10 +126,7 @@ class GraphBreakReport:
                   for reason, where, count in self.replay_stops]
         lines += ["breaks:"]
         lines += ["  " + b.text for b in self.breaks]
-        lines += [f"  specialized: '{name}' is a Python int that Python needed as a number (at "
-                  f"{_short(where)}), so later calls treat it as a static argument: one whole "
-                  f"program per value (a new value recompiles), no segments"
-                  for name, where in self.specialized]
+        lines += specialized
         if self.return_guard_failures:
             lines.append(f"  the last segment (to the return) compiled again "
                          f"{self.return_guard_failures}x: Python traced a different one")

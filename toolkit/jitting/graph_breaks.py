@@ -32,7 +32,7 @@ import numpy as np
 from ..frontend.pytree import flatten, unflatten
 from ..frontend import replay
 from ..frontend.inplace import check_mutation_targets, write_back
-from ..frontend.segments import Segment, cut, live_tracers, resume
+from ..frontend.segments import Segment, SpecializeAndRetrace, cut, live_tracers, resume
 from ..frontend.signature import ArgSpec
 from ..frontend.trace_function import TracedProgram
 from ..frontend.tracer import Trace, Tracer
@@ -185,6 +185,7 @@ class Breaker:
         self.root: replay.Root | None = None
         # Python int arguments Python asked for as numbers: name -> the first break site
         self.python_ints: dict[str, BreakSite] = {}
+        self.ran = False  # has a segment of this call run (Python then saw its values)?
 
     def parameters(self, trace: Trace, specs) -> list[Tracer]:
         """The call's parameters: tracers of the recorded instructions when the signature's
@@ -244,11 +245,16 @@ class Breaker:
     def concrete(self, tracer: Tracer, what: str):
         """``tracer``'s value now (host NumPy): run the segment traced so far, then go on."""
         site = break_site(what)
+        trace = self.trace
+        if not self.ran and not self.always and trace.tape is None \
+                and trace._tape_in_op is None:
+            name = self._python_int_name(tracer)
+            if name is not None:  # nothing has run: trace the call again with it static
+                raise SpecializeAndRetrace({**self.python_ints, name: site})
         log = self.owner.log
         with log._lock:
             stats = log.site(site)
             stats.count += 1
-        trace = self.trace
         tape = trace.tape
         key = None
         if tape is not None:
@@ -312,13 +318,20 @@ class Breaker:
         """A Python int (or bool) argument that Python needs as a number (``range(steps)``,
         ``if flag:``) is specialized on later calls, as torch.compile specializes ints: the
         argument becomes static (its value is part of the signature), so the call compiles as
-        one program instead of re-running its Python around segments. Only top-level arguments
-        (a name, not a pytree leaf) are specialized."""
+        one program instead of re-running its Python around segments."""
+        name = self._python_int_name(tracer)
+        if name is not None:
+            self.python_ints.setdefault(name, site)
+
+    def _python_int_name(self, tracer: Tracer) -> str | None:
+        """The name of the top-level Python int (or bool) argument ``tracer`` is, else None
+        (an argument inside a pytree, an array or a NumPy scalar is never specialized)."""
         for spec, argument in zip(self.specs, self.arguments):
             if argument.inst is tracer.inst:
                 if spec.weak_type and spec.dtype.kind in "biu" and spec.path.isidentifier():
-                    self.python_ints.setdefault(spec.path, site)
-                return
+                    return spec.path
+                return None
+        return None
 
     def _replay_break(self, node: replay.Node, tracer: Tracer, site: BreakSite):
         """The recorded break ``node`` again: its segment runs with this call's values and the
@@ -484,6 +497,7 @@ class Breaker:
         """Run ``segment``, which ends at ``site`` (None: at the return); the value of each of
         its outputs and parameters, by instruction, and the record a replay runs it from."""
         ends = site.location or site.reason if site is not None else RETURN
+        self.ran = True
         specs, arguments = [], []
         for k, inst in enumerate(segment.parameters):
             _, value = self.bound[id(inst)]

@@ -11,7 +11,7 @@ from ..collector import collector_relaxed
 from ..frontend.pytree import unflatten
 from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
-from ..frontend.segments import GraphBroken
+from ..frontend.segments import GraphBroken, SpecializeAndRetrace
 from ..frontend.trace_function import TracedProgram, trace_program
 from ..frontend.tracer import Tracer
 from ..ir.user_code import user_location, user_stacklevel
@@ -107,10 +107,12 @@ class MissCompiler:
         self.warn_scalar_lists(args, kwargs, call_site)
         try:
             program = self.trace(key, paths, args, kwargs, leaves)
-        except GraphBroken:
-            # the call ran in segments (each compiled and recorded on its own): the signature
-            # still enters the history, so a recompile report explains the next one
-            record = self.record(key, paths, "graph-breaks")
+        except (GraphBroken, SpecializeAndRetrace) as stopped:
+            # the call ran in segments (each compiled and recorded on its own), or stopped to
+            # trace again with a Python int static: the signature still enters the history,
+            # so a recompile report explains the next one
+            broke = isinstance(stopped, GraphBroken)
+            record = self.record(key, paths, "graph-breaks" if broke else "specialized")
             compile_id = history.next_compile_id()
             recompile = self.history.admit(record, call_site, compile_id, start,
                                            self.options.on_recompile, self.options.max_recompiles,
@@ -118,7 +120,7 @@ class MissCompiler:
             end = clock.now()
             self.history.record_compile(record, recompile, history.CompileFacts(
                 compile_id=compile_id, call_site=call_site, start=start, traced=end, end=end,
-                phases=(), cache="graph-breaks"))
+                phases=(), cache="graph-breaks" if broke else "specialized"))
             raise
         report_promotions(program, self.fn_name)
         traced = clock.now()
