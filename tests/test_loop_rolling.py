@@ -287,3 +287,43 @@ def test_the_inner_loops_of_a_long_nest_roll_each(backend):
     assert {known_trip_count(loop) for loop in _whiles(compiled)} <= {inner, inner - 1}
     # (a sum of 9 products, added in another order than NumPy's: within rounding)
     np.testing.assert_allclose(compiled(x, w), _windowed_sums(x, w), rtol=1e-12, atol=1e-14)
+
+
+def _covariance_by_columns(data):  # PolyBench's covariance, as its NumPy port writes it
+    m = data.shape[1]
+    data = data - data.mean(axis=0)
+    cov = np.zeros((m, m), dtype=data.dtype)
+    for i in range(m):
+        for j in range(i, m):
+            cov[i, j] = np.sum(data[:, i] * data[:, j]) / (data.shape[0] - 1)
+            cov[j, i] = cov[i, j]
+    return cov
+
+
+def test_a_triangular_nests_inner_loops_roll_into_one_body_compiled_once(monkeypatch):
+    """The inner loops of ``for i: for j in range(i, m):`` differ in trip count, so the nest is
+    no alike run: in a long program they roll each, with their starts and trip counts as loop
+    state, so that they share one body and the CPU backend compiles it once."""
+    import toolkit.backends.cpu as cpu
+    from toolkit.ir.structural import exact_key
+
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)  # (the suite's programs are small)
+    data = np.random.default_rng(5).standard_normal((30, 28))
+    cpu._NESTED.clear()
+    compiled = tk.jit(_covariance_by_columns).lower(data).compile()
+    loops = _whiles(compiled)
+    assert len(loops) >= 15, len(loops)
+    trips = {known_trip_count(loop) for loop in loops}
+    assert len(trips) == len(loops)  # a loop per outer trip, each its own length
+    bodies = {exact_key(loop.attrs["body"]) for loop in loops}
+    # (a loop whose values coincide, i = 0 with the starts that are 0 in every loop, or its
+    # trip count m - i with i, has a body of its own)
+    assert len(bodies) <= 3, len(bodies)
+    assert len(cpu._NESTED) <= 2 * len(bodies)  # a condition and a body each, compiled once
+    np.testing.assert_allclose(compiled(data), _covariance_by_columns(data), rtol=1e-13)
+
+
+def test_short_loops_stay_unrolled_in_a_program_that_compiles_fast_anyway():
+    data = np.random.default_rng(5).standard_normal((30, 28))
+    compiled = tk.jit(_covariance_by_columns).lower(data).compile()
+    assert not _whiles(compiled)

@@ -41,6 +41,8 @@ class OpDef:
     # may do something besides computing its result. No op toolkit models does: XLA's
     # rng, infeed, outfeed, send and recv are refused by the parser.
     side_effects: bool = False
+    # the operand where its scalar start indices begin (the rest are starts, one per dimension)
+    scalar_starts_from: int | None = None
 
     @property
     def calls_computations(self) -> bool:
@@ -210,8 +212,9 @@ _define(OpDef("gather", "layout", 2, (
     "indices_are_sorted", "operand_batching_dims", "start_indices_batching_dims"),
     fusion="loop", cost="slice"))
 _define(OpDef("dynamic-slice", "layout", None, ("dynamic_slice_sizes",), fusion="loop",
-              cost="slice"))
-_define(OpDef("dynamic-update-slice", "layout", None, fusion="loop", cost="data"))
+              cost="slice", scalar_starts_from=1))
+_define(OpDef("dynamic-update-slice", "layout", None, fusion="loop", cost="data",
+              scalar_starts_from=2))
 _define(OpDef("custom-call", "library", None, ("custom_call_target", "backend_config"),
               cost="custom-call"))
 _define(OpDef("sort", "sort", None, ("dimensions", "is_stable", "to_apply"), cost="sort"))

@@ -10,7 +10,12 @@ one trip instead of thousands:
   run of ``MIN_INSTRUCTIONS`` or more alike instructions (a short loop stays unrolled:
   unrolled, its trips fuse with each other, and compiling them costs little). The loop itself
   may be shorter than the run: the inner loop of a nest restarts its progression with every
-  outer trip, so each inner loop rolls on its own.
+  outer trip, so each inner loop rolls on its own. In a program too long to compile fast
+  unrolled (``SHORT_LOOPS_FROM``), a shorter loop also rolls where loops with the same body
+  recur, ``MIN_INSTRUCTIONS`` in all: the inner loops of a triangular nest (``for i: for j in
+  range(i, n):``) differ in trip count, so the nest is no alike run. Their index constants,
+  starts and trip counts are loop state, not body constants, so they share one body, which
+  the backend compiles once.
 - Every trip has the same opcodes, shapes and attributes (reduction regions alike up to names);
   what may differ is a ``slice``'s start (stride 1) and a scalar constant operand holding an
   integer, each in an arithmetic progression over the trips. The body computes them from the
@@ -41,7 +46,7 @@ import numpy as np
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.dtypes import from_numpy
 from ..ir.nodes import Computation, Instruction, Metadata, Module
-from ..ir.ops import GroupOp
+from ..ir.ops import OPS, GroupOp
 from ..ir.shapes import Shape, TupleShape
 from ..ir.structural import frozen_attribute
 from ..profiler.events import FusionDecision
@@ -52,6 +57,13 @@ MIN_TRIPS = 8
 # (below this an unrolled loop compiles in a fraction of a second, and unrolled its trips run
 # as one native program; rolled, each trip is a loop iteration)
 MIN_INSTRUCTIONS = 2048
+# Loops shorter than MIN_INSTRUCTIONS that recur (a triangular nest's inner loops) roll only in
+# programs at least this long: rolled, a trip of a few small kernels costs 2-3 µs, where the
+# unrolled trips fuse with each other and cost 0.2 µs (a Gram-Schmidt of 60 columns: 0.35 ms a
+# call unrolled, 4.8 ms rolled); below this size the unrolled program compiles within about
+# 5 s, above it compile time grows past that (a covariance by columns, 58k instructions:
+# 12 s unrolled, 5 s rolled)
+SHORT_LOOPS_FROM = 40_000
 MAX_PERIOD = 512  # instructions in one trip
 _CANDIDATES = 4  # periods tried at each start
 _S64 = from_numpy(np.dtype(np.int64))
@@ -82,6 +94,8 @@ class _Loop:
     state: list  # intra positions carried or returned, in order
     carried: set
     invariants: list  # outer instructions the body reads, in order
+    short: bool = False  # fewer than MIN_INSTRUCTIONS: rolls only if loops like it recur
+    kind: tuple = ()  # (a short loop's) what its recurrences share: _kind
 
 
 def _literal(inst: Instruction) -> np.ndarray:
@@ -275,7 +289,9 @@ class _AlikeRuns:
 
 def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
     """``codes``: each instruction's sketch, as an int; ``token(k)``: its full token, as an
-    int (computed for the instructions of candidate runs only)."""
+    int (computed for the instructions of candidate runs only). Short loops (``_Loop.short``)
+    are candidates in programs of ``SHORT_LOOPS_FROM`` instructions or more."""
+    short_loops = len(seq) >= SHORT_LOOPS_FROM
     n = len(seq)
     code_runs = _AlikeRuns(codes.__getitem__, n)
     token_runs = _AlikeRuns(token, n)
@@ -289,6 +305,7 @@ def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
     run_end = 0  # the end of the alike run the last rolled loop was found in
     while i + MIN_TRIPS <= n:
         j, tried, found, skip = following[i], 0, None, 1
+        short = None  # (period, trips) of the first candidate too short to roll on its own
         while j < n and j - i <= MAX_PERIOD and tried < _CANDIDATES and found is None:
             period = j - i
             tried += 1
@@ -299,16 +316,19 @@ def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
             # (one comparison rules out most candidates before any period is compared)
             # (in a run where a loop rolled already, the rest of the run is long enough)
             in_run = i < run_end
-            needed = MIN_TRIPS if in_run else max(MIN_TRIPS, -(-MIN_INSTRUCTIONS // period))
-            if i + needed * period > n or codes[i + (needed - 1) * period] != codes[i]:
+            if i + MIN_TRIPS * period > n or codes[i + (MIN_TRIPS - 1) * period] != codes[i]:
                 continue
             trips = code_runs.trips(i, period, n)
-            if trips < MIN_TRIPS or trips * period < MIN_INSTRUCTIONS and not in_run:
+            if trips < MIN_TRIPS:
                 continue
             alike_until = i + trips * period
             # the run's full tokens: its trips must agree on attributes and operands too
             trips = token_runs.trips(i, period, trips)
-            if trips < MIN_TRIPS or trips * period < MIN_INSTRUCTIONS and not in_run:
+            if trips < MIN_TRIPS:
+                continue
+            if trips * period < MIN_INSTRUCTIONS and not in_run:
+                if short is None and short_loops:
+                    short = (period, trips)
                 continue
             # Inside a long alike run, a loop of fewer instructions rolls too: it is the inner
             # loop of a nest (``for i: for j:``) whose trips restart their progression with
@@ -319,6 +339,15 @@ def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
             if found is None:
                 skip = max(skip, period)  # (a run whose first trip reads what no other does
                 # rolls from its second trip: that start is tried next)
+        if found is None and short is not None:
+            # too short alone; it rolls if loops like it recur (roll_loops counts them): the
+            # inner loops of a triangular nest (``for i: for j in range(i, n):``) differ in
+            # their trip counts, so the nest is no long alike run, but each inner loop is
+            found = _plan(seq, index, last_use, i, short[0], short[1], MIN_TRIPS * short[0])
+            if found is not None:
+                found.short = True
+            else:
+                skip = max(skip, short[0])
         if found is not None:
             loops.append(found)
             i = found.start + found.trips * found.period
@@ -327,19 +356,73 @@ def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
     return loops
 
 
+def _kind(loop: _Loop, token) -> tuple:
+    """What a short loop's recurrences share: one trip's instructions, by their tokens, in
+    an order that does not depend on where in its trip the loop was found to start."""
+    return tuple(sorted(token(loop.start + c) for c in range(loop.period)))
+
+
 def _zeros(b: ComputationBuilder, shape: Shape) -> Instruction:
     scalar = b.constant(np.zeros((), shape.dtype.numpy))
     return b.add("broadcast", [scalar], {"dimensions": ()}, shape=shape)
 
 
-def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computation, list]:
-    """The loop's body and condition computations, and the state's shapes."""
+def _as_dynamic_slice(inst: Instruction, starts) -> bool:
+    """Does the body read this trip's ``slice`` as a ``dynamic-slice`` at lifted starts? Every
+    slice of unit strides does, varying or not: a column the loop reads at a fixed place
+    (``data[:, i]`` in ``for j: ... data[:, i] * data[:, j]``) is at another place in the next
+    loop of the nest, and one body serves them all. (A static slice is in bounds, so the
+    dynamic-slice, which clamps only starts past the end, reads the same elements.)"""
+    return starts is not None and all(stride == 1 for _, _, stride in inst.attrs["slice"])
+
+
+def _lifted_values(loop: _Loop, seq) -> tuple[dict, list[np.ndarray]]:
+    """The loop's integers that say *where* it works (index constants, the starts of its
+    progressions, its trip count), each by its place in the trip: they become loop-invariant
+    state elements rather than constants of the body, so that the loops of one nest (``for i:
+    for j in range(i, n):``), which differ only in those numbers, have one body: the backend
+    compiles it once. Equal values are one element: the simplifier then sees that a trip reads
+    back the window it wrote (``cov[i, j] = ...; cov[i, j] /= n``); a coincidence of values in
+    one loop of a nest only costs that loop a body of its own. (place -> element number from
+    0, the values in that order)"""
+    places, values, number = {}, [], {}
+
+    def lift(place, value: np.ndarray) -> None:
+        key = (value.dtype.str, value.tobytes())
+        if key not in number:
+            number[key] = len(values)
+            values.append(value)
+        places[place] = number[key]
+
+    i = loop.start
+    for c, row in enumerate(loop.classes):
+        inst = seq[i + c]
+        first_index = OPS[inst.opcode].scalar_starts_from
+        for k, cls in enumerate(row):
+            if cls[0] == "progression":
+                lift((c, k), np.array(cls[1], np.int64))
+            elif (cls[0] == "constant" and first_index is not None and k >= first_index
+                  and _literal(cls[1]).shape == () and _counted(_literal(cls[1]))):
+                lift((c, k), _literal(cls[1]))
+        if _as_dynamic_slice(inst, loop.slice_starts.get(c)):
+            for d, (first, _) in enumerate(loop.slice_starts[c]):
+                lift((c, "start", d), np.array(first, np.int64))
+    lift("trips", np.array(loop.trips, np.int64))
+    return places, values
+
+
+def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computation, list, list]:
+    """The loop's body and condition computations, the state's shapes and the lifted values
+    (``_lifted_values``) that end the initial state."""
     i, period = loop.start, loop.period
     slot = {q: 1 + k for k, q in enumerate(loop.state)}
     first_invariant = 1 + len(loop.state)
     invariant_slot = {id(v): first_invariant + k for k, v in enumerate(loop.invariants)}
+    places, lifted = _lifted_values(loop, seq)
+    first_lifted = first_invariant + len(loop.invariants)
     shapes = ([Shape(_S64, ())] + [seq[i + q].shape for q in loop.state]
-              + [v.shape for v in loop.invariants])
+              + [v.shape for v in loop.invariants]
+              + [Shape(from_numpy(v.dtype), ()) for v in lifted])
     b = ComputationBuilder(names.reserve(names.first_free("rolled_body")),
                            NameUniquer.from_names(inst.name for inst in seq[i:i + period]))
     state = b.parameter(0, TupleShape(tuple(shapes)), "state")
@@ -354,8 +437,9 @@ def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computati
             constants[key] = b.constant(literal)
         return constants[key]
 
-    def progression(first: int, step: int, dtype: np.dtype) -> Instruction:
-        value = b.add("add", [constant(np.array(first, np.int64)),
+    def progression(place, step: int, dtype: np.dtype) -> Instruction:
+        first = elements[first_lifted + places[place]]
+        value = b.add("add", [first,
                               b.add("multiply", [counter, constant(np.array(step, np.int64))])])
         if dtype != np.int64:
             value = b.add("convert", [value], shape=Shape(from_numpy(dtype), ()))
@@ -365,7 +449,7 @@ def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computati
     for c in range(period):
         inst = seq[i + c]
         operands = []
-        for cls in loop.classes[c]:
+        for k, cls in enumerate(loop.classes[c]):
             kind = cls[0]
             if kind == "local":
                 operands.append(made[cls[1]])
@@ -374,15 +458,17 @@ def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computati
             elif kind == "invariant":
                 operands.append(elements[invariant_slot[id(cls[1])]])
             elif kind == "constant":
-                operands.append(constant(_literal(cls[1])))
+                lifted_at = places.get((c, k))
+                operands.append(constant(_literal(cls[1])) if lifted_at is None
+                                else elements[first_lifted + lifted_at])
             else:
-                operands.append(progression(cls[1], cls[2], cls[3]))
+                operands.append(progression((c, k), cls[2], cls[3]))
         starts = loop.slice_starts.get(c)
-        if starts is not None and _varies(starts):
+        if _as_dynamic_slice(inst, starts):
             made.append(b.add(
                 "dynamic-slice", [operands[0]] + [
-                    progression(first, step, np.dtype(np.int64)) if step else
-                    constant(np.array(first, np.int64)) for first, step in starts],
+                    progression((c, "start", d), step, np.dtype(np.int64))
+                    for d, (_, step) in enumerate(starts)],
                 {"dynamic_slice_sizes": inst.shape.dims}, shape=inst.shape,
                 metadata=inst.metadata))
         else:  # the first trip's instruction under its own name (the pass manager verifies it)
@@ -396,9 +482,10 @@ def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computati
                             NameUniquer())
     cstate = cb.parameter(0, TupleShape(tuple(shapes)), "state")
     ccounter = cb.add("get-tuple-element", [cstate], {"index": 0}, shape=shapes[0])
-    limit = cb.constant(np.array(loop.trips, np.int64))
+    limit = cb.add("get-tuple-element", [cstate], {"index": first_lifted + places["trips"]},
+                   shape=shapes[first_lifted + places["trips"]])
     condition = cb.build(cb.add("compare", [ccounter, limit], {"direction": "LT"}))
-    return body, condition, shapes
+    return body, condition, shapes, lifted
 
 
 def _varying_text(loop: _Loop, seq) -> str:
@@ -447,6 +534,13 @@ def roll_loops(module: Module):
         return found
 
     loops = _find_loops(seq, index, last_use, codes, token)
+    # a short loop rolls where loops with the same body recur, MIN_INSTRUCTIONS in all
+    kinds: Counter = Counter()
+    for loop in loops:
+        if loop.short:
+            loop.kind = _kind(loop, token)
+            kinds[loop.kind] += loop.trips * loop.period
+    loops = [loop for loop in loops if not loop.short or kinds[loop.kind] >= MIN_INSTRUCTIONS]
     # the loop is emitted where its first trip began: what it reads from outside must be
     # defined by then (a parameter made while tracing, after a graph break, may come later)
     position = {id(inst): k for k, inst in enumerate(entry.instructions)}
@@ -476,13 +570,14 @@ def roll_loops(module: Module):
         loop = starting.get(k)
         if loop is None:
             continue  # a trip's instruction: the loop computes it
-        body, condition, shapes = _build(loop, seq, computation_names)
+        body, condition, shapes, lifted = _build(loop, seq, computation_names)
         extra += [condition, body]
         i, period = loop.start, loop.period
         first_values = [mapping[id(seq[i + q - period])] if q in loop.carried
                         else _zeros(builder, seq[i + q].shape) for q in loop.state]
         init = builder.add("tuple", [builder.constant(np.array(0, np.int64))] + first_values
-                           + [mapping[id(v)] for v in loop.invariants])
+                           + [mapping[id(v)] for v in loop.invariants]
+                           + [builder.constant(value) for value in lifted])
         trip_count = json.dumps({"known_trip_count": {"n": str(loop.trips)}},
                                 separators=(",", ":"))
         first = seq[i]

@@ -4,13 +4,16 @@ persistent compilation cache on disk."""
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import OrderedDict
 
 from llvmlite import ir
 
 from ...ir.evaluator import collective_into
 from ...ir.nodes import Module
 from ...ir.shapes import Shape
+from ...ir.structural import exact_key
 from ...ir.ops import GroupOp
 from ..base import Backend, register_backend
 from ..buffer_plan import BufferPlan, plan_buffers
@@ -65,7 +68,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
                 extra={
                     "run": make_control_runner(
                         inst,
-                        compile_module,
+                        compile_nested,
                         native_while=native_loop,
                         # state leaves planned into their initial value's (dead) buffer
                         owned=frozenset(
@@ -290,6 +293,33 @@ def _regenerate(module: Module) -> str:
     kernels = [s for s in plan.steps if s.kind == "kernel"]
     share_identical_kernels(kernels)
     return str(_emit(module.name, plan.steps, kernels, plan, [])[0][0])
+
+
+# Loop bodies and branches compiled, by their structure (names and metadata left out): the
+# loops one nest rolls into (loop_rolling: ``for i: for j in range(i, n):``) have one body, which
+# compiles once instead of once per loop (an LLVM compile of tens of ms each). Bounded.
+_NESTED: OrderedDict = OrderedDict()
+_NESTED_KEPT = 256
+_nested_lock = threading.Lock()
+
+
+def compile_nested(module: Module) -> CpuExecutable:
+    """``compile_module`` for a while loop's condition or body or a conditional's branch, shared
+    by every computation of the same structure. (An executable keeps no state between runs:
+    each run takes its own buffers, so loops may share one.) Its kernels carry the names of
+    the first computation compiled: a profile names another loop's kernels after those."""
+    key = (exact_key(module.entry), module.attributes)
+    with _nested_lock:
+        found = _NESTED.get(key)
+        if found is not None:
+            _NESTED.move_to_end(key)
+            return found
+    compiled = compile_module(module)
+    with _nested_lock:
+        _NESTED[key] = compiled
+        while len(_NESTED) > _NESTED_KEPT:
+            _NESTED.popitem(last=False)
+    return compiled
 
 
 def compile_module(module: Module) -> CpuExecutable:
