@@ -7,7 +7,9 @@ function's module that *is* the numpy module is rebound to ``TRACING_NUMPY``: a 
 NumPy in everything except the buffer-making functions (``BUFFER_FUNCTIONS``), which return
 traced arrays while a trace is active on the calling thread. Names imported from NumPy
 (``from numpy import zeros``) are rebound the same way. The bindings are restored when the
-trace ends, whatever happens.
+trace ends, whatever happens. So are Python's ``max`` and ``min``, where the module has no
+names of its own for them: on traced scalars they are a select, not a graph break
+(``traced_builtins``).
 
 Where it stops: functions of *other* modules that the traced function calls keep their own
 ``np``; a buffer they make and fill with traced values raises an error that names
@@ -29,6 +31,7 @@ import numpy
 
 from .errors import DTypeMismatchError
 from .replay import replayable_function
+from .traced_builtins import TRACED_BUILTINS
 from .tracer import Tracer, current_trace
 
 BUFFER_FUNCTIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
@@ -160,7 +163,8 @@ def _is_library(namespace: dict) -> bool:
     return name.split(".")[0] in ("numpy", "toolkit")
 
 
-_REPLACEMENTS = {id(replacement) for _, replacement in _REBOUND.values()}
+_REPLACEMENTS = {id(replacement) for _, replacement in _REBOUND.values()} | {
+    id(builtin) for builtin in TRACED_BUILTINS.values()}
 # id(namespace) -> (the namespace, its names, its values' ids, the names to swap) when last
 # scanned: a notebook's namespace holds hundreds of names, and a function that breaks its graph
 # is traced (replayed) on every call
@@ -204,9 +208,16 @@ def numpy_buffers_traced(fn):
     swapped = _names_to_swap(namespace)
     for name, (_, replacement) in swapped.items():
         namespace[name] = replacement
+    # Python's max/min, where the module does not define its own (traced_builtins)
+    added = [name for name in TRACED_BUILTINS if name not in namespace]
+    for name in added:
+        namespace[name] = TRACED_BUILTINS[name]
     try:
         yield
     finally:
         for name, (original, replacement) in swapped.items():
             if namespace.get(name) is replacement:  # unless the traced code rebound it itself
                 namespace[name] = original
+        for name in added:
+            if namespace.get(name) is TRACED_BUILTINS[name]:
+                del namespace[name]
