@@ -391,3 +391,39 @@ def test_an_array_python_made_is_one_parameter_however_often_it_is_read():
         # the last segment's parameters: x and the value asked for (carried over the break),
         # then w once (twice when written in between)
         assert max(_segment_parameters(jitted)) == most, jitted.graph_breaks.text
+
+
+def _misses(cache, keys) -> int:
+    missed = 0
+    for key in keys:
+        if cache.get(key) is None:
+            cache.put(key, ("compiled", key))
+            missed += 1
+    return missed
+
+
+def test_the_segment_cache_keeps_most_of_a_call_with_more_segments_than_it_holds():
+    """A loop that breaks on data every trip runs more distinct segments per call than the
+    cache holds: least-recently-used order would evict each one just before its next use and
+    recompile all of them on every call; bimodal insertion keeps most of them."""
+    from toolkit.jitting.graph_breaks import SegmentCache
+
+    cache = SegmentCache(8)
+    cycle = list(range(12))
+    assert _misses(cache, cycle) == 12
+    for _ in range(3):
+        assert _misses(cache, cycle) <= 12 - 7  # all but one of the 8 it holds are hits
+    assert len(cache) == 8
+
+
+def test_the_segment_cache_still_moves_on_to_a_new_set_of_segments():
+    from toolkit.jitting.graph_breaks import SegmentCache
+
+    cache = SegmentCache(8)
+    for _ in range(2):
+        _misses(cache, range(8))
+    new = list(range(100, 104))  # the old segments are never used again
+    calls = 0
+    while _misses(cache, new) and calls < 200:
+        calls += 1
+    assert calls < 200 and all(cache.get(k) is not None for k in new)

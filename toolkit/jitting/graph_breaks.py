@@ -74,20 +74,37 @@ class HandedIn:
 
 
 class SegmentCache:
-    """Compiled segments of one function by their exact structure, least recently compiled
-    evicted."""
+    """Compiled segments of one function by their exact structure, at most ``limit``.
+
+    Bimodal insertion (a scan-resistant LRU, as CPU caches use): a hit makes a segment the
+    most recently used; a new segment enters as the least recently used, except every
+    ``_PROMOTED_EVERY``-th, which enters as the most. A call that runs more distinct segments
+    than the limit (a loop that breaks on data every trip) then keeps most of them across
+    calls, where plain LRU or FIFO order evicts each one just before it is needed again and
+    recompiles every segment on every call; and a new set of segments still displaces an
+    old one that is no longer used."""
+
+    _PROMOTED_EVERY = 32
 
     def __init__(self, limit: int):
         self.limit = limit
-        self._programs: OrderedDict = OrderedDict()
+        self._programs: OrderedDict = OrderedDict()  # least recently used first
+        self._inserted = 0
 
     def get(self, key: tuple):
-        return self._programs.get(key)
+        found = self._programs.get(key)
+        if found is not None:
+            self._programs.move_to_end(key)
+        return found
 
     def put(self, key: tuple, entry) -> None:
+        if key not in self._programs:
+            while len(self._programs) >= self.limit:
+                self._programs.popitem(last=False)
         self._programs[key] = entry
-        while len(self._programs) > self.limit:
-            self._programs.popitem(last=False)
+        self._inserted += 1
+        if self._inserted % self._PROMOTED_EVERY and len(self._programs) > 1:
+            self._programs.move_to_end(key, last=False)
 
     def __len__(self) -> int:
         return len(self._programs)
