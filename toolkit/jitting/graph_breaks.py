@@ -90,27 +90,31 @@ class SegmentCache:
         self.limit = limit
         self._programs: OrderedDict = OrderedDict()  # least recently used first
         self._inserted = 0
+        self._lock = threading.Lock()  # (a hit reorders: calls on several threads share it)
 
     def get(self, key: tuple):
-        found = self._programs.get(key)
-        if found is not None:
-            self._programs.move_to_end(key)
-        return found
+        with self._lock:
+            found = self._programs.get(key)
+            if found is not None:
+                self._programs.move_to_end(key)
+            return found
 
     def put(self, key: tuple, entry) -> None:
-        if key not in self._programs:
-            while len(self._programs) >= self.limit:
-                self._programs.popitem(last=False)
-        self._programs[key] = entry
-        self._inserted += 1
-        if self._inserted % self._PROMOTED_EVERY and len(self._programs) > 1:
-            self._programs.move_to_end(key, last=False)
+        with self._lock:
+            if key not in self._programs:
+                while len(self._programs) >= self.limit:
+                    self._programs.popitem(last=False)
+            self._programs[key] = entry
+            self._inserted += 1
+            if self._inserted % self._PROMOTED_EVERY and len(self._programs) > 1:
+                self._programs.move_to_end(key, last=False)
 
     def __len__(self) -> int:
         return len(self._programs)
 
     def clear(self) -> None:
-        self._programs.clear()
+        with self._lock:
+            self._programs.clear()
 
 
 class GraphBreaks:
@@ -266,7 +270,9 @@ class Breaker:
         if not self.ran and not self.always and trace.tape is None \
                 and trace._tape_in_op is None:
             name = self._python_int_name(tracer)
-            if name is not None:  # nothing has run: trace the call again with it static
+            # nothing has run: trace the call again with it static (once: were it traced
+            # again though specialized, the call goes on in segments rather than loop)
+            if name is not None and name not in self.owner.log.specialized:
                 raise SpecializeAndRetrace({**self.python_ints, name: site})
         log = self.owner.log
         with log._lock:
