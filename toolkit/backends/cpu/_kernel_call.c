@@ -61,9 +61,9 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 /* ---- run_loop: a while loop driven natively --------------------------------------------------
- * ``run_loop(program, pointers, limit)`` runs a loop whose condition and body are each a list of
- * kernel calls, BLAS matrix products and copies over a table of buffer pointers (native_loop.py
- * builds both), until the condition's predicate byte is 0 or ``limit`` trips; returns the trips.
+ * ``run_loop(program, buffers, limit)`` runs a loop whose condition and body are each a list of
+ * kernel calls, BLAS matrix products and copies over a table of buffers (native_loop.py builds
+ * both), until the condition's predicate byte is 0 or ``limit`` trips; returns the trips.
  * program (int64): [n_cond, n_body, predicate index, then the ops]; an op is
  *   0 kernel: address, start, end, n, index * n
  *   1 gemm:   address, ilp64, f64, trans_a, trans_b, m, n, k, lda, ldb, ldc, a, b, c
@@ -198,21 +198,61 @@ static const I *run_ops(const I *op, I count, P *table) {
     return op;
 }
 
+/* The buffers of a list (one array, or None, per slot) as a table of pointers; every view is
+ * held until release_table. */
+typedef struct {
+    Py_ssize_t n;
+    Py_buffer *views;
+    P *table;
+    char *held;
+} Table;
+
+static void release_table(Table *t) {
+    if (t->held != NULL)
+        for (Py_ssize_t i = 0; i < t->n; i++)
+            if (t->held[i]) PyBuffer_Release(&t->views[i]);
+    PyMem_Free(t->views);
+    PyMem_Free(t->table);
+    PyMem_Free(t->held);
+}
+
+static int fill_table(Table *t, PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    t->n = n;
+    t->views = (Py_buffer *)PyMem_Calloc(n ? n : 1, sizeof(Py_buffer));
+    t->table = (P *)PyMem_Calloc(n ? n : 1, sizeof(P));
+    t->held = (char *)PyMem_Calloc(n ? n : 1, 1);
+    if (t->views == NULL || t->table == NULL || t->held == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (item == Py_None) continue;
+        if (PyObject_GetBuffer(item, &t->views[i], PyBUF_ANY_CONTIGUOUS) < 0) return -1;
+        t->held[i] = 1;
+        t->table[i] = t->views[i].buf;
+    }
+    return 0;
+}
+
+/* ``run_loop(program, buffers, limit)``: ``buffers`` is a list with one array (or None) per
+ * slot of the table (the body's slots, then the condition's), as run_steps takes them: the
+ * pointers are read here, not by Python (which spent about 3 µs a buffer on ``ctypes.data``). */
 static PyObject *run_loop(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "run_loop(program, pointers, limit)");
+    if (nargs != 3 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "run_loop(program, buffers: list, limit)");
         return NULL;
     }
     I limit = PyLong_AsLongLong(args[2]);
     if (PyErr_Occurred()) return NULL;
-    Py_buffer program, pointers;
+    Py_buffer program;
     if (PyObject_GetBuffer(args[0], &program, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(args[1], &pointers, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&program);
-        return NULL;
-    }
+    Table t = {0, NULL, NULL, NULL};
+    PyObject *result = NULL;
+    if (fill_table(&t, args[1]) < 0) goto done;
     const I *code = (const I *)program.buf;
-    P *table = (P *)pointers.buf;
+    P *table = t.table;
     I trips = 0;
     Py_BEGIN_ALLOW_THREADS
     const I n_cond = code[0], n_body = code[1], predicate = code[2];
@@ -224,9 +264,11 @@ static PyObject *run_loop(PyObject *self, PyObject *const *args, Py_ssize_t narg
         trips++;
     }
     Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong(trips);
+done:
+    release_table(&t);
     PyBuffer_Release(&program);
-    PyBuffer_Release(&pointers);
-    return PyLong_FromLongLong(trips);
+    return result;
 }
 
 /* ---- run_steps: a whole program in one call ------------------------------------------------
@@ -241,42 +283,25 @@ static PyObject *run_steps(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     Py_buffer program;
     if (PyObject_GetBuffer(args[0], &program, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(args[1]);
-    Py_buffer *views = (Py_buffer *)PyMem_Calloc(n ? n : 1, sizeof(Py_buffer));
-    P *table = (P *)PyMem_Calloc(n ? n : 1, sizeof(P));
-    char *held = (char *)PyMem_Calloc(n ? n : 1, 1);
+    Table t = {0, NULL, NULL, NULL};
     PyObject *result = NULL;
-    if (views == NULL || table == NULL || held == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(args[1], i);
-        if (item == Py_None) continue;
-        if (PyObject_GetBuffer(item, &views[i], PyBUF_ANY_CONTIGUOUS) < 0) goto done;
-        held[i] = 1;
-        table[i] = views[i].buf;
-    }
+    if (fill_table(&t, args[1]) < 0) goto done;
     const I *code = (const I *)program.buf;
+    P *table = t.table;
     Py_BEGIN_ALLOW_THREADS
     run_ops(code + 1, code[0], table);
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
 done:
-    if (held != NULL)
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (held[i]) PyBuffer_Release(&views[i]);
-    PyMem_Free(views);
-    PyMem_Free(table);
-    PyMem_Free(held);
+    release_table(&t);
     PyBuffer_Release(&program);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(address, start, end, *arrays)"},
-    {"run_loop", (PyCFunction)(void (*)(void))run_loop, METH_FASTCALL, "run_loop(program, pointers, limit)"},
+    {"run_loop", (PyCFunction)(void (*)(void))run_loop, METH_FASTCALL, "run_loop(program, buffers, limit)"},
     {"run_steps", (PyCFunction)(void (*)(void))run_steps, METH_FASTCALL, "run_steps(program, buffers)"},
     {NULL, NULL, 0, NULL},
 };

@@ -17,6 +17,7 @@ import ctypes
 import functools
 import glob
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -333,30 +334,39 @@ class NativeLoop:
         for op in cond_ops + body_ops + copies:
             program.extend(op)
         self.program = np.array(program, dtype=np.int64)
+        self._local = threading.local()
 
-    def _buffers(self, exe: CpuExecutable, state: list[np.ndarray]) -> list:
-        bufs: list = [None] * len(exe.slots)
-        for slot, value in exe.constants.items():
-            bufs[slot] = value
-        for slot, value in zip(exe.arg_slots, state):
-            bufs[slot] = value
-        for slot in _array_slots(exe):
-            if bufs[slot] is None:
-                dims, dtype = exe._slot_types[slot]
-                bufs[slot] = np.empty(dims, dtype)
-        return bufs
+    def _template(self) -> list:
+        """This thread's buffer list: constants and the temporaries of the body and the
+        condition (allocated once per thread: a run leaves nothing in them that outlives it),
+        with the state's places left empty."""
+        template = getattr(self._local, "template", None)
+        if template is None:
+            template = []
+            for exe in (self.body, self.cond):
+                bufs: list = [None] * len(exe.slots)
+                for slot, value in exe.constants.items():
+                    bufs[slot] = value
+                state = set(exe.arg_slots)
+                for slot in _array_slots(exe):
+                    if bufs[slot] is None and slot not in state:
+                        dims, dtype = exe._slot_types[slot]
+                        bufs[slot] = np.empty(dims, dtype)
+                template += bufs
+            self._local.template = template
+        return template
 
     def run(self, state: list[np.ndarray], limit: int) -> tuple[list[np.ndarray], int]:
         """Runs the loop on ``state`` (arrays the loop owns: written in place), at most ``limit``
         trips; the state after it and the trips run."""
         state = [v if v.flags.c_contiguous else np.array(v, order="C") for v in state]
-        body_bufs = self._buffers(self.body, state)
-        cond_bufs = self._buffers(self.cond, state)
-        table = np.array(
-            [b.ctypes.data if b is not None else 0 for b in body_bufs + cond_bufs], dtype=np.uint64
-        )
-        trips = native_run_loop(self.program, table, limit)
-        return [body_bufs[s] for s in self.body.arg_slots], trips
+        buffers = self._template().copy()
+        offset = len(self.body.slots)
+        for body_slot, cond_slot, value in zip(self.body.arg_slots, self.cond.arg_slots, state):
+            buffers[body_slot] = value
+            buffers[offset + cond_slot] = value
+        trips = native_run_loop(self.program, buffers, limit)
+        return [buffers[s] for s in self.body.arg_slots], trips
 
 
 def native_loop(cond: CpuExecutable, body: CpuExecutable) -> NativeLoop | None:
