@@ -574,3 +574,22 @@ def test_a_concatenation_reads_one_operand_per_element_along_the_last_axis(backe
     flags = [rng.random(n) > 0.5 for n in (4, 3)]
     both = tk.jit(lambda a, b: np.concatenate([a, b]) ^ True, backend=backend)
     np.testing.assert_array_equal(both(*flags), np.concatenate(flags) ^ True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.bool_])
+def test_a_reshape_of_an_argument_is_a_contiguous_copy_with_numpys_values(dtype):
+    """Row-major, element k of a reshape is element k of its operand's buffer: the kernel
+    reads it at the linear index (no division or remainder per element, so LLVM sees a
+    contiguous copy and vectorises it), for any regrouping of the dimensions."""
+    x = (np.arange(2 * 3 * 5 * 7) % 5).astype(dtype).reshape(2, 3, 5, 7)
+
+    def regroup(x):
+        return x.reshape(6, 35), x.reshape(7, 30).T
+
+    compiled = tk.jit(regroup, backend="cpu").lower(x).compile()
+    for got, want in zip(compiled(x), regroup(x)):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+    kernel = next(part for part in compiled.as_text("llvm").split("\ndefine ")
+                  if "reshape" in part.split("(")[0])
+    assert "udiv" not in kernel and "urem" not in kernel, kernel

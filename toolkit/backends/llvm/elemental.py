@@ -212,6 +212,12 @@ def _reshape(e, inst, index):
     if [d for d in src if d != 1] == [d for d in dst if d != 1]:  # only size-1 dims change
         kept = iter([i for i, d in zip(index, dst) if d != 1])
         return e.operand(inst, 0, [next(kept) if d != 1 else i64(0) for d in src])
+    source = inst.operands[0]
+    if source.opcode == "parameter" and id(source) in e.inputs:
+        # row-major: element k of the result is element k of the buffer, read without the
+        # divisions of a multi-index (LLVM then sees a contiguous copy, and vectorises it)
+        ptr, shape = e.inputs[id(source)]
+        return e.load_linear(ptr, shape, linearize(e.b, index, dst))
     return e.operand(inst, 0, delinearize(e.b, linearize(e.b, index, dst), src))
 
 

@@ -91,8 +91,12 @@ class ElementalEmitter:
     def load(self, ptr, shape: Shape, index, invariant: bool = True) -> ir.Value:
         """An element of ``ptr``. ``invariant``: the buffer does not change during the kernel (an
         input); a read of what the kernel itself writes (a scatter's read-modify-write) is not."""
+        return self.load_linear(ptr, shape, linearize(self.b, index, shape.dims), invariant)
+
+    def load_linear(self, ptr, shape: Shape, linear, invariant: bool = True) -> ir.Value:
+        """Element ``linear`` (row-major) of ``ptr``, as ``load`` reads it."""
         b = self.b
-        addr = b.gep(ptr, [linearize(b, index, shape.dims)], inbounds=True)
+        addr = b.gep(ptr, [linear], inbounds=True)
         v = b.load(addr)
         # inputs never change during a kernel: the read-only cache (ld.global.nc) may serve them
         if self.target == "gpu" and invariant:
