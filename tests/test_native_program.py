@@ -128,3 +128,47 @@ def test_an_argument_written_in_place_is_written_as_numpy_writes_it():
         out = jf(given, b)
         np.testing.assert_allclose(out, want, rtol=1e-12)
         np.testing.assert_allclose(given, want_a, rtol=1e-12)
+
+
+def _covariance_by_columns(data):
+    m = data.shape[1]
+    data = data - data.mean(axis=0)
+    cov = np.zeros((m, m), dtype=data.dtype)
+    for i in range(m):
+        for j in range(i, m):
+            cov[i, j] = np.sum(data[:, i] * data[:, j]) / (data.shape[0] - 1)
+            cov[j, i] = cov[i, j]
+    return cov, data[0] * 2
+
+
+def _filter_and_reuse(x):
+    y = x * 1.0  # a buffer the function makes, filled by a loop that rolls
+    for j in range(1, x.shape[1]):
+        y[:, j] = 0.5 * x[:, j] + 0.45 * y[:, j - 1]
+    return y + x, x[:, ::-1] * 0.5  # the loop's inputs read again after it
+
+
+@pytest.mark.parametrize("fn, shape", [(_covariance_by_columns, (20, 24)),
+                                       (_filter_and_reuse, (6, 300))])
+def test_rolled_loops_run_inside_the_native_program_with_step_by_steps_numbers(
+        fn, shape, monkeypatch):
+    """A while loop with a native driver is one op of the native program (no trip through
+    Python per loop): a triangular nest rolls into one loop per row, and all of them, their
+    state run in place, copied or only read, give the bits of Python-driven dispatch."""
+    import toolkit.passes.loop_rolling as loop_rolling
+
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
+    x = np.random.default_rng(3).standard_normal(shape)
+    got, exe = _run(fn, (x,), monkeypatch, True)
+    native_loops = [s for program, steps, *_ in exe.segments if program is not None
+                    for s in steps if s.kind == "control"]
+    assert native_loops, [(p is not None, [s.kind for s in st]) for p, st, *_ in exe.segments]
+    want, exe_python = _run(fn, (x,), monkeypatch, False)
+    assert all(program is None for program, *_ in exe_python.segments)
+    for g, w, n in zip(got, want, fn(x.copy())):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_allclose(g, n, rtol=1e-12, atol=1e-12)
+    again = tk.jit(fn, backend="cpu")
+    for _ in range(3):  # each call its own buffers and its own loop arenas
+        for g, w in zip(again(x), want):
+            np.testing.assert_array_equal(g, w)

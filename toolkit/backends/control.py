@@ -167,6 +167,9 @@ def make_control_runner(
         run_while.trips = 0
         run_while.driver = "native" if native is not None else "python"
         run_while.programs = (cond, body)
+        # (for a backend that runs the loop inside a native program: the driver, and the
+        # state leaves it may run in place)
+        run_while.native, run_while.keep = native, keep
         return run_while
     if "branch_computations" in inst.attrs:
         branches = inst.attrs["branch_computations"]

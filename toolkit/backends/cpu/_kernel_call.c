@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_POINTERS 16
@@ -73,6 +74,7 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  *   5 gemm of views: as 1, with a, a offset, b, b offset, c (offsets in elements)
  *   6 dot of views:  address, ilp64, f64, n, x, x offset, incx, y, y offset, incy, out
  *   7 gemv of views: as 4, with a, a offset, x, x offset, y
+ *   8 while:  a loop inside a program (run_while)
  * (an op code a build does not know would be read as a copy: OP_CODES says which it knows) */
 typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
                           const float *, int64_t, float, float *, int64_t);
@@ -157,6 +159,8 @@ static P at(P *table, I index, I offset, I f64) {
     return (char *)table[index] + offset * (f64 ? 8 : 4);
 }
 
+static const I *run_while(const I *op, P *table);
+
 static const I *run_ops(const I *op, I count, P *table) {
     P pointers[MAX_POINTERS];
     for (I o = 0; o < count; o++) {
@@ -190,12 +194,56 @@ static const I *run_ops(const I *op, I count, P *table) {
             blas_gemv((void *)op[1], op[2], op + 3, at(table, op[10], op[11], op[3]),
                       at(table, op[12], op[13], op[3]), table[op[14]]);
             op += 15;
+        } else if (op[0] == 8) {
+            op = run_while(op, table);
         } else {
             memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
             op += 4;
         }
     }
     return op;
+}
+
+/* op 8, a while loop inside a program (native_program.while_op):
+ *   8, n_local, n_state, arena bytes, program length,
+ *   n_local entries (kind, value): 0 this table's buffer value, 1 the address value (a
+ *     constant, or 0), 2 the arena at offset value, 3 state element value;
+ *   n_state entries (mode, in, out, bytes): 0 the loop runs in table[in] (the plan gave it that
+ *     buffer), 1 table[in] is copied into table[out] and the loop runs there, 2 the loop only
+ *     reads table[in], 3 as 2 and table[in] is copied into table[out] (read after the loop);
+ *   the loop's own program over its table: n_cond, n_body, predicate, then the ops (run_loop's).
+ * The loop's temporaries live in an arena allocated for the run. */
+static const I *run_while(const I *op, P *table) {
+    const I n_local = op[1], n_state = op[2], arena_bytes = op[3], length = op[4];
+    const I *entries = op + 5;
+    const I *states = entries + 2 * n_local;
+    const I *code = states + 4 * n_state;
+    char *arena = arena_bytes ? (char *)malloc((size_t)arena_bytes) : NULL;
+    P *local = (P *)malloc((size_t)(n_local ? n_local : 1) * sizeof(P));
+    if ((arena_bytes && arena == NULL) || local == NULL) abort(); /* (no memory: as NumPy would) */
+    for (I k = 0; k < n_state; k++) {
+        const I *st = states + 4 * k;
+        if (st[0] == 1 || st[0] == 3) memcpy(table[st[2]], table[st[1]], (size_t)st[3]);
+    }
+    for (I i = 0; i < n_local; i++) {
+        const I kind = entries[2 * i], value = entries[2 * i + 1];
+        if (kind == 0) local[i] = table[value];
+        else if (kind == 1) local[i] = (P)value;
+        else if (kind == 2) local[i] = arena + value;
+        else {
+            const I *st = states + 4 * value;
+            local[i] = table[st[0] == 1 ? st[2] : st[1]];
+        }
+    }
+    const I n_cond = code[0], n_body = code[1], predicate = code[2];
+    for (;;) {
+        const I *body_ops = run_ops(code + 3, n_cond, local);
+        if (!*(const unsigned char *)local[predicate]) break;
+        run_ops(body_ops, n_body, local);
+    }
+    free(local);
+    free(arena);
+    return code + length;
 }
 
 /* The buffers of a list (one array, or None, per slot) as a table of pointers; every view is
@@ -311,7 +359,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL,
 /* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other) */
 PyMODINIT_FUNC PyInit__kernel_call(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "OP_CODES", 8) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "OP_CODES", 9) < 0) {
         Py_DECREF(m);
         return NULL;
     }
