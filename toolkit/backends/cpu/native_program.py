@@ -41,7 +41,7 @@ def plan_segments(exe) -> list[tuple]:
     return [(s.program, s.steps, s.allocate, s.slots) for s in _segments(exe)]
 
 
-def while_op(exe, step, index, read_after: set[int]) -> list[int]:
+def while_op(exe, step, index, read_after: set[int], unwritten: set[int]) -> list[int]:
     """A while loop the CPU backend drives natively (``NativeLoop``) as one op of the program,
     so that a program of many rolled loops (a triangular nest's inner loops) makes no trip
     through Python per loop; _Unsupported where the loop has no native driver.
@@ -50,8 +50,9 @@ def while_op(exe, step, index, read_after: set[int]) -> list[int]:
     run in place in the buffer the plan gave the loop (its initial value's, dead after it), or
     read in place when the body never writes it, else copied into the result's buffer and run
     there. A leaf only read is copied into its result's buffer only when something reads that
-    (``read_after``). The loop's temporaries live in an arena of the run; its constants are
-    the executables' own arrays, which live as long as the program."""
+    (``read_after``); otherwise that buffer is never written, nor allocated (``unwritten``).
+    The loop's temporaries live in an arena of the run; its constants are the executables' own
+    arrays, which live as long as the program."""
     run = step.extra.get("run") if step.kind == "control" else None
     native = getattr(run, "native", None)
     if native is None or native_op_codes <= WHILE:
@@ -67,6 +68,8 @@ def while_op(exe, step, index, read_after: set[int]) -> list[int]:
             mode = 0
         elif k in run.keep:
             mode = 3 if slot_out in read_after else 2
+            if mode == 2:
+                unwritten.add(slot_out)
         else:
             mode = 1
         states.append((mode, index(slot_in), index(slot_out), size))
@@ -119,7 +122,7 @@ def _segments(exe) -> list[Segment]:
         # (a dot reading a window runs natively even alone: nothing else computed its operand)
         if len(run) >= MIN_STEPS or (run and views_read):
             program = np.array([len(ops)] + [v for op in ops for v in op], dtype=np.int64)
-            written = {s for step in run for s in step.outputs}
+            written = {s for step in run for s in step.outputs} - unwritten
             allocate = tuple(sorted(s for s in written if s not in exe.temp_slots
                                     and s not in exe.constants))
             slots = tuple(sorted(position, key=position.get))
@@ -134,6 +137,7 @@ def _segments(exe) -> list[Segment]:
     views_read: list[int] = []
     # the slots read after each step (a loop copies a leaf it only reads into its result's
     # buffer only when something reads that)
+    unwritten: set[int] = set()  # loop results no one reads: never allocated
     read_after: dict[int, set[int]] = {}  # (kept at the loops only: linear in the program)
     later = set(exe.out_slots)
     for p in range(len(exe.steps) - 1, -1, -1):
@@ -148,7 +152,7 @@ def _segments(exe) -> list[Segment]:
         used: set[int] = set()
         try:
             if step.kind == "control":
-                op = while_op(exe, step, index, read_after[p])
+                op = while_op(exe, step, index, read_after[p], unwritten)
             else:
                 op = step_op(exe, step, index, gemm, views, used)
             if used != read_in_place.get(p, set()):
