@@ -30,7 +30,7 @@ def test_every_pair_of_special_values_chooses_as_python_does(dtype):
 
 def _many(v):
     return (max(v[0], v[1], v[2]), min([v[3], v[1], v[0]]), max(iter([v[4], v[2]])),
-            max(v[1], 3), min(0, v[2]), max([v[5]]), min([v[1], v[2]], default=7))
+            max(v[1], 3.0), min(0.5, v[2]), max([v[5]]), min([v[1], v[2]], default=7))
 
 
 def test_the_iterable_and_scalar_forms_match_python():
@@ -69,6 +69,15 @@ def test_where_python_would_return_another_type_the_builtin_runs():
     f = tk.jit(mixed)
     np.testing.assert_array_equal(f(a, b), mixed(a, b))
     assert f.graph_breaks.calls == 1  # the comparison is a break, as before
+
+    def relu_like(x):
+        return max(0, x[0])  # Python: the int 0, or the float x[0]
+
+    g = tk.jit(relu_like)
+    for x in (np.array([-1.5]), np.array([2.5])):
+        got, want = g(x), relu_like(x)
+        assert np.asarray(got).dtype == np.asarray(want).dtype and got == want
+    assert g.graph_breaks.calls == 2
 
     def of_array(x):
         return max(x)  # its elements, one by one

@@ -23,12 +23,14 @@ from .tracer import Tracer, current_trace
 
 
 def _scalar_fits(value, dtype: numpy.dtype) -> bool:
-    """Does a Python scalar leave ``dtype`` as it is when it meets an array of it (NEP 50:
-    Python scalars are weak), so that the select's result has the type the array has?"""
+    """Is a Python scalar of the arrays' own kind (a bool with bools, an int that fits with
+    integers, a float with floats)? Then the select's one type is what Python would hand back
+    whichever it chose; ``max(0, x)`` with a float ``x`` is an int or a float in Python, and
+    runs the builtin."""
     if isinstance(value, bool):
-        return True
+        return dtype.kind == "b"
     if isinstance(value, int):
-        return dtype.kind in "iuf" and (dtype.kind == "f" or _int_fits(value, dtype))
+        return dtype.kind in "iu" and _int_fits(value, dtype)
     if isinstance(value, float):
         return dtype.kind == "f"
     return False
