@@ -10,9 +10,9 @@ one trip instead of thousands:
   run of ``MIN_INSTRUCTIONS`` or more alike instructions (a short loop stays unrolled:
   unrolled, its trips fuse with each other, and compiling them costs little). The loop itself
   may be shorter than the run: the inner loop of a nest restarts its progression with every
-  outer trip, so each inner loop rolls on its own. In a program too long to compile fast
-  unrolled (``SHORT_LOOPS_FROM``), a shorter loop also rolls where loops with the same body
-  recur, ``MIN_INSTRUCTIONS`` in all: the inner loops of a triangular nest (``for i: for j in
+  outer trip, so each inner loop rolls on its own. In a program of ``SHORT_LOOPS_FROM``
+  instructions or more, a shorter loop also rolls where loops with the same body recur,
+  ``MIN_INSTRUCTIONS`` in all: the inner loops of a triangular nest (``for i: for j in
   range(i, n):``) differ in trip count, so the nest is no alike run. Their index constants,
   starts and trip counts are loop state, not body constants, so they share one body, which
   the backend compiles once.
@@ -383,9 +383,10 @@ def _lifted_values(loop: _Loop, seq) -> tuple[dict, list[np.ndarray]]:
     progressions, its trip count), each by its place in the trip: they become loop-invariant
     state elements rather than constants of the body, so that the loops of one nest (``for i:
     for j in range(i, n):``), which differ only in those numbers, have one body: the backend
-    compiles it once. Equal values are one element: the simplifier then sees that a trip reads
-    back the window it wrote (``cov[i, j] = ...; cov[i, j] /= n``); a coincidence of values in
-    one loop of a nest only costs that loop a body of its own. (place -> element number from
+    compiles it once. Equal values are one element: fusion and the buffer plan then see that
+    a trip reads back exactly the window it wrote (``cov[i, j] = ...; cov[i, j] /= n``: the
+    same start instructions), so the write stays in place; a coincidence of values in one loop
+    of a nest only costs that loop a body of its own. (place -> element number from
     0, the values in that order)"""
     places, values, number = {}, [], {}
 
