@@ -130,7 +130,8 @@ def test_an_argument_written_in_place_is_written_as_numpy_writes_it():
         np.testing.assert_allclose(given, want_a, rtol=1e-12)
 
 
-def _covariance_by_columns(data):
+def _covariance_by_columns(data):  # (test_loop_rolling's, with a value read after the loops:
+    # a traced helper must live in the module _run traces, where np's buffers are traced)
     m = data.shape[1]
     data = data - data.mean(axis=0)
     cov = np.zeros((m, m), dtype=data.dtype)

@@ -326,10 +326,7 @@ class NativeLoop:
                 or body.arg_slots.count(arg) > 1
             ):
                 raise _Unsupported("a state element comes back in another element's buffer")
-            dims, dtype = body._slot_types[out]
-            copies.append(
-                [COPY, arg, out, int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize]
-            )
+            copies.append([COPY, arg, out, body.slots[out].nbytes])
         program = [len(cond_ops), len(body_ops) + len(copies), cond.out_slots[0] + offset]
         for op in cond_ops + body_ops + copies:
             program.extend(op)

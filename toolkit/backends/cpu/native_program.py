@@ -62,8 +62,7 @@ def while_op(exe, step, index, read_after: set[int], unwritten: set[int]) -> lis
         raise _Unsupported(f"%{step.inst.name}: its leaves are not its state's")
     states = []
     for k, (slot_in, slot_out) in enumerate(zip(step.inputs, step.outputs)):
-        dims, dtype = exe._slot_types[slot_in]
-        size = int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize
+        size = exe.slots[slot_in].nbytes
         if slot_in == slot_out:
             mode = 0
         elif k in run.keep:
@@ -83,10 +82,8 @@ def while_op(exe, step, index, read_after: set[int], unwritten: set[int]) -> lis
             elif slot in exe_part.constants:
                 entries.append((1, exe_part.constants[slot].ctypes.data))
             elif slot in used and exe_part._slot_types[slot] is not None:
-                dims, dtype = exe_part._slot_types[slot]
                 entries.append((2, arena))
-                size = int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize
-                arena += -(-max(size, 1) // _ALIGN) * _ALIGN
+                arena += -(-max(exe_part.slots[slot].nbytes, 1) // _ALIGN) * _ALIGN
             else:
                 entries.append((1, 0))
     program = native.program.tolist()
