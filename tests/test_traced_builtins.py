@@ -61,6 +61,24 @@ def test_a_dynamic_programming_fill_is_one_program_with_numpys_bits():
     assert f.graph_breaks.calls == 0
 
 
+def fill_then_ask(table, limit):  # a select per max, and a break on a computed value
+    n = table.shape[0]
+    for i in range(1, n):
+        table[i, 0] = max(table[i, 0], table[i - 1, 0] + 1)
+    if table[n - 1, 0] > limit:
+        table[0, 0] = min(table[0, 0], table[1, 0])
+    return table
+
+
+def test_a_call_that_breaks_replays_its_selects_without_tracing():
+    table = np.random.default_rng(1).integers(0, 9, (6, 2)).astype(np.int32)
+    f = tk.jit(fill_then_ask)
+    for _ in range(4):
+        np.testing.assert_array_equal(f(table.copy(), 3), fill_then_ask(table.copy(), 3))
+    report = f.graph_breaks
+    assert report.break_count == 4 and report.replayed_calls == 2, report
+
+
 def test_where_python_would_return_another_type_the_builtin_runs():
     def mixed(a, b):
         return max(a[0], b[0])  # int32 and float64: Python hands back one or the other

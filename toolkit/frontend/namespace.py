@@ -9,7 +9,8 @@ traced arrays while a trace is active on the calling thread. Names imported from
 (``from numpy import zeros``) are rebound the same way. The bindings are restored when the
 trace ends, whatever happens. So are Python's ``max`` and ``min``, where the module has no
 names of its own for them: on traced scalars they are a select, not a graph break
-(``traced_builtins``).
+(``traced_builtins``); and the module's own pure helpers that branch, whose data-dependent
+``if``s become selects (``if_conversion``).
 
 Where it stops: functions of *other* modules that the traced function calls keep their own
 ``np``; a buffer they make and fill with traced values raises an error that names
@@ -30,6 +31,7 @@ import types
 import numpy
 
 from .errors import DTypeMismatchError
+from .if_conversion import converting, pure_helper
 from .replay import replayable_function
 from .traced_builtins import TRACED_BUILTINS
 from .tracer import Tracer, current_trace
@@ -181,15 +183,18 @@ def _names_to_swap(namespace: dict) -> dict:
     found = _SCANNED.get(id(namespace))
     if found is not None and found[0] is namespace and found[2] == ids and found[1] == names:
         return found[3]
-    swapped = {}
+    swapped, verdicts = {}, {}
     inside = False  # a trace of this module's code is running (its names are swapped now)
     for name, value in list(namespace.items()):  # (the cheapest test first)
         if value is numpy:
             swapped[name] = (value, TRACING_NUMPY)
         elif id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
             swapped[name] = (value, _REBOUND[id(value)][1])
-        elif value is TRACING_NUMPY or id(value) in _REPLACEMENTS:
+        elif value is TRACING_NUMPY or id(value) in _REPLACEMENTS or hasattr(
+                value, "__toolkit_converts__"):
             inside = True
+        elif type(value) is types.FunctionType and pure_helper(value, verdicts):
+            swapped[name] = (value, converting(value))
     if not inside:  # (a scan made inside a trace would find nothing to swap after it)
         if len(_SCANNED) >= _SCANNED_KEPT:
             _SCANNED.clear()

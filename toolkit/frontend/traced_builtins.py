@@ -16,6 +16,7 @@ in NumPy too) and for calls with no traced value at all."""
 from __future__ import annotations
 
 import builtins
+import sys
 
 import numpy
 
@@ -55,7 +56,23 @@ def _selectable(values: list) -> bool:
                                      for v in values)
 
 
+def _select(replaces):
+    """The select chain of ``max``/``min`` over values ``_selectable`` accepted."""
+
+    def select(*values):
+        from .registry import EXPORTS
+
+        best = values[0]
+        for value in values[1:]:
+            best = EXPORTS["where"](replaces(value, best), value, best)
+        return best
+
+    return select
+
+
 def _extremum(builtin, replaces):
+    select = _select(replaces)
+
     def extremum(*args, **kwargs):
         if (current_trace() is not None and "key" not in kwargs
                 and not (len(args) == 1 and isinstance(args[0], Tracer))  # its elements
@@ -70,12 +87,12 @@ def _extremum(builtin, replaces):
                 values = list(args)
             if len(values) > 1 or (values and len(args) == 1):
                 if _selectable(values):
-                    from .registry import EXPORTS
-
-                    best = values[0]
-                    for value in values[1:]:
-                        best = EXPORTS["where"](replaces(value, best), value, best)
-                    return best
+                    tape = current_trace().tape
+                    if tape is None:
+                        return select(*values)
+                    # (one recorded operation, keyed by the user's line: a replayed call
+                    # hands back its result without tracing)
+                    return tape.operation(select, tuple(values), {}, sys._getframe(1))
         return builtin(*args, **kwargs)
 
     extremum.__name__ = extremum.__qualname__ = builtin.__name__

@@ -98,6 +98,9 @@ class Trace:
         # the replay of a recorded call (frontend.replay.Tape) while it walks at the top level,
         # and the tape whose operation is running now (what the operation changes is noted)
         self.tape = None
+        # a pure helper's path being traced (frontend.if_conversion.Forking): bool() of a
+        # traced value takes the path's forced outcome, and nothing breaks the graph
+        self.forking = None
         self._tape_in_op = None
         self._metadata: dict[tuple, Metadata] = {}  # (op, file, line) -> its one Metadata
         if parent is not None:  # (a nested trace builds for real: the walk cannot follow it)
@@ -454,6 +457,9 @@ class Tracer:
         value = self._known()
         if value is not None:
             return value
+        forking = current_trace().forking if current_trace() is not None else None
+        if forking is not None and what == "bool()":
+            return forking.decide(self)
         breaker = can_break(self)
         if breaker is None:
             raise self._concrete_error(what)
@@ -528,7 +534,7 @@ def can_break(t: Tracer):
     or a transformation (grad, vmap), whose programs must stay whole."""
     trace = t._trace
     breaker = trace.breaker
-    if breaker is None or not trace.active or current_trace() is not trace:
+    if breaker is None or not trace.active or current_trace() is not trace or trace.forking:
         return None
     return breaker
 
