@@ -297,3 +297,27 @@ def _reads_numpy_and_math(x):
     (_no_branch, False), (logged, False)])
 def test_which_helpers_are_pure(fn, pure):
     assert pure_helper(fn) is pure
+
+
+def converted_then_break(x, seq):
+    total = x * 0
+    for i in range(seq.shape[0]):
+        total = total + match(seq[i], seq[0])
+    if total.sum() > 1:  # a real break after the converted helper calls
+        total = total * 2
+    return total
+
+
+@pytest.mark.parametrize("fn, inputs", [
+    (converted_then_break, [(np.zeros(2, np.int64), np.array([1, 2, 2, 0], np.int32)),
+                            (np.zeros(2, np.int64), np.array([1, 2, 2, 0], np.int32)),
+                            (np.zeros(2, np.int64), np.array([0, 3, 0, 3], np.int32)),
+                            (np.zeros(2, np.int64), np.array([1, 2, 2, 0], np.int32))]),
+    (uses_counts, [(np.array([1.0, 3.0]),), (np.array([1.0, 3.0]),), (np.array([2.0, 3.0]),),
+                   (np.array([-1.0, 2.0]),)]),
+])
+def test_converted_and_fallen_back_helpers_replay_with_numpys_results(fn, inputs):
+    jitted = tk.jit(fn)
+    for args in inputs:
+        _same(fn(*args), jitted(*args))
+    assert jitted.graph_breaks.replayed_calls >= 1

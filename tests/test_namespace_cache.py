@@ -68,3 +68,40 @@ def test_a_scan_made_inside_a_running_trace_is_not_kept():
     tk.jit(m.seen)(np.ones(3) * 2)  # a later trace still swaps NumPy's names
     assert m.SEEN == ["Tracer"] and m.np is np
     assert isinstance(Tracer, type)
+
+
+BRANCHING = """
+import numpy as np
+
+def sign_of(v):
+    if v > 0:
+        return 1.0
+    return -1.0
+
+def signs(x):
+    return x * sign_of(x[0])
+"""
+
+
+def test_plain_data_rebound_keeps_the_scan_and_a_function_rebound_makes_it_again():
+    m = types.ModuleType("user_module_for_namespace_helpers")
+    exec(compile(BRANCHING, "<user module>", "exec"), m.__dict__)
+    x = np.array([2.0, -3.0])
+    jitted = tk.jit(m.signs)
+    np.testing.assert_array_equal(jitted(x), m.signs(x))
+    scanned = namespace._SCANNED[id(m.__dict__)][3]
+    assert "sign_of" in scanned  # a pure helper that branches: converted
+    for i in range(3):  # a notebook's loop counter at the top level
+        m.i = i
+        m.data = np.full(2, float(i))
+        np.testing.assert_array_equal(jitted(x), m.signs(x))
+        assert namespace._SCANNED[id(m.__dict__)][3] is scanned
+    assert jitted.graph_breaks.break_count == 0
+
+    # rebound to a helper that appends to a list: scanned again, no longer converted
+    exec(compile("def sign_of(v):\n    LOG.append(1)\n    if v > 0:\n        return 1.0\n"
+                 "    return -1.0\n", "<user module>", "exec"), m.__dict__)
+    m.LOG = []
+    np.testing.assert_array_equal(tk.jit(m.signs)(x), m.signs(x))
+    assert "sign_of" not in namespace._SCANNED[id(m.__dict__)][3]
+    assert m.LOG == [1, 1]  # once by the jitted call (a break), once by NumPy's

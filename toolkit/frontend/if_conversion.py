@@ -132,40 +132,65 @@ def _global_is_pure(name: str, fn: types.FunctionType, pending: list) -> bool:
             and getattr(value, "__name__", name) not in _IMPURE_LIBRARY)  # from numpy import
 
 
+# code object -> its instructions as far as purity goes: None where the code alone rules it
+# out, else (branches, (opname, name) of each global and attribute read, in order)
+_DECODED: "weakref.WeakKeyDictionary[types.CodeType, tuple | None]" = weakref.WeakKeyDictionary()
+
+
+def _decoded(code: types.CodeType) -> tuple | None:
+    """What ``_code_is_pure`` reads of ``code``, decoded once (a notebook's namespace is
+    scanned again whenever one of its names changes, and decoding bytecode is slow)."""
+    try:
+        return _DECODED[code]
+    except KeyError:
+        pass
+    verdict = None
+    if not code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # not a generator or a coroutine
+        reads, branches = [], False
+        for ins in dis.get_instructions(code):
+            op = ins.opname
+            if op not in _PURE_OPCODES:
+                break
+            if op == "BINARY_OP" and ins.argrepr.endswith("=") and ins.argrepr != "==":
+                break  # x += y writes x's array in place
+            if op == "KW_NAMES":
+                names = code.co_consts[ins.arg]
+            elif op == "LOAD_CONST":  # (3.13 loads a call's keyword names as a constant)
+                names = ins.argval if isinstance(ins.argval, tuple) else ()
+            else:
+                names = ()
+            if "out" in names:
+                break  # np.add(x, 1, out=y) writes y
+            branches = branches or "IF" in op
+            if op in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD"):
+                reads.append((op, ins.argval))
+            else:
+                reads.append(None)  # (ends an attribute chain)
+        else:
+            verdict = (branches, tuple(reads))
+    _DECODED[code] = verdict
+    return verdict
+
+
 def _code_is_pure(fn: types.FunctionType, pending: list) -> bool:
-    code = fn.__code__
-    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # a generator or a coroutine
+    decoded = _decoded(fn.__code__)
+    if decoded is None:
         return False
     in_library = False  # the value on top of the stack is NumPy, math or a submodule
-    for ins in dis.get_instructions(code):
-        op = ins.opname
-        if op not in _PURE_OPCODES:
-            return False
-        if op == "BINARY_OP" and ins.argrepr.endswith("=") and ins.argrepr not in ("==",):
-            return False  # x += y writes x's array in place
-        if op == "KW_NAMES":
-            names = code.co_consts[ins.arg]
-        elif op == "LOAD_CONST":  # (3.13 loads a call's keyword names as a constant)
-            names = ins.argval if isinstance(ins.argval, tuple) else ()
-        else:
-            names = ()
-        if "out" in names:
-            return False  # np.add(x, 1, out=y) writes y
+    for read in decoded[1]:
+        if read is None:
+            in_library = False
+            continue
+        op, name = read
         if op == "LOAD_GLOBAL":
-            name = ins.argval
             if not _global_is_pure(name, fn, pending):
                 return False
             in_library = _library(fn.__globals__.get(name))
-            continue
-        if op in ("LOAD_ATTR", "LOAD_METHOD"):
-            name = ins.argval
-            if in_library:
-                if name in _IMPURE_LIBRARY:
-                    return False
-                continue  # (stays in the library where the attribute is a submodule)
-            if name not in _READING_ATTRIBUTES:
-                return False
-        in_library = False
+        elif in_library:
+            if name in _IMPURE_LIBRARY:
+                return False  # (stays in the library where the attribute is a submodule)
+        elif name not in _READING_ATTRIBUTES:
+            return False
     return True
 
 
@@ -183,8 +208,9 @@ def pure_helper(fn, memo: dict | None = None) -> bool:
     verdict = memo.get(id(fn))
     if verdict is not None:
         return verdict
-    if not any("IF" in ins.opname for ins in dis.get_instructions(fn.__code__)):
-        memo[id(fn)] = False  # (no branch: nothing to convert)
+    decoded = _decoded(fn.__code__)
+    if decoded is None or not decoded[0]:
+        memo[id(fn)] = False  # (impure, or no branch: nothing to convert)
         return False
     pending, seen, verdict = [fn], set(), True
     while pending:  # (the helpers it calls, iteratively: a call graph, not a recursion)
@@ -239,6 +265,8 @@ def _has_tracer(args: tuple, kwargs: dict) -> bool:
 def _converted_call(fn, args: tuple, kwargs: dict):
     trace = current_trace()
     checks_before, limits_before = len(trace.checks), dict(trace.int_limits)
+    tape = trace._tape_in_op  # (the recorded operation this call is, if any)
+    touched_before = len(tape.touched) if tape is not None else 0
     promotions_before = len(trace.promotions)
     finished: dict[tuple, tuple] = {}  # forced outcomes -> (predicates, result, checks)
     work = [()]
@@ -267,7 +295,11 @@ def _converted_call(fn, args: tuple, kwargs: dict):
         merged = _merge(trace, finished)
         if merged is not None and trace.int_limits == limits_before:
             return merged
-    # not convertible: the plain call (its break), with what the paths traced forgotten
+    # not convertible: the plain call (its break), with what the paths traced forgotten (no
+    # predicate of theirs may stay alive: a live value crosses every break as a segment output)
+    finished = forking = result = None
+    if tape is not None:
+        del tape.touched[touched_before:]  # (the views the paths made of the arguments)
     del trace.checks[checks_before:]
     del trace.promotions[promotions_before:]
     trace.int_limits = limits_before

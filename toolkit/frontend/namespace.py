@@ -167,22 +167,32 @@ def _is_library(namespace: dict) -> bool:
 
 _REPLACEMENTS = {id(replacement) for _, replacement in _REBOUND.values()} | {
     id(builtin) for builtin in TRACED_BUILTINS.values()}
-# id(namespace) -> (the namespace, its names, its values' ids, the names to swap) when last
-# scanned: a notebook's namespace holds hundreds of names, and a function that breaks its graph
-# is traced (replayed) on every call
+# id(namespace) -> (the namespace, its names, its values' ids, the names to swap, its values'
+# types, its functions) when last scanned: a notebook's namespace holds hundreds of names, and
+# a function that breaks its graph is traced (replayed) on every call
 _SCANNED: dict[int, tuple] = {}
 _SCANNED_KEPT = 64
+# values whose rebinding changes nothing a scan decides (a loop's counter, an array)
+_DATA_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None), numpy.ndarray})
 
 
 def _names_to_swap(namespace: dict) -> dict:
-    """The names of ``namespace`` bound to NumPy or to its buffer functions, with their
-    replacements. The last scan is reused while the namespace holds the very same names bound
-    to the very same objects (two lists compared in C; the objects the scan swaps are held by
-    it, so no other object can take their ids)."""
+    """The names of ``namespace`` bound to NumPy, to its buffer functions or to pure helpers
+    that branch, with their replacements. The last scan is reused while the namespace holds
+    the very same names bound to the very same objects (two lists compared in C; the scan holds
+    the module's functions, so no other object can take their ids), or where only plain data
+    was rebound (``for i in ...: f(x)`` at a notebook's top level rebinds ``i`` every call)."""
     names, ids = list(namespace), list(map(id, namespace.values()))
     found = _SCANNED.get(id(namespace))
-    if found is not None and found[0] is namespace and found[2] == ids and found[1] == names:
-        return found[3]
+    if found is not None and found[0] is namespace and found[1] == names:
+        if found[2] == ids:
+            return found[3]
+        kinds = list(map(type, namespace.values()))
+        if kinds == found[4] and all(
+                kind in _DATA_TYPES or issubclass(kind, numpy.generic)
+                for kind, now, then in zip(kinds, ids, found[2]) if now != then):
+            _SCANNED[id(namespace)] = (namespace, names, ids, found[3], kinds, found[5])
+            return found[3]
     swapped, verdicts = {}, {}
     inside = False  # a trace of this module's code is running (its names are swapped now)
     for name, value in list(namespace.items()):  # (the cheapest test first)
@@ -198,7 +208,9 @@ def _names_to_swap(namespace: dict) -> dict:
     if not inside:  # (a scan made inside a trace would find nothing to swap after it)
         if len(_SCANNED) >= _SCANNED_KEPT:
             _SCANNED.clear()
-        _SCANNED[id(namespace)] = (namespace, names, ids, swapped)
+        functions = tuple(v for v in namespace.values() if type(v) is types.FunctionType)
+        _SCANNED[id(namespace)] = (namespace, names, ids, swapped,
+                                   list(map(type, namespace.values())), functions)
     return swapped
 
 

@@ -307,7 +307,7 @@ class Tape:
             else:
                 keys = tuple([key_of(a, trace) for a in args])
             # (the code object by identity, kept alive by the node: its hash reads its bytes)
-            key = (fn, id(frame.f_code), frame.f_lineno, keys,
+            key = (fn, id(frame.f_code), frame.f_lasti, keys,
                    key_of(kwargs, trace) if kwargs else None)
         except Unkeyable as e:
             key, unkeyable = None, str(e)
