@@ -321,3 +321,15 @@ def test_converted_and_fallen_back_helpers_replay_with_numpys_results(fn, inputs
     for args in inputs:
         _same(fn(*args), jitted(*args))
     assert jitted.graph_breaks.replayed_calls >= 1
+
+
+def test_the_report_says_which_helpers_merged_and_why_others_did_not():
+    text = str(tk.explain(nussinov, 5, np.array([1, 2, 0, 3, 1], np.int32)))
+    assert "no graph breaks" in text
+    assert "match (" in text and "merged from up to 2 paths" in text
+    text = str(tk.explain(mixed, np.array([2.0])))
+    assert "int_or_float (" in text and "the paths return an int and a float" in text
+    text = str(tk.explain(uses_counts, np.array([1.0, 3.0])))
+    assert "counts (" in text and "a path needs a concrete value (int())" in text
+    text = str(tk.explain(uses_many, np.linspace(-1, 1, MAX_PATHS)))
+    assert f"more than {MAX_PATHS} paths" in text

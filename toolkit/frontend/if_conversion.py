@@ -262,6 +262,21 @@ def _has_tracer(args: tuple, kwargs: dict) -> bool:
     return False
 
 
+def _note(trace, fn, paths: int, why: str = "") -> None:
+    """What became of one call of ``fn`` (``Trace.conversions``: helper -> [calls merged, most
+    paths, {why not: calls}]), for the graph-break report."""
+    code = fn.__code__
+    key = (fn.__qualname__, f"{code.co_filename}:{code.co_firstlineno}")
+    note = trace.conversions.get(key)
+    if note is None:
+        note = trace.conversions[key] = [0, 0, {}]
+    if why:
+        note[2][why] = note[2].get(why, 0) + 1
+    else:
+        note[0] += 1
+        note[1] = max(note[1], paths)
+
+
 def _converted_call(fn, args: tuple, kwargs: dict):
     trace = current_trace()
     checks_before, limits_before = len(trace.checks), dict(trace.int_limits)
@@ -269,7 +284,7 @@ def _converted_call(fn, args: tuple, kwargs: dict):
     touched_before = len(tape.touched) if tape is not None else 0
     promotions_before = len(trace.promotions)
     finished: dict[tuple, tuple] = {}  # forced outcomes -> (predicates, result, checks)
-    work = [()]
+    work, why = [()], ""
     while work:
         forced = work.pop()
         forking = Forking(forced)
@@ -278,10 +293,12 @@ def _converted_call(fn, args: tuple, kwargs: dict):
             result = fn(*args, **kwargs)
         except Undecided:
             if len(finished) + len(work) + 2 > MAX_PATHS:
+                why = f"more than {MAX_PATHS} paths through its data-dependent ifs"
                 break
             work += [forced + (False,), forced + (True,)]
             continue
-        except Exception:  # (a path that raises, or needs another concrete value)
+        except Exception as e:  # (a path that raises, or needs another concrete value)
+            why = _why_not(e)
             break
         finally:
             trace.forking = None
@@ -292,9 +309,13 @@ def _converted_call(fn, args: tuple, kwargs: dict):
             return result
         finished[forced] = (forking.predicates, result, new_checks)
     else:
-        merged = _merge(trace, finished)
-        if merged is not None and trace.int_limits == limits_before:
+        merged, why = _merge(trace, finished)
+        if not why and trace.int_limits != limits_before:
+            why = "a path limits the range of a Python int argument"
+        if not why:
+            _note(trace, fn, len(finished))
             return merged
+    _note(trace, fn, 0, why)
     # not convertible: the plain call (its break), with what the paths traced forgotten (no
     # predicate of theirs may stay alive: a live value crosses every break as a segment output)
     finished = forking = result = None
@@ -304,6 +325,17 @@ def _converted_call(fn, args: tuple, kwargs: dict):
     del trace.promotions[promotions_before:]
     trace.int_limits = limits_before
     return fn(*args, **kwargs)
+
+
+def _why_not(e: Exception) -> str:
+    """A path's error in a few words: the first line of a concrete-value error names what it
+    asked for (``int()``, a mask's count); other errors by their type."""
+    from .errors import TracerConversionError
+
+    if isinstance(e, TracerConversionError):
+        first = str(e).split(" was called on a traced value")[0].split("\n")[0]
+        return f"a path needs a concrete value ({first[:60]})"
+    return f"a path raised {type(e).__name__}"
 
 
 def _truth(t: Tracer) -> Tracer:
@@ -317,8 +349,8 @@ def _truth(t: Tracer) -> Tracer:
     return t
 
 
-def _merge(trace, finished: dict):
-    """The paths' results as one, a select per leaf on the predicates; None where a leaf
+def _merge(trace, finished: dict) -> tuple[object, str]:
+    """The paths' results as one, a select per leaf on the predicates, and "" ; or why a leaf
     cannot merge exactly. Each path's checks hold only under its own outcomes."""
     from .lax import broadcast_in_dim, elementwise, lift, select
 
@@ -328,7 +360,7 @@ def _merge(trace, finished: dict):
         flat[forced] = (leaves, treedef)
     treedefs = {str(td) for _, td in flat.values()}
     if len(treedefs) != 1:
-        return None
+        return None, f"the paths return different structures ({', '.join(sorted(treedefs))})"
     truths: dict[tuple, Tracer] = {}  # a decision's prefix -> its predicate's truth
     for forced, (predicates, _, _) in finished.items():
         for n, p in enumerate(predicates):
@@ -353,43 +385,60 @@ def _merge(trace, finished: dict):
         pending = dict(values)
         for prefix in sorted(truths, key=len, reverse=True):
             a, b = pending.get(prefix + (True,)), pending.get(prefix + (False,))
-            if (prefix + (True,)) not in pending or (prefix + (False,)) not in pending:
-                return None
             m = _merge_leaf(trace, truths[prefix], a, b, lift, select, broadcast_in_dim)
-            if m is _CANNOT:
-                return None
+            if isinstance(m, _Cannot):
+                return None, m.why
             pending[prefix] = m
         merged_leaves.append(pending[()])
     for forced, (_, _, checks) in finished.items():
         cond = under(forced)
         for flag, error, message in checks:
             trace.checks.append((elementwise("and", flag, cond), error, message))
-    return unflatten(treedef, merged_leaves)
+    return unflatten(treedef, merged_leaves), ""
 
 
-_CANNOT = object()
+class _Cannot:
+    """Why two paths' values cannot be one exactly."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _kind(v) -> str:
+    """A value's kind in the report's words: "an int", "a float64[3] array"."""
+    if isinstance(v, Tracer):
+        what = f"{'weak ' if v.weak_type else ''}{v.dtype}{list(v.shape)} array"
+    elif isinstance(v, numpy.generic):
+        what = f"NumPy {type(v).__name__}"
+    else:
+        what = type(v).__name__
+    return ("an " if what[0] in "aeiou" else "a ") + what
 
 
 def _merge_leaf(trace, truth: Tracer, a, b, lift, select, broadcast_in_dim):
-    """``a if truth else b`` as one value, or ``_CANNOT`` where that would differ from what
+    """``a if truth else b`` as one value, or a ``_Cannot`` where that would differ from what
     Python hands back on one side."""
     if a is b:
         return a
     ta, tb = type(a), type(b)
     if isinstance(a, Tracer) and isinstance(b, Tracer):
         if a.shape != b.shape or a.dtype != b.dtype or a.weak_type != b.weak_type:
-            return _CANNOT
+            return _Cannot(f"the paths return {_kind(a)} and {_kind(b)}")
     elif ta is tb and ta in (int, float, bool, complex):
-        if ta is int and not -_INT_LIMIT <= a < _INT_LIMIT or ta is int and not (
-                -_INT_LIMIT <= b < _INT_LIMIT):
-            return _CANNOT
-        if a == b and (ta is not float or math.copysign(1, a) == math.copysign(1, b)) and a == a:
+        if ta is int and not (-_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT):
+            return _Cannot("a path returns a Python int beyond int32 (a traced int64 could "
+                           "overflow where Python's would not)")
+        if a == b and (ta is not float or math.copysign(1, a) == math.copysign(1, b)):
             return a
         a, b = lift(trace, a), lift(trace, b)
     elif ta is tb and isinstance(a, numpy.generic) and a.dtype == b.dtype:
         a, b = lift(trace, a), lift(trace, b)
+    elif a is None and b is None:
+        return None
     else:
-        return _CANNOT if not (a is None and b is None) else None
+        return _Cannot(f"the paths return {_kind(a)} and {_kind(b)}")
     pred = broadcast_in_dim(truth, a.shape, ()) if a.shape != () else truth
     return select(pred, a, b)
 

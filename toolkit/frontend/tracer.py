@@ -101,6 +101,8 @@ class Trace:
         # a pure helper's path being traced (frontend.if_conversion.Forking): bool() of a
         # traced value takes the path's forced outcome, and nothing breaks the graph
         self.forking = None
+        # (helper's name, where it is defined) -> [calls merged, most paths, {why not: calls}]
+        self.conversions: dict[tuple[str, str], list] = {}
         self._tape_in_op = None
         self._metadata: dict[tuple, Metadata] = {}  # (op, file, line) -> its one Metadata
         if parent is not None:  # (a nested trace builds for real: the walk cannot follow it)

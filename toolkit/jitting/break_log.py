@@ -116,6 +116,10 @@ class BreakLog:
         self.return_guard_failures = 0
         # Python int arguments specialized after a break asked for them: name -> BreakSite
         self.specialized: dict[str, BreakSite] = {}
+        # pure helpers whose data-dependent ifs were traced as selects (frontend.if_conversion),
+        # over the traced calls: (name, where defined) -> [calls merged, most paths,
+        # {why not converted: calls}]
+        self.conversions: OrderedDict[tuple[str, str], list] = OrderedDict()
         self.glue_seconds = 0.0  # Python between segments (its own code, its tracing or replay)
         self.segment_seconds = 0.0
         self._lock = threading.Lock()
@@ -127,6 +131,20 @@ class BreakLog:
             while len(self.sites) > _SITES_KEPT:
                 self.sites.popitem(last=False)
         return stats
+
+    def add_conversions(self, notes: dict) -> None:
+        """A traced call's ``Trace.conversions``, added up per helper."""
+        with self._lock:
+            for key, (merged, paths, whys) in notes.items():
+                entry = self.conversions.get(key)
+                if entry is None:
+                    entry = self.conversions[key] = [0, 0, {}]
+                    while len(self.conversions) > _SITES_KEPT:
+                        self.conversions.popitem(last=False)
+                entry[0] += merged
+                entry[1] = max(entry[1], paths)
+                for why, calls in whys.items():
+                    entry[2][why] = entry[2].get(why, 0) + calls
 
     def replay_stopped(self, why: tuple[str, str]) -> None:
         with self._lock:

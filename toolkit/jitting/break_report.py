@@ -92,6 +92,9 @@ class GraphBreakReport:
     replay_stops: tuple = ()  # ((reason, file:line, calls), ...): where other calls' replay ended
     # ((argument, file:line), ...): Python int arguments made static after a break asked for them
     specialized: tuple = ()
+    # ((helper, file:line, calls merged, most paths, ((why not, calls), ...)), ...): pure helpers
+    # whose data-dependent ifs were traced as selects, over the traced calls
+    helpers: tuple = ()
 
     @property
     def break_count(self) -> int:
@@ -112,9 +115,19 @@ class GraphBreakReport:
                        f"(at {_short(where)}), so it is a static argument: one whole program "
                        f"per value (a new value recompiles), no segments"
                        for name, where in self.specialized]
+        helpers = []
+        if self.helpers:
+            helpers.append("pure helpers with data-dependent ifs (traced as selects where "
+                           "exact; over the traced calls):")
+        for name, where, merged, paths, whys in self.helpers:
+            if merged:
+                helpers.append(f"  {name} ({_short(where)}): {merged} call(s) merged from up "
+                               f"to {paths} paths: no break there")
+            helpers += [f"  {name} ({_short(where)}): not converted {calls}x: {why}; it ran "
+                        "as written (a break)" for why, calls in whys]
         if not self.breaks and not self.calls:
             return "\n".join([f"jit({self.function}): no graph breaks: one compiled program "
-                              "per call"] + specialized)
+                              "per call"] + specialized + helpers)
         lines = [f"jit({self.function}): {self.break_count} graph break(s) over {self.calls} "
                  f"call(s), {self.graph_count} segment(s) per call",
                  f"time: Python glue (its code, its tracing or replay) "
@@ -126,7 +139,7 @@ class GraphBreakReport:
                   for reason, where, count in self.replay_stops]
         lines += ["breaks:"]
         lines += ["  " + b.text for b in self.breaks]
-        lines += specialized
+        lines += specialized + helpers
         if self.return_guard_failures:
             lines.append(f"  the last segment (to the return) compiled again "
                          f"{self.return_guard_failures}x: Python traced a different one")
@@ -148,6 +161,10 @@ class GraphBreakReport:
             f"<td>{html.escape(' '.join(filter(None, (b.suggestion, b.bucketing))))}</td></tr>"
             for b in self.breaks)
         segs = "".join(f"<li>{html.escape(s.text)}</li>" for s in self.segments)
+        helper_lines = [line.strip() for line in self.text.splitlines()
+                        if any(line.startswith(f"  {h[0]} (") for h in self.helpers)]
+        if helper_lines:
+            segs += "".join(f"<li>helper {html.escape(line)}</li>" for line in helper_lines)
         summary = html.escape(self.text.splitlines()[0])
         return (f"<div class='tk-graph-breaks'><b>{summary}</b>"
                 f"<p>Python glue {self.glue_seconds * 1e3:.2f} ms, compiled segments "
@@ -173,4 +190,7 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
                                 replay_stops=tuple((reason, where, count) for (reason, where), count
                                                    in log.replay_stops.items()),
                                 specialized=tuple((name, site.location)
-                                                  for name, site in log.specialized.items()))
+                                                  for name, site in log.specialized.items()),
+                                helpers=tuple((name, where, merged, paths, tuple(whys.items()))
+                                              for (name, where), (merged, paths, whys)
+                                              in log.conversions.items()))

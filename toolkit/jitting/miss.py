@@ -73,6 +73,9 @@ class MissCompiler:
             if better is None:
                 raise
             raise better.with_traceback(e.__traceback__) from None
+        finally:
+            if breaker is not None and breaker.trace is not None and breaker.trace.conversions:
+                self.breaks.log.add_conversions(breaker.trace.conversions)
 
     def lowered(self, program: TracedProgram) -> Lowered:
         o = self.options
