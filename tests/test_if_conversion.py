@@ -5,8 +5,11 @@ a path that needs another concrete value) runs the helper plainly, breaking as b
 test compares with NumPy: values, dtypes, signs of zero, and errors."""
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import toolkit as tk
 from toolkit.frontend.if_conversion import MAX_PATHS, pure_helper
@@ -333,3 +336,56 @@ def test_the_report_says_which_helpers_merged_and_why_others_did_not():
     assert "counts (" in text and "a path needs a concrete value (int())" in text
     text = str(tk.explain(uses_many, np.linspace(-1, 1, MAX_PATHS)))
     assert f"more than {MAX_PATHS} paths" in text
+
+
+# ---- random helpers ------------------------------------------------------------------------
+_LEAVES = {  # by family: a helper mostly returns one kind of value (merged), sometimes mixes
+    "arrays": ["a", "b", "a + b", "a * 2", "b - a", "abs(a)", "a * 0 - 0.0", "np.sqrt(abs(b))"],
+    "floats": ["2.5", "-0.0", "0.0", "1.0", "-1.5", "float('inf')"],
+    "ints": ["0", "1", "-1", "7", "LIMIT"],
+    "mixed": ["0", "2.5", "a", "np.float64(3.0)", "a > b", "None"],
+}
+_TESTS = ["a > 0", "b < a", "a == b", "a + b > 1", "b != 0", "a >= LIMIT", "not (a < b)",
+          "a > 0 and b > 0", "a < 0 or b > 2"]
+
+
+@st.composite
+def _helpers(draw):
+    """A module with a random pure helper of nested ifs over two traced scalars, and a caller
+    that accumulates its results over pairs of an array's elements."""
+    lines = ["import numpy as np", "LIMIT = 1", "def h(a, b):"]
+    leaves = _LEAVES[draw(st.sampled_from(sorted(_LEAVES)))]
+    depth = draw(st.integers(1, 3))
+    for level in range(depth):
+        pad = "    " * (level + 1)
+        lines.append(f"{pad}if {draw(st.sampled_from(_TESTS))}:")
+        lines.append(f"{pad}    return {draw(st.sampled_from(leaves))}")
+        if draw(st.booleans()):
+            lines.append(f"{pad}elif {draw(st.sampled_from(_TESTS))}:")
+            lines.append(f"{pad}    return {draw(st.sampled_from(leaves))}")
+        lines.append(f"{pad}else:")
+    lines.append("    " * (depth + 1) + f"return {draw(st.sampled_from(leaves))}")
+    lines += ["def f(xs):",
+              "    out = np.zeros(xs.shape[0])",
+              "    for i in range(xs.shape[0]):",
+              "        out[i] = out[i - 1] + h(xs[i], xs[(i + 1) % xs.shape[0]])",
+              "    return out"]
+    values = draw(st.lists(st.sampled_from([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.nan]),
+                           min_size=2, max_size=5))
+    return "\n".join(lines), np.array(values)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_helpers())
+def test_random_branching_helpers_match_numpy(case):
+    source, xs = case
+    m = types.ModuleType("random_helper_module")
+    exec(compile(source, "<random helper>", "exec"), m.__dict__)
+    try:
+        expected = m.f(xs.copy())
+    except Exception as e:  # (NumPy's own error: toolkit must raise one too)
+        with pytest.raises(type(e)):
+            tk.jit(m.f, backend="interpreter")(xs.copy())
+        return
+    got = tk.jit(m.f, backend="interpreter")(xs.copy())
+    _same(expected, got)
