@@ -327,3 +327,30 @@ def test_short_loops_stay_unrolled_in_a_program_that_compiles_fast_anyway():
     data = np.random.default_rng(5).standard_normal((30, 28))
     compiled = tk.jit(_covariance_by_columns).lower(data).compile()
     assert not _whiles(compiled)
+
+
+def _trmm(A, B):  # PolyBench's trmm as its NumPy port writes it: each row's loop its own shape
+    for i in range(B.shape[0]):
+        for j in range(B.shape[1]):
+            B[i, j] += np.dot(A[i + 1:, i], B[i + 1:, j])
+    return B
+
+
+def test_a_long_programs_inner_loops_roll_each_where_their_shapes_differ(monkeypatch):
+    """``B[i + 1:, j]`` is shorter on every outer trip, so no two inner loops share a body; in
+    a long program each still rolls on its own (its trips are alike), which compiles one trip
+    per row instead of every trip."""
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)  # (the suite's programs are small)
+    monkeypatch.setattr(loop_rolling, "LONE_SHORT_LOOP", 40)
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((30, 30)), rng.standard_normal((30, 10))
+    traced = tk.jit(_trmm).lower(a, b.copy())
+    assert len(traced.hlo.entry.instructions) > loop_rolling.MIN_INSTRUCTIONS
+    compiled = traced.compile()
+    loops = _whiles(compiled)
+    assert len(loops) >= 25, len(loops)
+    # (a row's first trip may fuse with what came before it: that loop has 9)
+    assert {known_trip_count(loop) for loop in loops} <= {9, 10}
+    np.testing.assert_allclose(compiled(a, b.copy()), _trmm(a, b.copy()), rtol=1e-13)
+    monkeypatch.setattr(loop_rolling, "LONE_SHORT_LOOP", 10 ** 9)  # lone loops stay unrolled
+    assert not _whiles(tk.jit(_trmm).lower(a, b.copy()).compile())

@@ -15,7 +15,10 @@ one trip instead of thousands:
   ``MIN_INSTRUCTIONS`` in all: the inner loops of a triangular nest (``for i: for j in
   range(i, n):``) differ in trip count, so the nest is no alike run. Their index constants,
   starts and trip counts are loop state, not body constants, so they share one body, which
-  the backend compiles once.
+  the backend compiles once. A short loop of ``LONE_SHORT_LOOP`` instructions or more rolls
+  there even alone: the inner loops of ``for i: for j: B[i, j] += A[i + 1:, i] @ B[i + 1:,
+  j]`` read shorter slices on every outer trip, so no two share a body, yet each is alike
+  within itself, and one trip compiles faster than hundreds of instructions.
 - Every trip has the same opcodes, shapes and attributes (reduction regions alike up to names);
   what may differ is a ``slice``'s start (stride 1) and a scalar constant operand holding an
   integer, each in an arithmetic progression over the trips. The body computes them from the
@@ -66,6 +69,12 @@ MIN_INSTRUCTIONS = 2048
 # the covariance runs faster rolled (1.1 ms against 4.0 ms). Below this size the program
 # compiles in about a second either way, and unrolled it runs fastest.
 SHORT_LOOPS_FROM = 8192
+# A lone short loop (no other loop shares its body) of this many instructions or more rolls in
+# a program of SHORT_LOOPS_FROM instructions: its own compile (tens of ms) costs less than
+# fusing and emitting its trips unrolled (about 100 µs an instruction). PolyBench's trmm, 52k
+# instructions in 60 such loops: first call 10.1 s unrolled, 5.1-5.6 s rolled (runs 0.9-2.1
+# ms unrolled, 1.6 ms rolled, on this noisy 2-core machine); symm 7.4-7.8 s, then 4.1-4.6 s.
+LONE_SHORT_LOOP = 384
 MAX_PERIOD = 512  # instructions in one trip
 _CANDIDATES = 4  # periods tried at each start
 _S64 = from_numpy(np.dtype(np.int64))
@@ -543,7 +552,8 @@ def roll_loops(module: Module):
         if loop.short:
             loop.kind = _kind(loop, token)
             kinds[loop.kind] += loop.trips * loop.period
-    loops = [loop for loop in loops if not loop.short or kinds[loop.kind] >= MIN_INSTRUCTIONS]
+    loops = [loop for loop in loops if not loop.short or kinds[loop.kind] >= MIN_INSTRUCTIONS
+             or loop.trips * loop.period >= LONE_SHORT_LOOP]
     # the loop is emitted where its first trip began: what it reads from outside must be
     # defined by then (a parameter made while tracing, after a graph break, may come later)
     position = {id(inst): k for k, inst in enumerate(entry.instructions)}
