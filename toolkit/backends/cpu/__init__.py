@@ -55,7 +55,25 @@ def _is_full_reduction(spec: KernelSpec) -> bool:
     return len(hero.attrs["dimensions"]) == hero.operands[0].shape.rank
 
 
+def _memoized(fn):
+    """``fn`` of an instruction, asked once per instruction of one plan (the buffer plan and
+    the steps ask the same kernel several times; each answer walks its fused computation)."""
+    answers: dict = {}  # (instructions hash and compare by identity)
+
+    def answer(inst):
+        try:
+            return answers[inst]
+        except KeyError:
+            found = answers[inst] = fn(inst)
+            return found
+
+    return answer
+
+
 def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
+    update_in_place = _memoized(update_in_place_operand)
+    overwritable = _memoized(elementwise_in_place_operands)
+
     def make_step(inst, inputs, outs) -> Step:
         if inst.opcode == "dot":
             return Step("dot", inst, inputs, outs, extra={"run": make_dot(inst)})
@@ -96,7 +114,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         try:
             if inst.opcode == "call":
                 raise CodegenUnsupported("call (the call-inliner pass removes these)")
-            in_place = update_in_place_operand(inst)
+            in_place = update_in_place(inst)
             spec = (
                 plan_update_in_place(inst)
                 if in_place is not None and outs[0] in inputs
@@ -128,8 +146,8 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
     return plan_buffers(
         module,
         make_step,
-        update_in_place_operand,
-        elementwise_in_place_operands,
+        update_in_place,
+        overwritable,
         loop_state_in_place=True,
     )
 
