@@ -389,3 +389,21 @@ def test_random_branching_helpers_match_numpy(case):
         return
     got = tk.jit(m.f, backend="interpreter")(xs.copy())
     _same(expected, got)
+
+
+def complex_zero(x):
+    if x > 0:
+        return complex(1.0, 0.0)
+    return complex(1.0, -0.0)
+
+
+def complex_of(xs):
+    return complex_zero(xs[0])
+
+
+def test_complex_zeros_keep_the_sign_of_their_parts():
+    for xs in (np.array([1.0]), np.array([-1.0])):
+        jitted = tk.jit(complex_of, backend="interpreter")
+        got, want = np.asarray(jitted(xs)), np.asarray(complex_of(xs))
+        assert got == want and np.signbit(got.imag) == np.signbit(want.imag)
+        assert jitted.graph_breaks.break_count == 0

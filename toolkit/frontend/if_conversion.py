@@ -406,6 +406,15 @@ class _Cannot:
         self.why = why
 
 
+def _same_scalar(a, b) -> bool:
+    """Equal Python scalars of one type, zeros of one sign (a complex number's parts too)."""
+    if isinstance(a, complex):
+        return _same_scalar(a.real, b.real) and _same_scalar(a.imag, b.imag)
+    if isinstance(a, float):
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return a == b
+
+
 def _kind(v) -> str:
     """A value's kind in the report's words: "an int", "a float64[3] array"."""
     if isinstance(v, Tracer):
@@ -430,7 +439,7 @@ def _merge_leaf(trace, truth: Tracer, a, b, lift, select, broadcast_in_dim):
         if ta is int and not (-_INT_LIMIT <= a < _INT_LIMIT and -_INT_LIMIT <= b < _INT_LIMIT):
             return _Cannot("a path returns a Python int beyond int32 (a traced int64 could "
                            "overflow where Python's would not)")
-        if a == b and (ta is not float or math.copysign(1, a) == math.copysign(1, b)):
+        if _same_scalar(a, b):
             return a
         a, b = lift(trace, a), lift(trace, b)
     elif ta is tb and isinstance(a, numpy.generic) and a.dtype == b.dtype:
