@@ -79,9 +79,10 @@ def test_covariance_by_columns_is_numpys_and_copies_no_windows(monkeypatch):
     ((program, steps, *_),) = exe.segments
     assert program is not None
     # 159 kernels copied windows (80 columns, 79 column ranges; d[:, 79] is one slice
-    # and a reshape of it): 157 are gone, the shared slice and its reshape stay
-    assert _slice_kernels(exe.steps) == 159 and _slice_kernels(steps) == 2
-    assert len(steps) == len(exe.steps) - 157
+    # and a reshape of it): 158 are gone; the shared slice stays, and the dot reads its
+    # reshape through it (a reshape is its source's elements in order)
+    assert _slice_kernels(exe.steps) == 159 and _slice_kernels(steps) == 1
+    assert len(steps) == len(exe.steps) - 158
 
 
 def test_per_head_windows_of_windows_are_read_in_place(monkeypatch):
@@ -148,3 +149,54 @@ def test_a_non_blasable_window_is_copied_as_numpy_copies_it(monkeypatch):
     x, y = rng.standard_normal((30, 40)), rng.standard_normal((21, 17))
     (got,), _ = _run(fn, (x, y))
     assert np.array_equal(got, fn(x, y)[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_stack_of_rows_times_one_matrix_is_one_gemm_and_copies_nothing(dtype, monkeypatch):
+    """``(a.reshape(r, q, 1, p) @ c).reshape(r, q, p)`` is one (r * q, p) @ (p, p) GEMM: BLAS
+    reads ``a`` through the reshape and writes the result's buffer, as NumPy's matmul of
+    ``a.reshape(-1, p)`` would; neither reshape copies."""
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+
+    def stacked(a, c):
+        r, q, p = a.shape
+        return ((a.reshape(r, q, 1, p) @ c).reshape(r, q, p),)
+
+    rng = np.random.default_rng(8)
+    a, c = rng.standard_normal((6, 5, 16)).astype(dtype), rng.standard_normal((16, 16)).astype(
+        dtype)
+    (got,), exe = _run(stacked, (a, c))
+    assert np.array_equal(got, (a.reshape(-1, 16) @ c).reshape(6, 5, 16))
+    assert not np.shares_memory(got, a)
+    ((program, steps, *_),) = exe.segments
+    assert program is not None and program[0] == 1  # one native op: the GEMM
+    assert [s.kind for s in exe.steps] == ["kernel", "dot", "kernel"]
+
+
+def test_a_product_read_after_its_reshape_is_still_copied(monkeypatch):
+    """The reshape's buffer holds the product only where nothing else reads the product."""
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+
+    def both(a, c):
+        product = a @ c
+        return product.reshape(-1), product * 2.0
+
+    rng = np.random.default_rng(9)
+    a, c = rng.standard_normal((7, 5)), rng.standard_normal((5, 6))
+    (flat, twice), _ = _run(both, (a, c))
+    want_flat, want_twice = both(a, c)
+    assert np.array_equal(flat, want_flat) and np.array_equal(twice, want_twice)
+
+
+def test_a_reshaped_product_read_by_the_next_product(monkeypatch):
+    """``(a @ b).reshape(12, 4) @ c``: the second dot reads the reshape through the first
+    product's buffer; the first writes that buffer, not the reshape's."""
+    monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+
+    def chained(a, b, c):
+        return ((a @ b).reshape(12, 4) @ c,)
+
+    rng = np.random.default_rng(10)
+    a, b, c = rng.standard_normal((6, 4)), rng.standard_normal((4, 8)), rng.standard_normal((4, 3))
+    (got,), _ = _run(chained, (a, b, c))
+    np.testing.assert_allclose(got, chained(a, b, c)[0], rtol=1e-13)

@@ -459,9 +459,9 @@ class Tracer:
         value = self._known()
         if value is not None:
             return value
-        forking = current_trace().forking if current_trace() is not None else None
-        if forking is not None and what == "bool()":
-            return forking.decide(self)
+        trace = current_trace()
+        if trace is not None and trace.forking is not None and what == "bool()":
+            return trace.forking.decide(self)
         breaker = can_break(self)
         if breaker is None:
             raise self._concrete_error(what)

@@ -1,5 +1,6 @@
 """Dot operands read in place: where a BLAS product's operand is a window of another buffer (a
-``slice``, alone or fused with reshapes that only add or drop unit dimensions), the native
+``slice``, alone or fused with reshapes that only add or drop unit dimensions; or a reshape
+alone, which is the whole buffer with its elements in order), the native
 program hands BLAS the source buffer plus the window's offset, with the source's leading
 dimension or increment, as NumPy's matmul passes a view, instead of the slice kernel's copy.
 
@@ -44,6 +45,8 @@ def _window(step, slot_types) -> Operand | None:
             len(i.operands) != 1 or i.operands[0] is not p for p, i in zip(chain, chain[1:])):
         return None
     slice_ = chain[0]
+    if _unit_preserving(slice_):  # reshapes alone: the whole source, its elements in order
+        return _reshaped(step, chain, slot_types)
     if slice_.opcode == "slice":
         if len(step.inputs) != 1:
             return None
@@ -81,6 +84,23 @@ def _window(step, slot_types) -> Operand | None:
     for d in out_dims:
         strides.append(1 if d == 1 else next(it)[1])
     return Operand(source_slot, offset, tuple(strides))
+
+
+def _reshaped(step, chain, slot_types) -> Operand | None:
+    """A reshape step's result as a view of its source (row-major reshapes keep every element
+    where it was: ``a.reshape(r * q, p)`` for a GEMM), or None."""
+    if len(step.inputs) != 1 or len(chain[0].operands) != 1 or (
+            step.inst.opcode == "fusion" and chain[0].operands[0].opcode != "parameter"):
+        return None
+    source, result = slot_types[step.inputs[0]], slot_types[step.outputs[0]]
+    if source is None or result is None or tuple(chain[-1].shape.dims) != tuple(result[0]):
+        return None
+    dims = result[0]
+    strides, size = [], 1
+    for d in reversed(dims):
+        strides.append(size)
+        size *= d
+    return Operand(step.inputs[0], 0, tuple(reversed(strides)))
 
 
 def _constant_starts(fusion, dynamic_slice):
@@ -172,3 +192,57 @@ def droppable_slices(exe, offered, read_in_place: dict[int, set[int]]) -> set[in
         if not needed:
             dropped.add(slice_position)
     return dropped
+
+
+def reshaped_results(exe) -> dict[int, int]:
+    """dot step position -> the slot it may write its product into: the result of the reshape
+    step right after it, whose only input is the product (``(a @ c).reshape(r, q, p)``): a
+    row-major reshape keeps every element where it is, so the reshape's buffer holds the
+    product as it is, and that step need not copy it. Only where nothing else reads the
+    product (before its slot is written again; the program does not return it) and the
+    reshape's buffer is none of the dot's inputs."""
+    steps, types = exe.steps, exe._slot_types
+    candidates = {}
+    for p in range(len(steps) - 1):
+        dot, after = steps[p], steps[p + 1]
+        if dot.kind != "dot" or len(dot.outputs) != 1 or after.kind != "kernel":
+            continue
+        product, target = dot.outputs[0], after.outputs[0] if len(after.outputs) == 1 else None
+        if target is None or after.inputs != [product] or target in dot.inputs \
+                or product in exe.out_slots:
+            continue
+        chain = _chain(after)
+        if not chain or not all(_unit_preserving(i) for i in chain) \
+                or _reshaped(after, chain, types) is None \
+                or types[target] is None or types[product] is None \
+                or types[target][1] != types[product][1]:
+            continue
+        candidates[p] = (product, target)
+    if not candidates:
+        return {}
+    watched = {product for product, _ in candidates.values()}
+    events: dict[int, list[tuple[int, bool]]] = {}  # slot -> (position, written?)
+    for position, step in enumerate(steps):
+        for s in step.inputs:
+            if s in watched:
+                events.setdefault(s, []).append((position, False))
+        for s in step.outputs:
+            if s in watched:
+                events.setdefault(s, []).append((position, True))
+    redirected = {}
+    for p, (product, target) in candidates.items():
+        found = events.get(product, [])
+        start = bisect.bisect_right(found, (p + 1, True))  # after the reshape's read
+        later = found[start:]
+        if not later or later[0][1]:  # unread until written again (or never again)
+            redirected[p] = target
+    return redirected
+
+
+def _chain(step) -> list:
+    inst = step.inst
+    if inst.opcode == "fusion":
+        comp = inst.attrs.get("calls")
+        return [] if comp is None else [i for i in comp.instructions
+                                        if i.opcode != "parameter" and i.opcode != "constant"]
+    return [inst]

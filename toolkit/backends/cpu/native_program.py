@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import env_int
-from .dot_views import droppable_slices, offered_views
+from .dot_views import droppable_slices, offered_views, reshaped_results
 from .executor import native_op_codes, native_run_steps
 from .native_loop import GEMV_VIEW, _array_slots, _Unsupported, blas_gemm, step_op
 
@@ -107,6 +107,12 @@ def _segments(exe) -> list[Segment]:
             continue
         read_in_place[position] = used
     dropped = droppable_slices(exe, offered, read_in_place)
+    # dots whose product the reshape after them would only copy: they write its buffer
+    # (not where that reshape is itself read in place by the next dot, and dropped)
+    redirected = {p: target for p, target in reshaped_results(exe).items()
+                  if p + 1 not in dropped}
+    bypassed: set[int] = set()  # the products written straight into the reshapes' buffers
+    reshaped: set[int] = set()  # those reshape steps (in the segment, with no op of their own)
     segments: list[Segment] = []
     run: list = []
     ops: list = []
@@ -119,7 +125,7 @@ def _segments(exe) -> list[Segment]:
         # (a dot reading a window runs natively even alone: nothing else computed its operand)
         if len(run) >= MIN_STEPS or (run and views_read):
             program = np.array([len(ops)] + [v for op in ops for v in op], dtype=np.int64)
-            written = {s for step in run for s in step.outputs} - unwritten
+            written = {s for step in run for s in step.outputs} - unwritten - bypassed
             allocate = tuple(sorted(s for s in written if s not in exe.temp_slots
                                     and s not in exe.constants))
             slots = tuple(sorted(position, key=position.get))
@@ -144,12 +150,21 @@ def _segments(exe) -> list[Segment]:
     for p, step in enumerate(exe.steps):
         if p in dropped:
             continue
+        if p in reshaped:  # (its dot wrote its buffer)
+            run.append(step)
+            continue
         before = dict(position)
         views = {k: w for k, (_, w) in offered.get(p, {}).items()}
         used: set[int] = set()
         try:
             if step.kind == "control":
                 op = while_op(exe, step, index, read_after[p], unwritten)
+            elif p in redirected:
+                product, target = step.outputs[0], redirected[p]
+                op = step_op(exe, step, lambda s: index(target if s == product else s), gemm,
+                             views, used)
+                bypassed.add(product)
+                reshaped.add(p + 1)
             else:
                 op = step_op(exe, step, index, gemm, views, used)
             if used != read_in_place.get(p, set()):
