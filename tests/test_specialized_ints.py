@@ -171,3 +171,39 @@ def test_a_function_with_side_effects_before_the_break_runs_them_at_trace_time()
     np.testing.assert_array_equal(f(2, a), relax(2, a))
     np.testing.assert_array_equal(f(2, a), relax(2, a))  # a hit: no Python
     assert len(seen) == 2
+
+
+def seidel_like(TSTEPS, N, A):  # PolyBench's seidel-2d: loops over values computed from ints
+    for _ in range(0, TSTEPS - 1):
+        for i in range(1, N - 1):
+            A[i, 1:-1] += A[i - 1, :-2] + A[i + 1, 2:]
+            for j in range(1, N - 1):
+                A[i, j] += A[i, j - 1]
+                A[i, j] /= 9.0
+
+
+def test_ints_computed_from_python_int_arguments_specialize_those_arguments():
+    rng = np.random.default_rng(2)
+    f = tk.jit(seidel_like, backend="cpu")
+    for steps in (3, 3, 4):
+        A = rng.random((7, 7))
+        _, (_, _, want) = _reference(seidel_like, steps, 7, A)
+        assert f(steps, 7, A) is None
+        np.testing.assert_allclose(A, want, rtol=1e-14)
+    report = f.graph_breaks
+    assert report.calls == 0, report  # every call one program: no segments
+    assert "'TSTEPS'" in str(report) and "'N'" in str(report)
+    assert f.cache_size == 2  # one program per value of TSTEPS
+
+
+def test_a_value_computed_from_an_int_and_an_array_is_not_specialized():
+    def mixed(n, x):
+        for _ in range(int(n + x[0])):  # data decides: a break every call, n stays traced
+            x = x * 0.5
+        return x
+
+    a = np.array([2.0, 1.0])
+    f = tk.jit(mixed, backend="cpu")
+    for _ in range(3):
+        np.testing.assert_array_equal(f(1, a), mixed(1, a))
+    assert f.graph_breaks.calls == 3 and "specialized: '" not in str(f.graph_breaks)

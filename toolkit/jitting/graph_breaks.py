@@ -46,6 +46,9 @@ from .promotions import report_promotions
 
 
 
+_INT_CONE = 64  # instructions looked at to find the Python ints a value is computed from
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentRun:
     """What a replayed break (or return) needs of the segment it recorded: the compiled
@@ -269,11 +272,12 @@ class Breaker:
         trace = self.trace
         if not self.ran and not self.always and trace.tape is None \
                 and trace._tape_in_op is None:
-            name = self._python_int_name(tracer)
-            # nothing has run: trace the call again with it static (once: were it traced
+            names = self._python_int_names(tracer)
+            # nothing has run: trace the call again with them static (once: were it traced
             # again though specialized, the call goes on in segments rather than loop)
-            if name is not None and name not in self.owner.log.specialized:
-                raise SpecializeAndRetrace({**self.python_ints, name: site})
+            if names and any(name not in self.owner.log.specialized for name in names):
+                raise SpecializeAndRetrace({**self.python_ints,
+                                            **{name: site for name in names}})
         log = self.owner.log
         with log._lock:
             stats = log.site(site)
@@ -307,6 +311,7 @@ class Breaker:
             if tape is not None and trace.tape is tape:
                 tape.record(key, replay.Node(tape.state()))
             return value
+        self._note_python_int(tracer, site)  # (computed from Python ints: static later)
         live = live_tracers(trace)
         if not any(t is tracer for t in live):
             live.append(tracer)
@@ -342,19 +347,36 @@ class Breaker:
         ``if flag:``) is specialized on later calls, as torch.compile specializes ints: the
         argument becomes static (its value is part of the signature), so the call compiles as
         one program instead of re-running its Python around segments."""
-        name = self._python_int_name(tracer)
-        if name is not None:
+        for name in self._python_int_names(tracer):
             self.python_ints.setdefault(name, site)
 
-    def _python_int_name(self, tracer: Tracer) -> str | None:
-        """The name of the top-level Python int (or bool) argument ``tracer`` is, else None
-        (an argument inside a pytree, an array or a NumPy scalar is never specialized)."""
+    def _python_int_names(self, tracer: Tracer) -> list[str]:
+        """The top-level Python int (or bool) arguments ``tracer`` is computed from, where it
+        is computed from nothing else (``range(steps - 1)``, ``if n % 2:``): scalar arithmetic
+        on them and constants, at most ``_INT_CONE`` instructions. Else none (a value read
+        from an array, an argument inside a pytree, or a NumPy scalar is never specialized)."""
+        python_ints = {}
         for spec, argument in zip(self.specs, self.arguments):
-            if argument.inst is tracer.inst:
-                if spec.weak_type and spec.dtype.kind in "biu" and spec.path.isidentifier():
-                    return spec.path
-                return None
-        return None
+            if spec.weak_type and spec.dtype.kind in "biu" and spec.path.isidentifier():
+                python_ints[id(argument.inst)] = spec.path
+        if not python_ints:
+            return []
+        names, seen, stack = [], set(), [tracer.inst]
+        while stack:
+            inst = stack.pop()
+            if id(inst) in seen:
+                continue
+            seen.add(id(inst))
+            if len(seen) > _INT_CONE or inst.shape.rank != 0:
+                return []
+            if inst.opcode == "parameter":
+                name = python_ints.get(id(inst))
+                if name is None:
+                    return []
+                names.append(name)
+            elif inst.opcode != "constant":
+                stack.extend(inst.operands)
+        return names
 
     def _replay_break(self, node: replay.Node, tracer: Tracer, site: BreakSite):
         """The recorded break ``node`` again: its segment runs with this call's values and the
