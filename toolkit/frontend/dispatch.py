@@ -7,6 +7,7 @@ from . import reductions, registry, views
 from .errors import UnsupportedNumpyError, UserValueError
 from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
+from .masked import MaskedSelection, assign_selection, materialized
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
 from . import replay
@@ -19,6 +20,8 @@ _REDUCE_METHODS = {np.add: reductions.sum, np.multiply: reductions.prod,
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    if any(type(v) is MaskedSelection for v in inputs):
+        return NotImplemented  # (x[mask]'s own: masked.py)
     out = kwargs.get("out")
     if isinstance(out, tuple) and len(out) == 1:
         out = out[0]
@@ -93,7 +96,7 @@ def _binary(ufunc, reflected=False):
         if isinstance(other, (list, tuple)):
             other = np.asarray(other)
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
-            return NotImplemented
+            return NotImplemented  # (a MaskedSelection's reflected operator answers)
         return apply_ufunc(ufunc, (other, self) if reflected else (self, other))
     return op
 
@@ -185,8 +188,24 @@ Tracer.__array_ufunc__ = _array_ufunc
 Tracer.__array_function__ = _array_function
 
 
+def _without_selections(key):
+    """An index with each ``x[mask]`` in it as NumPy's array (an index needs its length)."""
+    if isinstance(key, MaskedSelection):
+        return key.materialize()
+    if type(key) is tuple and any(isinstance(k, MaskedSelection) for k in key):
+        return materialized(key)
+    return key
+
+
 def _getitem(self, key):
     with self.trace.op_scope("getitem"):
+        key = _without_selections(key)
+        trace = self._trace
+        if isinstance(key, Tracer) and key.dtype == np.bool_ and key.shape == self.shape \
+                and self.ndim and trace.tape is None and trace._tape_in_op is None:
+            # x[mask]: dense until its length is needed (masked.py). (A call that records or
+            # replays its operations reads it as before: a break guarded by the count.)
+            return MaskedSelection(self, key)
         if not is_plain_key(key) and is_advanced(key):  # a copy in NumPy, never a view
             return getitem(self, key)
         return views.view_of(self, key, getitem(self, key))
@@ -194,6 +213,11 @@ def _getitem(self, key):
 
 def _setitem(self, key, value):
     with self.trace.op_scope("setitem"):
+        key = _without_selections(key)
+        if isinstance(value, MaskedSelection):
+            if assign_selection(self, key, value):
+                return
+            value = value.materialize()
         inplace.assign(self, key, value)
 
 

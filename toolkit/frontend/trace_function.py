@@ -12,7 +12,8 @@ from . import lax
 from .errors import LeakedTracerError, UserOverflowError, UserTypeError
 from .inplace import check_mutation_targets, write_back
 from .namespace import numpy_buffers_traced
-from .pytree import TreeDef, flatten
+from .masked import MaskedSelection, materialized
+from .pytree import TreeDef, flatten, tree_map
 from .signature import ArgSpec
 from .segments import GraphBroken
 from .tracer import Trace, Tracer
@@ -94,6 +95,9 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         args, kwargs = rebuild(params)
         with numpy_buffers_traced(fn):
             result = fn(*args, **kwargs)
+            # (an x[mask] returned as it is: its length is needed now, before the checks below)
+            if any(isinstance(leaf, MaskedSelection) for leaf in flatten(result)[0]):
+                result = tree_map(materialized, result)
         if breaker is not None and (breaker.broken or breaker.always):
             leaves, out_tree, out_paths = flatten(result)
             outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
