@@ -422,3 +422,25 @@ def test_breaks_inside_an_operation_replay_guarded_by_the_value_they_gave():
     report = jitted.graph_breaks
     assert report.replayed_calls >= 2, report.text  # the third and the fifth call
     assert any("gave a value not recorded" in reason for reason, _, _ in report.replay_stops)
+
+
+def csr_rows(row, col, val, x):  # a CSR product: every row's slice bounds are data
+    y = np.empty(row.size - 1)
+    for i in range(row.size - 1):
+        y[i] = val[row[i]:row[i + 1]] @ x[col[row[i]:row[i + 1]]]
+    return y
+
+
+def test_recorded_views_keep_no_values_of_the_call_alive():
+    """The record of ``val[row[i]:row[i + 1]]`` (a view with traced bounds) holds the bounds by
+    their slots, not the tracers: were they kept, every bound of every row would stay alive
+    and cross each later break, and the segments would grow with the row number."""
+    rng = np.random.default_rng(4)
+    n = 12
+    dense = (rng.random((n, n)) < 0.3) * rng.random((n, n))
+    row = np.concatenate([[0], np.cumsum((dense != 0).sum(1))]).astype(np.int64)
+    col, val, x = np.nonzero(dense)[1].astype(np.int64), dense[dense != 0], rng.random(n)
+    jitted = _calls(csr_rows, [(row, col, val, x)] * 3)
+    report = jitted.graph_breaks
+    assert report.replayed_calls == 1
+    assert max(s.parameters for s in report.segments) <= 12, report

@@ -146,3 +146,14 @@ def test_unmodified_kernels_with_graph_breaks_match_numpy(name, fn, args, static
             assert g.shape == w.shape
             assert g.dtype == w.dtype or g.ndim == 0  # (a Python int result is a 0-d array)
             np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["mandelbrot1", "azimint"])
+def test_selections_written_back_or_averaged_need_no_break(name):
+    """Z[I] = Z[I]**2 + C[I] and data[mask].mean(): no length is needed, so no graph break
+    (frontend/masked.py); the kernels that need one (mandelbrot2 shrinks its arrays) keep it."""
+    _, fn, args, static = next(c for c in CASES if c[0] == name)
+    jitted = tk.jit(fn, static_argnums=static)
+    for _ in range(2):
+        jitted(*_copies(args))
+    assert jitted.graph_breaks.break_count == 0, jitted.graph_breaks

@@ -399,8 +399,10 @@ class Tape:
                 parent, index = t._view
                 if parent._slot < 0:
                     raise Unkeyable("a view of a value made outside the recorded operations")
-                key_of(index, self.trace)  # a basic index of Python values only
-                view = (parent._slot, index)
+                key_of(index, self.trace)  # a basic index of Python values (and traced ones)
+                # (traced bounds by their slots: the node must not keep this call's tracers
+                # alive, each of which would cross every later break of the call)
+                view = (parent._slot, _index_template(index))
             views = None
             if t._views is not None:
                 views = tuple(v._slot for v in (r() for r in t._views)
@@ -416,7 +418,8 @@ class Tape:
             if t is None:
                 continue
             t.inst, t.weak_type, t._alias_of = inst, weak, alias
-            t._view = None if view is None else (objects[view[0]](), view[1])
+            t._view = None if view is None else (objects[view[0]](),
+                                                 _index_build(view[1], objects))
             if views is None:
                 t._views = None
             else:
@@ -442,6 +445,41 @@ class Tape:
                 return cls(items)
             return cls(*items)  # a named tuple
         return template[1].copy()
+
+
+class _Slot:
+    """A traced value inside a recorded view's index, by its slot in the call."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: int):
+        self.slot = slot
+
+
+def _index_template(index):
+    """A view's index with each traced value as its slot (it was keyed, so each has one)."""
+    t = type(index)
+    if t is Tracer:
+        return _Slot(index._slot)
+    if t is tuple or t is list:
+        return t(_index_template(k) for k in index)
+    if t is slice:
+        return slice(_index_template(index.start), _index_template(index.stop),
+                     _index_template(index.step))
+    return index
+
+
+def _index_build(template, objects: list):
+    """The index of ``_index_template`` with this call's tracers at their slots."""
+    t = type(template)
+    if t is _Slot:
+        return objects[template.slot]()
+    if t is tuple or t is list:
+        return t(_index_build(k, objects) for k in template)
+    if t is slice:
+        return slice(_index_build(template.start, objects), _index_build(template.stop, objects),
+                     _index_build(template.step, objects))
+    return template
 
 
 # ---- where operations enter ----------------------------------------------------------------
