@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import toolkit as tk
 
@@ -174,3 +175,37 @@ def test_complex_sums_keep_negative_zero_parts():
     assert got == want
     assert np.signbit(np.asarray(got).real) == np.signbit(want.real)
     assert np.signbit(np.asarray(got).imag) == np.signbit(want.imag)
+
+
+_EXPRESSIONS = [
+    lambda s, t: s * 2.0 + t,
+    lambda s, t: s ** 2 - t,
+    lambda s, t: np.sqrt(abs(s)) / (t + 3.0),
+    lambda s, t: -s,
+    lambda s, t: np.maximum(s, t) * 0.5,
+    lambda s, t: np.where(s > t, s, t),  # (another NumPy function: materialized)
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.sampled_from([-2.0, -0.0, 0.0, 0.5, 3.0, np.inf, -np.inf, np.nan]),
+                       min_size=1, max_size=7),
+       threshold=st.sampled_from([-1.0, 0.0, 1.0, 10.0]),
+       which=st.integers(0, len(_EXPRESSIONS) - 1), reduce=st.booleans())
+def test_random_selections_written_back_match_numpy(values, threshold, which, reduce):
+    x = np.array(values)
+    expression = _EXPRESSIONS[which]
+
+    def update(v, w):
+        m = v > threshold
+        v[m] = expression(v[m], w[m])
+        return (v, w[m].sum(), w[m].mean()) if reduce else (v,)
+
+    with np.errstate(all="ignore"):
+        want = update(x.copy(), x[::-1].copy())
+        got = tk.jit(update, backend="interpreter")(x.copy(), x[::-1].copy())
+    for w, g in zip(want, got):
+        w, g = np.asarray(w), np.asarray(g)
+        assert w.dtype == g.dtype
+        np.testing.assert_array_equal(g, w)
+        assert np.array_equal(np.signbit(w), np.signbit(g)) or np.isnan(w).any()
