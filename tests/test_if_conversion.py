@@ -407,3 +407,25 @@ def test_complex_zeros_keep_the_sign_of_their_parts():
         got, want = np.asarray(jitted(xs)), np.asarray(complex_of(xs))
         assert got == want and np.signbit(got.imag) == np.signbit(want.imag)
         assert jitted.graph_breaks.break_count == 0
+
+
+def _ufunc_at(x):
+    if x[0] > 0:
+        np.add.at(x, [0], 1.0)
+    return x
+
+
+def _draws_imported(x):
+    from_random = RAND
+    if x > 0:
+        return from_random()
+    return 0.0
+
+
+RAND = np.random.rand
+
+
+def test_writing_library_calls_are_impure():
+    assert pure_helper(_ufunc_at) is False  # ufunc.at writes its first argument
+    assert pure_helper(_draws_imported) is False  # (a generator's state: a global read)
+    assert pure_helper(_reads_numpy_and_math) is True

@@ -128,8 +128,9 @@ def _global_is_pure(name: str, fn: types.FunctionType, pending: list) -> bool:
     if getattr(builtins, name, None) is value:
         return name in _PURE_BUILTINS
     module = getattr(value, "__module__", None) or ""
-    return (callable(value) and module.split(".")[0] == "numpy"
-            and getattr(value, "__name__", name) not in _IMPURE_LIBRARY)  # from numpy import
+    return (callable(value) and module.split(".")[0] == "numpy"  # from numpy import ...
+            and not module.startswith("numpy.random") and "testing" not in module
+            and getattr(value, "__name__", name) not in _IMPURE_LIBRARY)
 
 
 # code object -> its instructions as far as purity goes: None where the code alone rules it
@@ -176,19 +177,24 @@ def _code_is_pure(fn: types.FunctionType, pending: list) -> bool:
     decoded = _decoded(fn.__code__)
     if decoded is None:
         return False
-    in_library = False  # the value on top of the stack is NumPy, math or a submodule
+    library = None  # the module on top of the stack: NumPy, math or a submodule of NumPy
     for read in decoded[1]:
         if read is None:
-            in_library = False
+            library = None
             continue
         op, name = read
         if op == "LOAD_GLOBAL":
             if not _global_is_pure(name, fn, pending):
                 return False
-            in_library = _library(fn.__globals__.get(name))
-        elif in_library:
+            value = fn.__globals__.get(name)
+            library = value if _library(value) else None
+        elif library is not None:
             if name in _IMPURE_LIBRARY:
-                return False  # (stays in the library where the attribute is a submodule)
+                return False
+            # (a submodule keeps the chain in the library; a function or a ufunc ends it, so
+            # that np.add.at, which writes its first argument, is an attribute of a value)
+            found = getattr(library, name, None)
+            library = found if _library(found) else None
         elif name not in _READING_ATTRIBUTES:
             return False
     return True
