@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import toolkit as tk
-from toolkit.frontend.if_conversion import MAX_PATHS, pure_helper
+from toolkit.frontend.if_conversion import MAX_PATHS
+from toolkit.frontend.purity import pure_helper
 
 BACKENDS = ["interpreter", "cpu", "gpu-simulated"]
 CALLS: list = []  # what impure helpers append to (a side effect NumPy shows once per call)

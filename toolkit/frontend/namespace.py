@@ -31,7 +31,8 @@ import types
 import numpy
 
 from .errors import DTypeMismatchError
-from .if_conversion import converting, pure_helper
+from .if_conversion import converting
+from .purity import pure_helper
 from .replay import replayable_function
 from .traced_builtins import TRACED_BUILTINS
 from .tracer import Tracer, current_trace
