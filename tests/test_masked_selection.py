@@ -209,3 +209,17 @@ def test_random_selections_written_back_match_numpy(values, threshold, which, re
         assert w.dtype == g.dtype
         np.testing.assert_array_equal(g, w)
         assert np.array_equal(np.signbit(w), np.signbit(g)) or np.isnan(w).any()
+
+
+def test_the_report_says_which_selections_needed_their_length():
+    x, y = np.linspace(-2.0, 0.5, 5), np.linspace(-1.25, 1.25, 4)
+    text = str(tk.explain(mandelbrot, x + y[:, None] * 1j, 3))
+    assert "kept dense until its length is needed" in text
+    assert "6 selection(s), 6 without a break" in text  # z[inside] and c[inside], 3 steps
+
+    def sorted_positive(v):
+        s = v[v > 0]
+        return np.sort(s)
+
+    text = str(tk.explain(sorted_positive, np.array([2.0, -1.0, 1.0])))
+    assert "1 selection(s), 0 without a break; the length was needed at" in text

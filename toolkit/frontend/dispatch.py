@@ -205,7 +205,7 @@ def _getitem(self, key):
                 and self.ndim and trace.tape is None and trace._tape_in_op is None:
             # x[mask]: dense until its length is needed (masked.py). (A call that records or
             # replays its operations reads it as before: a break guarded by the count.)
-            return MaskedSelection(self, key)
+            return MaskedSelection.taken(self, key)
         if not is_plain_key(key) and is_advanced(key):  # a copy in NumPy, never a view
             return getitem(self, key)
         return views.view_of(self, key, getitem(self, key))

@@ -27,6 +27,13 @@ from .tracer import Tracer
 _SCALARS = (bool, int, float, complex, np.generic)
 
 
+def _user_line() -> str | None:
+    from ..ir.user_code import user_location
+
+    location = user_location(3)
+    return f"{location.file}:{location.line}" if location is not None else None
+
+
 def same_mask(a: Tracer, b: Tracer) -> bool:
     """The same traced value, or one computed alike from the very same values (a mask written
     twice over one array version, ``r[r > 0] = r[r > 0] ** -1.5``: two comparisons of ``r``
@@ -65,14 +72,23 @@ class MaskedSelection:
 
     # _array: the selection as NumPy has it, once materialized; from then on it is that array
     # (out= and in-place operators write into it, and every later use reads it)
-    __slots__ = ("dense", "mask", "_array")
+    __slots__ = ("dense", "mask", "_array", "_line")
     __array_priority__ = 1000  # (NumPy defers its operators to ours)
 
-    def __init__(self, dense: Tracer, mask: Tracer):
+    def __init__(self, dense: Tracer, mask: Tracer, line: str | None = None):
         # snapshots: a write into the array after the selection does not change it
         self.dense = Tracer(dense._trace, dense.inst, dense.weak_type)
         self.mask = Tracer(mask._trace, mask.inst, mask.weak_type)
         self._array = None
+        self._line = line  # where the user's x[mask] is (results of operators: none)
+        if line is not None:
+            noted = dense._trace.selections.setdefault(line, [0, {}])
+            noted[0] += 1
+
+    @classmethod
+    def taken(cls, dense: Tracer, mask: Tracer) -> "MaskedSelection":
+        """The user's ``dense[mask]``, noted at its line for the graph-break report."""
+        return cls(dense, mask, _user_line())
 
     # ---- what is known without the count -----------------------------------------------------
     @property
@@ -89,6 +105,10 @@ class MaskedSelection:
         from .indexing import getitem
 
         if self._array is None:
+            if self._line is not None:
+                needed = self.dense._trace.selections[self._line][1]
+                where = _user_line() or "?"
+                needed[where] = needed.get(where, 0) + 1
             self._array = getitem(self.dense, self.mask)
         return self._array
 

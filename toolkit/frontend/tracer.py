@@ -103,6 +103,9 @@ class Trace:
         self.forking = None
         # (helper's name, where it is defined) -> [calls merged, most paths, {why not: calls}]
         self.conversions: dict[tuple[str, str], list] = {}
+        # x[mask] kept dense (frontend.masked): its line -> [selections, {line that needed the
+        # length: selections materialized there}]
+        self.selections: dict[str, list] = {}
         self._tape_in_op = None
         self._metadata: dict[tuple, Metadata] = {}  # (op, file, line) -> its one Metadata
         if parent is not None:  # (a nested trace builds for real: the walk cannot follow it)

@@ -120,6 +120,9 @@ class BreakLog:
         # over the traced calls: (name, where defined) -> [calls merged, most paths,
         # {why not converted: calls}]
         self.conversions: OrderedDict[tuple[str, str], list] = OrderedDict()
+        # x[mask] kept dense (frontend.masked), over the traced calls: its line ->
+        # [selections, {line that needed the length: selections materialized there}]
+        self.selections: OrderedDict[str, list] = OrderedDict()
         self.glue_seconds = 0.0  # Python between segments (its own code, its tracing or replay)
         self.segment_seconds = 0.0
         self._lock = threading.Lock()
@@ -145,6 +148,19 @@ class BreakLog:
                 entry[1] = max(entry[1], paths)
                 for why, calls in whys.items():
                     entry[2][why] = entry[2].get(why, 0) + calls
+
+    def add_selections(self, notes: dict) -> None:
+        """A traced call's ``Trace.selections``, added up per line."""
+        with self._lock:
+            for line, (taken, needed) in notes.items():
+                entry = self.selections.get(line)
+                if entry is None:
+                    entry = self.selections[line] = [0, {}]
+                    while len(self.selections) > _SITES_KEPT:
+                        self.selections.popitem(last=False)
+                entry[0] += taken
+                for where, count in needed.items():
+                    entry[1][where] = entry[1].get(where, 0) + count
 
     def replay_stopped(self, why: tuple[str, str]) -> None:
         with self._lock:

@@ -95,6 +95,9 @@ class GraphBreakReport:
     # ((helper, file:line, calls merged, most paths, ((why not, calls), ...)), ...): pure helpers
     # whose data-dependent ifs were traced as selects, over the traced calls
     helpers: tuple = ()
+    # ((file:line, selections, ((line that needed the length, selections), ...)), ...): x[mask]
+    # kept dense until its length was needed, over the traced calls
+    selections: tuple = ()
 
     @property
     def break_count(self) -> int:
@@ -125,6 +128,16 @@ class GraphBreakReport:
                                f"to {paths} paths: no break there")
             helpers += [f"  {name} ({_short(where)}): not converted {calls}x: {why}; it ran "
                         "as written (a break)" for why, calls in whys]
+        if self.selections:
+            helpers.append("x[mask] with a traced mask, kept dense until its length is needed "
+                           "(over the traced calls):")
+        for where, taken, needed in self.selections:
+            dense = taken - sum(count for _, count in needed)
+            line = f"  {_short(where)}: {taken} selection(s), {dense} without a break"
+            if needed:
+                line += "; the length was needed at " + ", ".join(
+                    f"{_short(at)} ({count}x)" for at, count in needed)
+            helpers.append(line)
         if not self.breaks and not self.calls:
             return "\n".join([f"jit({self.function}): no graph breaks: one compiled program "
                               "per call"] + specialized + helpers)
@@ -193,4 +206,7 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
                                                   for name, site in log.specialized.items()),
                                 helpers=tuple((name, where, merged, paths, tuple(whys.items()))
                                               for (name, where), (merged, paths, whys)
-                                              in log.conversions.items()))
+                                              in log.conversions.items()),
+                                selections=tuple((where, taken, tuple(needed.items()))
+                                                 for where, (taken, needed)
+                                                 in log.selections.items()))

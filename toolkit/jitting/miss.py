@@ -65,17 +65,31 @@ class MissCompiler:
             breaker.always = always_segmented
         try:
             if always_segmented:  # (a call that replays its record: a few objects, not a trace)
-                return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
-            with collector_relaxed():
-                return trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
+                program = trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
+            else:
+                with collector_relaxed():
+                    program = trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
+        except SpecializeAndRetrace:
+            raise  # (traced again at once: what this trace noted, the next one notes)
         except TypeError as e:  # a list of Python numbers where an array was meant: say that
+            self._note(breaker)
             better = scalar_list_error(e, self.fn_name, self.keys.split(args, kwargs)[1])
             if better is None:
                 raise
             raise better.with_traceback(e.__traceback__) from None
-        finally:
-            if breaker is not None and breaker.trace is not None and breaker.trace.conversions:
-                self.breaks.log.add_conversions(breaker.trace.conversions)
+        except BaseException:  # (GraphBroken too: the call ran in segments)
+            self._note(breaker)
+            raise
+        self._note(breaker)
+        return program
+
+    def _note(self, breaker) -> None:
+        """What a traced call converted and kept dense, for the graph-break report."""
+        trace = breaker.trace if breaker is not None else None
+        if trace is not None and trace.conversions:
+            self.breaks.log.add_conversions(trace.conversions)
+        if trace is not None and trace.selections:
+            self.breaks.log.add_selections(trace.selections)
 
     def lowered(self, program: TracedProgram) -> Lowered:
         o = self.options
