@@ -207,3 +207,26 @@ def test_a_value_computed_from_an_int_and_an_array_is_not_specialized():
     for _ in range(3):
         np.testing.assert_array_equal(f(1, a), mixed(1, a))
     assert f.graph_breaks.calls == 3 and "specialized: '" not in str(f.graph_breaks)
+
+
+def test_python_int_arithmetic_beyond_int64_raises_rather_than_wrapping():
+    """A traced Python int is a weak int64; Python's would grow past it (2**30 cubed). The
+    call raises OverflowError where NumPy's result came from a larger int, and within int64
+    it matches."""
+    def cube(n, x):
+        return x * 0 + n * n * n
+
+    x = np.array([1.0, 2.0])
+    f = tk.jit(cube, backend="cpu")
+    np.testing.assert_array_equal(f(2 ** 20, x), cube(2 ** 20, x))  # 2**60: fits
+    with pytest.raises(OverflowError, match="Python ints"):
+        f(2 ** 30, x)
+    for shift, fits in ((40, True), (70, False)):
+        def shifted(n, v):
+            return v * 0 + (n << shift)
+        g = tk.jit(shifted, backend="interpreter")
+        if fits:
+            np.testing.assert_array_equal(g(3, x), shifted(3, x))
+        else:
+            with pytest.raises(OverflowError):
+                g(3, x)

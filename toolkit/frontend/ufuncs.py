@@ -106,6 +106,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                 for r, d in zip(result, dtypes[ufunc.nin :])
             )
         result = lax.convert(result, out_dtype, weak)
+        if weak and np.dtype(out_dtype).kind == "i" and ufunc in _PYTHON_INT_GROWTH:
+            _check_python_int_fits(ufunc, operands)
         if dtype is not None:
             result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
         elif promoter is not None:
@@ -114,6 +116,36 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
             trace.promotions.append((trace.location(), f"np.{name} with the NumPy scalar "
                                      f"{promoter!r}", narrow, np.dtype(out_dtype), result))
         return fresh_results(result, inputs)
+
+
+# Arithmetic of Python ints alone (traced ints are weak int64) that Python would carry past
+# int64 as an arbitrary-precision int: n * n * n with n = 2**30 is 2**90 in Python, and would
+# wrap to 0 here. Each such result is checked on every call; beyond int64 the call raises.
+_PYTHON_INT_GROWTH = {np.add: "add", np.subtract: "subtract", np.multiply: "multiply",
+                      np.power: "power", np.left_shift: None, np.negative: "negate",
+                      np.absolute: "abs"}
+# (float64's rounding, at most 2**10 near 2**63, never hides an overflow: a result within
+# 4,096 of the end raises too, where Python's int would still fit)
+_INT64_FLOAT_LIMIT = float(2 ** 63 - 2 ** 12)
+
+
+def _check_python_int_fits(ufunc: np.ufunc, operands) -> None:
+    """Raise OverflowError after a call whose Python-int arithmetic left int64: the same
+    operation in float64 tells the result's magnitude."""
+    floats = [lax.convert(o, np.float64) for o in operands]
+    opcode = _PYTHON_INT_GROWTH[ufunc]
+    if opcode is None:  # a << b is a * 2 ** b
+        two = lax.full_like(floats[1], 2.0)
+        magnitude = lax.elementwise("multiply", floats[0],
+                                    lax.elementwise("power", two, floats[1]))
+    else:
+        magnitude = lax.elementwise(opcode, *floats)
+    magnitude = lax.elementwise("abs", magnitude)
+    failed = lax.compare(magnitude, lax.full_like(magnitude, _INT64_FLOAT_LIMIT), "GE")
+    lax.add_check(failed, OverflowError,
+                  f"np.{ufunc.__name__} of Python ints leaves int64, where toolkit traces "
+                  "Python ints (Python would give an arbitrary-precision int): mark the "
+                  "argument static (static_argnums=), or compute in float")
 
 
 _POWER_FAST_PATHS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
