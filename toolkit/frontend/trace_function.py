@@ -13,7 +13,7 @@ from .errors import LeakedTracerError, UserOverflowError, UserTypeError
 from .inplace import check_mutation_targets, write_back
 from .namespace import numpy_buffers_traced
 from .masked import MaskedSelection, materialized
-from .pytree import TreeDef, flatten, tree_map
+from .pytree import TreeDef, flatten
 from .signature import ArgSpec
 from .segments import GraphBroken
 from .tracer import Trace, Tracer
@@ -95,18 +95,17 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         args, kwargs = rebuild(params)
         with numpy_buffers_traced(fn):
             result = fn(*args, **kwargs)
-            # (an x[mask] returned as it is: its length is needed now, before the checks below)
-            if any(isinstance(leaf, MaskedSelection) for leaf in flatten(result)[0]):
-                result = tree_map(materialized, result)
-        if breaker is not None and (breaker.broken or breaker.always):
             leaves, out_tree, out_paths = flatten(result)
+            # (an x[mask] returned as it is: its length is needed now, before the checks below)
+            if any(type(leaf) is MaskedSelection for leaf in leaves):
+                leaves = [materialized(leaf) for leaf in leaves]
+        if breaker is not None and (breaker.broken or breaker.always):
             outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
             try:
                 result = breaker.finish(outs, out_tree)
             finally:
                 trace.close()
             raise GraphBroken(result, breaker.python_ints)
-        leaves, out_tree, out_paths = flatten(result)
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]
         checks = [flag for flag, _, _ in trace.checks]

@@ -34,13 +34,7 @@ def _window(step, slot_types) -> Operand | None:
     inst = step.inst
     if step.kind != "kernel" or len(step.outputs) != 1:
         return None
-    if inst.opcode == "fusion":
-        comp = inst.attrs.get("calls")
-        # (constants: a dynamic-slice's start indices that are the same in every alike fusion)
-        chain = [] if comp is None else [i for i in comp.instructions
-                                         if i.opcode != "parameter" and i.opcode != "constant"]
-    else:
-        chain = [inst]
+    chain = _chain(step)
     if not chain or any(not _unit_preserving(i) for i in chain[1:]) or any(
             len(i.operands) != 1 or i.operands[0] is not p for p, i in zip(chain, chain[1:])):
         return None
@@ -240,6 +234,9 @@ def reshaped_results(exe) -> dict[int, int]:
 
 
 def _chain(step) -> list:
+    """A kernel step's instructions in order: a fusion's computed ones (its parameters and
+    constants left out: a dynamic-slice's start indices, the same in every alike fusion), or
+    the unfused instruction."""
     inst = step.inst
     if inst.opcode == "fusion":
         comp = inst.attrs.get("calls")
