@@ -6,6 +6,7 @@ import hmac
 import json
 import os
 import pathlib
+import shutil
 import stat
 import subprocess
 import sys
@@ -57,6 +58,25 @@ def dirs(tmp_path):
     return cache, key_file
 
 
+@pytest.fixture(scope="module")
+def _good_cache(tmp_path_factory):
+    """A cache folder and key holding tanh's good entry, made once by a real run."""
+    base = tmp_path_factory.mktemp("good")
+    made = (base / "cache", base / "keys" / "cache-key")
+    assert run_program(made)["cache"] == "miss"
+    return made
+
+
+@pytest.fixture
+def seeded(_good_cache, tmp_path):
+    """``dirs`` as a first run of tanh leaves them (a copy of ``_good_cache``, with its
+    permissions): each test tampers with its own copy."""
+    cache, key_file = tmp_path / "cache", tmp_path / "keys" / "cache-key"
+    shutil.copytree(_good_cache[0], cache)
+    shutil.copytree(_good_cache[1].parent, key_file.parent)
+    return cache, key_file
+
+
 def _entry(cache) -> pathlib.Path:
     (entry,) = list(pathlib.Path(cache).rglob("*.o"))
     return entry
@@ -103,9 +123,8 @@ def test_foreign_machine_code_signed_with_another_key_never_runs(dirs, tmp_path)
         run_program(dirs, "tanh", extra_env=proc_env)
 
 
-def test_an_entry_from_the_old_unkeyed_format_is_not_loaded(dirs):
-    cache, _ = dirs
-    run_program(dirs)
+def test_an_entry_from_the_old_unkeyed_format_is_not_loaded(seeded):
+    cache, _ = seeded
     entry = _entry(cache)
     header, payload = _split(entry.read_bytes())
     old = {
@@ -114,58 +133,53 @@ def test_an_entry_from_the_old_unkeyed_format_is_not_loaded(dirs):
         "size": len(payload),
     }
     entry.write_bytes(b"toolkit-object-cache 1\n" + json.dumps(old).encode() + b"\n" + payload)
-    assert run_program(dirs)["cache"] == "miss (corrupt cache entry rebuilt)"
+    assert run_program(seeded)["cache"] == "miss (corrupt cache entry rebuilt)"
 
 
 @pytest.mark.parametrize("header", [
     b"[1, 2, 3]", b"null", b'"a string"', b"[" * 100000 + b"]" * 100000,
     b'{"key": 5, "size": "x", "hmac": null}', b"\xff\xfe not utf-8", b"{" * 10000,
 ])
-def test_malformed_headers_are_corrupt_entries(dirs, header):
-    cache, _ = dirs
-    run_program(dirs)
+def test_malformed_headers_are_corrupt_entries(seeded, header):
+    cache, _ = seeded
     entry = _entry(cache)
     _, payload = _split(entry.read_bytes())
     entry.write_bytes(disk_cache.MAGIC + header + b"\n" + payload)
-    assert run_program(dirs)["cache"] == "miss (corrupt cache entry rebuilt)"
+    assert run_program(seeded)["cache"] == "miss (corrupt cache entry rebuilt)"
 
 
-def test_garbage_payload_with_a_plausible_header_compiles_afresh(dirs):
-    cache, _ = dirs
-    run_program(dirs)
+def test_garbage_payload_with_a_plausible_header_compiles_afresh(seeded):
+    cache, _ = seeded
     entry = _entry(cache)
     header, _ = _split(entry.read_bytes())
     garbage = bytes(range(256)) * 64
     header["size"], header["hmac"] = len(garbage), hashlib.sha256(garbage).hexdigest()
     entry.write_bytes(disk_cache.MAGIC + json.dumps(header).encode() + b"\n" + garbage)
-    assert run_program(dirs)["cache"] == "miss (unauthenticated cache entry rebuilt)"
+    assert run_program(seeded)["cache"] == "miss (unauthenticated cache entry rebuilt)"
 
 
-def test_a_fifo_at_the_entry_path_does_not_hang(dirs):
-    cache, _ = dirs
-    run_program(dirs)
+def test_a_fifo_at_the_entry_path_does_not_hang(seeded):
+    cache, _ = seeded
     entry = _entry(cache)
     entry.unlink()
     os.mkfifo(entry)
-    assert run_program(dirs, timeout=60)["cache"] == "miss (unsafe cache entry rebuilt)"
+    assert run_program(seeded, timeout=60)["cache"] == "miss (unsafe cache entry rebuilt)"
 
 
-def test_a_symlink_to_dev_zero_is_not_read(dirs):
-    cache, _ = dirs
-    run_program(dirs)
+def test_a_symlink_to_dev_zero_is_not_read(seeded):
+    cache, _ = seeded
     entry = _entry(cache)
     entry.unlink()
     entry.symlink_to("/dev/zero")
-    assert run_program(dirs, timeout=60)["cache"] == "miss (unsafe cache entry rebuilt)"
+    assert run_program(seeded, timeout=60)["cache"] == "miss (unsafe cache entry rebuilt)"
 
 
-def test_an_oversized_entry_is_not_read(dirs):
-    cache, _ = dirs
-    run_program(dirs)
+def test_an_oversized_entry_is_not_read(seeded):
+    cache, _ = seeded
     entry = _entry(cache)
     with open(entry, "r+b") as f:
         f.truncate(disk_cache.MAX_ENTRY_BYTES + 1)  # sparse: no real disk used
-    assert run_program(dirs)["cache"] == "miss (unsafe cache entry rebuilt)"
+    assert run_program(seeded)["cache"] == "miss (unsafe cache entry rebuilt)"
 
 
 def test_a_group_writable_cache_folder_is_not_used(dirs):
@@ -179,11 +193,10 @@ def test_a_group_writable_cache_folder_is_not_used(dirs):
     assert not list(cache.rglob("*.o"))
 
 
-def test_a_key_file_others_can_read_disables_the_cache(dirs):
-    cache, key_file = dirs
-    run_program(dirs)
+def test_a_key_file_others_can_read_disables_the_cache(seeded):
+    cache, key_file = seeded
     os.chmod(key_file, 0o644)
-    result = run_program(dirs)
+    result = run_program(seeded)
     assert result["cache"] == "miss" and any("chmod 600" in w for w in result["warnings"])
 
 
@@ -196,14 +209,13 @@ def test_a_key_file_inside_the_cache_folder_is_refused(dirs):
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
-def test_entries_and_folders_owned_by_another_user_are_not_trusted(dirs):
-    cache, _ = dirs
-    run_program(dirs)
+def test_entries_and_folders_owned_by_another_user_are_not_trusted(seeded):
+    cache, _ = seeded
     entry = _entry(cache)
     os.chown(entry, 12345, 12345)
-    assert run_program(dirs)["cache"] == "miss (unsafe cache entry rebuilt)"
+    assert run_program(seeded)["cache"] == "miss (unsafe cache entry rebuilt)"
     os.chown(cache, 12345, 12345)
-    result = run_program(dirs)
+    result = run_program(seeded)
     assert result["cache"] == "miss" and any("owned by uid 12345" in w for w in result["warnings"])
 
 
