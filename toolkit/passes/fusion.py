@@ -126,11 +126,19 @@ class Group:
     members: list[Instruction] = field(default_factory=list)
     ids: set[int] = field(default_factory=set)
     paths: dict[int, Paths] = field(default_factory=dict)  # member id -> its index paths
+    # ids of the operands from outside the group, kept as members join (``members`` and ``ids``
+    # only grow): asked at every candidate, recomputing them made fusion quadratic in a group's
+    # size
+    _external: set[int] | None = field(default=None, repr=False)
 
     def add(self, inst: Instruction, paths: Paths = Paths({ROOT_PATH})) -> None:
         if id(inst) not in self.ids:
             self.ids.add(id(inst))
             self.members.append(inst)
+            external = self._external
+            if external is not None:
+                external.discard(id(inst))
+                external.update(self._outside(inst))
         self.paths[id(inst)] = _capped(self.paths.get(id(inst), Paths()) | paths)
 
     @property
@@ -141,11 +149,21 @@ class Group:
     def kind(self) -> str:
         return "kInput" if self.heroes else "kLoop"
 
+    def _outside(self, inst: Instruction):
+        """``inst``'s operands that are not members (a scalar constant is an immediate)."""
+        ids = self.ids
+        return [id(o) for o in inst.operands
+                if id(o) not in ids and not (o.opcode == "constant" and o.shape.size <= 1)]
+
     def external_operands(self, extra: Instruction | None = None) -> set[int]:
-        ids = self.ids | ({id(extra)} if extra is not None else set())
-        members = self.members + ([extra] if extra is not None else [])
-        return {id(o) for m in members for o in m.operands
-                if id(o) not in ids and not (o.opcode == "constant" and o.shape.size <= 1)}
+        """Ids of the operands the group reads from outside it (with ``extra`` a member)."""
+        if self._external is None:
+            self._external = {i for m in self.members for i in self._outside(m)}
+        out = set(self._external)
+        if extra is not None and id(extra) not in self.ids:
+            out.discard(id(extra))
+            out.update(i for i in self._outside(extra) if i != id(extra))
+        return out
 
 
 @dataclass
