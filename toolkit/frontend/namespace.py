@@ -24,7 +24,6 @@ differs: ``type(a) is np.ndarray`` is False in the traced function's module whil
 (``is`` cannot be delegated; ``==`` can and is)."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import types
 
@@ -215,27 +214,36 @@ def _names_to_swap(namespace: dict) -> dict:
     return swapped
 
 
-@contextlib.contextmanager
-def numpy_buffers_traced(fn):
+class numpy_buffers_traced:
     """Rebind ``np`` (and names imported from NumPy's buffer functions) in ``fn``'s module for
-    the duration of the block."""
-    namespace = _function_globals(fn)
-    if namespace is None or _is_library(namespace):
-        yield
-        return
-    swapped = _names_to_swap(namespace)
-    for name, (_, replacement) in swapped.items():
-        namespace[name] = replacement
-    # Python's max/min, where the module does not define its own (traced_builtins)
-    added = [name for name in TRACED_BUILTINS if name not in namespace]
-    for name in added:
-        namespace[name] = TRACED_BUILTINS[name]
-    try:
-        yield
-    finally:
-        for name, (original, replacement) in swapped.items():
+    the duration of the block. (A class, not a generator: a call that breaks its graph enters
+    it on every call.)"""
+
+    __slots__ = ("namespace", "swapped", "added")
+
+    def __init__(self, fn):
+        namespace = _function_globals(fn)
+        self.namespace = None if namespace is None or _is_library(namespace) else namespace
+
+    def __enter__(self):
+        namespace = self.namespace
+        if namespace is None:
+            return
+        self.swapped = swapped = _names_to_swap(namespace)
+        for name, (_, replacement) in swapped.items():
+            namespace[name] = replacement
+        # Python's max/min, where the module does not define its own (traced_builtins)
+        self.added = added = [name for name in TRACED_BUILTINS if name not in namespace]
+        for name in added:
+            namespace[name] = TRACED_BUILTINS[name]
+
+    def __exit__(self, *exc) -> None:
+        namespace = self.namespace
+        if namespace is None:
+            return
+        for name, (original, replacement) in self.swapped.items():
             if namespace.get(name) is replacement:  # unless the traced code rebound it itself
                 namespace[name] = original
-        for name in added:
+        for name in self.added:
             if namespace.get(name) is TRACED_BUILTINS[name]:
                 del namespace[name]

@@ -270,6 +270,13 @@ class Breaker:
         """``tracer``'s value now (host NumPy): run the segment traced so far, then go on."""
         site = break_site(what)
         trace = self.trace
+        tape = trace.tape
+        if tape is not None and tape.replaying and tracer._slot >= 0:  # (a cache hit: first)
+            node = tape.node.children.get(("break", tracer._slot, site.key))
+            value = self._replay_break(node, tracer, site) if node is not None else None
+            if value is not None:
+                self._count(site, value)
+                return value
         if not self.ran and not self.always and trace.tape is None \
                 and trace._tape_in_op is None:
             names = self._python_int_names(tracer)
@@ -282,17 +289,11 @@ class Breaker:
         with log._lock:
             stats = log.site(site)
             stats.count += 1
-        tape = trace.tape
         key = None
         if tape is not None:
             key = ("break", tracer._slot, site.key) if tracer._slot >= 0 else None
-            if tape.replaying:
+            if tape.replaying:  # (what the fast path above did not replay is traced)
                 node = tape.node.children.get(key) if key is not None else None
-                value = self._replay_break(node, tracer, site) if node is not None else None
-                if value is not None:
-                    if value.size <= 8:
-                        stats.values.append(value.tolist())
-                    return value
                 tape.diverge("a value is alive at this break that was not when recorded"
                              if node is not None else tape.node.end or
                              "a break not recorded here (on another value)")  # (from the
@@ -567,12 +568,12 @@ class Breaker:
                  site: BreakSite | None, stats: SiteStats | None, instructions: int) -> list:
         """Run a compiled segment and account for it (glue before it, its time, a compile)."""
         owner = self.owner
-        ends = site.location or site.reason if site is not None else RETURN
+        recording = RECORDER.active
         now = time.perf_counter()
-        glue = now - self.mark
-        start_clock = RECORDER.clock.now() if RECORDER.active else 0.0
+        start_clock = RECORDER.clock.now() if recording else 0.0
         results = compiled.execute_leaves(arguments)
         done = time.perf_counter()
+        glue = now - self.mark
         log = owner.log
         segment_stats = log.segments.get(fingerprint)
         with log._lock:
@@ -582,6 +583,7 @@ class Breaker:
             log.glue_seconds += glue
             log.segment_seconds += done - now
             if fresh:
+                ends = site.location or site.reason if site is not None else RETURN
                 span = log.spans.setdefault((self.starts, ends), set())
                 if stats is not None:
                     stats.compiles += 1
@@ -593,13 +595,15 @@ class Breaker:
                 span.add(fingerprint)
                 while len(span) > owner.options.cache_size:
                     span.pop()
-        if RECORDER.active:
+        if recording:
             RECORDER.record(GraphBreakEvent(
                 function=owner.fn_name, reason=site.reason if site is not None else RETURN,
                 location=site.location if site is not None else "", start=start_clock,
                 duration=done - now, glue=glue, instructions=instructions, compiled=fresh,
                 thread=threading.get_ident()))
-        self.mark = time.perf_counter()
+            self.mark = time.perf_counter()
+        else:
+            self.mark = done
         return results
 
     # ---- the end of the call ------------------------------------------------------------
