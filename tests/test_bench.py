@@ -162,3 +162,16 @@ def test_collectives_benchmark_writes_nccl_tests_columns(tmp_path):
 
     rows = json.loads((tmp_path / "collectives.json").read_text())
     assert len(rows) == 8 and all(r["seconds"] > 0 for r in rows)
+
+
+def test_the_kernel_dispatch_row_runs_many_unfused_kernels_as_numpy_computes():
+    """The per-kernel figure divides a call's time by the kernels it ran: the program must be
+    hundreds of kernels (no fusion or rolling folded it away) and compute NumPy's result."""
+    import toolkit as tk
+
+    x = np.linspace(0.1, 0.9, 4)
+    fn = tk.jit(bench._many_small_kernels, backend="cpu")
+    np.testing.assert_allclose(fn(x), bench._many_small_kernels(x), rtol=1e-12)
+    with tk.profile() as p:
+        fn(x)
+    assert len(p.kernels) >= 500

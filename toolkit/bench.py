@@ -151,6 +151,37 @@ def _break_overhead(side: str) -> float | None:
     return extra / BREAKS_PER_CALL
 
 
+_SMALL_KERNEL_OPS = (np.sin, np.cos, np.tanh, np.exp, np.abs, np.sqrt, np.log1p, np.negative)
+
+
+def _many_small_kernels(x):
+    """An unrolled program of ~900 kernels on 4 elements that neither fuse nor roll (a reduction
+    between each step, the function changing from step to step)."""
+    for i in range(200):
+        s = x.sum() if i % 3 else x.max()
+        x = _SMALL_KERNEL_OPS[i % 8](x) * 0.5 + s * 1e-3
+        if i % 5 == 0:
+            x = x[::-1]
+    return x
+
+
+def _kernel_dispatch(side: str) -> float | None:
+    """Seconds per kernel of a cache-hit call of ``_many_small_kernels``: the whole program is
+    one native call, so this is the dispatch of each kernel plus its own (tiny) work."""
+    if side != "toolkit":
+        return None
+    from . import api
+    from .profiler import profile
+
+    x = np.ones(4)
+    fn = api.jit(_many_small_kernels, backend="cpu")
+    fn(x)
+    with profile() as p:
+        fn(x)
+    kernels = len(p.kernels)
+    return _time(lambda: fn(x), min_seconds=0.1) / max(kernels, 1)
+
+
 def _ceiling() -> float:
     """Memory bandwidth (bytes/s) of a STREAM triad a = b + s*c on 32M floats, compiled by
     toolkit itself and run on every core: the ceiling the memory-bound rows are measured by."""
@@ -197,6 +228,7 @@ def worker(side: str, rows: list[str], scale: float) -> dict:
     out["compile_seconds"] = _compile_time(side)
     out["dispatch_seconds"] = _dispatch(side)
     out["break_seconds"] = _break_overhead(side)
+    out["kernel_seconds"] = _kernel_dispatch(side)
     if side == "toolkit":
         _compile_time("toolkit-cached")  # fills the persistent cache, then measures a hit
         out["cached_compile_seconds"] = _compile_time("toolkit-cached")
@@ -215,7 +247,7 @@ def combine(runs: list[dict]) -> dict:
             if name not in side["rows"] or cell["seconds"] < side["rows"][name]["seconds"]:
                 side["rows"][name] = dict(cell)
         for key in ("compile_seconds", "dispatch_seconds", "cached_compile_seconds",
-                    "break_seconds"):
+                    "break_seconds", "kernel_seconds"):
             if run.get(key) is not None:
                 side[key] = min(side.get(key, float("inf")), run[key])
         for name, ratio in run.get("profiled", {}).items():  # the best process's ratio
@@ -341,6 +373,8 @@ def markdown(best: dict, rows: list[str]) -> str:
         ("dispatch_seconds", "Cache-hit call of x+1 on 1k elements", "µs", 1e6),
         ("break_seconds", "Each graph break of a cache-hit call (Python glue, its replayed "
          "operations, segment dispatch)", "µs", 1e6),
+        ("kernel_seconds", "Each kernel inside a compiled program of ~900 kernels on 4 "
+         "elements (its dispatch and its own work)", "ns", 1e9),
     ):
         parts = [
             f"{s} {best[s][key] * factor:.1f} {unit}" for s in sides if best[s].get(key) is not None
