@@ -233,6 +233,13 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int,
     if found is None:
         return None
     classes, slice_starts = found
+    # trips alike in everything (no index or constant moves, nothing written in place) are
+    # not a loop this pass rolls: known from the first two trips, before the others are compared
+    varies = any(_varies(starts) for starts in slice_starts.values()) or any(
+        cls[0] == "progression" for row in classes for cls in row)
+    if not varies and not any(seq[i + c].opcode in GroupOp.WRITE_INTO_OPERAND
+                              for c in range(period)):
+        return None
     good = 2
     while good < trips and _trip_agrees(seq, index, i, period, good, classes, slice_starts):
         good += 1
@@ -245,11 +252,6 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int,
             trips = t + 1
             break
     if trips < MIN_TRIPS or trips * period < min_instructions:
-        return None
-    varies = any(_varies(starts) for starts in slice_starts.values()) or any(
-        cls[0] == "progression" for row in classes for cls in row)
-    if not varies and not any(seq[i + c].opcode in GroupOp.WRITE_INTO_OPERAND
-                              for c in range(period)):
         return None
     carried = {cls[1] for row in classes for cls in row if cls[0] == "carried"}
     last = i + (trips - 1) * period
