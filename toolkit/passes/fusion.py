@@ -729,8 +729,14 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
                 mapping[id(o)] = entry_b.add("get-tuple-element", (fusion,), {"index": i},
                                              metadata=o.metadata)
 
+    externals_of: dict[int, list[Instruction]] = {}  # gid -> its externals (asked per member)
+
     def group_externals(g: Group) -> list[Instruction]:
+        found = externals_of.get(g.gid)
+        if found is not None:
+            return found
         externals: list[Instruction] = []
+        externals_of[g.gid] = externals
         seen: set[int] = set()
         for m in g.members:
             for o in m.operands:
