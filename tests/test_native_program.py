@@ -173,3 +173,45 @@ def test_rolled_loops_run_inside_the_native_program_with_step_by_steps_numbers(
     for _ in range(3):  # each call its own buffers and its own loop arenas
         for g, w in zip(again(x), want):
             np.testing.assert_array_equal(g, w)
+
+
+def test_a_profiled_call_runs_the_program_it_times_and_computes_the_same_bits():
+    """Under tk.profile() the native segments run as they do unprofiled, each op timed inside
+    the one call: dots still read their slices' windows in place (NumPy's bits: a copy read
+    with another leading dimension makes OpenBLAS sum in another order), the slices nobody
+    needs do not run, and so do not appear; a loop inside the program reports its trips."""
+    from toolkit.workloads_loops import covariance_by_columns
+
+    data = np.random.default_rng(4).standard_normal((300, 40))
+    f = tk.jit(covariance_by_columns(np), backend="cpu")
+    unprofiled = f(data)
+    with tk.profile() as prof:
+        profiled = f(data)
+    want = covariance_by_columns(np)(data)
+    np.testing.assert_array_equal(unprofiled, want)
+    np.testing.assert_array_equal(profiled, want)
+    exe = f.lower(data).compile()._executable
+    ran = [s.inst.name for program, steps, _, _, op_steps in exe.segments
+           for s in (op_steps if program is not None else steps)]
+    assert sorted(e.name for e in prof.kernels) == sorted(ran)
+    from toolkit.backends.cpu.dot_views import _window
+
+    skipped = [s for s in exe.steps if s.inst.name not in set(ran)]  # windows read in place
+    assert skipped and all(_window(s, exe._slot_types) is not None for s in skipped), skipped
+    assert all(e.duration >= 0 for e in prof.kernels)
+
+
+def test_a_loop_inside_a_native_program_reports_its_trips_when_profiled(monkeypatch):
+    import toolkit.passes.loop_rolling as loop_rolling
+
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
+    x = np.random.default_rng(3).standard_normal((6, 300))
+    f = tk.jit(_filter_and_reuse, backend="cpu")
+    f(x)
+    with tk.profile() as prof:
+        got = f(x)
+    for g, w in zip(got, _filter_and_reuse(x.copy())):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    loops = [e for e in prof.kernels if e.launch.startswith("trips=")]
+    assert loops and all(", native" in e.launch for e in loops), [e.launch for e in prof.kernels]
+    assert sum(int(e.launch.split(",")[0][6:]) for e in loops) >= 290, [e.launch for e in loops]

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_POINTERS 16
 typedef void *P;
@@ -159,7 +160,7 @@ static P at(P *table, I index, I offset, I f64) {
     return (char *)table[index] + offset * (f64 ? 8 : 4);
 }
 
-static const I *run_while(const I *op, P *table);
+static const I *run_while(const I *op, P *table, I *trips);
 
 static const I *run_ops(const I *op, I count, P *table) {
     P pointers[MAX_POINTERS];
@@ -195,7 +196,7 @@ static const I *run_ops(const I *op, I count, P *table) {
                       at(table, op[12], op[13], op[3]), table[op[14]]);
             op += 15;
         } else if (op[0] == 8) {
-            op = run_while(op, table);
+            op = run_while(op, table, NULL);
         } else {
             memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
             op += 4;
@@ -213,7 +214,7 @@ static const I *run_ops(const I *op, I count, P *table) {
  *     reads table[in], 3 as 2 and table[in] is copied into table[out] (read after the loop);
  *   the loop's own program over its table: n_cond, n_body, predicate, then the ops (run_loop's).
  * The loop's temporaries live in an arena allocated for the run. */
-static const I *run_while(const I *op, P *table) {
+static const I *run_while(const I *op, P *table, I *trips) {
     const I n_local = op[1], n_state = op[2], arena_bytes = op[3], length = op[4];
     const I *entries = op + 5;
     const I *states = entries + 2 * n_local;
@@ -236,14 +237,37 @@ static const I *run_while(const I *op, P *table) {
         }
     }
     const I n_cond = code[0], n_body = code[1], predicate = code[2];
+    I done = 0;
     for (;;) {
         const I *body_ops = run_ops(code + 3, n_cond, local);
         if (!*(const unsigned char *)local[predicate]) break;
         run_ops(body_ops, n_body, local);
+        done++;
     }
+    if (trips != NULL) *trips = done;
     free(local);
     free(arena);
     return code + length;
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.perf_counter's clock on Linux */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* run_ops, timing each op: times[3k..3k+2] = op k's start and end (seconds of the monotonic
+ * clock) and, for a while loop, its trips (else 0). A profiled call runs the very program an
+ * unprofiled one runs (the same BLAS calls on the same windows), so it computes the same bits. */
+static void run_ops_timed(const I *op, I count, P *table, double *times) {
+    for (I o = 0; o < count; o++) {
+        I trips = 0;
+        double start = seconds_now();
+        op = op[0] == 8 ? run_while(op, table, &trips) : run_ops(op, 1, table);
+        times[3 * o] = start;
+        times[3 * o + 1] = seconds_now();
+        times[3 * o + 2] = (double)trips;
+    }
 }
 
 /* The buffers of a list (one array, or None, per slot) as a table of pointers; every view is
@@ -325,24 +349,40 @@ done:
  * None) per buffer slot, with the GIL released: a program of many small steps costs the steps,
  * not a trip through Python for each (native_program.py). */
 static PyObject *run_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "run_steps(program, buffers: list)");
+    if ((nargs != 2 && nargs != 3) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "run_steps(program, buffers: list[, times])");
         return NULL;
     }
-    Py_buffer program;
+    Py_buffer program, times = {0};
     if (PyObject_GetBuffer(args[0], &program, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    const I *code = (const I *)program.buf;
+    if (nargs == 3) { /* float64, 3 per op: where the timed run writes (run_ops_timed) */
+        if (PyObject_GetBuffer(args[2], &times, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+            PyBuffer_Release(&program);
+            return NULL;
+        }
+        if (times.len < (Py_ssize_t)(3 * code[0] * sizeof(double))) {
+            PyErr_SetString(PyExc_ValueError, "run_steps: times holds fewer than 3 per op");
+            PyBuffer_Release(&times);
+            PyBuffer_Release(&program);
+            return NULL;
+        }
+    }
     Table t = {0, NULL, NULL, NULL};
     PyObject *result = NULL;
     if (fill_table(&t, args[1]) < 0) goto done;
-    const I *code = (const I *)program.buf;
     P *table = t.table;
     Py_BEGIN_ALLOW_THREADS
-    run_ops(code + 1, code[0], table);
+    if (nargs == 3)
+        run_ops_timed(code + 1, code[0], table, (double *)times.buf);
+    else
+        run_ops(code + 1, code[0], table);
     Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
 done:
     release_table(&t);
+    if (nargs == 3) PyBuffer_Release(&times);
     PyBuffer_Release(&program);
     return result;
 }
@@ -350,7 +390,7 @@ done:
 static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(address, start, end, *arrays)"},
     {"run_loop", (PyCFunction)(void (*)(void))run_loop, METH_FASTCALL, "run_loop(program, buffers, limit)"},
-    {"run_steps", (PyCFunction)(void (*)(void))run_steps, METH_FASTCALL, "run_steps(program, buffers)"},
+    {"run_steps", (PyCFunction)(void (*)(void))run_steps, METH_FASTCALL, "run_steps(program, buffers[, times])"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -359,7 +399,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL,
 /* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other) */
 PyMODINIT_FUNC PyInit__kernel_call(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "OP_CODES", 9) < 0) {
+    /* TIMED: run_steps takes a times buffer (a profiled call runs the program it times) */
+    if (m != NULL && (PyModule_AddIntConstant(m, "OP_CODES", 9) < 0 ||
+                      PyModule_AddIntConstant(m, "TIMED", 1) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

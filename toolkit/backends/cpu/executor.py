@@ -10,6 +10,7 @@ import ctypes
 import operator
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -63,6 +64,7 @@ native_run_steps = getattr(_native, "run_steps", None)
 # how many of run_ops' op codes the build knows (0 kernel ... 4 gemv): a build before the count
 # knows the four that came with run_steps, and would read a later op as a copy
 native_op_codes = getattr(_native, "OP_CODES", 4 if native_run_steps is not None else 0)
+_NATIVE_TIMED = getattr(_native, "TIMED", 0) == 1  # run_steps times each op (a profiled call)
 
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.
@@ -161,7 +163,7 @@ class CpuExecutable(Executable):
         self._local = threading.local()
         # (native program or None, steps, slots to allocate first): runs of steps that native
         # code runs in one call (native_program.plan_segments sets them), the rest from Python
-        self._segments: list[tuple] = [(None, steps, (), ())]
+        self._segments: list[tuple] = [(None, steps, (), (), ())]
         self._one_program = None
         # a result is copied when the caller could otherwise alias something: an argument, a
         # constant, a reused temporary, or the same buffer returned twice
@@ -201,7 +203,7 @@ class CpuExecutable(Executable):
         buffer list, and the places of the results. None for any other program."""
         if len(self._segments) != 1 or any(self._copy_out):
             return None
-        program, _, allocate, slots = self._segments[0]
+        program, _, allocate, slots, _ = self._segments[0]
         if program is None:
             return None
         place = {slot: k for k, slot in enumerate(slots)}
@@ -349,7 +351,7 @@ class CpuExecutable(Executable):
             native_run_steps(program, buffers)
             return take(buffers) if take is not None else (buffers[outs[0]],)
         bufs = self._buffers(args)
-        for program, steps, allocate, slots in self.segments:
+        for program, steps, allocate, slots, _ in self.segments:
             if program is not None:
                 for s in allocate:
                     if bufs[s] is None:
@@ -393,30 +395,54 @@ class CpuExecutable(Executable):
     __call__ = run  # the dispatch path calls it directly: no indirection through the base class
 
     def run_profiled(self, args, clock, on_kernel, context: RunContext = RunContext()):
+        """As ``run``, timing every kernel. Native segments run the very program an unprofiled
+        call runs, with each op timed inside it (``run_steps``' times): the same kernels and
+        BLAS calls on the same windows, so a profile sees what runs and changes no bits (a
+        step-by-step run would copy the slices a dot reads in place, and its BLAS would sum
+        in another order)."""
         bufs = self._buffers(args)
-        for step in self.steps:
-            if step.kind == "group" and on_kernel is not None:
-                self._group_profiled(step, bufs, clock, on_kernel)
+        for program, steps, allocate, slots, op_steps in self.segments:
+            if program is not None and (on_kernel is None or _NATIVE_TIMED):
+                for s in allocate:
+                    if bufs[s] is None:
+                        self._alloc(bufs, s)
+                if on_kernel is None:
+                    native_run_steps(program, [bufs[s] for s in slots])
+                    continue
+                times = np.zeros((len(op_steps), 3))
+                offset = clock.now() - time.perf_counter()  # (run_steps' clock is perf_counter's)
+                native_run_steps(program, [bufs[s] for s in slots], times)
+                for step, (start, end, trips) in zip(op_steps, times.tolist()):
+                    launch = (trips_text(int(trips), end - start, "native")
+                              if step.kind == "control" else "threads=1, native program")
+                    on_kernel(step.inst, start + offset, end - start, launch)
                 continue
-            start = clock.now() if on_kernel is not None else 0.0
-            threads = self._execute(step, bufs)
-            if on_kernel is not None and step.kind in _KERNEL_KINDS:
-                # a while loop: how many times it ran
-                trips = getattr(step.extra.get("run"), "trips", None)
-                seconds = clock.now() - start
-                driver = getattr(step.extra.get("run"), "driver", None)
-                on_kernel(
-                    step.inst,
-                    start,
-                    seconds,
-                    trips_text(trips, seconds, driver)
-                    if trips is not None
-                    else f"threads={threads}",
-                )
+            for step in steps:
+                self._run_profiled_step(step, bufs, clock, on_kernel)
         return tuple(
             np.array(bufs[s]) if copy else bufs[s]
             for s, copy in zip(self.out_slots, self._copy_out)
         )
+
+    def _run_profiled_step(self, step: Step, bufs, clock, on_kernel) -> None:
+        if step.kind == "group" and on_kernel is not None:
+            self._group_profiled(step, bufs, clock, on_kernel)
+            return
+        start = clock.now() if on_kernel is not None else 0.0
+        threads = self._execute(step, bufs)
+        if on_kernel is not None and step.kind in _KERNEL_KINDS:
+            # a while loop: how many times it ran
+            trips = getattr(step.extra.get("run"), "trips", None)
+            seconds = clock.now() - start
+            driver = getattr(step.extra.get("run"), "driver", None)
+            on_kernel(
+                step.inst,
+                start,
+                seconds,
+                trips_text(trips, seconds, driver)
+                if trips is not None
+                else f"threads={threads}",
+            )
 
     def _take(self, bufs, slot, result, loop_inputs) -> None:
         """Put ``result`` in ``slot``: nothing to do when it is already there (a loop that ran

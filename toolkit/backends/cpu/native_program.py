@@ -33,12 +33,16 @@ class Segment:
     # the slots the program reads and writes, in the order of its buffer list (its ops index
     # this list, so a call hands over only its own buffers, not the whole program's)
     slots: tuple[int, ...] = ()
+    # the step each op of the program runs, in order (a profiled call's events: a slice no one
+    # needs has no op, a reshape its dot wrote has none)
+    op_steps: tuple = ()
 
 
 def plan_segments(exe) -> list[tuple]:
     """The executable's steps as maximal native segments and Python steps, in order, as the
-    executor runs them: (program or None, steps, slots to allocate first)."""
-    return [(s.program, s.steps, s.allocate, s.slots) for s in _segments(exe)]
+    executor runs them: (program or None, steps, slots to allocate first, the program's
+    slots, the step of each of its ops)."""
+    return [(s.program, s.steps, s.allocate, s.slots, s.op_steps) for s in _segments(exe)]
 
 
 def while_op(exe, step, index, read_after: set[int], unwritten: set[int]) -> list[int]:
@@ -116,6 +120,7 @@ def _segments(exe) -> list[Segment]:
     segments: list[Segment] = []
     run: list = []
     ops: list = []
+    op_steps: list = []
     position: dict[int, int] = {}  # slot -> its place in the open segment's buffer list
 
     def index(slot: int) -> int:
@@ -129,11 +134,12 @@ def _segments(exe) -> list[Segment]:
             allocate = tuple(sorted(s for s in written if s not in exe.temp_slots
                                     and s not in exe.constants))
             slots = tuple(sorted(position, key=position.get))
-            segments.append(Segment(list(run), program, allocate, slots))
+            segments.append(Segment(list(run), program, allocate, slots, tuple(op_steps)))
         elif run:
             segments.append(Segment(list(run)))
         run.clear()
         ops.clear()
+        op_steps.clear()
         position.clear()
         views_read.clear()
 
@@ -177,6 +183,7 @@ def _segments(exe) -> list[Segment]:
             continue
         run.append(step)
         ops.append(op)
+        op_steps.append(step)
         if used:
             views_read.append(p)
     close()
