@@ -161,8 +161,9 @@ class CpuExecutable(Executable):
         self.fallbacks = fallbacks
         self.threads = num_threads()
         self._local = threading.local()
-        # (native program or None, steps, slots to allocate first): runs of steps that native
-        # code runs in one call (native_program.plan_segments sets them), the rest from Python
+        # (native program or None, steps, slots to allocate first, the program's slots, the
+        # step of each of its ops): runs of steps that native code runs in one call
+        # (native_program.plan_segments sets them), the rest from Python
         self._segments: list[tuple] = [(None, steps, (), (), ())]
         self._one_program = None
         # a result is copied when the caller could otherwise alias something: an argument, a
