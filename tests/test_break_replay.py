@@ -385,7 +385,7 @@ def test_the_report_says_where_and_why_replay_ended():
 def test_threads_calling_one_function_replay_and_record_side_by_side():
     import threading
 
-    jitted = tk.jit(steps)
+    jitted = tk.jit(steps, numpy_fallback=False)  # (the replay is what this tests)
     inputs = [np.linspace(-1, 1, 8) * s for s in (1.0, -1.0, 0.5, 3.0)]
     errors = []
 

@@ -20,13 +20,14 @@ from .frontend.recompile import function_location
 from .frontend.scalar_lists import ScalarListWarning
 from .frontend.tracer import current_trace
 from .frontend.segments import GraphBroken, SpecializeAndRetrace
+from .jitting import eager
 from .jitting.break_report import GraphBreakReport, report as break_report
 from .jitting.graph_breaks import GraphBreaks
 from .jitting.inline import MAX_INLINE_DEPTH, Inliner
 from .jitting.key import FAST_DTYPES, JitKey, KeyMaker
 from .jitting.miss import MissCompiler
 from .jitting.options import DEFAULT_CACHE_SIZE, make_options, read_parameters
-from .profiler.events import DispatchEvent
+from .profiler.events import DispatchEvent, GraphBreakEvent
 from .profiler.recorder import RECORDER
 from .runtime import history as _history
 from .stages import DEFAULT_PIPELINE, Compiled, Lowered
@@ -46,11 +47,12 @@ class JitFunction:
                  static_argnames: str | Iterable[str] = (), backend: str | None = None,
                  on_recompile: str = "warn", max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES,
                  pipeline: str = DEFAULT_PIPELINE, dump_passes: str | None = None,
-                 cache_size: int = DEFAULT_CACHE_SIZE, fullgraph: bool = False):
+                 cache_size: int = DEFAULT_CACHE_SIZE, fullgraph: bool = False,
+                 numpy_fallback: bool = True):
         if not callable(fn):
             raise TypeError(f"jit expects a callable, got {type(fn).__name__}")
         options = make_options(backend, pipeline, dump_passes, on_recompile, max_recompiles,
-                               cache_size, fullgraph)
+                               cache_size, fullgraph, numpy_fallback)
         # how this function was made, so tk.explain can make a fresh one that reports one call
         self._made_with = dict(static_argnums=static_argnums, static_argnames=static_argnames,
                                backend=backend, on_recompile=on_recompile,
@@ -74,6 +76,8 @@ class JitFunction:
         # signatures whose calls break the graph: each call runs the Python function, and its
         # segments come from ``_breaks``' cache (bounded as the program cache is)
         self._segmented: OrderedDict[JitKey, bool] = OrderedDict()
+        # (and may run as plain NumPy where that measured faster: jitting.eager)
+        self._numpy_fallback = numpy_fallback and self._backend_name in eager.HOST_BACKENDS
         self._inline = Inliner(fn, self.fn_name)
         self._cache: OrderedDict[JitKey, Compiled] = OrderedDict()
         # the fast path's index into ``_cache``: plain calls (positional NumPy arrays) by
@@ -129,7 +133,7 @@ class JitFunction:
         compiled = self._cache.get(key)
         if compiled is None:
             if key in self._segmented:
-                return self._run_segmented(key, leaves, cargs, ckwargs)
+                return self._run_segmented(key, leaves, cargs, ckwargs, args, kwargs)
             start = RECORDER.clock.now() if RECORDER.active else 0.0
             try:
                 compiled = self._compiled(key, cargs, ckwargs, leaves)
@@ -162,15 +166,52 @@ class JitFunction:
             (name, site) for name, site in python_ints.items()
             if name not in self._breaks.log.specialized)
 
-    def _run_segmented(self, key: JitKey, leaves: list, args: tuple, kwargs: dict):
+    def _run_segmented(self, key: JitKey, leaves: list, args: tuple, kwargs: dict,
+                       user_args: tuple = (), user_kwargs: dict | None = None):
         """A call of a signature that breaks the graph: Python runs again, and each segment it
-        traces runs from the segment cache (or compiles, when a guard failed)."""
+        traces runs from the segment cache (or compiles, when a guard failed). Where such
+        calls break many times and plain NumPy measured faster, the call runs as plain NumPy
+        instead (``jitting.eager``)."""
+        log = self._breaks.log
+        choice = log.eager.get(key) if self._numpy_fallback else None
+        if choice is not None and choice.runs_eagerly:
+            start, clock = time.perf_counter(), RECORDER.clock.now() if RECORDER.active else 0.0
+            result = self.fn(*user_args, **(user_kwargs or {}))
+            seconds = time.perf_counter() - start
+            with log._lock:
+                choice.eager(seconds)
+            if RECORDER.active:  # (the whole call is Python: glue, with no segment after it)
+                RECORDER.record(GraphBreakEvent(
+                    function=self.fn_name, reason=eager.REASON, location=self.location,
+                    start=clock + seconds, duration=0.0, glue=seconds, instructions=0,
+                    compiled=False, thread=threading.get_ident()))
+            return result
+        breaks, start = log.breaks, time.perf_counter()
         try:
             self._miss.trace(key, self._keys.paths(args, kwargs), args, kwargs, leaves,
                              always_segmented=True)
         except GraphBroken as broken:
+            if self._numpy_fallback:
+                self._measured(key, time.perf_counter() - start, log.breaks - breaks, args,
+                               kwargs)
             return broken.result
         raise AssertionError("a segmented call always finishes in segments")
+
+    def _measured(self, key: JitKey, seconds: float, breaks: int, args: tuple,
+                  kwargs: dict) -> None:
+        log = self._breaks.log
+        with log._lock:
+            choice = log.eager.get(key)
+            if choice is None:
+                if breaks < eager.EAGER_MIN_BREAKS:
+                    return  # (a few breaks a call: no record kept)
+                choice = log.eager[key] = eager.EagerChoice()
+                while len(log.eager) > self.cache_size_limit:
+                    log.eager.popitem(last=False)
+            choice.segmented(seconds, breaks)
+        if not choice.signature:
+            choice.signature = ", ".join(
+                s.text for s in self._keys.specs(key, self._keys.paths(args, kwargs)))
 
     def _compiled(self, key: JitKey, args: tuple, kwargs: dict,
                   leaves: list | None = None) -> Compiled:
@@ -283,7 +324,8 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
         backend: str | None = None, on_recompile: str = "warn",
         max_recompiles: int = _history.DEFAULT_MAX_RECOMPILES, pipeline: str = DEFAULT_PIPELINE,
         dump_passes: str | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
-        fullgraph: bool = False, in_shardings=None, out_shardings=None):
+        fullgraph: bool = False, numpy_fallback: bool = True, in_shardings=None,
+        out_shardings=None):
     """Compile ``fn`` with toolkit. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
 
     Where Python needs a traced value (``if x.sum() > 0:``, ``int(n)``, ``x[mask]``,
@@ -291,6 +333,9 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
     on into a new segment: a *graph break*, as in torch.compile. Each segment compiles once and
     is cached under its guards; ``tk.explain(f, *args)`` lists every break with its reason.
     ``fullgraph=True`` makes the first break an error instead (one whole program or nothing).
+    A signature whose calls break 32 times or more is timed once as plain NumPy and runs as
+    plain NumPy from then on where that was at least twice as fast (``numpy_fallback=False``
+    keeps it in segments; the report says which way each such signature runs and why).
     A Python int or bool argument that Python needs as a number (``range(steps)``) is
     specialized after its first break: static on later calls, one whole program per value.
 
@@ -330,7 +375,8 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(),
                            cache_size=cache_size)
     options = dict(static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
                    on_recompile=on_recompile, max_recompiles=max_recompiles, pipeline=pipeline,
-                   dump_passes=dump_passes, cache_size=cache_size, fullgraph=fullgraph)
+                   dump_passes=dump_passes, cache_size=cache_size, fullgraph=fullgraph,
+                   numpy_fallback=numpy_fallback)
     if fn is None:
         return functools.partial(jit, **options)
     return JitFunction(fn, **options)

@@ -123,6 +123,9 @@ class BreakLog:
         # x[mask] kept dense (frontend.masked), over the traced calls: its line ->
         # [selections, {line that needed the length: selections materialized there}]
         self.selections: OrderedDict[str, list] = OrderedDict()
+        self.breaks = 0  # every break counted at its site, over all calls
+        # signature key -> jitting.eager.EagerChoice: calls in segments against plain NumPy
+        self.eager: OrderedDict = OrderedDict()
         self.glue_seconds = 0.0  # Python between segments (its own code, its tracing or replay)
         self.segment_seconds = 0.0
         self._lock = threading.Lock()

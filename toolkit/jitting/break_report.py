@@ -98,6 +98,9 @@ class GraphBreakReport:
     # ((file:line, selections, ((line that needed the length, selections), ...)), ...): x[mask]
     # kept dense until its length was needed, over the traced calls
     selections: tuple = ()
+    # (text, ...): signatures whose calls were timed as plain NumPy (jitting.eager), and the
+    # way they run now
+    numpy_fallback: tuple = ()
 
     @property
     def break_count(self) -> int:
@@ -150,6 +153,9 @@ class GraphBreakReport:
                  "from the record (no re-trace)"]
         lines += [f"  replay ended {count}x at {where or '?'}: {reason}"
                   for reason, where, count in self.replay_stops]
+        if self.numpy_fallback:
+            lines.append("signatures timed as plain NumPy (many breaks a call):")
+            lines += ["  " + text for text in self.numpy_fallback]
         lines += ["breaks:"]
         lines += ["  " + b.text for b in self.breaks]
         lines += specialized + helpers
@@ -209,4 +215,6 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
                                               in log.conversions.items()),
                                 selections=tuple((where, taken, tuple(needed.items()))
                                                  for where, (taken, needed)
-                                                 in log.selections.items()))
+                                                 in log.selections.items()),
+                                numpy_fallback=tuple(c.text for c in log.eager.values()
+                                                     if c.decided is not None))

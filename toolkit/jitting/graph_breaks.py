@@ -289,6 +289,7 @@ class Breaker:
         with log._lock:
             stats = log.site(site)
             stats.count += 1
+            log.breaks += 1
         key = None
         if tape is not None:
             key = ("break", tracer._slot, site.key) if tracer._slot >= 0 else None
@@ -521,6 +522,7 @@ class Breaker:
         with log._lock:
             stats = log.site(site)
             stats.count += 1
+            log.breaks += 1
             if value.size <= 8:
                 stats.values.append(value.tolist())
         return stats
@@ -528,6 +530,7 @@ class Breaker:
     def _uncount(self, stats: SiteStats) -> None:
         with self.owner.log._lock:
             stats.count -= 1
+            self.owner.log.breaks -= 1
 
     def _resume(self, live: list[Tracer], values: dict, carried: list) -> dict:
         def bind(new, t, old):

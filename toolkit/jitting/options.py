@@ -37,6 +37,9 @@ class JitOptions:
     max_recompiles: int = history.DEFAULT_MAX_RECOMPILES
     cache_size: int = DEFAULT_CACHE_SIZE
     fullgraph: bool = False  # graph breaks are errors (torch.compile's name)
+    # a signature whose calls break the graph many times may run as plain NumPy where that
+    # measured faster (jitting.eager)
+    numpy_fallback: bool = True
 
     @property
     def keyed(self) -> tuple[tuple[str, str], ...]:
@@ -45,7 +48,8 @@ class JitOptions:
 
 
 def make_options(backend: str | None, pipeline: str, dump_passes: str | None, on_recompile: str,
-                 max_recompiles: int, cache_size: int, fullgraph: bool = False) -> JitOptions:
+                 max_recompiles: int, cache_size: int, fullgraph: bool = False,
+                 numpy_fallback: bool = True) -> JitOptions:
     if on_recompile not in history.POLICIES:
         raise ValueError(f"on_recompile must be one of {history.POLICIES}, got {on_recompile!r}")
     if pipeline not in PIPELINES:
@@ -53,7 +57,7 @@ def make_options(backend: str | None, pipeline: str, dump_passes: str | None, on
     if int(cache_size) < 1:
         raise ValueError(f"cache_size must be at least 1, got {cache_size}")
     return JitOptions(backends.get_backend(backend), pipeline, dump_passes, on_recompile,
-                      int(max_recompiles), int(cache_size), bool(fullgraph))
+                      int(max_recompiles), int(cache_size), bool(fullgraph), bool(numpy_fallback))
 
 
 def read_parameters(fn, static_argnums: int | Iterable[int],

@@ -1,0 +1,132 @@
+"""Plain NumPy in place of segments (toolkit/jitting/eager.py): a signature whose calls break
+the graph many times is timed once as plain NumPy and runs as NumPy where that was at least
+twice as fast; every call runs once, with NumPy's results, side effects and writes."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.jitting import eager
+
+
+def crc16(data, poly=0x8408):  # (a break on every bit: 320 a call for 40 bytes)
+    crc = 0xFFFF
+    for b in data:
+        cur_byte = 0xFF & b
+        for _ in range(0, 8):
+            if (crc & 0x0001) ^ (cur_byte & 0x0001):
+                crc = (crc >> 1) ^ poly
+            else:
+                crc >>= 1
+            cur_byte >>= 1
+    crc = (~crc & 0xFFFF)
+    crc = (crc << 8) | ((crc >> 8) & 0xFF)
+    return crc & 0xFFFF
+
+
+CALLS: list = []
+
+
+def crc_into(data, out):
+    """crc16 with a side effect and an argument written in place."""
+    CALLS.append(len(data))
+    out[0] = crc16(data)
+    return out * 2
+
+
+def _data(seed):
+    return np.random.default_rng(seed).integers(0, 256, 40).astype(np.uint8)
+
+
+def test_a_call_that_breaks_on_every_bit_runs_as_plain_numpy_after_it_was_timed():
+    f = tk.jit(crc16, backend="cpu")
+    for k in range(6):
+        data = _data(k)
+        assert int(f(data)) == crc16(data)
+    report = f.graph_breaks
+    assert len(report.numpy_fallback) == 1, report.text
+    text = report.numpy_fallback[0]
+    assert text.startswith("(u8[40]) runs as plain NumPy: 320 breaks a call took"), text
+    assert "3 call(s) so far" in text and "np.where" in text
+    assert "signatures timed as plain NumPy" in report.text
+    got = f(_data(9))  # as plain NumPy: NumPy's own result, type and all
+    assert type(got) is int and got == crc16(_data(9))
+
+
+def test_every_call_runs_once_with_numpys_side_effects_and_writes():
+    CALLS.clear()
+    f = tk.jit(crc_into, backend="cpu")
+    for k in range(6):
+        data, out, want = _data(k), np.zeros(2, np.int64), np.zeros(2, np.int64)
+        got = f(data, out)
+        expected = crc_into(data, want)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(out, want)  # written in place, as NumPy wrote it
+    assert CALLS == [40] * 12  # one run per jitted call, one per NumPy call: never two
+    assert f.graph_breaks.numpy_fallback[0].split(")")[0] == "(u8[40], s64[2]"
+
+
+def test_numpy_fallback_false_and_device_backends_keep_every_call_in_segments():
+    kept = tk.jit(crc16, backend="cpu", numpy_fallback=False)
+    device = tk.jit(crc16, backend="gpu-simulated")
+    for k in range(5):
+        data = _data(k)
+        assert int(kept(data)) == crc16(data)
+        assert int(tk.device_get(device(data))) == crc16(data)
+    for f in (kept, device):
+        report = f.graph_breaks
+        assert report.numpy_fallback == () and report.calls == 5, report.text
+
+
+def test_few_breaks_a_call_never_try_numpy():
+    def clip_steps(x):
+        for _ in range(4):
+            if x.max() > 1:
+                x = x / 2
+        return x
+
+    f = tk.jit(clip_steps, backend="cpu")
+    for k in range(6):
+        x = np.linspace(0, 8 + k, 16)
+        np.testing.assert_array_equal(f(x), clip_steps(x))
+    assert f.graph_breaks.numpy_fallback == () and f.graph_breaks.calls == 6
+
+
+@pytest.mark.parametrize("segmented, numpy_, decided", [
+    ([6e-3, 5e-3], 1e-4, "numpy"),  # 50x faster: NumPy takes over
+    ([6e-3, 5e-3], 2.5e-3, "numpy"),  # exactly twice as fast
+    ([6e-3, 5e-3], 3e-3, "segments"),  # faster, but not twice: segments stay
+    ([1e-3, 9e-3], 1e-3, "segments"),  # against the best call in segments
+])
+def test_the_choice_needs_numpy_twice_as_fast_as_the_best_call_in_segments(
+        segmented, numpy_, decided):
+    choice = eager.EagerChoice("f64[8]")
+    assert not choice.runs_eagerly
+    for seconds in segmented:
+        choice.segmented(seconds, eager.EAGER_MIN_BREAKS)
+    assert choice.runs_eagerly  # (the trial)
+    choice.eager(numpy_)
+    assert choice.decided == decided
+    assert choice.runs_eagerly == (decided == "numpy")
+    assert choice.text.startswith("(f64[8]) " + ("runs as plain NumPy" if decided == "numpy"
+                                                 else "stays in segments"))
+    choice.eager(numpy_ / 10)  # (decided once: later calls do not change it)
+    assert choice.decided == decided
+
+
+def test_a_signature_whose_calls_break_less_than_the_threshold_is_not_tried():
+    choice = eager.EagerChoice()
+    for _ in range(5):
+        choice.segmented(1.0, eager.EAGER_MIN_BREAKS - 1)
+    assert not choice.runs_eagerly
+
+
+def test_a_profile_shows_a_call_run_as_plain_numpy_as_glue():
+    f = tk.jit(crc16, backend="cpu")
+    for k in range(4):
+        f(_data(k))
+    with tk.profile() as prof:
+        f(_data(7))
+    spans = [e for e in prof.events if type(e).__name__ == "GraphBreakEvent"]
+    assert [(e.reason, e.duration, e.instructions) for e in spans] == [("plain NumPy", 0.0, 0)]
+    assert spans[0].glue > 0 and spans[0].function == "crc16"
+    assert not prof.kernels
