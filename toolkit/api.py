@@ -77,7 +77,7 @@ class JitFunction:
         # segments come from ``_breaks``' cache (bounded as the program cache is)
         self._segmented: OrderedDict[JitKey, bool] = OrderedDict()
         # (and may run as plain NumPy where that measured faster: jitting.eager)
-        self._numpy_fallback = numpy_fallback and self._backend_name in eager.HOST_BACKENDS
+        self._numpy_fallback = options.numpy_fallback and self._backend_name in eager.HOST_BACKENDS
         self._inline = Inliner(fn, self.fn_name)
         self._cache: OrderedDict[JitKey, Compiled] = OrderedDict()
         # the fast path's index into ``_cache``: plain calls (positional NumPy arrays) by
