@@ -117,3 +117,16 @@ def test_a_profile_shows_a_call_run_as_plain_numpy_as_glue():
     assert [(e.reason, e.duration, e.instructions) for e in spans] == [("plain NumPy", 0.0, 0)]
     assert spans[0].glue > 0 and spans[0].function == "crc16"
     assert not prof.kernels
+
+
+def test_once_decided_plain_array_calls_take_the_fast_path_to_numpy():
+    f = tk.jit(crc16, backend="cpu")
+    for k in range(5):
+        f(_data(k))
+    choice = next(iter(f._plain_numpy.values()))
+    before = choice.eager_calls
+    for k in range(3):
+        assert f(_data(k)) == crc16(_data(k))
+    assert choice.eager_calls == before + 3
+    f.clear_cache()
+    assert not f._plain_numpy

@@ -83,6 +83,8 @@ class JitFunction:
         # the fast path's index into ``_cache``: plain calls (positional NumPy arrays) by
         # their abstract values alone, which is all that varies between them
         self._plain: dict[tuple, Compiled] = {}
+        # and of the plain signatures that run as plain NumPy (jitting.eager), their choices
+        self._plain_numpy: dict[tuple, eager.EagerChoice] = {}
         self._evicted: OrderedDict[JitKey, str] = OrderedDict()  # key -> its signature text
         self._compile_lock = threading.Lock()
         self.call_site_hint = ""  # where calls come from when no user frame exists (%%xla)
@@ -111,7 +113,8 @@ class JitFunction:
                         break
                     arrays = arrays and t is np.ndarray
                 else:
-                    compiled = self._plain.get(tuple([(a.shape, a.dtype, False) for a in args]))
+                    avals = tuple([(a.shape, a.dtype, False) for a in args])
+                    compiled = self._plain.get(avals)
                     if compiled is not None:
                         run = compiled.plain_run
                         if run is not None:  # NumPy scalars as 0-d arrays of their dtype
@@ -119,6 +122,9 @@ class JitFunction:
                                        [a if type(a) is np.ndarray else np.asarray(a)
                                         for a in args])
                         return compiled.execute_flat(list(args))
+                    choice = self._plain_numpy.get(avals) if self._plain_numpy else None
+                    if choice is not None:  # (a signature that runs as plain NumPy)
+                        return self._run_numpy(choice, args, {})
             return self._call(*args, **kwargs)
         except Exception as e:
             shown = for_the_user(e)
@@ -175,16 +181,11 @@ class JitFunction:
         log = self._breaks.log
         choice = log.eager.get(key) if self._numpy_fallback else None
         if choice is not None and choice.runs_eagerly:
-            start, clock = time.perf_counter(), RECORDER.clock.now() if RECORDER.active else 0.0
-            result = self.fn(*user_args, **(user_kwargs or {}))
-            seconds = time.perf_counter() - start
-            with log._lock:
-                choice.eager(seconds)
-            if RECORDER.active:  # (the whole call is Python: glue, with no segment after it)
-                RECORDER.record(GraphBreakEvent(
-                    function=self.fn_name, reason=eager.REASON, location=self.location,
-                    start=clock + seconds, duration=0.0, glue=seconds, instructions=0,
-                    compiled=False, thread=threading.get_ident()))
+            result = self._run_numpy(choice, user_args, user_kwargs or {})
+            if choice.decided == "numpy" and self._keys.is_plain(key):
+                self._plain_numpy[key.avals] = choice  # (later calls: from the fast path)
+                while len(self._plain_numpy) > self.cache_size_limit:
+                    del self._plain_numpy[next(iter(self._plain_numpy))]
             return result
         breaks, start = log.breaks, time.perf_counter()
         try:
@@ -196,6 +197,20 @@ class JitFunction:
                                kwargs)
             return broken.result
         raise AssertionError("a segmented call always finishes in segments")
+
+    def _run_numpy(self, choice: eager.EagerChoice, args: tuple, kwargs: dict):
+        """The call as plain NumPy: the user's function on the user's arguments, timed."""
+        start, clock = time.perf_counter(), RECORDER.clock.now() if RECORDER.active else 0.0
+        result = self.fn(*args, **kwargs)
+        seconds = time.perf_counter() - start
+        with self._breaks.log._lock:
+            choice.eager(seconds)
+        if RECORDER.active:  # (the whole call is Python: glue, with no segment after it)
+            RECORDER.record(GraphBreakEvent(
+                function=self.fn_name, reason=eager.REASON, location=self.location,
+                start=clock + seconds, duration=0.0, glue=seconds, instructions=0,
+                compiled=False, thread=threading.get_ident()))
+        return result
 
     def _measured(self, key: JitKey, seconds: float, breaks: int, args: tuple,
                   kwargs: dict) -> None:
@@ -262,6 +277,7 @@ class JitFunction:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._plain.clear()
+        self._plain_numpy.clear()
         self._segmented.clear()
         self._breaks.cache.clear()
 
