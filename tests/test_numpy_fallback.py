@@ -117,6 +117,10 @@ def test_a_profile_shows_a_call_run_as_plain_numpy_as_glue():
     assert [(e.reason, e.duration, e.instructions) for e in spans] == [("plain NumPy", 0.0, 0)]
     assert spans[0].glue > 0 and spans[0].function == "crc16"
     assert not prof.kernels
+    from toolkit.profiler.report import graph_break_lines
+
+    assert graph_break_lines(spans)[0].startswith("graph breaks: 0, ")  # (a call, not a break)
+    assert "signature (u8[40]) runs as plain NumPy" in f.graph_breaks._repr_html_()
 
 
 def test_once_decided_plain_array_calls_take_the_fast_path_to_numpy():

@@ -184,6 +184,7 @@ class GraphBreakReport:
                         if any(line.startswith(f"  {h[0]} (") for h in self.helpers)]
         if helper_lines:
             segs += "".join(f"<li>helper {html.escape(line)}</li>" for line in helper_lines)
+        segs += "".join(f"<li>signature {html.escape(text)}</li>" for text in self.numpy_fallback)
         summary = html.escape(self.text.splitlines()[0])
         return (f"<div class='tk-graph-breaks'><b>{summary}</b>"
                 f"<p>Python glue {self.glue_seconds * 1e3:.2f} ms, compiled segments "

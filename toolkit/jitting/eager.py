@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..profiler.events import PLAIN_NUMPY
+
 EAGER_MIN_BREAKS = 32  # breaks a call in segments before plain NumPy is tried in its place
 EAGER_SPEEDUP = 2.0  # how much faster NumPy must be to take over
 SEGMENTED_CALLS = 2  # calls in segments measured first (the first records the replay)
 HOST_BACKENDS = frozenset({"cpu", "interpreter"})  # results are NumPy arrays either way
-REASON = "plain NumPy"  # a profile's GraphBreakEvent for a call run so: all of it glue
+REASON = PLAIN_NUMPY  # a profile's GraphBreakEvent for a call run so: all of it glue
 
 
 @dataclass

@@ -187,6 +187,12 @@ class PromotionEvent:
                 f"(a Python float is weak and keeps {self.from_dtype}), or .astype the result")
 
 
+
+# a GraphBreakEvent's reason for a call of a signature that runs as plain NumPy
+# (jitting.eager): the whole call is glue, and no segment ran
+PLAIN_NUMPY = "plain NumPy"
+
+
 @dataclass(frozen=True, slots=True)
 class GraphBreakEvent:
     """One segment of a jitted function with graph breaks, run: the Python glue before it

@@ -6,7 +6,7 @@ import html
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .events import CompileEvent, RecompileEvent
+from .events import PLAIN_NUMPY, CompileEvent, RecompileEvent
 
 
 def _ms(seconds: float) -> str:
@@ -233,7 +233,7 @@ def graph_break_lines(events) -> list[str]:
     glue between segments, and segments compiled (new, or a guard that failed)."""
     if not events:
         return []
-    lines = [f"graph breaks: {sum(e.reason != 'return' for e in events)}, "
+    lines = [f"graph breaks: {sum(e.reason not in ('return', PLAIN_NUMPY) for e in events)}, "
              f"segments {_ms(sum(e.duration for e in events))}, "
              f"Python glue {_ms(sum(e.glue for e in events))}"]
     for (function, reason, location), (count, seconds, glue, compiled) in \
