@@ -223,3 +223,47 @@ def test_the_report_says_which_selections_needed_their_length():
 
     text = str(tk.explain(sorted_positive, np.array([2.0, -1.0, 1.0])))
     assert "1 selection(s), 0 without a break; the length was needed at" in text
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.uint8, np.int64, np.bool_])
+def test_the_largest_and_smallest_of_a_selection_are_numpys_without_a_break(backend, dtype):
+    picked = np.array([True, False, True, True, False, True])
+    x = (np.array([3, 9, -1, 0, -7, 5]) if dtype != np.uint8 else
+         np.array([3, 9, 1, 0, 250, 5])).astype(dtype)
+
+    def extremes(v, m):
+        return v[m].max(), v[m].min(), np.max(v[~m]), np.amin(v[~m])
+
+    f = tk.jit(extremes, backend=backend)
+    for got, want in zip(f(x, picked), extremes(x, picked)):
+        _same(want, tk.device_get(got))
+    assert f.graph_breaks.break_count == 0
+
+
+def test_a_nan_selected_wins_a_nan_left_out_does_not():
+    x = np.array([2.0, np.nan, -np.inf, 7.0, np.nan])
+
+    def extremes(v, m):
+        return v[m].max(), v[m].min()
+
+    f = tk.jit(extremes, backend="cpu")
+    for mask in ([True, True, True, False, False], [True, False, True, True, False],
+                 [False, False, True, False, False]):
+        m = np.array(mask)
+        for got, want in zip(f(x, m), extremes(x, m)):
+            _same(want, got)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_the_largest_of_an_empty_selection_raises_numpys_error(backend):
+    def largest(v):
+        return v[v > 100].max()
+
+    f = tk.jit(largest, backend=backend)
+    assert f(np.array([1.0, 200.0])) == 200.0
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        largest(np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum "
+                                         "which has no identity"):
+        f(np.array([1.0, 2.0]))

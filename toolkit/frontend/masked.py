@@ -159,7 +159,7 @@ class MaskedSelection:
     def __array_function__(self, func, types, args, kwargs):
         reduce = _REDUCTIONS.get(func)
         if reduce is not None and len(args) == 1 and args[0] is self and not kwargs \
-                and self.dense_values:
+                and self.dense_values and (reduce in (_sum, _mean) or self.dtype.kind in "biuf"):
             return reduce(self)
         return func(*materialized(args), **materialized(kwargs))
 
@@ -172,6 +172,16 @@ class MaskedSelection:
         if args or kwargs or not self.dense_values:
             return self.materialize().mean(*args, **kwargs)
         return _mean(self)
+
+    def max(self, *args, **kwargs):
+        if args or kwargs or not self.dense_values or self.dtype.kind not in "biuf":
+            return self.materialize().max(*args, **kwargs)
+        return _max(self)
+
+    def min(self, *args, **kwargs):
+        if args or kwargs or not self.dense_values or self.dtype.kind not in "biuf":
+            return self.materialize().min(*args, **kwargs)
+        return _min(self)
 
 
 def _dense_operands(inputs, mask: Tracer):
@@ -242,7 +252,40 @@ def _mean(selection: MaskedSelection):
     return total.astype(result) / _count(selection).astype(result)
 
 
-_REDUCTIONS = {np.sum: _sum, np.mean: _mean}
+def _extreme(selection: MaskedSelection, ufunc):
+    """``x[mask].max()`` / ``.min()``: the reduction of the dense values with the padding at
+    the other end of the dtype's range (it never wins: a NaN selected still does), and, as
+    NumPy, a ValueError after the call when nothing was selected."""
+    from .registry import EXPORTS
+
+    dtype = selection.dtype
+    largest = ufunc is np.maximum
+    if dtype.kind == "f":
+        pad = -np.inf if largest else np.inf
+    elif dtype.kind == "b":
+        pad = not largest
+    else:
+        info = np.iinfo(dtype)
+        pad = info.min if largest else info.max
+    name = "max" if largest else "min"
+    padded = EXPORTS["where"](selection.mask, selection.dense, np.array(pad, dtype))
+    selection.dense.trace.add_check(
+        _count(selection) == 0, ValueError,
+        f"zero-size array to reduction operation {ufunc.__name__} which has no identity "
+        f"({name} of x[mask] selecting nothing)")
+    return EXPORTS[name](padded)
+
+
+def _max(selection: MaskedSelection):
+    return _extreme(selection, np.maximum)
+
+
+def _min(selection: MaskedSelection):
+    return _extreme(selection, np.minimum)
+
+
+_REDUCTIONS = {np.sum: _sum, np.mean: _mean, np.max: _max, np.min: _min, np.amax: _max,
+               np.amin: _min}
 
 
 def _operator(apply, reflected: bool = False):
