@@ -491,6 +491,29 @@ def replayable_method(fn: Callable) -> Callable:
         tape = self._trace.tape
         if tape is None:
             return fn(self, *args, **kwargs)
+        if tape.replaying and len(args) == 1 and not kwargs and self._slot >= 0:
+            # (most replayed operations: a recorded value and another, or a Python number,
+            # giving one new value: Tape.operation's key and its replay, without its frame)
+            other = args[0]
+            kind = type(other)
+            if kind is Tracer:
+                other_key = other._slot if other._trace is self._trace else -1
+            elif kind is float:  # (0.0 and NaN are keyed by their bits: Tape.operation's)
+                other_key = (float, other) if other and other == other else -1
+            elif kind is int:
+                other_key = (int, other)
+            else:
+                other_key = -1
+            if other_key != -1:
+                frame = sys._getframe(1)
+                node = tape.node.children.get(
+                    (fn, id(frame.f_code), frame.f_lasti, (self._slot, other_key), None))
+                if node is not None and node.run is None and not node.effects \
+                        and not node.bindings and node.template[0] == 1:
+                    tape.node = node
+                    template = node.template
+                    return replayed_tracer(tape.trace, template[1], template[2], template[3],
+                                           tape.objects)
         return tape.operation(fn, (self,) + args, kwargs, sys._getframe(1))
 
     return method
