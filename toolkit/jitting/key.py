@@ -6,7 +6,7 @@ pytree walk, and the argument paths (``params['w']``) are only computed when a t
 them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,15 @@ class JitKey:
     statics: tuple[tuple[int | str, Any], ...]  # (position or name, value) of static arguments
     arg_names: tuple[str, ...]  # the dynamic arguments' names, in order
     backend: str
+    # (hashed once: a call looks its key up in several dicts, and the fields are nested tuples)
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.trees, self.avals, self.statics,
+                                                self.arg_names, self.backend)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 
