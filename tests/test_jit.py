@@ -141,8 +141,36 @@ def test_methods_need_self_static():
 def test_outputs_can_be_constants_and_inputs():
     f = tk.jit(lambda x: (x, 3.0, np.arange(3), None))
     x, three, r, none = f(np.ones(2, np.float32))
-    assert three.dtype == np.float64 and three == 3.0
+    assert type(three) is float and three == 3.0  # (a Python number, as NumPy returns it)
     assert list(r) == [0, 1, 2] and none is None
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interpreter"])
+def test_python_numbers_returned_come_back_as_python_numbers(backend):
+    """As NumPy: a Python number the function returns is that number, not a 0-d array, on a
+    compiled call, a profiled one and a call in segments (a graph break); a traced scalar is
+    still a 0-d array (NumPy's would be a NumPy scalar)."""
+    def counts(x, flag):
+        n = 0
+        for _ in range(x.shape[0]):
+            n += 2
+        return n, x.shape[0] * 1.5, n > 3, complex(n, 1), x.sum(), flag
+
+    def breaking(x, flag):
+        return (*counts(x, flag)[:4], bool(x.sum() > 0))
+
+    x = np.arange(3.0)
+    for fn in (counts, breaking):
+        f = tk.jit(fn, backend=backend)
+        want = fn(x, 1)
+        for _ in range(3):  # (the first call traces, then the cache, then a replay)
+            got = f(x, 1)
+            assert [type(v) for v in got[:4]] == [int, float, bool, complex], got
+            assert got[:4] == want[:4]
+        with tk.profile():
+            assert f(x, 1)[:4] == want[:4] and type(f(x, 1)[0]) is int
+    total, flag = tk.jit(counts, backend=backend)(x, 1)[4:]
+    assert isinstance(total, np.ndarray) and total.shape == () and total == 3.0
 
 
 def test_results_are_fresh_writable_arrays():

@@ -15,7 +15,7 @@ from .collector import collector_paused, collector_relaxed
 from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
-from .frontend.trace_function import TracedProgram
+from .frontend.trace_function import TracedProgram, as_python_numbers
 from .ir.collectives import device_lane
 from .ir.nodes import Module
 from .ir.ops import GroupOp
@@ -148,7 +148,9 @@ class Compiled(_TracedStage):
         # the dispatch fast path (positional NumPy arrays of the compiled types): a program with
         # no argument checks, no extra outputs and one host result is its executable's first result
         plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
-                 and not self._keeps_device_arrays)
+                 and not self._keeps_device_arrays and not program.python_outputs)
+        # outputs that are Python numbers in NumPy's semantics, returned as such (host results)
+        self._python_outputs = () if self._keeps_device_arrays else program.python_outputs
         single = executable.plain_run  # the CPU's one-kernel programs
         self.plain_run = (
             (single or (lambda leaves, run=executable: run(leaves)[0])) if plain else None
@@ -269,6 +271,8 @@ class Compiled(_TracedStage):
         ]
 
     def _result(self, results) -> Any:
+        if self._python_outputs:
+            results = as_python_numbers(results, self._python_outputs)
         return results[0] if self._single_output else unflatten(self._out_tree, results)
 
     def execute_flat(self, leaves: list) -> Any:

@@ -32,6 +32,10 @@ class TracedProgram:
     checks: tuple[tuple[type, str], ...] = ()
     # float promotions by NumPy scalars: (location, what, from dtype, to dtype, instruction)
     promotions: tuple = ()
+    # output leaf indices where the function returned a Python number (``return n + 1`` on
+    # Python ints, ``x.shape[0] * 2``): a constant of the program, returned as that Python
+    # number, as NumPy returns it, not as a 0-d array
+    python_outputs: tuple[int, ...] = ()
 
     @property
     def has_extra_outputs(self) -> bool:
@@ -102,7 +106,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         if breaker is not None and (breaker.broken or breaker.always):
             outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
             try:
-                result = breaker.finish(outs, out_tree)
+                result = breaker.finish(outs, out_tree, python_numbers(leaves))
             finally:
                 trace.close()
             raise GraphBroken(result, breaker.python_ints)
@@ -134,7 +138,24 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         tuple(n for n, _ in mutated),
         tuple((error, message) for _, error, message in trace.checks),
         tuple((loc, what, narrow, wide, t.inst) for loc, what, narrow, wide, t in trace.promotions),
+        python_numbers(leaves),
     )
+
+
+def python_numbers(leaves) -> tuple[int, ...]:
+    """The indices of the returned ``leaves`` that are Python numbers (not traced values, not
+    NumPy scalars: NumPy hands those back as they are too, but toolkit's are 0-d arrays)."""
+    return tuple(n for n, leaf in enumerate(leaves) if type(leaf) in (bool, int, float, complex))
+
+
+def as_python_numbers(results: list, python_outputs: tuple[int, ...]) -> list:
+    """``results`` with the leaves at ``python_outputs`` (0-d host arrays) as Python numbers."""
+    results = list(results)
+    for n in python_outputs:
+        value = results[n]
+        if isinstance(value, (np.ndarray, np.generic)):
+            results[n] = value.item()
+    return results
 
 
 def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:

@@ -34,7 +34,7 @@ from ..frontend import replay
 from ..frontend.inplace import check_mutation_targets, write_back
 from ..frontend.segments import Segment, SpecializeAndRetrace, cut, live_tracers, resume
 from ..frontend.signature import ArgSpec
-from ..frontend.trace_function import TracedProgram
+from ..frontend.trace_function import TracedProgram, as_python_numbers
 from ..frontend.tracer import Trace, Tracer
 from ..ir.structural import exact_key
 from ..profiler.events import GraphBreakEvent
@@ -47,6 +47,8 @@ from .promotions import report_promotions
 
 
 _INT_CONE = 64  # instructions looked at to find the Python ints a value is computed from
+# backends whose results are host NumPy arrays (a device backend's stay on the device)
+_HOST_RESULTS = frozenset({"cpu", "interpreter"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -610,7 +612,7 @@ class Breaker:
         return results
 
     # ---- the end of the call ------------------------------------------------------------
-    def finish(self, outs: list[Tracer], out_tree):
+    def finish(self, outs: list[Tracer], out_tree, python_outputs: tuple[int, ...] = ()):
         """Run the last segment: the function's results, and the new values of arguments it
         wrote in place (copied into the caller's arrays, as NumPy would have written them)."""
         mutated = []
@@ -628,6 +630,8 @@ class Breaker:
             if any(value is leaf for leaf in self.leaves):  # never hand back the caller's array
                 value = np.array(value, copy=True)
             results.append(value)
+        if python_outputs and self.owner.options.backend.name in _HOST_RESULTS:
+            results = as_python_numbers(results, python_outputs)  # (as NumPy returns them)
         if mutated:
             numbers = [n for n, _ in mutated]
             check_mutation_targets(self.leaves, numbers, [s.path for s in self.specs])
