@@ -42,13 +42,12 @@ from ..profiler.recorder import RECORDER
 from ..runtime import history
 from ..stages import Lowered, hlo_fingerprint
 from .break_log import ENTRY, RETURN, BreakLog, BreakSite, SegmentStats, SiteStats, break_site
+from .eager import HOST_BACKENDS  # (a device backend's results stay on the device)
 from .promotions import report_promotions
 
 
 
 _INT_CONE = 64  # instructions looked at to find the Python ints a value is computed from
-# backends whose results are host NumPy arrays (a device backend's stay on the device)
-_HOST_RESULTS = frozenset({"cpu", "interpreter"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -630,7 +629,7 @@ class Breaker:
             if any(value is leaf for leaf in self.leaves):  # never hand back the caller's array
                 value = np.array(value, copy=True)
             results.append(value)
-        if python_outputs and self.owner.options.backend.name in _HOST_RESULTS:
+        if python_outputs and self.owner.options.backend.name in HOST_BACKENDS:
             results = as_python_numbers(results, python_outputs)  # (as NumPy returns them)
         if mutated:
             numbers = [n for n, _ in mutated]
