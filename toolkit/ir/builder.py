@@ -95,6 +95,22 @@ class NameUniquer:
 
 
 _NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
+# One Shape object per distinct array shape built: a compile holds hundreds of thousands of
+# instructions, most of a few shapes, and each Shape is an object Python's collector scans on
+# every full collection (Shapes are immutable values and hold nothing else)
+_SHAPES: dict[Shape, Shape] = {}
+_SHAPES_KEPT = 1 << 14
+
+
+def _shared_shape(shape):
+    if type(shape) is not Shape:
+        return shape
+    found = _SHAPES.get(shape)
+    if found is None:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        found = _SHAPES[shape] = shape
+    return found
 
 
 class ComputationBuilder:
@@ -114,7 +130,7 @@ class ComputationBuilder:
         name: str | None = None,
     ) -> Instruction:
         attrs = MappingProxyType(dict(attrs)) if attrs else _NO_ATTRIBUTES
-        result = infer_shape(opcode, [o.shape for o in operands], attrs, shape)
+        result = _shared_shape(infer_shape(opcode, [o.shape for o in operands], attrs, shape))
         inst = Instruction(
             name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),
             opcode=opcode, shape=result, operands=tuple(operands), attrs=attrs, metadata=metadata)
