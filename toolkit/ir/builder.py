@@ -102,6 +102,38 @@ _SHAPES: dict[Shape, Shape] = {}
 _SHAPES_KEPT = 1 << 14
 
 
+_ATTRIBUTES: dict[tuple, Mapping[str, Any]] = {}
+_ATTRIBUTES_KEPT = 1 << 16
+_PLAIN = frozenset({int, bool, str, float, type(None)})
+
+
+def _plain(value) -> bool:
+    """A value that refers to nothing else: a number, a string, or tuples of them (never a
+    computation, an array or a Python object a shared map would keep alive)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    return kind is tuple and all(type(v) in _PLAIN or type(v) is tuple and all(
+        type(w) in _PLAIN for w in v) for v in value)
+
+
+def frozen_attributes(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``attrs`` as an immutable map: one shared map for equal maps of plain values (a
+    compile's instructions repeat ``parameter_number: 0``, a reduce's dimensions, a slice; each
+    map is an object Python's collector scans on every full collection)."""
+    if not attrs:
+        return _NO_ATTRIBUTES
+    if not all(_plain(v) for v in attrs.values()):
+        return MappingProxyType(dict(attrs))
+    key = tuple(attrs.items())
+    found = _ATTRIBUTES.get(key)
+    if found is None:
+        if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
+            _ATTRIBUTES.clear()
+        found = _ATTRIBUTES[key] = MappingProxyType(dict(attrs))
+    return found
+
+
 def _shared_shape(shape):
     if type(shape) is not Shape:
         return shape
@@ -129,7 +161,7 @@ class ComputationBuilder:
         metadata: Metadata | None = None,
         name: str | None = None,
     ) -> Instruction:
-        attrs = MappingProxyType(dict(attrs)) if attrs else _NO_ATTRIBUTES
+        attrs = frozen_attributes(attrs)
         result = _shared_shape(infer_shape(opcode, [o.shape for o in operands], attrs, shape))
         inst = Instruction(
             name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),
@@ -148,7 +180,7 @@ class ComputationBuilder:
                             metadata, name)
         else:
             inst = Instruction(self.uniquer.fresh(name or f"Arg_{number}"), "parameter", shape, (),
-                               MappingProxyType({"parameter_number": number}), metadata)
+                               frozen_attributes({"parameter_number": number}), metadata)
             self._instructions.append(inst)
         self._parameters[number] = inst
         return inst
