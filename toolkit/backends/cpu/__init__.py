@@ -371,6 +371,7 @@ def compile_module(module: Module) -> CpuExecutable:
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
         if key is not None and machine.object_code is not None:
             disk_cache.store(key, machine.object_code)
+    functions: dict[tuple[int, int], object] = {}  # (one ctypes pointer per kernel shared)
     for step in steps:
         if step.kind != "kernel":
             continue
@@ -380,7 +381,10 @@ def compile_module(module: Module) -> CpuExecutable:
                 step, step.inst, "not compiled (see the first compile's fallbacks)", fallbacks
             )
             continue
-        step.fn = ctypes_function(addr, len(step.inputs) + len(step.outputs))
+        arity = len(step.inputs) + len(step.outputs)
+        step.fn = functions.get((addr, arity))
+        if step.fn is None:
+            step.fn = functions[(addr, arity)] = ctypes_function(addr, arity)
         step.address = addr
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
     # the same plan finds the same groups
