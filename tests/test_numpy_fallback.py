@@ -134,3 +134,11 @@ def test_once_decided_plain_array_calls_take_the_fast_path_to_numpy():
     assert choice.eager_calls == before + 3
     f.clear_cache()
     assert not f._plain_numpy
+
+
+def test_explain_says_when_a_call_breaks_often_enough_to_be_timed_as_numpy():
+    text = tk.explain(crc16, _data(0)).text
+    assert "320 breaks a call: after two calls in segments, a call is timed as plain NumPy" \
+        in text, text
+    few = tk.explain(lambda x: x * 2 if x.sum() > 0 else x, np.ones(3)).text
+    assert "timed as plain NumPy" not in few

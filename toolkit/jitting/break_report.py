@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..ir.source_names import display_location
 from .break_log import RETURN, BreakLog
+from .eager import EAGER_MIN_BREAKS
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,11 @@ class GraphBreakReport:
         if self.numpy_fallback:
             lines.append("signatures timed as plain NumPy (many breaks a call):")
             lines += ["  " + text for text in self.numpy_fallback]
+        elif self.calls and self.break_count >= EAGER_MIN_BREAKS * self.calls:
+            lines.append(f"  {self.break_count // self.calls} breaks a call: after two calls in "
+                         "segments, a call is timed as plain NumPy, and the signature runs as "
+                         "plain NumPy where that is twice as fast (tk.jit(..., "
+                         "numpy_fallback=False) keeps segments)")
         lines += ["breaks:"]
         lines += ["  " + b.text for b in self.breaks]
         lines += specialized + helpers
