@@ -105,3 +105,32 @@ def test_plain_data_rebound_keeps_the_scan_and_a_function_rebound_makes_it_again
     np.testing.assert_array_equal(tk.jit(m.signs)(x), m.signs(x))
     assert "sign_of" not in namespace._SCANNED[id(m.__dict__)][3]
     assert m.LOG == [1, 1]  # once by the jitted call (a break), once by NumPy's
+
+
+def test_the_scan_is_checked_by_the_names_that_are_not_plain_data():
+    """A notebook's namespace holds thousands of names: a scan is reused while as many names
+    are bound and every name bound to something other than plain data (a module, a function,
+    a container) is bound to the same object; plain data may change freely."""
+    m = _module()
+    for k in range(300):  # (IPython's _i1, _i2, ... and the user's numbers)
+        setattr(m, f"_i{k}", f"cell {k}")
+    m.config = {"scale": 2.0}
+    f = tk.jit(m.seen)
+    f(np.ones(3))
+    scan = namespace._SCANNED[id(m.__dict__)]
+    assert {name for name, _, _ in scan[2]} >= {"np", "seen", "config", "SEEN"}
+    assert not any(name.startswith("_i") for name, _, _ in scan[2])
+    for k in range(300):
+        setattr(m, f"_i{k}", k * 0.5)  # plain data rebound: the scan stands
+    assert namespace._names_to_swap(m.__dict__) is scan[3]
+    m.config = {"scale": 3.0}  # a container rebound: scanned again
+    swapped = namespace._names_to_swap(m.__dict__)
+    assert namespace._SCANNED[id(m.__dict__)] is not scan and "np" in swapped
+    scan = namespace._SCANNED[id(m.__dict__)]
+    del m.config  # a watched name gone, another name in its place (as many names): again
+    m.other = 1.0
+    namespace._names_to_swap(m.__dict__)
+    assert namespace._SCANNED[id(m.__dict__)] is not scan
+    m.SEEN.clear()
+    tk.jit(m.seen)(np.ones(3))  # (a new trace still swaps NumPy's names)
+    assert m.SEEN == ["Tracer"] and m.np is np

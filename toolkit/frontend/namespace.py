@@ -174,25 +174,47 @@ _SCANNED: dict[int, tuple] = {}
 _SCANNED_KEPT = 64
 # values whose rebinding changes nothing a scan decides (a loop's counter, an array)
 _DATA_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None), numpy.ndarray})
+_MISSING = object()
+
+
+def _watched(namespace: dict) -> tuple:
+    """What the reuse of a scan checks: every name bound to something other than plain data,
+    with the object itself where it may be swapped (a module, a function: held, so that no
+    other object takes its id) or else its id (an instance, a container: not kept alive)."""
+    watched = []
+    for name, value in namespace.items():
+        kind = type(value)
+        if kind in _DATA_TYPES or issubclass(kind, numpy.generic):
+            continue
+        held = callable(value) or kind is types.ModuleType
+        watched.append((name, value if held else id(value), held))
+    return tuple(watched)
+
+
+def _unchanged(namespace: dict, found: tuple) -> bool:
+    if found[0] is not namespace or len(namespace) != found[1]:
+        return False
+    get = namespace.get
+    for name, ref, held in found[2]:
+        value = get(name, _MISSING)
+        if (value is not ref) if held else (id(value) != ref):
+            return False
+    return True
 
 
 def _names_to_swap(namespace: dict) -> dict:
     """The names of ``namespace`` bound to NumPy, to its buffer functions or to pure helpers
     that branch, with their replacements. The last scan is reused while the namespace holds
-    the very same names bound to the very same objects (two lists compared in C; the scan holds
-    the module's functions, so no other object can take their ids), or where only plain data
-    was rebound (``for i in ...: f(x)`` at a notebook's top level rebinds ``i`` every call)."""
-    names, ids = list(namespace), list(map(id, namespace.values()))
+    as many names, and every name bound to something other than plain data is bound to the
+    same object: a notebook's namespace holds hundreds or thousands of names (IPython adds
+    several every cell), and a function that breaks its graph is traced (replayed) on every
+    call, so the check looks at the few names that matter, not at every name (rebinding
+    plain data, ``for i in ...: f(x)`` at a notebook's top level, keeps the scan). Plain data
+    rebound to a function of NumPy's is not seen until the next scan: that function then runs
+    as NumPy's own (a graph break where its result meets a traced value), never wrongly."""
     found = _SCANNED.get(id(namespace))
-    if found is not None and found[0] is namespace and found[1] == names:
-        if found[2] == ids:
-            return found[3]
-        kinds = list(map(type, namespace.values()))
-        if kinds == found[4] and all(
-                kind in _DATA_TYPES or issubclass(kind, numpy.generic)
-                for kind, now, then in zip(kinds, ids, found[2]) if now != then):
-            _SCANNED[id(namespace)] = (namespace, names, ids, found[3], kinds, found[5])
-            return found[3]
+    if found is not None and _unchanged(namespace, found):
+        return found[3]
     swapped, verdicts = {}, {}
     inside = False  # a trace of this module's code is running (its names are swapped now)
     for name, value in list(namespace.items()):  # (the cheapest test first)
@@ -208,9 +230,7 @@ def _names_to_swap(namespace: dict) -> dict:
     if not inside:  # (a scan made inside a trace would find nothing to swap after it)
         if len(_SCANNED) >= _SCANNED_KEPT:
             _SCANNED.clear()
-        functions = tuple(v for v in namespace.values() if type(v) is types.FunctionType)
-        _SCANNED[id(namespace)] = (namespace, names, ids, swapped,
-                                   list(map(type, namespace.values())), functions)
+        _SCANNED[id(namespace)] = (namespace, len(namespace), _watched(namespace), swapped)
     return swapped
 
 
