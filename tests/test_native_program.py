@@ -215,3 +215,19 @@ def test_a_loop_inside_a_native_program_reports_its_trips_when_profiled(monkeypa
     loops = [e for e in prof.kernels if e.launch.startswith("trips=")]
     assert loops and all(", native" in e.launch for e in loops), [e.launch for e in prof.kernels]
     assert sum(int(e.launch.split(",")[0][6:]) for e in loops) >= 290, [e.launch for e in loops]
+
+
+def test_a_build_that_times_no_op_still_profiles_the_program_it_runs(monkeypatch):
+    """An extension built before run_steps took a times buffer: the profiled call still runs
+    the native program (NumPy's bits), its time split evenly over the ops."""
+    from toolkit.backends.cpu import executor
+    from toolkit.workloads_loops import covariance_by_columns
+
+    monkeypatch.setattr(executor, "_NATIVE_TIMED", False)
+    data = np.random.default_rng(4).standard_normal((300, 40))
+    f = tk.jit(covariance_by_columns(np), backend="cpu")
+    f(data)
+    with tk.profile() as prof:
+        profiled = f(data)
+    np.testing.assert_array_equal(profiled, covariance_by_columns(np)(data))
+    assert prof.kernels and any("time split evenly" in e.launch for e in prof.kernels)

@@ -403,20 +403,23 @@ class CpuExecutable(Executable):
         in another order)."""
         bufs = self._buffers(args)
         for program, steps, allocate, slots, op_steps in self.segments:
-            if program is not None and (on_kernel is None or _NATIVE_TIMED):
+            if program is not None:
                 for s in allocate:
                     if bufs[s] is None:
                         self._alloc(bufs, s)
+                buffers = [bufs[s] for s in slots]
                 if on_kernel is None:
-                    native_run_steps(program, [bufs[s] for s in slots])
-                    continue
-                times = np.zeros((len(op_steps), 3))
-                offset = clock.now() - time.perf_counter()  # (run_steps' clock is perf_counter's)
-                native_run_steps(program, [bufs[s] for s in slots], times)
-                for step, (start, end, trips) in zip(op_steps, times.tolist()):
-                    launch = (trips_text(int(trips), end - start, "native")
-                              if step.kind == "control" else "threads=1, native program")
-                    on_kernel(step.inst, start + offset, end - start, launch)
+                    native_run_steps(program, buffers)
+                elif _NATIVE_TIMED:
+                    self._timed_program(program, buffers, op_steps, clock, on_kernel)
+                else:  # (a build that times no op: the same program, its time split evenly,
+                    # never another run that would read the windows from copies)
+                    start = clock.now()
+                    native_run_steps(program, buffers)
+                    share = (clock.now() - start) / max(len(op_steps), 1)
+                    for k, step in enumerate(op_steps):
+                        on_kernel(step.inst, start + k * share, share, "threads=1, native "
+                                  "program (time split evenly: this build times no op)")
                 continue
             for step in steps:
                 self._run_profiled_step(step, bufs, clock, on_kernel)
@@ -424,6 +427,17 @@ class CpuExecutable(Executable):
             np.array(bufs[s]) if copy else bufs[s]
             for s, copy in zip(self.out_slots, self._copy_out)
         )
+
+    @staticmethod
+    def _timed_program(program, buffers: list, op_steps, clock, on_kernel) -> None:
+        """One native segment run with each op timed inside the call (run_steps' times)."""
+        times = np.zeros((len(op_steps), 3))
+        offset = clock.now() - time.perf_counter()  # (run_steps' clock is perf_counter's)
+        native_run_steps(program, buffers, times)
+        for step, (start, end, trips) in zip(op_steps, times.tolist()):
+            launch = (trips_text(int(trips), end - start, "native")
+                      if step.kind == "control" else "threads=1, native program")
+            on_kernel(step.inst, start + offset, end - start, launch)
 
     def _run_profiled_step(self, step: Step, bufs, clock, on_kernel) -> None:
         if step.kind == "group" and on_kernel is not None:
