@@ -51,6 +51,15 @@ def assert_same(got, expected, approx: bool = False, rtol: float | None = None,
                                           err_msg="the sign of a zero differs from NumPy's")
 
 
+def assert_same_bits(expected, got):
+    """Same shape, dtype and values, and for floats the same sign bit everywhere (NaNs too)."""
+    e, g = np.asarray(expected), np.asarray(got)
+    assert e.shape == g.shape and e.dtype == g.dtype, (e.shape, g.shape, e.dtype, g.dtype)
+    np.testing.assert_array_equal(g, e)
+    if e.dtype.kind == "f":
+        assert np.array_equal(np.signbit(e), np.signbit(g))
+
+
 def assert_outputs_match(got, expected, rtol: float = 3e-6, atol: float = 1e-6):
     """Two sequences of arrays: same count, dtypes and shapes; floats close, the rest equal."""
     assert len(got) == len(expected)

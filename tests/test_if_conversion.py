@@ -15,17 +15,14 @@ import toolkit as tk
 from toolkit.frontend.if_conversion import MAX_PATHS
 from toolkit.frontend.purity import pure_helper
 
+from helpers import assert_same_bits
+
 BACKENDS = ["interpreter", "cpu", "gpu-simulated"]
 CALLS: list = []  # what impure helpers append to (a side effect NumPy shows once per call)
 LIMIT = 3  # a module constant helpers may read
 
 
-def _same(expected, got):
-    e, g = np.asarray(expected), np.asarray(got)
-    assert e.shape == g.shape and e.dtype == g.dtype, (e.shape, g.shape, e.dtype, g.dtype)
-    np.testing.assert_array_equal(g, e)
-    if e.dtype.kind == "f":
-        assert np.array_equal(np.signbit(e), np.signbit(g))
+_same = assert_same_bits
 
 
 # ---- helpers, as scientific code writes them -----------------------------------------------

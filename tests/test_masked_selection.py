@@ -10,15 +10,12 @@ from hypothesis import given, settings, strategies as st
 
 import toolkit as tk
 
+from helpers import assert_same_bits
+
 BACKENDS = ["interpreter", "cpu", "gpu-simulated"]
 
 
-def _same(expected, got):
-    e, g = np.asarray(expected), np.asarray(got)
-    assert e.shape == g.shape and e.dtype == g.dtype, (e.shape, g.shape, e.dtype, g.dtype)
-    np.testing.assert_array_equal(g, e)
-    if e.dtype.kind == "f":
-        assert np.array_equal(np.signbit(e), np.signbit(g))
+_same = assert_same_bits
 
 
 def mandelbrot(c, maxiter):  # npbench's mandelbrot1, on a grid passed in

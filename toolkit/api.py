@@ -215,11 +215,13 @@ class JitFunction:
     def _measured(self, key: JitKey, seconds: float, breaks: int, args: tuple,
                   kwargs: dict) -> None:
         log = self._breaks.log
+        if breaks < eager.EAGER_MIN_BREAKS and key not in log.eager:
+            return  # (a few breaks a call, as most: no record kept, no lock taken)
         with log._lock:
             choice = log.eager.get(key)
             if choice is None:
                 if breaks < eager.EAGER_MIN_BREAKS:
-                    return  # (a few breaks a call: no record kept)
+                    return
                 choice = log.eager[key] = eager.EagerChoice()
                 while len(log.eager) > self.cache_size_limit:
                     log.eager.popitem(last=False)
