@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import reductions, registry, views
-from .errors import UnsupportedNumpyError, UserValueError
+from .errors import UndefinedResultError, UnsupportedNumpyError, UserValueError
 from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
-from . import replay
+from . import replay, run_by_numpy
 
 _CORE = set(vars(Tracer))  # what tracer.py defines; what follows is NumPy's face, replayable
 
@@ -28,13 +28,14 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if method == "__call__" and isinstance(out, Tracer) and ufunc.nout == 1:
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
         where = kwargs.pop("where", True)
+        casting = kwargs.get("casting", "same_kind")
         with out.trace.op_scope(ufunc.__name__):
             result = _array_ufunc(self, ufunc, method, *inputs, **kwargs)
             if where is not True:  # NumPy leaves out's other elements as they were
                 result = registry.EXPORTS["where"](where, result, out)
-            return inplace.store_result(out, result, f"np.{ufunc.__name__}(..., out=)")
+            return inplace.store_result(out, result, f"np.{ufunc.__name__}(..., out=)", casting)
     if method == "__call__" and kwargs.get("where", True) is not True and out is None:
-        raise UnsupportedNumpyError(
+        raise UndefinedResultError(
             f"np.{ufunc.__name__}(..., where=) without out= leaves the other elements "
             "uninitialized in "
             "NumPy; pass out= (for example out=np.zeros_like(x)), or use np.where(mask, result, "
@@ -70,25 +71,50 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     raise UnsupportedNumpyError(f"np.{ufunc.__name__}.{method} is not supported on traced arrays")
 
 
+def _array_ufunc_or_numpy(self, ufunc, method, *inputs, **kwargs):
+    """A ufunc (or one of its methods) traced; one toolkit has no rule for runs in NumPy at a
+    graph break where the function may break (``run_by_numpy``)."""
+    try:
+        return _array_ufunc(self, ufunc, method, *inputs, **kwargs)
+    except UnsupportedNumpyError as error:
+        name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        return run_by_numpy.run(getattr(ufunc, method), inputs, kwargs, name, error,
+                                _first_clause(error))
+
+
+def _numpy_name(func) -> str:
+    module = (getattr(func, "__module__", "") or "").replace("numpy", "np", 1)
+    # np.linalg.eig
+    where = module if module.startswith("np.") and module.count(".") == 1 else "np"
+    return f"{where}.{getattr(func, '__name__', func)}"
+
+
 def _array_function(self, func, types, args, kwargs):
     impl = registry.FUNCTIONS.get(func)
     if impl is None:
-        module = (getattr(func, "__module__", "") or "").replace("numpy", "np", 1)
-        # np.linalg.eig
-        where = module if module.startswith("np.") and module.count(".") == 1 else "np"
-        raise UnsupportedNumpyError(
-            f"{where}.{getattr(func, '__name__', func)} is not supported on traced arrays by "
-            "toolkit "
+        error = UnsupportedNumpyError(
+            f"{_numpy_name(func)} is not supported on traced arrays by toolkit "
             f"({len(registry.FUNCTIONS)} NumPy functions are: "
             "toolkit.numpy.supported_functions() lists them, "
             "toolkit.numpy.supported_ufuncs() the ufuncs; the README says what is not supported "
             "and why)"
         )
+        return run_by_numpy.run(func, args, kwargs, _numpy_name(func), error)
     # the exported wrapper (view tracking, fresh results) when ``func`` is np.<name> itself;
     # np.linalg.trace is not np.trace
     name = getattr(func, "__name__", "")
     public = registry.EXPORTS.get(name) if getattr(np, name, None) is func else None
-    return (public or impl)(*args, **kwargs)
+    try:
+        return (public or impl)(*args, **kwargs)
+    except UnsupportedNumpyError as error:  # (an option toolkit has no rule for: mode="edge")
+        return run_by_numpy.run(func, args, kwargs, _numpy_name(func), error,
+                                _first_clause(error))
+
+
+def _first_clause(error: Exception) -> str:
+    """What an error said first (the break report's reason), short."""
+    text = str(error.args[0]) if error.args else type(error).__name__
+    return text.split("\n")[0].split("; ")[0][:160]
 
 
 def _binary(ufunc, reflected=False):
@@ -97,7 +123,12 @@ def _binary(ufunc, reflected=False):
             other = np.asarray(other)
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented  # (a MaskedSelection's reflected operator answers)
-        return apply_ufunc(ufunc, (other, self) if reflected else (self, other))
+        operands = (other, self) if reflected else (self, other)
+        try:
+            return apply_ufunc(ufunc, operands)
+        except UnsupportedNumpyError as error:  # (z < w of complex numbers: NumPy's own order)
+            return run_by_numpy.run(ufunc, operands, {}, f"np.{ufunc.__name__}", error,
+                                    _first_clause(error))
     return op
 
 
@@ -184,7 +215,7 @@ def _divmod(self, other):
 Tracer.__matmul__ = _matmul
 Tracer.__rmatmul__ = _rmatmul
 Tracer.__divmod__ = _divmod
-Tracer.__array_ufunc__ = _array_ufunc
+Tracer.__array_ufunc__ = _array_ufunc_or_numpy
 Tracer.__array_function__ = _array_function
 
 
@@ -233,7 +264,11 @@ Tracer.fill = _fill
 
 def _method(name):
     def method(self, *args, **kwargs):  # looked up per call: the families register after this
-        return registry.EXPORTS[name](self, *args, **kwargs)
+        try:
+            return registry.EXPORTS[name](self, *args, **kwargs)
+        except UnsupportedNumpyError as error:  # (x.max() of complex numbers: NumPy's order)
+            return run_by_numpy.run(getattr(np.ndarray, name), (self,) + args, kwargs,
+                                    f"x.{name}", error, _first_clause(error))
 
     method.__name__ = name
     return method

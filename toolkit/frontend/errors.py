@@ -37,6 +37,11 @@ class UnsupportedNumpyError(ToolkitError, TypeError):
     """A NumPy function or feature toolkit cannot trace."""
 
 
+class UndefinedResultError(UnsupportedNumpyError):
+    """A call NumPy runs but whose result it leaves undefined (uninitialized elements): toolkit
+    refuses it even where it could run it in NumPy at a graph break."""
+
+
 class ShapeMismatchError(ToolkitError, ValueError):
     """Operand shapes that do not fit the operation (broadcasting, matmul, reshape ...)."""
 

@@ -189,8 +189,9 @@ def _plain_index(item) -> bool:
                                        for v in (item.start, item.stop, item.step))
 
 
-def store_result(out: Tracer, result: Tracer, what: str) -> Tracer:
-    """``out`` := ``result`` for ``out=`` and augmented assignment, with NumPy's same_kind rule."""
+def store_result(out: Tracer, result: Tracer, what: str, casting: str = "same_kind") -> Tracer:
+    """``out`` := ``result`` for ``out=`` and augmented assignment, with NumPy's casting rule
+    (``casting=``, same_kind unless the call says otherwise)."""
     check_writable(out, what)
     if tuple(result.shape) != tuple(out.shape):
         try:
@@ -199,9 +200,9 @@ def store_result(out: Tracer, result: Tracer, what: str) -> Tracer:
             raise ShapeMismatchError(f"{what}: non-broadcastable output operand with shape "
                                      f"{tuple(out.shape)} doesn't match the broadcast shape "
                                      f"{tuple(result.shape)}") from None
-    if result.dtype != out.dtype and not np.can_cast(result.dtype, out.dtype, "same_kind"):
+    if result.dtype != out.dtype and not np.can_cast(result.dtype, out.dtype, casting):
         raise DTypeMismatchError(f"{what}: Cannot cast ufunc output from dtype('{result.dtype}') "
-                                 f"to dtype('{out.dtype}') with casting rule 'same_kind'")
+                                 f"to dtype('{out.dtype}') with casting rule '{casting}'")
     _note_narrowing(result, out.dtype)
     write(out, lax.convert(result, out.dtype, out.weak_type))
     return out

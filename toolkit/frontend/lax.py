@@ -82,7 +82,48 @@ def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
         x = x.trace.emit("real", (x,))
         if x.dtype == dtype:
             return x if x.weak_type == weak else Tracer(x._trace, x.inst, weak)
+    if x.dtype.kind == "f" and dtype.kind in "iu":
+        return _float_to_int(x, dtype, weak)
     return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
+
+
+def _float_to_int(x: Tracer, dtype: np.dtype, weak: bool) -> Tracer:
+    """NumPy's float -> integer cast, as its C casts compile on x86-64: through int32 for the
+    targets of up to 32 bits but uint32, through int64 for int64 and uint32, and for uint64
+    through int64 with values from 2**63 offset by it. NaN and values whose truncation is out
+    of the intermediate's range give its minimum (x86's "integer indefinite": NumPy warns
+    "invalid value encountered in cast" there); then the low bits are kept, so 636.7 as int8 is
+    124 as in NumPy, where XLA's convert (which saturates) gives 127. Values whose truncation
+    fits the intermediate convert alike on every machine NumPy runs on."""
+    if dtype == np.uint64:
+        offset = float(2 ** 63)
+        high = compare(x, full_like(x, offset), "GE")
+        low_part = _truncated(x, np.dtype(np.int64))
+        high_part = _truncated(elementwise("subtract", x, full_like(x, offset)),
+                               np.dtype(np.int64))
+        high_part = elementwise("xor", high_part, full_like(high_part, np.iinfo(np.int64).min))
+        wide = select(high, high_part, low_part)
+    else:
+        through = np.dtype(np.int64 if dtype.itemsize == 8 or dtype == np.uint32 else np.int32)
+        wide = _truncated(x, through)
+    if wide.dtype == dtype:
+        return wide if wide.weak_type == weak else Tracer(wide._trace, wide.inst, weak)
+    return wide.trace.emit("convert", (wide,), shape=ir_shape(dtype, wide.shape), weak=weak)
+
+
+def _truncated(x: Tracer, through: np.dtype) -> Tracer:
+    """``x`` truncated to the signed ``through``, its minimum where NaN or out of range."""
+    bits = through.itemsize * 8
+    below = -float(2 ** (bits - 1)) - 1.0  # truncates to just under the minimum
+    if float(x.dtype.type(below)) == below:
+        low_ok = compare(x, full_like(x, below), "GT")
+    else:  # (no value of x's type lies between ``below`` and the minimum)
+        low_ok = compare(x, full_like(x, -float(2 ** (bits - 1))), "GE")
+    with np.errstate(over="ignore"):  # (2**31 is inf in float16: every finite value is below)
+        high = x.dtype.type(2 ** (bits - 1))
+    in_range = elementwise("and", low_ok, compare(x, full_like(x, high), "LT"))
+    converted = x.trace.emit("convert", (x,), shape=ir_shape(through, x.shape))
+    return select(in_range, converted, full_like(converted, np.iinfo(through).min))
 
 
 def bitcast_convert(x: Tracer, dtype) -> Tracer:

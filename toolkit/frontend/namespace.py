@@ -71,6 +71,43 @@ def _traced_buffer(name: str):
     return buffer
 
 
+CONVERSION_FUNCTIONS = ("asarray", "asanyarray", "array")
+
+
+def _traced_conversion(name: str):
+    """``np.asarray``/``np.asanyarray``/``np.array`` of a traced array with NumPy's identity
+    rules, not a graph break: ``np.asarray(x)`` is ``x`` itself (so ``x = np.asarray(x)`` then
+    ``x[0] = 5`` writes the caller's array, as in NumPy), ``np.array(x)`` a copy, and a new
+    dtype a new array. A traced Python number becomes a NumPy array (no longer weak)."""
+    from .registry import EXPORTS, has_tracer
+
+    original = getattr(numpy, name)
+
+    @functools.wraps(original)
+    def convert(a, dtype=None, *args, **kwargs):
+        if current_trace() is None or not (isinstance(a, Tracer) or (
+                isinstance(a, (list, tuple)) and has_tracer(a))):
+            return original(a, dtype, *args, **kwargs)
+        if not isinstance(a, Tracer):  # (a list of traced values: stacked, a new array)
+            return EXPORTS["asarray"](a, dtype)
+        ndmin = kwargs.get("ndmin", 0)
+        copy = kwargs.get("copy", True if name == "array" else None)
+        result = a
+        if dtype is not None and numpy.dtype(dtype) != a.dtype or a.weak_type:
+            if copy is False:  # (NumPy's own words)
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
+            result = EXPORTS["asarray"](a.astype(a.dtype if dtype is None else dtype)
+                                        if a.weak_type else a, dtype)
+        elif copy:
+            result = EXPORTS["copy"](a)
+        if ndmin > result.ndim:  # (a view, as NumPy's)
+            result = result.reshape((1,) * (ndmin - result.ndim) + tuple(result.shape))
+        return result
+
+    convert.__toolkit_buffer__ = True  # (pure: a stand-in for NumPy's own, as the buffers)
+    return convert
+
+
 class _TracedNdarray:
     """``np.ndarray`` inside traced code: its constructor's buffer-less form makes a traced
     empty buffer during a trace; everything else is delegated to ``numpy.ndarray``."""
@@ -136,6 +173,10 @@ _REBOUND = {
     id(getattr(numpy, name)): (getattr(numpy, name), replayable_function(_traced_buffer(name)))
     for name in BUFFER_FUNCTIONS
 }
+_REBOUND.update({
+    id(getattr(numpy, name)): (getattr(numpy, name), replayable_function(_traced_conversion(name)))
+    for name in CONVERSION_FUNCTIONS
+})
 for _original, _buffer in _REBOUND.values():
     setattr(TRACING_NUMPY, _original.__name__, _buffer)
 TRACING_NUMPY.ndarray = TRACED_NDARRAY

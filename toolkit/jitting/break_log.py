@@ -35,6 +35,10 @@ class BreakSite:
 def suggest(reason: str, source: str) -> str:
     """The structured form that keeps the program whole, where one exists."""
     code = source.lstrip()
+    if " ran in NumPy" in reason:
+        return ("toolkit does not compile this function, so NumPy runs it between two segments: "
+                "written with the functions toolkit compiles (toolkit.numpy.supported_functions()"
+                " lists them) it stays in one program")
     if reason.startswith("bool()") and code.startswith("while "):
         return (f"`{code.rstrip(':')}`: tk.lax.while_loop(cond_fun, body_fun, state) keeps the "
                 "loop in one program")
