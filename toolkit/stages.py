@@ -149,12 +149,16 @@ class Compiled(_TracedStage):
         # no argument checks, no extra outputs and one host result is its executable's first result
         plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
                  and not self._keeps_device_arrays and not program.python_outputs)
-        # outputs that are Python numbers in NumPy's semantics, returned as such (host results)
+        # outputs that are Python numbers or NumPy scalars in NumPy's semantics, returned as
+        # such (host results)
         self._python_outputs = () if self._keeps_device_arrays else program.python_outputs
+        self._scalar_outputs = () if self._keeps_device_arrays else program.scalar_outputs
         single = executable.plain_run  # the CPU's one-kernel programs
         self.plain_run = (
             (single or (lambda leaves, run=executable: run(leaves)[0])) if plain else None
         )
+        if self.plain_run is not None and self._scalar_outputs:  # (x.sum(): np.float64)
+            self.plain_run = lambda leaves, run=self.plain_run: run(leaves)[()]
         # names for what the executable reports and returns (a device's copies and results)
         executable.describe(fn_name, [spec.path for spec in program.in_specs])
 
@@ -271,8 +275,8 @@ class Compiled(_TracedStage):
         ]
 
     def _result(self, results) -> Any:
-        if self._python_outputs:
-            results = as_python_numbers(results, self._python_outputs)
+        if self._python_outputs or self._scalar_outputs:
+            results = as_python_numbers(results, self._python_outputs, self._scalar_outputs)
         return results[0] if self._single_output else unflatten(self._out_tree, results)
 
     def execute_flat(self, leaves: list) -> Any:

@@ -8,9 +8,9 @@ from .errors import UndefinedResultError, UnsupportedNumpyError, UserValueError
 from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
-from .tracer import Tracer
+from .tracer import Tracer, numpy_scalar
 from .ufuncs import apply_ufunc
-from . import replay, run_by_numpy
+from . import flatiter, replay, run_by_numpy
 
 _CORE = set(vars(Tracer))  # what tracer.py defines; what follows is NumPy's face, replayable
 
@@ -75,7 +75,9 @@ def _array_ufunc_or_numpy(self, ufunc, method, *inputs, **kwargs):
     """A ufunc (or one of its methods) traced; one toolkit has no rule for runs in NumPy at a
     graph break where the function may break (``run_by_numpy``)."""
     try:
-        return _array_ufunc(self, ufunc, method, *inputs, **kwargs)
+        result = _array_ufunc(self, ufunc, method, *inputs, **kwargs)
+        # (NumPy's ufuncs return a 0-d result as a scalar, unless written into out=)
+        return result if kwargs.get("out") is not None else _scalars(result)
     except UnsupportedNumpyError as error:
         name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
         return run_by_numpy.run(getattr(ufunc, method), inputs, kwargs, name, error,
@@ -105,10 +107,18 @@ def _array_function(self, func, types, args, kwargs):
     name = getattr(func, "__name__", "")
     public = registry.EXPORTS.get(name) if getattr(np, name, None) is func else None
     try:
-        return (public or impl)(*args, **kwargs)
+        result = (public or impl)(*args, **kwargs)
     except UnsupportedNumpyError as error:  # (an option toolkit has no rule for: mode="edge")
         return run_by_numpy.run(func, args, kwargs, _numpy_name(func), error,
                                 _first_clause(error))
+    return _scalars(result) if name in views.SCALAR_FUNCTIONS else result
+
+
+def _scalars(result):
+    """NumPy's 0-d results as NumPy scalars (a tuple's too: np.divmod, np.frexp)."""
+    if type(result) is tuple:
+        return tuple(numpy_scalar(r) for r in result)
+    return numpy_scalar(result)
 
 
 def _first_clause(error: Exception) -> str:
@@ -125,7 +135,10 @@ def _binary(ufunc, reflected=False):
             return NotImplemented  # (a MaskedSelection's reflected operator answers)
         operands = (other, self) if reflected else (self, other)
         try:
-            return apply_ufunc(ufunc, operands)
+            result = apply_ufunc(ufunc, operands)
+            # a NumPy scalar where an array or NumPy scalar took part (Python numbers alone
+            # make a Python number: weakly typed)
+            return result if result.weak_type else numpy_scalar(result)
         except UnsupportedNumpyError as error:  # (z < w of complex numbers: NumPy's own order)
             return run_by_numpy.run(ufunc, operands, {}, f"np.{ufunc.__name__}", error,
                                     _first_clause(error))
@@ -133,7 +146,10 @@ def _binary(ufunc, reflected=False):
 
 
 def _unary(ufunc):
-    return lambda self: apply_ufunc(ufunc, (self,))
+    def op(self):
+        result = apply_ufunc(ufunc, (self,))
+        return result if result.weak_type else numpy_scalar(result)
+    return op
 
 
 _OPERATORS = {
@@ -146,8 +162,8 @@ def _inplace(ufunc, name):
     forward = _binary(ufunc)
 
     def op(self, other):
-        if self.weak_type:  # a Python scalar argument: ``s += 1`` rebinds, as for Python numbers
-            return NotImplemented
+        if self.weak_type or self._scalar:  # a Python number or a NumPy scalar: immutable,
+            return NotImplemented  # so ``s += 1`` rebinds ``s`` (Python falls back to s + 1)
         with self.trace.op_scope(ufunc.__name__):
             result = (_pow if name == "pow" else forward)(self, other)
             if result is NotImplemented:
@@ -191,7 +207,14 @@ def _pow(self, other):
     return _power(self, other)
 
 
-Tracer.__pow__ = _pow
+def _pow_scalar(self, other):
+    result = _pow(self, other)
+    if type(result) is Tracer and not result.weak_type:
+        return numpy_scalar(result)
+    return result
+
+
+Tracer.__pow__ = _pow_scalar
 for _name, _ufunc in _OPERATORS.items():
     setattr(Tracer, f"__i{_name}__", _inplace(_ufunc, _name))
 Tracer.__neg__ = _unary(np.negative)
@@ -201,11 +224,11 @@ Tracer.__invert__ = _unary(np.invert)
 
 
 def _matmul(self, other):
-    return registry.EXPORTS["matmul"](self, other)
+    return numpy_scalar(registry.EXPORTS["matmul"](self, other))
 
 
 def _rmatmul(self, other):
-    return registry.EXPORTS["matmul"](other, self)
+    return numpy_scalar(registry.EXPORTS["matmul"](other, self))
 
 
 def _divmod(self, other):
@@ -238,11 +261,21 @@ def _getitem(self, key):
             # replays its operations reads it as before: a break guarded by the count.)
             return MaskedSelection.taken(self, key)
         if not is_plain_key(key) and is_advanced(key):  # a copy in NumPy, never a view
-            return getitem(self, key)
-        return views.view_of(self, key, getitem(self, key))
+            return numpy_scalar(getitem(self, key))
+        result = getitem(self, key)
+        if not result.shape and not _has_ellipsis(key):  # x[i, j]: a NumPy scalar, not a view
+            return numpy_scalar(result)
+        return views.view_of(self, key, result)
+
+
+def _has_ellipsis(key) -> bool:
+    return key is Ellipsis or type(key) is tuple and any(k is Ellipsis for k in key)
 
 
 def _setitem(self, key, value):
+    if self._scalar:
+        raise TypeError(f"'numpy.{self.dtype.type.__name__}' object does not support item "
+                        "assignment")
     with self.trace.op_scope("setitem"):
         key = _without_selections(key)
         if isinstance(value, MaskedSelection):
@@ -257,6 +290,7 @@ def _fill(self, value):
         inplace.assign(self, Ellipsis, value)
 
 
+Tracer.flat = property(flatiter.get_flat, flatiter.set_flat, None, "NumPy's x.flat")
 Tracer.__getitem__ = _getitem
 Tracer.__setitem__ = _setitem
 Tracer.fill = _fill
@@ -265,7 +299,10 @@ Tracer.fill = _fill
 def _method(name):
     def method(self, *args, **kwargs):  # looked up per call: the families register after this
         try:
-            return registry.EXPORTS[name](self, *args, **kwargs)
+            result = registry.EXPORTS[name](self, *args, **kwargs)
+            # a NumPy scalar's methods return scalars too (s.astype(np.float32))
+            return numpy_scalar(result) if name in views.SCALAR_FUNCTIONS or self._scalar \
+                else result
         except UnsupportedNumpyError as error:  # (x.max() of complex numbers: NumPy's order)
             return run_by_numpy.run(getattr(np.ndarray, name), (self,) + args, kwargs,
                                     f"x.{name}", error, _first_clause(error))

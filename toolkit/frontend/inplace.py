@@ -166,7 +166,24 @@ def assign(target: Tracer, key, value) -> None:
         # assignment already wrote through the view, so storing the view back writes the values
         # it holds (a Python loop of ``C[i, :i] += ...`` would trace every write twice)
         return
+    if isinstance(value, Tracer) and _reads_itself(value, target, key):
+        return  # (``a[j, i] = a[i, j]`` where i == j: the element already holds that value)
     write(target, updated(target, key, value))
+
+
+def _reads_itself(value: Tracer, target: Tracer, key) -> bool:
+    """Is ``value`` the NumPy scalar ``target[key]`` read with nothing written into ``target``
+    since (its slice reads ``target``'s current value, at the same place)? Then storing it back
+    changes nothing. Only keys of Python ints are compared."""
+    inst = value.inst
+    if not value._scalar or inst.opcode != "reshape" or inst.operands[0].opcode != "slice":
+        return False
+    sliced = inst.operands[0]
+    items = key if type(key) is tuple else (key,)
+    if sliced.operands[0] is not target.inst or not all(type(k) is int for k in items):
+        return False
+    spec, reverse, _ = decompose(target, key)
+    return not reverse and tuple(sliced.attrs["slice"]) == tuple(spec)
 
 
 def _is_live_view(value: Tracer, target: Tracer, key) -> bool:

@@ -100,6 +100,8 @@ def _traced_conversion(name: str):
                                         if a.weak_type else a, dtype)
         elif copy:
             result = EXPORTS["copy"](a)
+        elif a._scalar:  # (a NumPy scalar: NumPy makes a 0-d array of it)
+            result = Tracer(a._trace, a.inst, a.weak_type)
         if ndmin > result.ndim:  # (a view, as NumPy's)
             result = result.reshape((1,) * (ndmin - result.ndim) + tuple(result.shape))
         return result

@@ -325,7 +325,7 @@ class Tape:
                     template = node.template
                     if template[0] == 1 and not node.effects and not node.bindings:  # (usually)
                         return replayed_tracer(trace, template[1], template[2], template[3],
-                                               self.objects)
+                                               self.objects, template[4])
                     return self._replay(node)
             elif key is not None:
                 self.diverge(self.node.end or "Python asked for an operation not recorded here "
@@ -378,12 +378,12 @@ class Tape:
                 return (0, v._slot)
             self.adopt(v)
             new.append(v)
-            return (1, v.inst, v.weak_type, v._origin)
+            return (1, v.inst, v.weak_type, v._origin, v._scalar)
         if t is tuple or t is list or isinstance(v, tuple):
             return (2, t, tuple([self._template(x, new) for x in v]))
-        if v is None or t in (bool, int, float, complex, str) or isinstance(v, (np.generic,
-                                                                                  np.dtype)):
-            return (3, v)
+        if v is None or v is NotImplemented or t in (bool, int, float, complex, str) or \
+                isinstance(v, (np.generic, np.dtype)):  # (NotImplemented: ``s += 1`` on a
+            return (3, v)  # scalar, which Python then runs as ``s = s + 1``)
         if t is np.ndarray:
             return (4, v.copy())
         raise Unkeyable(f"a value of type {t.__name__}")
@@ -434,7 +434,7 @@ class Tape:
         kind = template[0]
         if kind == 1:
             return replayed_tracer(self.trace, template[1], template[2], template[3],
-                                   self.objects)
+                                   self.objects, template[4])
         if kind == 0:
             return self.objects[template[1]]()
         if kind == 3:
@@ -513,7 +513,7 @@ def replayable_method(fn: Callable) -> Callable:
                     tape.node = node
                     template = node.template
                     return replayed_tracer(tape.trace, template[1], template[2], template[3],
-                                           tape.objects)
+                                           tape.objects, template[4])
         return tape.operation(fn, (self,) + args, kwargs, sys._getframe(1))
 
     return method

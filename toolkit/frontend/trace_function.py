@@ -1,6 +1,7 @@
 """Tracing a Python function with abstract arguments into an HLO module."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -36,6 +37,9 @@ class TracedProgram:
     # Python ints, ``x.shape[0] * 2``): a constant of the program, returned as that Python
     # number, as NumPy returns it, not as a 0-d array
     python_outputs: tuple[int, ...] = ()
+    # output leaf indices NumPy returns as NumPy scalars (a reduction, a ufunc's 0-d result,
+    # x[i, j]: np.float64, not a 0-d array)
+    scalar_outputs: tuple[int, ...] = ()
 
     @property
     def has_extra_outputs(self) -> bool:
@@ -89,6 +93,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
     carries its result instead of a program."""
     trace = Trace(name)
     trace.breaker = breaker  # before the parameters: they are values that may cross a break
+    trace.entry_frame = id(sys._getframe())
     with trace.activate():
         if breaker is not None:  # (a call it has seen before replays: frontend.replay)
             params = breaker.parameters(trace, specs)
@@ -106,7 +111,8 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         if breaker is not None and (breaker.broken or breaker.always):
             outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
             try:
-                result = breaker.finish(outs, out_tree, python_numbers(leaves))
+                result = breaker.finish(outs, out_tree, python_numbers(leaves),
+                                        numpy_scalars(leaves))
             finally:
                 trace.close()
             raise GraphBroken(result, breaker.python_ints)
@@ -139,22 +145,36 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         tuple((error, message) for _, error, message in trace.checks),
         tuple((loc, what, narrow, wide, t.inst) for loc, what, narrow, wide, t in trace.promotions),
         python_numbers(leaves),
+        numpy_scalars(leaves),
     )
 
 
 def python_numbers(leaves) -> tuple[int, ...]:
-    """The indices of the returned ``leaves`` that are Python numbers (not traced values, not
-    NumPy scalars: NumPy hands those back as they are too, but toolkit's are 0-d arrays)."""
+    """The indices of the returned ``leaves`` that are Python numbers (not traced values: a
+    traced Python number comes back as a 0-d array, a known difference)."""
     return tuple(n for n, leaf in enumerate(leaves) if type(leaf) in (bool, int, float, complex))
 
 
-def as_python_numbers(results: list, python_outputs: tuple[int, ...]) -> list:
-    """``results`` with the leaves at ``python_outputs`` (0-d host arrays) as Python numbers."""
+def numpy_scalars(leaves) -> tuple[int, ...]:
+    """The indices of the returned ``leaves`` that NumPy hands back as NumPy scalars: traced
+    ones marked so (``Tracer._scalar``) and NumPy scalars Python made."""
+    return tuple(n for n, leaf in enumerate(leaves)
+                 if isinstance(leaf, np.generic) or (type(leaf) is Tracer and leaf._scalar))
+
+
+def as_python_numbers(results: list, python_outputs: tuple[int, ...],
+                      scalar_outputs: tuple[int, ...] = ()) -> list:
+    """``results`` with the leaves at ``python_outputs`` (0-d host arrays) as Python numbers
+    and those at ``scalar_outputs`` as NumPy scalars."""
     results = list(results)
     for n in python_outputs:
         value = results[n]
         if isinstance(value, (np.ndarray, np.generic)):
             results[n] = value.item()
+    for n in scalar_outputs:
+        value = results[n]
+        if type(value) is np.ndarray and not value.shape:
+            results[n] = value[()]
     return results
 
 

@@ -20,7 +20,7 @@ import sys
 
 import numpy
 
-from .tracer import Tracer, current_trace
+from .tracer import Tracer, current_trace, numpy_scalar
 
 
 def _scalar_fits(value, dtype: numpy.dtype) -> bool:
@@ -65,6 +65,8 @@ def _select(replaces):
         best = values[0]
         for value in values[1:]:
             best = EXPORTS["where"](replaces(value, best), value, best)
+        if any(isinstance(v, Tracer) and v._scalar for v in values):  # (max(x.max(), 0.5):
+            return numpy_scalar(best)  # NumPy's scalar, or a Python float, which it subclasses)
         return best
 
     return select

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import sys
 import threading
 import weakref
 from typing import Any
@@ -15,6 +16,7 @@ from ..ir.builder import ComputationBuilder, ModuleBuilder
 from ..ir.evaluator import EVALUATORS
 from ..ir.nodes import Instruction, Metadata
 from ..ir.shapes import Shape
+from ..ir.user_code import inside_users_try, is_internal_file
 from .errors import LeakedTracerError, TracerConversionError, UserTypeError
 from .source_info import SourceLocation, user_location
 
@@ -88,6 +90,9 @@ class Trace:
         # data-dependent errors NumPy raises (an index out of range, an all-NaN slice): a scalar
         # pred per check, true when the error happens, and the error to raise after the call
         self.checks: list[tuple[Tracer, type, str]] = []
+        # id of the frame that traces the function (frontend.trace_function): the user's try
+        # blocks that matter to a check are between it and the operation
+        self.entry_frame: int | None = None
         # float promotions by NumPy scalars (NEP 50): (location, what, from, to, the result)
         self.promotions: list[tuple[SourceLocation | None, str, np.dtype, np.dtype, Tracer]] = []
         # graph breaks: the jit layer's object that runs the program traced so far when Python
@@ -251,7 +256,18 @@ class Trace:
         reduces an array of flags to one)."""
         assert flag.ndim == 0, flag.shape
         loc = self.location()
-        self.checks.append((flag, error, message + (f" (at {loc})" if loc else "")))
+        message = message + (f" (at {loc})" if loc else "")
+        breaker = can_break(flag)
+        if breaker is not None and inside_users_try(1, self.entry_frame):
+            # the user's ``except`` must see it: NumPy raises here, so the check runs here (a
+            # graph break; after the call, the error would escape the try)
+            name = next((c.__name__ for c in error.__mro__ if c.__module__ == "builtins"
+                         and issubclass(c, Exception)), error.__name__) \
+                if error.__module__.startswith("toolkit") else error.__name__  # (IndexError)
+            if np.asarray(breaker.concrete(flag, f"{name} checked inside try")).any():
+                raise error(message)
+            return
+        self.checks.append((flag, error, message))
 
     def known_value(self, inst: Instruction):
         """The value of ``inst`` when it depends on no argument (made only from constants, as
@@ -319,6 +335,7 @@ class Tracer:
         "_views",
         "_alias_of",
         "_slot",
+        "_scalar",
         "__weakref__",
     )
     __array_priority__ = 1000
@@ -334,6 +351,10 @@ class Tracer:
         self._views = None
         self._alias_of = None
         self._slot = -1  # the order it was made in by the call's replayed operations
+        # a NumPy scalar (np.float64 ...), not a 0-d array: what NumPy's ufuncs, reductions and
+        # integer indexing return. It is immutable (``s += 1`` rebinds ``s``, never changing
+        # another name's value) and comes back from the jitted function as a NumPy scalar
+        self._scalar = False
         if trace.breaker is not None:
             trace.born.append(weakref.ref(self))
 
@@ -419,7 +440,32 @@ class Tracer:
         return f"{self.aval_text} ({self.origin}{derived})"
 
     def __repr__(self) -> str:
-        return f"Tracer<{self.aval_text}, {self.origin}>"
+        value = self._shown("repr()")
+        return f"Tracer<{self.aval_text}, {self.origin}>" if value is None else repr(value)
+
+    def __str__(self) -> str:
+        value = self._shown("str()")
+        return repr(self) if value is None else str(value)
+
+    def __format__(self, spec: str) -> str:
+        value = self._shown("format()")
+        if value is None:
+            if spec:
+                raise self._concrete_error(f"formatting with '{spec}'")
+            return repr(self)
+        return format(value, spec)
+
+    def _shown(self, how: str):
+        """The value NumPy would print (``print(x)``, ``f"{loss:.3f}"`` in the user's code),
+        through a graph break where the function allows one; None elsewhere, and when toolkit's
+        own code describes the value (an error message: no program runs for it)."""
+        if can_break(self) is None:
+            return None
+        caller = sys._getframe(2).f_code.co_filename
+        if is_internal_file(caller):
+            return None
+        value = np.asarray(self._concrete(how))
+        return value[()] if self._scalar and not value.shape else value
 
     def __len__(self) -> int:
         if not self.shape:
@@ -511,18 +557,30 @@ class Tracer:
 
 
 def replayed_tracer(trace: Trace, inst: Instruction, weak_type: bool, origin: str | None,
-                    slots: list) -> Tracer:
+                    slots: list, scalar: bool = False) -> Tracer:
     """A new tracer of a recorded instruction (``frontend.replay``): as ``Tracer(...)``, made
     since the last break, and given the next slot of the call's ``slots``; one weak reference
     serves both lists (this runs for every replayed operation)."""
     t = Tracer.__new__(Tracer)
     t._trace, t.inst, t.weak_type, t._origin = trace, inst, weak_type, origin
     t._view = t._views = t._alias_of = None
+    t._scalar = scalar
     t._slot = len(slots)
     ref = weakref.ref(t)
     slots.append(ref)
     trace.born.append(ref)
     return t
+
+
+def numpy_scalar(result):
+    """``result`` as NumPy hands it back from a ufunc, a reduction or integer indexing: a 0-d
+    result is a NumPy scalar (a new tracer marked so: never a view, immutable); anything else
+    is itself."""
+    if type(result) is Tracer and not result._scalar and not result.shape:
+        scalar = Tracer(result._trace, result.inst, result.weak_type, result._origin)
+        scalar._scalar = True
+        return scalar
+    return result
 
 
 def note_changed(t: Tracer) -> None:

@@ -45,6 +45,22 @@ VIEW_FUNCTIONS = frozenset(
 )
 
 
+# NumPy functions (and ndarray methods of the same names) whose 0-d results are NumPy scalars,
+# as its reductions, statistics and products return them; every other function's 0-d result
+# stays a 0-d array (np.reshape(x, ()), np.where, np.copy, np.squeeze, x.astype ...)
+SCALAR_FUNCTIONS = frozenset(
+    {
+        "sum", "prod", "max", "min", "amax", "amin", "mean", "average", "var", "std", "ptp",
+        "median", "percentile", "quantile", "nansum", "nanprod", "nanmax", "nanmin",
+        "nanmean", "nanvar", "nanstd", "nanmedian", "nanpercentile", "nanquantile", "argmax",
+        "argmin", "nanargmax", "nanargmin", "all", "any", "count_nonzero", "searchsorted",
+        "interp", "polyval", "dot", "vdot", "inner", "matmul", "einsum", "trace", "det",
+        "norm", "matrix_rank", "trapezoid", "corrcoef", "take", "choose", "round", "around",
+        "clip", "nan_to_num", "angle", "sinc", "fix", "unwrap", "cumulative_sum",
+    }
+)
+
+
 def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
     """Register ``view`` (``parent[key]``) so that writes through it reach ``parent``."""
     view._view = (parent, key)

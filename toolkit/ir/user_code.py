@@ -87,3 +87,46 @@ def user_stacklevel() -> int:
     while frame is not None and is_internal_file(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
+
+
+# code object -> byte ranges its ``try`` blocks with an ``except`` cover (``with`` blocks and
+# ``finally`` alone catch nothing): asked only where an error could be raised, remembered
+_CATCHING: dict = {}
+
+
+def _catching_ranges(code) -> tuple[tuple[int, int], ...]:
+    ranges = _CATCHING.get(code)
+    if ranges is None:
+        import dis
+
+        instructions = list(dis.get_instructions(code))
+        at = {ins.offset: n for n, ins in enumerate(instructions)}
+        found = []
+        for entry in dis.Bytecode(code).exception_entries:
+            n = at.get(entry.target)
+            handler = [ins.opname for ins in instructions[n:n + 6]] if n is not None else []
+            if handler[:1] == ["PUSH_EXC_INFO"] and "WITH_EXCEPT_START" not in handler and (
+                    "CHECK_EXC_MATCH" in handler or handler[1:2] == ["POP_TOP"]):
+                found.append((entry.start, entry.end))  # (``except X:`` or a bare ``except:``)
+        ranges = tuple(found)
+        if len(_CATCHING) >= MAX_REMEMBERED_FILES:
+            _CATCHING.clear()
+        _CATCHING[code] = ranges
+    return ranges
+
+
+def inside_users_try(depth: int, outermost_frame_id: int | None) -> bool:
+    """Is the caller (``depth`` frames up) running inside a user's ``try ... except`` between
+    it and the frame ``outermost_frame_id`` (where tracing began: a try around the jitted call
+    itself catches what is raised after the call)? Then an error NumPy raises here must be
+    raised here, for that ``except`` to see it."""
+    if outermost_frame_id is None:
+        return False
+    frame = sys._getframe(depth + 1)
+    while frame is not None and id(frame) != outermost_frame_id:
+        if not _skip(frame.f_code.co_filename):
+            lasti = frame.f_lasti
+            if any(start <= lasti < end for start, end in _catching_ranges(frame.f_code)):
+                return True
+        frame = frame.f_back
+    return False

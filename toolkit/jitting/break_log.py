@@ -35,6 +35,14 @@ class BreakSite:
 def suggest(reason: str, source: str) -> str:
     """The structured form that keeps the program whole, where one exists."""
     code = source.lstrip()
+    if reason.startswith(("str()", "repr()", "format()")):
+        return ("printing or formatting a traced value runs the program so far to show it: "
+                "return the value and print it outside the jitted function (or only now and "
+                "then), and the function stays one program")
+    if reason.endswith("checked inside try"):
+        return ("inside a try block the error NumPy would raise here is checked here, so that "
+                "the except sees it: a break per call; test the condition with arrays instead "
+                "(np.where, np.clip of the index) and the function stays one program")
     if " ran in NumPy" in reason:
         return ("toolkit does not compile this function, so NumPy runs it between two segments: "
                 "written with the functions toolkit compiles (toolkit.numpy.supported_functions()"

@@ -611,7 +611,8 @@ class Breaker:
         return results
 
     # ---- the end of the call ------------------------------------------------------------
-    def finish(self, outs: list[Tracer], out_tree, python_outputs: tuple[int, ...] = ()):
+    def finish(self, outs: list[Tracer], out_tree, python_outputs: tuple[int, ...] = (),
+               scalar_outputs: tuple[int, ...] = ()):
         """Run the last segment: the function's results, and the new values of arguments it
         wrote in place (copied into the caller's arrays, as NumPy would have written them)."""
         mutated = []
@@ -629,8 +630,9 @@ class Breaker:
             if any(value is leaf for leaf in self.leaves):  # never hand back the caller's array
                 value = np.array(value, copy=True)
             results.append(value)
-        if python_outputs and self.owner.options.backend.name in HOST_BACKENDS:
-            results = as_python_numbers(results, python_outputs)  # (as NumPy returns them)
+        if (python_outputs or scalar_outputs) and \
+                self.owner.options.backend.name in HOST_BACKENDS:  # (as NumPy returns them)
+            results = as_python_numbers(results, python_outputs, scalar_outputs)
         if mutated:
             numbers = [n for n, _ in mutated]
             check_mutation_targets(self.leaves, numbers, [s.path for s in self.specs])
