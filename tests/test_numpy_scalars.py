@@ -169,3 +169,18 @@ def test_storing_an_element_back_where_it_was_read_writes_nothing():
     assert "dynamic-update-slice" not in ops and "scatter" not in ops, ops
     _check(same, a)
     _check(written_between, a)
+
+
+def rounding_and_types(x):
+    s = x[1]
+    return (round(s), round(s, 2), round(x.sum(), -1), isinstance(x, np.ndarray),
+            isinstance(s, np.ndarray), x.dtype, f"{x.max():.2f}", x.shape)
+
+
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
+def test_round_isinstance_and_outputs_that_are_no_arrays(backend):
+    """round() of a NumPy scalar (a Python int without ndigits), isinstance against np.ndarray
+    (a traced array is one, a NumPy scalar is not), and a dtype or a string returned as is."""
+    _check(rounding_and_types, np.array([1.25, 2.567, -3.5]), backend=backend)
+    with pytest.raises(TypeError, match="doesn't define __round__"):
+        tk.jit(lambda x: round(x, 1))(np.ones(2))

@@ -290,6 +290,16 @@ def _fill(self, value):
         inplace.assign(self, Ellipsis, value)
 
 
+def _round(self, ndigits=None):
+    """Python's round() of a NumPy scalar (NumPy arrays do not define it): with ndigits a NumPy
+    scalar, np.round's; without, a Python int (a graph break, as int() is)."""
+    if not self._scalar:
+        raise TypeError("type numpy.ndarray doesn't define __round__ method")
+    rounded = numpy_scalar(registry.EXPORTS["round"](self, 0 if ndigits is None else ndigits))
+    return rounded if ndigits is not None else int(rounded)
+
+
+Tracer.__round__ = _round
 Tracer.flat = property(flatiter.get_flat, flatiter.set_flat, None, "NumPy's x.flat")
 Tracer.__getitem__ = _getitem
 Tracer.__setitem__ = _setitem

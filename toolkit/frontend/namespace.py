@@ -129,8 +129,9 @@ class _TracedNdarray:
         except DTypeMismatchError:  # object or string buffers: NumPy's own
             return numpy.ndarray(shape, dtype, buffer, offset, strides, order)
 
-    def __instancecheck__(self, instance):
-        return isinstance(instance, numpy.ndarray)
+    def __instancecheck__(self, instance):  # (a traced array is one; a NumPy scalar is not)
+        return isinstance(instance, numpy.ndarray) or (
+            type(instance) is Tracer and not instance._scalar)
 
     def __subclasscheck__(self, cls):
         return issubclass(cls, numpy.ndarray)

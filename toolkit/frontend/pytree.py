@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 @dataclass(frozen=True, slots=True)
 class TreeDef:
-    kind: str  # 'leaf', 'none', 'tuple', 'list', 'dict', 'namedtuple'
+    kind: str  # 'leaf', 'none', 'tuple', 'list', 'dict', 'namedtuple', 'static'
     children: tuple[TreeDef, ...] = ()
-    meta: Any = None  # dict keys, or the namedtuple class
+    meta: Any = None  # dict keys, the namedtuple class, or a static value (an output's dtype)
 
     @property
     def num_leaves(self) -> int:
@@ -22,6 +22,8 @@ class TreeDef:
             return "*"
         if self.kind == "none":
             return "None"
+        if self.kind == "static":
+            return repr(self.meta)
         inner = ", ".join(map(str, self.children))
         if self.kind == "dict":
             inner = ", ".join(f"{k!r}: {c}" for k, c in zip(self.meta, self.children))
@@ -41,30 +43,36 @@ def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
-def flatten(tree, path: str = "") -> tuple[list[Any], TreeDef, list[str]]:
-    """Leaves in order, the structure, and each leaf's path (``params['w1']``, ``batch[0]``)."""
+def flatten(tree, path: str = "", is_static: Callable[[Any], bool] | None = None
+            ) -> tuple[list[Any], TreeDef, list[str]]:
+    """Leaves in order, the structure, and each leaf's path (``params['w1']``, ``batch[0]``);
+    with ``is_static``, the values it accepts are part of the structure, not leaves (a jitted
+    function's outputs that are no arrays: a dtype, a string)."""
     leaves: list[Any] = []
     paths: list[str] = []
-    treedef = _walk(tree, path, leaves, paths)
+    treedef = _walk(tree, path, leaves, paths, is_static)
     return leaves, treedef, paths
 
 
-def _walk(node, p: str, leaves: list, paths: list) -> TreeDef:
+def _walk(node, p: str, leaves: list, paths: list, is_static=None) -> TreeDef:
     # (a module-level function, not a closure that calls itself: such a closure is a reference
     # cycle that keeps the leaves alive until the garbage collector runs)
     if node is None:
         return NONE
     t = type(node)
     if t is tuple or t is list:
-        kids = tuple(_walk(c, f"{p}[{i}]", leaves, paths) for i, c in enumerate(node))
+        kids = tuple(_walk(c, f"{p}[{i}]", leaves, paths, is_static) for i, c in enumerate(node))
         return TreeDef("tuple" if t is tuple else "list", kids)
     if t is dict:
         keys = tuple(sorted(node, key=repr) if not _sortable(node) else sorted(node))
-        kids = tuple(_walk(node[k], f"{p}[{k!r}]", leaves, paths) for k in keys)
+        kids = tuple(_walk(node[k], f"{p}[{k!r}]", leaves, paths, is_static) for k in keys)
         return TreeDef("dict", kids, keys)
     if _is_namedtuple(node):
-        kids = tuple(_walk(getattr(node, f), f"{p}.{f}", leaves, paths) for f in node._fields)
+        kids = tuple(_walk(getattr(node, f), f"{p}.{f}", leaves, paths, is_static)
+                     for f in node._fields)
         return TreeDef("namedtuple", kids, t)
+    if is_static is not None and is_static(node):
+        return TreeDef("static", (), node)
     leaves.append(node)
     paths.append(p)
     return LEAF
@@ -89,6 +97,8 @@ def _build(td: TreeDef, it) -> Any:
         return next(it)
     if td.kind == "none":
         return None
+    if td.kind == "static":
+        return td.meta
     kids = [_build(c, it) for c in td.children]
     if td.kind == "tuple":
         return tuple(kids)

@@ -104,7 +104,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         args, kwargs = rebuild(params)
         with numpy_buffers_traced(fn):
             result = fn(*args, **kwargs)
-            leaves, out_tree, out_paths = flatten(result)
+            leaves, out_tree, out_paths = flatten(result, is_static=_static_output)
             # (an x[mask] returned as it is: its length is needed now, before the checks below)
             if any(type(leaf) is MaskedSelection for leaf in leaves):
                 leaves = [materialized(leaf) for leaf in leaves]
@@ -176,6 +176,15 @@ def as_python_numbers(results: list, python_outputs: tuple[int, ...],
         if type(value) is np.ndarray and not value.shape:
             results[n] = value[()]
     return results
+
+
+# what a jitted function may return that is no array: part of the result's structure, returned
+# as it is (a dtype, a string made with f"{loss:.3f}" in a call that broke its graph for it)
+_STATIC_OUTPUTS = (str, bytes, np.dtype, type, slice, type(Ellipsis), range)
+
+
+def _static_output(leaf) -> bool:
+    return isinstance(leaf, _STATIC_OUTPUTS)
 
 
 def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:
