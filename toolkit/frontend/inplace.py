@@ -27,6 +27,7 @@ from .errors import (
 )
 from .indexing import decompose, getitem, is_advanced, scatter_into
 from .tracer import Tracer, can_break, note_changed
+from .views import DerivedView, derived
 
 
 def check_writable(target: Tracer, what: str) -> None:
@@ -134,6 +135,8 @@ def write(target: Tracer, new_value: Tracer) -> None:
     node, value = target, new_value
     while node._view is not None:
         parent, key = node._view
+        if type(key) is DerivedView:  # (a reshape's view: reads follow, writes are refused)
+            check_writable(node, "a write")
         value = updated(parent, key, value)
         node = parent
     node.inst = value.inst
@@ -151,7 +154,8 @@ def _refresh_views(owner: Tracer) -> None:
             if view is None:
                 continue
             alive.append(ref)
-            view.inst = getitem(t, view._view[1]).inst
+            how = view._view[1]
+            view.inst = (derived(t, how) if type(how) is DerivedView else getitem(t, how)).inst
             note_changed(view)
             stack.append(view)
         t._views = alive or None

@@ -13,7 +13,7 @@ from typing import Callable
 from . import lax
 from .errors import UnsupportedNumpyError
 from .tracer import Tracer, current_trace
-from .views import VIEW_FUNCTIONS, fresh_results, mark_untracked_view
+from .views import VIEW_FUNCTIONS, DerivedView, fresh_results, mark_untracked_view
 
 FUNCTIONS: dict[Callable, Callable] = {}  # NumPy function -> traced implementation
 EXPORTS: dict[str, Callable] = {}  # name -> public toolkit.numpy function
@@ -58,7 +58,9 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
                     public_name in ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays")
                     and len(args) > 1
                 )
-                return mark_untracked_view(result, args if several else args[0], public_name)
+                how = None if several else _derivation(impl, public_name, args, kwargs)
+                return mark_untracked_view(result, args if several else args[0], public_name,
+                                           how)
             return fresh_results(result, list(args) + list(kwargs.values()))
 
         wrapper.__name__ = wrapper.__qualname__ = public_name
@@ -68,6 +70,38 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
         return wrapper
 
     return deco
+
+
+# view functions whose result NumPy copies instead where the parent is not C-contiguous: their
+# results follow only parents toolkit knows to be contiguous (made inside the function)
+MAY_COPY = frozenset({"reshape", "ravel"})
+
+
+def _derivation(impl, name: str, args: tuple, kwargs: dict) -> DerivedView | None:
+    """How the view ``impl(*args, **kwargs)`` of ``args[0]`` follows it (``DerivedView``):
+    the same call on the parent's later values; keyed by the call's other arguments."""
+    source = args[0]
+    if not isinstance(source, Tracer) or has_tracer(args[1:]) or has_tracer(kwargs.values()):
+        return None
+    if name in MAY_COPY and not _contiguous(source):
+        return None  # (NumPy copies where the parent is not contiguous: a view, an argument)
+    rest = args[1:]
+    try:
+        key = (name, repr(rest), repr(sorted(kwargs.items())))
+    except Exception:  # (an argument without a faithful repr: the view is not recorded)
+        key = None
+    return DerivedView(lambda parent: impl(parent, *rest, **kwargs), key, name)
+
+
+def _contiguous(t: Tracer) -> bool:
+    """Does toolkit know ``t`` to be C-contiguous in NumPy: made inside the function (not an
+    argument, whose layout the caller chose), or a reshape of such an array?"""
+    while t._view is not None:
+        parent, how = t._view
+        if type(how) is not DerivedView or how.function not in MAY_COPY:
+            return False
+        t = parent
+    return t._alias_of is None and t._origin is None
 
 
 # Functions that trace complex arrays as NumPy computes them (the rest raise, naming the function:

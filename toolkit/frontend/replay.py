@@ -35,6 +35,7 @@ import numpy as np
 from ..ir.builder import ComputationBuilder, ModuleBuilder
 from ..ir.user_code import user_frame
 from .tracer import Trace, Tracer, current_trace, replayed_tracer
+from .views import DerivedView
 
 NODES_LIMIT = 20_000  # nodes of one trie (one signature); past it, calls stop recording
 
@@ -116,6 +117,10 @@ def key_of(v, trace: Trace):
         return (t, tuple([key_of(x, trace) for x in v]))
     if t is dict:
         return (dict, tuple([(k, key_of(x, trace)) for k, x in v.items()]))
+    if t is DerivedView:  # (how a reshape's view follows its parent: by the call's arguments)
+        if v.key is None:
+            raise Unkeyable("a view made with arguments that cannot be recorded")
+        return (DerivedView, v.key)
     if isinstance(v, type):  # np.float32, float, the types of __array_function__
         return (type, v)
     if _numpy_callable(v):

@@ -390,12 +390,17 @@ class Tracer:
                 f"{self.describe()}.shape = {value!r}: assigning .shape to an argument would "
                 "change the shape of the caller's array in NumPy, which toolkit cannot do; "
                 "rebind a name instead (x = x.reshape(...))")
-        if self._view is not None or any(ref() is not None for ref in self._views or ()):
+        view = self._view
+        derived = view is not None and type(view[1]).__name__ == "DerivedView"
+        if (view is not None and not derived) or any(ref() is not None
+                                                     for ref in self._views or ()):
             raise UnsupportedNumpyError(
                 f"{self.describe()}.shape = {value!r}: a view (or an array with live views) "
                 "changing shape in place would break the link writes take to its parent; use "
                 "y = x.reshape(...) instead")
         self.inst = self.reshape(value).inst  # ndarray.reshape, attached by dispatch
+        if derived:  # (a reshape's view reshaped in place: it follows its parent reshaped)
+            self._view = (view[0], view[1].reshaped(tuple(self.shape)))
         note_changed(self)
 
     @property

@@ -4,6 +4,7 @@ through them is an error naming the function), and fresh results that must not a
 input (``fresh_results``)."""
 from __future__ import annotations
 
+import threading
 import weakref
 
 from .tracer import Tracer, note_changed
@@ -75,15 +76,58 @@ def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
 READ_ONLY_VIEWS = frozenset({"broadcast_to", "broadcast_arrays"})
 
 
-def mark_untracked_view(result, source, function: str):
+class DerivedView:
+    """How a view toolkit does not track for writes follows its parent for reads: ``derive``
+    runs the function that made it (a reshape, a transpose, a broadcast) on the parent's
+    current value, after every write into the parent, as ``getitem`` re-derives a sliced view.
+    So ``v = x.reshape(2, 2); x[0] = 9; v[0, 0]`` reads 9, as in NumPy. ``key`` names the
+    derivation for a replayed call's record (None: it cannot be recorded)."""
+
+    __slots__ = ("derive", "key", "function")
+
+    def __init__(self, derive, key, function: str = ""):
+        self.derive = derive
+        self.key = key
+        self.function = function  # (np.<function> made it; "" for a piece or a reshaped one)
+
+    def piece(self, n: int) -> "DerivedView":
+        """The derivation of the ``n``-th of several results (np.split's pieces)."""
+        return DerivedView(lambda parent, derive=self.derive: derive(parent)[n],
+                           None if self.key is None else (self.key, n))
+
+    def reshaped(self, shape: tuple) -> "DerivedView":
+        """This derivation, then a reshape (``v.shape = ...`` on the view)."""
+        from . import lax
+
+        return DerivedView(lambda parent, derive=self.derive: lax.reshape(derive(parent), shape),
+                           None if self.key is None else (self.key, "reshape", shape))
+
+
+_deriving = threading.local()  # (re-deriving a view: the function's own views are temporaries)
+
+
+def derived(parent: Tracer, how: DerivedView) -> Tracer:
+    """The view ``how`` describes, of ``parent`` as it is now."""
+    _deriving.active = True
+    try:
+        return how.derive(parent)
+    finally:
+        _deriving.active = False
+
+
+def mark_untracked_view(result, source, function: str, how: DerivedView | None = None):
     if isinstance(result, (tuple, list)):  # np.split's pieces, np.atleast_1d(a, b) ...
-        return type(result)(mark_untracked_view(r, source, function) for r in result)
+        return type(result)(
+            mark_untracked_view(r, source, function,
+                                how.piece(n) if how is not None else None)
+            for n, r in enumerate(result))
     if isinstance(source, (tuple, list)):  # several arguments: an argument handed back is itself
         if not isinstance(result, Tracer) or (
             function not in READ_ONLY_VIEWS and any(result is s for s in source)
         ):
             return result
         source = next((s for s in source if isinstance(s, Tracer)), None)
+        how = None  # (which argument it views is not recorded)
     if not (isinstance(result, Tracer) and isinstance(source, Tracer)):
         return result
     if function in READ_ONLY_VIEWS:  # NumPy's result is a read-only view, even of the same shape
@@ -92,6 +136,10 @@ def mark_untracked_view(result, source, function: str):
     elif result is not source:
         result._alias_of = f"np.{function}"
         note_changed(result)
+    else:
+        return result
+    if how is not None and not getattr(_deriving, "active", False):
+        view_of(source, how, result)  # (reads follow the parent; writes stay refused)
     return result
 
 
