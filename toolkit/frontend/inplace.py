@@ -33,7 +33,7 @@ from .views import DerivedView, derived
 def check_writable(target: Tracer, what: str) -> None:
     node = target
     while node is not None:  # the array written, and every array it is a view of
-        if node._alias_of is not None:
+        if node._alias_of is not None and not _writes_through(node):
             if "read-only" in node._alias_of:
                 raise UserValueError(f"{what}: assignment destination is read-only "
                                      f"(made by {node._alias_of})")
@@ -44,6 +44,14 @@ def check_writable(target: Tracer, what: str) -> None:
                 f"{node._alias_of}. Write into the original array through an index, or copy first "
                 f"(y = {node._alias_of}(...).copy()).")
         node = node._view[0] if node._view is not None else None
+
+
+def _writes_through(view: Tracer) -> bool:
+    """A view toolkit carries writes back from (``DerivedView.writable``: a transpose, a
+    reshape of a contiguous array)."""
+    link = view._view
+    return link is not None and type(link[1]) is DerivedView and \
+        link[1].writable(view, link[0])
 
 
 def _cast_value(target: Tracer, value) -> Tracer:
@@ -135,8 +143,11 @@ def write(target: Tracer, new_value: Tracer) -> None:
     node, value = target, new_value
     while node._view is not None:
         parent, key = node._view
-        if type(key) is DerivedView:  # (a reshape's view: reads follow, writes are refused)
+        if type(key) is DerivedView:  # (a transpose's, a reshape's view: undone)
             check_writable(node, "a write")
+            value = key.undo(node, value, parent)
+            node = parent
+            continue
         value = updated(parent, key, value)
         node = parent
     node.inst = value.inst

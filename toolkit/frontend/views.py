@@ -90,6 +90,28 @@ class DerivedView:
         self.key = key
         self.function = function  # (np.<function> made it; "" for a piece or a reshaped one)
 
+    def writable(self, view: Tracer, parent: Tracer) -> bool:
+        """Can a write into ``view`` be carried back into ``parent``: a reshape of a contiguous
+        parent (linked only then) or a plain transpose, each of which holds every element of
+        its parent once?"""
+        if self.function in RESHAPING:
+            return True
+        inst = view.inst
+        return self.function in PERMUTING and inst.opcode == "transpose" and \
+            inst.operands[0] is parent.inst
+
+    def undo(self, view: Tracer, value: Tracer, parent: Tracer) -> Tracer:
+        """``parent``'s value once ``view`` holds ``value`` (``writable`` said it can be had)."""
+        from . import lax
+
+        if self.function in RESHAPING:
+            return lax.reshape(value, parent.shape)
+        perm = view.inst.attrs["dimensions"]
+        inverse = [0] * len(perm)
+        for position, axis in enumerate(perm):
+            inverse[axis] = position
+        return lax.transpose(value, inverse)
+
     def piece(self, n: int) -> "DerivedView":
         """The derivation of the ``n``-th of several results (np.split's pieces)."""
         return DerivedView(lambda parent, derive=self.derive: derive(parent)[n],
@@ -102,6 +124,13 @@ class DerivedView:
         return DerivedView(lambda parent, derive=self.derive: lax.reshape(derive(parent), shape),
                            None if self.key is None else (self.key, "reshape", shape))
 
+
+# views a write goes through to the parent (the rest, broadcasts and np.split's pieces among
+# them, stay refused: a broadcast is read-only in NumPy too)
+RESHAPING = frozenset({"reshape", "ravel", "squeeze", "expand_dims", "atleast_1d", "atleast_2d",
+                       "atleast_3d"})
+PERMUTING = frozenset({"transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
+                       "rollaxis"})
 
 _deriving = threading.local()  # (re-deriving a view: the function's own views are temporaries)
 
