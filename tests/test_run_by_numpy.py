@@ -153,3 +153,38 @@ def test_a_write_into_one_of_two_views_of_one_array_is_refused():
 
     with pytest.raises(UnsupportedNumpyError, match="another argument views"):
         tk.jit(overlapping)(np.arange(4.0))
+
+
+def dropout(x, p):
+    mask = np.random.rand(*x.shape) > p
+    return x * mask / (1 - p)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_random_draws_anew_on_every_call(backend):
+    """np.random inside a jitted function: NumPy's own draws on every call (the same numbers
+    NumPy draws from the same seed), never the first call's numbers baked into the program."""
+    jitted = tk.jit(dropout, backend=backend)
+    x = np.ones(64)
+    for seed in (1, 2, 1, 3):
+        np.random.seed(seed)
+        expected = dropout(x, 0.5)
+        np.random.seed(seed)
+        np.testing.assert_array_equal(jitted(x, 0.5), expected)
+    assert any("draws new numbers every call" in b.reason for b in jitted.graph_breaks.breaks)
+    assert "pass them in as an argument" in jitted.graph_breaks.text
+
+
+def test_a_seeded_generator_made_inside_compiles_to_one_program():
+    def seeded(x):
+        return x + np.random.default_rng(0).random(x.shape)
+
+    jitted = tk.jit(seeded)
+    for _ in range(2):
+        np.testing.assert_array_equal(jitted(np.ones(4)), seeded(np.ones(4)))
+    assert jitted.graph_breaks.break_count == 0
+
+
+def test_a_draw_where_the_graph_may_not_break_is_an_error():
+    with pytest.raises(UnsupportedNumpyError, match="would draw its numbers once"):
+        tk.jit(dropout, fullgraph=True)(np.ones(4), 0.5)

@@ -34,6 +34,7 @@ from .if_conversion import converting
 from .purity import pure_helper
 from .replay import replayable_function
 from .traced_builtins import TRACED_BUILTINS
+from .traced_random import TRACING_RANDOM
 from .tracer import Tracer, current_trace
 
 BUFFER_FUNCTIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
@@ -183,6 +184,7 @@ _REBOUND.update({
 for _original, _buffer in _REBOUND.values():
     setattr(TRACING_NUMPY, _original.__name__, _buffer)
 TRACING_NUMPY.ndarray = TRACED_NDARRAY
+TRACING_NUMPY.random = TRACING_RANDOM  # (draws run on every call: traced_random)
 
 
 def _function_globals(fn) -> dict | None:
@@ -264,9 +266,12 @@ def _names_to_swap(namespace: dict) -> dict:
     for name, value in list(namespace.items()):  # (the cheapest test first)
         if value is numpy:
             swapped[name] = (value, TRACING_NUMPY)
+        elif value is numpy.random:  # (from numpy import random)
+            swapped[name] = (value, TRACING_RANDOM)
         elif id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
             swapped[name] = (value, _REBOUND[id(value)][1])
-        elif value is TRACING_NUMPY or id(value) in _REPLACEMENTS or hasattr(
+        elif value is TRACING_NUMPY or value is TRACING_RANDOM or id(value) in _REPLACEMENTS \
+                or hasattr(
                 value, "__toolkit_converts__"):
             inside = True
         elif type(value) is types.FunctionType and pure_helper(value, verdicts):

@@ -39,6 +39,10 @@ def suggest(reason: str, source: str) -> str:
         return ("printing or formatting a traced value runs the program so far to show it: "
                 "return the value and print it outside the jitted function (or only now and "
                 "then), and the function stays one program")
+    if "draws new numbers every call" in reason:
+        return ("NumPy's random generator runs in Python, so the call runs its Python every call "
+                "(in segments) to draw anew: draw the numbers outside and pass them in as an "
+                "argument, and the function compiles to one program")
     if reason.endswith("checked inside try"):
         return ("inside a try block the error NumPy would raise here is checked here, so that "
                 "the except sees it: a break per call; test the condition with arrays instead "

@@ -345,6 +345,17 @@ class Breaker:
                 tape.record(key, node)
         return value
 
+    def runs_python_every_call(self, why: str) -> None:
+        """Python reads state of its own here (NumPy's random generator): the call's Python
+        must run on every call, so the call finishes in segments (as after a break) and its
+        signature's later calls run their Python, replaying what they can."""
+        site = break_site(why)
+        log = self.owner.log
+        with log._lock:
+            log.site(site).count += 1
+            log.breaks += 1
+        self.broken = True
+
     def _note_python_int(self, tracer: Tracer, site: BreakSite) -> None:
         """A Python int (or bool) argument that Python needs as a number (``range(steps)``,
         ``if flag:``) is specialized on later calls, as torch.compile specializes ints: the
