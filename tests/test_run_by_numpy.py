@@ -188,3 +188,19 @@ def test_a_seeded_generator_made_inside_compiles_to_one_program():
 def test_a_draw_where_the_graph_may_not_break_is_an_error():
     with pytest.raises(UnsupportedNumpyError, match="would draw its numbers once"):
         tk.jit(dropout, fullgraph=True)(np.ones(4), 0.5)
+
+
+_GENERATOR = np.random.default_rng(7)  # a notebook's `rng = np.random.default_rng(...)` up top
+
+
+def noisy(x):
+    return x + _GENERATOR.normal(size=x.shape)
+
+
+def test_a_module_level_generator_draws_anew_and_advances_as_numpys():
+    jitted = tk.jit(noisy)
+    got = [jitted(np.zeros(5)) for _ in range(3)]
+    reference = np.random.default_rng(7)
+    for g in got:
+        np.testing.assert_array_equal(g, reference.normal(size=5))
+    assert repr(_GENERATOR).startswith("Generator(")  # (the module's own object, restored)

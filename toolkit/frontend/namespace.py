@@ -34,7 +34,7 @@ from .if_conversion import converting
 from .purity import pure_helper
 from .replay import replayable_function
 from .traced_builtins import TRACED_BUILTINS
-from .traced_random import TRACING_RANDOM
+from .traced_random import GENERATOR_TYPES, TRACING_RANDOM, GeneratorProxy
 from .tracer import Tracer, current_trace
 
 BUFFER_FUNCTIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
@@ -268,10 +268,12 @@ def _names_to_swap(namespace: dict) -> dict:
             swapped[name] = (value, TRACING_NUMPY)
         elif value is numpy.random:  # (from numpy import random)
             swapped[name] = (value, TRACING_RANDOM)
+        elif isinstance(value, GENERATOR_TYPES):  # (rng = np.random.default_rng(0) up top)
+            swapped[name] = (value, GeneratorProxy(value, name))
         elif id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
             swapped[name] = (value, _REBOUND[id(value)][1])
         elif value is TRACING_NUMPY or value is TRACING_RANDOM or id(value) in _REPLACEMENTS \
-                or hasattr(
+                or type(value) is GeneratorProxy or hasattr(
                 value, "__toolkit_converts__"):
             inside = True
         elif type(value) is types.FunctionType and pure_helper(value, verdicts):

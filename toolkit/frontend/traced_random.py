@@ -32,19 +32,26 @@ def _drawn(name: str, args: tuple, kwargs: dict) -> bool:
     return not name.startswith("_") and name[:1].islower()
 
 
+def _note_draw(what: str) -> None:
+    """A draw during a trace: the call runs its Python every call (or, where the graph may not
+    break, an error says why it cannot be compiled)."""
+    trace = current_trace()
+    if trace is None:
+        return
+    breaker = trace.breaker
+    if breaker is None or not trace.active or trace.forking is not None or \
+            trace.parent is not None:
+        raise UnsupportedNumpyError(
+            f"{what} inside a compiled program would draw its numbers once, when traced, and "
+            "every call would reuse them; draw them outside and pass them in (or, with graph "
+            "breaks allowed, tk.jit without fullgraph=True runs the draw on every call)")
+    breaker.runs_python_every_call(f"{what} draws new numbers every call")
+
+
 def _stand_in(name: str, original):
     def draw(*args, **kwargs):
-        trace = current_trace()
-        if trace is not None and _drawn(name, args, kwargs):
-            breaker = trace.breaker
-            if breaker is None or not trace.active or trace.forking is not None or \
-                    trace.parent is not None:
-                raise UnsupportedNumpyError(
-                    f"np.random.{name}() inside a compiled program would draw its numbers once, "
-                    "when traced, and every call would reuse them; draw them outside and pass "
-                    "them in (or, with graph breaks allowed, tk.jit without fullgraph=True runs "
-                    "the draw on every call)")
-            breaker.runs_python_every_call(f"np.random.{name}() draws new numbers every call")
+        if _drawn(name, args, kwargs):
+            _note_draw(f"np.random.{name}()")
         return original(*args, **kwargs)
 
     draw.__name__ = draw.__qualname__ = name
@@ -68,3 +75,31 @@ class _TracingRandom(types.ModuleType):
 
 
 TRACING_RANDOM = _TracingRandom("numpy.random", numpy.random.__doc__)
+
+GENERATOR_TYPES = (numpy.random.Generator, numpy.random.RandomState)
+
+
+class GeneratorProxy:
+    """A module-level generator (``rng = np.random.default_rng(0)`` at a notebook's top) while
+    a function of its module is traced: each draw from it is a draw (``_note_draw``), then the
+    generator's own, so its state advances as in NumPy."""
+
+    __slots__ = ("_generator", "_name")
+
+    def __init__(self, generator, name: str):
+        self._generator = generator
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        value = getattr(self._generator, attribute)
+        if attribute.startswith("_") or not callable(value):
+            return value
+
+        def draw(*args, **kwargs):
+            _note_draw(f"{self._name}.{attribute}()")
+            return value(*args, **kwargs)
+
+        return draw
+
+    def __repr__(self) -> str:
+        return repr(self._generator)
