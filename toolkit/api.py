@@ -189,8 +189,9 @@ class JitFunction:
             return result
         breaks, start = log.breaks, time.perf_counter()
         try:
-            self._miss.trace(key, self._keys.paths(args, kwargs), args, kwargs, leaves,
-                             always_segmented=True)
+            paths, specs = self._keys.described(key, args, kwargs)
+            self._miss.trace(key, paths, args, kwargs, leaves, always_segmented=True,
+                             specs=specs)
         except GraphBroken as broken:
             if self._numpy_fallback:
                 self._measured(key, time.perf_counter() - start, log.breaks - breaks, args,

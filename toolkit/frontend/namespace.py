@@ -285,6 +285,10 @@ def _names_to_swap(namespace: dict) -> dict:
     return swapped
 
 
+# id(fn) -> (fn, the namespace its np is swapped in, or None): asked on every traced call
+_NAMESPACES: dict[int, tuple] = {}
+
+
 class numpy_buffers_traced:
     """Rebind ``np`` (and names imported from NumPy's buffer functions) in ``fn``'s module for
     the duration of the block. (A class, not a generator: a call that breaks its graph enters
@@ -293,8 +297,14 @@ class numpy_buffers_traced:
     __slots__ = ("namespace", "swapped", "added")
 
     def __init__(self, fn):
-        namespace = _function_globals(fn)
-        self.namespace = None if namespace is None or _is_library(namespace) else namespace
+        found = _NAMESPACES.get(id(fn))
+        if found is None or found[0] is not fn:
+            namespace = _function_globals(fn)
+            found = (fn, None if namespace is None or _is_library(namespace) else namespace)
+            if len(_NAMESPACES) >= _SCANNED_KEPT:
+                _NAMESPACES.clear()
+            _NAMESPACES[id(fn)] = found  # (holding fn: no other object takes its id meanwhile)
+        self.namespace = found[1]
 
     def __enter__(self):
         namespace = self.namespace

@@ -16,7 +16,7 @@ from ..ir.builder import ComputationBuilder, ModuleBuilder
 from ..ir.evaluator import EVALUATORS
 from ..ir.nodes import Instruction, Metadata
 from ..ir.shapes import Shape
-from ..ir.user_code import inside_users_try, is_internal_file
+from ..ir.user_code import inside_users_try, is_users_file
 from .errors import LeakedTracerError, TracerConversionError, UserTypeError
 from .source_info import SourceLocation, user_location
 
@@ -467,7 +467,7 @@ class Tracer:
         if can_break(self) is None:
             return None
         caller = sys._getframe(2).f_code.co_filename
-        if is_internal_file(caller):
+        if not is_users_file(caller):  # (toolkit's, NumPy's or IPython's own text of it)
             return None
         value = np.asarray(self._concrete(how))
         return value[()] if self._scalar and not value.shape else value

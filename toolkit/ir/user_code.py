@@ -57,6 +57,11 @@ def _skip(filename: str) -> bool:
     return hit
 
 
+def is_users_file(filename: str) -> bool:
+    """Is ``filename`` the user's code (not toolkit's, NumPy's, the notebook machinery's)?"""
+    return not _skip(filename)
+
+
 def user_frame(depth: int = 1):
     """The user's frame nearest the caller (``depth`` frames up, then outwards), or None."""
     frame = sys._getframe(depth + 1)

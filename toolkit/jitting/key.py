@@ -57,6 +57,9 @@ class KeyMaker:
         # Python int arguments found to be used as numbers by Python (a graph break asked for
         # one): static from then on, while the call passes a Python int there (name -> where)
         self.specialized: dict[str, str] = {}
+        # key -> (its leaves' paths, their ArgSpecs): a signature that runs in segments traces
+        # (replays) on every call, and both follow from the key alone (its trees and names)
+        self._described: dict[JitKey, tuple[list[str], list[ArgSpec]]] = {}
 
     def arg_name(self, i: int) -> str:
         positional = self.parameters.positional
@@ -140,6 +143,17 @@ class KeyMaker:
         key = JitKey(tuple(trees), tuple(avals), statics, tuple(n for n, _ in dynamic),
                      self.backend)
         return key, leaves, args, kwargs
+
+    def described(self, key: JitKey, args: tuple, kwargs: dict) -> tuple[list[str], list]:
+        """``paths`` and ``specs`` of a call with ``key``, remembered per key (at most 256)."""
+        found = self._described.get(key)
+        if found is None:
+            paths = self.paths(args, kwargs)
+            found = (paths, self.specs(key, paths))
+            if len(self._described) >= 256:
+                self._described.clear()
+            self._described[key] = found
+        return found
 
     def paths(self, args: tuple, kwargs: dict) -> list[str]:
         """Every array leaf's path (``x``, ``params['w']``), in the key's order."""

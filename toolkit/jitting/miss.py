@@ -42,7 +42,8 @@ class MissCompiler:
 
     # ---- the steps ----------------------------------------------------------------------
     def trace(self, key: JitKey, paths: list[str], args: tuple, kwargs: dict,
-              leaves: list | None = None, always_segmented: bool = False) -> TracedProgram:
+              leaves: list | None = None, always_segmented: bool = False,
+              specs: list | None = None) -> TracedProgram:
         """The traced program; with the call's ``leaves`` and unless the function is
         ``fullgraph``, Python may break the graph (then ``GraphBroken`` carries the result)."""
         trees, names = key.trees, key.arg_names
@@ -58,7 +59,7 @@ class MissCompiler:
             new_kwargs = {k: static_pos[k] if k in static_pos else rebuilt[k] for k in kwargs}
             return tuple(new_args), new_kwargs
 
-        specs = self.keys.specs(key, paths)
+        specs = self.keys.specs(key, paths) if specs is None else specs
         breaker = None
         if leaves is not None and not self.options.fullgraph:
             breaker = self.breaks.breaker(leaves, specs, key)
