@@ -40,7 +40,8 @@ def result_types(x):
     return (s, x.max(), np.mean(x), x[1], x[-1] * 2, np.sqrt(x[0]), np.dot(x, x), x @ x,
             np.linalg.norm(x), np.argmax(x), x[0] > 1, a0, np.reshape(x[:1], ()), x[0, ...],
             np.where(x[0] > 1, x[0], x[1]), s.astype(np.float32), a0.astype(np.float32),
-            np.add.reduce(x), -x[2], abs(x[2]))
+            np.add.reduce(x), -x[2], abs(x[2]),
+            *np.unravel_index(np.argmax(x), (2, 2)))
 
 
 @pytest.mark.parametrize("backend", HOST_BACKENDS)

@@ -58,6 +58,7 @@ SCALAR_FUNCTIONS = frozenset(
         "interp", "polyval", "dot", "vdot", "inner", "matmul", "einsum", "trace", "det",
         "norm", "matrix_rank", "trapezoid", "corrcoef", "take", "choose", "round", "around",
         "clip", "nan_to_num", "angle", "sinc", "fix", "unwrap", "cumulative_sum",
+        "unravel_index", "ravel_multi_index",
     }
 )
 
