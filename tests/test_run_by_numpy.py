@@ -204,3 +204,17 @@ def test_a_module_level_generator_draws_anew_and_advances_as_numpys():
     for g in got:
         np.testing.assert_array_equal(g, reference.normal(size=5))
     assert repr(_GENERATOR).startswith("Generator(")  # (the module's own object, restored)
+
+
+def test_a_generator_argument_is_refused_even_static_saying_why():
+    """A generator as an argument (traced or static) would have its first draws baked into the
+    program; the error says so and what to do."""
+    def f(x, rng):
+        return x + rng.normal(size=x.shape)
+
+    from toolkit.frontend.errors import ArgumentTypeError
+
+    rng = np.random.default_rng(0)
+    for jitted in (tk.jit(f), tk.jit(f, static_argnames="rng"), tk.jit(f, static_argnums=1)):
+        with pytest.raises(ArgumentTypeError, match="random generator .* draw its numbers once"):
+            jitted(np.zeros(3), rng)

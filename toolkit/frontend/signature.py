@@ -58,13 +58,28 @@ def abstractify(leaf: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:
         return tuple(leaf.shape), np.dtype(leaf.dtype), False
     if hasattr(leaf, "__array__") and not isinstance(leaf, (str, bytes)):
         return abstractify(np.asarray(leaf), path)
+    if isinstance(leaf, _GENERATORS):
+        raise ArgumentTypeError(_generator_problem(f"argument '{path}'", t))
     raise ArgumentTypeError(
         f"argument '{path}' has type {t.__name__}, which jit cannot trace: pass NumPy arrays, "
         "Python/NumPy scalars, or tuples/lists/dicts of them; mark other values static with "
         "static_argnums=/static_argnames=")
 
 
+_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+
+
+def _generator_problem(what: str, t: type) -> str:
+    return (f"{what} is a random generator ({t.__name__}): a compiled program would draw its "
+            "numbers once, when traced, and every call would reuse them (so it cannot be "
+            "static either). Draw the numbers outside and pass them in, or keep the generator "
+            "at the module's top level (rng = np.random.default_rng(...)), where each call of "
+            "the jitted function draws anew, as NumPy does")
+
+
 def check_hashable_static(value: Any, name: str) -> None:
+    if isinstance(value, _GENERATORS):
+        raise ArgumentTypeError(_generator_problem(f"static argument '{name}'", type(value)))
     try:
         hash(value)
     except TypeError:
