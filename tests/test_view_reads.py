@@ -21,12 +21,13 @@ def later_writes(x):
     first, second = np.split(y, 2)
     flat = grid.ravel()
     swapped = np.swapaxes(grid, 0, 1)
+    bits = y.view(np.int64)
     copied = grid.T.reshape(6)  # a copy in NumPy: grid.T is not contiguous
     y[0] = 99.0
     y[4] += 7.0
     grid2 = grid * 1.0  # (a new array: later writes do not reach it)
     y[5] = -1.0
-    return grid.sum(), cols[0], row[1], first, second, flat, swapped[2], copied, grid2
+    return grid.sum(), cols[0], row[1], first, second, flat, swapped[2], copied, grid2, bits * 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

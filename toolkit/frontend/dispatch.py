@@ -358,7 +358,13 @@ def _view(self, dtype=None, type=None):
         )
     from . import lax
     result = self if dtype == self.dtype else lax.bitcast_convert(self, dtype)
-    return views.mark_untracked_view(result, self, "view") if result is not self else result
+    if result is self:
+        return result
+    # (reads follow later writes into ``self``, as NumPy's view does; writes through it are
+    # refused)
+    how = views.DerivedView(lambda parent: lax.bitcast_convert(parent, dtype),
+                            ("view", dtype.str), "view")
+    return views.mark_untracked_view(result, self, "view", how)
 
 
 def _resize(self, *args, **kwargs):
