@@ -91,6 +91,16 @@ def test_writing_into_a_numpy_scalar_raises_numpys_type_error():
     with pytest.raises(TypeError, match="'numpy.float64' object does not support item"):
         tk.jit(f)(np.arange(3.0))
 
+    def written_by_out(x):
+        s = x.sum()
+        np.add(x[0], 1.0, out=s)  # NumPy: TypeError, a scalar is no output array
+        return s
+
+    with pytest.raises(TypeError):
+        written_by_out(np.arange(3.0))
+    with pytest.raises(TypeError, match="NumPy scalar"):
+        tk.jit(written_by_out)(np.arange(3.0))
+
 
 def test_scalars_survive_breaks_and_replay():
     def f(x):

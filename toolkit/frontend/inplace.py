@@ -31,6 +31,9 @@ from .views import DerivedView, derived
 
 
 def check_writable(target: Tracer, what: str) -> None:
+    if target._scalar:  # (np.copyto(s, ...), out=s: NumPy refuses a scalar destination)
+        raise TypeError(f"{what}: the destination is a NumPy scalar "
+                        f"(numpy.{target.dtype.type.__name__}), which cannot be written")
     node = target
     while node is not None:  # the array written, and every array it is a view of
         if node._alias_of is not None and not _writes_through(node):
