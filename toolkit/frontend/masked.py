@@ -205,7 +205,8 @@ def materialized(value):
     if isinstance(value, MaskedSelection):
         return value.materialize()
     if isinstance(value, (list, tuple)):
-        return type(value)(materialized(v) for v in value)
+        items = [materialized(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     if isinstance(value, dict):
         return {k: materialized(v) for k, v in value.items()}
     return value

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import UndefinedResultError, UnsupportedNumpyError
-from .masked import MaskedSelection
+from .masked import materialized
 from .tracer import Tracer, can_break
 
 
@@ -32,6 +32,7 @@ def run(func, args: tuple, kwargs: dict, name: str, error: UnsupportedNumpyError
     or ``error`` raised where the graph may not break."""
     if isinstance(error, UndefinedResultError):  # (NumPy would run it, into garbage)
         raise error
+    args, kwargs = materialized(args), materialized(kwargs)  # (x[mask]: its array, once)
     tracers = _tracers((args, kwargs))
     breaker = next((b for b in map(can_break, tracers) if b is not None), None)
     if breaker is None or any(can_break(t) is None for t in tracers):
@@ -67,8 +68,6 @@ def _tracers(tree) -> list[Tracer]:
     found, seen, stack = [], set(), [tree]
     while stack:
         node = stack.pop()
-        if type(node) is MaskedSelection:
-            node = node.materialize()
         if isinstance(node, Tracer):
             if id(node) not in seen:
                 seen.add(id(node))
@@ -83,8 +82,6 @@ def _tracers(tree) -> list[Tracer]:
 def _replaced(tree, value_of):
     """``tree`` with each traced value as ``value_of`` it (containers rebuilt, as NumPy reads
     them: a named tuple stays one)."""
-    if type(tree) is MaskedSelection:
-        tree = tree.materialize()
     if isinstance(tree, Tracer):
         return value_of(tree)
     if isinstance(tree, dict):

@@ -56,7 +56,6 @@ def _stand_in(name: str, original):
 
     draw.__name__ = draw.__qualname__ = name
     draw.__doc__ = getattr(original, "__doc__", None)
-    draw.__toolkit_random__ = True
     return draw
 
 
