@@ -195,7 +195,10 @@ def test_fullgraph_makes_a_break_an_error():
 
 
 def test_no_break_inside_a_loop_body_or_a_derivative():
+    calls = []
+
     def body(i, x):
+        calls.append(i)  # (a helper that writes is not pure: its if is not made a select)
         if x.sum() > 0:  # inside the loop's program: no segment can end here
             return x
         return x

@@ -187,9 +187,11 @@ TRACING_NUMPY.ndarray = TRACED_NDARRAY
 TRACING_NUMPY.random = TRACING_RANDOM  # (draws run on every call: traced_random)
 
 
-def _function_globals(fn) -> dict | None:
+def _function_of(fn) -> types.FunctionType | None:
+    """The Python function behind ``fn``: through partials, bound methods, decorators
+    (functools.wraps) and callable objects."""
     seen = 0
-    while seen < 16:  # partials, bound methods, decorators (functools.wraps) and callable objects
+    while seen < 16:
         seen += 1
         if isinstance(fn, functools.partial):
             fn = fn.func
@@ -198,7 +200,7 @@ def _function_globals(fn) -> dict | None:
         elif hasattr(fn, "__wrapped__"):
             fn = fn.__wrapped__
         elif isinstance(fn, types.FunctionType):
-            return fn.__globals__
+            return fn
         elif callable(fn) and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
             fn = type(fn).__call__
         else:
@@ -248,6 +250,30 @@ def _unchanged(namespace: dict, found: tuple) -> bool:
     return True
 
 
+def _replacement(value, name: str, namespace: dict, verdicts: dict):
+    """What ``value``, bound to ``name`` in ``namespace`` or in a closure of its code, stands
+    for while that code is traced; None where it stays itself. (The cheapest test first.)"""
+    if value is numpy:
+        return TRACING_NUMPY
+    if value is numpy.random:  # (from numpy import random)
+        return TRACING_RANDOM
+    if isinstance(value, GENERATOR_TYPES):  # (rng = np.random.default_rng(0) up top)
+        return GeneratorProxy(value, name)
+    rebound = _REBOUND.get(id(value))
+    if rebound is not None and rebound[0] is value:
+        return rebound[1]
+    if type(value) is types.FunctionType and value.__globals__ is namespace \
+            and pure_helper(value, verdicts):
+        return converting(value)
+    return None
+
+
+def _is_replacement(value) -> bool:
+    """A stand-in already (a scan made while the module's code is traced)."""
+    return (value is TRACING_NUMPY or value is TRACING_RANDOM or id(value) in _REPLACEMENTS
+            or type(value) is GeneratorProxy or hasattr(value, "__toolkit_converts__"))
+
+
 def _names_to_swap(namespace: dict) -> dict:
     """The names of ``namespace`` bound to NumPy, to its buffer functions or to pure helpers
     that branch, with their replacements. The last scan is reused while the namespace holds
@@ -263,21 +289,13 @@ def _names_to_swap(namespace: dict) -> dict:
         return found[3]
     swapped, verdicts = {}, {}
     inside = False  # a trace of this module's code is running (its names are swapped now)
-    for name, value in list(namespace.items()):  # (the cheapest test first)
-        if value is numpy:
-            swapped[name] = (value, TRACING_NUMPY)
-        elif value is numpy.random:  # (from numpy import random)
-            swapped[name] = (value, TRACING_RANDOM)
-        elif isinstance(value, GENERATOR_TYPES):  # (rng = np.random.default_rng(0) up top)
-            swapped[name] = (value, GeneratorProxy(value, name))
-        elif id(value) in _REBOUND and _REBOUND[id(value)][0] is value:
-            swapped[name] = (value, _REBOUND[id(value)][1])
-        elif value is TRACING_NUMPY or value is TRACING_RANDOM or id(value) in _REPLACEMENTS \
-                or type(value) is GeneratorProxy or hasattr(
-                value, "__toolkit_converts__"):
+    for name, value in list(namespace.items()):
+        if _is_replacement(value):
             inside = True
-        elif type(value) is types.FunctionType and pure_helper(value, verdicts):
-            swapped[name] = (value, converting(value))
+            continue
+        replacement = _replacement(value, name, namespace, verdicts)
+        if replacement is not None:
+            swapped[name] = (value, replacement)
     if not inside:  # (a scan made inside a trace would find nothing to swap after it)
         if len(_SCANNED) >= _SCANNED_KEPT:
             _SCANNED.clear()
@@ -285,26 +303,83 @@ def _names_to_swap(namespace: dict) -> dict:
     return swapped
 
 
-# id(fn) -> (fn, the namespace its np is swapped in, or None): asked on every traced call
-_NAMESPACES: dict[int, tuple] = {}
+# id(fn) -> _Traced: asked on every traced call
+_NAMESPACES: dict[int, "_Traced"] = {}
+_CELLS_KEPT = 256  # closure cells looked at per traced function, at most
+
+
+class _Traced:
+    """What a traced function's code reaches that may need a stand-in: its module's namespace
+    (None for NumPy's and toolkit's own code) and the cells of the closures it reaches, each
+    as [cell, the value it held when last looked at, that value's stand-in or None]."""
+
+    __slots__ = ("fn", "function", "namespace", "scan", "cells")
+
+    def __init__(self, fn):
+        self.fn = fn  # (held: no other object takes its id meanwhile)
+        self.function = _function_of(fn)
+        namespace = None if self.function is None else self.function.__globals__
+        self.namespace = None if namespace is None or _is_library(namespace) else namespace
+        self.scan, self.cells = None, []
+
+    def closure_cells(self, scan: dict) -> list:
+        """The cells, found again when the module's scan is a new one (a name rebound)."""
+        if scan is not self.scan:
+            self.scan, self.cells = scan, [[cell, _UNSEEN, None, name]
+                                           for cell, name in _reached_cells(self.function)]
+        return self.cells
+
+
+_UNSEEN = object()
+
+
+def _reached_cells(function) -> list:
+    """The cells of ``function``'s closure, and of the closures of the functions its code
+    reaches through them and through its module's globals (breadth-first, each once, at most
+    ``_CELLS_KEPT``): where a factory's ``rng``, ``np`` or helper lives, as (cell, its name)."""
+    namespace = function.__globals__
+    found, seen, pending = [], {id(function)}, [function]
+    while pending and len(found) < _CELLS_KEPT:
+        f = pending.pop(0)
+        code = f.__code__
+        reached = [(cell, name) for cell, name in zip(f.__closure__ or (), code.co_freevars)]
+        for cell, name in reached:
+            if len(found) < _CELLS_KEPT:
+                found.append((cell, name))
+        values = [_contents(cell) for cell, _ in reached]
+        values += [namespace.get(name) for name in code.co_names]
+        for value in values:
+            value = getattr(value, "__toolkit_converts__", value) if type(
+                value) is types.FunctionType else value
+            if type(value) is types.FunctionType and id(value) not in seen \
+                    and value.__globals__ is namespace:
+                seen.add(id(value))
+                pending.append(value)
+    return found
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # (a free variable not bound yet)
+        return None
 
 
 class numpy_buffers_traced:
-    """Rebind ``np`` (and names imported from NumPy's buffer functions) in ``fn``'s module for
-    the duration of the block. (A class, not a generator: a call that breaks its graph enters
-    it on every call.)"""
+    """Rebind ``np`` (and names imported from NumPy's buffer functions, generators and pure
+    helpers) in ``fn``'s module and in the closures its code reaches, for the duration of the
+    block. (A class, not a generator: a call that breaks its graph enters it on every call.)"""
 
-    __slots__ = ("namespace", "swapped", "added")
+    __slots__ = ("namespace", "traced", "swapped", "added", "cells")
 
     def __init__(self, fn):
-        found = _NAMESPACES.get(id(fn))
-        if found is None or found[0] is not fn:
-            namespace = _function_globals(fn)
-            found = (fn, None if namespace is None or _is_library(namespace) else namespace)
+        traced = _NAMESPACES.get(id(fn))
+        if traced is None or traced.fn is not fn:
+            traced = _Traced(fn)
             if len(_NAMESPACES) >= _SCANNED_KEPT:
                 _NAMESPACES.clear()
-            _NAMESPACES[id(fn)] = found  # (holding fn: no other object takes its id meanwhile)
-        self.namespace = found[1]
+            _NAMESPACES[id(fn)] = traced
+        self.traced, self.namespace = traced, traced.namespace
 
     def __enter__(self):
         namespace = self.namespace
@@ -317,11 +392,27 @@ class numpy_buffers_traced:
         self.added = added = [name for name in TRACED_BUILTINS if name not in namespace]
         for name in added:
             namespace[name] = TRACED_BUILTINS[name]
+        # the closures: a factory's rng = np.random.default_rng(), import numpy as np, helper
+        self.cells = cells = []
+        verdicts = None
+        for slot in self.traced.closure_cells(swapped):
+            value = _contents(slot[0])
+            if value is not slot[1]:  # (rebound since, by nonlocal or by the factory)
+                if verdicts is None:
+                    verdicts = {}
+                slot[1], slot[2] = value, None if _is_replacement(value) else _replacement(
+                    value, slot[3], namespace, verdicts)
+            if slot[2] is not None:
+                slot[0].cell_contents = slot[2]
+                cells.append(slot)
 
     def __exit__(self, *exc) -> None:
         namespace = self.namespace
         if namespace is None:
             return
+        for cell, original, replacement, _ in self.cells:
+            if _contents(cell) is replacement:  # unless the traced code rebound it itself
+                cell.cell_contents = original
         for name, (original, replacement) in self.swapped.items():
             if namespace.get(name) is replacement:  # unless the traced code rebound it itself
                 namespace[name] = original

@@ -65,7 +65,29 @@ def _global_is_pure(name: str, fn: types.FunctionType, pending: list) -> bool:
     namespace = fn.__globals__
     if name not in namespace:
         return name in _PURE_BUILTINS  # (Python's own, looked up in builtins)
-    value = namespace[name]
+    return _value_is_pure(name, namespace[name], fn, pending)
+
+
+_UNBOUND = object()
+
+
+def _free_variable(fn: types.FunctionType, name: str):
+    """The value of ``fn``'s free variable ``name`` now (``_UNBOUND`` where it has none)."""
+    code = fn.__code__
+    if name not in code.co_freevars or fn.__closure__ is None:
+        return _UNBOUND  # (a cell of its own: only a nested function, refused, makes one)
+    try:
+        return fn.__closure__[code.co_freevars.index(name)].cell_contents
+    except ValueError:
+        return _UNBOUND
+
+
+def _value_is_pure(name: str, value, fn: types.FunctionType, pending: list) -> bool:
+    """May ``fn`` read ``value`` (bound to ``name`` in its module or its closure) and call it,
+    and stay pure?"""
+    namespace = fn.__globals__
+    if value is _UNBOUND:
+        return False
     if _library(value):
         return True
     if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
@@ -114,7 +136,7 @@ def _decoded(code: types.CodeType) -> tuple | None:
             if "out" in names:
                 break  # np.add(x, 1, out=y) writes y
             branches = branches or "IF" in op
-            if op in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD"):
+            if op in ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_ATTR", "LOAD_METHOD"):
                 reads.append((op, ins.argval))
             else:
                 reads.append(None)  # (ends an attribute chain)
@@ -138,6 +160,11 @@ def _code_is_pure(fn: types.FunctionType, pending: list) -> bool:
             if not _global_is_pure(name, fn, pending):
                 return False
             value = fn.__globals__.get(name)
+            library = value if _library(value) else None
+        elif op == "LOAD_DEREF":  # (a variable of the enclosing function: a factory's)
+            value = _free_variable(fn, name)
+            if not _value_is_pure(name, value, fn, pending):
+                return False
             library = value if _library(value) else None
         elif library is not None:
             if name in _IMPURE_LIBRARY:

@@ -12,6 +12,7 @@ from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
 from .errors import LeakedTracerError, UserOverflowError, UserTypeError
 from .inplace import check_mutation_targets, write_back
+from .held_generators import generators_held_by_objects_traced
 from .namespace import numpy_buffers_traced
 from .masked import MaskedSelection, materialized
 from .pytree import TreeDef, flatten
@@ -102,7 +103,9 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
             params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
                       for i, s in enumerate(specs)]
         args, kwargs = rebuild(params)
-        with numpy_buffers_traced(fn):
+        recording = trace.tape is None or not trace.tape.replaying
+        with numpy_buffers_traced(fn), generators_held_by_objects_traced(
+                fn, recording, args, kwargs):
             result = fn(*args, **kwargs)
             leaves, out_tree, out_paths = flatten(result, is_static=_static_output)
             # (an x[mask] returned as it is: its length is needed now, before the checks below)
