@@ -115,6 +115,18 @@ def test_python_numbers_are_guarded_by_their_exact_bits():
     assert jitted.graph_breaks.replayed_calls >= 2
 
 
+def test_an_operand_that_is_a_number_one_call_and_an_array_the_next_is_told_apart():
+    # (``x * other`` is one step of the trie after the break; its operand is the Python int 1
+    # one call and the array ``y``, whose slot number is 1, the next: a replay that compared
+    # the recorded step's operand by number alone would take ``y`` for the 1)
+    def f(x, y):
+        other = 1 if x[0] > 0 else y
+        return x * other
+
+    x_up, x_down, y = np.array([1.0, 2.0]), np.array([-1.0, 2.0]), np.array([5.0, 7.0])
+    _calls(f, [(x_up, y), (x_up, y), (x_down, y), (x_up, y), (x_down, y), (x_down, y)])
+
+
 def test_writes_through_views_replay():
     def f(x):
         buf = np.zeros((3, 4))

@@ -76,6 +76,9 @@ class JitFunction:
         # signatures whose calls break the graph: each call runs the Python function, and its
         # segments come from ``_breaks``' cache (bounded as the program cache is)
         self._segmented: OrderedDict[JitKey, bool] = OrderedDict()
+        # and the fast path's index of the plain ones (positional NumPy arrays) by their
+        # abstract values: a call that breaks its graph reaches its replay without a key made
+        self._plain_segmented: dict[tuple, JitKey] = {}
         # (and may run as plain NumPy where that measured faster: jitting.eager)
         self._numpy_fallback = options.numpy_fallback and self._backend_name in eager.HOST_BACKENDS
         self._inline = Inliner(fn, self.fn_name)
@@ -125,6 +128,9 @@ class JitFunction:
                     choice = self._plain_numpy.get(avals) if self._plain_numpy else None
                     if choice is not None:  # (a signature that runs as plain NumPy)
                         return self._run_numpy(choice, args, {})
+                    key = self._plain_segmented.get(avals) if self._plain_segmented else None
+                    if key is not None and current_trace() is None:  # (one that breaks)
+                        return self._run_segmented(key, list(args), args, {}, args, {})
             return self._call(*args, **kwargs)
         except Exception as e:
             shown = for_the_user(e)
@@ -148,8 +154,12 @@ class JitFunction:
                     self._specialize(broken.python_ints)
                     return broken.result
                 self._segmented[key] = True
+                if self._keys.is_plain(key):
+                    self._plain_segmented[key.avals] = key
                 while len(self._segmented) > self.cache_size_limit:
-                    self._segmented.popitem(last=False)
+                    old, _ = self._segmented.popitem(last=False)
+                    if self._plain_segmented.get(old.avals) == old:
+                        del self._plain_segmented[old.avals]
                 return broken.result
             except SpecializeAndRetrace as retrace:  # before anything ran: one program now
                 self._specialize(retrace.python_ints)
@@ -188,16 +198,12 @@ class JitFunction:
                     del self._plain_numpy[next(iter(self._plain_numpy))]
             return result
         breaks, start = log.breaks, time.perf_counter()
-        try:
-            paths, specs = self._keys.described(key, args, kwargs)
-            self._miss.trace(key, paths, args, kwargs, leaves, always_segmented=True,
-                             specs=specs)
-        except GraphBroken as broken:
-            if self._numpy_fallback:
-                self._measured(key, time.perf_counter() - start, log.breaks - breaks, args,
-                               kwargs)
-            return broken.result
-        raise AssertionError("a segmented call always finishes in segments")
+        paths, specs = self._keys.described(key, args, kwargs)
+        broken = self._miss.trace(key, paths, args, kwargs, leaves, always_segmented=True,
+                                  specs=specs)  # (a call in segments: its GraphBroken)
+        if self._numpy_fallback:
+            self._measured(key, time.perf_counter() - start, log.breaks - breaks, args, kwargs)
+        return broken.result
 
     def _run_numpy(self, choice: eager.EagerChoice, args: tuple, kwargs: dict):
         """The call as plain NumPy: the user's function on the user's arguments, timed."""
@@ -282,6 +288,7 @@ class JitFunction:
         self._plain.clear()
         self._plain_numpy.clear()
         self._segmented.clear()
+        self._plain_segmented.clear()
         self._breaks.cache.clear()
 
     @property

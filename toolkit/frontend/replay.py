@@ -52,8 +52,13 @@ class Node:
     # keep: what the node's key names by identity (a code object, instructions), kept alive so
     # that no other object can take its id while the node is there
     # end: why a recording stopped after this node (a later call's replay ends here for it)
+    # plain: the template of an operation that makes one new value and nothing else (most
+    # operations), else None: a replay hands back a new tracer of it without more ado
+    # last: the child the walk took from here most recently (the one a replay most likely
+    # takes next); op: a binary operation's key flattened, (fn, id(code), lasti, slot, the other
+    # operand's kind, its slot or value), which a replay compares without hashing a key
     __slots__ = ("children", "template", "effects", "bindings", "state", "run", "keep", "end",
-                 "__weakref__")
+                 "plain", "last", "op", "__weakref__")
 
     def __init__(self, state, template=None, effects=(), bindings=(), run=None):
         self.children: dict = {}
@@ -64,6 +69,9 @@ class Node:
         self.run = run
         self.keep = None
         self.end = None
+        self.plain = template if template is not None and template[0] == 1 and run is None \
+            and not effects and not bindings else None
+        self.last = self.op = None
 
 
 class Root(Node):
@@ -291,9 +299,14 @@ class Tape:
             self.stop("a break on a value made outside the recorded operations" if key is None
                       else f"the record of this signature is full ({NODES_LIMIT} steps)")
             return False
-        self.node.children[key] = node
+        self.node.children[key] = self.node.last = node
         self.node = node
         self.root.size += 1
+        if type(key) is tuple and len(key) == 5 and key[4] is None and len(key[3]) == 2 \
+                and type(key[3][0]) is int:  # (a binary operation on a recorded value)
+            other = key[3][1]
+            node.op = key[:3] + ((key[3][0], Tracer, other) if type(other) is int else
+                                 (key[3][0], *other))
         return True
 
     # ---- operations --------------------------------------------------------------------------
@@ -327,10 +340,10 @@ class Tape:
                     self.diverge("a break inside an operation gave a value not recorded")
                 else:
                     self.node = node
-                    template = node.template
-                    if template[0] == 1 and not node.effects and not node.bindings:  # (usually)
-                        return replayed_tracer(trace, template[1], template[2], template[3],
-                                               self.objects, template[4])
+                    plain = node.plain
+                    if plain is not None:  # (usually)
+                        return replayed_tracer(trace, plain[1], plain[2], plain[3],
+                                               self.objects, plain[4])
                     return self._replay(node)
             elif key is not None:
                 self.diverge(self.node.end or "Python asked for an operation not recorded here "
@@ -511,14 +524,22 @@ def replayable_method(fn: Callable) -> Callable:
                 other_key = -1
             if other_key != -1:
                 frame = sys._getframe(1)
-                node = tape.node.children.get(
-                    (fn, id(frame.f_code), frame.f_lasti, (self._slot, other_key), None))
-                if node is not None and node.run is None and not node.effects \
-                        and not node.bindings and node.template[0] == 1:
-                    tape.node = node
-                    template = node.template
-                    return replayed_tracer(tape.trace, template[1], template[2], template[3],
-                                           tape.objects, template[4])
+                here = tape.node
+                node = here.last  # (the step taken last time, compared rather than hashed)
+                op = node.op if node is not None else None
+                if op is None or op[0] is not fn or op[1] != id(frame.f_code) or \
+                        op[2] != frame.f_lasti or op[3] != self._slot or \
+                        op[4] is not kind or op[5] != (other_key if kind is Tracer else other):
+                    node = here.children.get(
+                        (fn, id(frame.f_code), frame.f_lasti, (self._slot, other_key), None))
+                    if node is not None:
+                        here.last = node
+                if node is not None:
+                    plain = node.plain
+                    if plain is not None:
+                        tape.node = node
+                        return replayed_tracer(tape.trace, plain[1], plain[2], plain[3],
+                                               tape.objects, plain[4])
         return tape.operation(fn, (self,) + args, kwargs, sys._getframe(1))
 
     return method

@@ -84,15 +84,16 @@ class TracedProgram:
 
 def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
                   rebuild: Callable[[list[Tracer]], tuple[tuple, dict]],
-                  breaker=None) -> TracedProgram:
+                  breaker=None) -> TracedProgram | GraphBroken:
     """Trace ``fn`` on parameters described by ``specs``; ``rebuild`` turns the parameter
     tracers back into the call's (args, kwargs), static values included.
 
     With a ``breaker`` (the jit layer's, bound to this call's argument values) Python may ask
     for a traced value's concrete value: the program traced so far runs, and tracing goes on.
     If that happened, the whole call has run by the time ``fn`` returns, and ``GraphBroken``
-    carries its result instead of a program."""
-    trace = Trace(name)
+    carries its result instead of a program: raised, or returned where the breaker is one of
+    a signature known to break (``breaker.always``)."""
+    trace = Trace(name, building=breaker is None or not breaker.replays())
     trace.breaker = breaker  # before the parameters: they are values that may cross a break
     trace.entry_frame = id(sys._getframe())
     with trace.activate():
@@ -118,7 +119,10 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
                                         numpy_scalars(leaves))
             finally:
                 trace.close()
-            raise GraphBroken(result, breaker.python_ints)
+            broken = GraphBroken(result, breaker.python_ints)
+            if breaker.always:  # (expected on every call of its signature: no raise to unwind)
+                return broken
+            raise broken
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]
         checks = [flag for flag, _, _ in trace.checks]

@@ -2,7 +2,6 @@
 one traced array and answers NumPy's protocols (``__array_ufunc__``, ``__array_function__``)."""
 from __future__ import annotations
 
-import contextlib
 import operator
 import sys
 import threading
@@ -65,16 +64,40 @@ def current_trace() -> Trace | None:
     return stack[-1] if stack else None
 
 
+class _Activation:
+    __slots__ = ("trace", "stack")
+
+    def __init__(self, trace: "Trace"):
+        self.trace = trace
+
+    def __enter__(self) -> "Trace":
+        self.stack = stack = _stack()
+        for outer in stack:
+            outer.stop_tape("a nested trace (a transformation, a jitted function's own trace)")
+        stack.append(self.trace)
+        self.trace.active = True
+        return self.trace
+
+    def __exit__(self, *exc) -> None:
+        self.trace.active = False
+        self.stack.pop()
+
+
 class Trace:
     """One function being traced into one entry computation."""
 
-    def __init__(self, fn_name: str, parent: "Trace | None" = None, computation_name: str = "main"):
+    def __init__(self, fn_name: str, parent: "Trace | None" = None, computation_name: str = "main",
+                 building: bool = True):
         self.fn_name = fn_name
         # a nested trace (a loop body, a branch) builds a computation of the enclosing module;
         # values of enclosing traces it uses become extra parameters of it (``captures``)
         self.parent = parent
-        self.module = parent.module if parent is not None else ModuleBuilder(f"jit_{fn_name}")
-        self.builder: ComputationBuilder = self.module.computation(computation_name)
+        if building:
+            self.module = parent.module if parent is not None else ModuleBuilder(
+                f"jit_{fn_name}")
+            self.builder: ComputationBuilder = self.module.computation(computation_name)
+        else:  # (a call that replays its record: its tape puts the recorded state here)
+            self.module = self.builder = None
         self.captures: list[tuple[Tracer, Tracer]] = []  # (enclosing tracer, its parameter here)
         self._captured: dict[int, Tracer] = {}
         self.active = False
@@ -164,17 +187,10 @@ class Trace:
             else:
                 stack.extend(inst.operands)
 
-    @contextlib.contextmanager
-    def activate(self):
-        for outer in _stack():
-            outer.stop_tape("a nested trace (a transformation, a jitted function's own trace)")
-        _stack().append(self)
-        self.active = True
-        try:
-            yield self
-        finally:
-            self.active = False
-            _stack().pop()
+    def activate(self) -> "_Activation":
+        """A block in which this is the current trace (a class, not a generator: a call
+        that breaks its graph enters it on every call)."""
+        return _Activation(self)
 
     def op_scope(self, name: str) -> "_OpScope":
         """Attribute the instructions emitted inside to the NumPy-level op ``name`` and the

@@ -23,10 +23,10 @@ class BreakSite:
     reason: str
     location: str  # file:line
     source: str  # the line's text, stripped
+    key: tuple[str, str] = field(init=False, repr=False, compare=False)  # (reason, location)
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.reason, self.location)
+    def __post_init__(self) -> None:  # (asked at every break: made once)
+        object.__setattr__(self, "key", (self.reason, self.location))
 
     def suggestion(self) -> str:
         return suggest(self.reason, self.source)

@@ -212,6 +212,10 @@ class Breaker:
         self.python_ints: dict[str, BreakSite] = {}
         self.ran = False  # has a segment of this call run (Python then saw its values)?
 
+    def replays(self) -> bool:
+        """Will the call replay its signature's record (``parameters``)?"""
+        return self.key is not None and self.always and self.key in self.owner.tries
+
     def parameters(self, trace: Trace, specs) -> list[Tracer]:
         """The call's parameters: tracers of the recorded instructions when the signature's
         trie replays, else made now (and, for a signature known to break, a trie starts)."""
@@ -453,9 +457,10 @@ class Breaker:
         their values, and the live tracers move on to them (as ``_resume`` does)."""
         live, refs, moved = moving
         bound = {}
-        for new, kind, index, weak in run.carried:
-            bound[id(new)] = (new, _carried(results[index] if kind == 0 else arguments[index],
-                                            weak))
+        for new, kind, index, weak in run.carried:  # (``_carried``, inline: at every break)
+            value = results[index] if kind == 0 else arguments[index]
+            bound[id(new)] = (new, value.item() if weak and type(value) is np.ndarray
+                              and value.ndim == 0 else value)
         for t, new in zip(live, moved):
             t.inst = new
         self.trace.born = refs

@@ -43,9 +43,10 @@ class MissCompiler:
     # ---- the steps ----------------------------------------------------------------------
     def trace(self, key: JitKey, paths: list[str], args: tuple, kwargs: dict,
               leaves: list | None = None, always_segmented: bool = False,
-              specs: list | None = None) -> TracedProgram:
+              specs: list | None = None) -> TracedProgram | GraphBroken:
         """The traced program; with the call's ``leaves`` and unless the function is
-        ``fullgraph``, Python may break the graph (then ``GraphBroken`` carries the result)."""
+        ``fullgraph``, Python may break the graph (then ``GraphBroken`` carries the result:
+        raised, or returned by an ``always_segmented`` call)."""
         trees, names = key.trees, key.arg_names
         static_pos = dict(key.statics)
         arg_name = self.keys.arg_name
