@@ -283,8 +283,9 @@ def _many_siblings(x, cs):
 
 
 def _sibling_args(n=150):
+    # (each sibling reads the shared x and a weight of its own: a loop-written convolution)
     x = np.random.default_rng(0).standard_normal((8, 12)).astype(np.float32)
-    return x, [np.full((8, 12), i, np.float32) for i in range(n)]
+    return x, [np.float32(i) for i in range(n)]
 
 
 def test_sibling_fusion_stays_within_the_kernel_parameter_budget():
@@ -304,3 +305,58 @@ def test_sibling_fusion_stays_within_the_kernel_parameter_budget():
     got = tk.jit(_many_siblings, backend="cpu")(x, cs)
     for g, w in zip(got, _many_siblings(x, cs)):
         np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+def _attention_heads(mask, *scores):
+    """Per-head softmax, as attention written head by head: every head reads one mask."""
+    out = []
+    for s in scores:
+        e = np.exp(s - s.max(axis=-1, keepdims=True) + mask)
+        out.append(e / e.sum(axis=-1, keepdims=True))
+    return tuple(out)
+
+
+def test_siblings_sharing_less_input_than_they_read_alone_stay_apart():
+    rng = np.random.default_rng(1)
+    mask = np.triu(np.full((16, 16), -1e10, np.float32), 1)
+    scores = [rng.standard_normal((16, 16)).astype(np.float32) for _ in range(3)]
+    c = compiled(_attention_heads, mask, *scores)
+    kept = [d for d in decisions(c, "reduce", "reduce") if d.reason == "SMALL_SHARED_INPUT"]
+    assert kept and all("share 1,024 bytes of input" in d.message for d in kept), kept
+    assert not [d for d in c.fusion_decisions if d.reason == "SIBLING_MULTI_OUTPUT"]
+    for got, want in zip(tk.jit(_attention_heads, backend="cpu")(mask, *scores),
+                         _attention_heads(mask, *scores)):
+        np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
+def _two_chains(x, a, b):
+    # (siblings that share x, all they read but a scalar each, and compute apart from it)
+    return np.exp(x * a).sum(axis=1), np.tanh(x * b).sum(axis=1)
+
+
+def _one_chain(x):
+    e = np.exp(x)
+    return e.sum(axis=1), (e * e).sum(axis=1)
+
+
+@pytest.mark.parametrize("fn, clusters", [(_two_chains, 2), (_one_chain, 1)])
+def test_a_merged_reduction_folds_each_chain_of_its_own_in_a_loop_of_its_own(fn, clusters):
+    """Chains that share nothing but their input are folded one loop each over the same rows
+    (six exponentials side by side spilled registers); chains that share a value, one loop."""
+    from toolkit.backends.llvm.reduction import hero_clusters
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 48)).astype(np.float32)
+    args = (x, np.float32(0.5), np.float32(1.5))[:fn.__code__.co_argcount]
+    c = compiled(fn, *args)
+    (fusion,) = [i for i in c.optimized_hlo.entry.instructions
+                 if i.opcode == "fusion" and i.name.startswith("input_reduce")]
+    root = fusion.attrs["calls"].root
+    outputs = list(root.operands) if root.opcode == "tuple" else [root]
+    heroes = [o for o in outputs if o.opcode == "reduce"]
+    assert len(heroes) == 2
+    assert len(hero_clusters(heroes, [o for o in outputs if o.opcode != "reduce"])) == clusters
+    for backend in ("cpu", "interpreter"):
+        for got, want in zip(tk.jit(fn, backend=backend)(*args), fn(*args)):
+            # (float32 sums of 48 terms of about 1, in another order: within 48 ulp of 1)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=48 * 2.0 ** -23)

@@ -16,7 +16,8 @@ from ..llvm.elemental import ElementalEmitter, emit_binary, i64
 from ..llvm import complex as lcomplex
 from ..llvm.indexing import emit_scatter, emit_update_slice
 from ..llvm.loops import FOLD_TAIL_INSTRUCTIONS, for_range, nest
-from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
+from ..llvm.reduction import (fold_element, hero_clusters, start_accumulators,
+                              store_accumulators)
 from ..llvm.planning import KernelSpec
 from ..llvm.types import F64, I64, constant, storage_type, value_type
 from .vector_library import host_vector_math
@@ -149,38 +150,50 @@ def _emit_row(b, e, spec, out_ptrs, begin, end):
     def combine(h, acc, v):
         return _reduce(e, spec, h, acc, v, h.shape.dtype)
 
-    def start_block():
+    def start_block(members):
         for row_accs in accs:
-            for h, acc, blk in zip(heroes, row_accs, blocked):
-                if blk:
-                    b.store(constant(h.shape.dtype, identity("add", h.shape.dtype.numpy)), acc)
+            for k in members:
+                if blocked[k]:
+                    h = heroes[k]
+                    b.store(constant(h.shape.dtype, identity("add", h.shape.dtype.numpy)),
+                            row_accs[k])
 
-    def end_block():
+    def end_block(members):
         for row_accs, row_totals in zip(accs, totals):
-            for acc, total in zip(row_accs, row_totals):
-                if total is not None:
-                    b.store(b.fadd(b.load(total), _to_f64(b, b.load(acc))), total)
+            for k in members:
+                if row_totals[k] is not None:
+                    b.store(b.fadd(b.load(row_totals[k]), _to_f64(b, b.load(row_accs[k]))),
+                            row_totals[k])
+
+    clusters = hero_clusters(heroes, extras)
 
     def rows(kept_indices):
-        """Reduce the rows at ``kept_indices`` (one per tile slot) side by side."""
+        """Reduce the rows at ``kept_indices`` (one per tile slot) side by side, one loop per
+        cluster of heroes that share no computation (``hero_clusters``)."""
         e.reset()
         for row_accs, row_totals in zip(accs, totals):
             start_accumulators(e, heroes, row_accs)
             for acc, total in zip(row_accs, row_totals):
                 if total is not None:  # the init value starts the running total
                     b.store(_to_f64(b, b.load(acc)), total)
+        for members, cluster_extras in clusters:
+            e.reset()  # (a value made in the loop before does not dominate this one)
+            fold_heroes = [heroes[k] for k in members]
 
-        def inner(red_index):
-            for kept_index, row_accs in zip(kept_indices, accs):
-                fold_element(e, heroes, row_accs, extras, out_ptrs, kept_index + red_index, combine)
+            def inner(red_index, members=members, fold_heroes=fold_heroes,
+                      cluster_extras=cluster_extras):
+                for kept_index, row_accs in zip(kept_indices, accs):
+                    fold_element(e, fold_heroes, [row_accs[k] for k in members],
+                                 cluster_extras, out_ptrs, kept_index + red_index, combine)
 
-        if red_dims:
-            first = (begin, end) if n_kept == 0 else (None, None)
-            _blocked_nest(
-                b, red_dims, inner, first, start_block, end_block if any(blocked) else None
-            )
-        else:
-            inner([])
+            if red_dims:
+                first = (begin, end) if n_kept == 0 else (None, None)
+                _blocked_nest(
+                    b, red_dims, inner, first, lambda members=members: start_block(members),
+                    (lambda members=members: end_block(members))
+                    if any(blocked[k] for k in members) else None)
+            else:
+                inner([])
         for kept_index, row_accs, row_totals in zip(kept_indices, accs, totals):
             for acc, total in zip(row_accs, row_totals):
                 if total is not None:
