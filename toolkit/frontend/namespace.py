@@ -33,6 +33,8 @@ from .errors import DTypeMismatchError
 from .if_conversion import converting
 from .purity import pure_helper
 from .replay import replayable_function
+from .python_effects import PRINT
+from .reach import function_of
 from .traced_builtins import TRACED_BUILTINS
 from .traced_random import GENERATOR_TYPES, TRACING_RANDOM, GeneratorProxy
 from .tracer import Tracer, current_trace
@@ -187,34 +189,16 @@ TRACING_NUMPY.ndarray = TRACED_NDARRAY
 TRACING_NUMPY.random = TRACING_RANDOM  # (draws run on every call: traced_random)
 
 
-def _function_of(fn) -> types.FunctionType | None:
-    """The Python function behind ``fn``: through partials, bound methods, decorators
-    (functools.wraps) and callable objects."""
-    seen = 0
-    while seen < 16:
-        seen += 1
-        if isinstance(fn, functools.partial):
-            fn = fn.func
-        elif hasattr(fn, "__func__"):
-            fn = fn.__func__
-        elif hasattr(fn, "__wrapped__"):
-            fn = fn.__wrapped__
-        elif isinstance(fn, types.FunctionType):
-            return fn
-        elif callable(fn) and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
-            fn = type(fn).__call__
-        else:
-            return None
-    return None
-
-
 def _is_library(namespace: dict) -> bool:
     name = namespace.get("__name__", "") or ""
     return name.split(".")[0] in ("numpy", "toolkit")
 
 
+# Python's builtins the traced module sees as stand-ins, unless it has names of its own for
+# them: max and min (traced_builtins), print (python_effects)
+_STAND_IN_BUILTINS = {**TRACED_BUILTINS, "print": PRINT}
 _REPLACEMENTS = {id(replacement) for _, replacement in _REBOUND.values()} | {
-    id(builtin) for builtin in TRACED_BUILTINS.values()}
+    id(builtin) for builtin in _STAND_IN_BUILTINS.values()}
 # id(namespace) -> (the namespace, its names, its values' ids, the names to swap, its values'
 # types, its functions) when last scanned: a notebook's namespace holds hundreds of names, and
 # a function that breaks its graph is traced (replayed) on every call
@@ -317,7 +301,7 @@ class _Traced:
 
     def __init__(self, fn):
         self.fn = fn  # (held: no other object takes its id meanwhile)
-        self.function = _function_of(fn)
+        self.function = function_of(fn)
         namespace = None if self.function is None else self.function.__globals__
         self.namespace = None if namespace is None or _is_library(namespace) else namespace
         self.scan, self.cells = None, []
@@ -388,10 +372,10 @@ class numpy_buffers_traced:
         self.swapped = swapped = _names_to_swap(namespace)
         for name, (_, replacement) in swapped.items():
             namespace[name] = replacement
-        # Python's max/min, where the module does not define its own (traced_builtins)
-        self.added = added = [name for name in TRACED_BUILTINS if name not in namespace]
+        # Python's max/min and print, where the module does not define its own
+        self.added = added = [name for name in _STAND_IN_BUILTINS if name not in namespace]
         for name in added:
-            namespace[name] = TRACED_BUILTINS[name]
+            namespace[name] = _STAND_IN_BUILTINS[name]
         # the closures: a factory's rng = np.random.default_rng(), import numpy as np, helper
         self.cells = cells = []
         verdicts = None
@@ -417,5 +401,5 @@ class numpy_buffers_traced:
             if namespace.get(name) is replacement:  # unless the traced code rebound it itself
                 namespace[name] = original
         for name in self.added:
-            if namespace.get(name) is TRACED_BUILTINS[name]:
+            if namespace.get(name) is _STAND_IN_BUILTINS[name]:
                 del namespace[name]

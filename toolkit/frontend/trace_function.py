@@ -14,6 +14,8 @@ from .errors import LeakedTracerError, UserOverflowError, UserTypeError
 from .inplace import check_mutation_targets, write_back
 from .held_generators import generators_held_by_objects_traced
 from .namespace import numpy_buffers_traced
+from .python_effects import python_state_watched
+from .reach import reach
 from .masked import MaskedSelection, materialized
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
@@ -104,9 +106,12 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
             params = [trace.parameter(i, s.dtype, s.shape, s.weak_type, s.path)
                       for i, s in enumerate(specs)]
         args, kwargs = rebuild(params)
+        # (a recorded call: what its code reaches of Python's state is watched; the first
+        # block entered is left last, after the others put their stand-ins back)
         recording = trace.tape is None or not trace.tape.replaying
-        with numpy_buffers_traced(fn), generators_held_by_objects_traced(
-                fn, recording, args, kwargs):
+        reached = reach(fn, args, kwargs) if recording else None
+        with python_state_watched(reached), numpy_buffers_traced(fn), \
+                generators_held_by_objects_traced(reached):
             result = fn(*args, **kwargs)
             leaves, out_tree, out_paths = flatten(result, is_static=_static_output)
             # (an x[mask] returned as it is: its length is needed now, before the checks below)

@@ -476,15 +476,16 @@ class Tracer:
             return repr(self)
         return format(value, spec)
 
-    def _shown(self, how: str):
+    def _shown(self, how: str, asked_by_user: bool = False):
         """The value NumPy would print (``print(x)``, ``f"{loss:.3f}"`` in the user's code),
         through a graph break where the function allows one; None elsewhere, and when toolkit's
-        own code describes the value (an error message: no program runs for it)."""
+        own code describes the value (an error message: no program runs for it).
+        ``asked_by_user``: the user's own ``print`` asks, through toolkit's stand-in for it."""
         if can_break(self) is None:
             return None
         caller = sys._getframe(2).f_code.co_filename
-        if not is_users_file(caller):  # (toolkit's, NumPy's or IPython's own text of it)
-            return None
+        if not asked_by_user and not is_users_file(caller):  # (toolkit's, NumPy's or
+            return None  # IPython's own text of it)
         value = np.asarray(self._concrete(how))
         return value[()] if self._scalar and not value.shape else value
 

@@ -43,6 +43,15 @@ def suggest(reason: str, source: str) -> str:
         return ("NumPy's random generator runs in Python, so the call runs its Python every call "
                 "(in segments) to draw anew: draw the numbers outside and pass them in as an "
                 "argument, and the function compiles to one program")
+    if reason.startswith("print() runs every call"):
+        return ("print() runs in Python, so the call runs its Python every call to print: "
+                "return the values and print them after the call, and the function compiles to "
+                "one program")
+    if reason.startswith("Python state changed"):
+        return ("a compiled program cannot write Python's state (a counter, a list, an "
+                "attribute), so the call runs its Python every call to write it: return the new "
+                "values and update the state after the call, and the function compiles to one "
+                "program")
     if reason.endswith("checked inside try"):
         return ("inside a try block the error NumPy would raise here is checked here, so that "
                 "the except sees it: a break per call; test the condition with arrays instead "

@@ -282,11 +282,13 @@ class Breaker:
             if value is not None:
                 self._count(site, value)
                 return value
-        if not self.ran and not self.always and trace.tape is None \
+        if not self.ran and not self.always and not self.broken and trace.tape is None \
                 and trace._tape_in_op is None:
             names = self._python_int_names(tracer)
             # nothing has run: trace the call again with them static (once: were it traced
-            # again though specialized, the call goes on in segments rather than loop)
+            # again though specialized, the call goes on in segments rather than loop), unless
+            # Python did what it cannot undo (a print, a draw: ``broken``); the state the call
+            # reaches is put back first (frontend.python_effects)
             if names and any(name not in self.owner.log.specialized for name in names):
                 raise SpecializeAndRetrace({**self.python_ints,
                                             **{name: site for name in names}})

@@ -1,0 +1,172 @@
+"""What a traced call does to Python's own state: prints, and writes to globals, closure
+variables, objects' attributes, lists and dicts (``calls += 1``, ``log.append(loss)``,
+``self.steps += 1``).
+
+A compiled program computes arrays; it cannot print or write Python's state. Run once when
+traced, such a line would be skipped silently by every later call, where NumPy runs it every
+time. So, as torch.compile replays a graph's side effects, toolkit runs the function's Python
+on every call, in segments (``Breaker.runs_python_every_call``), and the line runs each time:
+
+- ``print`` in the traced function's module is, while it is traced, a stand-in that says so
+  before it prints (``PRINT``, bound by ``frontend.namespace`` as ``max`` and ``min`` are);
+- while a call is recorded, the state its code can reach (``frontend.reach``: the module's
+  namespace, closure cells, the attributes of the objects it reads, the lists and dicts among
+  them) is compared before and after the trace; a name rebound, an attribute set or a list
+  grown says so too.
+
+Where the graph may not break (``fullgraph=True``, a loop body, grad or vmap) the line runs
+once, when traced, and a warning says that it will not run again. What the walk does not
+reach (a C object's insides, an object behind a property, state written by another module's
+function) is not seen."""
+from __future__ import annotations
+
+import builtins
+import warnings
+
+from ..ir.user_code import user_frame
+from .reach import Reached
+from .segments import SpecializeAndRetrace
+from .tracer import Tracer, current_trace
+
+_SIZED = (list, dict, set, bytearray)
+_GONE = object()
+
+
+def note_effect(what: str, reason: str) -> None:
+    """Python state changes here (``what``, for the warning; ``reason``, the break's): the call
+    runs its Python every call (or, where the graph may not break, a warning says the line
+    runs only when traced)."""
+    trace = current_trace()
+    if trace is None:
+        return
+    breaker = trace.breaker
+    if breaker is None or not trace.active or trace.forking is not None or \
+            trace.parent is not None:
+        frame = user_frame(1)  # (the print's line, or the call's for a change of state)
+        warnings.warn_explicit(
+            f"{what} inside a compiled program runs once, when traced, not on every call; "
+            "with graph breaks allowed (tk.jit without fullgraph=True, outside loop bodies and "
+            "transformations) toolkit runs it on every call", UserWarning,
+            frame.f_code.co_filename if frame is not None else "<unknown>",
+            frame.f_lineno if frame is not None else 0)
+        return
+    breaker.runs_python_every_call(reason)
+
+
+def _print(*args, **kwargs):
+    trace = current_trace()
+    if trace is not None and trace.active:
+        note_effect("print()", "print() runs every call")
+        # (a traced value prints as NumPy prints its value, as builtins.print called from the
+        # user's line would show it: Tracer.__str__)
+        args = tuple(_printed(a) if type(a) is Tracer else a for a in args)
+    return builtins.print(*args, **kwargs)
+
+
+def _printed(t: Tracer):
+    value = t._shown("str()", asked_by_user=True)
+    return t if value is None else value
+
+
+_print.__name__ = _print.__qualname__ = "print"
+_print.__doc__ = builtins.print.__doc__
+PRINT = _print
+
+
+def _value_mark(value) -> tuple:
+    """What tells a value's rebinding or growth: its identity, and its size if it has one."""
+    return (id(value), len(value) if isinstance(value, _SIZED) else -1)
+
+
+def _marks(container) -> dict | tuple:
+    if isinstance(container, dict):
+        return {key: _value_mark(v) for key, v in list(container.items())}
+    return tuple(_value_mark(v) for v in container)
+
+
+class python_state_watched:
+    """Compare the state a recorded call reaches (``reached``; None: a replay, nothing is
+    compared) before and after the trace; a change makes the call run its Python every call."""
+
+    __slots__ = ("reached", "before", "cells", "saved", "saved_cells")
+
+    def __init__(self, reached: Reached | None):
+        self.reached = reached
+
+    def __enter__(self):
+        reached = self.reached
+        if reached is not None:
+            self.before = {key: _marks(c) for key, (_, c, _) in reached.containers.items()}
+            self.saved_cells = {key: _contents(cell) for key, (_, cell) in reached.cells.items()}
+            self.cells = {key: _value_mark(value) for key, value in self.saved_cells.items()}
+            # (shallow copies, to undo what a trace that starts again did: SpecializeAndRetrace)
+            self.saved = {key: dict(c) if kind != "list" else list(c)
+                          for key, (_, c, kind) in reached.containers.items()}
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if self.reached is None:
+            return
+        if kind is SpecializeAndRetrace:  # (the call is traced again from the start)
+            self._undo()
+            return
+        if kind is not None:
+            return
+        changed = self._changed()
+        if changed is not None:
+            note_effect(f"a change of Python state ({changed})",
+                        f"Python state changed: {changed}")
+
+    def _undo(self) -> None:
+        """Put back the state the call reached as it was before the trace: the trace that
+        starts again does what this one did (an append, a counter bumped) once more."""
+        reached = self.reached
+        for key, (_, cell) in reached.cells.items():
+            if _value_mark(_contents(cell)) != self.cells[key]:
+                cell.cell_contents = self.saved_cells[key]
+        for key, (_, container, kind) in reached.containers.items():
+            if _marks(container) == self.before[key]:
+                continue
+            saved = self.saved[key]
+            if kind == "list":
+                container[:] = saved
+                continue
+            for name in [n for n in container if n not in saved]:
+                del container[name]
+            for name, value in saved.items():
+                if container.get(name, _GONE) is not value:
+                    container[name] = value
+
+    def _changed(self) -> str | None:
+        """What changed, in the user's words (the first change found), or None."""
+        reached = self.reached
+        for key, (name, cell) in reached.cells.items():
+            if _value_mark(_contents(cell)) != self.cells[key]:
+                return f"`{name}` (a variable of the enclosing function) rebound"
+        for key, (path, container, kind) in reached.containers.items():
+            before, after = self.before[key], _marks(container)
+            if before == after:
+                continue
+            if kind == "list":
+                return f"`{path}` (a list) changed"
+            for name in list(before) + [n for n in after if n not in before]:
+                if before.get(name) != after.get(name):
+                    where = (f"global `{name}`" if kind == "namespace" else
+                             f"`{path}.{name}`" if kind == "attributes" else
+                             f"`{path}[{name!r}]`")
+                    return _described(where, before.get(name), after.get(name))
+        return None
+
+
+def _described(where: str, before, after) -> str:
+    if before is not None and after is not None and before[0] == after[0]:
+        return f"{where} grew or shrank"
+    return f"{where} {'set' if before is None else 'deleted' if after is None else 'rebound'}"
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
+
