@@ -78,7 +78,9 @@ def _value_mark(value) -> tuple:
     return (id(value), len(value) if isinstance(value, _SIZED) else -1)
 
 
-def _marks(container) -> dict | tuple:
+def _marks(container, kind: str, names: set) -> dict | tuple:
+    if kind == "namespace":  # (only the names the code reads or writes)
+        return {key: _value_mark(container[key]) for key in names if key in container}
     if isinstance(container, dict):
         return {key: _value_mark(v) for key, v in list(container.items())}
     return tuple(_value_mark(v) for v in container)
@@ -96,11 +98,13 @@ class python_state_watched:
     def __enter__(self):
         reached = self.reached
         if reached is not None:
-            self.before = {key: _marks(c) for key, (_, c, _) in reached.containers.items()}
+            self.before = {key: _marks(c, kind, reached.names)
+                           for key, (_, c, kind) in reached.containers.items()}
             self.saved_cells = {key: _contents(cell) for key, (_, cell) in reached.cells.items()}
             self.cells = {key: _value_mark(value) for key, value in self.saved_cells.items()}
             # (shallow copies, to undo what a trace that starts again did: SpecializeAndRetrace)
-            self.saved = {key: dict(c) if kind != "list" else list(c)
+            self.saved = {key: {n: c[n] for n in reached.names if n in c}
+                          if kind == "namespace" else dict(c) if kind != "list" else list(c)
                           for key, (_, c, kind) in reached.containers.items()}
         return self
 
@@ -125,13 +129,15 @@ class python_state_watched:
             if _value_mark(_contents(cell)) != self.cells[key]:
                 cell.cell_contents = self.saved_cells[key]
         for key, (_, container, kind) in reached.containers.items():
-            if _marks(container) == self.before[key]:
+            if _marks(container, kind, reached.names) == self.before[key]:
                 continue
             saved = self.saved[key]
             if kind == "list":
                 container[:] = saved
                 continue
-            for name in [n for n in container if n not in saved]:
+            added = [n for n in container if n not in saved and (
+                kind != "namespace" or n in reached.names)]
+            for name in added:
                 del container[name]
             for name, value in saved.items():
                 if container.get(name, _GONE) is not value:
@@ -144,7 +150,7 @@ class python_state_watched:
             if _value_mark(_contents(cell)) != self.cells[key]:
                 return f"`{name}` (a variable of the enclosing function) rebound"
         for key, (path, container, kind) in reached.containers.items():
-            before, after = self.before[key], _marks(container)
+            before, after = self.before[key], _marks(container, kind, reached.names)
             if before == after:
                 continue
             if kind == "list":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy
 
@@ -30,6 +30,9 @@ class Reached:
     # module's), "attributes" (an object's __dict__), "dict" or "list")
     containers: dict[int, tuple[str, object, str]]
     cells: dict[int, tuple[str, object]]  # id -> (the free variable's name, the cell)
+    # the names the reached code reads or writes (co_names): of a module's namespace, only
+    # these are its state (a notebook's thousands of names are not compared)
+    names: set[str] = field(default_factory=set)
 
 
 _OBJECTS_WALKED = 512  # values looked at per walk, at most
@@ -111,6 +114,7 @@ def reach(fn, args: tuple = (), kwargs: dict | None = None) -> Reached:
         if len(names) == before:
             break
     reached.generators.extend(found.values())
+    reached.names = names
     return reached
 
 
