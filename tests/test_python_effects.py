@@ -146,3 +146,43 @@ def test_state_a_call_traced_again_for_a_python_int_changed_is_put_back_first(ca
             np.testing.assert_array_equal(jitted(n, a), a + n)
     assert seen == [0, 1, 2]
     assert capsys.readouterr().out.splitlines() == ["start"] * 3
+
+
+class Tracker:
+    def __init__(self):
+        self.last = None
+        self.best = {}
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_traced_values_left_in_python_state_become_numpys_values(backend):
+    """``losses.append(loss)`` inside the step: after each call the list holds NumPy's values
+    (an np.float64 here, as NumPy's sum gives), not traced values of a finished trace."""
+    losses, tracker = [], Tracker()
+
+    def step(x):
+        loss = (x ** 2).sum()
+        losses.append(loss)
+        tracker.last = x * 2
+        tracker.best["loss"] = loss
+        return x - 0.1 * x
+
+    jitted = tk.jit(step, backend=backend)
+    x = y = np.array([1.0, -2.0, 3.0])
+    want_losses = []
+    for _ in range(3):
+        want_losses.append((y ** 2).sum())
+        x, y = jitted(x), y - 0.1 * y
+        np.testing.assert_allclose(x, y, rtol=1e-15)
+        np.testing.assert_allclose(tracker.last, (y / 0.9) * 2, rtol=1e-15)
+    assert [type(v) for v in losses] == [np.float64] * 3
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-15)
+    assert type(tracker.last) is np.ndarray and tracker.best["loss"] is losses[-1]
+
+
+def test_an_argument_stored_as_it_came_is_the_callers_array():
+    kept = []
+    jitted = tk.jit(lambda x: kept.append(x) or x + 1)
+    a, b = np.ones(2), np.zeros(3)
+    jitted(a), jitted(b)
+    assert kept[0] is a and kept[1] is b  # (NumPy appends the very object)

@@ -164,6 +164,43 @@ class python_state_watched:
         return None
 
 
+    # ---- traced values left in Python's state ------------------------------------------------
+    def stored_tracers(self, trace) -> list[tuple[tuple, object]]:
+        """The traced values of ``trace`` the call left in the state it reaches (``log.append(
+        loss)``, ``self.last = y``, ``nonlocal best; best = x``), each with where it is: they
+        become their values when the call ends (``put_values``), as NumPy's would be there."""
+        reached = self.reached
+        if reached is None:
+            return []
+        found = []
+        for _, cell in reached.cells.values():
+            value = _contents(cell)
+            if type(value) is Tracer and value._trace is trace:
+                found.append((("cell", cell, None), value))
+        for _, container, kind in reached.containers.values():
+            if kind == "list":
+                items = enumerate(container)
+            elif kind == "namespace":
+                items = ((n, container[n]) for n in reached.names if n in container)
+            else:
+                items = list(container.items())
+            for key, value in items:
+                if type(value) is Tracer and value._trace is trace:
+                    found.append((("item", container, key), value))
+        return found
+
+    @staticmethod
+    def put_values(stored: list[tuple[tuple, object]], values: list) -> None:
+        """Each stored traced value's place gets its value (unless rebound meanwhile)."""
+        for ((kind, holder, key), tracer), value in zip(stored, values):
+            if kind == "cell":
+                if _contents(holder) is tracer:
+                    holder.cell_contents = value
+            elif key < len(holder) if type(holder) is list else key in holder:
+                if holder[key] is tracer:
+                    holder[key] = value
+
+
 def _described(where: str, before, after) -> str:
     if before is not None and after is not None and before[0] == after[0]:
         return f"{where} grew or shrank"

@@ -108,20 +108,29 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         args, kwargs = rebuild(params)
         # (a recorded call: what its code reaches of Python's state is watched; the first
         # block entered is left last, after the others put their stand-ins back)
+        # (and on every call of one that left traced values in that state: they become values)
         recording = trace.tape is None or not trace.tape.replaying
-        reached = reach(fn, args, kwargs) if recording else None
-        with python_state_watched(reached), numpy_buffers_traced(fn), \
+        watched = recording or (breaker is not None and breaker.stores_state())
+        reached = reach(fn, args, kwargs) if watched else None
+        with python_state_watched(reached) as state, numpy_buffers_traced(fn), \
                 generators_held_by_objects_traced(reached):
             result = fn(*args, **kwargs)
             leaves, out_tree, out_paths = flatten(result, is_static=_static_output)
             # (an x[mask] returned as it is: its length is needed now, before the checks below)
             if any(type(leaf) is MaskedSelection for leaf in leaves):
                 leaves = [materialized(leaf) for leaf in leaves]
+        stored = state.stored_tracers(trace) if breaker is not None else []
+        if stored:  # (a change of state: the call is in segments already, python_effects)
+            breaker.note_stores_state()
         if breaker is not None and (breaker.broken or breaker.always):
             outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
             try:
+                # (one value per traced value, stored in two places: one object, as in NumPy)
+                distinct = list({id(t): t for _, t in stored}.values())
                 result = breaker.finish(outs, out_tree, python_numbers(leaves),
-                                        numpy_scalars(leaves))
+                                        numpy_scalars(leaves), distinct)
+                value_of = {id(t): v for t, v in zip(distinct, breaker.stored_values)}
+                state.put_values(stored, [value_of[id(t)] for _, t in stored])
             finally:
                 trace.close()
             broken = GraphBroken(result, breaker.python_ints)

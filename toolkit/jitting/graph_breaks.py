@@ -34,7 +34,8 @@ from ..frontend import replay
 from ..frontend.inplace import check_mutation_targets, write_back
 from ..frontend.segments import Segment, SpecializeAndRetrace, cut, live_tracers, resume
 from ..frontend.signature import ArgSpec
-from ..frontend.trace_function import TracedProgram, as_python_numbers
+from ..frontend.trace_function import (TracedProgram, as_python_numbers, numpy_scalars,
+                                       python_numbers)
 from ..frontend.tracer import Trace, Tracer
 from ..ir.structural import exact_key
 from ..profiler.events import GraphBreakEvent
@@ -134,6 +135,8 @@ class GraphBreaks:
         self.log = BreakLog()
         # signature -> the trie of its calls' operations and breaks (frontend.replay)
         self.tries: OrderedDict = OrderedDict()
+        # signatures whose calls leave traced values in Python's state (Breaker.stores_state)
+        self.stateful: OrderedDict = OrderedDict()
 
     def breaker(self, leaves: list, specs, key=None) -> "Breaker":
         return Breaker(self, leaves, specs, key)
@@ -211,6 +214,18 @@ class Breaker:
         # Python int arguments Python asked for as numbers: name -> the first break site
         self.python_ints: dict[str, BreakSite] = {}
         self.ran = False  # has a segment of this call run (Python then saw its values)?
+
+    def stores_state(self) -> bool:
+        """Did a call of this signature leave traced values in Python's state (``log.append(
+        loss)``)? Then every call watches that state, to put their values there."""
+        return self.key is not None and self.key in self.owner.stateful
+
+    def note_stores_state(self) -> None:
+        if self.key is not None:
+            stateful = self.owner.stateful
+            stateful[self.key] = True
+            while len(stateful) > self.owner.options.cache_size:
+                stateful.popitem(last=False)
 
     def replays(self) -> bool:
         """Will the call replay its signature's record (``parameters``)?"""
@@ -630,9 +645,11 @@ class Breaker:
 
     # ---- the end of the call ------------------------------------------------------------
     def finish(self, outs: list[Tracer], out_tree, python_outputs: tuple[int, ...] = (),
-               scalar_outputs: tuple[int, ...] = ()):
+               scalar_outputs: tuple[int, ...] = (), stored: list[Tracer] = ()):
         """Run the last segment: the function's results, and the new values of arguments it
-        wrote in place (copied into the caller's arrays, as NumPy would have written them)."""
+        wrote in place (copied into the caller's arrays, as NumPy would have written them).
+        ``stored``: traced values the call left in Python's state, whose values it computes
+        too (``stored_values``, as NumPy hands them back: Python numbers, NumPy scalars)."""
         mutated = []
         for number, t in enumerate(self.arguments):
             if t.weak_type:
@@ -640,8 +657,17 @@ class Breaker:
             bound = self.bound.get(id(t.inst))
             if bound is None or bound[1] is not self.leaves[number]:
                 mutated.append((number, t))
-        wanted = list(outs) + [t for _, t in mutated]
+        # (an argument array stored is the caller's own array, written in place below if the
+        # call wrote it, as NumPy stores the very object)
+        argument = {id(t): n for n, t in enumerate(self.arguments) if not t.weak_type}
+        computed = [t for t in stored if id(t) not in argument]
+        wanted = list(outs) + [t for _, t in mutated] + computed
         values = self._final_values(wanted)
+        self.stored_values = [self.leaves[argument[id(t)]] if id(t) in argument else
+                              values[id(t.inst)] for t in stored]
+        if stored and self.owner.options.backend.name in HOST_BACKENDS:
+            self.stored_values = as_python_numbers(
+                self.stored_values, python_numbers(stored), numpy_scalars(stored))
         results = []
         for t in outs:
             value = values[id(t.inst)]
