@@ -26,7 +26,7 @@ import warnings
 from ..ir.user_code import user_frame
 from .reach import Reached
 from .segments import SpecializeAndRetrace
-from .tracer import Tracer, current_trace
+from .tracer import Tracer, current_trace, python_every_call_breaker
 
 _SIZED = (list, dict, set, bytearray)
 _GONE = object()
@@ -36,12 +36,10 @@ def note_effect(what: str, reason: str) -> None:
     """Python state changes here (``what``, for the warning; ``reason``, the break's): the call
     runs its Python every call (or, where the graph may not break, a warning says the line
     runs only when traced)."""
-    trace = current_trace()
-    if trace is None:
+    tracing, breaker = python_every_call_breaker()
+    if not tracing:
         return
-    breaker = trace.breaker
-    if breaker is None or not trace.active or trace.forking is not None or \
-            trace.parent is not None:
+    if breaker is None:
         frame = user_frame(1)  # (the print's line, or the call's for a change of state)
         warnings.warn_explicit(
             f"{what} inside a compiled program runs once, when traced, not on every call; "

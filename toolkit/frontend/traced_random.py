@@ -17,7 +17,7 @@ import types
 import numpy
 
 from .errors import UnsupportedNumpyError
-from .tracer import current_trace
+from .tracer import python_every_call_breaker
 
 # what builds a generator from the seed it is given (the same numbers every call when seeded)
 _SEEDED = frozenset({"default_rng", "Generator", "RandomState", "SeedSequence", "PCG64",
@@ -35,12 +35,10 @@ def _drawn(name: str, args: tuple, kwargs: dict) -> bool:
 def _note_draw(what: str) -> None:
     """A draw during a trace: the call runs its Python every call (or, where the graph may not
     break, an error says why it cannot be compiled)."""
-    trace = current_trace()
-    if trace is None:
+    tracing, breaker = python_every_call_breaker()
+    if not tracing:
         return
-    breaker = trace.breaker
-    if breaker is None or not trace.active or trace.forking is not None or \
-            trace.parent is not None:
+    if breaker is None:
         raise UnsupportedNumpyError(
             f"{what} inside a compiled program would draw its numbers once, when traced, and "
             "every call would reuse them; draw them outside and pass them in (or, with graph "

@@ -613,6 +613,20 @@ def note_changed(t: Tracer) -> None:
         tape.touched.append(t)
 
 
+def python_every_call_breaker() -> tuple[bool, object]:
+    """(a trace is active on this thread, the breaker that can make its call run its Python
+    on every call or None): only the outermost trace of a jitted function that allows graph
+    breaks can, never a loop body, a branch, a transformation or a helper's path."""
+    trace = current_trace()
+    if trace is None:
+        return False, None
+    breaker = trace.breaker
+    if breaker is None or not trace.active or trace.forking is not None or \
+            trace.parent is not None:
+        return True, None
+    return True, breaker
+
+
 def can_break(t: Tracer):
     """The breaker that can make ``t`` concrete now, or None: breaks happen only in the
     outermost trace of a jitted function that allows them, never inside a loop body, a branch
