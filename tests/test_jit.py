@@ -322,3 +322,15 @@ def test_user_code_errors_point_at_user_code():
     with pytest.raises(ValueError, match="my own bug") as info:
         tk.jit(f)(np.ones(2))
     assert len(_internal_frames(info.value)) <= 1
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_arithmetic_of_python_numbers_returns_python_numbers_as_numpy_does(backend):
+    def f(x, n, s):
+        return x * n, n * 2, n > 2, s * 0.5, -n, abs(n), n // 2, x.sum() * n, np.add(n, 1)
+
+    got = tk.jit(f, backend=backend)(np.ones(2), 3, 1.5)
+    want = f(np.ones(2), 3, 1.5)
+    assert [type(v) for v in got] == [type(v) for v in want]  # (int, bool, float; np.float64
+    for g, w in zip(got, want):  # for the sum, np.int64 for the ufunc: NumPy scalars)
+        np.testing.assert_array_equal(g, w)

@@ -171,9 +171,13 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
 
 
 def python_numbers(leaves) -> tuple[int, ...]:
-    """The indices of the returned ``leaves`` that are Python numbers (not traced values: a
-    traced Python number comes back as a 0-d array, a known difference)."""
-    return tuple(n for n, leaf in enumerate(leaves) if type(leaf) in (bool, int, float, complex))
+    """The indices of the returned ``leaves`` that are Python numbers: Python made them, or
+    they are traced values computed from Python numbers alone (weakly typed, 0-d, not a NumPy
+    scalar: ``n * 2`` of a Python int argument, which NumPy leaves a Python int)."""
+    return tuple(n for n, leaf in enumerate(leaves)
+                 if type(leaf) in (bool, int, float, complex) or (
+                     type(leaf) is Tracer and leaf.weak_type and not leaf._scalar
+                     and not leaf.shape))
 
 
 def numpy_scalars(leaves) -> tuple[int, ...]:
