@@ -186,3 +186,20 @@ def test_an_argument_stored_as_it_came_is_the_callers_array():
     a, b = np.ones(2), np.zeros(3)
     jitted(a), jitted(b)
     assert kept[0] is a and kept[1] is b  # (NumPy appends the very object)
+
+
+def test_tuples_of_traced_values_left_in_python_state_become_tuples_of_values():
+    history = []
+
+    def step(x, i):
+        loss = (x * x).sum()
+        history.append((i, loss, "step"))
+        return x * 0.5
+
+    jitted = tk.jit(step)
+    x = np.array([1.0, 2.0])
+    for i in range(3):
+        x = jitted(x, i)
+    assert [(i, type(loss), tag) for i, loss, tag in history] == [
+        (i, np.float64, "step") for i in range(3)]
+    np.testing.assert_allclose([loss for _, loss, _ in history], [5.0, 1.25, 0.3125])

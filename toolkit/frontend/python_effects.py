@@ -165,15 +165,22 @@ class python_state_watched:
     # ---- traced values left in Python's state ------------------------------------------------
     def stored_tracers(self, trace) -> list[tuple[tuple, object]]:
         """The traced values of ``trace`` the call left in the state it reaches (``log.append(
-        loss)``, ``self.last = y``, ``nonlocal best; best = x``), each with where it is: they
-        become their values when the call ends (``put_values``), as NumPy's would be there."""
+        loss)``, ``history.append((step, loss))``, ``self.last = y``, ``nonlocal best; best =
+        x``), each with where it is (a traced value, or a tuple holding some): they become
+        their values when the call ends (``put_values``), as NumPy's would be there."""
         reached = self.reached
         if reached is None:
             return []
+
+        def holds(value) -> bool:
+            return (type(value) is Tracer and value._trace is trace) or (
+                type(value) is tuple and any(type(v) is Tracer and v._trace is trace
+                                             for v in value))
+
         found = []
         for _, cell in reached.cells.values():
             value = _contents(cell)
-            if type(value) is Tracer and value._trace is trace:
+            if holds(value):
                 found.append((("cell", cell, None), value))
         for _, container, kind in reached.containers.values():
             if kind == "list":
@@ -183,20 +190,29 @@ class python_state_watched:
             else:
                 items = list(container.items())
             for key, value in items:
-                if type(value) is Tracer and value._trace is trace:
+                if holds(value):
                     found.append((("item", container, key), value))
         return found
 
     @staticmethod
-    def put_values(stored: list[tuple[tuple, object]], values: list) -> None:
-        """Each stored traced value's place gets its value (unless rebound meanwhile)."""
-        for ((kind, holder, key), tracer), value in zip(stored, values):
+    def put_values(stored: list[tuple[tuple, object]], value_of: dict) -> None:
+        """Each stored traced value's place gets its value (``value_of``: by the tracer's id),
+        a tuple a tuple of values (unless the place was rebound meanwhile)."""
+        for (kind, holder, key), item in stored:
+            value = value_of[id(item)] if type(item) is Tracer else tuple(
+                value_of.get(id(v), v) for v in item)
             if kind == "cell":
-                if _contents(holder) is tracer:
+                if _contents(holder) is item:
                     holder.cell_contents = value
             elif key < len(holder) if type(holder) is list else key in holder:
-                if holder[key] is tracer:
+                if holder[key] is item:
                     holder[key] = value
+
+
+def stored_tracers_in(item, trace) -> list:
+    """The traced values of ``trace`` a stored item is or holds (``stored_tracers``)."""
+    return [item] if type(item) is Tracer else [
+        v for v in item if type(v) is Tracer and v._trace is trace]
 
 
 def _described(where: str, before, after) -> str:

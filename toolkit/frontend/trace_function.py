@@ -14,7 +14,7 @@ from .errors import LeakedTracerError, UserOverflowError, UserTypeError
 from .inplace import check_mutation_targets, write_back
 from .held_generators import generators_held_by_objects_traced
 from .namespace import numpy_buffers_traced
-from .python_effects import python_state_watched
+from .python_effects import python_state_watched, stored_tracers_in
 from .reach import reach
 from .masked import MaskedSelection, materialized
 from .pytree import TreeDef, flatten
@@ -126,11 +126,12 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
             outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
             try:
                 # (one value per traced value, stored in two places: one object, as in NumPy)
-                distinct = list({id(t): t for _, t in stored}.values())
+                distinct = list({id(t): t for _, item in stored
+                                 for t in stored_tracers_in(item, trace)}.values())
                 result = breaker.finish(outs, out_tree, python_numbers(leaves),
                                         numpy_scalars(leaves), distinct)
-                value_of = {id(t): v for t, v in zip(distinct, breaker.stored_values)}
-                state.put_values(stored, [value_of[id(t)] for _, t in stored])
+                state.put_values(stored, {id(t): v for t, v in
+                                          zip(distinct, breaker.stored_values)})
             finally:
                 trace.close()
             broken = GraphBroken(result, breaker.python_ints)
