@@ -14,6 +14,11 @@ on every call, in segments (``Breaker.runs_python_every_call``), and the line ru
   them) is compared before and after the trace; a name rebound, an attribute set or a list
   grown says so too.
 
+Traced values the call leaves in that state (``losses.append(loss)``, a tuple of them) become
+their values when the call ends (``stored_tracers``, ``put_values``), and a call traced again
+from the start for a Python int argument first puts that state back (``_undo``), so that
+nothing happens twice.
+
 Where the graph may not break (``fullgraph=True``, a loop body, grad or vmap) the line runs
 once, when traced, and a warning says that it will not run again. What the walk does not
 reach (a C object's insides, an object behind a property, state written by another module's
