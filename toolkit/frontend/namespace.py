@@ -34,7 +34,7 @@ from .if_conversion import converting
 from .purity import pure_helper
 from .replay import replayable_function
 from .python_effects import PRINT
-from .reach import function_of
+from .reach import cell_value, function_of
 from .traced_builtins import TRACED_BUILTINS
 from .traced_random import GENERATOR_TYPES, TRACING_RANDOM, GeneratorProxy
 from .tracer import Tracer, current_trace
@@ -330,7 +330,7 @@ def _reached_cells(function) -> list:
         for cell, name in reached:
             if len(found) < _CELLS_KEPT:
                 found.append((cell, name))
-        values = [_contents(cell) for cell, _ in reached]
+        values = [cell_value(cell) for cell, _ in reached]
         values += [namespace.get(name) for name in code.co_names]
         for value in values:
             value = getattr(value, "__toolkit_converts__", value) if type(
@@ -340,13 +340,6 @@ def _reached_cells(function) -> list:
                 seen.add(id(value))
                 pending.append(value)
     return found
-
-
-def _contents(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:  # (a free variable not bound yet)
-        return None
 
 
 class numpy_buffers_traced:
@@ -380,7 +373,7 @@ class numpy_buffers_traced:
         self.cells = cells = []
         verdicts = None
         for slot in self.traced.closure_cells(swapped):
-            value = _contents(slot[0])
+            value = cell_value(slot[0])
             if value is not slot[1]:  # (rebound since, by nonlocal or by the factory)
                 if verdicts is None:
                     verdicts = {}
@@ -395,7 +388,7 @@ class numpy_buffers_traced:
         if namespace is None:
             return
         for cell, original, replacement, _ in self.cells:
-            if _contents(cell) is replacement:  # unless the traced code rebound it itself
+            if cell_value(cell) is replacement:  # unless the traced code rebound it itself
                 cell.cell_contents = original
         for name, (original, replacement) in self.swapped.items():
             if namespace.get(name) is replacement:  # unless the traced code rebound it itself

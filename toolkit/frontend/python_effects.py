@@ -29,7 +29,7 @@ import builtins
 import warnings
 
 from ..ir.user_code import user_frame
-from .reach import Reached
+from .reach import Reached, cell_value
 from .segments import SpecializeAndRetrace
 from .tracer import Tracer, current_trace, python_every_call_breaker
 
@@ -103,7 +103,7 @@ class python_state_watched:
         if reached is not None:
             self.before = {key: _marks(c, kind, reached.names)
                            for key, (_, c, kind) in reached.containers.items()}
-            self.saved_cells = {key: _contents(cell) for key, (_, cell) in reached.cells.items()}
+            self.saved_cells = {key: cell_value(cell) for key, (_, cell) in reached.cells.items()}
             self.cells = {key: _value_mark(value) for key, value in self.saved_cells.items()}
             # (shallow copies, to undo what a trace that starts again did: SpecializeAndRetrace)
             self.saved = {key: {n: c[n] for n in reached.names if n in c}
@@ -129,7 +129,7 @@ class python_state_watched:
         starts again does what this one did (an append, a counter bumped) once more."""
         reached = self.reached
         for key, (_, cell) in reached.cells.items():
-            if _value_mark(_contents(cell)) != self.cells[key]:
+            if _value_mark(cell_value(cell)) != self.cells[key]:
                 cell.cell_contents = self.saved_cells[key]
         for key, (_, container, kind) in reached.containers.items():
             if _marks(container, kind, reached.names) == self.before[key]:
@@ -150,7 +150,7 @@ class python_state_watched:
         """What changed, in the user's words (the first change found), or None."""
         reached = self.reached
         for key, (name, cell) in reached.cells.items():
-            if _value_mark(_contents(cell)) != self.cells[key]:
+            if _value_mark(cell_value(cell)) != self.cells[key]:
                 return f"`{name}` (a variable of the enclosing function) rebound"
         for key, (path, container, kind) in reached.containers.items():
             before, after = self.before[key], _marks(container, kind, reached.names)
@@ -184,7 +184,7 @@ class python_state_watched:
 
         found = []
         for _, cell in reached.cells.values():
-            value = _contents(cell)
+            value = cell_value(cell)
             if holds(value):
                 found.append((("cell", cell, None), value))
         for _, container, kind in reached.containers.values():
@@ -207,7 +207,7 @@ class python_state_watched:
             value = value_of[id(item)] if type(item) is Tracer else tuple(
                 value_of.get(id(v), v) for v in item)
             if kind == "cell":
-                if _contents(holder) is item:
+                if cell_value(holder) is item:
                     holder.cell_contents = value
             elif key < len(holder) if type(holder) is list else key in holder:
                 if holder[key] is item:
@@ -224,11 +224,4 @@ def _described(where: str, before, after) -> str:
     if before is not None and after is not None and before[0] == after[0]:
         return f"{where} grew or shrank"
     return f"{where} {'set' if before is None else 'deleted' if after is None else 'rebound'}"
-
-
-def _contents(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return None
 

@@ -40,6 +40,14 @@ _ITEMS_WALKED = 64  # elements of one list, tuple or dict looked at
 _DEPTH = 4  # attributes followed from a root: self.blocks[0].dropout.rng
 
 
+def cell_value(cell):
+    """A closure cell's value, or None while its variable is not bound yet."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
+
+
 def function_of(fn) -> types.FunctionType | None:
     """The Python function behind ``fn``: through partials, bound methods, decorators
     (functools.wraps) and callable objects."""
@@ -148,10 +156,7 @@ def _walk(function, roots: list, names: set, found: dict, reached: Reached) -> N
             reached.containers.setdefault(id(f.__globals__), ("", f.__globals__, "namespace"))
             for name, cell in zip(code.co_freevars, f.__closure__ or ()):
                 reached.cells.setdefault(id(cell), (name, cell))
-                try:
-                    meet(name, cell.cell_contents, 0)
-                except ValueError:  # (not bound yet)
-                    pass
+                meet(name, cell_value(cell), 0)
             namespace = f.__globals__
             for name in code.co_names:
                 if name in namespace:

@@ -659,7 +659,8 @@ class Breaker:
                 mutated.append((number, t))
         # (an argument array stored is the caller's own array, written in place below if the
         # call wrote it, as NumPy stores the very object)
-        argument = {id(t): n for n, t in enumerate(self.arguments) if not t.weak_type}
+        argument = {id(t): n for n, t in enumerate(self.arguments)
+                    if not t.weak_type} if stored else {}
         computed = [t for t in stored if id(t) not in argument]
         wanted = list(outs) + [t for _, t in mutated] + computed
         values = self._final_values(wanted)
