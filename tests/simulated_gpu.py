@@ -106,6 +106,11 @@ class SimulatedDevice:
         out[...] = buffer
         return out
 
+    def copy_into(self, destination, source) -> None:
+        assert isinstance(destination, DeviceBuffer) and isinstance(source, DeviceBuffer)
+        assert destination.nbytes == source.nbytes
+        destination[...] = source
+
     def memset(self, buffer, byte: int) -> None:
         buffer.reshape(-1).view(np.uint8)[...] = byte
 

@@ -138,7 +138,12 @@ def make_control_runner(
         known = known_trip_count(inst)
         keep = owned | (passed_on(inst.attrs["body"]) if share_unwritten else frozenset())
 
+        copies_state = getattr(native, "copies_state", False)
+
         def run_while(leaves):
+            if copies_state:  # a driver with state buffers of its own copies the state in
+                state, run_while.trips = native.run(list(leaves), 1 << 62)
+                return state
             # the loop owns its state (the body writes it in place): copied once, at the start,
             # unless the plan gave it the initial value's buffer or the body never writes it
             state = [v if k in keep else own(v) for k, v in enumerate(leaves)]
@@ -165,7 +170,7 @@ def make_control_runner(
             return state
 
         run_while.trips = 0
-        run_while.driver = "native" if native is not None else "python"
+        run_while.driver = getattr(native, "driver", "native") if native is not None else "python"
         run_while.programs = (cond, body)
         # (for a backend that runs the loop inside a native program: the driver, and the
         # state leaves it may run in place)
@@ -197,8 +202,9 @@ def make_control_runner(
 
 def trips_text(trips: int, seconds: float, driver: str | None = None) -> str:
     """A loop's launch column in the profile: its trip count, what drove it (``native``: the
-    CPU's native loop driver) and the time per trip."""
-    how = ", native" if driver == "native" else ""
+    CPU's native loop driver; ``device graph``: the GPU's body graph replayed trip after trip)
+    and the time per trip."""
+    how = f", {driver}" if driver not in (None, "python") else ""
     per = f", {seconds / trips * 1e6:.1f} µs/trip" if trips else ""
     return f"trips={trips}{how}{per}"
 

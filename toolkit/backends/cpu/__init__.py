@@ -33,6 +33,7 @@ from ..llvm.planning import (
     as_computation,
     elementwise_in_place_operands,
     kernel_key,
+    memoized,
     plan_kernel,
     plan_update_in_place,
     update_in_place_operand,
@@ -55,24 +56,9 @@ def _is_full_reduction(spec: KernelSpec) -> bool:
     return len(hero.attrs["dimensions"]) == hero.operands[0].shape.rank
 
 
-def _memoized(fn):
-    """``fn`` of an instruction, asked once per instruction of one plan (the buffer plan and
-    the steps ask the same kernel several times; each answer walks its fused computation)."""
-    answers: dict = {}  # (instructions hash and compare by identity)
-
-    def answer(inst):
-        try:
-            return answers[inst]
-        except KeyError:
-            found = answers[inst] = fn(inst)
-            return found
-
-    return answer
-
-
 def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
-    update_in_place = _memoized(update_in_place_operand)
-    overwritable = _memoized(elementwise_in_place_operands)
+    update_in_place = memoized(update_in_place_operand)
+    overwritable = memoized(elementwise_in_place_operands)
 
     def make_step(inst, inputs, outs) -> Step:
         if inst.opcode == "dot":

@@ -4,6 +4,7 @@ Compiling and checking PTX needs no GPU (``compile_ptx``, ``Compiled.as_text('pt
 running it needs CuPy and an NVIDIA device of compute capability 8.0 or newer."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -11,16 +12,23 @@ import numpy as np
 
 from ...ir.nodes import Module
 from ...ir.ops import GroupOp
+from ...ir.queries import known_trip_count
 from ..base import Backend, register_backend
 from ..buffer_plan import plan_buffers
 from ..library_dot import make_dot
-from ..llvm.planning import as_computation
+from ..llvm.planning import (
+    as_computation,
+    elementwise_in_place_operands,
+    memoized,
+    update_in_place_operand,
+)
 from ..reference.interpreter import evaluate_computation, flatten_value
 from .arrays import DeviceArray, device_get
 from .codegen import ARCHES, compile_ptx
 from ...ir.shapes import TupleShape
 from ..control import flat_module, make_control_runner
 from .device import cupy_or_reason, default_device
+from .device_loop import DeviceLoop
 from .executor import GpuExecutable, GpuStep
 from .gemm import GemmSpec
 
@@ -33,18 +41,26 @@ def _host_run(inst):
 
 
 def _device_control(inst, device):
-    """A while or conditional on ``device``: the host decides (a predicate or branch index is
-    downloaded, one scalar per trip); the computations it runs are compiled GPU programs, and
-    the loop state stays on the device between them."""
+    """A while or conditional on ``device``: its computations are compiled GPU programs, and
+    the loop state stays on the device between them. A while whose body is one CUDA graph
+    runs trip after trip as replays of it (``device_loop.py``); otherwise the host decides
+    each trip (a predicate or branch index is downloaded, one scalar per trip)."""
     def on_device(m: Module):
-        executable = compile_module(m, device)
+        # the runner owns the loop state it hands the body, so the body writes it in place
+        executable = compile_module(m, device, owns_donated=True)
 
         def run(buffers):
             results = executable([DeviceArray(b, device, f"{inst.name} state") for b in buffers])
             return [r._buffer for r in results]
+        run.executable = executable
         return run
 
-    runner = make_control_runner(inst, on_device, own=device.copy, to_host=device.download)
+    def on_graphs(cond, body):
+        return DeviceLoop.for_parts(inst, cond.executable, body.executable,
+                                    known_trip_count(inst))
+
+    runner = make_control_runner(inst, on_device, own=device.copy, to_host=device.download,
+                                 native_while=on_graphs)
 
     def run(buffers):
         start = time.perf_counter()
@@ -54,14 +70,35 @@ def _device_control(inst, device):
         return out
 
     run.trips = 0
+    run.driver = getattr(runner, "driver", None)
+    run.loop = getattr(runner, "native", None)  # the DeviceLoop, where the body is one graph
     return run
 
 
-def compile_module(module: Module, device=None) -> GpuExecutable:
-    """An executable for ``module`` on ``device`` (the default CUDA device when None)."""
+def compile_module(module: Module, device=None, owns_donated: bool = False) -> GpuExecutable:
+    """An executable for ``module`` on ``device`` (the default CUDA device when None).
+
+    Buffers are planned first, as the CPU's are, so that a dynamic-update-slice or scatter
+    whose destination is dead afterwards writes its window alone into that buffer, and the
+    kernels are then emitted for the plan. ``owns_donated``: the caller owns the buffers of the
+    module's donated (``must-alias``) parameters, so they may be written in place: a loop body
+    whose state the loop driver owns. A top-level program's donated arguments are the user's
+    device arrays, which other arrays may share, so there the new value gets a buffer of its
+    own."""
     device = device if device is not None else default_device()
+    planned = module if owns_donated else dataclasses.replace(
+        module, attributes=tuple(a for a in module.attributes if a[0] != "input_output_alias"))
+    plan = plan_buffers(planned, lambda inst, inputs, outs: (inst, inputs, outs),
+                        memoized(update_in_place_operand),
+                        memoized(elementwise_in_place_operands))
+    in_place = {}
+    for inst, inputs, outs in plan.steps:
+        if len(outs) == 1 and outs[0] in inputs and inst.opcode not in _NOT_KERNELS:
+            parameters = as_computation(inst).parameters
+            in_place[inst.name] = (inputs.index(outs[0]) if inputs.count(outs[0]) == 1
+                                   and len(inputs) == len(parameters) else None)
     t0 = time.perf_counter()
-    program = compile_ptx(module, device.arch)
+    program = compile_ptx(module, device.arch, in_place)
     t1 = time.perf_counter()
     functions = device.load(program) if program.kernels else {}
     t2 = time.perf_counter()
@@ -96,11 +133,16 @@ def compile_module(module: Module, device=None) -> GpuExecutable:
             count=kernel.work_items,
         )
 
-    plan = plan_buffers(module, make_step)
+    plan = dataclasses.replace(plan, steps=[make_step(*record) for record in plan.steps])
     executable = GpuExecutable(module, plan, program, device, fallbacks,
                                [("llvm_ir_and_ptx", t1 - t0), ("driver_load", t2 - t1)])
     executable.keep_alive = functions  # the loaded module lives as long as the executable
     return executable
+
+
+# instructions that are no kernel, so never written in place by one (a host fallback is
+# planned out of place: the interpreter returns new arrays)
+_NOT_KERNELS = GroupOp.CONTROL | GroupOp.LIBRARY | GroupOp.COLLECTIVE | {"dot"}
 
 
 def device_put(x, device=None) -> DeviceArray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -18,10 +19,17 @@ from llvmlite import ir
 from ...ir.nodes import Module
 from ...ir.ops import GroupOp
 from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, emit_binary, i64
-from ..llvm.indexing import emit_scatter
+from ..llvm.indexing import emit_scatter, update_slice_element
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
-from ..llvm.planning import KernelSpec, emit_or_discard, kernel_key, plan_kernel
+from ..llvm.planning import (
+    KernelSpec,
+    emit_or_discard,
+    kernel_key,
+    plan_kernel,
+    plan_update_in_place,
+    update_in_place_operand,
+)
 from ..llvm.types import I32, I64, storage_type, value_type
 from .libdevice import find_libdevice, needs_libdevice
 from ..llvm import llvm_worker
@@ -98,22 +106,41 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         ),
         symbol,
     )
+    # In place, an input and the output are one buffer: the kernel reads that input through
+    # the output's pointer and never touches its own argument, so every pointer it uses stays
+    # noalias (as the CPU's kernels do)
+    aliased = spec.aliased_parameter
     for arg in fn.args[:-1]:
-        arg.add_attribute("noalias")
+        if not spec.in_place or aliased is not None:
+            arg.add_attribute("noalias")
         # CuPy's pool hands out 256-byte-aligned buffers, and kernels only ever get whole ones
         arg.attributes.align = 16
     count = fn.args[-1]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     inputs = {id(p): (fn.args[i], p.shape) for i, p in enumerate(comp.parameters)}
     outs = {id(o): (fn.args[len(comp.parameters) + i], o.shape) for i, o in enumerate(spec.outputs)}
+    if aliased is not None:
+        inputs[id(comp.parameters[aliased])] = (outs[id(spec.outputs[0])][0],
+                                                comp.parameters[aliased].shape)
     e = ElementalEmitter(b, inputs, module, target="gpu", device_math=find_libdevice() is not None)
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     mode = "thread"
     # one thread, in order: the last of repeated indices wins, as in NumPy
     if spec.kind == "scatter":
         (out,) = spec.outputs
-        _grid_stride(b, count, lambda i: emit_scatter(e, out, *outs[id(out)]))
+        _grid_stride(b, count, lambda i: emit_scatter(e, out, *outs[id(out)],
+                                                      in_place=spec.in_place))
         return _finish(module, fn, b, spec, symbol, 1, "serial")
+    if spec.kind == "update_slice":  # the window alone, a thread per element of the update
+        (out,) = spec.outputs
+        update = out.operands[1].shape
+
+        def window_item(i):
+            index = delinearize(b, i, update.dims) if update.rank else []
+            update_slice_element(e, out, *outs[id(out)], index)
+
+        _grid_stride(b, count, window_item)
+        return _finish(module, fn, b, spec, symbol, update.size, "thread")
     if not heroes:
         shape = spec.outputs[0].shape
         width = vector_width(shape)
@@ -201,8 +228,13 @@ class PtxProgram:
     source_ir: str = ""  # the emitters' module, before optimisation
 
 
-def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
-    """PTX for every kernel of an optimised module (fusions and unfused instructions)."""
+def compile_ptx(module: Module, arch: str = "sm_80",
+                in_place: Mapping[str, int | None] | None = None) -> PtxProgram:
+    """PTX for every kernel of an optimised module (fusions and unfused instructions).
+    ``in_place``: the instructions the buffer plan gave their operand's buffer, by name, with
+    the parameter read through the output (or None): a dynamic-update-slice or scatter then
+    writes its window or updates alone, an elementwise kernel over its input."""
+    in_place = in_place or {}
     if arch not in ARCHES:
         raise ValueError(
             f"unsupported GPU architecture {arch!r}; toolkit emits {', '.join(ARCHES)}"
@@ -219,7 +251,7 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
         if inst.opcode in _NOT_EMITTED:
             continue
         try:
-            spec = plan_kernel(inst)
+            spec = _planned(inst, in_place)
             key = kernel_key(spec)
             earlier = first.get(key)
             if isinstance(earlier, str):  # the same kernel could not be lowered before
@@ -239,6 +271,16 @@ def compile_ptx(module: Module, arch: str = "sm_80") -> PtxProgram:
     text = str(ir_module)
     optimized, ptx = _optimize_to_ptx(text, arch, find_libdevice() if needs_libdevice(text) else "")
     return PtxProgram(ptx, arch, kernels, unsupported, optimized, text)
+
+
+def _planned(inst, in_place: Mapping[str, int | None]) -> KernelSpec:
+    if inst.name not in in_place:
+        return plan_kernel(inst)
+    spec = (plan_update_in_place(inst) if update_in_place_operand(inst) is not None
+            else plan_kernel(inst))
+    spec.in_place = True
+    spec.aliased_parameter = in_place[inst.name]
+    return spec
 
 
 def _optimize_to_ptx(text: str, arch: str, library: str) -> tuple[str, str]:

@@ -97,6 +97,12 @@ class CudaDevice:
         with self._device, self.stream:
             return buffer.copy()
 
+    def copy_into(self, destination, source) -> None:
+        """``source``'s bytes into ``destination`` (same size), in stream order."""
+        if source.nbytes:
+            self.cupy.cuda.runtime.memcpyAsync(destination.data.ptr, source.data.ptr,
+                                               source.nbytes, 3, self.stream.ptr)  # 3: D2D
+
     def memset(self, buffer, byte: int) -> None:
         if buffer.nbytes:
             self.cupy.cuda.runtime.memsetAsync(buffer.data.ptr, byte, buffer.nbytes,

@@ -47,7 +47,8 @@ class GpuStep:
         if self.kind == "control":
             trips = getattr(self.run, "trips", None)
             if self.inst.opcode == "while" and trips is not None:
-                return trips_text(trips, getattr(self.run, "seconds", 0.0))
+                return trips_text(trips, getattr(self.run, "seconds", 0.0),
+                                  getattr(self.run, "driver", None))
             return "host control"
         if self.gemm is not None:
             g = self.gemm
@@ -184,8 +185,9 @@ class GpuExecutable(Executable):
                 outs = self._host_fallback(step, ins, probe)
             elif step.kind == "control":
                 outs = self._control(step, ins, probe)
-            else:
+            else:  # (an output planned into an input's buffer is written there, in place)
                 outs = [
+                    bufs[s] if s in step.inputs else
                     d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy) for s in step.outputs
                 ]
                 self._launch(step, ins, outs, probe)

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .arrays import DeviceArray
+
 MIN_STEPS = 2  # one launch gains nothing from a graph
 
 
@@ -101,7 +103,7 @@ class GraphReplay:
         pool: dict[int, object] = {}
         for i, step in enumerate(steps):
             for s in step.outputs:
-                if s in keep:
+                if s in keep or s in pool:  # (an update in place: its input's buffer)
                     continue
                 slot = plan.slots[s]
                 key = (tuple(slot.dims), slot.dtype.numpy.str)
@@ -187,29 +189,64 @@ class GraphReplay:
             if not self.recordings:
                 self.pool = self._pool_buffers()
             bufs = self._buffers(args)
-            key = self._key(bufs) if self.recordings else None
-            hit = next((r for r in self.recordings if r.key == key), None)
-            if hit is None and len(self.recordings) < self.RECORDINGS:
-                recording = self._record(bufs)
-                self.recordings.insert(0, recording)
-                return self._checked(args, bufs, recording)
-            if hit is None:  # the least recently used recording, re-pointed
-                recording = self.recordings.pop()
-                self.recordings.insert(0, recording)
-                self._repoint(recording, bufs)
-                if not self.repoint_checked:
-                    self.repoint_checked = True
-                    return self._checked(args, bufs, recording)
-            else:
-                self.recordings.remove(hit)
-                self.recordings.insert(0, hit)
-                recording = hit
-            recording.graph.launch()
+            results, _ = self._replay(args, bufs)
         except Exception as e:  # noqa: BLE001 - any failure: kernel-by-kernel launches, said once
             self._disable(e)
             return None
+        return results
+
+    def run_bound(self, state: list, results: list):
+        """One call whose arguments and results are the given device buffers (a loop driver's
+        own state buffers): ``(result buffers, recording)``, the recording now bound to exactly
+        these buffers, which the driver may launch again while its key stays the same; None
+        when this program does not replay."""
+        if self.disabled is not None:
+            return None
+        try:
+            if not self.recordings:
+                self.pool = self._pool_buffers()
+            plan = self.plan
+            bufs: list = [None] * len(plan.slots)
+            for slot, buffer in zip(plan.arg_slots, state):
+                bufs[slot] = buffer
+            for slot, buffer in self.exe._constants(None).items():
+                bufs[slot] = buffer
+            for slot, buffer in self.pool.items():
+                bufs[slot] = buffer
+            for slot, buffer in zip(plan.out_slots, results):
+                if bufs[slot] is None:
+                    bufs[slot] = buffer
+            d = self.device
+            args = [DeviceArray(b, d, "loop state") for b in state]
+            out, recording = self._replay(args, bufs)
+        except Exception as e:  # noqa: BLE001 - any failure: kernel-by-kernel launches, said once
+            self._disable(e)
+            return None
+        return [r._buffer for r in out], recording
+
+    def _replay(self, args, bufs) -> tuple[tuple, _Recording | None]:
+        """(results, the recording replayed), recording, re-pointing and checking as needed; the
+        recording is None when a check failed and the results came launch by launch."""
+        key = self._key(bufs) if self.recordings else None
+        hit = next((r for r in self.recordings if r.key == key), None)
+        if hit is None and len(self.recordings) < self.RECORDINGS:
+            recording = self._record(bufs)
+            self.recordings.insert(0, recording)
+            return self._checked(args, bufs, recording)
+        if hit is None:  # the least recently used recording, re-pointed
+            recording = self.recordings.pop()
+            self.recordings.insert(0, recording)
+            self._repoint(recording, bufs)
+            if not self.repoint_checked:
+                self.repoint_checked = True
+                return self._checked(args, bufs, recording)
+        else:
+            self.recordings.remove(hit)
+            self.recordings.insert(0, hit)
+            recording = hit
+        recording.graph.launch()
         self.replays += 1
-        return self.exe._results(bufs)
+        return self.exe._results(bufs), recording
 
     def _checked(self, args, bufs, recording: _Recording):
         """Replay once, checked bit for bit against a launch-by-launch run of the same call:
@@ -219,18 +256,22 @@ class GraphReplay:
         written = {s for step in self.exe.steps for s in step.outputs}
         for s in written - set(self.plan.arg_slots) - set(self.plan.constants):
             self.device.memset(bufs[s], 0xA5)
+        # a loop body's donated state is written in place: the launch-by-launch run gets
+        # copies of it as it was, so neither run sees the other's writes
+        d = self.device
+        before = [DeviceArray(d.copy(bufs[slot]), d, "check") if slot in written else arg
+                  for slot, arg in zip(self.plan.arg_slots, args)]
         recording.graph.launch()
         got = self.exe._results(bufs)
-        expected = self.exe._run(args, None)
-        d = self.device
+        expected = self.exe._run(before, None)
         for a, b in zip(got, expected):
             x, y = d.download(a._buffer), d.download(b._buffer)
             if not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
                 self._disable(RuntimeError("the replayed graph's results differ from launching "
                                            "its kernels one by one"))
-                return expected
+                return expected, None
         self.replays += 1
-        return got
+        return got, recording
 
     def _disable(self, error: Exception) -> None:
         self.disabled = f"{type(error).__name__}: {error}"

@@ -193,23 +193,31 @@ def emit_scatter(e: ElementalEmitter, inst, out_ptr, out_shape, begin=None, end=
         update([])
 
 
+def update_slice_element(e: ElementalEmitter, dus, out_ptr, out_shape, index) -> None:
+    """Element ``index`` of the update of ``dus`` (a dynamic-update-slice) stored at its place
+    in the window, in ``out_ptr``, which holds the operand already: the per-element work of a
+    kernel that writes the window alone (a CPU loop nest, a GPU thread per element)."""
+    b = e.b
+    operand, update = dus.operands[:2]
+    e.reset()
+    starts = _scalar_starts(e, dus.operands[2:], operand.shape.rank)
+    target = [b.add(_clamp(b, s, 0, dim - n), i)
+              for s, dim, n, i in zip(starts, operand.shape.dims, update.shape.dims, index)]
+    e.store(out_ptr, out_shape, target, e.value(update, index))
+
+
 def emit_update_slice(e: ElementalEmitter, dus, out_ptr, out_shape, begin=None, end=None) -> None:
     """Write only the window of ``dus`` (a dynamic-update-slice) into ``out_ptr``, which holds
     its operand already: the loop runs over the update, the outermost dimension over [begin,
     end)."""
-    b = e.b
-    operand, update = dus.operands[:2]
+    update = dus.operands[1]
     if update.shape.size == 0:
         return
 
     def body(index):
-        e.reset()
-        starts = _scalar_starts(e, dus.operands[2:], operand.shape.rank)
-        target = [b.add(_clamp(b, s, 0, dim - n), i)
-                  for s, dim, n, i in zip(starts, operand.shape.dims, update.shape.dims, index)]
-        e.store(out_ptr, out_shape, target, e.value(update, index))
+        update_slice_element(e, dus, out_ptr, out_shape, index)
 
     if update.shape.rank:
-        nest(b, update.shape.dims, body, begin, end, prefix="w")
+        nest(e.b, update.shape.dims, body, begin, end, prefix="w")
     else:
         body([])

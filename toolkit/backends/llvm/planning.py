@@ -255,3 +255,18 @@ def _column_split(in_shape, itemsize: int, dims) -> int | None:
     for d in kept:
         out_bytes *= in_shape.dims[d]
     return first if out_bytes >= MIN_SPLIT_OUTPUT_BYTES and in_shape.dims[first] >= 2 else None
+
+
+def memoized(fn):
+    """``fn`` of an instruction, asked once per instruction of one plan (the buffer plan and
+    the steps ask the same kernel several times; each answer walks its fused computation)."""
+    answers: dict = {}  # (instructions hash and compare by identity)
+
+    def answer(inst):
+        try:
+            return answers[inst]
+        except KeyError:
+            found = answers[inst] = fn(inst)
+            return found
+
+    return answer
