@@ -15,7 +15,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .frontend.errors import UnsupportedNumpyError, api_boundary, for_the_user
+from .frontend.captured import CapturedChanged
+from .frontend.errors import UnsupportedNumpyError, UserValueError, api_boundary, for_the_user
 from .frontend.recompile import function_location
 from .frontend.scalar_lists import ScalarListWarning
 from .frontend.tracer import current_trace
@@ -89,6 +90,9 @@ class JitFunction:
         # and of the plain signatures that run as plain NumPy (jitting.eager), their choices
         self._plain_numpy: dict[tuple, eager.EagerChoice] = {}
         self._evicted: OrderedDict[JitKey, str] = OrderedDict()  # key -> its signature text
+        # key -> (path, what changed): programs dropped because data they read from outside
+        # their arguments changed (frontend.captured), for the recompile report
+        self._captured_changes: dict[JitKey, tuple[str, str]] = {}
         self._compile_lock = threading.Lock()
         self.call_site_hint = ""  # where calls come from when no user frame exists (%%xla)
 
@@ -132,6 +136,16 @@ class JitFunction:
                     if key is not None and current_trace() is None:  # (one that breaks)
                         return self._run_segmented(key, list(args), args, {}, args, {})
             return self._call(*args, **kwargs)
+        except CapturedChanged as changed:  # data read from outside no longer fits its program
+            self._forget(changed.compiled, changed)
+            try:
+                return self._call(*args, **kwargs)  # (traced again, as a new signature would be)
+            except CapturedChanged as again:  # (changed by the trace itself: no fixed point)
+                self._forget(again.compiled)
+                raise UserValueError(
+                    f"jit({self.fn_name}): {again} while it was traced again: the function "
+                    "changes data it reads from outside its arguments in a way toolkit cannot "
+                    "follow; pass it as an argument") from None
         except Exception as e:
             shown = for_the_user(e)
             if shown is None:
@@ -250,7 +264,8 @@ class JitFunction:
             compiled = self._miss.compile(
                 key, args, kwargs, call_site_hint=self.call_site_hint,
                 evicted_before=self._evicted.get(key, ""),
-                evicts=victim._signature_text if victim is not None else "", leaves=leaves)
+                evicts=victim._signature_text if victim is not None else "", leaves=leaves,
+                captured_change=self._captured_changes.pop(key, None))
             return self._insert(key, compiled)
 
     def _dispatch_profiled(self, compiled: Compiled, leaves, start: float, hit: bool):
@@ -282,6 +297,18 @@ class JitFunction:
             if len(self._evicted) > _EVICTED_REMEMBERED:
                 self._evicted.popitem(last=False)
         return compiled
+
+    def _forget(self, compiled, changed=None) -> None:
+        """Drop ``compiled`` from the caches: it read data from outside its arguments that is
+        no longer what it was traced with (frontend.captured)."""
+        for key in [k for k, c in self._cache.items() if c is compiled]:
+            del self._cache[key]
+            if changed is not None:  # (the recompile report says what changed)
+                self._captured_changes[key] = (changed.path, str(changed))
+                while len(self._captured_changes) > _EVICTED_REMEMBERED:
+                    self._captured_changes.pop(next(iter(self._captured_changes)))
+        for avals in [a for a, c in self._plain.items() if c is compiled]:
+            del self._plain[avals]
 
     def clear_cache(self) -> None:
         self._cache.clear()

@@ -12,6 +12,7 @@ import numpy as np
 from .backends.base import Backend, Executable, KernelInfo, ResultPlacement, RunContext
 from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
 from .collector import collector_paused, collector_relaxed
+from .frontend.captured import CapturedChanged
 from .frontend.errors import ArgumentTypeError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
@@ -144,11 +145,15 @@ class Compiled(_TracedStage):
         self._kernel_info: dict | None = None
         self._keeps_device_arrays = executable.result_placement is ResultPlacement.DEVICE
         # no argument checks and no extra outputs: NumPy arrays go to the executable as they are
-        self._plain_leaves = not program.int_limits and not program.has_extra_outputs
+        self._plain_leaves = (not program.int_limits and not program.has_extra_outputs
+                              and program.captured is None)
         # the dispatch fast path (positional NumPy arrays of the compiled types): a program with
         # no argument checks, no extra outputs and one host result is its executable's first result
         plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
                  and not self._keeps_device_arrays and not program.python_outputs)
+        # data read from outside the arguments: arrays read where they live on every call (the
+        # last parameters), numbers checked (frontend.captured)
+        self._captured = program.captured
         # outputs that are Python numbers or NumPy scalars in NumPy's semantics, returned as
         # such (host results)
         self._python_outputs = () if self._keeps_device_arrays else program.python_outputs
@@ -159,6 +164,9 @@ class Compiled(_TracedStage):
         )
         if self.plain_run is not None and self._scalar_outputs:  # (x.sum(): np.float64)
             self.plain_run = lambda leaves, run=self.plain_run: run(leaves)[()]
+        if self.plain_run is not None and self._captured is not None:  # (and what it reads)
+            self.plain_run = (lambda leaves, run=self.plain_run, more=self._with_captured:
+                              run(more(leaves)))
         # names for what the executable reports and returns (a device's copies and results)
         executable.describe(fn_name, [spec.path for spec in program.in_specs])
 
@@ -279,7 +287,19 @@ class Compiled(_TracedStage):
             results = as_python_numbers(results, self._python_outputs, self._scalar_outputs)
         return results[0] if self._single_output else unflatten(self._out_tree, results)
 
+    def _with_captured(self, leaves: list) -> list:
+        """The call's leaves and, after them, the lifted arrays as they are now; raises
+        ``CapturedChanged`` (naming this program, which the jitted function then drops) where
+        one no longer fits or a guarded number changed."""
+        try:
+            return list(leaves) + self._captured.values()
+        except CapturedChanged as changed:
+            changed.compiled = self
+            raise
+
     def execute_flat(self, leaves: list) -> Any:
+        if self._captured is not None:
+            leaves = self._with_captured(leaves)
         program = self._program
         if program.int_limits:
             program.check_int_limits(leaves)
@@ -293,6 +313,8 @@ class Compiled(_TracedStage):
     def execute_leaves(self, leaves: list) -> list:
         """As ``execute_flat``, the results as the flat list of output leaves (a graph break's
         segment: no tree to rebuild)."""
+        if self._captured is not None:
+            leaves = self._with_captured(leaves)
         if self._plain_leaves:
             for leaf in leaves:
                 if type(leaf) is not np.ndarray:
@@ -309,6 +331,8 @@ class Compiled(_TracedStage):
 
     def execute_profiled(self, leaves: list) -> Any:
         """As ``execute_flat``, recording a KernelEvent per kernel when the backend reports them."""
+        if self._captured is not None:
+            leaves = self._with_captured(leaves)
         if self._program.int_limits:
             self._program.check_int_limits(leaves)
         self._program.check_mutable(leaves)
@@ -374,7 +398,7 @@ class Compiled(_TracedStage):
     @api_boundary
     def __call__(self, *args, **kwargs):
         leaves, _, _ = flatten((args, kwargs))
-        specs = self._program.in_specs
+        specs = self._program.in_specs[:self._program.argument_count]
         if len(leaves) != len(specs):
             raise ArgumentTypeError(f"compiled jit({self.fn_name}) takes {len(specs)} array "
                                     f"argument(s), got {len(leaves)}")

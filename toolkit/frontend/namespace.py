@@ -29,6 +29,7 @@ import types
 
 import numpy
 
+from .captured import captured_array
 from .errors import DTypeMismatchError
 from .if_conversion import converting
 from .purity import pure_helper
@@ -124,7 +125,8 @@ class _TracedNdarray:
     def __call__(self, shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
         plain = buffer is None and offset == 0 and strides is None
         if current_trace() is None or not plain or isinstance(shape, Tracer):
-            return numpy.ndarray(shape, dtype, buffer, offset, strides, order)
+            # (a captured array lifted into a parameter: its memory, as NumPy would view it)
+            return numpy.ndarray(shape, dtype, captured_array(buffer), offset, strides, order)
         from .registry import EXPORTS
 
         try:

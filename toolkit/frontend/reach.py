@@ -11,6 +11,7 @@ state it found before and after the trace. The walk is bounded (``_OBJECTS_WALKE
 ``_DEPTH``) and iterative; what lies beyond (a property, a C object's insides) is not seen."""
 from __future__ import annotations
 
+import dis
 import functools
 import types
 from dataclasses import dataclass, field
@@ -33,6 +34,13 @@ class Reached:
     # the names the reached code reads or writes (co_names): of a module's namespace, only
     # these are its state (a notebook's thousands of names are not compared)
     names: set[str] = field(default_factory=set)
+    # data read from outside the arguments: (holder, key, value, path) for each array or number
+    # found in a module's names the code uses, a closure cell (key None), an object's
+    # attributes, a dict or a list (frontend.captured lifts the arrays and guards the numbers)
+    captured: list[tuple[object, object, object, str]] = field(default_factory=list)
+    # the names the reached code stores or deletes (globals, closure variables, attributes):
+    # their values are Python state it changes (python_effects), not captured data
+    stored: set[str] = field(default_factory=set)
 
 
 _OBJECTS_WALKED = 512  # values looked at per walk, at most
@@ -126,9 +134,46 @@ def reach(fn, args: tuple = (), kwargs: dict | None = None) -> Reached:
     return reached
 
 
+def _capturable(value) -> bool:
+    """Data the compiled program would otherwise hold as a constant: a NumPy array of numbers
+    (lifted into a parameter) or a number (guarded)."""
+    if type(value) is numpy.ndarray or isinstance(value, numpy.memmap):
+        return value.dtype.kind in "biufc"
+    return type(value) in (int, float, complex, bool) or (
+        isinstance(value, numpy.generic) and value.dtype.kind in "biufc")
+
+
+_STORES = frozenset({"STORE_GLOBAL", "STORE_DEREF", "STORE_ATTR", "DELETE_GLOBAL",
+                     "DELETE_DEREF", "DELETE_ATTR"})
+
+
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+
+
+def _loads_and_stores(code) -> tuple[set[str], set[str]]:
+    """(the module names the code and its nested code (comprehensions, lambdas) read, the
+    names it stores or deletes), from its bytecode."""
+    loads, stores, pending = set(), set(), [code]
+    while pending:
+        c = pending.pop()
+        for i in dis.get_instructions(c):
+            if i.opname in _GLOBAL_LOADS:
+                loads.add(i.argval)
+            elif i.opname in _STORES:
+                stores.add(i.argval)
+        pending.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return loads, stores
+
+
 def _walk(function, roots: list, names: set, found: dict, reached: Reached) -> None:
     functions, seen_functions = [function], {id(function)}
     objects, seen, walked = [], set(), 0
+    noted = {(id(h), k) for h, k, _, _ in reached.captured}
+
+    def note(holder, key, value, path: str) -> None:
+        if _capturable(value) and (id(holder), key) not in noted:
+            noted.add((id(holder), key))
+            reached.captured.append((holder, key, value, path))
 
     def meet(path: str, value, depth: int, holder=None, attribute: str = "") -> None:
         if isinstance(value, GENERATOR_TYPES):
@@ -153,14 +198,22 @@ def _walk(function, roots: list, names: set, found: dict, reached: Reached) -> N
             f = functions.pop()
             code = f.__code__
             names.update(code.co_names)
+            loads, stores = _loads_and_stores(code)
+            reached.stored.update(stores)
             reached.containers.setdefault(id(f.__globals__), ("", f.__globals__, "namespace"))
             for name, cell in zip(code.co_freevars, f.__closure__ or ()):
                 reached.cells.setdefault(id(cell), (name, cell))
+                note(cell, None, cell_value(cell), name)
                 meet(name, cell_value(cell), 0)
             namespace = f.__globals__
             for name in code.co_names:
                 if name in namespace:
+                    if name in loads:
+                        note(namespace, name, namespace[name], name)
                     meet(name, namespace[name], 0)
+            for name in loads.difference(code.co_names):  # (read by a comprehension)
+                if name in namespace:
+                    note(namespace, name, namespace[name], name)
             continue
         path, value, depth = objects.pop()
         if id(value) in seen or depth >= _DEPTH:
@@ -171,12 +224,15 @@ def _walk(function, roots: list, names: set, found: dict, reached: Reached) -> N
             if type(value) is list:
                 reached.containers.setdefault(id(value), (path, value, "list"))
             for k, item in enumerate(value[:_ITEMS_WALKED]):
+                if type(value) is list:
+                    note(value, k, item, f"{path}[{k}]")
                 meet(f"{path}[{k}]", item, depth + 1)
         elif isinstance(value, dict):
             reached.containers.setdefault(id(value), (path, value, "dict"))
             for k, (key, item) in enumerate(value.items()):
                 if k >= _ITEMS_WALKED:
                     break
+                note(value, key, item, f"{path}[{key!r}]")
                 meet(f"{path}[{key!r}]", item, depth + 1)
         elif _walkable(value):
             attributes = getattr(value, "__dict__", None)
@@ -184,6 +240,7 @@ def _walk(function, roots: list, names: set, found: dict, reached: Reached) -> N
                 continue  # (a class's mappingproxy, slots: not swapped)
             reached.containers.setdefault(id(attributes), (path, attributes, "attributes"))
             for name in names.intersection(attributes):
+                note(attributes, name, attributes[name], f"{path}.{name}")
                 meet(f"{path}.{name}", attributes[name], depth + 1, attributes, name)
             cls = type(value) if not isinstance(value, type) else None
             if cls is not None:  # (self.method(), self.layer(x): their code reads more)

@@ -3,7 +3,8 @@ signatures, and fix suggestions that fit the values actually seen.
 
 Cause codes are stable (tests and tools may rely on them):
 SHAPE, RANK, DTYPE, WEAK_TYPE, TREE_STRUCTURE, ARGUMENTS, STATIC_VALUE, SPECIALIZED, BACKEND,
-COMPILE_OPTIONS, NEW_FUNCTION_OBJECT, NEW_JIT_WRAPPER, CLOSURE_VALUE, GLOBAL_VALUE."""
+COMPILE_OPTIONS, NEW_FUNCTION_OBJECT, NEW_JIT_WRAPPER, CLOSURE_VALUE, GLOBAL_VALUE, CAPTURED_VALUE
+(frontend.captured), EVICTED."""
 from __future__ import annotations
 
 import types
@@ -365,6 +366,12 @@ def suggestions(
             out.append(
                 f"pass '{c.path}' as an argument instead of capturing it; captured values are "
                 "baked into the compiled program"
+            )
+        elif c.code == "CAPTURED_VALUE":
+            out.append(
+                f"pass '{c.path}' as an argument: a number read from outside the arguments is a "
+                "constant of the program, and an array a parameter of one shape and dtype, so a "
+                "new value (or shape) traces the function again"
             )
         elif c.code == "TREE_STRUCTURE":
             out.append(

@@ -11,6 +11,7 @@ from ..ir.nodes import Module
 from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
 from .errors import LeakedTracerError, UserOverflowError, UserTypeError
+from .captured import Captured, values_captured
 from .inplace import check_mutation_targets, write_back
 from .held_generators import generators_held_by_objects_traced
 from .namespace import numpy_buffers_traced
@@ -43,6 +44,14 @@ class TracedProgram:
     # output leaf indices NumPy returns as NumPy scalars (a reduction, a ufunc's 0-d result,
     # x[i, j]: np.float64, not a 0-d array)
     scalar_outputs: tuple[int, ...] = ()
+    # arrays read from outside the arguments, lifted into the last parameters (their specs end
+    # ``in_specs``), and the numbers read so, guarded (frontend.captured); None: nothing was
+    captured: Captured | None = None
+
+    @property
+    def argument_count(self) -> int:
+        """The call's own leaves: ``in_specs`` without the lifted arrays."""
+        return len(self.in_specs) - (len(self.captured.arrays) if self.captured else 0)
 
     @property
     def has_extra_outputs(self) -> bool:
@@ -86,7 +95,7 @@ class TracedProgram:
 
 def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
                   rebuild: Callable[[list[Tracer]], tuple[tuple, dict]],
-                  breaker=None) -> TracedProgram | GraphBroken:
+                  breaker=None, capture: str | None = None) -> TracedProgram | GraphBroken:
     """Trace ``fn`` on parameters described by ``specs``; ``rebuild`` turns the parameter
     tracers back into the call's (args, kwargs), static values included.
 
@@ -94,7 +103,12 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
     for a traced value's concrete value: the program traced so far runs, and tracing goes on.
     If that happened, the whole call has run by the time ``fn`` returns, and ``GraphBroken``
     carries its result instead of a program: raised, or returned where the breaker is one of
-    a signature known to break (``breaker.always``)."""
+    a signature known to break (``breaker.always``).
+
+    ``capture``: what becomes of data the code reads from outside its arguments (globals,
+    closures, attributes: ``frontend.captured``): "lift" (arrays become the last parameters,
+    numbers guarded constants), "guard" (arrays stay constants, guarded by identity: a device
+    backend), or None (constants, unguarded: an SPMD program)."""
     trace = Trace(name, building=breaker is None or not breaker.replays())
     trace.breaker = breaker  # before the parameters: they are values that may cross a break
     trace.entry_frame = id(sys._getframe())
@@ -112,8 +126,18 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         recording = trace.tape is None or not trace.tape.replaying
         watched = recording or (breaker is not None and breaker.stores_state())
         reached = reach(fn, args, kwargs) if watched else None
-        with python_state_watched(reached) as state, numpy_buffers_traced(fn), \
-                generators_held_by_objects_traced(reached):
+
+        def lifted_parameter(path: str, value: np.ndarray) -> Tracer:
+            tracer = trace.parameter(len(trace.parameters), value.dtype, value.shape, False, path)
+            if breaker is not None:  # (a value that may cross a break, and be written)
+                breaker.lift(tracer, value, ArgSpec(path, value.shape, value.dtype, False))
+            return tracer
+
+        # (a call traced anew: data read from outside is lifted ("lift") or guarded)
+        capturing = reached if capture is not None and trace.tape is None else None
+        with python_state_watched(reached) as state, \
+                values_captured(capturing, lifted_parameter, capture == "lift") as captured, \
+                numpy_buffers_traced(fn), generators_held_by_objects_traced(reached):
             result = fn(*args, **kwargs)
             leaves, out_tree, out_paths = flatten(result, is_static=_static_output)
             # (an x[mask] returned as it is: its length is needed now, before the checks below)
@@ -157,9 +181,10 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         module = trace.module.build(trace.builder.build(root), attributes)
     limits = tuple((number, lo, hi, dtype, where)
                    for number, (lo, hi, dtype, where) in sorted(trace.int_limits.items()))
+    lifted = tuple(ArgSpec(a.path, a.shape, a.dtype, False) for a in captured.arrays)
     return TracedProgram(
         module,
-        tuple(specs),
+        tuple(specs) + lifted,
         out_tree,
         tuple(out_paths),
         limits,
@@ -168,6 +193,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         tuple((loc, what, narrow, wide, t.inst) for loc, what, narrow, wide, t in trace.promotions),
         python_numbers(leaves),
         numpy_scalars(leaves),
+        captured if captured.arrays or captured.guards else None,
     )
 
 

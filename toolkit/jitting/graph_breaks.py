@@ -246,6 +246,15 @@ class Breaker:
         self.tape = trace.tape
         return params
 
+    def lift(self, tracer: Tracer, value: np.ndarray, spec: ArgSpec) -> None:
+        """An array read from outside the arguments, lifted into a parameter
+        (frontend.captured): bound to its value, and written back into it as an argument
+        written in place would be."""
+        self.bound[id(tracer.inst)] = (tracer.inst, value)
+        self.arguments.append(tracer)
+        self.leaves = list(self.leaves) + [value]
+        self.specs = list(self.specs) + [spec]
+
     def start(self, trace: Trace, parameters: list[Tracer]) -> None:
         self.trace = trace
         self.arguments = list(parameters)

@@ -13,6 +13,7 @@ from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
 from ..frontend.segments import GraphBroken, SpecializeAndRetrace
 from ..frontend.trace_function import TracedProgram, trace_program
+from .eager import HOST_BACKENDS
 from ..frontend.tracer import Tracer
 from ..ir.user_code import user_location, user_stacklevel
 from ..profiler.recorder import RECORDER
@@ -68,9 +69,11 @@ class MissCompiler:
         try:
             if always_segmented:  # (a call that replays its record: a few objects, not a trace)
                 program = trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
-            else:
+            else:  # (data read from outside: lifted on a host backend, guarded on a device)
                 with collector_relaxed():
-                    program = trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
+                    program = trace_program(
+                        self.fn, self.fn_name, specs, rebuild, breaker,
+                        "lift" if self.options.backend.name in HOST_BACKENDS else "guard")
         except SpecializeAndRetrace:
             raise  # (traced again at once: what this trace noted, the next one notes)
         except TypeError as e:  # a list of Python numbers where an array was meant: say that
@@ -115,7 +118,8 @@ class MissCompiler:
 
     # ---- the miss -----------------------------------------------------------------------
     def compile(self, key: JitKey, args: tuple, kwargs: dict, *, call_site_hint: str = "",
-                evicted_before: str = "", evicts: str = "", leaves: list | None = None) -> Compiled:
+                evicted_before: str = "", evicts: str = "", leaves: list | None = None,
+                captured_change: tuple[str, str] | None = None) -> Compiled:
         """The program for ``key``. ``evicted_before``: the signature was compiled before and
         evicted (its text); ``evicts``: the signature this compile pushes out of the cache."""
         clock = RECORDER.clock
@@ -150,7 +154,8 @@ class MissCompiler:
                 f"(tk.jit(..., cache_size=N) keeps more)") if evicted_before else ""
         recompile = self.history.admit(record, call_site, compile_id, start,
                                        self.options.on_recompile, self.options.max_recompiles,
-                                       (loc.file, loc.line) if loc else None, note)
+                                       (loc.file, loc.line) if loc else None, note,
+                                       captured_change)
         compiled = self.lowered(program).compile(compile_id)
         compiled._signature_text = record.text()
         facts = history.CompileFacts(

@@ -157,11 +157,13 @@ class FunctionHistory:
 
     def admit(self, record: SignatureRecord, call_site: str, compile_id: int, start: float,
               on_recompile: str, max_recompiles: int, where: tuple[str, int] | None = None,
-              evicted_note: str = "") -> RecompileEvent | None:
+              evicted_note: str = "", captured_note: tuple[str, str] | None = None
+              ) -> RecompileEvent | None:
         """Before a miss compiles: its RecompileEvent (None for a first compile), with the
         storm policy applied (a storm warning points at ``where``, the user's file and line).
         A refused recompilation is recorded, then raised. ``evicted_note``: why the signature
-        is missing although it compiled before."""
+        is missing although it compiled before; ``captured_note``: (path, what changed) of data
+        read from outside the arguments that no longer fit the program (frontend.captured)."""
         recompile = self.explain(record, call_site, compile_id, start)
         if recompile is None:
             return None
@@ -173,6 +175,13 @@ class FunctionHistory:
         if evicted_note:
             evicted = Cause("EVICTED", "", "", "", evicted_note)
             recompile = dataclasses.replace(recompile, causes=(evicted,) + recompile.causes)
+        if captured_note is not None:
+            path, message = captured_note
+            changed = Cause("CAPTURED_VALUE", path, "", "", f"read from outside the arguments: "
+                            f"{message}")
+            fixes = suggestions([changed], [], record) + list(recompile.suggestions)
+            recompile = dataclasses.replace(recompile, causes=(changed,) + recompile.causes,
+                                            suggestions=tuple(dict.fromkeys(fixes)))
         return recompile
 
     def record_compile(self, record: SignatureRecord, recompile: RecompileEvent | None,
