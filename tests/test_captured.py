@@ -221,3 +221,16 @@ def test_on_a_device_backend_arrays_stay_constants_guarded_by_identity():
     np.testing.assert_array_equal(np.asarray(f(x)), _global_reader(x))
     assert len(f.compiles) - before == 2
     assert "(another object)" in str(f.explain_recompiles())
+
+
+@tk.jit
+def _inner_jitted(x):
+    return x * W
+
+
+def test_a_jitted_function_called_inside_another_reads_its_globals_on_every_call():
+    f = tk.jit(lambda x: _inner_jitted(x) + 1.0)
+    x = np.ones(3)
+    np.testing.assert_array_equal(f(x), x * W + 1.0)
+    W[:] = 5.0
+    np.testing.assert_array_equal(f(x), x * W + 1.0)

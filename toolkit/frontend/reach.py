@@ -79,6 +79,8 @@ def function_of(fn) -> types.FunctionType | None:
 
 def _users_function(value) -> types.FunctionType | None:
     function = getattr(value, "__func__", value)  # (a bound method: its function)
+    if type(function) is not types.FunctionType and hasattr(function, "__wrapped__"):
+        function = function_of(function)  # (a decorated function, a tk.jit one called inside)
     if type(function) is types.FunctionType and is_users_file(function.__code__.co_filename):
         return function
     return None
