@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from toolkit.backends.cpu import disk_cache
+from toolkit.backends import disk_cache
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

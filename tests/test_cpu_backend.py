@@ -302,7 +302,7 @@ def test_results_do_not_alias_inputs_or_each_other():
 
 
 def test_persistent_cache_hit_corruption_and_foreign_entries(tmp_path, monkeypatch):
-    from toolkit.backends.cpu import disk_cache
+    from toolkit.backends import disk_cache
 
     monkeypatch.setenv("TOOLKIT_CACHE_DIR", str(tmp_path))
     x = np.linspace(-2, 2, 4096).astype(np.float32)
@@ -338,16 +338,18 @@ def test_persistent_cache_hit_corruption_and_foreign_entries(tmp_path, monkeypat
 
 
 def test_persistent_cache_key_changes_with_versions(monkeypatch):
-    from toolkit.backends.cpu import disk_cache
+    from toolkit.backends import disk_cache
 
     host = {"triple": "x86_64", "cpu": "znver4", "features": "+avx2"}
     base = disk_cache.cache_key("HloModule m", host)
     assert base == disk_cache.cache_key("HloModule m", dict(host))
     assert base != disk_cache.cache_key("HloModule m2", host)
     assert base != disk_cache.cache_key("HloModule m", {**host, "features": "+avx512f"})
-    monkeypatch.setattr(disk_cache, "_codegen_fingerprint", lambda: "an-edited-emitter")
+    monkeypatch.setattr(disk_cache, "_codegen_fingerprint", lambda kind="cpu": "an-edited-emitter")
+    assert base != disk_cache.cache_key("HloModule m", host, "gpu")  # each kind its own
     assert base != disk_cache.cache_key("HloModule m", host)
-    monkeypatch.setattr(disk_cache, "_versions", lambda: {"toolkit": "9.9", "llvmlite": "0.50.0"})
+    monkeypatch.setattr(disk_cache, "_versions",
+                        lambda kind="cpu": {"toolkit": "9.9", "llvmlite": "0.50.0"})
     assert base != disk_cache.cache_key("HloModule m", host)
 
 

@@ -135,7 +135,7 @@ def cpu_model() -> str:
 
 
 def _cache_path(backend: str) -> str | None:
-    from .backends.cpu.disk_cache import cache_dir
+    from .backends.disk_cache import cache_dir
 
     directory = cache_dir()
     if directory is None:

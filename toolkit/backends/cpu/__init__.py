@@ -21,7 +21,7 @@ from ..library_dot import make_dot
 from ..llvm.elemental import CodegenUnsupported
 from ..reference.interpreter import (EVALUATORS, evaluate_computation, flatten_private,
                                      flatten_value)
-from . import disk_cache
+from .. import disk_cache
 from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
 from .native_program import plan_segments

@@ -28,9 +28,11 @@ from .codegen import ARCHES, compile_ptx
 from ...ir.shapes import TupleShape
 from ..control import flat_module, make_control_runner
 from .device import cupy_or_reason, default_device
+from . import program_cache
 from .device_loop import DeviceLoop
 from .executor import GpuExecutable, GpuStep
 from .gemm import GemmSpec
+from .program_cache import program_key
 
 
 def _host_run(inst):
@@ -98,7 +100,12 @@ def compile_module(module: Module, device=None, owns_donated: bool = False) -> G
             in_place[inst.name] = (inputs.index(outs[0]) if inputs.count(outs[0]) == 1
                                    and len(inputs) == len(parameters) else None)
     t0 = time.perf_counter()
-    program = compile_ptx(module, device.arch, in_place)
+    key = program_key(module, device.arch, in_place)
+    program, found = program_cache.load(key, module, in_place) if key else (None, "disabled")
+    if program is None:
+        program = compile_ptx(module, device.arch, in_place)
+        if key is not None and program.kernels:
+            program_cache.store(key, program)
     t1 = time.perf_counter()
     functions = device.load(program) if program.kernels else {}
     t2 = time.perf_counter()
@@ -135,8 +142,12 @@ def compile_module(module: Module, device=None, owns_donated: bool = False) -> G
 
     plan = dataclasses.replace(plan, steps=[make_step(*record) for record in plan.steps])
     executable = GpuExecutable(module, plan, program, device, fallbacks,
-                               [("llvm_ir_and_ptx", t1 - t0), ("driver_load", t2 - t1)])
+                               [("ptx_from_cache" if found == "hit" else "llvm_ir_and_ptx",
+                                 t1 - t0), ("driver_load", t2 - t1)])
     executable.keep_alive = functions  # the loaded module lives as long as the executable
+    executable.cache_status = "persistent_hit" if found == "hit" else (
+        f"miss ({found} cache entry rebuilt)"
+        if found in ("corrupt", "foreign", "unsafe", "unauthenticated") else "miss")
     return executable
 
 

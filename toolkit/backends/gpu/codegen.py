@@ -251,7 +251,7 @@ def compile_ptx(module: Module, arch: str = "sm_80",
         if inst.opcode in _NOT_EMITTED:
             continue
         try:
-            spec = _planned(inst, in_place)
+            spec = planned_kernel(inst, in_place)
             key = kernel_key(spec)
             earlier = first.get(key)
             if isinstance(earlier, str):  # the same kernel could not be lowered before
@@ -273,7 +273,9 @@ def compile_ptx(module: Module, arch: str = "sm_80",
     return PtxProgram(ptx, arch, kernels, unsupported, optimized, text)
 
 
-def _planned(inst, in_place: Mapping[str, int | None]) -> KernelSpec:
+def planned_kernel(inst, in_place: Mapping[str, int | None]) -> KernelSpec:
+    """The kernel ``inst`` becomes: written in place (its window alone, or over the input
+    ``in_place`` names) where the buffer plan said so."""
     if inst.name not in in_place:
         return plan_kernel(inst)
     spec = (plan_update_in_place(inst) if update_in_place_operand(inst) is not None

@@ -1,4 +1,5 @@
-"""The persistent compilation cache: machine code on disk, so a new process skips LLVM.
+"""The persistent compilation cache: generated code on disk, so a new process skips LLVM (the
+CPU's object code, ``cpu/``; the GPU's PTX with its kernels' launch facts, ``gpu/``).
 
 Entries live in ``$TOOLKIT_CACHE_DIR`` (default: ``$XDG_CACHE_HOME/toolkit`` or
 ``~/.cache/toolkit``); ``TOOLKIT_CACHE_DIR=off`` disables the cache. An entry is keyed by the
@@ -37,7 +38,7 @@ import tempfile
 import threading
 import warnings
 
-from ...config import env_bytes, env_str
+from ..config import env_bytes, env_str
 
 MAGIC = b"toolkit-object-cache 2\n"
 MAX_ENTRY_BYTES = 256 << 20
@@ -191,43 +192,50 @@ def _package_versions() -> tuple[str, str]:
     return toolkit_version, llvmlite.__version__
 
 
-def _versions() -> dict:
+def _versions(kind: str = "cpu") -> dict:
     toolkit_version, llvmlite_version = _package_versions()
     return {
         "toolkit": toolkit_version,
         "llvmlite": llvmlite_version,
-        "codegen": _codegen_fingerprint(),
+        "codegen": _codegen_fingerprint(kind),
     }
 
 
-def codegen_sources() -> list[pathlib.Path]:
-    """Every module that decides what machine code an optimised module becomes: the IR (op
-    facts, dtypes, shapes, queries), the buffer plan, the shared LLVM emitters, the CPU backend
-    and the configuration they read."""
-    package = pathlib.Path(__file__).resolve().parents[2]
+KINDS = ("cpu", "gpu")  # the backends whose code is kept, each in a folder of its own
+
+
+def codegen_sources(kind: str = "cpu") -> list[pathlib.Path]:
+    """Every module that decides what code an optimised module becomes: the IR (op facts,
+    dtypes, shapes, queries), the buffer plan, the shared LLVM emitters, the backend's own
+    modules and the configuration they read."""
+    package = pathlib.Path(__file__).resolve().parents[1]
     backends = package / "backends"
     return sorted([*package.glob("ir/*.py"), *backends.glob("*.py"), *backends.glob("llvm/*.py"),
-                   *backends.glob("cpu/*.py"), package / "config.py"])
+                   *backends.glob(f"{kind}/*.py"), package / "config.py"])
 
 
 @functools.lru_cache(maxsize=None)
-def _codegen_fingerprint() -> str:
+def _codegen_fingerprint(kind: str = "cpu") -> str:
     """A change to the code generator (a fast-math flag, a loop schedule) must never load code an
     older emitter produced, even under the same version number, as in a source checkout."""
-    package = pathlib.Path(__file__).resolve().parents[2]
+    package = pathlib.Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for path in codegen_sources():
+    for path in codegen_sources(kind):
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def cache_key(module_text: str, host: dict) -> str:
-    material = json.dumps({"hlo": module_text, "host": host, **_versions()}, sort_keys=True)
-    return hashlib.sha256(material.encode()).hexdigest()
+def cache_key(module_text: str, host: dict, kind: str = "cpu") -> str:
+    material = json.dumps({"hlo": module_text, "host": host, **_versions(kind), "kind": kind},
+                          sort_keys=True)
+    return kind + "-" + hashlib.sha256(material.encode()).hexdigest()
 
 
 def _path(directory: str, key: str) -> str:
-    return os.path.join(directory, "cpu", key[:2], key + ".o")
+    """A key names its kind (``gpu-…``; a CPU key may be bare hex, as before)."""
+    kind, _, digest = key.rpartition("-")
+    kind = kind if kind in KINDS else "cpu"
+    return os.path.join(directory, kind, digest[:2], digest + (".o" if kind == "cpu" else ".bin"))
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -344,9 +352,15 @@ def store(key: str, payload: bytes) -> None:
 
 
 def entries(directory: str) -> list[tuple[float, int, str]]:
-    """(last use, size, path) of every entry file in the cache folder."""
+    """(last use, size, path) of every entry file in the cache folder (every kind's)."""
     found = []
-    root = os.path.join(directory, "cpu")
+    for kind in KINDS:
+        found.extend(_entries_of(os.path.join(directory, kind)))
+    return found
+
+
+def _entries_of(root: str) -> list[tuple[float, int, str]]:
+    found = []
     try:
         shards = os.scandir(root)
     except OSError:
