@@ -234,3 +234,11 @@ def test_a_jitted_function_called_inside_another_reads_its_globals_on_every_call
     np.testing.assert_array_equal(f(x), x * W + 1.0)
     W[:] = 5.0
     np.testing.assert_array_equal(f(x), x * W + 1.0)
+
+
+def test_a_compiled_program_whose_captured_array_changed_shape_says_so():
+    global W
+    compiled = tk.jit(_global_reader).lower(np.ones(3)).compile()
+    W = np.ones(4)
+    with pytest.raises(ValueError, match="'W' is now an array float64\\[4\\].*compile it again"):
+        compiled(np.ones(3))

@@ -13,7 +13,7 @@ from .backends.base import Backend, Executable, KernelInfo, ResultPlacement, Run
 from .backends.reference.interpreter import EVALUATORS as _REFERENCE_EVALUATORS
 from .collector import collector_paused, collector_relaxed
 from .frontend.captured import CapturedChanged
-from .frontend.errors import ArgumentTypeError, api_boundary
+from .frontend.errors import ArgumentTypeError, UserValueError, api_boundary
 from .frontend.pytree import flatten, unflatten
 from .frontend.signature import ArgSpec, abstractify
 from .frontend.trace_function import TracedProgram, as_python_numbers
@@ -407,7 +407,12 @@ class Compiled(_TracedStage):
             if shape != spec.shape or dtype != spec.dtype:
                 raise ArgumentTypeError(f"argument '{spec.path}' must be {spec.text} for this "
                                         f"compiled program, got {dtype}{list(shape)}")
-        return self.execute_profiled(leaves) if RECORDER.active else self.execute_flat(leaves)
+        try:
+            return self.execute_profiled(leaves) if RECORDER.active else self.execute_flat(leaves)
+        except CapturedChanged as changed:  # (a jitted function would trace again; this cannot)
+            raise UserValueError(f"compiled jit({self.fn_name}): {changed}, which it read from "
+                                 "outside its arguments when traced: lower and compile it "
+                                 "again, or call the jitted function") from None
 
     def __repr__(self) -> str:
         return f"<Compiled jit({self.fn_name}) on {self.backend}>"
