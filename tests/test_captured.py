@@ -242,3 +242,22 @@ def test_a_compiled_program_whose_captured_array_changed_shape_says_so():
     W = np.ones(4)
     with pytest.raises(ValueError, match="'W' is now an array float64\\[4\\].*compile it again"):
         compiled(np.ones(3))
+
+
+SIZES = np.array([3, 5])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_small_integer_array_is_configuration_constant_and_guarded_by_value(backend):
+    def padded(x):
+        out = np.zeros(SIZES[1])  # a shape from it: static, as in NumPy, with fullgraph too
+        out[:SIZES[0]] = x
+        return out
+
+    f = tk.jit(padded, backend=backend, fullgraph=True)
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(f(x), padded(x))
+    SIZES[1] = 7  # a change of value traces again
+    np.testing.assert_array_equal(f(x), padded(x))
+    assert "'SIZES' is now int64[2] [3, 7], was int64[2] [3, 5]" in str(f.explain_recompiles())
+    SIZES[1] = 5

@@ -13,7 +13,10 @@ one (as ``jax.jit`` does). So, while a call is traced anew (not replayed, not in
   it inside the function goes back into it, as an argument's does. One array reached by two
   paths is one parameter, as long as both paths still hold that one array.
 - **Numbers are guarded.** A Python or NumPy number is a constant of the program (a learning
-  rate, a size), compared with the value it was traced with before every call.
+  rate, a size), compared with the value it was traced with before every call. So is a small
+  integer or boolean array (``SMALL_INTEGER_ARRAY`` elements at most: layer sizes, an index
+  table, a mask), which code reads as configuration: shapes and indices made from it stay
+  static, and a change of any of its values traces again.
 
 When a lifted array is no longer an array of its traced shape and dtype, or a guarded number
 changed, the call raises ``CapturedChanged`` and the jitted function traces it again (the
@@ -132,6 +135,36 @@ class IdentityGuard:
                                   f"{self.array.dtype}{list(self.array.shape)}")
 
 
+@dataclass(frozen=True, eq=False)
+class ValueGuard:
+    """A small integer or boolean array (sizes, an index table, a mask: data Python reads as
+    configuration, ``np.zeros(sizes[1])``, ``x[idx]``) kept a constant of the program, so that
+    shapes and indices built from it stay static: checked to hold the same values before every
+    call (a copy of them is kept), so a change traces again."""
+
+    place: Place
+    snapshot: np.ndarray
+
+    def check(self) -> None:
+        now = self.place.read()
+        if not (isinstance(now, np.ndarray) and now.dtype == self.snapshot.dtype
+                and now.shape == self.snapshot.shape and np.array_equal(now, self.snapshot)):
+            was = _described_values(self.snapshot)
+            raise CapturedChanged(self.place.path, f"'{self.place.path}' is now "
+                                  f"{_described_values(now)}, was {was}")
+
+
+# integer and boolean arrays up to this many elements are constants guarded by value, not
+# parameters (frontend.captured's docstring)
+SMALL_INTEGER_ARRAY = 1024
+
+
+def _described_values(value) -> str:
+    if isinstance(value, np.ndarray) and value.size <= 8:
+        return f"{value.dtype}{list(value.shape)} {value.tolist()}"
+    return _described(value)
+
+
 def _capturable_number(value) -> bool:
     return type(value) in (int, float, complex, bool) or (
         isinstance(value, np.generic) and value.dtype.kind in "biufc")
@@ -201,7 +234,10 @@ class values_captured:
             if name is not None and name in reached.stored:
                 continue  # Python state the code changes: python_effects watches it
             place = Place(holder, key, path)
-            if isinstance(value, np.ndarray) and not self._lift:
+            if isinstance(value, np.ndarray) and value.dtype.kind in "biu" \
+                    and value.size <= SMALL_INTEGER_ARRAY:
+                captured.guards.append(ValueGuard(place, value.copy()))
+            elif isinstance(value, np.ndarray) and not self._lift:
                 captured.guards.append(IdentityGuard(place, value))
             elif isinstance(value, np.ndarray):
                 if id(value) not in by_array:
@@ -233,5 +269,5 @@ class values_captured:
 
 
 __all__ = ["Captured", "CapturedChanged", "Guard", "IdentityGuard", "LiftedArray", "Place",
-           "captured_array",
+           "SMALL_INTEGER_ARRAY", "ValueGuard", "captured_array",
            "values_captured"]
