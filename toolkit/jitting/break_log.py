@@ -124,6 +124,7 @@ class SegmentStats:
     compile_seconds: float = 0.0
     runs: int = 0
     run_seconds: float = 0.0
+    tiered: object = None  # its TieredSegment, where it ran interpreted first (segment_tiers)
 
 
 class BreakLog:

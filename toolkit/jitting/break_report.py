@@ -68,12 +68,23 @@ class SegmentInfo:
     compile_seconds: float
     runs: int
     run_seconds: float
+    # runs on the reference interpreter before it compiled (segment_tiers); None: compiled at
+    # its first run
+    interpreted_runs: int | None = None
+    compiled: bool = True  # (False: still interpreted, not yet run often enough)
 
     @property
     def text(self) -> str:
+        if not self.compiled:
+            how = (f"interpreted, not compiled ({self.compile_seconds * 1e3:.1f} ms to "
+                   "prepare; it compiles if it runs again)")
+        elif self.interpreted_runs:
+            how = (f"interpreted {self.interpreted_runs}x, then compiled "
+                   f"({self.compile_seconds * 1e3:.1f} ms in all)")
+        else:
+            how = f"compiled in {self.compile_seconds * 1e3:.1f} ms"
         return (f"{_short(self.starts)} -> {_short(self.ends)}: {self.instructions} instructions, "
-                f"{self.parameters} in, {self.outputs} out; compiled in "
-                f"{self.compile_seconds * 1e3:.1f} ms; ran {self.runs}x, "
+                f"{self.parameters} in, {self.outputs} out; {how}; ran {self.runs}x, "
                 f"{self.run_seconds * 1e6 / max(self.runs, 1):.1f} us each")
 
 
@@ -149,7 +160,7 @@ class GraphBreakReport:
                  f"call(s), {self.graph_count} segment(s) per call",
                  f"time: Python glue (its code, its tracing or replay) "
                  f"{self.glue_seconds * 1e3:.2f} ms, "
-                 f"compiled segments {self.segment_seconds * 1e3:.2f} ms",
+                 f"segments {self.segment_seconds * 1e3:.2f} ms",
                  f"replay: {self.replayed_calls} of {self.calls} call(s) replayed every operation "
                  "from the record (no re-trace)"]
         lines += [f"  replay ended {count}x at {where or '?'}: {reason}"
@@ -193,7 +204,7 @@ class GraphBreakReport:
         segs += "".join(f"<li>signature {html.escape(text)}</li>" for text in self.numpy_fallback)
         summary = html.escape(self.text.splitlines()[0])
         return (f"<div class='tk-graph-breaks'><b>{summary}</b>"
-                f"<p>Python glue {self.glue_seconds * 1e3:.2f} ms, compiled segments "
+                f"<p>Python glue {self.glue_seconds * 1e3:.2f} ms, segments "
                 f"{self.segment_seconds * 1e3:.2f} ms</p>"
                 "<table><tr><th>line</th><th>reason</th><th>source</th><th>breaks</th>"
                 f"<th>guard failures</th><th>fix</th></tr>{rows}</table>"
@@ -208,7 +219,9 @@ def report(function: str, log: BreakLog, result=None) -> GraphBreakReport:
             for s in log.sites.values())
         segments = tuple(
             SegmentInfo(s.starts, s.ends, s.instructions, s.parameters, s.outputs,
-                        s.compile_seconds, s.runs, s.run_seconds)
+                        s.compile_seconds, s.runs, s.run_seconds,
+                        s.tiered.interpreted_runs if s.tiered is not None else None,
+                        s.tiered is None or s.tiered.compiled is not None)
             for s in log.segments.values())
         return GraphBreakReport(function, log.calls, breaks, segments, log.glue_seconds,
                                 log.segment_seconds, log.return_guard_failures, result,

@@ -39,10 +39,12 @@ from ..ir.structural import exact_key
 from ..profiler.events import GraphBreakEvent
 from ..profiler.recorder import RECORDER
 from ..runtime import history
+from ..backends.base import get_backend
 from ..stages import Lowered, hlo_fingerprint
 from .break_log import ENTRY, RETURN, BreakLog, BreakSite, SegmentStats, SiteStats, break_site
 from .break_replay import HandedIn, ReplayedBreaks, SegmentRun, value_key
 from .eager import HOST_BACKENDS  # (a device backend's results stay on the device)
+from .segment_tiers import TieredSegment, hot_runs
 from .promotions import report_promotions
 
 
@@ -138,27 +140,39 @@ class GraphBreaks:
         program = TracedProgram(segment.module, specs, out_tree, tuple(out_paths), limits, (),
                                 tuple(segment.checks), promotions)
         report_promotions(program, self.fn_name)
-        compile_id = history.next_compile_id()
-        clock = RECORDER.clock
-        start = clock.now()
         o = self.options
-        compiled = Lowered(program, o.backend, self.fn_name, o.pipeline, o.dump_passes).compile(
-            compile_id)
-        end = clock.now()
-        compiled._signature_text = f"segment {starts} -> {ends}"
-        self.cache.put(key, (compiled, fingerprint))
         stats = SegmentStats(fingerprint, starts, ends, segment.instruction_count,
-                             len(segment.parameters), count, end - start)
+                             len(segment.parameters), count)
         log = self.log
         log.segments[fingerprint] = stats
         while len(log.segments) > self.options.cache_size:
             log.segments.popitem(last=False)
-        self.history.record_segment(
-            signature=f"segment {starts} -> {ends}: " + ", ".join(s.text for s in specs),
-            backend=o.backend.name, compile_id=compile_id, start=start, end=end,
-            phases=compiled.phases, fingerprint=fingerprint, ends_at=ends,
-            cache=compiled.cache_status)
-        return compiled, fingerprint, True
+        signature = f"segment {starts} -> {ends}: " + ", ".join(s.text for s in specs)
+
+        def compile_with(backend, pipeline: str):
+            compile_id = history.next_compile_id()
+            clock = RECORDER.clock
+            start = clock.now()
+            compiled = Lowered(program, backend, self.fn_name, pipeline,
+                               o.dump_passes).compile(compile_id)
+            end = clock.now()
+            compiled._signature_text = f"segment {starts} -> {ends}"
+            stats.compile_seconds += end - start
+            self.history.record_segment(
+                signature=signature, backend=backend.name, compile_id=compile_id, start=start,
+                end=end, phases=compiled.phases, fingerprint=fingerprint, ends_at=ends,
+                cache=compiled.cache_status if backend is o.backend else "interpreted")
+            return compiled
+
+        hot = hot_runs() if o.backend.name == "cpu" else 1
+        if hot > 1:  # (segment_tiers: interpreted until it runs again and again)
+            entry = TieredSegment(compile_with(get_backend("interpreter"), "none"),
+                                  lambda: compile_with(o.backend, o.pipeline), hot)
+            stats.tiered = entry
+        else:
+            entry = compile_with(o.backend, o.pipeline)
+        self.cache.put(key, (entry, fingerprint))
+        return entry, fingerprint, True
 
 
 class Breaker(ReplayedBreaks):
