@@ -112,3 +112,16 @@ def expect(fn, *args):
     """NumPy's own result, its floating-point warnings silenced."""
     with np.errstate(all="ignore"):
         return fn(*args)
+
+
+def host_values(out):
+    """A call's results as NumPy arrays (device arrays copied to the host), its tuple kept."""
+    return tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else np.asarray(out)
+
+
+def assert_close_scaled(got, want, rtol=2e-5):
+    """Each result within ``rtol`` of NumPy's, absolutely within ``rtol`` times the largest
+    magnitude (a GPU's sums add in another order)."""
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * max(1.0, np.abs(w).max()))

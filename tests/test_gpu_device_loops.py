@@ -24,6 +24,7 @@ from toolkit.workloads import BENCHMARK
 
 from conftest import REAL_GPU
 from host_simt import EmulatedDevice
+from helpers import assert_close_scaled, host_values
 from simulated_gpu import SimulatedDevice
 
 _why_no_gpu = cupy_or_reason()[1]
@@ -51,14 +52,6 @@ def backend(request, sim):
     return sim[1] if request.param == "simulated" else "gpu-loops-emulated"
 
 
-def _host(out):
-    return tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else np.asarray(out)
-
-
-def _close(got, want, rtol=2e-5):
-    for g, w in zip(got if isinstance(got, tuple) else (got,),
-                    want if isinstance(want, tuple) else (want,)):
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * max(1.0, np.abs(w).max()))
 
 
 def _loops(executable) -> list[DeviceLoop]:
@@ -80,7 +73,7 @@ def test_window_writes_go_in_place_and_write_only_the_window(backend):
     u = rng.standard_normal((2, 33)).astype(np.float32)
     f = tk.jit(_write_rows, backend=backend)
     for _ in range(2):
-        np.testing.assert_array_equal(_host(f(x, u)), _write_rows(x.copy(), u))
+        np.testing.assert_array_equal(host_values(f(x, u)), _write_rows(x.copy(), u))
     exe = f.compiled(x, u)._executable
     # the first write fuses with x * 2 (one kernel makes the array and its window); the
     # second writes its row into that array's buffer, a thread per element of the window
@@ -94,7 +87,7 @@ def test_the_window_kernel_runs_its_own_code_on_the_host_emulation():
     x = rng.standard_normal((8, 33)).astype(np.float32)
     u = rng.standard_normal((2, 33)).astype(np.float32)
     before = len(EMULATED.emulated)
-    got = _host(tk.jit(_write_rows, backend="gpu-loops-emulated")(x, u))
+    got = host_values(tk.jit(_write_rows, backend="gpu-loops-emulated")(x, u))
     np.testing.assert_array_equal(got, _write_rows(x.copy(), u))
     assert any("dynamic" in k for k in EMULATED.emulated[before:]), EMULATED.interpreted[-5:]
 
@@ -109,7 +102,7 @@ def test_an_update_whose_old_value_is_read_later_is_copied_first(backend):
     x = np.arange(24, dtype=np.float32).reshape(6, 4)
     u = -np.ones((2, 4), np.float32)
     f = tk.jit(keep_old, backend=backend)
-    np.testing.assert_array_equal(_host(f(x, u)), keep_old(x, u))
+    np.testing.assert_array_equal(host_values(f(x, u)), keep_old(x, u))
 
 
 def test_scatter_add_in_place_with_repeated_indices(backend):
@@ -117,7 +110,7 @@ def test_scatter_add_in_place_with_repeated_indices(backend):
     ids = np.array([0, 3, 0, 5, 0])
     v = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
     f = tk.jit(_add_at, backend=backend)
-    np.testing.assert_array_equal(_host(f(x, ids, v)), _add_at(x, ids, v))
+    np.testing.assert_array_equal(host_values(f(x, ids, v)), _add_at(x, ids, v))
 
 
 def test_a_top_level_argument_is_never_written_in_place_on_the_gpu(sim):
@@ -158,12 +151,12 @@ def test_a_scan_replays_its_body_graph_once_per_trip(sim):
     h0 = np.zeros((8, 16), np.float32)
     f = tk.jit(_cumulative, backend=backend)
     args = (tk.device_put(xs, device), tk.device_put(h0, device))
-    _close(_host(f(*args)), _cumulative_numpy(xs, h0), rtol=1e-5)
+    assert_close_scaled(host_values(f(*args)), _cumulative_numpy(xs, h0), rtol=1e-5)
     (loop,) = _loops(f.compiled(*args)._executable)
     graph = loop.body._graph
     before = (device.graph_launches, graph.repoints, len(device.downloads), loop.rebinds)
     for _ in range(3):
-        _close(_host(f(*args)), _cumulative_numpy(xs, h0), rtol=1e-5)
+        assert_close_scaled(host_values(f(*args)), _cumulative_numpy(xs, h0), rtol=1e-5)
     launches, repoints, downloads, rebinds = (
         device.graph_launches - before[0], graph.repoints - before[1],
         len(device.downloads) - before[2], loop.rebinds - before[3])
@@ -184,10 +177,10 @@ def test_a_while_with_a_data_dependent_count_downloads_its_predicate_each_trip(s
 
     x = np.full(8, 8.0, np.float32)  # 64 -> 6 halvings
     f = tk.jit(halve, backend=backend)
-    trips, value = _host(f(x))
+    trips, value = host_values(f(x))
     assert (int(trips), float(value)) == (6, 1.0)
     before = len(device.downloads)
-    trips, value = _host(f(x))
+    trips, value = host_values(f(x))
     assert (int(trips), float(value)) == (6, 1.0)
     assert len(device.downloads) - before == 6 + 1 + 2  # a predicate per trip, the last, results
 
@@ -201,7 +194,7 @@ def test_rnn_gradients_match_numpys_backpropagation(backend):
     f = tk.jit(w.toolkit_function(), backend=backend)
     want = w.make(np)(xs, wh, wx)
     for _ in range(2):
-        _close(_host(f(xs, wh, wx)), want, rtol=2e-4)
+        assert_close_scaled(host_values(f(xs, wh, wx)), want, rtol=2e-4)
 
 
 def test_swapped_state_and_nested_loops_run_as_before(backend):
@@ -214,18 +207,18 @@ def test_swapped_state_and_nested_loops_run_as_before(backend):
         return tk.lax.fori_loop(0, 4, outer, x)
 
     a, b = np.ones(4, np.float32), np.zeros(4, np.float32)
-    got = _host(tk.jit(swap, backend=backend)(a, b))
+    got = host_values(tk.jit(swap, backend=backend)(a, b))
     ra, rb = a.copy(), b.copy()
     for _ in range(5):
         ra, rb = rb * 2, ra + 1
-    _close(got, (ra, rb))
+    assert_close_scaled(got, (ra, rb))
     x = np.arange(6, dtype=np.float32)
     want = x.copy()
     for i in range(4):
         for _ in range(3):
             want = want * np.float32(0.5) + np.float32(1.0)
         want = want + np.float32(i)
-    _close(_host(tk.jit(nested, backend=backend)(x)), want)
+    assert_close_scaled(host_values(tk.jit(nested, backend=backend)(x)), want)
 
 
 def test_a_loop_driven_on_the_device_says_so_in_the_profile(sim):

@@ -17,6 +17,7 @@ from toolkit.backends.gpu.gemm import GemmSpec
 from toolkit.workloads import dot_chain, gpt2_args, gpt2_forward
 
 from conftest import REAL_GPU
+from helpers import assert_close_scaled, host_values
 from simulated_gpu import SimulatedDevice, SimulatedGraph
 
 _why_no_gpu = cupy_or_reason()[1]
@@ -56,14 +57,6 @@ def _mlp_args(rng, n=16):
             rng.standard_normal((12, 5), dtype=np.float32))
 
 
-def _host(out):
-    return tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else np.asarray(out)
-
-
-def _close(got, want, rtol=2e-5):
-    for g, w in zip(got if isinstance(got, tuple) else (got,),
-                    want if isinstance(want, tuple) else (want,)):
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * max(1.0, np.abs(w).max()))
 
 
 def test_a_program_replays_as_one_graph_call_after_call(backend, rng):
@@ -71,9 +64,9 @@ def test_a_program_replays_as_one_graph_call_after_call(backend, rng):
     args = _mlp_args(rng)
     want = tk.jit(_mlp, backend="interpreter")(*args)
     device_args = [tk.device_put(a, f.compiled(*args)._executable.device) for a in args]
-    results = [_host(f(*device_args)) for _ in range(3)]
+    results = [host_values(f(*device_args)) for _ in range(3)]
     for got in results:
-        _close(got, want)
+        assert_close_scaled(got, want)
     exe = f.compiled(*args)._executable
     assert exe.launch_mode.startswith("one CUDA graph"), exe.launch_mode
 
@@ -118,7 +111,7 @@ def test_a_loop_whose_state_alternates_between_two_buffers_never_repoints(sim, r
     replay = step.compiled(x0, np.asarray(w))._executable._graph
     launches, repoints = _graph_launches(device), replay.repoints
     steps(10)
-    _close(np.asarray(x), want, rtol=1e-5)
+    assert_close_scaled(np.asarray(x), want, rtol=1e-5)
     assert len(replay.recordings) == 2
     assert replay.repoints == repoints and _graph_launches(device) - launches == 10
 
@@ -133,8 +126,9 @@ def test_new_arguments_repoint_only_the_nodes_that_read_them(sim, rng):
     xs = [tk.device_put(rng.standard_normal((16, 8), dtype=np.float32), device)
           for _ in range(3)]
     for x_new in xs:  # new addresses: the least recently used recording is re-pointed
-        got = _host(f(x_new, w1, b1, w2))
-        _close(got, tk.jit(_mlp, backend="interpreter")(*map(np.asarray, (x_new, w1, b1, w2))))
+        got = host_values(f(x_new, w1, b1, w2))
+        want = tk.jit(_mlp, backend="interpreter")(*map(np.asarray, (x_new, w1, b1, w2)))
+        assert_close_scaled(got, want)
     replay = f.compiled(*map(np.asarray, (x, w1, b1, w2)))._executable._graph
     # node 1 (tanh(x @ w1 + b1) into a pooled temporary) reads no argument that moved and
     # writes no result: it is never re-pointed; node 0 (the GEMM reading x) is
@@ -146,13 +140,13 @@ def test_results_of_earlier_calls_are_not_overwritten(backend, rng):
     f = tk.jit(_mlp, backend=backend)
     a1, a2 = _mlp_args(rng), _mlp_args(rng)
     first = f(*a1)
-    first_host = _host(first)
+    first_host = host_values(first)
     second = f(*a2)
     third = f(*a1)
     for kept, want in zip(first, first_host):
         np.testing.assert_array_equal(np.asarray(kept), want)
-    _close(_host(second), tk.jit(_mlp, backend="interpreter")(*a2))
-    _close(_host(third), first_host, rtol=0)
+    assert_close_scaled(host_values(second), tk.jit(_mlp, backend="interpreter")(*a2))
+    assert_close_scaled(host_values(third), first_host, rtol=0)
 
 
 @simulated
@@ -161,7 +155,7 @@ def test_temporaries_share_pooled_buffers_by_lifetime(sim, rng):
     x = rng.standard_normal((8, 8), dtype=np.float32)
     w = rng.standard_normal((8, 8), dtype=np.float32) * np.float32(0.3)
     f = tk.jit(dot_chain(np), backend=backend)
-    _close(_host(f(x, w)), dot_chain(np)(x, w), rtol=1e-4)
+    assert_close_scaled(host_values(f(x, w)), dot_chain(np)(x, w), rtol=1e-4)
     exe = f.compiled(x, w)._executable
     temporaries = {s for step in exe.steps for s in step.outputs} - set(exe.plan.out_slots)
     # each tanh is written over its product (in place: nothing else reads the product)
@@ -178,7 +172,7 @@ def test_gpt2_forward_replays_on_the_simulated_device(sim):
     f = tk.jit(gpt2_forward(np), backend=backend)
     want = gpt2_forward(np)(*args)
     for _ in range(2):
-        _close(_host(f(*args)), want, rtol=1e-4)
+        assert_close_scaled(host_values(f(*args)), want, rtol=1e-4)
     exe = f.compiled(*args)._executable
     assert exe.launch_mode.startswith("one CUDA graph"), exe.launch_mode
     assert device.graph_launches == 2  # the check at recording, then one replay
@@ -193,7 +187,7 @@ def test_host_steps_and_the_switch_keep_kernel_by_kernel_launches(backend, rng, 
     monkeypatch.setenv("TOOLKIT_GPU_GRAPHS", "0")
     g = tk.jit(_mlp, backend=backend)
     args = _mlp_args(rng)
-    _close(_host(g(*args)), tk.jit(_mlp, backend="interpreter")(*args))
+    assert_close_scaled(host_values(g(*args)), tk.jit(_mlp, backend="interpreter")(*args))
     assert g.compiled(*args)._executable.launch_mode == "kernel by kernel (TOOLKIT_GPU_GRAPHS=0)"
 
 
@@ -236,7 +230,7 @@ def test_a_driver_failure_falls_back_to_kernel_by_kernel_launches():
         kept.append(f(*args))  # re-pointing the older recording fails
     kept.append(f(*args))
     for results in kept:
-        _close(_host(results), want)
+        assert_close_scaled(host_values(results), want)
     assert "kernel by kernel (RuntimeError: cuGraphExecKernelNodeSetParams" in \
         f.compiled(*args)._executable.launch_mode
 
@@ -250,10 +244,10 @@ def test_a_recording_that_differs_is_never_used():
     with pytest.warns(RuntimeWarning, match="runs kernel by kernel, not as one CUDA graph: "
                                             "RuntimeError: the replayed graph's results differ"):
         first = f(*args)
-    _close(_host(first), want)
+    assert_close_scaled(host_values(first), want)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _close(_host(f(*args)), want)
+        assert_close_scaled(host_values(f(*args)), want)
     assert f.compiled(*args)._executable.launch_mode.startswith("kernel by kernel (RuntimeError")
 
 
@@ -262,7 +256,7 @@ def test_profiles_say_how_graphed_kernels_were_timed(backend, rng):
     args = _mlp_args(rng)
     f(*args)
     with tk.profile() as prof:
-        _host(f(*args))
+        host_values(f(*args))
     launches = [k.launch for k in prof.kernels]
     assert len(launches) == 4 and all("timed launch by launch" in t for t in launches), launches
     assert any(t.startswith("cuBLAS gemm 16x12x8") for t in launches), launches
