@@ -244,6 +244,28 @@ def test_an_expensive_scalar_is_not_recomputed_per_broadcast_element():
     assert len(kernels(c)) == 2
 
 
+def test_a_long_scalar_chain_is_not_recomputed_per_broadcast_element():
+    """A scalar summed over a Python loop (cheap adds, each tanh its own kernel) then added to
+    an array: past 8 operations behind the broadcast the chain is computed once."""
+    def go_fast(a):
+        trace = 0.0
+        for i in range(a.shape[0]):
+            trace += np.tanh(a[i, i])
+        return a + trace
+
+    c = compiled(go_fast, np.ones((40, 40)))
+    chain = [d for d in c.fusion_decisions if d.reason == "BROADCAST_CHAIN"]
+    assert chain and not any(d.fused for d in chain)
+    assert "behind 8 operations" in chain[0].message
+    (big,) = [k for k in kernels(c) if k.shape.dims == (40, 40)]
+    assert len(big.attrs["calls"].instructions) < 40  # the add and a short chain, not 40 tanhs
+
+
+def test_a_short_scalar_chain_still_fuses_into_its_broadcast_consumer():
+    c = compiled(lambda a, s: a * (s * 2.0 + 1.0), np.ones((64, 64)), 0.5)
+    assert len(kernels(c)) == 1
+
+
 def test_a_cheap_producer_read_once_per_element_still_fuses():
     c = compiled(lambda x: np.exp(x * 2.0) + x[::-1], np.ones(32))
     assert len(kernels(c)) == 1

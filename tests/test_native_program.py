@@ -231,3 +231,28 @@ def test_a_build_that_times_no_op_still_profiles_the_program_it_runs(monkeypatch
         profiled = f(data)
     np.testing.assert_array_equal(profiled, covariance_by_columns(np)(data))
     assert prof.kernels and any("time split evenly" in e.launch for e in prof.kernels)
+
+
+def _diagonal_trace(a):
+    """A scalar accumulated over a Python loop, then broadcast: kernels given dozens of offsets
+    as operands (offset_operands), more buffers than the dispatcher calls directly."""
+    trace = 0.0
+    for i in range(a.shape[0]):
+        trace += np.tanh(a[i, i])
+    return a + trace
+
+
+def test_kernels_of_many_buffers_run_in_the_native_program_through_their_packed_entry(
+        monkeypatch):
+    from toolkit.backends.cpu.executor import native_kernel_pointers
+    if native_kernel_pointers <= 16:
+        pytest.skip("an older build of the C extension calls at most 16 buffers")
+    a = np.random.default_rng(3).random((300, 300))
+    got, exe = _run(_diagonal_trace, (a,), monkeypatch, True)
+    wide = [s for s in exe.steps if s.kind == "kernel" and len(s.inputs) + len(s.outputs) > 16]
+    assert wide and all(s.packed_address for s in wide)
+    ((program, steps, *_),) = exe.segments  # every step, the wide ones too, in one native call
+    assert program is not None and len(steps) == len(exe.steps)
+    want, _ = _run(_diagonal_trace, (a,), monkeypatch, False)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, _diagonal_trace(a), rtol=1e-13)

@@ -44,6 +44,8 @@ REASONS = {
     "REUSES_ELEMENTS": "the fusion would compute the producer more than once per output element",
     "EXPENSIVE_BROADCAST": "an expensive producer would be recomputed for every element it is "
                            "broadcast to",
+    "BROADCAST_CHAIN": "a long chain of operations on fewer elements would be recomputed for "
+                       "every element it is broadcast to",
     "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window "
                        "in place",
     "READS_UPDATED_BUFFER": "the producer reads the buffer a dynamic-update-slice fusion writes, "
@@ -80,6 +82,10 @@ class FusionOptions:
 # whether any step on it expands by a broadcast), so extending and comparing paths costs O(1)
 # however long the chain grows (a stencil fused over many steps).
 _MAX_PATHS = 4
+# compute operations a fusion recomputes behind a broadcast, at most: a scalar accumulated over a
+# Python loop (``trace += np.tanh(a[i, i])``, 300 adds) then added to a 300x300 array would
+# otherwise be recomputed for each of its 90,000 elements
+_MAX_BROADCAST_CHAIN = 8
 Paths = frozenset  # of paths: (number, length, expands) triples
 ROOT_PATH = (0, 0, False)  # the fusion's output itself
 
@@ -131,11 +137,16 @@ class Group:
     # only grow): asked at every candidate, recomputing them made fusion quadratic in a group's
     # size
     _external: set[int] | None = field(default=None, repr=False)
+    # members that compute (not only move indices) and are read through a broadcast: each is
+    # recomputed for every element it is broadcast to
+    behind_broadcast: int = 0
 
     def add(self, inst: Instruction, paths: Paths = Paths({ROOT_PATH})) -> None:
         if id(inst) not in self.ids:
             self.ids.add(id(inst))
             self.members.append(inst)
+            if _is_compute(inst) and any(expands for _, _, expands in paths):
+                self.behind_broadcast += 1
             external = self._external
             if external is not None:
                 external.discard(id(inst))
@@ -430,6 +441,18 @@ class _Fuser:
                         f"different index maps per element of the fusion (e.g. the slices of a "
                         f"stencil); fused it would be recomputed for each, compounding over "
                         f"repeated steps, so it is computed once and stored",
+                    )
+                    for u in users
+                }
+            if (_is_compute(x) and g.behind_broadcast >= _MAX_BROADCAST_CHAIN
+                    and any(expands for _, _, expands in paths)):
+                return {
+                    id(u): (
+                        "BROADCAST_CHAIN",
+                        f"%{x.name} ({x.opcode}) reaches the fusion through a broadcast, behind "
+                        f"{g.behind_broadcast} operations that already would be recomputed for "
+                        f"every element they are broadcast to: it and what it reads are "
+                        f"computed once",
                     )
                     for u in users
                 }

@@ -38,7 +38,7 @@ from ..llvm.planning import (
     plan_update_in_place,
     update_in_place_operand,
 )
-from .kernels import emit_kernel, row_grain
+from .kernels import PACKED_FROM, emit_kernel, packed_symbol, row_grain
 from .native_loop import native_loop
 from .row_groups import RowGroup, emit_driver, find_row_groups
 
@@ -372,6 +372,8 @@ def compile_module(module: Module) -> CpuExecutable:
         if step.fn is None:
             step.fn = functions[(addr, arity)] = ctypes_function(addr, arity)
         step.address = addr
+        if arity > PACKED_FROM:  # (0 in an object cached before packed entries)
+            step.packed_address = machine.address(packed_symbol(symbol(step)))
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
     # the same plan finds the same groups
     if machine is not None and machine.cache == "persistent_hit":

@@ -11,6 +11,9 @@
 #include <time.h>
 
 #define MAX_POINTERS 16
+/* a kernel of more buffers (a fusion given many offsets as operands) is called through its
+ * packed entry, ``name__packed(P *buffers, start, end)``, which native_loop encodes instead */
+#define MAX_KERNEL_POINTERS 128
 typedef void *P;
 typedef int64_t I;
 
@@ -67,7 +70,7 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * kernel calls, BLAS matrix products and copies over a table of buffers (native_loop.py builds
  * both), until the condition's predicate byte is 0 or ``limit`` trips; returns the trips.
  * program (int64): [n_cond, n_body, predicate index, then the ops]; an op is
- *   0 kernel: address, start, end, n, index * n
+ *   0 kernel: address, start, end, n, index * n (n > MAX_POINTERS: the packed entry's address)
  *   1 gemm:   address, ilp64, f64, trans_a, trans_b, m, n, k, lda, ldb, ldc, a, b, c
  *   2 copy:   destination, source, bytes
  *   3 dot:    address, ilp64, f64, n, x, y, out (a vector dot product)
@@ -163,12 +166,15 @@ static P at(P *table, I index, I offset, I f64) {
 static const I *run_while(const I *op, P *table, I *trips);
 
 static const I *run_ops(const I *op, I count, P *table) {
-    P pointers[MAX_POINTERS];
+    P pointers[MAX_KERNEL_POINTERS];
     for (I o = 0; o < count; o++) {
         if (op[0] == 0) {
             I n = op[4];
             for (I i = 0; i < n; i++) pointers[i] = table[op[5 + i]];
-            call_with((void *)op[1], (Py_ssize_t)n, pointers, op[2], op[3]);
+            if (n <= MAX_POINTERS)
+                call_with((void *)op[1], (Py_ssize_t)n, pointers, op[2], op[3]);
+            else /* the packed entry: the buffers as one array */
+                ((void (*)(P *, I, I))(void *)op[1])(pointers, op[2], op[3]);
             op += 5 + n;
         } else if (op[0] == 1 || op[0] == 5) {
             int ta = op[4] ? 112 : 111, tb = op[5] ? 112 : 111; /* CblasTrans : CblasNoTrans */
@@ -400,8 +406,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL,
 PyMODINIT_FUNC PyInit__kernel_call(void) {
     PyObject *m = PyModule_Create(&module);
     /* TIMED: run_steps takes a times buffer (a profiled call runs the program it times) */
+    /* KERNEL_POINTERS: the most buffers a kernel op may name (past MAX_POINTERS, the op's
+     * address is the kernel's packed entry) */
     if (m != NULL && (PyModule_AddIntConstant(m, "OP_CODES", 9) < 0 ||
-                      PyModule_AddIntConstant(m, "TIMED", 1) < 0)) {
+                      PyModule_AddIntConstant(m, "TIMED", 1) < 0 ||
+                      PyModule_AddIntConstant(m, "KERNEL_POINTERS", MAX_KERNEL_POINTERS) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -65,6 +65,9 @@ native_run_steps = getattr(_native, "run_steps", None)
 # knows the four that came with run_steps, and would read a later op as a copy
 native_op_codes = getattr(_native, "OP_CODES", 4 if native_run_steps is not None else 0)
 _NATIVE_TIMED = getattr(_native, "TIMED", 0) == 1  # run_steps times each op (a profiled call)
+# the most buffers a kernel op of run_steps may name (past 16, through the packed entry); an
+# older build calls at most 16
+native_kernel_pointers = getattr(_native, "KERNEL_POINTERS", 16)
 
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.
@@ -129,6 +132,9 @@ class Step:
     outputs: list[int]
     fn: object = None
     address: int = 0  # the kernel's entry point (the C fast path calls it without ctypes)
+    # a kernel of many buffers: its packed entry (kernels.packed_symbol), which native programs
+    # call with the buffers as one array; 0 where it has none
+    packed_address: int = 0
     extent: int | None = None  # the [begin, end) range the kernel takes; None: it ignores it
     work: int = 0
     reducers: list[str] = field(default_factory=list)  # per output, for combining partials

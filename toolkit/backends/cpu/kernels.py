@@ -64,7 +64,32 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
     else:
         _emit_general(b, e, spec, out_ptrs, begin, end)
     b.ret_void()
+    if len(ptr_types) > PACKED_FROM:
+        _emit_packed_entry(module, fn, spec.name, ptr_types)
     return fn
+
+
+# kernels of more buffers than the native dispatcher calls directly get a packed entry too
+PACKED_FROM = 16
+
+
+def _emit_packed_entry(module: ir.Module, kernel: ir.Function, name: str, ptr_types) -> None:
+    """``name__packed(i8** buffers, i64 start, i64 end)``: the kernel with its buffers in one
+    array, which native code can call whatever their number (a fusion given dozens of offsets
+    as operands)."""
+    byte_ptr = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [byte_ptr.as_pointer(), I64, I64]),
+                     packed_symbol(name))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    table, start, end = fn.args
+    pointers = [b.bitcast(b.load(b.gep(table, [ir.Constant(I64, k)])), t)
+                for k, t in enumerate(ptr_types)]
+    b.call(kernel, [*pointers, start, end])
+    b.ret_void()
+
+
+def packed_symbol(name: str) -> str:
+    return name + "__packed"
 
 
 def _emit_loop(b, e, spec, out_ptrs, begin, end):

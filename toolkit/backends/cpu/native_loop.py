@@ -23,7 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import env_int
-from .executor import CpuExecutable, native_op_codes, native_run_loop, native_run_steps
+from .executor import (
+    CpuExecutable,
+    native_kernel_pointers as KERNEL_POINTERS,
+    native_op_codes,
+    native_run_loop,
+    native_run_steps,
+)
 
 KERNEL, GEMM, COPY, DOT, GEMV = 0, 1, 2, 3, 4
 # the same with operands read in place in larger buffers (dot_views.py)
@@ -275,11 +281,14 @@ def step_op(exe: CpuExecutable, step, index, gemm, views: dict | None = None,
     if step.kind != "kernel" or not step.address:
         raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
     slots = [*step.inputs, *step.outputs]
-    if len(slots) > MAX_POINTERS:
-        raise _Unsupported(f"%{step.inst.name} takes more than {MAX_POINTERS} buffers")
+    entry = step.address
+    if len(slots) > MAX_POINTERS:  # (called through its packed entry, where the build can)
+        entry = step.packed_address
+        if not entry or len(slots) > KERNEL_POINTERS:
+            raise _Unsupported(f"%{step.inst.name} takes more than {MAX_POINTERS} buffers")
     if exe.splits(step):
         raise _Unsupported(f"%{step.inst.name} is split over threads")
-    return [KERNEL, step.address, 0, 1 if step.extent is None else step.extent, len(slots),
+    return [KERNEL, entry, 0, 1 if step.extent is None else step.extent, len(slots),
             *[index(s) for s in slots]]
 
 
