@@ -48,11 +48,29 @@ def test_the_fast_path_serves_plain_calls_and_nothing_else():
     a = np.ones(4)
     f(a), f(a, 2.0), f(a, y=np.float64(3.0))
     assert len(f._cache) == 3
-    # f(a) and f(a, y=np.float64(3.0)), which binds as f(a, np.float64(3.0)); not the Python float
+    # f(a), f(a, 2.0) (a Python float: weak) and f(a, y=np.float64(3.0)), which binds as
+    # f(a, np.float64(3.0))
     f64 = np.dtype(np.float64)
-    assert set(f._plain) == {(((4,), f64, False),), (((4,), f64, False), ((), f64, False))}
+    assert set(f._plain) == {(((4,), f64, False),), (((4,), f64, False), ((), f64, True)),
+                             (((4,), f64, False), ((), f64, False))}
     np.testing.assert_array_equal(f(a, np.float64(3.0)), a + 3.0)
+    np.testing.assert_array_equal(f(a, -0.5), a - 0.5)  # (the float's own program, another value)
     assert len(f._cache) == 3
+
+
+def test_python_numbers_take_the_fast_path_with_their_checks():
+    f = tk.jit(lambda x, s, n: x * s + n)
+    x = np.arange(4, dtype=np.int32)
+    np.testing.assert_array_equal(f(x, 2, 3), x * 2 + 3)
+    assert (((4,), np.dtype(np.int32), False), ((), np.dtype(np.int64), True),
+            ((), np.dtype(np.int64), True)) in f._plain
+    np.testing.assert_array_equal(f(x, 5, -1), x * 5 - 1)  # the same program
+    assert len(f._cache) == 1
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        f(x, 2 ** 40, 0)  # an int the int32 array cannot hold: NumPy's error, on the fast path
+    g = tk.jit(lambda x, s: x * s)
+    np.testing.assert_array_equal(g(np.ones(3, np.float32), 0.25), np.full(3, 0.25, np.float32))
+    assert g(np.ones(3, np.float32), 0.5).dtype == np.float32  # weak: the array's dtype
 
 
 def test_an_evicted_program_leaves_the_fast_path_too():

@@ -25,7 +25,7 @@ from .jitting import eager
 from .jitting.break_report import GraphBreakReport, report as break_report
 from .jitting.graph_breaks import GraphBreaks
 from .jitting.inline import MAX_INLINE_DEPTH, Inliner
-from .jitting.key import FAST_DTYPES, JitKey, KeyMaker
+from .jitting.key import _INT64, _PY_DTYPES, FAST_DTYPES, JitKey, KeyMaker
 from .jitting.miss import MissCompiler
 from .jitting.options import DEFAULT_CACHE_SIZE, make_options, read_parameters
 from .profiler.events import DispatchEvent, GraphBreakEvent
@@ -112,15 +112,21 @@ class JitFunction:
         __tracebackhide__ = True  # noqa: F841
         try:
             if not kwargs and not RECORDER.active:
-                arrays = True
+                arrays, numbers = True, False
                 for a in args:
                     t = type(a)
+                    if t is float or t is int and -_INT64 <= a < _INT64 \
+                            and not self._keys.specialized:  # (a Python number: weak)
+                        arrays, numbers = False, True
+                        continue
                     if ((t is not np.ndarray and not isinstance(a, np.generic))
                             or a.dtype not in FAST_DTYPES):
                         break
                     arrays = arrays and t is np.ndarray
                 else:
-                    avals = tuple([(a.shape, a.dtype, False) for a in args])
+                    avals = tuple([((), _PY_DTYPES[type(a)], True) if type(a) in _PY_DTYPES
+                                   else (a.shape, a.dtype, False) for a in args] if numbers else
+                                  [(a.shape, a.dtype, False) for a in args])
                     compiled = self._plain.get(avals)
                     if compiled is not None:
                         run = compiled.plain_run

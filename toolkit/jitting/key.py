@@ -20,6 +20,7 @@ from .options import Parameters
 FAST_DTYPES = frozenset(SUPPORTED)
 _PY_DTYPES = {float: np.dtype(np.float64), int: np.dtype(np.int64)}
 _INT64 = 2 ** 63
+_WEAK_PYTHON = frozenset(_PY_DTYPES.values())  # the dtypes of Python floats and ints as leaves
 _PYTHON_INTS = (int, bool)  # the argument types a graph break may specialize
 
 # (shape, dtype, weak): the abstract value of one array leaf; weak marks a Python scalar
@@ -75,11 +76,12 @@ class KeyMaker:
         return tuple(self.arg_name(i) for i in range(n))
 
     def is_plain(self, key: JitKey) -> bool:
-        """Is ``key`` a call with positional NumPy arrays only (no Python scalars, pytrees or
-        static arguments)? Those are the calls the dispatch fast path serves, and it finds
-        their programs by ``key.avals`` alone."""
+        """Is ``key`` a call with positional NumPy arrays and Python floats and ints only (no
+        pytrees or static arguments)? Those are the calls the dispatch fast path serves, and it
+        finds their programs by ``key.avals`` alone."""
         return (not key.statics and all(t is LEAF for t in key.trees)
-                and not any(weak for _, _, weak in key.avals)
+                and all(not weak or (shape == () and dtype in _WEAK_PYTHON)
+                        for shape, dtype, weak in key.avals)
                 and key.arg_names == self.plain_names(len(key.arg_names)))
 
     def canonical(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
