@@ -261,3 +261,19 @@ def test_a_small_integer_array_is_configuration_constant_and_guarded_by_value(ba
     np.testing.assert_array_equal(f(x), padded(x))
     assert "'SIZES' is now int64[2] [3, 7], was int64[2] [3, 5]" in str(f.explain_recompiles())
     SIZES[1] = 5
+
+
+def test_an_array_reached_but_never_used_is_not_read_and_traces_nothing_when_it_changes():
+    params = {"a": np.ones(3), "b": np.ones(4)}
+
+    def scaled(x):
+        return x * params["a"]
+
+    f = tk.jit(scaled)
+    x = np.arange(3.0)
+    before = len(f.compiles)
+    np.testing.assert_array_equal(f(x), scaled(x))
+    params["b"] = np.ones(7)  # reached (an item of the dict the code reads), never used
+    params["a"][:] = 2.0
+    np.testing.assert_array_equal(f(x), scaled(x))
+    assert len(f.compiles) - before == 1

@@ -181,18 +181,39 @@ class Captured:
     """What one trace lifted and guarded: ``arrays`` (the program's last parameters, in order)
     and ``guards``."""
 
-    __slots__ = ("arrays", "guards", "swapped")
+    __slots__ = ("arrays", "guards", "swapped", "tracers", "_read")
 
     def __init__(self):
         self.arrays: list[LiftedArray] = []
         self.guards: list[Guard] = []
         self.swapped: list[tuple[Place, object, object]] = []  # (place, array, tracer)
+        self.tracers: list = []  # each lifted array's parameter tracer, while the trace runs
+        # per lifted array: its reader, or (an array the code reached but never used) a
+        # stand-in of its shape that costs no memory, so that a change to it traces nothing
+        self._read: list | None = None  # (None: every lifted array is read)
+
+    def keep_used(self, used: set[int]) -> None:
+        """After the trace: the lifted arrays whose parameters (by instruction id) the program
+        reads are read on every call; the others (another item of a dict the code read one
+        item of) are neither read nor checked."""
+        self._read = []
+        for lifted, tracer in zip(self.arrays, self.tracers):
+            if id(tracer.inst) in used:
+                self._read.append(lifted.read)
+            else:
+                stand_in = np.lib.stride_tricks.as_strided(
+                    np.zeros(1, lifted.dtype), lifted.shape, (0,) * len(lifted.shape),
+                    writeable=False)
+                self._read.append(lambda stand_in=stand_in: stand_in)
+        self.tracers = []
 
     def values(self) -> list:
         """The lifted arrays as they are now, after checking every guard (CapturedChanged)."""
         for guard in self.guards:
             guard.check()
-        return [lifted.read() for lifted in self.arrays]
+        if self._read is None:
+            return [lifted.read() for lifted in self.arrays]
+        return [read() for read in self._read]
 
 
 # lifted tracer -> the array it stands for, while its trace runs: what a use that needs the
@@ -250,6 +271,7 @@ class values_captured:
             places, array = by_array[ident]
             tracer = self._make(places[0].path, array)
             captured.arrays.append(LiftedArray(tuple(places), array.shape, array.dtype))
+            captured.tracers.append(tracer)
             _STANDING_IN[id(tracer)] = array
             for place in places:
                 place.write(tracer)

@@ -178,7 +178,11 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
             f"{{{len(outs) + k}}}: ({n}, {{}}, {kind})" for k, (n, _) in enumerate(mutated)
         )
         attributes = ((("input_output_alias", f"{{ {aliases} }}"),) if mutated else ())
-        module = trace.module.build(trace.builder.build(root), attributes)
+        entry = trace.builder.build(root)
+        if captured.arrays:  # (lifted arrays the program never reads are not read per call)
+            captured.keep_used({id(o) for inst in entry.instructions for o in inst.operands}
+                               | {id(root)} | {id(t.inst) for _, t in mutated})
+        module = trace.module.build(entry, attributes)
     limits = tuple((number, lo, hi, dtype, where)
                    for number, (lo, hi, dtype, where) in sorted(trace.int_limits.items()))
     lifted = tuple(ArgSpec(a.path, a.shape, a.dtype, False) for a in captured.arrays)
