@@ -21,7 +21,11 @@ one (as ``jax.jit`` does). So, while a call is traced anew (not replayed, not in
 When a lifted array is no longer an array of its traced shape and dtype, or a guarded number
 changed, the call raises ``CapturedChanged`` and the jitted function traces it again (the
 recompile report names the variable). A name the code itself stores (``global n; n += 1``,
-``self.steps += 1``) is Python state (``python_effects``), neither lifted nor guarded."""
+``self.steps += 1``) is Python state (``python_effects``), neither lifted nor guarded. A lifted
+array the finished program never reads (another item of a dict the code read one item of) is
+neither read nor checked per call (``Captured.keep_used``). On a device backend arrays stay
+constants, uploaded once and guarded by identity (``IdentityGuard``): lifting a host array
+there would upload it on every call."""
 from __future__ import annotations
 
 from dataclasses import dataclass
