@@ -23,9 +23,9 @@ changed, the call raises ``CapturedChanged`` and the jitted function traces it a
 recompile report names the variable). A name the code itself stores (``global n; n += 1``,
 ``self.steps += 1``) is Python state (``python_effects``), neither lifted nor guarded. A lifted
 array the finished program never reads (another item of a dict the code read one item of) is
-neither read nor checked per call (``Captured.keep_used``). On a device backend arrays stay
-constants, uploaded once and guarded by identity (``IdentityGuard``): lifting a host array
-there would upload it on every call."""
+neither read nor checked per call (``Captured.keep_used``). On a device backend a lifted host
+array is uploaded on every call, as an argument is (the profile shows the copy, and a device
+array costs nothing to pass): a constant uploaded once would not see a change."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -83,8 +83,7 @@ class LiftedArray:
 
     def read(self) -> np.ndarray:
         value = self.places[0].read()
-        if (type(value) is not np.ndarray and not isinstance(value, np.memmap)) \
-                or value.shape != self.shape or value.dtype != self.dtype:
+        if not _is_array(value) or value.shape != self.shape or value.dtype != self.dtype:
             raise CapturedChanged(self.path, f"'{self.path}' is now {_described(value)}, was "
                                   f"an array {self.dtype}{list(self.shape)}")
         for place in self.places[1:]:
@@ -123,23 +122,6 @@ class Guard:
 
 
 @dataclass(frozen=True, eq=False)
-class IdentityGuard:
-    """An array a device program holds as a constant (uploaded once): checked to be the same
-    object before every call, so ``W = new`` traces again. (A write into it in place is not
-    seen: on a device backend, pass such an array as an argument.)"""
-
-    place: Place
-    array: np.ndarray
-
-    def check(self) -> None:
-        now = self.place.read()
-        if now is not self.array:
-            raise CapturedChanged(self.place.path, f"'{self.place.path}' is now "
-                                  f"{_described(now)} (another object), was an array "
-                                  f"{self.array.dtype}{list(self.array.shape)}")
-
-
-@dataclass(frozen=True, eq=False)
 class ValueGuard:
     """A small integer or boolean array (sizes, an index table, a mask: data Python reads as
     configuration, ``np.zeros(sizes[1])``, ``x[idx]``) kept a constant of the program, so that
@@ -167,6 +149,12 @@ def _described_values(value) -> str:
     if isinstance(value, np.ndarray) and value.size <= 8:
         return f"{value.dtype}{list(value.shape)} {value.tolist()}"
     return _described(value)
+
+
+def _is_array(value) -> bool:
+    """A NumPy array (a memmap too) or a device array (``__toolkit_array__``)."""
+    return type(value) is np.ndarray or isinstance(value, np.memmap) or getattr(
+        type(value), "__toolkit_array__", False)
 
 
 def _capturable_number(value) -> bool:
@@ -233,17 +221,14 @@ def captured_array(value):
 class values_captured:
     """For the duration of a trace, every array ``reached`` holds outside the arguments is a
     parameter (``make_parameter(path, array) -> tracer``), and every number a guard.
-    ``reached`` None: nothing is lifted or guarded (a replay, segments). ``lift_arrays``
-    False (a device backend, which would upload a lifted host array on every call): arrays
-    stay constants, guarded by identity."""
+    ``reached`` None: nothing is lifted or guarded (a replay, segments)."""
 
-    __slots__ = ("captured", "_reached", "_make", "_lift")
+    __slots__ = ("captured", "_reached", "_make")
 
-    def __init__(self, reached: Reached | None, make_parameter, lift_arrays: bool = True):
+    def __init__(self, reached: Reached | None, make_parameter):
         self.captured = Captured()
         self._reached = reached
         self._make = make_parameter
-        self._lift = lift_arrays
 
     def __enter__(self) -> Captured:
         reached = self._reached
@@ -262,9 +247,7 @@ class values_captured:
             if isinstance(value, np.ndarray) and value.dtype.kind in "biu" \
                     and value.size <= SMALL_INTEGER_ARRAY:
                 captured.guards.append(ValueGuard(place, value.copy()))
-            elif isinstance(value, np.ndarray) and not self._lift:
-                captured.guards.append(IdentityGuard(place, value))
-            elif isinstance(value, np.ndarray):
+            elif _is_array(value):
                 if id(value) not in by_array:
                     by_array[id(value)] = ([], value)
                     order.append(id(value))
@@ -294,6 +277,6 @@ class values_captured:
         self.captured.swapped = []
 
 
-__all__ = ["Captured", "CapturedChanged", "Guard", "IdentityGuard", "LiftedArray", "Place",
+__all__ = ["Captured", "CapturedChanged", "Guard", "LiftedArray", "Place",
            "SMALL_INTEGER_ARRAY", "ValueGuard", "captured_array",
            "values_captured"]

@@ -139,8 +139,9 @@ def reach(fn, args: tuple = (), kwargs: dict | None = None) -> Reached:
 def _capturable(value) -> bool:
     """Data the compiled program would otherwise hold as a constant: a NumPy array of numbers
     (lifted into a parameter) or a number (guarded)."""
-    if type(value) is numpy.ndarray or isinstance(value, numpy.memmap):
-        return value.dtype.kind in "biufc"
+    if type(value) is numpy.ndarray or isinstance(value, numpy.memmap) \
+            or getattr(type(value), "__toolkit_array__", False):  # (a device array too)
+        return numpy.dtype(value.dtype).kind in "biufc"
     return type(value) in (int, float, complex, bool) or (
         isinstance(value, numpy.generic) and value.dtype.kind in "biufc")
 

@@ -107,8 +107,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
 
     ``capture``: what becomes of data the code reads from outside its arguments (globals,
     closures, attributes: ``frontend.captured``): "lift" (arrays become the last parameters,
-    numbers guarded constants), "guard" (arrays stay constants, guarded by identity: a device
-    backend), or None (constants, unguarded: an SPMD program)."""
+    numbers guarded constants), or None (constants, unguarded: an SPMD program)."""
     trace = Trace(name, building=breaker is None or not breaker.replays())
     trace.breaker = breaker  # before the parameters: they are values that may cross a break
     trace.entry_frame = id(sys._getframe())
@@ -133,10 +132,10 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
                 breaker.lift(tracer, value, ArgSpec(path, value.shape, value.dtype, False))
             return tracer
 
-        # (a call traced anew: data read from outside is lifted ("lift") or guarded)
+        # (a call traced anew: data read from outside is lifted and guarded)
         capturing = reached if capture is not None and trace.tape is None else None
         with python_state_watched(reached) as state, \
-                values_captured(capturing, lifted_parameter, capture == "lift") as captured, \
+                values_captured(capturing, lifted_parameter) as captured, \
                 numpy_buffers_traced(fn), generators_held_by_objects_traced(reached):
             result = fn(*args, **kwargs)
             leaves, out_tree, out_paths = flatten(result, is_static=_static_output)

@@ -13,7 +13,6 @@ from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
 from ..frontend.segments import GraphBroken, SpecializeAndRetrace
 from ..frontend.trace_function import TracedProgram, trace_program
-from .eager import HOST_BACKENDS
 from ..frontend.tracer import Tracer
 from ..ir.user_code import user_location, user_stacklevel
 from ..profiler.recorder import RECORDER
@@ -69,11 +68,10 @@ class MissCompiler:
         try:
             if always_segmented:  # (a call that replays its record: a few objects, not a trace)
                 program = trace_program(self.fn, self.fn_name, specs, rebuild, breaker)
-            else:  # (data read from outside: lifted on a host backend, guarded on a device)
+            else:  # (data read from outside the arguments: lifted and guarded)
                 with collector_relaxed():
-                    program = trace_program(
-                        self.fn, self.fn_name, specs, rebuild, breaker,
-                        "lift" if self.options.backend.name in HOST_BACKENDS else "guard")
+                    program = trace_program(self.fn, self.fn_name, specs, rebuild, breaker,
+                                            "lift")
         except SpecializeAndRetrace:
             raise  # (traced again at once: what this trace noted, the next one notes)
         except TypeError as e:  # a list of Python numbers where an array was meant: say that
