@@ -130,6 +130,13 @@ def graph_probe(device) -> str:
     return "\n".join(lines)
 
 
+def _on_host(out) -> list:
+    """A call's results copied to the host (which waits for the device)."""
+    import numpy as np
+
+    return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+
+
 def programs_report() -> str:
     """The many-kernel programs under the profiler: where their time goes."""
     import numpy as np
@@ -149,22 +156,19 @@ def programs_report() -> str:
         args = tree_map(device_put, w.args())
         start = time.perf_counter()
         want = w.make(np)(*w.args())
-        first = fn(*args)
-        got = [np.asarray(o) for o in (first if isinstance(first, tuple) else (first,))]
+        got = _on_host(fn(*args))
         first_call = time.perf_counter() - start
         wants = want if isinstance(want, tuple) else (want,)
         error = max(float(np.max(np.abs(g - v))) for g, v in zip(got, wants))
         calls = []
         for _ in range(5):  # unprofiled calls, each waited for
             t0 = time.perf_counter()
-            out = fn(*args)
-            [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+            _on_host(fn(*args))
             calls.append(time.perf_counter() - t0)
         lines.append(f"## {w.name}\nunprofiled calls (with the download of the results): "
                      + ", ".join(f"{c * 1e3:.3f}" for c in calls) + " ms")
         with profile() as p:
-            out = fn(*args)
-            [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+            _on_host(fn(*args))
         kernels = list(p.kernels)
         device_seconds = sum(e.duration for e in kernels)
         lines.append(f"first call (trace + compile + run) {first_call:.2f} s; "

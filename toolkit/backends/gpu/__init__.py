@@ -24,7 +24,7 @@ from ..llvm.planning import (
 )
 from ..reference.interpreter import evaluate_computation, flatten_value
 from .arrays import DeviceArray, device_get
-from .codegen import ARCHES, compile_ptx
+from .codegen import ARCHES, NOT_EMITTED, compile_ptx
 from ...ir.shapes import TupleShape
 from ..control import flat_module, make_control_runner
 from .device import cupy_or_reason, default_device
@@ -95,7 +95,7 @@ def compile_module(module: Module, device=None, owns_donated: bool = False) -> G
                         memoized(elementwise_in_place_operands))
     in_place = {}
     for inst, inputs, outs in plan.steps:
-        if len(outs) == 1 and outs[0] in inputs and inst.opcode not in _NOT_KERNELS:
+        if len(outs) == 1 and outs[0] in inputs and inst.opcode not in NOT_EMITTED:
             parameters = as_computation(inst).parameters
             in_place[inst.name] = (inputs.index(outs[0]) if inputs.count(outs[0]) == 1
                                    and len(inputs) == len(parameters) else None)
@@ -151,9 +151,6 @@ def compile_module(module: Module, device=None, owns_donated: bool = False) -> G
     return executable
 
 
-# instructions that are no kernel, so never written in place by one (a host fallback is
-# planned out of place: the interpreter returns new arrays)
-_NOT_KERNELS = GroupOp.CONTROL | GroupOp.LIBRARY | GroupOp.COLLECTIVE | {"dot"}
 
 
 def device_put(x, device=None) -> DeviceArray:

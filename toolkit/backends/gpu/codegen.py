@@ -42,9 +42,10 @@ TRIPLE = llvm_worker.NVPTX_TRIPLE
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 ARCHES = {"sm_80": "+ptx75", "sm_90": "+ptx78"}
 THREADS_PER_BLOCK = 256
-# Top-level instructions that get no kernel of their own from the emitter
-_NOT_EMITTED = (GroupOp.BOOKKEEPING | GroupOp.LIBRARY | GroupOp.CONTROL | GroupOp.COLLECTIVE
-                | {"dot"})
+# Top-level instructions that get no kernel of their own from the emitter (never one written
+# in place either)
+NOT_EMITTED = (GroupOp.BOOKKEEPING | GroupOp.LIBRARY | GroupOp.CONTROL | GroupOp.COLLECTIVE
+               | {"dot"})
 
 
 @dataclass
@@ -248,7 +249,7 @@ def compile_ptx(module: Module, arch: str = "sm_80",
     for inst in module.entry.instructions:
         # no kernel: bookkeeping; dots go to cuBLAS, sorts and custom-calls to library calls;
         # loops and branches are programs of their own, driven from the host
-        if inst.opcode in _NOT_EMITTED:
+        if inst.opcode in NOT_EMITTED:
             continue
         try:
             spec = planned_kernel(inst, in_place)

@@ -116,20 +116,24 @@ class GraphReplay:
                     free.setdefault((tuple(slot.dims), slot.dtype.numpy.str), []).append(pool[s])
         return pool
 
-    def _buffers(self, args) -> list:
-        """Every slot's buffer for this call: arguments, constants, pooled temporaries, and
-        fresh results."""
+    def _buffers(self, arguments: list, results: list | None = None) -> list:
+        """Every slot's buffer for this call: the arguments' device buffers, constants, pooled
+        temporaries, and the results: ``results`` where given (a loop driver's own buffers),
+        else fresh ones, since the caller keeps them."""
         exe, plan, d = self.exe, self.plan, self.device
         bufs: list = [None] * len(plan.slots)
-        for i, (slot, arg) in enumerate(zip(plan.arg_slots, args)):
-            bufs[slot] = exe._argument(i, arg, None)
+        for slot, buffer in zip(plan.arg_slots, arguments):
+            bufs[slot] = buffer
         for slot, buffer in exe._constants(None).items():
             bufs[slot] = buffer
         for slot, buffer in self.pool.items():
             bufs[slot] = buffer
+        for slot, buffer in zip(plan.out_slots, results or ()):
+            if bufs[slot] is None:
+                bufs[slot] = buffer
         for step in exe.steps:
             for s in step.outputs:
-                if bufs[s] is None:  # a result: the caller keeps it, so it is new every call
+                if bufs[s] is None:
                     bufs[s] = d.empty(plan.slots[s].dims, plan.slots[s].dtype.numpy)
         return bufs
 
@@ -188,7 +192,7 @@ class GraphReplay:
         try:
             if not self.recordings:
                 self.pool = self._pool_buffers()
-            bufs = self._buffers(args)
+            bufs = self._buffers([self.exe._argument(i, arg, None) for i, arg in enumerate(args)])
             results, _ = self._replay(args, bufs)
         except Exception as e:  # noqa: BLE001 - any failure: kernel-by-kernel launches, said once
             self._disable(e)
@@ -205,17 +209,7 @@ class GraphReplay:
         try:
             if not self.recordings:
                 self.pool = self._pool_buffers()
-            plan = self.plan
-            bufs: list = [None] * len(plan.slots)
-            for slot, buffer in zip(plan.arg_slots, state):
-                bufs[slot] = buffer
-            for slot, buffer in self.exe._constants(None).items():
-                bufs[slot] = buffer
-            for slot, buffer in self.pool.items():
-                bufs[slot] = buffer
-            for slot, buffer in zip(plan.out_slots, results):
-                if bufs[slot] is None:
-                    bufs[slot] = buffer
+            bufs = self._buffers(state, results)
             d = self.device
             args = [DeviceArray(b, d, "loop state") for b in state]
             out, recording = self._replay(args, bufs)
