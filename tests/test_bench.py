@@ -174,4 +174,6 @@ def test_the_kernel_dispatch_row_runs_many_unfused_kernels_as_numpy_computes():
     np.testing.assert_allclose(fn(x), bench._many_small_kernels(x), rtol=1e-12)
     with tk.profile() as p:
         fn(x)
-    assert len(p.kernels) >= 500
+    # (200 steps of a reduction and an elementwise kernel each; a fusion bug once left the
+    # chains unfused, 900 kernels)
+    assert len(p.kernels) >= 250

@@ -703,12 +703,25 @@ def _outputs(group: Group, fuser: _Fuser, root: Instruction) -> list[Instruction
     for m in group.members:
         if m is not root and is_free_to_duplicate(m):
             continue  # every fusion makes its own copy; an unfused reader makes one too
-        needed = m is root or any(
-            id(u) not in group.ids and not any(id(m) in g.ids for g in fuser.homes.get(id(u), []))
-            for u in fuser.users[m])
-        if needed:
+        if m is root or _read_elsewhere(m, group, fuser):
             outs.append(m)
     return outs
+
+
+def _read_elsewhere(m: Instruction, group: Group, fuser: _Fuser) -> bool:
+    """Does some reader of ``m`` need it from outside a fusion that computes it: a reader in
+    no fusion, or one in a fusion without ``m``? (A cheap reader duplicated into this group and
+    another reads it in both: the multi-output reduction's extra output, written out for the
+    other. Asking only about readers outside this group left the other fusion's copy reading a
+    value nobody wrote out, computed again unfused, op by op.)"""
+    for u in fuser.users[m]:
+        homes = fuser.homes.get(id(u))
+        if not homes:
+            if id(u) not in group.ids:
+                return True
+        elif any(id(m) not in g.ids for g in homes):
+            return True
+    return False
 
 
 def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResult:
