@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 
 #define MAX_POINTERS 16
 /* a kernel of more buffers (a fusion given many offsets as operands) is called through its
@@ -79,6 +82,9 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  *   6 dot of views:  address, ilp64, f64, n, x, x offset, incx, y, y offset, incy, out
  *   7 gemv of views: as 4, with a, a offset, x, x offset, y
  *   8 while:  a loop inside a program (run_while)
+ *   9 split kernel: address, start, end, grain, threads, linger, n, index * n: op 0's kernel
+ *     with its range cut into chunks (multiples of grain) that up to ``threads`` threads take
+ *     (run_split); linger 1: another split kernel follows soon, so the helpers spin for it
  * (an op code a build does not know would be read as a copy: OP_CODES says which it knows) */
 typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
                           const float *, int64_t, float, float *, int64_t);
@@ -163,6 +169,150 @@ static P at(P *table, I index, I offset, I f64) {
     return (char *)table[index] + offset * (f64 ? 8 : 4);
 }
 
+/* ---- split kernels: a native worker pool --------------------------------------------------
+ * A kernel of mid-size work (op 9) runs split over threads from inside run_ops, with the GIL
+ * released: the calling thread and up to ``threads - 1`` helpers take chunks of its range in
+ * turn until none is left. Handing work to Python's pool cost ~70 µs (executor.py); a helper
+ * that is spinning takes a chunk within a microsecond, one that sleeps within ~20 µs, and the
+ * caller does not wait for a helper that has not woken: it takes the chunks itself.
+ * The chunks cover the range exactly, each written by one thread, so the bits are those of one
+ * call over the whole range (the kernels split over rows or elements, never inside a sum).
+ * One split runs at a time: a second caller thread (host devices of an SPMD run) runs its
+ * kernel on its own thread, as it would with a budget of one. */
+#define MAX_HELPERS 63
+#define CHUNKS_PER_THREAD 4
+#define LINGER_SECONDS 50e-6 /* a helper told to linger spins this long for the next split */
+
+typedef struct {
+    void *fn;
+    I n;
+    P pointers[MAX_KERNEL_POINTERS];
+    I start, chunk, end, chunks, helpers;
+    int linger;
+} Split;
+
+static Split split_job;
+/* the generation of the posted split (high 32 bits) and its next unclaimed chunk (low 32) */
+static _Atomic uint64_t split_claim;
+static atomic_llong split_finished; /* chunks of the posted split that are done */
+static atomic_int split_sleepers;
+static pthread_mutex_t split_lock = PTHREAD_MUTEX_INITIALIZER; /* one split at a time */
+static pthread_mutex_t split_sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t split_wake = PTHREAD_COND_INITIALIZER;
+static int split_helpers; /* helper threads started in this process */
+static _Thread_local int thread_budget; /* 0: no cap (executor.kernel_threads sets one) */
+
+static double seconds_now(void);
+
+static void split_chunk(const Split *job, I k) {
+    I begin = job->start + k * job->chunk;
+    I end = begin + job->chunk < job->end ? begin + job->chunk : job->end;
+    if (job->n <= MAX_POINTERS)
+        call_with(job->fn, (Py_ssize_t)job->n, (P *)job->pointers, begin, end);
+    else
+        ((void (*)(P *, I, I))job->fn)((P *)job->pointers, begin, end);
+}
+
+/* take chunks of generation ``generation`` until none is left (or it is no longer posted) */
+static void split_take(uint64_t generation) {
+    for (;;) {
+        uint64_t seen = atomic_load(&split_claim);
+        if ((seen >> 32) != generation) return;
+        I k = (I)(seen & 0xffffffffu);
+        if (k >= split_job.chunks) return; /* (a newer job's count: the exchange below fails) */
+        if (!atomic_compare_exchange_weak(&split_claim, &seen, seen + 1)) continue;
+        split_chunk(&split_job, k);
+        atomic_fetch_add(&split_finished, 1);
+    }
+}
+
+static void *split_helper(void *arg) {
+    const I id = (I)(intptr_t)arg;
+    uint64_t last = atomic_load(&split_claim) >> 32;
+    for (;;) {
+        uint64_t generation = atomic_load(&split_claim) >> 32;
+        if (generation == last) {
+            /* spin while the last split asked to linger, then sleep until the next is posted */
+            int linger = split_job.linger;
+            double until = linger ? seconds_now() + LINGER_SECONDS : 0.;
+            while ((atomic_load(&split_claim) >> 32) == last && linger && seconds_now() < until)
+                for (int i = 0; i < 64; i++) __builtin_ia32_pause();
+            pthread_mutex_lock(&split_sleep_lock);
+            atomic_fetch_add(&split_sleepers, 1);
+            while ((atomic_load(&split_claim) >> 32) == last)
+                pthread_cond_wait(&split_wake, &split_sleep_lock);
+            atomic_fetch_sub(&split_sleepers, 1);
+            pthread_mutex_unlock(&split_sleep_lock);
+            continue;
+        }
+        last = generation;
+        if (id < split_job.helpers) split_take(generation);
+    }
+    return NULL;
+}
+
+static void split_after_fork(void) { /* the child has none of the parent's helpers */
+    split_helpers = 0;
+    atomic_store(&split_sleepers, 0);
+    pthread_mutex_init(&split_lock, NULL);
+    pthread_mutex_init(&split_sleep_lock, NULL);
+    pthread_cond_init(&split_wake, NULL);
+}
+
+/* op 9: see run_ops; returns the next op */
+static const I *run_split(const I *op, P *table) {
+    const I start = op[2], end = op[3], grain = op[4] > 0 ? op[4] : 1, n = op[7];
+    I threads = op[5];
+    if (thread_budget > 0 && thread_budget < threads) threads = thread_budget;
+    if (threads > MAX_HELPERS + 1) threads = MAX_HELPERS + 1;
+    const I units = (end - start + grain - 1) / grain;
+    if (threads > units) threads = units;
+    if (threads <= 1 || pthread_mutex_trylock(&split_lock) != 0) {
+        P pointers[MAX_KERNEL_POINTERS];
+        for (I i = 0; i < n; i++) pointers[i] = table[op[8 + i]];
+        if (n <= MAX_POINTERS) call_with((void *)op[1], (Py_ssize_t)n, pointers, start, end);
+        else ((void (*)(P *, I, I))(void *)op[1])(pointers, start, end);
+        return op + 8 + n;
+    }
+    while (split_helpers < threads - 1) {
+        pthread_t thread;
+        pthread_attr_t attributes;
+        pthread_attr_init(&attributes);
+        pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+        int failed = pthread_create(&thread, &attributes, split_helper,
+                                    (void *)(intptr_t)split_helpers);
+        pthread_attr_destroy(&attributes);
+        if (failed) break;
+        split_helpers++;
+    }
+    Split *job = &split_job;
+    job->fn = (void *)op[1];
+    job->n = n;
+    for (I i = 0; i < n; i++) job->pointers[i] = table[op[8 + i]];
+    I chunks = threads * CHUNKS_PER_THREAD < units ? threads * CHUNKS_PER_THREAD : units;
+    job->chunk = (units + chunks - 1) / chunks * grain;
+    job->chunks = (end - start + job->chunk - 1) / job->chunk;
+    job->start = start;
+    job->end = end;
+    job->helpers = split_helpers < threads - 1 ? split_helpers : threads - 1;
+    job->linger = (int)op[6];
+    atomic_store(&split_finished, 0);
+    uint64_t generation = (atomic_load(&split_claim) >> 32) + 1;
+    atomic_store(&split_claim, generation << 32); /* posts the job (sequentially consistent) */
+    if (atomic_load(&split_sleepers) > 0) {
+        pthread_mutex_lock(&split_sleep_lock);
+        pthread_cond_broadcast(&split_wake);
+        pthread_mutex_unlock(&split_sleep_lock);
+    }
+    split_take(generation);
+    /* (a helper that claimed a chunk may have been preempted: yield rather than spin long) */
+    for (long spins = 0; atomic_load(&split_finished) < job->chunks; spins++)
+        if (spins < 64) __builtin_ia32_pause();
+        else sched_yield();
+    pthread_mutex_unlock(&split_lock);
+    return op + 8 + n;
+}
+
 static const I *run_while(const I *op, P *table, I *trips);
 
 static const I *run_ops(const I *op, I count, P *table) {
@@ -203,6 +353,8 @@ static const I *run_ops(const I *op, I count, P *table) {
             op += 15;
         } else if (op[0] == 8) {
             op = run_while(op, table, NULL);
+        } else if (op[0] == 9) {
+            op = run_split(op, table);
         } else {
             memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
             op += 4;
@@ -393,7 +545,17 @@ done:
     return result;
 }
 
+/* ``set_thread_budget(n)``: split kernels called from this thread use at most n threads (0: no
+ * cap); executor.kernel_threads sets it, as it caps the Python pool's splits */
+static PyObject *set_thread_budget(PyObject *self, PyObject *arg) {
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    thread_budget = n > 0 ? (int)n : 0;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"set_thread_budget", (PyCFunction)set_thread_budget, METH_O, "set_thread_budget(n)"},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(address, start, end, *arrays)"},
     {"run_loop", (PyCFunction)(void (*)(void))run_loop, METH_FASTCALL, "run_loop(program, buffers, limit)"},
     {"run_steps", (PyCFunction)(void (*)(void))run_steps, METH_FASTCALL, "run_steps(program, buffers[, times])"},
@@ -402,13 +564,16 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL, -1, methods};
 
-/* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other) */
+/* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other; 10:
+ * split kernels) */
 PyMODINIT_FUNC PyInit__kernel_call(void) {
     PyObject *m = PyModule_Create(&module);
+    static int registered = 0;
+    if (!registered && pthread_atfork(NULL, NULL, split_after_fork) == 0) registered = 1;
     /* TIMED: run_steps takes a times buffer (a profiled call runs the program it times) */
     /* KERNEL_POINTERS: the most buffers a kernel op may name (past MAX_POINTERS, the op's
      * address is the kernel's packed entry) */
-    if (m != NULL && (PyModule_AddIntConstant(m, "OP_CODES", 9) < 0 ||
+    if (m != NULL && (PyModule_AddIntConstant(m, "OP_CODES", 10) < 0 ||
                       PyModule_AddIntConstant(m, "TIMED", 1) < 0 ||
                       PyModule_AddIntConstant(m, "KERNEL_POINTERS", MAX_KERNEL_POINTERS) < 0)) {
         Py_DECREF(m);

@@ -72,6 +72,14 @@ native_kernel_pointers = getattr(_native, "KERNEL_POINTERS", 16)
 # Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
 # threads pay off only for kernels of about a million elements and more.
 PARALLEL_THRESHOLD = 1 << 20
+# Inside a native program such a kernel splits over native helper threads (_kernel_call's
+# run_split) instead: a sleeping helper wakes within ~20 µs, a spinning one takes a chunk within
+# a microsecond, and the caller takes the chunks a late helper has not. On a 2-vCPU VM that
+# paid off from a million elements (exp 1.4x, tanh 2.2x, x + 1 2.5x the Python pool's split);
+# below, where a helper put on the caller's core helps late or not at all, a run was as often
+# slower as faster (64k-512k elements: 0.4x to 1.9x), so the threshold stays the pool's.
+NATIVE_SPLIT_WORK = env_int("TOOLKIT_NATIVE_SPLIT_WORK", PARALLEL_THRESHOLD, 1, 1 << 62)
+native_split = native_op_codes >= 10  # the build runs op 9, split kernels
 
 
 def available_cores() -> int:
@@ -100,10 +108,14 @@ class kernel_threads:
     def __enter__(self):
         self.saved = getattr(_BUDGET, "n", None)
         _BUDGET.n = self.n
+        if native_split:  # (native programs' split kernels read the cap in C)
+            _native.set_thread_budget(self.n)
         return self
 
     def __exit__(self, *exc):
         _BUDGET.n = self.saved
+        if native_split:
+            _native.set_thread_budget(self.saved or 0)
         return False
 
 
@@ -292,7 +304,8 @@ class CpuExecutable(Executable):
         if (step.kind != "kernel" or not step.address or not set(step.inputs) <= set(self.arg_slots)
                 or len(step.outputs) != 1 or step.outputs != self.out_slots or self._copy_out[0]
                 or step.outputs[0] in self.arg_slots or len(step.inputs) + 1 > 16
-                or (self.threads > 1 and step.work >= PARALLEL_THRESHOLD and step.splittable)):
+                or (self.threads > 1 and step.work >= PARALLEL_THRESHOLD and step.splittable)
+                or self.native_threads(step) > 1):  # (a one-op native program splits it)
             return None
         dims, dtype = self._slot_types[step.outputs[0]]
         address, end, native, general = (
@@ -434,15 +447,16 @@ class CpuExecutable(Executable):
             for s, copy in zip(self.out_slots, self._copy_out)
         )
 
-    @staticmethod
-    def _timed_program(program, buffers: list, op_steps, clock, on_kernel) -> None:
+    def _timed_program(self, program, buffers: list, op_steps, clock, on_kernel) -> None:
         """One native segment run with each op timed inside the call (run_steps' times)."""
         times = np.zeros((len(op_steps), 3))
         offset = clock.now() - time.perf_counter()  # (run_steps' clock is perf_counter's)
         native_run_steps(program, buffers, times)
         for step, (start, end, trips) in zip(op_steps, times.tolist()):
+            threads = (min(_budget(step.extra.get("split_threads", 1)), step.extent or 1)
+                       if step.kind == "kernel" else 1)
             launch = (trips_text(int(trips), end - start, "native")
-                      if step.kind == "control" else "threads=1, native program")
+                      if step.kind == "control" else f"threads={threads}, native program")
             on_kernel(step.inst, start + offset, end - start, launch)
 
     def _run_profiled_step(self, step: Step, bufs, clock, on_kernel) -> None:
@@ -515,6 +529,15 @@ class CpuExecutable(Executable):
             return self._parallel(step, pointers, outs, min(_budget(self.threads), extent))
         step.fn(*pointers, 0, 1 if extent is None else extent)  # an empty range stays empty
         return 1
+
+    def native_threads(self, step: Step) -> int:
+        """The threads a native program splits this kernel step over (1: it runs whole on
+        the calling thread). A full reduction is not split there: its partial results are
+        combined by the Python path (``_parallel``)."""
+        if (not native_split or self.threads < 2 or not step.splittable or step.full_reduction
+                or step.extent is None or step.extent < 2 or step.work < NATIVE_SPLIT_WORK):
+            return 1
+        return self.threads
 
     def splits(self, step: Step) -> bool:
         """Does this kernel step run split over threads (large enough to pay the hand-off)?"""

@@ -34,6 +34,7 @@ from .executor import (
 KERNEL, GEMM, COPY, DOT, GEMV = 0, 1, 2, 3, 4
 # the same with operands read in place in larger buffers (dot_views.py)
 GEMM_VIEW, DOT_VIEW, GEMV_VIEW = 5, 6, 7
+SPLIT = 9  # a kernel split over native helper threads (_kernel_call's run_split)
 CBLAS_ROW_MAJOR, CBLAS_COL_MAJOR = 101, 102
 MAX_POINTERS = 16
 
@@ -286,14 +287,40 @@ def step_op(exe: CpuExecutable, step, index, gemm, views: dict | None = None,
         entry = step.packed_address
         if not entry or len(slots) > KERNEL_POINTERS:
             raise _Unsupported(f"%{step.inst.name} takes more than {MAX_POINTERS} buffers")
+    threads = exe.native_threads(step)
+    step.extra["split_threads"] = threads  # (what a profile reports: the op's own split)
+    if threads > 1:  # (linger 0 until mark_lingering sees what follows)
+        return [SPLIT, entry, 0, step.extent, step.grain, threads, 0, len(slots),
+                *[index(s) for s in slots]]
     if exe.splits(step):
         raise _Unsupported(f"%{step.inst.name} is split over threads")
     return [KERNEL, entry, 0, 1 if step.extent is None else step.extent, len(slots),
             *[index(s) for s in slots]]
 
 
+LINGER_BEFORE_BLAS = 3  # ops: a split this close before a BLAS call lets its helpers sleep
+
+
+def mark_lingering(ops: list[list[int]]) -> list[list[int]]:
+    """Sets each split op's linger flag unless a BLAS call follows within LINGER_BEFORE_BLAS
+    ops: its helpers then spin a while for the next split (waking one costs ~20 µs on a VM, and
+    the next split is often the next call's) rather than sleep, but never spin into a BLAS
+    call, whose own threads want the cores."""
+    for k, op in enumerate(ops):
+        if op[0] != SPLIT:
+            continue
+        op[6] = 1
+        for following in ops[k + 1:k + 1 + LINGER_BEFORE_BLAS]:
+            if following[0] == SPLIT:
+                break
+            if following[0] != KERNEL and following[0] != COPY:
+                op[6] = 0
+                break
+    return ops
+
+
 def _ops(exe: CpuExecutable, index, gemm) -> list[list[int]]:
-    return [step_op(exe, step, index, gemm) for step in exe.steps]
+    return mark_lingering([step_op(exe, step, index, gemm) for step in exe.steps])
 
 
 def _array_slots(exe: CpuExecutable) -> set[int]:
