@@ -141,7 +141,51 @@ def test_shared_exp_with_two_consumers_is_not_duplicated():
 def test_cheap_producer_is_duplicated_into_every_consumer():
     c = compiled(lambda x: (x * 2 + 1, x * 2 - 1), np.ones(8, np.float32))
     assert {d.reason for d in decisions(c, "multiply")} == {"FUSED"}
-    assert len(kernels(c)) == 2
+    # the two fusions then compute the same x * 2: one kernel writes both (sibling loops)
+    (k,) = kernels(c)
+    assert k.shape.is_tuple and len(k.shape.elements) == 2
+    assert "LOOP_MULTI_OUTPUT" in {d.reason for d in c.fusion_decisions}
+
+
+def test_loop_fusions_computing_the_same_chain_share_one_kernel():
+    """A masked iteration written as NumPy users write it (npbench's mandelbrot): the state
+    and the iteration counter are both outputs of the same 12-step chain. Each fusion once
+    held its own copy of the chain, so it ran twice (mandelbrot 60x60: 348 -> 187 us)."""
+    def iterate(c):
+        z = np.zeros_like(c)
+        count = np.zeros(c.shape, np.int64)
+        for n in range(12):
+            inside = np.abs(z) < 2.0
+            count = np.where(inside, n, count)
+            z = np.where(inside, z * z + c, z)
+        return z, count
+
+    c = (np.linspace(-2, 0.5, 24)[None, :] + 1j * np.linspace(-1.2, 1.2, 20)[:, None])
+    compiled_ = compiled(iterate, c)
+    fusions = [k for k in kernels(compiled_) if k.opcode == "fusion"]
+    chains = [k for k in fusions if any(i.opcode == "abs" for i in k.attrs["calls"].instructions)]
+    assert len(chains) == 1 and chains[0].shape.is_tuple  # the chain in one kernel, two outputs
+    assert "LOOP_MULTI_OUTPUT" in {d.reason for d in compiled_.fusion_decisions}
+    got = tk.jit(iterate)(c)
+    want = iterate(c)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
+
+
+def test_loop_fusions_that_need_each_others_result_stay_apart():
+    def chained(x):
+        m = x * 3.0  # cheap: copied into both fusions below
+        a = np.exp(m)  # an output, and read reversed by the second fusion
+        b = np.log(a[::-1]) + m  # needs all of a first: it cannot run in a's kernel
+        return a, b
+
+    x = np.linspace(0, 1, 64)
+    c = compiled(chained, x)
+    (d,) = [d for d in c.fusion_decisions if d.reason == "WOULD_CREATE_CYCLE"]
+    assert not d.fused and "needs the result of" in d.message
+    assert "LOOP_MULTI_OUTPUT" not in {d.reason for d in c.fusion_decisions}
+    for g, w in zip(tk.jit(chained)(x), chained(x)):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
 
 
 def test_reduction_feeding_a_reduction():

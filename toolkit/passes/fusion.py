@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module
-from ..ir.ops import OPS, GroupOp
+from ..ir.ops import GroupOp
 from ..ir.queries import reads_outside_update_window, reads_update_window
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
+from .fusion_groups import (MAX_PATHS, ROOT_PATH, Group, Paths, PathTable, capped, is_compute,
+                            is_expensive, is_free_to_duplicate, is_fusible)
+from .fusion_siblings import SiblingMerging
 from .offset_operands import REASONS as OFFSET_REASONS
 from .rewriter import replace_entry, with_operands
 
@@ -27,6 +30,8 @@ REASONS = {
     "FUSED": "fused into its consumer",
     "MULTI_OUTPUT": "fused as an extra output of a reduction fusion",
     "SIBLING_MULTI_OUTPUT": "two reductions of the same input share one multi-output fusion",
+    "LOOP_MULTI_OUTPUT": "two loop fusions that compute the same values share one multi-output "
+                         "fusion",
     "EXPENSIVE_WOULD_DUPLICATE": "an expensive producer would be recomputed in several fusions",
     "CODE_DUPLICATION": "the producer would be copied into too many fusions",
     "NOT_FUSIBLE": "the consumer cannot take producers",
@@ -56,7 +61,8 @@ REASONS = {
     **OFFSET_REASONS,
 }
 # the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
-FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT"}) | DOT_APPLIED
+FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT",
+                           "LOOP_MULTI_OUTPUT"}) | DOT_APPLIED
 
 
 
@@ -72,110 +78,10 @@ class FusionOptions:
     multi_output: bool = True
 
 
-# Index paths: how a fusion reads a member. A path is the chain of index-changing instructions
-# (slices, transposes, broadcasts ...) between the fusion's output and the member; elementwise
-# users keep their user's paths, since the emitter computes a value once per (instruction,
-# index). A member reached by two different paths is computed twice per output element (a
-# stencil's three slices of one array: three times), and fusing that compounds over time steps
-# (3^T); XLA's ReusesOperandElements check exists for this. Sets are capped: more than one path
-# is all the decision needs. A path is interned (a trie of chains): (its number, its length,
-# whether any step on it expands by a broadcast), so extending and comparing paths costs O(1)
-# however long the chain grows (a stencil fused over many steps).
-_MAX_PATHS = 4
 # compute operations a fusion recomputes behind a broadcast, at most: a scalar accumulated over a
 # Python loop (``trace += np.tanh(a[i, i])``, 300 adds) then added to a 300x300 array would
 # otherwise be recomputed for each of its 90,000 elements
 _MAX_BROADCAST_CHAIN = 8
-Paths = frozenset  # of paths: (number, length, expands) triples
-ROOT_PATH = (0, 0, False)  # the fusion's output itself
-
-
-class PathTable:
-    """Interned index paths for one fusion run: a path's number names its whole chain."""
-
-    def __init__(self) -> None:
-        self._numbers: dict[tuple[int, int, bool], int] = {}
-
-    def through(self, user: Instruction, paths: Paths) -> Paths:
-        """The paths of an operand of ``user``, given ``user``'s own."""
-        if user.opcode in GroupOp.ELEMENTWISE:
-            return paths
-        expands = user.opcode == "broadcast" and user.shape.size > user.operands[0].shape.size
-        out = set()
-        for number, length, expanded in paths:
-            key = (number, id(user), expands)
-            n = self._numbers.get(key)
-            if n is None:
-                n = self._numbers[key] = len(self._numbers) + 1
-            out.add((n, length + 1, expanded or expands))
-        return _capped(out)
-
-
-def is_expensive(inst: Instruction) -> bool:
-    return inst.opcode in GroupOp.EXPENSIVE
-
-
-def is_free_to_duplicate(inst: Instruction) -> bool:
-    """A value every fusion can make from nothing: a constant, an iota, or a broadcast or reshape
-    of a scalar constant (XLA duplicates these into every consumer)."""
-    while inst.opcode in GroupOp.SAME_ELEMENTS:
-        inst = inst.operands[0]
-    return inst.opcode == "iota" or inst.opcode == "constant" and inst.shape.size <= 1
-
-
-def is_fusible(inst: Instruction) -> bool:
-    return OPS[inst.opcode].fusion != "none"
-
-
-@dataclass(eq=False)
-class Group:
-    gid: int
-    members: list[Instruction] = field(default_factory=list)
-    ids: set[int] = field(default_factory=set)
-    paths: dict[int, Paths] = field(default_factory=dict)  # member id -> its index paths
-    # ids of the operands from outside the group, kept as members join (``members`` and ``ids``
-    # only grow): asked at every candidate, recomputing them made fusion quadratic in a group's
-    # size
-    _external: set[int] | None = field(default=None, repr=False)
-    # members that compute (not only move indices) and are read through a broadcast: each is
-    # recomputed for every element it is broadcast to
-    behind_broadcast: int = 0
-
-    def add(self, inst: Instruction, paths: Paths = Paths({ROOT_PATH})) -> None:
-        if id(inst) not in self.ids:
-            self.ids.add(id(inst))
-            self.members.append(inst)
-            if _is_compute(inst) and any(expands for _, _, expands in paths):
-                self.behind_broadcast += 1
-            external = self._external
-            if external is not None:
-                external.discard(id(inst))
-                external.update(self._outside(inst))
-        self.paths[id(inst)] = _capped(self.paths.get(id(inst), Paths()) | paths)
-
-    @property
-    def heroes(self) -> list[Instruction]:
-        return [m for m in self.members if m.opcode == "reduce"]
-
-    @property
-    def kind(self) -> str:
-        return "kInput" if self.heroes else "kLoop"
-
-    def _outside(self, inst: Instruction):
-        """``inst``'s operands that are not members (a scalar constant is an immediate)."""
-        ids = self.ids
-        return [id(o) for o in inst.operands
-                if id(o) not in ids and not (o.opcode == "constant" and o.shape.size <= 1)]
-
-    def external_operands(self, extra: Instruction | None = None) -> set[int]:
-        """Ids of the operands the group reads from outside it (with ``extra`` a member)."""
-        if self._external is None:
-            self._external = {i for m in self.members for i in self._outside(m)}
-        out = set(self._external)
-        if extra is not None and id(extra) not in self.ids:
-            out.discard(id(extra))
-            out.update(i for i in self._outside(extra) if i != id(extra))
-        return out
 
 
 @dataclass
@@ -184,20 +90,6 @@ class FusionResult:
     decisions: list[FusionDecision]
     counts: Counter
     groups: list[Group]
-
-
-def _capped(paths) -> Paths:
-    return (
-        Paths(paths)
-        if len(paths) <= _MAX_PATHS
-        else Paths(sorted(paths, key=lambda p: (p[1], p[0]))[: _MAX_PATHS + 1])
-    )
-
-
-def _is_compute(inst: Instruction) -> bool:
-    """Does evaluating ``inst`` cost arithmetic or a choice per element (rather than only moving
-    an index)? Concatenate and pad choose between their operands for every element."""
-    return inst.opcode in GroupOp.CHOOSES_PER_ELEMENT
 
 
 def _bytes_saved(x: Instruction, reads: int, copies: int) -> int:
@@ -227,7 +119,7 @@ def _loc(inst: Instruction) -> str:
     return inst.metadata.location if inst.metadata is not None else ""
 
 
-class _Fuser:
+class _Fuser(SiblingMerging):
     def __init__(self, comp: Computation, options: FusionOptions):
         self.comp = comp
         self.options = options
@@ -296,7 +188,7 @@ class _Fuser:
             [m for m in g.members if any(o is x for o in m.operands)]
         for u in readers:
             found |= self.path_table.through(u, g.paths.get(id(u), Paths({ROOT_PATH})))
-        return _capped(found) if found else Paths({ROOT_PATH})
+        return capped(found) if found else Paths({ROOT_PATH})
 
     # ---- the producer decisions -----------------------------------------------------------
     def visit(self, x: Instruction) -> None:
@@ -430,9 +322,9 @@ class _Fuser:
             }
         for g in user_groups:
             paths = self.paths_in(x, g)
-            if _is_compute(x) and len(paths) > 1:
+            if is_compute(x) and len(paths) > 1:
                 many = (
-                    "more than " + str(_MAX_PATHS) if len(paths) > _MAX_PATHS else str(len(paths))
+                    "more than " + str(MAX_PATHS) if len(paths) > MAX_PATHS else str(len(paths))
                 )
                 return {
                     id(u): (
@@ -444,7 +336,7 @@ class _Fuser:
                     )
                     for u in users
                 }
-            if (_is_compute(x) and g.behind_broadcast >= _MAX_BROADCAST_CHAIN
+            if (is_compute(x) and g.behind_broadcast >= _MAX_BROADCAST_CHAIN
                     and any(expands for _, _, expands in paths)):
                 return {
                     id(u): (
@@ -594,108 +486,12 @@ class _Fuser:
                 )
         return True
 
-    # ---- sibling reductions -------------------------------------------------------------
-    def merge_siblings(self) -> None:
-        reductions = [g for g in self.groups if g.heroes]
-        # Only reductions that read a common operand can merge: find those pairs through an
-        # index by operand (linear), not by testing every pair (quadratic in a long program).
-        readers: dict[int, list[int]] = {}
-        operands_by_id = {id(i): i for i in self.comp.instructions}
-        for n, g in enumerate(reductions):
-            for operand in g.external_operands():
-                if not is_free_to_duplicate(operands_by_id[operand]):
-                    readers.setdefault(operand, []).append(n)
-        merged_into: dict[int, int] = {}
-
-        def representative(n: int) -> int:
-            while n in merged_into:
-                n = merged_into[n]
-            return n
-
-        # Each reader of an operand is tried against the group that the readers before it
-        # formed (linear in the readers, not every pair); a group at its parameter budget
-        # gives way to a new one.
-        for ns in readers.values():
-            anchor = ns[0]
-            for later in ns[1:]:
-                result = self._merge_pair(reductions, representative(anchor),
-                                          representative(later), merged_into, operands_by_id)
-                if result == "full":
-                    anchor = later
-        self.groups = [g for g in self.groups if g.gid >= 0]
-
-    def _merge_pair(self, reductions, i: int, j: int, merged_into, operands_by_id) -> str:
-        """Merge sibling reductions ``i`` and ``j`` where they may share a kernel: "merged",
-        "full" (the parameter budget), or "kept" (apart for another reason)."""
-        if i == j:
-            return "merged"
-        (i, j) = (i, j) if i < j else (j, i)
-        a, b = reductions[i], reductions[j]
-        ha, hb = a.heroes[0], b.heroes[0]
-        shared = {o for o in a.external_operands() & b.external_operands()
-                  if not is_free_to_duplicate(operands_by_id[o])}
-        if not shared:
-            return "kept"
-        if ha.operands[0].shape.dims != hb.operands[0].shape.dims or \
-                ha.attrs["dimensions"] != hb.attrs["dimensions"]:
-            self.decide(
-                ha,
-                hb,
-                False,
-                "DIFFERENT_SHAPES",
-                f"%{ha.name} reduces {ha.operands[0].shape} "
-                f"over {ha.attrs['dimensions']}, %{hb.name} {hb.operands[0].shape} over "
-                f"{hb.attrs['dimensions']}",
-            )
-            return "kept"
-        # What one pass saves is the shared input read once; what it costs is the two
-        # chains interleaved in one loop (more streams, more registers live). Heads of an
-        # attention layer share a mask as big as each head's own scores: apart, each reads
-        # its scores in one stream and the mask from cache (measured: six merged heads ran
-        # 30 % slower than six kernels).
-        def nbytes(ids) -> int:
-            return sum(operands_by_id[o].shape.nbytes for o in ids
-                       if not is_free_to_duplicate(operands_by_id[o]))
-
-        shared_bytes = nbytes(shared)
-        own = max(nbytes(a.external_operands() - shared), nbytes(b.external_operands() - shared))
-        if shared_bytes <= own:
-            self.decide(ha, hb, False, "SMALL_SHARED_INPUT",
-                        f"%{ha.name} and %{hb.name} share {shared_bytes:,} bytes of input, and "
-                        f"one reads {own:,} bytes more alone: a kernel each streams its own")
-            return "kept"
-        parameters = (len((a.external_operands() | b.external_operands()) - a.ids - b.ids)
-                      + len(a.heroes) + len(b.heroes))
-        if parameters > self.options.max_parameters:
-            self.decide(ha, hb, False, "BUDGET_PARAMETERS",
-                        f"one kernel for %{ha.name} and %{hb.name} would take {parameters} "
-                        f"operands and outputs (budget {self.options.max_parameters})")
-            return "full"
-        if self.depends(a, b) or self.depends(b, a):
-            first, second = (ha, hb) if self.depends(b, a) else (hb, ha)
-            self.decide(
-                first,
-                second,
-                False,
-                "WOULD_CREATE_CYCLE",
-                f"%{second.name} needs the result of %{first.name}, so they cannot share one "
-                "kernel",
-            )
-            return "kept"
-        for m in b.members:
-            a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
-            self.homes[id(m)] = [a if g is b else g for g in self.homes[id(m)]]
-        b.gid = -1
-        merged_into[j] = i
-        self.decide(ha, hb, True, "SIBLING_MULTI_OUTPUT",
-                    f"%{ha.name} and %{hb.name} both read the same input in one pass")
-        return "merged"
-
     def run(self) -> None:
         for inst in reversed(self.comp.instructions):
             self.visit(inst)
         if self.options.multi_output:
             self.merge_siblings()
+            self.merge_loop_siblings()
 
 
 def _outputs(group: Group, fuser: _Fuser, root: Instruction) -> list[Instruction]:
