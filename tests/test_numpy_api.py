@@ -365,6 +365,31 @@ def test_histogramdd_raises_numpys_error_for_a_non_finite_autodetected_range():
         f(np.array([1.0, np.inf]), np.array([0.0, 1.0]))
 
 
+def _weighted_mean_by_bin(data, radius, bins):
+    return np.histogram(radius, bins, weights=data)[0] / np.histogram(radius, bins)[0]
+
+
+def test_a_bin_count_passed_as_an_argument_is_a_count_not_edges():
+    """npbench's azimint_hist passes its bin count as an argument: a traced integer scalar
+    was taken for an array of edges (an IndexError). The count sets the result's shape, so
+    the call is specialised on its value; a float count raises NumPy's error."""
+    rng = np.random.default_rng(0)
+    data, radius = rng.random(500), rng.random(500)
+    f = tk.jit(_weighted_mean_by_bin)
+    for bins in (100, 7, np.int64(7)):
+        np.testing.assert_array_equal(f(data, radius, bins),
+                                      _weighted_mean_by_bin(data, radius, bins))
+    with pytest.raises(TypeError, match="`bins` must be an integer"):
+        np.histogram(radius, 2.5)
+    with pytest.raises(TypeError, match="`bins` must be an integer"):
+        f(data, radius, 2.5)
+    pairs = tk.jit(lambda x, y, bins: np.histogram2d(x, y, bins)[0])
+    np.testing.assert_array_equal(pairs(data, radius, 4), np.histogram2d(data, radius, 4)[0])
+    for call in (np.histogram2d, tk.jit(np.histogram2d)):
+        with pytest.raises(TypeError, match=r"`bins\[0\]` must be an integer, when a scalar"):
+            call(data, radius, 2.5)
+
+
 def test_static_size_functions_pad_as_jax_does():
     def f(a, c):
         return (

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from . import lax
-from .errors import UnsupportedNumpyError, UserValueError
+from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
 from .registry import EXPORTS, numpy_function
 from .arguments import as_tracer as _t
 from .differences import diff
@@ -30,12 +30,21 @@ def _given_range(range_) -> tuple[float, float]:
     return (first - 0.5, last + 0.5) if first == last else (first, last)
 
 
+def _ndim(value) -> int:
+    return value.ndim if isinstance(value, Tracer) else np.ndim(value)
+
+
 def _histogram_edges(a: Tracer, bins, range_, weights):
     if isinstance(bins, str):
         raise UnsupportedNumpyError(
             f"np.histogram(bins={bins!r}): estimator names are not supported on traced arrays"
         )
-    if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
+    if _ndim(bins) == 0:
+        # a count of bins, also when it is an argument of the jitted function: the count is
+        # the result's shape, so its value is read (the call is specialized on it), never
+        # taken for an array of edges
+        if isinstance(bins, Tracer) and not np.issubdtype(bins.dtype, np.integer):
+            raise UserTypeError("`bins` must be an integer, a string, or an array")
         n = operator.index(bins)
         if n < 1:
             raise UserValueError("`bins` must be positive, when an integer")
@@ -171,10 +180,14 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
     edges, counts_index, nbin = [], None, []
     for i in builtins.range(d):
         column = sample[:, i]
-        if np.ndim(bins[i]) == 0 and not isinstance(bins[i], Tracer):
-            if bins[i] < 1:
+        if _ndim(bins[i]) == 0:  # a count (an argument's value too: it sets the shape)
+            if not np.issubdtype(np.asarray(bins[i]).dtype if not isinstance(bins[i], Tracer)
+                                 else bins[i].dtype, np.integer):
+                raise UserTypeError(f"`bins[{i}]` must be an integer, when a scalar")
+            count = operator.index(bins[i])
+            if count < 1:
                 raise UserValueError(f"`bins[{i}]` must be positive, when an integer")
-            e = _outer_edges(column, operator.index(bins[i]), range[i], i)
+            e = _outer_edges(column, count, range[i], i)
         else:
             e = (
                 _t(bins[i])
