@@ -100,6 +100,28 @@ def test_a_branch_taken_the_other_way_traces_from_there_and_is_recorded_too(monk
     assert traced == []  # both branches are in the trie
 
 
+def _iterations(x):
+    count = 0
+    while x.max() > 1.0 and count < 10:  # a break a trip
+        x = x * 0.5
+        count += 1
+    return x, count  # a Python int, made by Python
+
+
+def test_a_python_number_returned_replays_and_a_new_value_is_told_apart(monkeypatch):
+    """The count is lifted into the last segment by its value, as an operation of the record:
+    lifting it outside the record ended every call's replay (npbench's channel_flow traced
+    every call again). A call returning another count diverges there and is right."""
+    x = np.array([8.0, 2.0, 0.5])
+    jitted = _calls(_iterations, [(x,), (x,)], numpy_fallback=False)
+    for start in (x, x, x * 4, x * 4, x * 4):
+        got, want = jitted(start.copy()), _iterations(start.copy())
+        _same(want[0], got[0])
+        assert type(got[1]) is int and got[1] == want[1]
+    # (the 3rd and 4th calls, and the 6th and 7th: the first with x * 4 traced a new branch)
+    assert jitted.graph_breaks.replayed_calls == 4, jitted.graph_breaks.text
+
+
 def test_python_numbers_are_guarded_by_their_exact_bits():
     def f(x):
         c = float(x[0])  # a Python float that decides the next program's constant

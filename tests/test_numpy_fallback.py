@@ -100,11 +100,48 @@ def test_the_choice_needs_numpy_twice_as_fast_as_the_best_call_in_segments(
     assert choice.decided == decided
 
 
-def test_a_signature_whose_calls_break_less_than_the_threshold_is_not_tried():
-    choice = eager.EagerChoice()
-    for _ in range(5):
+def test_a_signature_that_breaks_a_few_times_is_tried_once_its_segments_compiled():
+    """Few breaks a call: NumPy is timed against the compiled segments, never against the
+    interpreted runs before them (which NumPy would beat where compiled code would not)."""
+    choice = eager.EagerChoice(hot=4)
+    for _ in range(4):  # (the 4th call compiles its segments)
         choice.segmented(1.0, eager.EAGER_MIN_BREAKS - 1)
+        assert not choice.runs_eagerly
+    choice.segmented(0.2, eager.EAGER_MIN_BREAKS - 1)
     assert not choice.runs_eagerly
+    choice.segmented(0.3, eager.EAGER_MIN_BREAKS - 1)
+    assert choice.runs_eagerly  # (the trial, after SEGMENTED_CALLS compiled calls)
+    choice.eager(0.15)  # faster than the interpreted calls, not twice the compiled ones
+    assert choice.decided == "segments" and choice.segmented_seconds == 0.2
+
+
+def test_a_small_solver_with_a_convergence_test_each_step_runs_as_numpy():
+    """npbench's channel_flow: a few breaks a call (the while test), and between them dozens
+    of operations on a 21x21 grid, each replayed for microseconds where NumPy takes less than
+    one: 7.5x slower in segments than NumPy. Timed once its segments compiled, it runs as
+    NumPy, with NumPy's results and writes into its arguments."""
+    def step(u, dt):
+        un = u.copy()
+        u[1:-1, 1:-1] = un[1:-1, 1:-1] - dt * (un[1:-1, 1:-1] - un[1:-1, 0:-2]) \
+            + dt * (un[2:, 1:-1] - 2 * un[1:-1, 1:-1] + un[0:-2, 1:-1]) + dt
+        u[0, :] = 0
+
+    def solve(nit, u, dt):
+        diff, count = 1.0, 0
+        while diff > 1e-3 and count < nit:
+            before = u.copy()
+            step(u, dt)
+            diff = (np.sum(u) - np.sum(before)) / np.sum(u)
+            count += 1
+        return count
+
+    f = tk.jit(solve)
+    for _ in range(10):
+        mine, theirs = np.zeros((21, 21)), np.zeros((21, 21))
+        assert f(5, mine, 0.01) == solve(5, theirs, 0.01)
+        np.testing.assert_array_equal(mine, theirs)
+    (choice,) = f._breaks.log.eager.values()
+    assert choice.decided == "numpy", choice.text
 
 
 def test_a_profile_shows_a_call_run_as_plain_numpy_as_glue():

@@ -28,6 +28,7 @@ from .jitting.inline import MAX_INLINE_DEPTH, Inliner
 from .jitting.key import _INT64, _PY_DTYPES, FAST_DTYPES, JitKey, KeyMaker
 from .jitting.miss import MissCompiler
 from .jitting.options import DEFAULT_CACHE_SIZE, make_options, read_parameters
+from .jitting.segment_tiers import hot_runs
 from .profiler.events import DispatchEvent, GraphBreakEvent
 from .profiler.recorder import RECORDER
 from .runtime import history as _history
@@ -242,14 +243,14 @@ class JitFunction:
     def _measured(self, key: JitKey, seconds: float, breaks: int, args: tuple,
                   kwargs: dict) -> None:
         log = self._breaks.log
-        if breaks < eager.EAGER_MIN_BREAKS and key not in log.eager:
-            return  # (a few breaks a call, as most: no record kept, no lock taken)
+        choice = log.eager.get(key)
+        if choice is not None and choice.decided is not None:
+            return  # (decided to stay in segments: no more timing, no lock taken)
         with log._lock:
             choice = log.eager.get(key)
             if choice is None:
-                if breaks < eager.EAGER_MIN_BREAKS:
-                    return
-                choice = log.eager[key] = eager.EagerChoice()
+                choice = log.eager[key] = eager.EagerChoice(
+                    hot=hot_runs() if self._backend_name == "cpu" else 1)
                 while len(log.eager) > self.cache_size_limit:
                     log.eager.popitem(last=False)
             choice.segmented(seconds, breaks)

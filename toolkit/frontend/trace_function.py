@@ -21,7 +21,8 @@ from .masked import MaskedSelection, materialized
 from .pytree import TreeDef, flatten
 from .signature import ArgSpec
 from .segments import GraphBroken
-from .tracer import Trace, Tracer
+from .replay import replayable_function
+from .tracer import Trace, Tracer, current_trace
 
 @dataclass(frozen=True)
 class TracedProgram:
@@ -146,7 +147,8 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         if stored:  # (a change of state: the call is in segments already, python_effects)
             breaker.note_stores_state()
         if breaker is not None and (breaker.broken or breaker.always):
-            outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
+            outs = [_as_output(trace, leaf, path, replayable=True)
+                    for leaf, path in zip(leaves, out_paths)]
             try:
                 # (one value per traced value, stored in two places: one object, as in NumPy)
                 distinct = list({id(t): t for _, item in stored
@@ -242,7 +244,18 @@ def _static_output(leaf) -> bool:
     return isinstance(leaf, _STATIC_OUTPUTS)
 
 
-def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:
+def _lifted_output(value, what: str) -> Tracer:
+    return lax.lift(current_trace(), value, what=what)
+
+
+# A call in segments returns what its Python computed (a step count, a flag): lifted as an
+# operation the call's record keys by its value, so a later call returning the same value
+# replays it, where lifting it directly touched the trace's constants and ended the replay
+# (the whole call traced again: npbench's channel_flow ran at 0.13x NumPy).
+_lifted_output_replayed = replayable_function(_lifted_output)
+
+
+def _as_output(trace: Trace, leaf: Any, path: str, replayable: bool = False) -> Tracer:
     if isinstance(leaf, Tracer):
         if leaf.trace is not trace:
             raise LeakedTracerError(
@@ -250,6 +263,8 @@ def _as_output(trace: Trace, leaf: Any, path: str) -> Tracer:
             )
         return leaf
     if isinstance(leaf, (bool, int, float, complex, np.ndarray, np.generic)):
+        if replayable and trace.tape is not None:
+            return _lifted_output_replayed(leaf, f"output{path}")
         return lax.lift(trace, leaf, what=f"output{path}")
     raise UserTypeError(f"jitted function returned output{path} of type {type(leaf).__name__}; "
                     "return arrays, scalars, or tuples/lists/dicts of them")

@@ -166,7 +166,7 @@ class GraphBreakReport:
         lines += [f"  replay ended {count}x at {where or '?'}: {reason}"
                   for reason, where, count in self.replay_stops]
         if self.numpy_fallback:
-            lines.append("signatures timed as plain NumPy (many breaks a call):")
+            lines.append("signatures timed as plain NumPy against their calls in segments:")
             lines += ["  " + text for text in self.numpy_fallback]
         elif self.calls and self.break_count >= EAGER_MIN_BREAKS * self.calls:
             lines.append(f"  {self.break_count // self.calls} breaks a call: after two calls in "

@@ -1,17 +1,25 @@
-"""Plain NumPy in place of segments, where it is faster: a signature whose calls break the graph
-many times (a CRC loop branching on every bit, a sparse product slicing by bounds it reads
-row by row) pays the break's fixed cost, about 20 µs, for each: for such a call compiled
-segments are slower than NumPy running the same Python. torch.compile's answer is to run such
-code eagerly; toolkit measures first and decides per signature.
+"""Plain NumPy in place of segments, where it is faster. A signature whose calls break the
+graph runs its Python on every call, and each array operation of that Python is replayed from
+the call's record (a few microseconds each) or traced; each break costs about 20 µs. Where a
+call breaks many times (a CRC loop branching on every bit, a sparse product slicing by bounds it
+reads row by row), or where its Python does many operations on small arrays between breaks (a
+solver's time steps on a 21x21 grid, with a convergence test each step), that costs more than
+NumPy spends running the same Python. torch.compile's answer is to run such code eagerly;
+toolkit measures first and decides per signature.
 
-After two calls in segments, a call that broke ``EAGER_MIN_BREAKS`` times or more runs once as
-plain NumPy (``fn(*args)``: the user's own function, untouched), timed. If NumPy was at least
-``EAGER_SPEEDUP`` times faster than the best call in segments, the signature's calls run as
-NumPy from then on; else they stay in segments and NumPy is not tried again. Every call runs
-once either way, so side effects and arguments written in place are NumPy's own; the results
-are NumPy's (toolkit's contract, met here by NumPy itself). The break report says which
-signatures run as NumPy and what each way measured. ``tk.jit(f, numpy_fallback=False)`` keeps
-every call in segments; backends whose results are device arrays never fall back."""
+A signature in segments is timed on every call until it is decided, and then runs once as plain
+NumPy (``fn(*args)``: the user's own function, untouched), timed:
+- after SEGMENTED_CALLS calls when the last broke ``EAGER_MIN_BREAKS`` times or more, against
+  those calls (its segments still interpreted: ``segment_tiers``, so that a signature that then
+  runs as NumPy never compiles);
+- else once its segments have compiled (their ``hot``-th run) and SEGMENTED_CALLS more calls
+  were timed, against those calls.
+If NumPy was at least ``EAGER_SPEEDUP`` times faster, the signature's calls run as NumPy from
+then on; else they stay in segments and NumPy is not tried again. Every call runs once either
+way, so side effects and arguments written in place are NumPy's own; the results are NumPy's
+(toolkit's contract, met here by NumPy itself). The break report says which signatures run as
+NumPy and what each way measured. ``tk.jit(f, numpy_fallback=False)`` keeps every call in
+segments; backends whose results are device arrays never fall back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,22 +44,37 @@ class EagerChoice:
     eager_seconds: float | None = None  # the call run as plain NumPy to compare
     decided: str | None = None  # "numpy" or "segments"
     eager_calls: int = 0
+    # the call from which every segment has compiled (segment_tiers' hot run: a segment run
+    # once a call compiles in the hot-th call; 1 where segments compile at once)
+    hot: int = 1
+    hot_seconds: float = float("inf")  # the best call in segments from then on
+
+    @property
+    def many_breaks(self) -> bool:
+        return self.breaks >= EAGER_MIN_BREAKS
 
     @property
     def runs_eagerly(self) -> bool:
         """Does the next call run as plain NumPy (the trial, or the choice)?"""
-        return self.decided == "numpy" or (
-            self.decided is None and self.segmented_calls >= SEGMENTED_CALLS
-            and self.breaks >= EAGER_MIN_BREAKS)
+        if self.decided is not None:
+            return self.decided == "numpy"
+        if self.many_breaks:
+            return self.segmented_calls >= SEGMENTED_CALLS
+        # (the hot-th call compiles: the calls after it are the compiled segments' own)
+        return self.segmented_calls >= self.hot + SEGMENTED_CALLS
 
     def segmented(self, seconds: float, breaks: int) -> None:
         self.segmented_calls += 1
         self.segmented_seconds = min(self.segmented_seconds, seconds)
+        if self.segmented_calls > self.hot:
+            self.hot_seconds = min(self.hot_seconds, seconds)
         self.breaks = breaks
 
     def eager(self, seconds: float) -> None:
         self.eager_calls += 1
         if self.decided is None:
+            if not self.many_breaks:  # (against the compiled segments only)
+                self.segmented_seconds = self.hot_seconds
             self.eager_seconds = seconds
             self.decided = ("numpy" if seconds * EAGER_SPEEDUP <= self.segmented_seconds
                             else "segments")
