@@ -118,6 +118,18 @@ def test_read_only_and_aliased_arguments_are_refused():
     with pytest.raises(ValueError, match="shares memory"):
         tk.jit(k)(a, a)
     np.testing.assert_array_equal(a, np.ones(3))
+    # views: of each other, of one base, of a base that owns its memory and of one that does not
+    base = np.arange(8.0)
+    borrowed = np.frombuffer(bytearray(base.tobytes()))  # (its base: a bytearray)
+    for x, y in ((base[:4], base[2:6]), (base[4:], base[:4]), (base[1:5], base[:4]),
+                 (base[:4].copy(), base[:4]), (borrowed[:4], base[4:])):
+        shares = np.may_share_memory(x, y)
+        if shares:
+            with pytest.raises(ValueError, match="shares memory"):
+                tk.jit(k)(x, y)
+        else:
+            tk.jit(k)(x, y)
+    assert not np.may_share_memory(base, np.ones(3))  # (two owners: no question asked)
 
 
 def test_writing_through_an_untracked_view_is_an_error_not_a_lost_write():

@@ -258,33 +258,40 @@ def _note_narrowing(value: Tracer, dtype) -> None:
 
 def check_mutation_targets(leaves, mutated, paths) -> None:
     """Before a call that writes arguments: each must be a writable array that shares no memory
-    with another argument (toolkit cannot reproduce NumPy's aliasing between arguments)."""
-    arrays = [(i, leaf) for i, leaf in enumerate(leaves) if isinstance(leaf, np.ndarray)]
+    with another argument (toolkit cannot reproduce NumPy's aliasing between arguments). On
+    every call of such a program: two arrays that each own their memory share none unless they
+    are one object, which is asked without NumPy's bounds arithmetic."""
     for i in mutated:
         leaf = leaves[i]
-        if isinstance(leaf, np.ndarray):
-            if not leaf.flags.writeable:
+        if not isinstance(leaf, np.ndarray):
+            continue
+        if not leaf.flags.writeable:
+            raise UserValueError(
+                f"output array is read-only: argument '{paths[i]}' is written in place"
+            )
+        owns = leaf.base is None
+        for j, other in enumerate(leaves):
+            if j == i or not isinstance(other, np.ndarray):
+                continue
+            if (other is leaf or not owns or other.base is not None) \
+                    and np.may_share_memory(leaf, other):
                 raise UserValueError(
-                    f"output array is read-only: argument '{paths[i]}' is written in place"
+                    f"argument '{paths[i]}' is written in place and shares memory with "
+                    "argument "
+                    f"'{paths[j]}'; NumPy would see the write through both, toolkit cannot: "
+                    "pass a copy"
                 )
-            for j, other in arrays:
-                if j != i and np.may_share_memory(leaf, other):
-                    raise UserValueError(
-                        f"argument '{paths[i]}' is written in place and shares memory with "
-                        "argument "
-                        f"'{paths[j]}'; NumPy would see the write through both, toolkit cannot: "
-                        "pass a copy"
-                    )
 
 
 def write_back(leaves, mutated, results) -> None:
     """Copy the new values of arguments written in place into the caller's arrays."""
     for i, value in zip(mutated, results):
         leaf = leaves[i]
-        if isinstance(leaf, np.ndarray) and value is not leaf:  # scalars are immutable: a rebinding
-            # (a backend that wrote in place returns leaf)
+        if value is leaf:  # (a backend that wrote in place: the caller's array already)
+            continue
+        if isinstance(leaf, np.ndarray):  # scalars are immutable: a rebinding
             np.copyto(leaf, np.asarray(value), casting="unsafe")
-        elif getattr(type(leaf), "__toolkit_array__", False) and value is not leaf:
+        elif getattr(type(leaf), "__toolkit_array__", False):
             # a device array written in place takes the new value's device buffer (no copy),
             # so the caller's object shows the write, as NumPy's would
             leaf._assign_from(value)

@@ -18,7 +18,7 @@ import numpy as np
 from ...config import env_int
 from .dot_views import droppable_slices, offered_views, reshaped_results
 from .executor import native_op_codes, native_run_steps
-from .native_loop import (GEMV_VIEW, SPLIT, _array_slots, _Unsupported, blas_gemm, mark_lingering,
+from .native_loop import (GEMV_VIEW, KERNEL, _array_slots, _Unsupported, blas_gemm, mark_lingering,
                           step_op)
 
 MIN_STEPS = 2  # one step gains nothing from a native program
@@ -128,9 +128,10 @@ def _segments(exe) -> list[Segment]:
         return position.setdefault(slot, len(position))
 
     def close():
-        # (a dot reading a window runs natively even alone: nothing else computed its operand;
+        # (alone, a kernel gains nothing from a native program: the dispatcher calls it as
+        # cheaply; a BLAS call does (NumPy's matmul from Python cost 4.5 µs more a gemv), and
         # so does a kernel split over native helpers, which Python's pool would not split)
-        if len(run) >= MIN_STEPS or (run and views_read) or any(op[0] == SPLIT for op in ops):
+        if len(run) >= MIN_STEPS or (run and views_read) or any(op[0] != KERNEL for op in ops):
             mark_lingering(ops)
             program = np.array([len(ops)] + [v for op in ops for v in op], dtype=np.int64)
             written = {s for step in run for s in step.outputs} - unwritten - bypassed
