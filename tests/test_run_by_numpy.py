@@ -185,6 +185,26 @@ def test_a_seeded_generator_made_inside_compiles_to_one_program():
     assert jitted.graph_breaks.break_count == 0
 
 
+def _seeded_by_argument(n, seed):
+    rng = np.random.default_rng(seed)
+    return 4 * np.mean(rng.random(n) ** 2 + rng.random(n) ** 2 <= 1.0)
+
+
+def _seeded_by_data(x):
+    return x + np.random.default_rng(seed=x.astype(np.int64)).random(x.shape)
+
+
+def test_a_generator_seeded_from_an_argument_or_from_data_draws_numpys_numbers():
+    """``default_rng(seed)`` with the seed an argument raised NumPy's TypeError (a traced
+    value is no int): the seed's value is read, so the argument is static, a program per
+    seed; a seed computed from data breaks the graph there."""
+    by_argument = tk.jit(_seeded_by_argument)
+    for seed in (7, 8, 7):
+        assert by_argument(1000, seed) == _seeded_by_argument(1000, seed)
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(tk.jit(_seeded_by_data)(x), _seeded_by_data(x))
+
+
 def test_a_draw_where_the_graph_may_not_break_is_an_error():
     with pytest.raises(UnsupportedNumpyError, match="would draw its numbers once"):
         tk.jit(dropout, fullgraph=True)(np.ones(4), 0.5)

@@ -17,7 +17,7 @@ import types
 import numpy
 
 from .errors import UnsupportedNumpyError
-from .tracer import python_every_call_breaker
+from .tracer import Tracer, python_every_call_breaker
 
 # what builds a generator from the seed it is given (the same numbers every call when seeded)
 _SEEDED = frozenset({"default_rng", "Generator", "RandomState", "SeedSequence", "PCG64",
@@ -46,8 +46,22 @@ def _note_draw(what: str) -> None:
     breaker.runs_python_every_call(f"{what} draws new numbers every call")
 
 
+def _concrete_seed(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A seeded constructor's seed as Python values: NumPy reads a seed's value, so a traced
+    one (a Python int argument, ``default_rng(seed)``) is asked for its value, which makes that
+    argument static (a program per seed, as the numbers differ per seed) or breaks the graph
+    where it was computed."""
+    if args and isinstance(args[0], Tracer):
+        args = (args[0].tolist(),) + args[1:]
+    elif isinstance(kwargs.get("seed"), Tracer):
+        kwargs = dict(kwargs, seed=kwargs["seed"].tolist())
+    return args, kwargs
+
+
 def _stand_in(name: str, original):
     def draw(*args, **kwargs):
+        if name in _SEEDED:
+            args, kwargs = _concrete_seed(args, kwargs)
         if _drawn(name, args, kwargs):
             _note_draw(f"np.random.{name}()")
         return original(*args, **kwargs)

@@ -14,11 +14,12 @@ NumPy (``fn(*args)``: the user's own function, untouched), timed:
   runs as NumPy never compiles);
 - else once its segments have compiled (their ``hot``-th run) and SEGMENTED_CALLS more calls
   were timed, against those calls.
-If NumPy was at least ``EAGER_SPEEDUP`` times faster, the signature's calls run as NumPy from
-then on; else they stay in segments and NumPy is not tried again. Every call runs once either
-way, so side effects and arguments written in place are NumPy's own; the results are NumPy's
-(toolkit's contract, met here by NumPy itself). The break report says which signatures run as
-NumPy and what each way measured. ``tk.jit(f, numpy_fallback=False)`` keeps every call in
+If NumPy was at least ``EAGER_SPEEDUP`` times faster (``EAGER_SPEEDUP_COMPILED`` against compiled
+segments), the signature's calls run as NumPy from then on; else they stay in segments and
+NumPy is not tried again. Every call runs once either way, so side effects and arguments
+written in place are NumPy's own; the results are NumPy's (toolkit's contract, met here by
+NumPy itself). The break report says which signatures run as NumPy and what each way
+measured. ``tk.jit(f, numpy_fallback=False)`` keeps every call in
 segments; backends whose results are device arrays never fall back."""
 from __future__ import annotations
 
@@ -27,7 +28,10 @@ from dataclasses import dataclass
 from ..profiler.events import PLAIN_NUMPY
 
 EAGER_MIN_BREAKS = 32  # breaks a call in segments before plain NumPy is tried in its place
-EAGER_SPEEDUP = 2.0  # how much faster NumPy must be to take over
+EAGER_SPEEDUP = 2.0  # how much faster NumPy must be to take over from interpreted segments
+# ... and from compiled ones (a few breaks a call): measured against the code that would run,
+# so only this VM's noise between two timings needs a margin
+EAGER_SPEEDUP_COMPILED = 1.25
 SEGMENTED_CALLS = 2  # calls in segments measured first (the first records the replay)
 HOST_BACKENDS = frozenset({"cpu", "interpreter"})  # results are NumPy arrays either way
 REASON = PLAIN_NUMPY  # a profile's GraphBreakEvent for a call run so: all of it glue
@@ -73,10 +77,12 @@ class EagerChoice:
     def eager(self, seconds: float) -> None:
         self.eager_calls += 1
         if self.decided is None:
+            speedup = EAGER_SPEEDUP
             if not self.many_breaks:  # (against the compiled segments only)
                 self.segmented_seconds = self.hot_seconds
+                speedup = EAGER_SPEEDUP_COMPILED
             self.eager_seconds = seconds
-            self.decided = ("numpy" if seconds * EAGER_SPEEDUP <= self.segmented_seconds
+            self.decided = ("numpy" if seconds * speedup <= self.segmented_seconds
                             else "segments")
 
     @property
@@ -91,4 +97,5 @@ class EagerChoice:
         return f"({self.signature}) stays in segments: {measured}"
 
 
-__all__ = ["EAGER_MIN_BREAKS", "EAGER_SPEEDUP", "HOST_BACKENDS", "REASON", "EagerChoice"]
+__all__ = ["EAGER_MIN_BREAKS", "EAGER_SPEEDUP", "EAGER_SPEEDUP_COMPILED", "HOST_BACKENDS",
+           "REASON", "EagerChoice"]
