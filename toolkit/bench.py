@@ -144,7 +144,8 @@ def _break_overhead(side: str) -> float | None:
         return x
 
     x = np.ones(1024)
-    broken = api.jit(lambda v: steps(v, -1.0, True), backend="cpu")
+    # (in segments on every call: on 1,024 elements plain NumPy would take over the calls)
+    broken = api.jit(lambda v: steps(v, -1.0, True), backend="cpu", numpy_fallback=False)
     whole = api.jit(lambda v: steps(v, -1.0, False), backend="cpu")
     broken(x), whole(x)
     # A difference of two timings, so noise (another process, a busy host) counts twice:
