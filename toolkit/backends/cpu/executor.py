@@ -8,132 +8,40 @@ from __future__ import annotations
 
 import ctypes
 import operator
-import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...config import env_int
 from ...ir.nodes import Instruction, Module
 from ...ir.ops import reducer_ufunc
 from ...ir.shapes import Shape
 from ..base import Executable, KernelInfo, RunContext
 from ..buffer_plan import report as buffer_report
 from ..control import trips_text
-
-
-
-def _load_native_module():
-    """The C fast paths (``_kernel_call.c``: a kernel call, a natively driven loop), which pip
-    builds where a compiler is present: beside this module, or, when toolkit runs from a source
-    checkout (the tests), the one the installed distribution of the same sources carries. None
-    without either: ctypes, and loops driven from Python."""
-    try:
-        from . import _kernel_call
-        return _kernel_call
-    except ImportError:
-        pass
-    try:
-        from importlib import machinery, metadata, util
-
-        # every installed copy (a checkout's own egg-info lists the C source, not the build)
-        for dist in metadata.distributions(name="toolkit"):
-            for file in dist.files or ():
-                if file.name.startswith("_kernel_call") and str(file).endswith(
-                    tuple(machinery.EXTENSION_SUFFIXES)
-                ):
-                    spec = util.spec_from_file_location(
-                        f"{__package__}._kernel_call", file.locate()
-                    )
-                    module = util.module_from_spec(spec)
-                    spec.loader.exec_module(module)
-                    return module
-    except Exception:  # noqa: BLE001 - no distribution, an unloadable file: the ctypes path
-        return None
-    return None
-
-
-_native = None if os.environ.get("TOOLKIT_NATIVE_CALL") == "0" else _load_native_module()
-_native_call = getattr(_native, "call", None)
-# (an older build has none: loops run from Python)
-native_run_loop = getattr(_native, "run_loop", None)
-native_run_steps = getattr(_native, "run_steps", None)
-# how many of run_ops' op codes the build knows (0 kernel ... 4 gemv): a build before the count
-# knows the four that came with run_steps, and would read a later op as a copy
-native_op_codes = getattr(_native, "OP_CODES", 4 if native_run_steps is not None else 0)
-_NATIVE_TIMED = getattr(_native, "TIMED", 0) == 1  # run_steps times each op (a profiled call)
-# the most buffers a kernel op of run_steps may name (past 16, through the packed entry); an
-# older build calls at most 16
-native_kernel_pointers = getattr(_native, "KERNEL_POINTERS", 16)
-
-# Handing a chunk to a pool thread and waiting for it costs ~70 µs on a 2-vCPU VM (measured):
-# threads pay off only for kernels of about a million elements and more.
-PARALLEL_THRESHOLD = 1 << 20
-# Inside a native program such a kernel splits over native helper threads (_kernel_call's
-# run_split) instead: a sleeping helper wakes within ~20 µs, a spinning one takes a chunk within
-# a microsecond, and the caller takes the chunks a late helper has not. On a 2-vCPU VM that
-# paid off from a million elements (exp 1.4x, tanh 2.2x, x + 1 2.5x the Python pool's split);
-# below, where a helper put on the caller's core helps late or not at all, a run was as often
-# slower as faster (64k-512k elements: 0.4x to 1.9x), so the threshold stays the pool's.
-NATIVE_SPLIT_WORK = env_int("TOOLKIT_NATIVE_SPLIT_WORK", PARALLEL_THRESHOLD, 1, 1 << 62)
-native_split = native_op_codes >= 10  # the build runs op 9, split kernels
-
-
-def available_cores() -> int:
-    return (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    )
-
-
-def num_threads() -> int:
-    """$TOOLKIT_NUM_THREADS, at most the cores this process may run on (more threads than cores
-    only add hand-off cost to compute-bound kernels), or all of those cores."""
-    cores = available_cores()
-    return env_int("TOOLKIT_NUM_THREADS", cores, 1, cores)
-
-
-_BUDGET = threading.local()  # a calling thread's cap on the threads its kernels split over
-
-
-class kernel_threads:
-    """Within it, kernels called from this thread split over at most ``n`` threads: host
-    devices of an SPMD run each take their share of the cores, not all of them at once."""
-
-    def __init__(self, n: int):
-        self.n = max(1, int(n))
-
-    def __enter__(self):
-        self.saved = getattr(_BUDGET, "n", None)
-        _BUDGET.n = self.n
-        if native_split:  # (native programs' split kernels read the cap in C)
-            _native.set_thread_budget(self.n)
-        return self
-
-    def __exit__(self, *exc):
-        _BUDGET.n = self.saved
-        if native_split:
-            _native.set_thread_budget(self.saved or 0)
-        return False
-
-
-def _budget(threads: int) -> int:
-    cap = getattr(_BUDGET, "n", None)
-    return threads if cap is None else min(threads, cap)
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def pool(n: int) -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < n:
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="toolkit-cpu")
-        return _pool
+from .native import (  # noqa: F401  (the build's facts, imported from here by its users)
+    _NATIVE_TIMED,
+    _native,
+    _native_call,
+    native_kernel_pointers,
+    native_op_codes,
+    native_run_loop,
+    native_run_steps,
+    native_split,
+)
+from .threads import (  # noqa: F401  (as the native facts)
+    _BUDGET,
+    NATIVE_SPLIT_WORK,
+    PARALLEL_THRESHOLD,
+    _budget,
+    _fork_join,
+    available_cores,
+    kernel_threads,
+    num_threads,
+    pool,
+    split_bounds,
+)
 
 
 @dataclass
@@ -649,25 +557,9 @@ class CpuExecutable(Executable):
             t += share
 
 
-def split_bounds(extent: int, n: int, grain: int = 1) -> list[int]:
-    """``n`` near-equal chunks of range(extent) whose inner bounds are multiples of ``grain``."""
-    return [
-        extent if i == n else min(extent, (extent * i // n + grain - 1) // grain * grain)
-        for i in range(n + 1)
-    ]
-
-
 def _bytes_touched(inst) -> int:
     shapes = [inst.shape, *(o.shape for o in inst.operands)]
     return sum(s.nbytes for s in shapes)
-
-
-def _fork_join(n: int, run_chunk) -> None:
-    """Chunks 1..n-1 on pool threads, chunk 0 on the calling thread (ctypes releases the GIL)."""
-    futures = [pool(n - 1).submit(run_chunk, c) for c in range(1, n)]
-    run_chunk(0)
-    for f in futures:
-        f.result()
 
 
 def address(a: np.ndarray) -> int:
