@@ -147,6 +147,45 @@ def test_cheap_producer_is_duplicated_into_every_consumer():
     assert "LOOP_MULTI_OUTPUT" in {d.reason for d in c.fusion_decisions}
 
 
+def _iterate_masked(c):
+    z = np.zeros_like(c)
+    count = np.zeros(c.shape, np.int64)
+    for n in range(12):
+        inside = np.abs(z) < 2.0
+        count = np.where(inside, n, count)
+        z = np.where(inside, z * z + c, z)
+    return z, count
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu-simulated", "interpreter"])
+def test_a_multi_output_loop_fusion_runs_on_every_backend(backend):
+    c = (np.linspace(-2, 0.5, 24)[None, :] + 1j * np.linspace(-1.2, 1.2, 20)[:, None])
+    z, count = tk.jit(_iterate_masked, backend=backend)(c)
+    want_z, want_count = _iterate_masked(c)
+    np.testing.assert_array_equal(np.asarray(count), want_count)
+    np.testing.assert_allclose(np.asarray(z), want_z, rtol=1e-13, atol=1e-13)
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    pair = tk.jit(lambda v: (v * 2 + 1, np.tanh(v * 2) - 1), backend=backend)(x)
+    np.testing.assert_allclose(np.asarray(pair[0]), x * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(pair[1]), np.tanh(x * 2) - 1, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_multi_output_loop_fusion_assembles_for_the_gpu(arch, tmp_path):
+    from toolkit.backends.gpu import compile_ptx
+    from test_gpu_codegen import PTXAS, assemble
+
+    if PTXAS is None:
+        pytest.skip("ptxas (CUDA toolkit) is not on the PATH")
+    c = (np.linspace(-2, 0.5, 24)[None, :] + 1j * np.linspace(-1.2, 1.2, 20)[:, None])
+    module = tk.jit(_iterate_masked, backend="interpreter").compiled(c).optimized_hlo
+    assert any(i.opcode == "fusion" and i.shape.is_tuple and i.attrs["kind"] == "kLoop"
+               for i in module.entry.instructions)
+    program = compile_ptx(module, arch)
+    assert program.kernels and not program.unsupported, program.unsupported
+    assemble(program.ptx, arch, tmp_path)
+
+
 def test_loop_fusions_computing_the_same_chain_share_one_kernel():
     """A masked iteration written as NumPy users write it (npbench's mandelbrot): the state
     and the iteration counter are both outputs of the same 12-step chain. Each fusion once
