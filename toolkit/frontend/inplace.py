@@ -259,8 +259,9 @@ def _note_narrowing(value: Tracer, dtype) -> None:
 def check_mutation_targets(leaves, mutated, paths) -> None:
     """Before a call that writes arguments: each must be a writable array that shares no memory
     with another argument (toolkit cannot reproduce NumPy's aliasing between arguments). On
-    every call of such a program: two arrays that each own their memory share none unless they
-    are one object, which is asked without NumPy's bounds arithmetic."""
+    every call of such a program: two arrays that each own their memory (NumPy allocated it:
+    OWNDATA; not one wrapping memory from elsewhere) share none unless they are one object,
+    which is asked without NumPy's bounds arithmetic."""
     for i in mutated:
         leaf = leaves[i]
         if not isinstance(leaf, np.ndarray):
@@ -269,11 +270,11 @@ def check_mutation_targets(leaves, mutated, paths) -> None:
             raise UserValueError(
                 f"output array is read-only: argument '{paths[i]}' is written in place"
             )
-        owns = leaf.base is None
+        owns = leaf.flags.owndata  # (memory NumPy allocated for it: no other array's)
         for j, other in enumerate(leaves):
             if j == i or not isinstance(other, np.ndarray):
                 continue
-            if (other is leaf or not owns or other.base is not None) \
+            if (other is leaf or not owns or not other.flags.owndata) \
                     and np.may_share_memory(leaf, other):
                 raise UserValueError(
                     f"argument '{paths[i]}' is written in place and shares memory with "
