@@ -211,6 +211,29 @@ def test_loop_fusions_computing_the_same_chain_share_one_kernel():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
 
 
+def _through_a_third_kernel(x, y):
+    t = y * 2.0
+    s = x * 2.0
+    rb = s * 3.0
+    c1 = t + 1.0
+    c2 = t * 5.0 + rb
+    ra = s + c1
+    return ra, rb, c1, c2
+
+
+def test_loop_merges_that_close_a_cycle_through_a_third_kernel_are_taken_back():
+    """{ra, rb} share s * 2 and {c1, c2} share y * 2: each pair alone may merge, but both
+    merged, the first kernel reads c1 from the second and the second rb from the first. Each
+    pairwise check passed; the merge crashed compiling (a cycle between kernels). One check of
+    the whole kernel graph now takes the second merge back."""
+    x, y = np.linspace(0, 1, 8), np.linspace(1, 2, 8)
+    c = compiled(_through_a_third_kernel, x, y)
+    reasons = [d.reason for d in c.fusion_decisions]
+    assert reasons.count("LOOP_MULTI_OUTPUT") == 1 and "WOULD_CREATE_CYCLE" in reasons
+    for got, want in zip(tk.jit(_through_a_third_kernel)(x, y), _through_a_third_kernel(x, y)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_loop_fusions_that_need_each_others_result_stay_apart():
     def chained(x):
         m = x * 3.0  # cheap: copied into both fusions below

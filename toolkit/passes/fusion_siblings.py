@@ -7,6 +7,9 @@ from __future__ import annotations
 from .fusion_groups import ROOT_PATH, Paths, is_compute, is_free_to_duplicate
 
 
+_RETRIED_MERGES = 64  # merges made again one at a time where all of them closed a cycle
+
+
 class SiblingMerging:
     """Merges the fuser's groups (``self.groups``, ``self.homes``, ``self.decide``,
     ``self.depends``, ``self.options`` are the fuser's)."""
@@ -121,6 +124,8 @@ class SiblingMerging:
         loops = [g for g in self.groups if not g.heroes and g.gid >= 0
                  and g.members[0].opcode != "dynamic-update-slice"]
         merged_into: dict[int, int] = {}
+        outputs = [1] * len(loops)  # the roots each (merged) fusion writes
+        undo: list = []  # how to take back each merge, in order
 
         def representative(n: int) -> int:
             while n in merged_into:
@@ -133,15 +138,89 @@ class SiblingMerging:
             for m in g.members:
                 if is_compute(m) and not is_free_to_duplicate(m) and len(self.homes[id(m)]) > 1:
                     sharing.setdefault(id(m), []).append(n)
+        pairs = []
         for ns in sharing.values():
             anchor = ns[0]
             for later in ns[1:]:
-                if self._merge_loops(loops, representative(anchor), representative(later),
-                                     merged_into) == "kept":
+                pair = (representative(anchor), representative(later))
+                if self._merge_loops(loops, *pair, merged_into, outputs, undo) == "kept":
                     anchor = later
+                else:
+                    pairs.append(pair)
+        # Each merge was checked against the two fusions' own reads; a path through a third,
+        # multi-output kernel can still close a cycle between kernels. One check of the whole
+        # kernel graph (linear); where it finds one, the merges are taken back and made again
+        # one at a time, each kept only where the graph stays acyclic (rare: bounded).
+        if undo and self._kernel_cycle():
+            while undo:
+                self._unmerge(undo.pop(), merged_into, outputs)
+            for pair in pairs[:_RETRIED_MERGES]:
+                pair = (representative(pair[0]), representative(pair[1]))
+                if self._merge_loops(loops, *pair, merged_into, outputs, undo) != "merged" \
+                        or not undo:
+                    continue
+                if self._kernel_cycle():
+                    a, b = undo[-1][0], undo[-1][1]
+                    self._unmerge(undo.pop(), merged_into, outputs)
+                    self.decide(a.members[0], b.members[0], False, "WOULD_CREATE_CYCLE",
+                                f"one kernel for %{a.members[0].name} and %{b.members[0].name} "
+                                "would need the result of a kernel that needs its own")
         self.groups = [g for g in self.groups if g.gid >= 0]
 
-    def _merge_loops(self, loops, i: int, j: int, merged_into) -> str:
+    def _unmerge(self, entry, merged_into, outputs) -> None:
+        """Take back one merge (``_merge_loops``' undo entry)."""
+        a, b, b_gid, size, ids, paths, behind, external, homes, i, j, decision = entry
+        del a.members[size:]
+        a.ids, a.paths, a.behind_broadcast, a._external = ids, paths, behind, external
+        self.homes.update(homes)
+        b.gid = b_gid
+        merged_into.pop(j, None)
+        outputs[i] -= outputs[j]
+        self.decisions.remove(decision)
+
+    def _kernel_cycle(self) -> bool:
+        """Do the kernels the groups make (and the instructions in none) depend on each other
+        in a cycle? Kahn's algorithm over the kernel graph: linear in the program."""
+        live = [g for g in self.groups if g.gid >= 0]
+        number = {id(g): k for k, g in enumerate(live)}
+        alone: dict[int, int] = {}  # an instruction in no live group -> its node
+        homes = self.homes
+        for inst in self.comp.instructions:
+            if not any(g.gid >= 0 for g in homes.get(id(inst), ())):
+                alone[id(inst)] = len(live) + len(alone)
+        n = len(live) + len(alone)
+        edges: list[set[int]] = [set() for _ in range(n)]
+        indegree = [0] * n
+
+        def reads(reader: int, operand) -> None:
+            sources = [number[id(g)] for g in homes.get(id(operand), ()) if g.gid >= 0]
+            for source in sources or [alone[id(operand)]]:
+                if source != reader and reader not in edges[source]:
+                    edges[source].add(reader)
+                    indegree[reader] += 1
+
+        for k, g in enumerate(live):
+            for m in g.members:
+                for o in m.operands:
+                    if id(o) not in g.ids:
+                        reads(k, o)
+        for inst in self.comp.instructions:
+            k = alone.get(id(inst))
+            if k is not None:
+                for o in inst.operands:
+                    reads(k, o)
+        ready = [k for k in range(n) if indegree[k] == 0]
+        done = 0
+        while ready:
+            k = ready.pop()
+            done += 1
+            for r in edges[k]:
+                indegree[r] -= 1
+                if indegree[r] == 0:
+                    ready.append(r)
+        return done < n
+
+    def _merge_loops(self, loops, i: int, j: int, merged_into, outputs, undo) -> str:
         if i == j:
             return "merged"
         (i, j) = (i, j) if i < j else (j, i)
@@ -151,7 +230,8 @@ class SiblingMerging:
             return "kept"  # (different shapes: a loop fusion has one iteration space)
         shared = a.ids & b.ids
         members = len(a.ids | b.ids)
-        parameters = len((a.external_operands() | b.external_operands()) - a.ids - b.ids) + 2
+        parameters = (len((a.external_operands() | b.external_operands()) - a.ids - b.ids)
+                      + outputs[i] + outputs[j])
         if parameters > self.options.max_parameters or members > self.options.max_instructions:
             self.decide(ra, rb, False, "BUDGET_PARAMETERS",
                         f"one kernel for %{ra.name} and %{rb.name} would take {parameters} "
@@ -164,14 +244,20 @@ class SiblingMerging:
                         f"%{second.name} needs the result of %{first.name}, so they cannot "
                         "share one kernel")
             return "kept"
+        entry = [a, b, b.gid, len(a.members), set(a.ids), dict(a.paths), a.behind_broadcast,
+                 None if a._external is None else set(a._external),
+                 {id(m): list(self.homes[id(m)]) for m in b.members}, i, j]
         for m in b.members:
             a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
             homes = [a if g is b else g for g in self.homes[id(m)]]
             self.homes[id(m)] = [g for k, g in enumerate(homes) if g not in homes[:k]]
         b.gid = -1
         merged_into[j] = i
+        outputs[i] += outputs[j]
         computed = sum(1 for m in b.members if id(m) in shared and is_compute(m))
         self.decide(ra, rb, True, "LOOP_MULTI_OUTPUT",
                     f"%{ra.name} and %{rb.name} both compute the same {computed} operations "
                     "per element: one kernel computes them once and writes both")
+        entry.append(self.decisions[-1])
+        undo.append(tuple(entry))
         return "merged"

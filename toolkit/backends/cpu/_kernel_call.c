@@ -179,6 +179,16 @@ static P at(P *table, I index, I offset, I f64) {
  * call over the whole range (the kernels split over rows or elements, never inside a sum).
  * One split runs at a time: a second caller thread (host devices of an SPMD run) runs its
  * kernel on its own thread, as it would with a budget of one. */
+/* a spin-wait's pause: x86's PAUSE, AArch64's YIELD, nothing elsewhere (the file builds on any
+ * platform a C compiler targets; the extension is optional, so a build error would silently
+ * lose every native path) */
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 #define MAX_HELPERS 63
 #define CHUNKS_PER_THREAD 4
 #define LINGER_SECONDS 50e-6 /* a helper told to linger spins this long for the next split */
@@ -233,10 +243,11 @@ static void *split_helper(void *arg) {
         uint64_t generation = atomic_load(&split_claim) >> 32;
         if (generation == last) {
             /* spin while the last split asked to linger, then sleep until the next is posted */
-            int linger = split_job.linger;
+            /* (a helper past the split's budget sleeps at once: its cores are another's) */
+            int linger = split_job.linger && id < split_job.helpers;
             double until = linger ? seconds_now() + LINGER_SECONDS : 0.;
             while ((atomic_load(&split_claim) >> 32) == last && linger && seconds_now() < until)
-                for (int i = 0; i < 64; i++) __builtin_ia32_pause();
+                for (int i = 0; i < 64; i++) CPU_RELAX();
             pthread_mutex_lock(&split_sleep_lock);
             atomic_fetch_add(&split_sleepers, 1);
             while ((atomic_load(&split_claim) >> 32) == last)
@@ -297,7 +308,8 @@ static const I *run_split(const I *op, P *table) {
     job->helpers = split_helpers < threads - 1 ? split_helpers : threads - 1;
     job->linger = (int)op[6];
     atomic_store(&split_finished, 0);
-    uint64_t generation = (atomic_load(&split_claim) >> 32) + 1;
+    /* (32 bits of generation, wrapping: compared as the claim word's high half holds them) */
+    uint64_t generation = (uint32_t)((atomic_load(&split_claim) >> 32) + 1);
     atomic_store(&split_claim, generation << 32); /* posts the job (sequentially consistent) */
     if (atomic_load(&split_sleepers) > 0) {
         pthread_mutex_lock(&split_sleep_lock);
@@ -307,7 +319,7 @@ static const I *run_split(const I *op, P *table) {
     split_take(generation);
     /* (a helper that claimed a chunk may have been preempted: yield rather than spin long) */
     for (long spins = 0; atomic_load(&split_finished) < job->chunks; spins++)
-        if (spins < 64) __builtin_ia32_pause();
+        if (spins < 64) CPU_RELAX();
         else sched_yield();
     pthread_mutex_unlock(&split_lock);
     return op + 8 + n;
