@@ -34,6 +34,12 @@ def _ndim(value) -> int:
     return value.ndim if isinstance(value, Tracer) else np.ndim(value)
 
 
+def _value(scalar):
+    """A scalar bin count as the Python value NumPy checks: a traced one (an argument of the
+    jitted function) is asked for its value, which makes that argument static."""
+    return scalar.tolist() if isinstance(scalar, Tracer) else scalar
+
+
 def _histogram_edges(a: Tracer, bins, range_, weights):
     if isinstance(bins, str):
         raise UnsupportedNumpyError(
@@ -43,9 +49,10 @@ def _histogram_edges(a: Tracer, bins, range_, weights):
         # a count of bins, also when it is an argument of the jitted function: the count is
         # the result's shape, so its value is read (the call is specialized on it), never
         # taken for an array of edges
-        if isinstance(bins, Tracer) and not np.issubdtype(bins.dtype, np.integer):
-            raise UserTypeError("`bins` must be an integer, a string, or an array")
-        n = operator.index(bins)
+        try:  # (NumPy's own checks, in its order, on the value)
+            n = operator.index(_value(bins))
+        except TypeError:
+            raise UserTypeError("`bins` must be an integer, a string, or an array") from None
         if n < 1:
             raise UserValueError("`bins` must be positive, when an integer")
         if range_ is not None:
@@ -181,12 +188,13 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
     for i in builtins.range(d):
         column = sample[:, i]
         if _ndim(bins[i]) == 0:  # a count (an argument's value too: it sets the shape)
-            if not np.issubdtype(np.asarray(bins[i]).dtype if not isinstance(bins[i], Tracer)
-                                 else bins[i].dtype, np.integer):
-                raise UserTypeError(f"`bins[{i}]` must be an integer, when a scalar")
-            count = operator.index(bins[i])
-            if count < 1:
+            value = _value(bins[i])  # (NumPy's own checks, in its order, on the value)
+            if value < 1:
                 raise UserValueError(f"`bins[{i}]` must be positive, when an integer")
+            try:
+                count = operator.index(value)
+            except TypeError:
+                raise UserTypeError(f"`bins[{i}]` must be an integer, when a scalar") from None
             e = _outer_edges(column, count, range[i], i)
         else:
             e = (

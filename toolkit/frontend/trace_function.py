@@ -263,7 +263,9 @@ def _as_output(trace: Trace, leaf: Any, path: str, replayable: bool = False) -> 
             )
         return leaf
     if isinstance(leaf, (bool, int, float, complex, np.ndarray, np.generic)):
-        if replayable and trace.tape is not None:
+        if replayable and trace.tape is not None and not isinstance(leaf, np.ndarray):
+            # (a number: a small key; an array Python made would be keyed by all its bytes,
+            # one record node per value it ever had, so it ends the replay as before)
             return _lifted_output_replayed(leaf, f"output{path}")
         return lax.lift(trace, leaf, what=f"output{path}")
     raise UserTypeError(f"jitted function returned output{path} of type {type(leaf).__name__}; "
