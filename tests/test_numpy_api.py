@@ -388,6 +388,10 @@ def test_a_bin_count_passed_as_an_argument_is_a_count_not_edges():
     for call in (np.histogram2d, tk.jit(np.histogram2d)):
         with pytest.raises(TypeError, match=r"`bins\[0\]` must be an integer, when a scalar"):
             call(data, radius, 2.5)
+        with pytest.raises(ValueError, match=r"`bins\[0\]` must be positive"):  # (checked first)
+            call(data, radius, 0.5)
+    np.testing.assert_array_equal(tk.jit(np.histogram2d)(data, radius, True)[0],
+                                  np.histogram2d(data, radius, True)[0])  # (True: one bin)
 
 
 def test_static_size_functions_pad_as_jax_does():
