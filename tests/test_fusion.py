@@ -234,6 +234,23 @@ def test_loop_merges_that_close_a_cycle_through_a_third_kernel_are_taken_back():
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_cycle_no_check_caught_reruns_fusion_without_multi_output(monkeypatch):
+    """The safety net under every multi-output check: with the kernel-graph check switched
+    off, the merges above close a cycle, which emitting the kernels finds; fusion then runs
+    again without multi-output fusion, and the program is right."""
+    from toolkit.passes.fusion_siblings import SiblingMerging
+
+    monkeypatch.setattr(SiblingMerging, "_kernel_cycle", lambda self: False)
+    x, y = np.linspace(0, 1, 8), np.linspace(1, 2, 8)
+    c = compiled(_through_a_third_kernel, x, y)
+    assert any(k.startswith("multi-output fusion undone: a cycle between kernels")
+               for k in c.rewrites)
+    assert not any(i.opcode == "fusion" and i.shape.is_tuple
+                   for i in c.optimized_hlo.entry.instructions)
+    for got, want in zip(tk.jit(_through_a_third_kernel)(x, y), _through_a_third_kernel(x, y)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_loop_fusions_that_need_each_others_result_stay_apart():
     def chained(x):
         m = x * 3.0  # cheap: copied into both fusions below

@@ -9,6 +9,7 @@ same input are then merged into one multi-output fusion when neither depends on 
 Every producer-consumer edge considered leaves a FusionDecision with a stable reason code."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from dataclasses import dataclass
@@ -520,7 +521,26 @@ def _read_elsewhere(m: Instruction, group: Group, fuser: _Fuser) -> bool:
     return False
 
 
+class _KernelCycle(Exception):
+    """The groups' kernels would need each other's results (found while emitting them)."""
+
+
 def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResult:
+    """The module with its entry fused. Should multi-output fusion (a reduction's extra
+    outputs, merged siblings) have made two kernels that need each other's results, which its
+    checks exist to prevent, fusion runs again without it: fewer fused kernels, never a crash
+    nor a wrong order (the counts say so)."""
+    try:
+        return _fuse(module, options)
+    except _KernelCycle as cycle:
+        if not options.multi_output:
+            raise AssertionError(f"fusion made a cycle through %{cycle}") from None
+        result = _fuse(module, dataclasses.replace(options, multi_output=False))
+        result.counts[f"multi-output fusion undone: a cycle between kernels through %{cycle}"] += 1
+        return result
+
+
+def _fuse(module: Module, options: FusionOptions) -> FusionResult:
     comp = module.entry
     fuser = _Fuser(comp, options)
     fuser.run()
@@ -620,7 +640,7 @@ def fuse(module: Module, options: FusionOptions = FusionOptions()) -> FusionResu
                 i += 1
                 if not done(dep[0]):
                     if id(dep[0]) in active:
-                        raise AssertionError(f"fusion made a cycle through %{needs[i - 1].name}")
+                        raise _KernelCycle(needs[i - 1].name)
                     active.add(id(dep[0]))
                     stack[-1] = (unit, needs, i)
                     stack.append((dep[0], dep[1], 0))
