@@ -147,6 +147,10 @@ def test_cheap_producer_is_duplicated_into_every_consumer():
     assert "LOOP_MULTI_OUTPUT" in {d.reason for d in c.fusion_decisions}
 
 
+def _masked_grid():
+    return np.linspace(-2, 0.5, 24)[None, :] + 1j * np.linspace(-1.2, 1.2, 20)[:, None]
+
+
 def _iterate_masked(c):
     z = np.zeros_like(c)
     count = np.zeros(c.shape, np.int64)
@@ -159,7 +163,7 @@ def _iterate_masked(c):
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu-simulated", "interpreter"])
 def test_a_multi_output_loop_fusion_runs_on_every_backend(backend):
-    c = (np.linspace(-2, 0.5, 24)[None, :] + 1j * np.linspace(-1.2, 1.2, 20)[:, None])
+    c = _masked_grid()
     z, count = tk.jit(_iterate_masked, backend=backend)(c)
     want_z, want_count = _iterate_masked(c)
     np.testing.assert_array_equal(np.asarray(count), want_count)
@@ -177,7 +181,7 @@ def test_a_multi_output_loop_fusion_assembles_for_the_gpu(arch, tmp_path):
 
     if PTXAS is None:
         pytest.skip("ptxas (CUDA toolkit) is not on the PATH")
-    c = (np.linspace(-2, 0.5, 24)[None, :] + 1j * np.linspace(-1.2, 1.2, 20)[:, None])
+    c = _masked_grid()
     module = tk.jit(_iterate_masked, backend="interpreter").compiled(c).optimized_hlo
     assert any(i.opcode == "fusion" and i.shape.is_tuple and i.attrs["kind"] == "kLoop"
                for i in module.entry.instructions)
@@ -190,23 +194,14 @@ def test_loop_fusions_computing_the_same_chain_share_one_kernel():
     """A masked iteration written as NumPy users write it (npbench's mandelbrot): the state
     and the iteration counter are both outputs of the same 12-step chain. Each fusion once
     held its own copy of the chain, so it ran twice (mandelbrot 60x60: 348 -> 187 us)."""
-    def iterate(c):
-        z = np.zeros_like(c)
-        count = np.zeros(c.shape, np.int64)
-        for n in range(12):
-            inside = np.abs(z) < 2.0
-            count = np.where(inside, n, count)
-            z = np.where(inside, z * z + c, z)
-        return z, count
-
-    c = (np.linspace(-2, 0.5, 24)[None, :] + 1j * np.linspace(-1.2, 1.2, 20)[:, None])
-    compiled_ = compiled(iterate, c)
+    c = _masked_grid()
+    compiled_ = compiled(_iterate_masked, c)
     fusions = [k for k in kernels(compiled_) if k.opcode == "fusion"]
     chains = [k for k in fusions if any(i.opcode == "abs" for i in k.attrs["calls"].instructions)]
     assert len(chains) == 1 and chains[0].shape.is_tuple  # the chain in one kernel, two outputs
     assert "LOOP_MULTI_OUTPUT" in {d.reason for d in compiled_.fusion_decisions}
-    got = tk.jit(iterate)(c)
-    want = iterate(c)
+    got = tk.jit(_iterate_masked)(c)
+    want = _iterate_masked(c)
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
 

@@ -4,6 +4,7 @@ kernel stays within its parameter budget. A mixin of the fuser (fusion.py), run 
 producer-consumer decisions."""
 from __future__ import annotations
 
+from ..ir.ops import GroupOp
 from .fusion_groups import ROOT_PATH, Paths, is_compute, is_free_to_duplicate
 
 
@@ -122,7 +123,7 @@ class SiblingMerging:
         merge, never one that writes a window in place, and never where one needs the
         other's result."""
         loops = [g for g in self.groups if not g.heroes and g.gid >= 0
-                 and g.members[0].opcode != "dynamic-update-slice"]
+                 and g.members[0].opcode not in GroupOp.WRITE_INTO_OPERAND]
         merged_into: dict[int, int] = {}
         outputs = [1] * len(loops)  # the roots each (merged) fusion writes
         undo: list = []  # how to take back each merge, in order
@@ -155,11 +156,10 @@ class SiblingMerging:
             while undo:
                 self._unmerge(undo.pop(), merged_into, outputs)
             for pair in pairs[:_RETRIED_MERGES]:
+                made = len(undo)
                 pair = (representative(pair[0]), representative(pair[1]))
-                if self._merge_loops(loops, *pair, merged_into, outputs, undo) != "merged" \
-                        or not undo:
-                    continue
-                if self._kernel_cycle():
+                self._merge_loops(loops, *pair, merged_into, outputs, undo)
+                if len(undo) > made and self._kernel_cycle():  # (a merge made now closed one)
                     a, b = undo[-1][0], undo[-1][1]
                     self._unmerge(undo.pop(), merged_into, outputs)
                     self.decide(a.members[0], b.members[0], False, "WOULD_CREATE_CYCLE",

@@ -129,9 +129,10 @@ def _segments(exe) -> list[Segment]:
 
     def close():
         # (alone, a kernel gains nothing from a native program: the dispatcher calls it as
-        # cheaply; a BLAS call does (NumPy's matmul from Python cost 4.5 µs more a gemv), and
-        # so does a kernel split over native helpers, which Python's pool would not split)
-        if len(run) >= MIN_STEPS or (run and views_read) or any(op[0] != KERNEL for op in ops):
+        # cheaply; a BLAS call does (NumPy's matmul from Python cost 4.5 µs more a gemv, and a
+        # dot reading a window has no other way to read it), and so does a kernel split over
+        # native helpers, which Python's pool would not split)
+        if len(run) >= MIN_STEPS or any(op[0] != KERNEL for op in ops):
             mark_lingering(ops)
             program = np.array([len(ops)] + [v for op in ops for v in op], dtype=np.int64)
             written = {s for step in run for s in step.outputs} - unwritten - bypassed
@@ -145,9 +146,7 @@ def _segments(exe) -> list[Segment]:
         ops.clear()
         op_steps.clear()
         position.clear()
-        views_read.clear()
 
-    views_read: list[int] = []
     # the slots read after each step (a loop copies a leaf it only reads into its result's
     # buffer only when something reads that)
     unwritten: set[int] = set()  # loop results no one reads: never allocated
@@ -188,8 +187,6 @@ def _segments(exe) -> list[Segment]:
         run.append(step)
         ops.append(op)
         op_steps.append(step)
-        if used:
-            views_read.append(p)
     close()
     # neighbouring Python segments merge back into one (fewer loops in the hot path)
     merged: list[Segment] = []
