@@ -8,6 +8,7 @@ import pytest
 import toolkit as tk
 from toolkit.backends.cpu import executor
 from toolkit.backends.cpu.native_loop import blas_gemm
+from test_native_gemv import BLAS_TYPES, random_operand
 
 pytestmark = pytest.mark.skipif(
     executor.native_run_steps is None or blas_gemm() is None
@@ -40,13 +41,13 @@ def _run(fn, args):
     return got, f.compiled(*args)._executable
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", BLAS_TYPES)
 @pytest.mark.parametrize("name", sorted(PRODUCTS))
 def test_products_of_sliced_views_are_numpys_bit_for_bit(name, dtype, monkeypatch):
     monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
     fn, shapes = PRODUCTS[name]
     rng = np.random.default_rng(sorted(PRODUCTS).index(name))
-    args = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    args = [random_operand(rng, s, dtype) for s in shapes]
     want = fn(*args)
     got, exe = _run(fn, args)
     for g, w in zip(got, want, strict=True):

@@ -33,6 +33,17 @@ SIZES = [(1, 7), (2, 1), (2, 5), (3, 9), (5, 3), (6, 13), (7, 31), (33, 17), (2,
          (3, 1000), (129, 1000), (1000, 129), (1000, 3)]
 
 
+BLAS_TYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+def random_operand(rng, shape, dtype):
+    """Standard normal values of ``dtype``, with an imaginary part for the complex types."""
+    values = rng.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        values = values + 1j * rng.standard_normal(shape)
+    return values.astype(dtype)
+
+
 def _native_program(fn, args, monkeypatch, native: bool):
     """fn's product and a second step (a native program needs two), run natively or not."""
     monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1" if native else "0")
@@ -41,21 +52,23 @@ def _native_program(fn, args, monkeypatch, native: bool):
     return np.asarray(product), f.compiled(*args)._executable
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", BLAS_TYPES)
 @pytest.mark.parametrize("name", sorted(PRODUCTS))
 def test_matrix_vector_products_are_numpys_bit_for_bit(name, dtype, monkeypatch):
     fn, shapes = PRODUCTS[name]
     rng = np.random.default_rng(sorted(PRODUCTS).index(name))
     for m, k in SIZES:
-        args = [rng.standard_normal(s).astype(dtype) for s in shapes(m, k)]
+        args = [random_operand(rng, s, dtype) for s in shapes(m, k)]
         want = fn(*args)
         got, exe = _native_program(fn, args, monkeypatch, True)
         assert got.dtype == want.dtype and got.shape == want.shape
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, (name, m, k, bad[:5], got.ravel()[bad[:5]], want.ravel()[bad[:5]])
         ((program, steps, *_),) = exe.segments  # one native program: the product ran in it
-        # (k = 1: the simplifier made the product a multiply)
-        assert program is not None and any(s.kind == "dot" for s in steps) == (k > 1), (m, k)
+        # (k = 1: the simplifier made a real product a multiply; a complex one stays NumPy's
+        # own loop, 0 + a * b, which no BLAS call makes)
+        if k > 1 or not np.issubdtype(dtype, np.complexfloating):
+            assert program is not None and any(s.kind == "dot" for s in steps) == (k > 1), (m, k)
         stepwise, _ = _native_program(fn, args, monkeypatch, False)
         assert np.array_equal(stepwise, want)
 
@@ -122,4 +135,22 @@ def test_a_c_extension_built_before_gemv_leaves_the_product_to_numpy(monkeypatch
     assert native_loop.step_op(exe, dot, lambda s: s, blas_gemm())[0] == native_loop.GEMV
     monkeypatch.setattr(native_loop, "native_op_codes", 4)
     with pytest.raises(native_loop._Unsupported, match="without it"):
+        native_loop.step_op(exe, dot, lambda s: s, blas_gemm())
+
+
+def test_complex_products_run_natively_and_a_build_before_complex_blas_leaves_them_to_numpy(
+        monkeypatch):
+    """NumPy's four BLAS types run as native BLAS calls; an older build read the op's type as
+    "float64 or not", so without BLAS_TYPES = 4 no complex op is made."""
+    native_loop = importlib.import_module("toolkit.backends.cpu.native_loop")
+    rng = np.random.default_rng(3)
+    a, b = (random_operand(rng, (3, 3), np.complex128) for _ in range(2))
+    f = tk.jit(lambda a, b: (a @ b, b * 2.0), backend="cpu")
+    np.testing.assert_array_equal(f(a, b)[0], a @ b)
+    exe = f.compiled(a, b)._executable
+    (dot,) = [s for s in exe.steps if s.kind == "dot"]
+    op = native_loop.step_op(exe, dot, lambda s: s, blas_gemm())
+    assert op[0] == native_loop.GEMM and op[3] == native_loop.BLAS_TYPE["complex128"] == 3
+    monkeypatch.setattr(native_loop, "native_blas_types", 2)
+    with pytest.raises(native_loop._Unsupported, match="no native BLAS call for complex128"):
         native_loop.step_op(exe, dot, lambda s: s, blas_gemm())

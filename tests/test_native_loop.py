@@ -117,8 +117,9 @@ def test_numpys_blas_is_found():
     if blas.get("name") != "scipy-openblas":  # (another BLAS: loops with dots run from Python)
         pytest.skip(f"NumPy is built with {blas.get('name')}, not the OpenBLAS its wheels bundle")
     gemm = blas_gemm()
-    assert gemm is not None and set(gemm) == {"float32", "float64", *(
-        (t, routine) for t in ("float32", "float64") for routine in ("gemm", "dot", "gemv"))}
+    types = ("float32", "float64", "complex64", "complex128")  # NumPy's four BLAS types
+    assert gemm is not None and set(gemm) == {*types, *(
+        (t, routine) for t in types for routine in ("gemm", "dot", "gemv"))}
 
 
 def test_without_the_native_driver_loops_run_from_python():

@@ -74,12 +74,12 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * both), until the condition's predicate byte is 0 or ``limit`` trips; returns the trips.
  * program (int64): [n_cond, n_body, predicate index, then the ops]; an op is
  *   0 kernel: address, start, end, n, index * n (n > MAX_POINTERS: the packed entry's address)
- *   1 gemm:   address, ilp64, f64, trans_a, trans_b, m, n, k, lda, ldb, ldc, a, b, c
+ *   1 gemm:   address, ilp64, type, trans_a, trans_b, m, n, k, lda, ldb, ldc, a, b, c
  *   2 copy:   destination, source, bytes
- *   3 dot:    address, ilp64, f64, n, x, y, out (a vector dot product)
- *   4 gemv:   address, ilp64, f64, order, m, n, lda, incx, incy, a, x, y (y = A^T x, A m x n)
+ *   3 dot:    address, ilp64, type, n, x, y, out (a vector dot product)
+ *   4 gemv:   address, ilp64, type, order, m, n, lda, incx, incy, a, x, y (y = A^T x, A m x n)
  *   5 gemm of views: as 1, with a, a offset, b, b offset, c (offsets in elements)
- *   6 dot of views:  address, ilp64, f64, n, x, x offset, incx, y, y offset, incy, out
+ *   6 dot of views:  address, ilp64, type, n, x, x offset, incx, y, y offset, incy, out
  *   7 gemv of views: as 4, with a, a offset, x, x offset, y
  *   8 while:  a loop inside a program (run_while)
  *   9 split kernel: address, start, end, grain, threads, linger, n, index * n: op 0's kernel
@@ -94,11 +94,19 @@ typedef void (*sgemm32_t)(int, int, int, int, int, int, float, const float *, in
                           float *, int);
 typedef void (*dgemm32_t)(int, int, int, int, int, int, double, const double *, int, const double *, int,
                           double, double *, int);
+/* the complex routines take alpha and beta by address (cblas_cgemm, cblas_zgemm) */
+typedef void (*xgemm64_t)(int, int, int, int64_t, int64_t, int64_t, const void *, const void *, int64_t,
+                          const void *, int64_t, const void *, void *, int64_t);
+typedef void (*xgemm32_t)(int, int, int, int, int, int, const void *, const void *, int, const void *, int,
+                          const void *, void *, int);
 
 typedef double (*ddot64_t)(int64_t, const double *, int64_t, const double *, int64_t);
 typedef float (*sdot64_t)(int64_t, const float *, int64_t, const float *, int64_t);
 typedef double (*ddot32_t)(int, const double *, int, const double *, int);
 typedef float (*sdot32_t)(int, const float *, int, const float *, int);
+/* cblas_cdotu_sub, cblas_zdotu_sub: the unconjugated product, written through the last argument */
+typedef void (*xdot64_t)(int64_t, const void *, int64_t, const void *, int64_t, void *);
+typedef void (*xdot32_t)(int, const void *, int, const void *, int, void *);
 
 typedef void (*sgemv64_t)(int, int, int64_t, int64_t, float, const float *, int64_t, const float *,
                           int64_t, float, float *, int64_t);
@@ -108,17 +116,43 @@ typedef void (*sgemv32_t)(int, int, int, int, float, const float *, int, const f
                           float *, int);
 typedef void (*dgemv32_t)(int, int, int, int, double, const double *, int, const double *, int,
                           double, double *, int);
+typedef void (*xgemv64_t)(int, int, int64_t, int64_t, const void *, const void *, int64_t,
+                          const void *, int64_t, const void *, void *, int64_t);
+typedef void (*xgemv32_t)(int, int, int, int, const void *, const void *, int, const void *, int,
+                          const void *, void *, int);
+
+/* The element type of a BLAS op (its ``type`` field): 0 float32, 1 float64, 2 complex64,
+ * 3 complex128, NumPy's four BLAS types (BLAS_TYPES says a build knows all four; one before it
+ * read the field as "float64 or not"). */
+#define BLAS_COMPLEX(type) ((type) >= 2)
+static const float ONE_C64[2] = {1.f, 0.f}, ZERO_C64[2] = {0.f, 0.f};
+static const double ONE_C128[2] = {1., 0.}, ZERO_C128[2] = {0., 0.};
+
+static size_t element_bytes(I type) {
+    return type == 0 ? 4 : type == 3 ? 16 : 8;
+}
 
 /* The BLAS calls of ops 1, 3 and 4 and of their view forms 5, 6 and 7 (an operand read in place
  * in a larger buffer: its pointer plus an element offset, with that buffer's leading dimension
- * or increment, as NumPy's matmul passes a view: native_loop._gemm_op). */
+ * or increment, as NumPy's matmul passes a view: native_loop._gemm_op). Alpha 1 and beta 0, as
+ * NumPy passes them (its oneF/oneD and zeroF/zeroD for the complex types). */
 static void blas_gemm(const I *op, int ta, int tb, P a, P b, P c) {
     void *fn = (void *)op[1];
-    if (op[2] && op[3])
+    const I type = op[3];
+    if (BLAS_COMPLEX(type)) {
+        const void *one = type == 3 ? (const void *)ONE_C128 : (const void *)ONE_C64;
+        const void *zero = type == 3 ? (const void *)ZERO_C128 : (const void *)ZERO_C64;
+        if (op[2])
+            ((xgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], one, a, op[9], b, op[10], zero, c,
+                            op[11]);
+        else
+            ((xgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], one, a, (int)op[9],
+                            b, (int)op[10], zero, c, (int)op[11]);
+    } else if (op[2] && type)
         ((dgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0, a, op[9], b, op[10], 0.0, c, op[11]);
     else if (op[2])
         ((sgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], 1.0f, a, op[9], b, op[10], 0.0f, c, op[11]);
-    else if (op[3])
+    else if (type)
         ((dgemm32_t)fn)(101, ta, tb, (int)op[6], (int)op[7], (int)op[8], 1.0, a, (int)op[9], b,
                         (int)op[10], 0.0, c, (int)op[11]);
     else
@@ -127,9 +161,22 @@ static void blas_gemm(const I *op, int ta, int tb, P a, P b, P c) {
 }
 
 /* a vector dot product as NumPy's matmul computes one: 0 + BLAS dot (so -0.0 sums to +0.0, as
- * NumPy's accumulator starting at zero gives) */
-static void blas_dot(void *fn, I ilp64, I f64, I n, P x, I incx, P y, I incy, P out) {
-    if (f64) {
+ * NumPy's accumulator starting at zero gives); a complex one sums each part in a double, as
+ * NumPy's CFLOAT_dot and CDOUBLE_dot do */
+static void blas_dot(void *fn, I ilp64, I type, I n, P x, I incx, P y, I incy, P out) {
+    if (type == 3) {
+        double got[2];
+        if (ilp64) ((xdot64_t)fn)(n, x, incx, y, incy, got);
+        else ((xdot32_t)fn)((int)n, x, (int)incx, y, (int)incy, got);
+        ((double *)out)[0] = 0. + got[0];
+        ((double *)out)[1] = 0. + got[1];
+    } else if (type == 2) {
+        float got[2];
+        if (ilp64) ((xdot64_t)fn)(n, x, incx, y, incy, got);
+        else ((xdot32_t)fn)((int)n, x, (int)incx, y, (int)incy, got);
+        ((float *)out)[0] = (float)(0. + (double)got[0]);
+        ((float *)out)[1] = (float)(0. + (double)got[1]);
+    } else if (type) {
         double sum = 0.;
         sum += ilp64 ? ((ddot64_t)fn)(n, x, incx, y, incy)
                      : ((ddot32_t)fn)((int)n, x, (int)incx, y, (int)incy);
@@ -146,17 +193,23 @@ static void blas_dot(void *fn, I ilp64, I f64, I n, P x, I incx, P y, I incy, P 
  * alpha 1, beta 0 (native_loop._gemv_op). y is zeroed first: beta 0 must not let a NaN left in
  * a reused buffer through, whatever the BLAS does with it. op: the gemv fields from op[3] on. */
 static void blas_gemv(void *fn, I ilp64, const I *f, P a, P x, P y) {
-    I f64 = f[0], m = f[2], n = f[3], lda = f[4], incx = f[5], incy = f[6];
+    I type = f[0], m = f[2], n = f[3], lda = f[4], incx = f[5], incy = f[6];
     int order = (int)f[1];
-    for (I i = 0; i < n; i++) {
-        if (f64) ((double *)y)[i * incy] = 0.;
-        else ((float *)y)[i * incy] = 0.f;
-    }
-    if (ilp64 && f64)
+    size_t bytes = element_bytes(type);
+    for (I i = 0; i < n; i++) memset((char *)y + (size_t)(i * incy) * bytes, 0, bytes);
+    if (BLAS_COMPLEX(type)) {
+        const void *one = type == 3 ? (const void *)ONE_C128 : (const void *)ONE_C64;
+        const void *zero = type == 3 ? (const void *)ZERO_C128 : (const void *)ZERO_C64;
+        if (ilp64)
+            ((xgemv64_t)fn)(order, 112, m, n, one, a, lda, x, incx, zero, y, incy);
+        else
+            ((xgemv32_t)fn)(order, 112, (int)m, (int)n, one, a, (int)lda, x, (int)incx, zero, y,
+                            (int)incy);
+    } else if (ilp64 && type)
         ((dgemv64_t)fn)(order, 112, m, n, 1.0, a, lda, x, incx, 0.0, y, incy);
     else if (ilp64)
         ((sgemv64_t)fn)(order, 112, m, n, 1.0f, a, lda, x, incx, 0.0f, y, incy);
-    else if (f64)
+    else if (type)
         ((dgemv32_t)fn)(order, 112, (int)m, (int)n, 1.0, a, (int)lda, x, (int)incx, 0.0, y,
                         (int)incy);
     else
@@ -164,9 +217,9 @@ static void blas_gemv(void *fn, I ilp64, const I *f, P a, P x, P y) {
                         (int)incy);
 }
 
-/* the element at ``offset`` (in elements of 8 or 4 bytes) of the buffer at table[index] */
-static P at(P *table, I index, I offset, I f64) {
-    return (char *)table[index] + offset * (f64 ? 8 : 4);
+/* the element at ``offset`` (in elements of the op's type) of the buffer at table[index] */
+static P at(P *table, I index, I offset, I type) {
+    return (char *)table[index] + (size_t)offset * element_bytes(type);
 }
 
 /* ---- split kernels: a native worker pool --------------------------------------------------
@@ -577,7 +630,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL, -1, methods};
 
 /* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other; 10:
- * split kernels) */
+ * split kernels). BLAS_TYPES: how many element types its BLAS ops know (4: the complex ones) */
 PyMODINIT_FUNC PyInit__kernel_call(void) {
     PyObject *m = PyModule_Create(&module);
     static int registered = 0;
@@ -587,6 +640,7 @@ PyMODINIT_FUNC PyInit__kernel_call(void) {
      * address is the kernel's packed entry) */
     if (m != NULL && (PyModule_AddIntConstant(m, "OP_CODES", 10) < 0 ||
                       PyModule_AddIntConstant(m, "TIMED", 1) < 0 ||
+                      PyModule_AddIntConstant(m, "BLAS_TYPES", 4) < 0 ||
                       PyModule_AddIntConstant(m, "KERNEL_POINTERS", MAX_KERNEL_POINTERS) < 0)) {
         Py_DECREF(m);
         return NULL;

@@ -50,3 +50,6 @@ _NATIVE_TIMED = getattr(_native, "TIMED", 0) == 1  # run_steps times each op (a 
 # older build calls at most 16
 native_kernel_pointers = getattr(_native, "KERNEL_POINTERS", 16)
 native_split = native_op_codes >= 10  # the build runs op 9, split kernels (run_split)
+# how many BLAS element types its BLAS ops know: float32 and float64, and since BLAS_TYPES
+# complex64 and complex128 too (an older build read the type as "float64 or not")
+native_blas_types = getattr(_native, "BLAS_TYPES", 2)

@@ -6,7 +6,8 @@ thunk's sequence). A recurrent network's loop of a dozen small kernels and two o
 
 Loops run this way only where it changes nothing but the time: every step is a compiled kernel
 small enough to run on one thread (larger ones are split over threads by the Python driver) or
-a plain 2-D matrix product (float32/float64, no zero-sized dimension, two different operands:
+a plain 2-D matrix product (any of NumPy's BLAS types: float32, float64, complex64 and
+complex128; no zero-sized dimension, two different operands:
 NumPy's matmul calls the same BLAS gemm for those; for a matrix-vector product the same gemv,
 with NumPy's arguments; for a vector dot product the same dot); each state element comes back
 in its own buffer or in a temporary copied into it. Any other loop runs from Python, as
@@ -30,6 +31,10 @@ from .executor import (
     native_run_loop,
     native_run_steps,
 )
+from .native import native_blas_types
+
+# the BLAS element type of an op's type field (_kernel_call.c), in the order of BLAS_TYPES
+BLAS_TYPE = {"float32": 0, "float64": 1, "complex64": 2, "complex128": 3}
 
 KERNEL, GEMM, COPY, DOT, GEMV = 0, 1, 2, 3, 4
 # the same with operands read in place in larger buffers (dot_views.py)
@@ -42,7 +47,9 @@ MAX_POINTERS = 16
 @functools.cache
 def blas_gemm() -> dict | None:
     """{'float32': (address, ilp64), 'float64': ...}: the CBLAS gemm of the BLAS NumPy calls
-    (the OpenBLAS its wheels bundle), or None where it cannot be found."""
+    (the OpenBLAS its wheels bundle), for each of NumPy's four BLAS types, or None where it
+    cannot be found; and {('float32', 'dot'): (address, ilp64), ...} for each routine (a complex
+    dot is ``?dotu_sub``, as NumPy's CFLOAT_dot calls)."""
     try:
         # the wheels' bundled libraries: numpy.libs (Linux), .dylibs (macOS)
         here = os.path.dirname(np.__file__)
@@ -57,21 +64,38 @@ def blas_gemm() -> dict | None:
                 ("", "", False),
             ):
                 names = {
-                    (t, routine): f"{prefix}cblas_{c}{routine}{suffix}"
-                    for t, c in (("float32", "s"), ("float64", "d"))
-                    for routine in ("gemm", "dot", "gemv")
+                    (t, routine): f"{prefix}cblas_{c}{_ROUTINE_NAMES[c in 'cz'][routine]}{suffix}"
+                    for t, c in (("float32", "s"), ("float64", "d"), ("complex64", "c"),
+                                 ("complex128", "z"))
+                    for routine in _ROUTINES
                 }
-                if all(hasattr(library, n) for n in names.values()):
-                    found = {
-                        key: (ctypes.cast(getattr(library, n), ctypes.c_void_p).value, ilp64)
-                        for key, n in names.items()
-                    }
-                    # {'float32': gemm, ...} as before, and {('float32', 'dot'): dot, ...}
-                    # and {('float32', 'gemv'): gemv, ...}
-                    return {**{t: found[(t, "gemm")] for t in ("float32", "float64")}, **found}
+                found = {
+                    key: (ctypes.cast(getattr(library, n), ctypes.c_void_p).value, ilp64)
+                    for key, n in names.items() if hasattr(library, n)
+                }
+                # the real routines at least (the complex ones where this BLAS has them all)
+                if all(key in found for key in names if key[0].startswith("float")):
+                    types = [t for t in BLAS_TYPE if all((t, r) in found for r in _ROUTINES)]
+                    return {**{t: found[(t, "gemm")] for t in types},
+                            **{(t, r): found[(t, r)] for t in types for r in _ROUTINES}}
     except OSError:
         return None
     return None
+
+
+_ROUTINES = ("gemm", "dot", "gemv")
+# CBLAS's names of each routine: real, complex
+_ROUTINE_NAMES = ({"gemm": "gemm", "dot": "dot", "gemv": "gemv"},
+                  {"gemm": "gemm", "dot": "dotu_sub", "gemv": "gemv"})
+
+
+def _blas_type(inst) -> int:
+    """The op's type field for the dot ``inst``'s element type, or _Unsupported where the build
+    or the type has none."""
+    code = BLAS_TYPE.get(inst.shape.dtype.numpy.name)
+    if code is None or code >= native_blas_types:
+        raise _Unsupported(f"dot %{inst.name}: no native BLAS call for {inst.shape.dtype.numpy}")
+    return code
 
 
 class _Unsupported(Exception):
@@ -130,11 +154,11 @@ def _dot_op(step, index, gemm, n: int | None = None, x: Operand | None = None,
         raise _Unsupported("a dimension beyond a 32-bit BLAS")
     x = x or _plain(step.inputs[0])
     y = y or _plain(step.inputs[1])
-    f64 = int(t.name == "float64")
+    type_ = _blas_type(inst)
     if x.is_view or y.is_view:
-        return [DOT_VIEW, address, int(ilp64), f64, n, index(x.slot), x.offset, incx,
+        return [DOT_VIEW, address, int(ilp64), type_, n, index(x.slot), x.offset, incx,
                 index(y.slot), y.offset, incy, index(step.outputs[0])]
-    return [DOT, address, int(ilp64), f64, n, index(x.slot), index(y.slot),
+    return [DOT, address, int(ilp64), type_, n, index(x.slot), index(y.slot),
             index(step.outputs[0])]
 
 
@@ -158,7 +182,7 @@ def _gemv_op(step, index, gemm, matrix: Operand, matrix_strides, vector: Operand
         raise _Unsupported("a dimension beyond a 32-bit BLAS")
     s_out, s_k = matrix_strides
     order, lda = (CBLAS_COL_MAJOR, s_out) if _blasable(s_out, s_k, k) else (CBLAS_ROW_MAJOR, s_k)
-    head = [address, int(ilp64), int(t.name == "float64"), order, k, length, lda, incx, 1]
+    head = [address, int(ilp64), _blas_type(inst), order, k, length, lda, incx, 1]
     if matrix.is_view or vector.is_view:
         return [GEMV_VIEW, *head, index(matrix.slot), matrix.offset, index(vector.slot),
                 vector.offset, index(step.outputs[0])]
@@ -264,7 +288,7 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
         raise _Unsupported("a dimension beyond a 32-bit BLAS")
     trans1, lda = (0, is1_m) if _blasable(is1_m, is1_n, k) else (1, is1_n)
     trans2, ldb = (0, is2_n) if _blasable(is2_n, is2_p, n) else (1, is2_p)
-    head = [address, int(ilp64), int(t.name == "float64"), trans1, trans2, m, n, k, lda, ldb, n]
+    head = [address, int(ilp64), _blas_type(inst), trans1, trans2, m, n, k, lda, ldb, n]
     a_, b_ = operands
     read(0, 1)
     if a_.is_view or b_.is_view:
