@@ -17,6 +17,7 @@ from . import ad_control  # noqa: F401  (registers the control-flow rules)
 from . import checkpoint  # noqa: F401  (registers tk.checkpoint's rules)
 from . import ad_linalg  # noqa: F401  (registers the np.linalg rules)
 from . import ad_collectives  # noqa: F401  (registers the collectives' rules)
+from . import ad_windows  # noqa: F401  (registers reduce-window's rules)
 from . import lax
 from .ad_engine import Body, jvp_body, vjp_body
 from .ad_rules import zeros_like

@@ -17,6 +17,7 @@ import numpy as np
 from ..ir.nodes import Instruction
 from ..ir.ops import OPS
 from ..ir.shapes import Shape, TupleShape
+from ..ir.windows import WindowDim
 from . import control_flow, lax
 from ..ir.queries import known_trip_count
 # a tuple's elements, and a tuple of values, in the current trace
@@ -142,6 +143,16 @@ def _reduce(inst, args, flags, size):
         return _emit(inst, arrays + list(args[k:]), attrs, size), True
     shape = TupleShape(tuple(Shape(e.dtype, (size,) + tuple(e.dims)) for e in inst.shape.elements))
     return _emit(inst, arrays + list(args[k:]), attrs, size, shape), [True] * k
+
+
+def _reduce_window(inst, args, flags, size):
+    (x, init), (bx, binit) = args, flags
+    if binit:
+        raise NotBatchableError(
+            f"vmap of {_where(inst)}: a windowed reduction whose initial value differs per "
+            "batch element")
+    attrs = dict(inst.attrs, window=(WindowDim(1),) + tuple(inst.attrs["window"]))
+    return _emit(inst, [_batched(x, bx, size), init], attrs, size), True
 
 
 def _sort(inst, args, flags, size):
@@ -547,6 +558,7 @@ def _build():
             "concatenate": _concatenate,
             "pad": _pad,
             "reduce": _reduce,
+            "reduce-window": _reduce_window,
             "sort": _sort,
             "dot": _dot,
             "gather": _gather,

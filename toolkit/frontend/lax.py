@@ -7,9 +7,10 @@ from typing import Sequence
 import numpy as np
 
 from ..ir import dtypes as ir_dtypes
-from ..ir.ops import initial_value
+from ..ir.ops import identity, initial_value
 from ..ir.shapes import Shape
 from ..ir.sorting import numpy_order_comparator
+from ..ir.windows import prefix_scan_window
 from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, subclass_problem
 from .promotion import SUPPORTED, check_int_fits
 from .tracer import Trace, Tracer, check_same_trace, current_trace
@@ -225,6 +226,25 @@ def reduce(x: Tracer, opcode: str, axes: Sequence[int]) -> Tracer:
     reducer = trace.module.scalar_reducer(opcode, ir_dtypes.from_numpy(x.dtype))
     return trace.emit("reduce", (x, init), {"dimensions": axes, "to_apply": reducer},
                       weak=x.weak_type)
+
+
+def reduce_window(x: Tracer, opcode: str, window, init) -> Tracer:
+    """XLA's ``reduce-window`` of ``x`` by the scalar ``opcode`` reducer (ir/windows.py),
+    padding with ``init`` (a scalar Tracer of x's dtype)."""
+    trace = x.trace
+    reducer = trace.module.scalar_reducer(opcode, ir_dtypes.from_numpy(x.dtype))
+    return trace.emit("reduce-window", (x, init), {"window": tuple(window), "to_apply": reducer},
+                      weak=x.weak_type)
+
+
+def prefix_scan(x: Tracer, axis: int, opcode: str) -> Tracer:
+    """The inclusive scan of ``x`` along ``axis``: a reduce-window whose window is the whole
+    axis padded in front, starting from the reducer's exact identity, so each element is the
+    running fold in NumPy's sequential order (``np.add.accumulate``'s), bit for bit."""
+    if x.shape[axis] < 2:
+        return x
+    init = lift(x.trace, identity(opcode, x.dtype), x.dtype, weak=False)
+    return reduce_window(x, opcode, prefix_scan_window(x.shape, axis), init)
 
 
 def dot_general(lhs: Tracer, rhs: Tracer, contracting: tuple[Sequence[int], Sequence[int]],

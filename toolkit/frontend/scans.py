@@ -1,9 +1,13 @@
 """Scans on traced arrays: cumsum/cumprod (and their nan and cumulative_* forms) and
 ufunc.accumulate.
 
-Scans are log-step (Hillis-Steele): ceil(log2 n) rounds of ``op(x, x shifted)``. Integer and
-boolean results are exact; a float cumsum adds in a different order than NumPy's sequential
-loop, so it can differ in the last bits, as np.sum's pairwise order does."""
+A sum scan (cumsum, np.add.accumulate) is XLA's ``reduce-window`` over a window that covers
+the axis, padded in front (``lax.prefix_scan``): a kernel of its own folds each line once, in
+NumPy's sequential order, so float sums are NumPy's bit for bit. The other scans (products,
+maxima, minima, logical ones) are log-step (Hillis-Steele): ceil(log2 n) rounds of
+``op(x, x shifted)``, whose derivatives and batching follow from their elementwise ops. Their
+integer, boolean, max and min results are exact; a float cumprod multiplies in a different
+order than NumPy's loop, so it can differ in the last bits."""
 from __future__ import annotations
 
 import operator
@@ -25,6 +29,8 @@ def _t(x) -> Tracer:
 
 def associative_scan(x: Tracer, axis: int, opcode: str) -> Tracer:
     """Inclusive scan of ``x`` along ``axis`` with the associative elementwise ``opcode``."""
+    if opcode == "add":  # (NumPy's order, in one pass: see the module's note)
+        return lax.prefix_scan(x, axis, opcode)
     n = x.shape[axis]
     shift = 1
     while shift < n:

@@ -13,6 +13,7 @@ import numpy as np
 from . import collectives
 from . import indexing as ix
 from . import semantics as sem
+from . import windows
 from .nodes import Computation, Instruction
 from .ops import OPS, GroupOp
 from .queries import reducer_opcode
@@ -120,9 +121,7 @@ def _reduce(inst, args):
     ufunc = OPS[reducer].ufunc if reducer in GroupOp.REDUCERS else None
     if ufunc is not None:
         x, init = inputs[0], inits[0]
-        if x.dtype.kind == "b" and ufunc in (np.bitwise_and, np.bitwise_or, np.bitwise_xor):
-            ufunc = {np.bitwise_and: np.logical_and, np.bitwise_or: np.logical_or,
-                     np.bitwise_xor: np.logical_xor}[ufunc]
+        ufunc = _logical(ufunc, x.dtype)
         with np.errstate(all="ignore"):
             out = ufunc.reduce(x, axis=dims, initial=init[()]) if dims else ufunc(x, init)
         return np.asarray(out).astype(x.dtype, copy=False)
@@ -136,6 +135,35 @@ def _reduce(inst, args):
         acc = list(result) if n > 1 else [result]
     acc = [np.asarray(a).astype(i.dtype, copy=False) for a, i in zip(acc, inits)]
     return tuple(acc) if n > 1 else acc[0]
+
+
+def _reduce_window(inst, args):
+    x, init = args
+    window = inst.attrs["window"]
+    reducer = reducer_opcode(inst)
+    if reducer in GroupOp.REDUCERS:
+        ufunc = _logical(OPS[reducer].ufunc, x.dtype)
+        axis = windows.scan_axis(window, x.shape)
+        if axis is not None and windows.idempotent_init(reducer, init):
+            return windows.accumulate(x, init, axis, ufunc)
+
+        def fold(acc, values):
+            with np.errstate(all="ignore"):
+                return ufunc(acc, values)
+    else:
+        comp: Computation = inst.attrs["to_apply"]
+
+        def fold(acc, values):
+            return evaluate_computation(comp, [np.asarray(acc), np.ascontiguousarray(values)])
+    return windows.evaluate_reduce_window(x, init, window, fold)
+
+
+def _logical(ufunc, dtype):
+    """The bitwise reducers on pred are NumPy's logical ufuncs."""
+    if dtype.kind == "b" and ufunc in (np.bitwise_and, np.bitwise_or, np.bitwise_xor):
+        return {np.bitwise_and: np.logical_and, np.bitwise_or: np.logical_or,
+                np.bitwise_xor: np.logical_xor}[ufunc]
+    return ufunc
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -175,6 +203,7 @@ EVALUATORS.update(
         "reverse": lambda inst, args: np.flip(args[0], axis=tuple(inst.attrs["dimensions"])),
         "copy": lambda inst, args: args[0].copy(),
         "reduce": _reduce,
+        "reduce-window": _reduce_window,
         "dot": _dot,
         "tuple": lambda inst, args: tuple(args),
         "get-tuple-element": lambda inst, args: args[0][inst.attrs["index"]],

@@ -11,6 +11,7 @@ from . import dtypes as dt
 from .nodes import Metadata
 from .ops import KEPT_VERBATIM, OPS, GroupOp
 from .shapes import AnyShape, Shape, TupleShape
+from .windows import parse_window
 
 COLLECTIVE_OPCODES = GroupOp.COLLECTIVE
 
@@ -420,6 +421,8 @@ class HloReader:
                 attrs[key] = self.slice_spec()
             elif key == "padding":
                 attrs[key] = self.padding_spec()
+            elif key == "window" and opcode == "reduce-window":
+                attrs[key] = self.window_spec()
             elif key == "metadata":
                 metadata = self.metadata()
             elif key == "operand_precision" and opcode == "dot":
@@ -457,6 +460,14 @@ class HloReader:
             out.append((start, limit, stride))
             self.accept(",")
         return tuple(out)
+
+    def window_spec(self):
+        start = self.pos
+        text = self.raw_value()
+        try:
+            return parse_window(text.strip().removeprefix("{").removesuffix("}"))
+        except ValueError as e:
+            raise self.error(f"bad window '{text}': {e}", start) from None
 
     def padding_spec(self) -> tuple[tuple[int, int, int], ...]:
         start = self.pos

@@ -225,6 +225,10 @@ _define(OpDef("scatter", "scatter", 3, (
 
 _define(OpDef("reduce", "reduce", None, ("dimensions", "to_apply"), fusion="reduction",
               expensive=True, cost="reduce"))
+# XLA's windowed reduction (ir/windows.py): NumPy's cumsum is its prefix scan, which a kernel of
+# its own runs in one pass in NumPy's order
+_define(OpDef("reduce-window", "reduce", 2, ("window", "to_apply"), expensive=True,
+              cost="reduce-window"))
 _define(OpDef(
     "dot", "dot", 2,
     ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims",
@@ -299,8 +303,8 @@ ELEMENTWISE_CATEGORIES = ("unary", "binary", "ternary")
 # The cost-analysis handler families (passes/cost_analysis.py has one handler for each), after
 # XLA's HloCostAnalysis handlers
 COST_FAMILIES = ("zero", "elementwise", "data", "transpose", "slice", "tuple", "dot", "reduce",
-                 "scatter", "sort", "custom-call", "fusion", "call", "while", "conditional",
-                 "collective")
+                 "reduce-window", "scatter", "sort", "custom-call", "fusion", "call", "while",
+                 "conditional", "collective")
 
 
 def opdef(opcode: str) -> OpDef:

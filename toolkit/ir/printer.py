@@ -9,6 +9,7 @@ from .literals import literal_to_text
 from .nodes import TEXT_PRINTERS, Computation, Instruction, Metadata, Module
 from .ops import opdef
 from .source_names import notebook_cell
+from .windows import window_text
 
 _DOT_ATTRS = ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")
 
@@ -82,6 +83,8 @@ def _attributes(inst: Instruction) -> list[str]:
         ranges = ", ".join(
             f"[{s}:{e}]" if st == 1 else f"[{s}:{e}:{st}]" for s, e, st in a["slice"])
         out.append("slice={" + ranges + "}")
+    elif op == "reduce-window":
+        out.append("window=" + window_text(a["window"]))
     elif op == "pad":
         out.append("padding=" + "x".join(
             f"{lo}_{hi}" if not it else f"{lo}_{hi}_{it}" for lo, hi, it in a["padding"]))
@@ -226,6 +229,7 @@ def check_printer_covers_ops() -> None:
         "dimensions",
         "slice",
         "padding",
+        "window",
         "index",
         "to_apply",
         "kind",

@@ -14,6 +14,7 @@ import difflib
 from . import indexing_shapes as ix
 from .ops import KEPT_VERBATIM, OPS, RAW_ATTRIBUTES, opdef
 from .shapes import AnyShape, Shape, TupleShape
+from .windows import check_window, window_output_dims
 
 
 class ShapeError(ValueError):
@@ -378,6 +379,29 @@ def _reduce(ops, attrs, declared):
     return _expect(declared, out, "reduce")
 
 
+def _reduce_window(ops, attrs, declared):
+    if len(ops) != 2:
+        raise ShapeError("reduce-window takes one input and its init value (toolkit does not "
+                         f"model the variadic form), got {len(ops)} operands")
+    x = _array(ops[0], "reduce-window input")
+    init = _array(ops[1], "reduce-window init value")
+    if init.rank != 0 or init.dtype != x.dtype:
+        raise ShapeError(f"reduce-window init {init.to_text(False)} must be a "
+                         f"{x.dtype.name} scalar")
+    window = attrs.get("window")
+    if window is None:
+        raise ShapeError("reduce-window needs window={size=...}")
+    problem = check_window(x.dims, window)
+    if problem:
+        raise ShapeError(f"reduce-window of {x.to_text(False)}: {problem}")
+    comp = attrs.get("to_apply")
+    if comp is not None:
+        params = [p.shape for p in comp.parameters]
+        if len(params) != 2 or any(not p.same_type(Shape(x.dtype, ())) for p in params):
+            raise ShapeError(f"reducer %{comp.name} must take 2 scalars of the init type")
+    return _expect(declared, x.with_dims(window_output_dims(x.dims, window)), "reduce-window")
+
+
 def _dot(ops, attrs, declared):
     lhs, rhs = (_array(s, "dot operand") for s in ops)
     lb, lc = _dims_attr(attrs, "lhs_batch_dims"), _dims_attr(attrs, "lhs_contracting_dims")
@@ -557,6 +581,7 @@ SHAPE_RULES.update(
         "reverse": _same_shape_with_dims("reverse"),
         "copy": _identity("copy"),
         "reduce": _reduce,
+        "reduce-window": _reduce_window,
         "dot": _dot,
         "tuple": _tuple,
         "while": _while,

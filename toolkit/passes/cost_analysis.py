@@ -22,6 +22,7 @@ from ..ir.nodes import Computation, Instruction, Module
 from ..ir.ops import OPS
 from ..ir.queries import known_trip_count
 from ..ir.shapes import Shape, TupleShape
+from ..ir.windows import scan_axis
 
 FLOPS, TRANSCENDENTALS, BYTES = "flops", "transcendentals", "bytes accessed"
 
@@ -137,6 +138,20 @@ def _handle_reduce(inst: Instruction) -> dict[str, float]:
                        operand_bytes, _leaf_bytes(inst.shape))
 
 
+def _handle_reduce_window(inst: Instruction) -> dict[str, float]:
+    """XLA's HandleReduceWindow: the reducer (window elements - 1) times per output element; a
+    prefix scan (NumPy's cumsum) counts the one fold per output its kernel makes, as XLA's
+    count of n - 1 per output would put a linear scan at quadratic work."""
+    outputs = inst.shape.size
+    window = inst.attrs["window"]
+    folds = outputs * (math.prod(w.size for w in window) - 1)
+    if scan_axis(window, inst.operands[0].shape.dims) is not None:
+        folds = outputs
+    reducer = computation_cost(inst.attrs["to_apply"])
+    return _properties(folds * reducer[FLOPS], folds * reducer[TRANSCENDENTALS],
+                       *_default_bytes(inst))
+
+
 def _handle_scatter(inst: Instruction) -> dict[str, float]:
     """The combiner runs once per update element."""
     combiner = computation_cost(inst.attrs["to_apply"])
@@ -207,7 +222,8 @@ def _handle_collective(inst: Instruction) -> dict[str, float]:
 COST_HANDLERS: dict[str, Callable[[Instruction], dict[str, float]]] = {
     "zero": _handle_zero, "elementwise": _handle_elementwise, "data": _handle_data,
     "transpose": _handle_transpose, "slice": _handle_slice, "tuple": _handle_tuple,
-    "dot": _handle_dot, "reduce": _handle_reduce, "scatter": _handle_scatter,
+    "dot": _handle_dot, "reduce": _handle_reduce, "reduce-window": _handle_reduce_window,
+    "scatter": _handle_scatter,
     "sort": _handle_sort, "custom-call": _handle_custom_call, "fusion": _handle_fusion,
     "call": _handle_call, "while": _handle_while, "conditional": _handle_conditional,
     "collective": _handle_collective,

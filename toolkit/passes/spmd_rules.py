@@ -306,6 +306,13 @@ def _update_touched(inst):
             if n != inst.operands[0].shape.dims[d]}
 
 
+def _window_touched(inst):
+    """A reduce-window's dimensions whose window is more than the element itself (a scan's
+    axis): those are whole on every device, the others keep their split."""
+    return {d for d, w in enumerate(inst.attrs["window"]) if (w.size, w.stride, w.low, w.high)
+            != (1, 1, 0, 0)}
+
+
 def _named_dimensions(inst):
     return set(inst.attrs["dimensions"])
 
@@ -347,6 +354,7 @@ RULES.update({
     "dynamic-update-slice": _untouched(_update_touched),
     "sort": _untouched(_named_dimensions),
     "reduce": _reduce,
+    "reduce-window": _untouched(_window_touched),
     "dot": _dot,
     "tuple": _tuple,
     "get-tuple-element": _get_tuple_element,

@@ -19,6 +19,7 @@ from ..llvm.loops import FOLD_TAIL_INSTRUCTIONS, for_range, nest
 from ..llvm.reduction import (fold_element, hero_clusters, start_accumulators,
                               store_accumulators)
 from ..llvm.planning import KernelSpec
+from ..llvm.scan import line_index, scan_element, scan_lines
 from ..llvm.types import F64, I64, constant, storage_type, value_type
 from .vector_library import host_vector_math
 
@@ -57,6 +58,8 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
     elif spec.kind == "scatter":
         (out,) = spec.outputs
         emit_scatter(e, out, *out_ptrs[id(out)], in_place=spec.in_place)
+    elif spec.kind == "scan":
+        _emit_scan(b, e, spec, out_ptrs, begin, end)
     elif spec.kind == "loop":
         _emit_loop(b, e, spec, out_ptrs, begin, end)
     elif spec.kind == "row":
@@ -105,6 +108,26 @@ def _emit_loop(b, e, spec, out_ptrs, begin, end):
         body([])
     else:
         nest(b, shape.dims, body, begin, end, fold_tail_over=FOLD_TAIL_INSTRUCTIONS)
+
+
+def _emit_scan(b, e, spec, out_ptrs, begin, end):
+    """The lines before the axis (threads split the first), then the axis in order, then the
+    lines after it: each step along the axis folds a contiguous row, which vectorises."""
+    (scan,) = spec.outputs
+    out_ptr, shape = out_ptrs[id(scan)]
+    axis = spec.split_dim
+    outer, inner = scan_lines(shape.dims, axis)
+
+    def along(outer_index):
+        def step(i):
+            nest(b, inner, lambda inner_index: scan_element(
+                e, scan, spec.reducer, out_ptr, axis, line_index(outer_index, i, inner_index)),
+                prefix="line")
+        for_range(b, i64(0), i64(shape.dims[axis]), step, "scan")
+
+    if 0 in shape.dims:
+        return
+    nest(b, outer, along, begin, end)
 
 
 def _reduce(e, spec, hero, acc, v, t, flags=FAST):

@@ -22,6 +22,7 @@ from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, 
 from ..llvm.indexing import emit_scatter, update_slice_element
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
+from ..llvm.scan import line_index, scan_element, scan_lines
 from ..llvm.planning import (
     KernelSpec,
     emit_or_discard,
@@ -142,6 +143,21 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
 
         _grid_stride(b, count, window_item)
         return _finish(module, fn, b, spec, symbol, update.size, "thread")
+    if spec.kind == "scan":  # a thread per line, folding along the axis in order
+        (scan,) = spec.outputs
+        out_ptr, shape = outs[id(scan)]
+        axis = spec.split_dim
+        outer, inner = scan_lines(shape.dims, axis)
+        lines = 0 if 0 in shape.dims else math.prod(outer) * math.prod(inner)
+
+        def line(k):
+            where = delinearize(b, k, outer + inner) if outer + inner else []
+            for_range(b, i64(0), i64(shape.dims[axis]), lambda i: scan_element(
+                e, scan, spec.reducer, out_ptr, axis,
+                line_index(where[:len(outer)], i, where[len(outer):])), "scan")
+
+        _grid_stride(b, count, line)
+        return _finish(module, fn, b, spec, symbol, lines, "thread")
     if not heroes:
         shape = spec.outputs[0].shape
         width = vector_width(shape)

@@ -10,6 +10,7 @@ from ...ir.nodes import Computation, Instruction
 from ...ir.ops import GroupOp
 from ...ir.queries import reads_outside_update_window, reads_update_window, reducer_opcode
 from ...ir.structural import exact_key
+from ...ir.windows import compiled_scan
 from .elemental import CodegenUnsupported
 
 
@@ -18,7 +19,9 @@ class KernelSpec:
     name: str
     computation: Computation  # parameters are the kernel's inputs
     outputs: list[Instruction]  # instructions of the computation written to memory
-    kind: str  # loop | row | general | scatter | update_slice (a window written in place)
+    # loop | row | general | scatter | update_slice (a window written in place) | scan (a
+    # reduce-window that is a prefix scan: its lines folded in order along ``split_dim``)
+    kind: str
     extent: int | None  # size of the dimension [begin, end) ranges over; None: ignores them
     work: int  # elements touched: decides whether threads pay off
     reducer: str | None = None  # for reductions: the first hero's reducer opcode
@@ -26,7 +29,8 @@ class KernelSpec:
     in_place: bool = False  # an input and the output share a buffer (read at the index written)
     # in place: that input's parameter number (read through the output)
     aliased_parameter: int | None = None
-    # the input dimension [begin, end) ranges over (general reductions: a kept one)
+    # the input dimension [begin, end) ranges over (general reductions: a kept one); a scan's
+    # scanned axis
     split_dim: int = 0
 
 
@@ -195,6 +199,8 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
         return KernelSpec(inst.name, comp, [root], "scatter", None, max(shape.size, 1))
     if any(o.opcode == "scatter" for o in outputs):
         raise CodegenUnsupported("a scatter inside a fusion")
+    if root.opcode == "reduce-window":
+        return _plan_scan(inst, comp)
     heroes = [o for o in outputs if o.opcode == "reduce"]
     if not heroes:
         shape = outputs[0].shape
@@ -233,6 +239,22 @@ def plan_kernel(inst: Instruction) -> KernelSpec:
         extent = in_shape.dims[split_dim] if split_dim is not None else None
     return KernelSpec(inst.name, comp, outputs, kind, extent, max(in_shape.size, 1),
                       reducers[id(hero)], reducers, split_dim=split_dim or 0)
+
+
+def _plan_scan(inst: Instruction, comp: Computation) -> KernelSpec:
+    """A reduce-window that is a prefix scan (NumPy's cumsum): lines folded in order along its
+    axis; threads may split the leading dimension when the scan is along another. Any other
+    window runs in the reference interpreter, which says so."""
+    found = compiled_scan(inst)
+    if found is None:
+        raise CodegenUnsupported(
+            f"reduce-window %{inst.name} is not a prefix scan from its reducer's identity (a "
+            "window of the whole axis, padded in front): only those are compiled")
+    axis, reducer = found
+    shape = inst.shape
+    extent = shape.dims[0] if axis > 0 else None
+    return KernelSpec(inst.name, comp, [comp.root], "scan", extent, max(shape.size, 1),
+                      reducer, {id(comp.root): reducer}, split_dim=axis)
 
 
 # Threads that split a reduction's kept dimension write neighbouring stretches of one output;
