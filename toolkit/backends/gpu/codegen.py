@@ -22,7 +22,7 @@ from ..llvm.elemental import CodegenUnsupported, ElementalEmitter, delinearize, 
 from ..llvm.indexing import emit_scatter, update_slice_element
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
-from ..llvm.scan import line_index, scan_element, scan_lines
+from ..llvm.scan import scan_line, scan_lines
 from ..llvm.planning import (
     KernelSpec,
     emit_or_discard,
@@ -149,12 +149,12 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         axis = spec.split_dim
         outer, inner = scan_lines(shape.dims, axis)
         lines = 0 if 0 in shape.dims else math.prod(outer) * math.prod(inner)
+        running = b.alloca(value_type(scan.shape.dtype), name="running")
 
         def line(k):
             where = delinearize(b, k, outer + inner) if outer + inner else []
-            for_range(b, i64(0), i64(shape.dims[axis]), lambda i: scan_element(
-                e, scan, spec.reducer, out_ptr, axis,
-                line_index(where[:len(outer)], i, where[len(outer):])), "scan")
+            scan_line(e, scan, spec.reducer, out_ptr, axis, where[:len(outer)],
+                      where[len(outer):], running)
 
         _grid_stride(b, count, line)
         return _finish(module, fn, b, spec, symbol, lines, "thread")

@@ -10,6 +10,7 @@ from llvmlite import ir
 from ...ir.nodes import Instruction
 from .elemental import emit_binary
 from .emitter import ElementalEmitter, i64
+from .loops import for_range
 
 
 def scan_element(e: ElementalEmitter, scan: Instruction, reducer: str, out_ptr, axis: int,
@@ -28,6 +29,25 @@ def scan_element(e: ElementalEmitter, scan: Instruction, reducer: str, out_ptr, 
     earlier = e.load(out_ptr, scan.shape, before, invariant=False)
     running = b.select(first, e.value(init, []), earlier)
     e.store(out_ptr, scan.shape, index, emit_binary(e, reducer, running, x, t))
+
+
+def scan_line(e: ElementalEmitter, scan: Instruction, reducer: str, out_ptr, axis: int,
+              outer: list, inner: list, running) -> None:
+    """Writes one whole line, its running value carried in ``running`` (an alloca in the entry
+    block, so it lives in a register): a GPU thread's line, with no reload of what it wrote."""
+    b = e.b
+    e.reset()
+    b.store(e.value(scan.operands[1], []), running)
+
+    def step(i):
+        e.reset()
+        index = line_index(outer, i, inner)
+        value = emit_binary(e, reducer, b.load(running), e.value(scan.operands[0], index),
+                            scan.shape.dtype)
+        b.store(value, running)
+        e.store(out_ptr, scan.shape, index, value)
+
+    for_range(b, i64(0), i64(scan.shape.dims[axis]), step, "scan")
 
 
 def scan_lines(dims, axis: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
