@@ -222,3 +222,26 @@ def test_the_gpu_scan_kernel_assembles(tmp_path):
     program = compile_ptx(module, "sm_80")
     assert [k.spec.kind for k in program.kernels] == ["scan"] and not program.unsupported
     assemble(program.ptx, "sm_80", tmp_path)
+
+
+def test_argsort_orders_ties_as_numpys_default_sort_and_kind_stable_as_its_stable_one():
+    """np.argsort's default sort is not stable: ties come out in the order NumPy's own default
+    sort gives them (toolkit's library call is that sort), which differs from a stable order."""
+    x = rng.integers(0, 4, 3000)
+    default, stable = np.argsort(x), np.argsort(x, kind="stable")
+    assert not np.array_equal(default, stable)  # (the test can fail)
+    np.testing.assert_array_equal(tk.jit(np.argsort, backend="cpu")(x), default)
+    np.testing.assert_array_equal(
+        tk.jit(lambda x: np.argsort(x, kind="stable"), backend="cpu")(x), stable)
+    np.testing.assert_array_equal(
+        tk.jit(lambda x: np.argsort(x, stable=True), backend="cpu")(x), stable)
+    zeros = np.tile([0.0, -0.0, -0.0], 700)  # equal values, different bits: the sort's order
+    np.testing.assert_array_equal(np.signbit(tk.jit(np.sort, backend="cpu")(zeros)),
+                                  np.signbit(np.sort(zeros)))
+    grad = tk.grad(lambda v: np.sum(np.sort(v)[:10] * np.arange(10.0)))(zeros)
+    np.testing.assert_array_equal(np.flatnonzero(grad), np.argsort(zeros)[1:10])
+
+
+def test_kind_and_stable_together_is_numpys_error():
+    with pytest.raises(ValueError, match="can't be provided at the same time"):
+        tk.jit(lambda x: np.sort(x, kind="stable", stable=True))(np.ones(3))

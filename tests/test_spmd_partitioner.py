@@ -88,7 +88,9 @@ def test_column_parallel_output_stays_split_and_is_assembled_whole():
     f = tk.jit(lambda x, w: np.tanh(x @ w), in_shardings=(S(), S(None, "model")))
     lowered = f.lower(x, w)
     assert lowered.collectives() == [] and lowered.out_specs == (((), ("model",)),)
-    np.testing.assert_allclose(f(x, w), np.tanh(x @ w), rtol=1e-14)
+    # (a block's product is another BLAS call than the whole one: the last bit may differ, and
+    # a small result after cancellation shows it relatively)
+    np.testing.assert_allclose(f(x, w), np.tanh(x @ w), rtol=1e-14, atol=1e-14)
 
 
 def test_a_2x2_mesh_splits_data_and_model_at_once():

@@ -532,7 +532,10 @@ def _sort_jvp(eqn, tangents):
     dim = eqn.inst.attrs["dimensions"][0]
     keys = _sort_keys(eqn.inst)
     riders = [instantiate(t, a) for t, a in zip(tangents, eqn.args) if a.dtype.kind == "f"]
-    moved = lax.sort(list(eqn.args) + riders, dim, keys)[len(eqn.args):]
+    # (the primal's stability: an unstable sort orders ties as NumPy's default sort, which the
+    # same keys make again)
+    stable = bool(eqn.inst.attrs.get("is_stable"))
+    moved = lax.sort(list(eqn.args) + riders, dim, keys, stable)[len(eqn.args):]
     it = iter(moved)
     out = [next(it) if a.dtype.kind == "f" else None for a in eqn.args]
     return out[0] if len(eqn.args) == 1 else out
@@ -562,7 +565,8 @@ def _sort_vjp(eqn, ct):
     keys = _sort_keys(eqn.inst)
     trace = eqn.args[0].trace
     position = lax.iota(trace, np.int64, eqn.args[0].shape, dim)
-    order = lax.sort(list(eqn.args[:keys]) + [position], dim, keys)[-1]  # sorted slot -> source
+    stable = bool(eqn.inst.attrs.get("is_stable"))
+    order = lax.sort(list(eqn.args[:keys]) + [position], dim, keys, stable)[-1]  # slot -> source
     inverse = lax.sort([order, position], dim, 1)[1]  # source -> sorted slot
     cts = [ct] if len(eqn.args) == 1 else ct
     return [None if c is None else _along_axis(dense(c), inverse, dim) for c in cts]

@@ -287,13 +287,16 @@ def add_check(failed: Tracer, error: type, message: str) -> None:
     flag.trace.add_check(flag, error, message)
 
 
-def sort(operands: Sequence[Tracer], dimension: int, num_keys: int = 1) -> tuple[Tracer, ...]:
-    """Stable sort of ``operands`` along ``dimension`` in NumPy's order of the first
-    ``num_keys`` operands (NaN last); the rest are permuted alongside."""
+def sort(operands: Sequence[Tracer], dimension: int, num_keys: int = 1,
+         stable: bool = True) -> tuple[Tracer, ...]:
+    """Sort of ``operands`` along ``dimension`` in NumPy's order of the first ``num_keys``
+    operands (NaN last); the rest are permuted alongside. ``stable``: ties keep their index
+    order (NumPy's kind='stable'); otherwise ties are ordered as NumPy's default sort orders
+    them (the library call is NumPy's own np.sort/np.argsort: ir/sorting.py)."""
     trace = operands[0].trace
     types = [ir_dtypes.from_numpy(o.dtype) for o in operands]
     comparator = numpy_order_comparator(trace.module, types[:num_keys], types)
-    result = trace.emit("sort", tuple(operands), {"dimensions": (dimension,), "is_stable": True,
+    result = trace.emit("sort", tuple(operands), {"dimensions": (dimension,), "is_stable": stable,
                                                   "to_apply": comparator})
     if len(operands) == 1:
         return (Tracer(trace, result.inst, operands[0].weak_type),)

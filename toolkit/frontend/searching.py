@@ -37,7 +37,9 @@ def search_sorted(a: Tracer, v: Tracer, side: str) -> Tracer:
     for _ in range(max(1, math.ceil(math.log2(n + 1)))):
         mid = lax.elementwise("shift-right-logical", lax.elementwise("add", lo, hi), one)
         safe = lax.elementwise("minimum", mid, lax.full(trace, v.shape, n - 1, np.int64))
-        at_mid = EXPORTS["take"](a, safe)
+        # (0 <= safe < n by construction: no bounds check, whose reduction would split the
+        # rounds into kernels of their own)
+        at_mid = EXPORTS["take"](a, safe, mode="clip")
         go_right = (
             _nan_last_less(at_mid, v)
             if side == "left"
@@ -105,8 +107,9 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if n == 1:
         value = lax.broadcast_to(fp[0], xs.shape)
     else:
-        x0, x1 = EXPORTS["take"](xp, i), EXPORTS["take"](xp, i + 1)
-        f0, f1 = EXPORTS["take"](fp, i), EXPORTS["take"](fp, i + 1)
+        # (i is clipped to [0, n - 2] above: no bounds checks)
+        x0, x1 = EXPORTS["take"](xp, i, mode="clip"), EXPORTS["take"](xp, i + 1, mode="clip")
+        f0, f1 = EXPORTS["take"](fp, i, mode="clip"), EXPORTS["take"](fp, i + 1, mode="clip")
         slope = (f1 - f0) / (x1 - x0)
         value = slope * (xs - x0) + f0
         # NumPy: where the slope is not finite, or at a sample, the sample value

@@ -2,10 +2,12 @@
 argpartition, median/percentile/quantile (and their nan forms), isin, and, with a static
 ``size=`` as in JAX, unique and nonzero/flatnonzero/argwhere.
 
-Sorts are HLO ``sort`` with NumPy's order (NaN last) and are stable: ties keep their index
-order, as NumPy's kind='stable'. (NumPy's default quicksort may order ties differently; the
-sorted values are the same.) partition returns the fully sorted array, which is one valid
-partition: NumPy leaves the order inside each side unspecified."""
+Sorts are HLO ``sort`` with NumPy's order (NaN last). np.sort and np.argsort keep the user's
+kind: 'stable' and 'mergesort' are stable sorts (``is_stable=true``: ties keep their index
+order); the default ('quicksort', 'heapsort') is an unstable sort, which the library call
+runs as NumPy's own default sort, so ties (argsort's indices, the sign of equal zeros) come out
+in NumPy's order. What is built on sorting sorts stably. partition returns the fully sorted
+array, which is one valid partition: NumPy leaves the order inside each side unspecified."""
 from __future__ import annotations
 
 import operator
@@ -46,13 +48,21 @@ def _check_kind(kind, order):
         )
 
 
+def _stable(kind, stable) -> bool:
+    """NumPy's choice: stable=True, or kind 'stable'/'mergesort' (its stable sorts)."""
+    if stable is not None and kind is not None:
+        raise UserValueError("`kind` and keyword parameters can't be provided at the same time. "
+                             "Use only one of them.")
+    return bool(stable) if stable is not None else kind in ("stable", "mergesort")
+
+
 @numpy_function(np.sort)
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     _check_kind(kind, order)
     a, axis = _flat_or_axis(_t(a), axis)
     if a.ndim == 0:
         raise UserValueError("Cannot sort a 0-d array")
-    return lax.sort([a], axis)[0]
+    return lax.sort([a], axis, stable=_stable(kind, stable))[0]
 
 
 @numpy_function(np.argsort)
@@ -62,7 +72,7 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     if a.ndim == 0:
         return lax.full(a.trace, (), 0, np.int64)
     index = lax.iota(a.trace, np.int64, a.shape, axis)
-    return lax.sort([a, index], axis)[1]
+    return lax.sort([a, index], axis, stable=_stable(kind, stable))[1]
 
 
 @numpy_function(np.lexsort)
@@ -493,7 +503,7 @@ def unique(
         if size is None:
             _need_size(size, "np.unique")
         raise UserValueError("np.unique of an empty traced array with size= has no fill value")
-    order = argsort(flat)
+    order = argsort(flat, kind="stable")  # (NumPy's: each value's first index, return_index)
     s = EXPORTS["take"](flat, order)
     differs = _u(np.not_equal, s[1:], s[:-1])
     if equal_nan and s.dtype.kind == "f":

@@ -294,9 +294,8 @@ def _custom_call(inst, args):
 
 def _sort(inst, args):
     from .sorting import sort
-    out = sort(
-        list(args), inst.attrs["dimensions"][0], inst.attrs["to_apply"], evaluate_computation
-    )
+    out = sort(list(args), inst.attrs["dimensions"][0], inst.attrs["to_apply"],
+               evaluate_computation, stable=bool(inst.attrs.get("is_stable")))
     return tuple(out) if len(out) > 1 else out[0]
 
 

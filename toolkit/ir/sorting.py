@@ -76,9 +76,27 @@ def _structure(comp: Computation) -> list:
     return out + [("root", index[id(comp.root)])]
 
 
+# comparator -> numpy_order_keys's answer, by identity (the comparator held, so its id is not
+# reused while it is here); a library call asks on every run, and the answer takes building
+# probe comparators (~60 µs)
+_KEYS: dict[int, tuple[Computation, int | None]] = {}
+_KEYS_BOUND = 256
+
+
 def numpy_order_keys(comp: Computation) -> int | None:
     """How many leading operands a comparator built by ``build_numpy_order`` sorts by, if it is
     one (structurally identical), else None."""
+    known = _KEYS.get(id(comp))
+    if known is not None and known[0] is comp:
+        return known[1]
+    found = _numpy_order_keys(comp)
+    if len(_KEYS) >= _KEYS_BOUND:
+        _KEYS.pop(next(iter(_KEYS)))
+    _KEYS[id(comp)] = (comp, found)
+    return found
+
+
+def _numpy_order_keys(comp: Computation) -> int | None:
     if comp is None or len(comp.parameters) % 2 or not comp.parameters:
         return None
     types = [
@@ -93,12 +111,23 @@ def numpy_order_keys(comp: Computation) -> int | None:
 
 
 def sort(
-    operands: list[np.ndarray], dimension: int, comp: Computation, evaluate
+    operands: list[np.ndarray], dimension: int, comp: Computation, evaluate,
+    stable: bool = True,
 ) -> list[np.ndarray]:
-    """Sort ``operands`` along ``dimension`` by ``comp`` (stable); ``evaluate(comp, args)``
-    runs a general comparator elementwise on arrays."""
+    """Sort ``operands`` along ``dimension`` by ``comp``; ``evaluate(comp, args)`` runs a
+    general comparator elementwise on arrays. A stable sort keeps ties in index order; an
+    unstable one in NumPy's order (XLA leaves it open): by NumPy's order of one key, it is
+    NumPy's own default np.sort / np.argsort, so np.argsort's indices of tied values, and
+    the signs of equal zeros in np.sort, are NumPy's."""
     n_keys = numpy_order_keys(comp)
     moved = [np.moveaxis(o, dimension, -1) for o in operands]
+    if n_keys == 1 and len(moved) == 1:  # values alone: NumPy's sort of them, of that kind
+        return [np.moveaxis(np.sort(moved[0], axis=-1, kind="stable" if stable else None), -1,
+                            dimension)]
+    if n_keys == 1 and not stable:
+        order = np.argsort(moved[0], axis=-1)
+        return [np.moveaxis(order.astype(o.dtype) if _positions(o) else
+                            np.take_along_axis(o, order, axis=-1), -1, dimension) for o in moved]
     if n_keys is not None:
         keys = moved[:n_keys]
         if n_keys == 1:
@@ -108,6 +137,15 @@ def sort(
     else:
         order = _rank_order(moved, comp, evaluate)
     return [np.moveaxis(np.take_along_axis(o, order, axis=-1), -1, dimension) for o in moved]
+
+
+def _positions(o: np.ndarray) -> bool:
+    """Is ``o`` each element's position along the last axis (np.argsort's iota)? Reordered by
+    the sort's order it is that order itself, without a gather (checked, not assumed: one
+    comparison pass, against a take_along_axis)."""
+    n = o.shape[-1]
+    return (o.dtype.kind in "iu" and n <= np.iinfo(o.dtype).max + 1 and o.size > 0
+            and bool((o == np.arange(n, dtype=o.dtype)).all()))
 
 
 def _rank_order(moved: list[np.ndarray], comp: Computation, evaluate) -> np.ndarray:

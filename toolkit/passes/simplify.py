@@ -374,6 +374,39 @@ def _const_select(inst, ops, b):
     return chosen if same_array_type(chosen, inst) else None
 
 
+_FLIPPED = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+
+
+def _decided(direction: str, lo, hi, c) -> bool | None:
+    """``v <direction> c`` for every v in [lo, hi], when the bounds decide it, else None."""
+    always = {"LT": hi < c, "LE": hi <= c, "GT": lo > c, "GE": lo >= c, "EQ": False,
+              "NE": c < lo or c > hi}[direction]
+    never = {"LT": lo >= c, "LE": lo > c, "GT": hi <= c, "GE": hi < c,
+             "EQ": c < lo or c > hi, "NE": False}[direction]
+    return True if always else False if never else None
+
+
+@rule("integer compare(clamp(lo, x, hi), c) decided by the bounds -> constant", "compare")
+def _compare_clamped(inst, ops, b):
+    """An index clamped into range and then checked against the range (a bounds check after
+    mode='clip', a binary search's probes) is known: the check folds away, and the kernels it
+    split apart fuse."""
+    direction = inst.attrs["direction"]
+    clamped, other = ops
+    if clamped.opcode != "clamp":
+        clamped, other, direction = other, clamped, _FLIPPED[direction]
+    if clamped.opcode != "clamp" or not clamped.shape.dtype.is_integer:
+        return None
+    lo, hi, c = (scalar_constant(x) for x in (clamped.operands[0], clamped.operands[2], other))
+    if lo is None or hi is None or c is None:
+        return None
+    known = _decided(direction, int(lo), int(hi), int(c))
+    if known is None:
+        return None
+    value = b.constant(np.array(known), inst.metadata)
+    return b.add("broadcast", (value,), {"dimensions": ()}, inst.shape, inst.metadata)
+
+
 @rule("reduce over size-1 dimensions -> reshape", "reduce")
 def _trivial_reduce(inst, ops, b):
     if not isinstance(inst.shape, Shape) or not is_identity_init(inst):
