@@ -132,10 +132,29 @@ def test_mlp_keeps_the_dot_a_library_call_with_the_epilogue_fused():
 
 
 def test_shared_exp_with_two_consumers_is_not_duplicated():
+    """Not copied into each consumer's fusion: computed once, in one kernel with both
+    consumers, which read it at the element they compute (producer-consumer multi-output)."""
     c = compiled(lambda x: (np.exp(x) + 1, np.exp(x) * 2), np.ones(8, np.float32))
     got = {(d.reason, d.fused) for d in decisions(c, "exponential")}
-    assert got == {("EXPENSIVE_WOULD_DUPLICATE", False)}
-    assert len(kernels(c)) == 3
+    assert got == {("EXPENSIVE_WOULD_DUPLICATE", False), ("LOOP_PRODUCER_CONSUMER", True)}
+    (k,) = kernels(c)
+    assert k.shape.is_tuple and len(k.shape.elements) == 2  # exp itself is not written out
+    assert sum(i.opcode == "exponential" for i in k.attrs["calls"].instructions) == 1
+
+
+def test_an_unrolled_loop_of_elementwise_steps_is_one_kernel():
+    """A binary search unrolled over its rounds (np.interp's, np.searchsorted's): each round
+    reads the last round's bounds at its own element, and every bound has several readers.
+    Producer fusions merge into their consumers (XLA's producer-consumer multi-output fusion):
+    14 kernels became 2."""
+    xp = np.sort(np.random.default_rng(0).random(500))
+    fp = np.random.default_rng(1).standard_normal(500)
+    x = np.linspace(-0.1, 1.1, 1000)
+    c = compiled(lambda x, xp, fp: np.interp(x, xp, fp), x, xp, fp)
+    loops = [k for k in kernels(c) if k.opcode == "fusion" and k.attrs["kind"] == "kLoop"]
+    assert len(loops) == 2, [k.name for k in loops]
+    assert "LOOP_PRODUCER_CONSUMER" in {d.reason for d in c.fusion_decisions}
+    np.testing.assert_array_equal(tk.jit(np.interp)(x, xp, fp), np.interp(x, xp, fp))
 
 
 def test_cheap_producer_is_duplicated_into_every_consumer():
@@ -211,8 +230,8 @@ def _through_a_third_kernel(x, y):
     s = x * 2.0
     rb = s * 3.0
     c1 = t + 1.0
-    c2 = t * 5.0 + rb
-    ra = s + c1
+    c2 = t * 5.0 + rb[::-1]  # (read reversed: not at the element computed, so the two pairs'
+    ra = s + c1[::-1]  # kernels cannot become one kernel either)
     return ra, rb, c1, c2
 
 

@@ -39,6 +39,12 @@ RULE_CASES = {
     "multiply(x, 1) -> x": (lambda x: 1 * x, x34),
     "divide(x, 1) -> x": (lambda x: x / 1, x34),
     "integer multiply(x, 0) -> 0": (lambda x: x * 0, x34.astype(np.int32)),
+    # (a clamped index compared with bounds the clamp already keeps it in: always false)
+    "integer compare(clamp(lo, x, hi), c) decided by the bounds -> constant": (
+        "  c = s32[3,4] convert(p)\n  lo = s32[] constant(0)\n  hi = s32[] constant(3)\n"
+        "  k = s32[3,4] clamp(lo, c, hi)\n  four = s32[] constant(4)\n"
+        "  b = s32[3,4] broadcast(four), dimensions={}\n"
+        "  ROOT r = pred[3,4] compare(k, b), direction=GE", x34),
     "divide(x, 2^k) -> multiply(x, 2^-k)": (lambda x: x / 8.0, x34),
     "power(x, 1) -> x": (lambda x: x**1, x34),
     # (an exponent array of 2s: np.power with a single exponent 2 is traced as x * x already)
@@ -430,3 +436,17 @@ def test_decisions_are_stamped_with_their_compile_when_first_read():
     assert decisions and all(d.compile_id == 7 and d.start > 0 for d in decisions)
     assert any(d.fused for d in decisions)
     assert result.decisions is decisions and not result._unstamped  # stamped once
+
+
+@pytest.mark.parametrize("direction, c, want", [
+    ("LT", 0, False), ("LT", 4, True), ("LT", 2, None), ("LE", 3, True), ("LE", -1, False),
+    ("GT", -1, True), ("GT", 3, False), ("GE", 0, True), ("GE", 4, False), ("GE", 2, None),
+    ("EQ", 7, False), ("EQ", 1, None), ("NE", -5, True), ("NE", 0, None)])
+def test_a_clamped_compare_is_decided_only_where_the_bounds_decide_it(direction, c, want):
+    from toolkit.passes.simplify import _decided
+
+    assert _decided(direction, 0, 3, c) is want
+    values = np.arange(0, 4)  # every value the clamp can give
+    op = {"LT": np.less, "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal,
+          "EQ": np.equal, "NE": np.not_equal}[direction](values, c)
+    assert (want is None) == (op.any() and not op.all()) and (want is None or op.all() == want)

@@ -33,6 +33,8 @@ REASONS = {
     "SIBLING_MULTI_OUTPUT": "two reductions of the same input share one multi-output fusion",
     "LOOP_MULTI_OUTPUT": "two loop fusions that compute the same values share one multi-output "
                          "fusion",
+    "LOOP_PRODUCER_CONSUMER": "a loop fusion and one that reads its values at the same element "
+                              "share one multi-output fusion",
     "EXPENSIVE_WOULD_DUPLICATE": "an expensive producer would be recomputed in several fusions",
     "CODE_DUPLICATION": "the producer would be copied into too many fusions",
     "NOT_FUSIBLE": "the consumer cannot take producers",
@@ -63,7 +65,7 @@ REASONS = {
 }
 # the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
 FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT",
-                           "LOOP_MULTI_OUTPUT"}) | DOT_APPLIED
+                           "LOOP_MULTI_OUTPUT", "LOOP_PRODUCER_CONSUMER"}) | DOT_APPLIED
 
 
 

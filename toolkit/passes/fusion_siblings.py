@@ -11,6 +11,21 @@ from .fusion_groups import ROOT_PATH, Paths, is_compute, is_free_to_duplicate
 _RETRIED_MERGES = 64  # merges made again one at a time where all of them closed a cycle
 
 
+def _reads_in_step(consumer, producer, operand: int) -> bool:
+    """Does ``consumer`` read ``producer``'s member ``operand`` only at the element it
+    computes: through elementwise members at its output's own index, the member itself at its
+    producer's? (Read at another element, say reversed, the merged kernel would compute it
+    twice: once to write it, once for the reader.)"""
+    root = ROOT_PATH
+    if producer.paths.get(operand) != {root}:
+        return False
+    for m in consumer.members:
+        if any(id(o) == operand for o in m.operands):
+            if m.opcode not in GroupOp.ELEMENTWISE or consumer.paths.get(id(m)) != {root}:
+                return False
+    return True
+
+
 class SiblingMerging:
     """Merges the fuser's groups (``self.groups``, ``self.homes``, ``self.decide``,
     ``self.depends``, ``self.options`` are the fuser's)."""
@@ -148,6 +163,21 @@ class SiblingMerging:
                     anchor = later
                 else:
                     pairs.append(pair)
+        # A loop fusion and a loop fusion that reads its values at the same element (one
+        # iteration of a Python loop and the next: a binary search's probes, a masked update)
+        # merge too, the producer's values written out where others read them (XLA's
+        # producer-consumer multi-output fusion): the consumer stops reading them back.
+        position = {id(g): n for n, g in enumerate(loops)}
+        for n, consumer in enumerate(loops):
+            for operand in sorted(consumer.external_operands()):
+                for home in self.homes.get(operand, ()):
+                    k = position.get(id(home))
+                    if k is None or home.gid < 0 or not _reads_in_step(consumer, home, operand):
+                        continue
+                    pair = (representative(k), representative(n))
+                    if self._merge_loops(loops, *pair, merged_into, outputs, undo,
+                                         producer=home) == "merged":
+                        pairs.append(pair)
         # Each merge was checked against the two fusions' own reads; a path through a third,
         # multi-output kernel can still close a cycle between kernels. One check of the whole
         # kernel graph (linear); where it finds one, the merges are taken back and made again
@@ -220,7 +250,11 @@ class SiblingMerging:
                     ready.append(r)
         return done < n
 
-    def _merge_loops(self, loops, i: int, j: int, merged_into, outputs, undo) -> str:
+    def _merge_loops(self, loops, i: int, j: int, merged_into, outputs, undo,
+                     producer=None) -> str:
+        """Merge loop fusions ``i`` and ``j``: siblings computing the same values, or, with
+        ``producer`` (the group one of them reads at the same element), a producer and its
+        consumer."""
         if i == j:
             return "merged"
         (i, j) = (i, j) if i < j else (j, i)
@@ -238,7 +272,7 @@ class SiblingMerging:
                         f"operands and outputs and {members} instructions (budget "
                         f"{self.options.max_parameters} and {self.options.max_instructions})")
             return "kept"
-        if self.depends(a, b) or self.depends(b, a):
+        if producer is None and (self.depends(a, b) or self.depends(b, a)):
             first, second = (ra, rb) if self.depends(b, a) else (rb, ra)
             self.decide(first, second, False, "WOULD_CREATE_CYCLE",
                         f"%{second.name} needs the result of %{first.name}, so they cannot "
@@ -255,9 +289,15 @@ class SiblingMerging:
         merged_into[j] = i
         outputs[i] += outputs[j]
         computed = sum(1 for m in b.members if id(m) in shared and is_compute(m))
-        self.decide(ra, rb, True, "LOOP_MULTI_OUTPUT",
-                    f"%{ra.name} and %{rb.name} both compute the same {computed} operations "
-                    "per element: one kernel computes them once and writes both")
+        if producer is not None:
+            first, second = (ra, rb) if producer is a else (rb, ra)
+            self.decide(first, second, True, "LOOP_PRODUCER_CONSUMER",
+                        f"%{second.name} reads %{first.name} at the element it computes: one "
+                        f"kernel computes both, and writes %{first.name} out where others read it")
+        else:
+            self.decide(ra, rb, True, "LOOP_MULTI_OUTPUT",
+                        f"%{ra.name} and %{rb.name} both compute the same {computed} operations "
+                        "per element: one kernel computes them once and writes both")
         entry.append(self.decisions[-1])
         undo.append(tuple(entry))
         return "merged"
