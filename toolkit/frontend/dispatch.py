@@ -102,10 +102,12 @@ def _array_function(self, func, types, args, kwargs):
             "and why)"
         )
         return run_by_numpy.run(func, args, kwargs, _numpy_name(func), error)
-    # the exported wrapper (view tracking, fresh results) when ``func`` is np.<name> itself;
-    # np.linalg.trace is not np.trace
+    # the wrapper registered for ``func`` itself (view tracking, fresh results), found by the
+    # function, not its name: np.linalg.trace is not np.trace, and np.lib.stride_tricks'
+    # sliding_window_view, a view, is no np.<name> (run as impl alone, its view missed later
+    # writes to its parent)
     name = getattr(func, "__name__", "")
-    public = registry.EXPORTS.get(name) if getattr(np, name, None) is func else None
+    public = registry.WRAPPERS.get(func)
     try:
         result = (public or impl)(*args, **kwargs)
     except UnsupportedNumpyError as error:  # (an option toolkit has no rule for: mode="edge")

@@ -176,3 +176,54 @@ def ufunc_at(ufunc: np.ufunc, a, indices, b=None) -> None:
         from .ufuncs import apply_ufunc
         v = apply_ufunc(np.negative, (v,))
     write(a, scatter_into(a, indices, v, combiner))
+
+
+@numpy_function(np.lib.stride_tricks.sliding_window_view)
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """NumPy's windows of ``x`` as a read-only view: element ``[i..., j...]`` is ``x`` at
+    ``i + j`` along each windowed axis (one gather whose indices are iotas, which fuses into
+    its reader: ``.mean(axis=-1)`` of it is one kernel of moving sums). As a view it follows
+    later writes to ``x`` (registry's derived views); NumPy's is read-only, and so is this."""
+    if writeable:
+        raise UnsupportedNumpyError(
+            "np.lib.stride_tricks.sliding_window_view(..., writeable=True) on a traced array: "
+            "toolkit's windows are a read-only view; write into the array itself instead")
+    x = as_tracer(x)
+    windows = (tuple(operator.index(w) for w in window_shape) if np.iterable(window_shape)
+               else (operator.index(window_shape),))
+    if any(w < 0 for w in windows):
+        raise UserValueError("`window_shape` cannot contain negative values")
+    if axis is None:
+        axes = tuple(range(x.ndim))
+        if len(windows) != len(axes):
+            raise UserValueError(
+                f"Since axis is `None`, must provide window_shape for all dimensions of `x`; "
+                f"got {len(windows)} window_shape elements and `x.ndim` is {x.ndim}.")
+    else:
+        axes = tuple(normalize_axis(operator.index(a), x.ndim)
+                     for a in (axis if np.iterable(axis) else (axis,)))
+        if len(windows) != len(axes):
+            raise UserValueError(
+                f"Must provide matching length window_shape and axis; got {len(windows)} "
+                f"window_shape elements and {len(axes)} axes elements.")
+    trimmed = list(x.shape)
+    for a, w in zip(axes, windows):
+        if trimmed[a] < w:
+            raise UserValueError("window shape cannot be larger than input array shape")
+        trimmed[a] -= w - 1
+    out_shape = tuple(trimmed) + windows
+    if x.ndim == 0:
+        return x
+    trace = x.trace
+    columns = []
+    for d in range(x.ndim):  # the source index along d: the output's, plus its windows' offsets
+        position = lax.iota(trace, np.int64, out_shape, d)
+        for k, a in enumerate(axes):
+            if a == d:
+                offset = lax.iota(trace, np.int64, out_shape, x.ndim + k)
+                position = lax.elementwise("add", position, offset)
+        columns.append(lax.reshape(position, out_shape + (1,)))
+    return lax.gather(x, lax.concatenate(columns, len(out_shape)), offset_dims=(),
+                      collapsed_slice_dims=tuple(range(x.ndim)),
+                      start_index_map=tuple(range(x.ndim)), slice_sizes=(1,) * x.ndim,
+                      index_vector_dim=len(out_shape))

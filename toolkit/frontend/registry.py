@@ -17,6 +17,7 @@ from .views import VIEW_FUNCTIONS, DerivedView, fresh_results, mark_untracked_vi
 
 FUNCTIONS: dict[Callable, Callable] = {}  # NumPy function -> traced implementation
 EXPORTS: dict[str, Callable] = {}  # name -> public toolkit.numpy function
+WRAPPERS: dict[Callable, Callable] = {}  # NumPy function -> its exported wrapper (views ...)
 
 
 def has_tracer(values) -> bool:
@@ -66,6 +67,7 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
         wrapper.__name__ = wrapper.__qualname__ = public_name
         if np_func is not None:
             FUNCTIONS[np_func] = impl
+            WRAPPERS[np_func] = wrapper
         EXPORTS[public_name] = wrapper
         return wrapper
 

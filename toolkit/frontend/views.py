@@ -42,6 +42,7 @@ VIEW_FUNCTIONS = frozenset(
         "matrix_transpose",
         "broadcast_arrays",
         "view",
+        "sliding_window_view",
     }
 )
 
@@ -74,7 +75,7 @@ def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
     return view
 
 
-READ_ONLY_VIEWS = frozenset({"broadcast_to", "broadcast_arrays"})
+READ_ONLY_VIEWS = frozenset({"broadcast_to", "broadcast_arrays", "sliding_window_view"})
 
 
 class DerivedView:
