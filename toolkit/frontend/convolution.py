@@ -5,6 +5,7 @@ import numpy as np
 
 from . import lax
 from .errors import UserValueError
+from .indexing_functions import window_gather
 from .registry import EXPORTS, numpy_function
 from .tracer import Tracer
 from .ufuncs import apply_ufunc
@@ -26,10 +27,24 @@ def _convolve(a: Tracer, v: Tracer, mode: str) -> Tracer:
     offset, out_len = offsets[mode]
     zero = lax.full(a.trace, (), 0, a.dtype)
     padded = lax.pad(a, zero, [(m - 1, m - 1, 0)])
-    index = offset + np.arange(out_len)[:, None] + np.arange(m)[None, :]
-    windows = padded[index]
+    used = lax.slice_(padded, [(offset, offset + out_len + m - 1, 1)])
+    if m <= SHIFTED_TERMS:
+        # a short filter: the sum of m shifted copies, each times one coefficient, is one loop
+        # over the output whose every read is contiguous (a reduction over a window of m
+        # gathered elements per output ran at a third of NumPy's speed for m = 20)
+        total = None
+        for k in range(m):
+            shifted = lax.slice_(used, [(k, k + out_len, 1)])
+            coefficient = lax.broadcast_to(v[m - 1 - k], (out_len,))
+            term = apply_ufunc(np.multiply, (shifted, coefficient))
+            total = term if total is None else apply_ufunc(np.add, (total, term))
+        return lax.convert(total, a.dtype)
+    windows = window_gather(used, (out_len, m), (0,))  # windows[j, k] = used[j + k]
     total = EXPORTS["sum"](apply_ufunc(np.multiply, (windows, lax.rev(v, (0,)))), axis=1)
     return lax.convert(total, a.dtype)
+
+
+SHIFTED_TERMS = 32  # filters up to this long are summed as shifted copies
 
 
 def _pair(a, v):

@@ -211,9 +211,15 @@ def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=Fa
         if trimmed[a] < w:
             raise UserValueError("window shape cannot be larger than input array shape")
         trimmed[a] -= w - 1
-    out_shape = tuple(trimmed) + windows
     if x.ndim == 0:
         return x
+    return window_gather(x, tuple(trimmed) + windows, axes)
+
+
+def window_gather(x: Tracer, out_shape: tuple, axes: tuple) -> Tracer:
+    """``x`` read through windows: output ``[i..., j...]`` (the windows' offsets ``j`` last, one
+    per entry of ``axes``) is ``x`` at ``i`` plus each offset along its axis. One gather whose
+    indices are iotas: elemental, so it fuses into its reader, never a constant index table."""
     trace = x.trace
     columns = []
     for d in range(x.ndim):  # the source index along d: the output's, plus its windows' offsets
