@@ -39,6 +39,8 @@ RULE_CASES = {
     "multiply(x, 1) -> x": (lambda x: 1 * x, x34),
     "divide(x, 1) -> x": (lambda x: x / 1, x34),
     "integer multiply(x, 0) -> 0": (lambda x: x * 0, x34.astype(np.int32)),
+    "slice(pad(x)) inside x -> slice(x)": (
+        lambda x: np.pad(x, ((1, 2), (3, 0)))[1:4, 4:7:2], x34),
     # (a clamped index compared with bounds the clamp already keeps it in: always false)
     "integer compare(clamp(lo, x, hi), c) decided by the bounds -> constant": (
         "  c = s32[3,4] convert(p)\n  lo = s32[] constant(0)\n  hi = s32[] constant(3)\n"

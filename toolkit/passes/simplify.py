@@ -330,6 +330,28 @@ def _slice_slice(inst, ops, b):
                  inst.metadata)
 
 
+@rule("slice(pad(x)) inside x -> slice(x)", "slice")
+def _slice_of_padding(inst, ops, b):
+    """A window of a padded array that reads none of the padding is a window of the array
+    itself (np.convolve's 'valid' window of its zero-padded operand): the padded copy is
+    never made."""
+    pad = ops[0]
+    if pad.opcode != "pad" or any(interior for _, _, interior in pad.attrs["padding"]):
+        return None
+    x = pad.operands[0]
+    inner = []
+    for (start, _, stride), size, (low, _, _), n in zip(
+            inst.attrs["slice"], inst.shape.dims, pad.attrs["padding"], x.shape.dims):
+        first = start - low
+        last = first + (size - 1) * stride if size else first
+        if size and (first < 0 or last >= n):
+            return None
+        inner.append((first, last + 1 if size else first, stride))
+    if any(first < 0 for first, _, _ in inner):
+        return None
+    return b.add("slice", (x,), {"slice": tuple(inner)}, inst.shape, inst.metadata)
+
+
 @rule("no-op broadcast -> x", "broadcast")
 def _noop_broadcast(inst, ops, b):
     if same_array_type(ops[0], inst) and is_identity_dims(
