@@ -1,30 +1,72 @@
-"""Derivatives of ``reduce-window`` by ``add`` (the op NumPy's cumsum traces to): linear in
-its operand and init together, so its JVP is the op on the tangents; its transpose spreads
-each output's cotangent over its window (JAX's reduce_window_sum transpose). A prefix scan's
-transpose is the reversed scan of the reversed cotangent (JAX's cumsum transpose), itself a
-compiled scan. Windows reducing by other ops have no derivative here, and say so."""
+"""Derivatives of ``reduce-window``. By ``add`` (NumPy's cumsum) it is linear in its operand
+and init together, so its JVP is the op on the tangents; its transpose spreads each output's
+cotangent over its window (JAX's reduce_window_sum transpose), and a prefix scan's is the
+reversed scan of the reversed cotangent (JAX's cumsum transpose), itself a compiled scan.
+A prefix scan by a product, a maximum or a minimum (cumprod, np.maximum.accumulate) from its
+reducer's identity is differentiated as its log-step form (frontend/scans.log_step_scan), the
+same function up to rounding, as JAX differentiates cumprod through its associative scan.
+Other windows have no derivative here, and say so."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import windows as ir_windows
 from ..ir.nodes import Instruction
-from ..ir.ops import identity
+from ..ir.ops import GroupOp, identity
 from ..ir.queries import reducer_opcode
 from . import lax
+from .ad_functions import jvp, vjp
 from .ad_rules import (JVP_RULES, PRECONDITIONS, VJP_RULES, NotDifferentiableHere,
-                       _linear_jvp)
+                       _linear_jvp, instantiate)
 
 
 def _check(inst: Instruction):
     reducer = reducer_opcode(inst)
-    if reducer != "add":
-        return (f"a reduce-window by '{reducer or 'a computation'}' has no derivative in "
-                "toolkit; only sums (np.cumsum) do")
-    return None
+    if reducer == "add":
+        return None
+    operand, init = inst.operands
+    if reducer in GroupOp.REDUCERS and ir_windows.compiled_scan(inst) and \
+            _is_identity(init, reducer):
+        return None
+    return (f"a reduce-window by '{reducer or 'a computation'}' has no derivative in toolkit "
+            "unless it is a prefix scan from its reducer's identity (np.cumprod, "
+            "np.maximum.accumulate); sums (np.cumsum) always have one")
+
+
+def _is_identity(init: Instruction, reducer: str) -> bool:
+    literal = init.attrs["literal"]
+    same = np.asarray(identity(reducer, literal.dtype), dtype=literal.dtype)
+    return literal.reshape(()).tobytes() == same.tobytes()
+
+
+def _log_step(axis: int, reducer: str):
+    from .scans import log_step_scan
+
+    return lambda x: log_step_scan(x, axis, reducer)
+
+
+def _jvp(eqn, tangents):
+    reducer = reducer_opcode(eqn.inst)
+    if reducer == "add":
+        return _linear_jvp(eqn, tangents)
+    x = eqn.args[0]
+    axis = ir_windows.scan_axis(eqn.inst.attrs["window"], x.shape)
+    _, t_out = jvp(_log_step(axis, reducer), [x], [instantiate(tangents[0], x)])
+    return t_out
+
+
+def _scan_vjp(eqn, ct, reducer: str):
+    x = eqn.args[0]
+    axis = ir_windows.scan_axis(eqn.inst.attrs["window"], x.shape)
+    _, pullback = vjp(_log_step(axis, reducer), [x])
+    (ct_x,) = pullback(ct)
+    return [ct_x, None]
 
 
 def _vjp(eqn, ct):
+    reducer = reducer_opcode(eqn.inst)
+    if reducer != "add":
+        return _scan_vjp(eqn, ct, reducer)
     x, init = eqn.args
     window = eqn.inst.attrs["window"]
     axis = ir_windows.scan_axis(window, x.shape)
@@ -46,6 +88,6 @@ def _vjp(eqn, ct):
     return [ct_x, ct_init]
 
 
-JVP_RULES["reduce-window"] = _linear_jvp
+JVP_RULES["reduce-window"] = _jvp
 VJP_RULES["reduce-window"] = _vjp
 PRECONDITIONS["reduce-window"] = _check

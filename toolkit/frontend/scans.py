@@ -1,13 +1,13 @@
 """Scans on traced arrays: cumsum/cumprod (and their nan and cumulative_* forms) and
 ufunc.accumulate.
 
-A sum scan (cumsum, np.add.accumulate) is XLA's ``reduce-window`` over a window that covers
-the axis, padded in front (``lax.prefix_scan``): a kernel of its own folds each line once, in
-NumPy's sequential order, so float sums are NumPy's bit for bit. The other scans (products,
-maxima, minima, logical ones) are log-step (Hillis-Steele): ceil(log2 n) rounds of
-``op(x, x shifted)``, whose derivatives and batching follow from their elementwise ops. Their
-integer, boolean, max and min results are exact; a float cumprod multiplies in a different
-order than NumPy's loop, so it can differ in the last bits."""
+A scan is XLA's ``reduce-window`` over a window that covers the axis, padded in front, from
+the reducer's exact identity (``lax.prefix_scan``): a kernel of its own folds each line once,
+in NumPy's sequential order (``np.add.accumulate``'s, ``np.maximum.accumulate``'s ...), so
+float sums and products, and the signs of zeros a maximum keeps, are NumPy's bit for bit. The
+derivatives of products, maxima and minima (ad_windows.py) differentiate the log-step form
+(``log_step_scan``, Hillis-Steele: ceil(log2 n) rounds of ``op(x, x shifted)``), the same
+function up to rounding, as JAX differentiates its associative scan."""
 from __future__ import annotations
 
 import operator
@@ -28,9 +28,14 @@ def _t(x) -> Tracer:
 
 
 def associative_scan(x: Tracer, axis: int, opcode: str) -> Tracer:
-    """Inclusive scan of ``x`` along ``axis`` with the associative elementwise ``opcode``."""
-    if opcode == "add":  # (NumPy's order, in one pass: see the module's note)
-        return lax.prefix_scan(x, axis, opcode)
+    """Inclusive scan of ``x`` along ``axis`` with the associative elementwise ``opcode``, in
+    NumPy's order (see the module's note)."""
+    return lax.prefix_scan(x, axis, opcode)
+
+
+def log_step_scan(x: Tracer, axis: int, opcode: str) -> Tracer:
+    """The same scan as ceil(log2 n) rounds of elementwise ops (what its derivative
+    differentiates)."""
     n = x.shape[axis]
     shift = 1
     while shift < n:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.nodes import Instruction
-from .elemental import emit_binary
+from .elemental import emit_elementwise_binary
 from .emitter import ElementalEmitter, i64
 from .loops import for_range
 
@@ -28,7 +28,7 @@ def scan_element(e: ElementalEmitter, scan: Instruction, reducer: str, out_ptr, 
     before[axis] = b.select(first, i64(0), b.sub(i, i64(1)))  # (in bounds; unused at the first)
     earlier = e.load(out_ptr, scan.shape, before, invariant=False)
     running = b.select(first, e.value(init, []), earlier)
-    e.store(out_ptr, scan.shape, index, emit_binary(e, reducer, running, x, t))
+    e.store(out_ptr, scan.shape, index, emit_elementwise_binary(e, reducer, running, x, t))
 
 
 def scan_line(e: ElementalEmitter, scan: Instruction, reducer: str, out_ptr, axis: int,
@@ -42,8 +42,8 @@ def scan_line(e: ElementalEmitter, scan: Instruction, reducer: str, out_ptr, axi
     def step(i):
         e.reset()
         index = line_index(outer, i, inner)
-        value = emit_binary(e, reducer, b.load(running), e.value(scan.operands[0], index),
-                            scan.shape.dtype)
+        value = emit_elementwise_binary(e, reducer, b.load(running),
+                                        e.value(scan.operands[0], index), scan.shape.dtype)
         b.store(value, running)
         e.store(out_ptr, scan.shape, index, value)
 
