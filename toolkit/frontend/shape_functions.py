@@ -12,7 +12,7 @@ from . import lax
 from .errors import LazyText, ShapeMismatchError, UnsupportedNumpyError, UserValueError
 from .arguments import as_tracer, normalize_axes, normalize_axis, reject
 from .promotion import result_dtype
-from .registry import numpy_function
+from .registry import EXPORTS, numpy_function
 
 
 def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
@@ -155,12 +155,38 @@ def stack(arrays, axis=0, out=None, dtype=None, casting=None):
 
 @numpy_function(np.pad)
 def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
-    if mode != "constant":
-        raise UnsupportedNumpyError(f"np.pad mode={mode!r} is not supported (only 'constant')")
+    """NumPy's pad. 'constant' (one value) is HLO ``pad``; 'edge', 'wrap', 'reflect' and
+    'symmetric' copy elements of the array, so each padded axis is a gather of it at the
+    source index of every position, which NumPy's own pad of the positions ``arange(n)``
+    gives (its semantics by construction, for pads wider than the array too)."""
     a = as_tracer(array)
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
-    value = lax.lift(a.trace, constant_values, a.dtype, weak=False)
-    return lax.pad(a, value, [(int(lo), int(hi), 0) for lo, hi in widths])
+    if (widths < 0).any():
+        raise UserValueError("index can't contain negative values")
+    if mode == "empty":  # (NumPy leaves the padding undefined: zeros are one choice)
+        mode, constant_values = "constant", 0
+    if mode == "constant":
+        if np.ndim(constant_values) and np.unique(np.asarray(constant_values)).size > 1:
+            raise UnsupportedNumpyError(
+                "np.pad(mode='constant') with different constant_values per side on a traced "
+                "array (one value is supported)")
+        value = lax.lift(a.trace, np.asarray(constant_values).ravel()[0]
+                         if np.ndim(constant_values) else constant_values, a.dtype, weak=False)
+        return lax.pad(a, value, [(int(lo), int(hi), 0) for lo, hi in widths])
+    if mode not in _COPYING_PAD_MODES or kwargs.get("reflect_type", "even") != "even":
+        raise UnsupportedNumpyError(
+            f"np.pad mode={mode!r}{' with reflect_type=odd' if mode in _COPYING_PAD_MODES else ''}"
+            f" is not supported on traced arrays (supported: 'constant', 'empty', "
+            f"{', '.join(repr(m) for m in _COPYING_PAD_MODES)})")
+    for axis, (lo, hi) in enumerate(widths):
+        if lo or hi:
+            # (NumPy's error for an empty axis comes from the same call)
+            sources = np.pad(np.arange(a.shape[axis]), (int(lo), int(hi)), mode=mode)
+            a = EXPORTS["take"](a, sources, axis=axis, mode="clip")
+    return a
+
+
+_COPYING_PAD_MODES = ("edge", "wrap", "reflect", "symmetric")
 
 
 @numpy_function(np.flip)
