@@ -126,7 +126,7 @@ def sort(
                             dimension)]
     if n_keys == 1 and not stable:
         order = np.argsort(moved[0], axis=-1)
-        return [np.moveaxis(order.astype(o.dtype) if _positions(o) else
+        return [np.moveaxis(order.astype(o.dtype, copy=False) if _positions(o) else
                             np.take_along_axis(o, order, axis=-1), -1, dimension) for o in moved]
     if n_keys is not None:
         keys = moved[:n_keys]
