@@ -12,17 +12,19 @@ _RETRIED_MERGES = 64  # merges made again one at a time where all of them closed
 
 
 def _reads_in_step(consumer, producer, operand: int) -> bool:
-    """Does ``consumer`` read ``producer``'s member ``operand`` only at the element it
-    computes: through elementwise members at its output's own index, the member itself at its
-    producer's? (Read at another element, say reversed, the merged kernel would compute it
-    twice: once to write it, once for the reader.)"""
+    """Does ``consumer`` read ``producer``'s members (``operand`` among them) only at the
+    element it computes: through elementwise members at its output's own index, each member
+    at its producer's? (Read at another element, say reversed, the merged kernel would compute
+    it twice: once to write it, once for the reader.)"""
     root = ROOT_PATH
-    if producer.paths.get(operand) != {root}:
+    if operand not in producer.ids:
         return False
     for m in consumer.members:
-        if any(id(o) == operand for o in m.operands):
-            if m.opcode not in GroupOp.ELEMENTWISE or consumer.paths.get(id(m)) != {root}:
-                return False
+        for o in m.operands:
+            if id(o) in producer.ids and id(o) not in consumer.ids:
+                if producer.paths.get(id(o)) != {root} or m.opcode not in GroupOp.ELEMENTWISE \
+                        or consumer.paths.get(id(m)) != {root}:
+                    return False
     return True
 
 
