@@ -290,3 +290,13 @@ def test_the_derivatives_of_product_and_extremum_scans(fn, jax_fn):
     tangent = np.array([0.3, -1.0, 2.0, 0.5, 1.0])
     _, t_out = tk.jvp(fn, (x,), (tangent,))
     np.testing.assert_allclose(t_out, want @ tangent, rtol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [np.cumsum, lambda z: np.cumulative_sum(z, axis=1)],
+                         ids=["cumsum", "cumulative_sum"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_scans_are_numpys_bit_for_bit(fn, dtype):
+    z = (_order_sensitive((4, 60), dtype) * 1e-3 + 1).astype(dtype)
+    _same_bits(tk.jit(fn, backend="cpu")(z), fn(z))
+    got = tk.device_get(tk.jit(fn, backend="gpu-emulated")(z))
+    _same_bits(got, fn(z))

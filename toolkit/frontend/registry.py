@@ -110,6 +110,11 @@ def _contiguous(t: Tracer) -> bool:
 # their real-number implementations may take paths that are wrong for complex numbers)
 COMPLEX_FUNCTIONS = frozenset(
     {
+        # (sum scans: a reduce-window adding complex numbers in NumPy's order, bit for bit; not
+        # products: NumPy's accumulate multiplies in its scalar loop, which rounds otherwise than
+        # toolkit's complex multiply; nor the nan forms, whose NaN test is real-only)
+        "cumsum",
+        "cumulative_sum",
         "reshape",
         "ravel",
         "transpose",
