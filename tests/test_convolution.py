@@ -43,3 +43,27 @@ def test_a_short_filter_is_one_loop_kernel_of_contiguous_reads():
     steps = f.compiled(a, v)._executable.steps
     assert [s.kind for s in steps] == ["kernel"]
     assert "gather" not in {i.opcode for i in steps[0].inst.attrs["calls"].instructions}
+
+
+def test_sums_start_from_plus_zero_as_numpys_dot():
+    for a, v in [(np.array([-0.0, -0.0]), np.array([1.0])),
+                 (np.array([-0.0, -0.0, -0.0]), np.array([1.0, 1.0])),
+                 (np.array([False, True]), np.array([-1.0, -2.0]))]:
+        got = tk.jit(np.convolve, backend="cpu")(a, v)
+        want = np.convolve(a, v)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        np.testing.assert_array_equal(got, want)
+
+
+def test_float16_adds_in_float32_and_rounds_once_as_numpys_half_dot():
+    a = rng.standard_normal(300).astype(np.float16)
+    v = rng.standard_normal(7).astype(np.float16)
+    got = tk.jit(lambda a, v: np.convolve(a, v, "valid"), backend="cpu")(a, v)
+    np.testing.assert_allclose(got.astype(np.float64),
+                               np.convolve(a, v, "valid").astype(np.float64), rtol=2e-3)
+    assert got.dtype == np.float16
+
+
+def test_a_scalar_operand_is_a_one_element_filter():
+    a = rng.standard_normal(10)
+    np.testing.assert_array_equal(tk.jit(lambda a: np.convolve(a, 2.0))(a), np.convolve(a, 2.0))

@@ -55,3 +55,12 @@ def test_a_stencil_over_edge_padding_is_one_kernel():
     f = tk.jit(blur, backend="cpu")
     np.testing.assert_array_equal(f(img), blur(img))
     assert [s.kind for s in f.compiled(img)._executable.steps] == ["kernel"]
+
+
+@pytest.mark.parametrize("width", [1.5, np.uint8(1), True])
+def test_a_pad_width_that_is_not_a_signed_integer_is_numpys_type_error(width):
+    for mode in ("edge", "constant"):
+        with pytest.raises(TypeError, match="must be of integral type"):
+            np.pad(X, width, mode=mode)
+        with pytest.raises(TypeError, match="must be of integral type"):
+            tk.jit(lambda x: np.pad(x, width, mode=mode))(X)

@@ -452,3 +452,24 @@ def test_a_clamped_compare_is_decided_only_where_the_bounds_decide_it(direction,
     op = {"LT": np.less, "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal,
           "EQ": np.equal, "NE": np.not_equal}[direction](values, c)
     assert (want is None) == (op.any() and not op.all()) and (want is None or op.all() == want)
+
+
+def test_a_clamp_whose_bounds_cross_is_not_decided_by_them():
+    """XLA's clamp(5, x, 2) is 2 for every x: [5, 2] is no range, and nothing is folded."""
+    module = tk.hlo.parse("""HloModule m
+ENTRY e {
+  p = s32[4] parameter(0)
+  lo = s32[] constant(5)
+  hi = s32[] constant(2)
+  k = s32[4] clamp(lo, p, hi)
+  three = s32[] constant(3)
+  b = s32[4] broadcast(three), dimensions={}
+  ROOT r = pred[4] compare(k, b), direction=GT
+}
+""")
+    simplified, counts = simplify(module)
+    assert not any("clamp" in rule for rule in counts)
+    x = np.array([0, 3, 7, -9], np.int32)
+    for backend in ("interpreter", "cpu"):
+        np.testing.assert_array_equal(np.asarray(tk.hlo.run(module, x, backend=backend)[0]),
+                                      np.zeros(4, bool))

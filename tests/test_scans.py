@@ -300,3 +300,48 @@ def test_complex_scans_are_numpys_bit_for_bit(fn, dtype):
     _same_bits(tk.jit(fn, backend="cpu")(z), fn(z))
     got = tk.device_get(tk.jit(fn, backend="gpu-emulated")(z))
     _same_bits(got, fn(z))
+
+
+def test_a_complex_outer_product_is_numpys_own_loop():
+    """A (m, 1) @ (1, n) complex product is NumPy's own loop (0 + a * b), not gemm, whose
+    zeros and last bits differ."""
+    a = np.array([[-0.0], [1.0], [-2.0]], np.complex128)
+    b = np.array([[1.0, -0.0, 3.0]], np.complex128)
+    got = tk.jit(lambda a, b: (a @ b) * 2, backend="cpu")(a, b)
+    _same_bits(np.asarray(got), (a @ b) * 2)
+    r = rng.standard_normal((2, 3, 1)) + 1j * rng.standard_normal((2, 3, 1))
+    _same_bits(np.asarray(tk.jit(lambda a, b: a @ b + 1, backend="cpu")(r[0], r[1].T)),
+               r[0] @ r[1].T + 1)
+
+
+def test_complex_products_and_extrema_accumulate_are_left_to_numpy():
+    from toolkit.frontend.errors import UnsupportedNumpyError
+
+    z = np.array([np.inf + 0j, 2 + 1j, 3 + 0j])
+    for ufunc in (np.multiply, np.maximum):
+        with pytest.raises(UnsupportedNumpyError, match="of complex numbers"):
+            tk.jit(lambda z: ufunc.accumulate(z), fullgraph=True)(z)
+        np.testing.assert_array_equal(tk.jit(lambda z: ufunc.accumulate(z))(z),
+                                      ufunc.accumulate(z))
+
+
+def test_an_xor_scan_from_a_nonzero_init_follows_xlas_definition():
+    module = parse_module("""HloModule m
+
+x {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] xor(a, b)
+}
+
+ENTRY e {
+  p = s32[4] parameter(0)
+  c = s32[] constant(1)
+  ROOT r = s32[4] reduce-window(p, c), window={size=4 pad=3_0}, to_apply=x
+}
+""")
+    x = np.zeros(4, np.int32)
+    want = np.array([0, 1, 0, 1], np.int32)  # init folded 4 - i times, then x[0..i]
+    for backend in ("interpreter", "cpu"):
+        np.testing.assert_array_equal(np.asarray(tk.hlo.run(module, x, backend=backend)[0]),
+                                      want)

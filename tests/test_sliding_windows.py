@@ -78,3 +78,12 @@ def test_a_moving_mean_reads_the_windows_in_place():
     steps = f.compiled(x)._executable.steps
     assert all(s.kind == "kernel" for s in steps) and len(steps) <= 2
     assert all(s.inst.shape.size < 1981 * 20 for s in steps)
+
+
+@pytest.mark.parametrize("shape, window, kw", [((0,), 0, {}), ((0, 5), 2, {"axis": 1}),
+                                               ((3, 0), 0, {"axis": 1})])
+def test_windows_of_an_empty_array(shape, window, kw):
+    x = np.zeros(shape)
+    got = tk.jit(lambda x: sliding_window_view(x, window, **kw) + 0)(x)
+    want = sliding_window_view(x, window, **kw) + 0
+    assert got.shape == want.shape and got.dtype == want.dtype

@@ -213,7 +213,10 @@ def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=Fa
         trimmed[a] -= w - 1
     if x.ndim == 0:
         return x
-    return window_gather(x, tuple(trimmed) + windows, axes)
+    out_shape = tuple(trimmed) + windows
+    if x.size == 0:  # (then so is the result: nothing to gather from)
+        return lax.full(x.trace, out_shape, 0, x.dtype)
+    return window_gather(x, out_shape, axes)
 
 
 def window_gather(x: Tracer, out_shape: tuple, axes: tuple) -> Tracer:

@@ -144,6 +144,13 @@ def ufunc_accumulate(ufunc, array, axis=0, dtype=None, out=None):
         )
     _no_out(out, f"{ufunc.__name__}.accumulate")
     a = _t(array)
+    if a.dtype.kind == "c" and opcode != "add":
+        # (NumPy copies the first element and multiplies in its scalar loop, which rounds, and
+        # meets infinities, otherwise than toolkit's complex multiply; its complex maximum is
+        # lexicographic)
+        raise UnsupportedNumpyError(
+            f"np.{ufunc.__name__}.accumulate of complex numbers ({a.describe()}) is not traced "
+            "by toolkit")
     if opcode in GroupOp.BITWISE_REDUCERS:  # logical_and, logical_or: on truth values
         a = (
             a

@@ -160,6 +160,8 @@ def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
     source index of every position, which NumPy's own pad of the positions ``arange(n)``
     gives (its semantics by construction, for pads wider than the array too)."""
     a = as_tracer(array)
+    if np.asarray(pad_width).dtype.kind != "i":  # (NumPy's check: not unsigned, not bool)
+        raise TypeError("`pad_width` must be of integral type.")
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
     if (widths < 0).any():
         raise UserValueError("index can't contain negative values")

@@ -111,9 +111,10 @@ def scan_axis(window: Window, dims) -> int | None:
 
 
 def idempotent_init(opcode: str, init) -> bool:
-    """``init ⊕ init == init`` bit for bit, so the padding a scan folds first is one init."""
+    """``init ⊕ init == init`` bit for bit, so the padding a scan folds first is one init
+    (xor's only for 0)."""
     value = np.asarray(init)
-    if opcode in GroupOp.SELECTING_REDUCERS or opcode in GroupOp.BITWISE_REDUCERS:
+    if opcode in GroupOp.SELECTING_REDUCERS:  # (max(x, x) is x; and, or: computed below)
         return True
     with np.errstate(all="ignore"):
         twice = OPS[opcode].ufunc(value, value).astype(value.dtype)

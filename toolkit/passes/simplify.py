@@ -344,7 +344,7 @@ def _slice_of_padding(inst, ops, b):
             inst.attrs["slice"], inst.shape.dims, pad.attrs["padding"], x.shape.dims):
         first = start - low
         last = first + (size - 1) * stride if size else first
-        if size and (first < 0 or last >= n):
+        if (size and (first < 0 or last >= n)) or first > n:
             return None
         inner.append((first, last + 1 if size else first, stride))
     if any(first < 0 for first, _, _ in inner):
@@ -420,7 +420,7 @@ def _compare_clamped(inst, ops, b):
     if clamped.opcode != "clamp" or not clamped.shape.dtype.is_integer:
         return None
     lo, hi, c = (scalar_constant(x) for x in (clamped.operands[0], clamped.operands[2], other))
-    if lo is None or hi is None or c is None:
+    if lo is None or hi is None or c is None or lo > hi:  # (XLA's clamp(5, x, 2) is 2)
         return None
     known = _decided(direction, int(lo), int(hi), int(c))
     if known is None:

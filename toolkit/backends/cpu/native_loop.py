@@ -257,10 +257,11 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
         op = _dot_op(step, index, gemm, k, operands[0], operands[1], is1_n, is2_n)
         read(0, 1)
         return op
-    if k == 1 and (m == 1 or n == 1):
-        # a scalar times a vector: NumPy's own loop (0 + a * b), not BLAS (the simplifier
-        # makes any k = 1 dot a multiply; this one was not simplified)
-        raise _Unsupported(f"dot %{inst.name} is a vector times a scalar")
+    if k == 1:
+        # an outer product: NumPy's own loop (0 + a * b), not BLAS (the simplifier makes a
+        # real k = 1 dot a multiply; a complex one it keeps, and gemm would round and sign its
+        # zeros otherwise)
+        raise _Unsupported(f"dot %{inst.name} contracts one element: NumPy's own loop")
     if m == 1 or n == 1:
         # row @ matrix: the matrix is the rhs, read (n, k); matrix @ column: the lhs, (m, k)
         mat, vec, length = (1, 0, n) if m == 1 else (0, 1, m)
