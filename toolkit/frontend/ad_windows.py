@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir import windows as ir_windows
 from ..ir.nodes import Instruction
-from ..ir.ops import GroupOp, identity
+from ..ir.ops import identity
 from ..ir.queries import reducer_opcode
 from . import lax
 from .ad_functions import jvp, vjp
@@ -24,19 +24,11 @@ def _check(inst: Instruction):
     reducer = reducer_opcode(inst)
     if reducer == "add":
         return None
-    operand, init = inst.operands
-    if reducer in GroupOp.REDUCERS and ir_windows.compiled_scan(inst) and \
-            _is_identity(init, reducer):
+    if ir_windows.compiled_scan(inst) and ir_windows.starts_from_identity(inst):
         return None
     return (f"a reduce-window by '{reducer or 'a computation'}' has no derivative in toolkit "
             "unless it is a prefix scan from its reducer's identity (np.cumprod, "
             "np.maximum.accumulate); sums (np.cumsum) always have one")
-
-
-def _is_identity(init: Instruction, reducer: str) -> bool:
-    literal = init.attrs["literal"]
-    same = np.asarray(identity(reducer, literal.dtype), dtype=literal.dtype)
-    return literal.reshape(()).tobytes() == same.tobytes()
 
 
 def _log_step(axis: int, reducer: str):

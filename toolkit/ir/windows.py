@@ -132,11 +132,20 @@ def compiled_scan(inst: Instruction) -> tuple[int, str] | None:
     axis = scan_axis(inst.attrs["window"], operand.shape.dims)
     if opcode not in GroupOp.REDUCERS or axis is None or init.opcode != "constant":
         return None
-    literal = init.attrs["literal"]
-    same = np.asarray(identity(opcode, literal.dtype), dtype=literal.dtype)
-    if literal.reshape(()).tobytes() != same.tobytes() and not idempotent_init(opcode, literal):
+    if not idempotent_init(opcode, init.attrs["literal"]):  # (an identity always is)
         return None
     return axis, opcode
+
+
+def starts_from_identity(inst: Instruction) -> bool:
+    """Is the reduce-window ``inst``'s init a constant equal, bit for bit, to its reducer's
+    exact identity (the init toolkit's scans use)?"""
+    init, reducer = inst.operands[1], reducer_opcode(inst)
+    if init.opcode != "constant" or reducer not in GroupOp.REDUCERS:
+        return False
+    literal = init.attrs["literal"]
+    same = np.asarray(identity(reducer, literal.dtype), dtype=literal.dtype)
+    return literal.reshape(()).tobytes() == same.tobytes()
 
 
 def evaluate_reduce_window(x: np.ndarray, init: np.ndarray, window: Window, fold) -> np.ndarray:

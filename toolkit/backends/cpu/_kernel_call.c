@@ -128,6 +128,15 @@ typedef void (*xgemv32_t)(int, int, int, int, const void *, const void *, int, c
 static const float ONE_C64[2] = {1.f, 0.f}, ZERO_C64[2] = {0.f, 0.f};
 static const double ONE_C128[2] = {1., 0.}, ZERO_C128[2] = {0., 0.};
 
+/* NumPy's oneF/oneD and zeroF/zeroD: the complex routines' alpha and beta, by address */
+static const void *complex_one(I type) {
+    return type == 3 ? (const void *)ONE_C128 : (const void *)ONE_C64;
+}
+
+static const void *complex_zero(I type) {
+    return type == 3 ? (const void *)ZERO_C128 : (const void *)ZERO_C64;
+}
+
 static size_t element_bytes(I type) {
     return type == 0 ? 4 : type == 3 ? 16 : 8;
 }
@@ -140,8 +149,7 @@ static void blas_gemm(const I *op, int ta, int tb, P a, P b, P c) {
     void *fn = (void *)op[1];
     const I type = op[3];
     if (BLAS_COMPLEX(type)) {
-        const void *one = type == 3 ? (const void *)ONE_C128 : (const void *)ONE_C64;
-        const void *zero = type == 3 ? (const void *)ZERO_C128 : (const void *)ZERO_C64;
+        const void *one = complex_one(type), *zero = complex_zero(type);
         if (op[2])
             ((xgemm64_t)fn)(101, ta, tb, op[6], op[7], op[8], one, a, op[9], b, op[10], zero, c,
                             op[11]);
@@ -198,8 +206,7 @@ static void blas_gemv(void *fn, I ilp64, const I *f, P a, P x, P y) {
     size_t bytes = element_bytes(type);
     for (I i = 0; i < n; i++) memset((char *)y + (size_t)(i * incy) * bytes, 0, bytes);
     if (BLAS_COMPLEX(type)) {
-        const void *one = type == 3 ? (const void *)ONE_C128 : (const void *)ONE_C64;
-        const void *zero = type == 3 ? (const void *)ZERO_C128 : (const void *)ZERO_C64;
+        const void *one = complex_one(type), *zero = complex_zero(type);
         if (ilp64)
             ((xgemv64_t)fn)(order, 112, m, n, one, a, lda, x, incx, zero, y, incy);
         else
