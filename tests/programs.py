@@ -97,9 +97,10 @@ def scatters(table, ids, v):
 
 def sorting(x, keys):
     """HLO sort with NumPy's order (NaN last): values, a stable argsort of keys with ties (XLA's
-    unstable sort may order ties otherwise than NumPy's default one), a lexsort, a median."""
+    unstable sort may order ties otherwise than NumPy's default one), a lexsort, a nanmedian
+    (a median reads NumPy's partition, a library call XLA cannot run; a nanmedian sorts)."""
     return (np.sort(x, axis=1), np.argsort(keys, kind="stable"), np.lexsort((x[0], keys)),
-            np.median(x, axis=0))
+            np.nanmedian(x, axis=0))
 
 
 def complex_numbers(z, w, x):

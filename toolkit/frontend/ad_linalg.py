@@ -1,12 +1,13 @@
 """Derivatives of the ``np.linalg`` library calls (``custom-call``s): inv, solve, det and
 slogdet, in both modes, with the standard matrix-calculus formulas (the ones JAX uses).
 Matrices are the last two dimensions; leading dimensions batch. The other routines
-(cholesky, qr, eigh, svd, ...) say by name that they are not differentiated yet."""
+(cholesky, qr, eigh, svd, ...) say by name that they are not differentiated yet
+(ad_custom_calls)."""
 from __future__ import annotations
 
 from . import lax
-from .ad_rules import JVP_RULES, VJP_RULES, NotDifferentiableHere, add_tangents
-from .decompositions import custom_call
+from .ad_custom_calls import TARGET_RULES
+from .ad_rules import add_tangents
 from .tracer import Tracer
 
 
@@ -38,68 +39,65 @@ def _per_matrix(scalar: Tracer, like: Tracer) -> Tracer:
     return lax.broadcast_in_dim(scalar, like.shape, tuple(range(_batch(like))))
 
 
-def _target(inst) -> str:
-    return inst.attrs["custom_call_target"]
-
-
 def _inv(a: Tracer) -> Tracer:
-    return custom_call("numpy.linalg.inv", [a])[0]
+    return lax.custom_call("numpy.linalg.inv", [a])[0]
 
 
 def _solve(a: Tracer, b: Tracer) -> Tracer:
-    return custom_call("numpy.linalg.solve", [a, b])[0]
+    return lax.custom_call("numpy.linalg.solve", [a, b])[0]
 
 
-def _unsupported(inst):
-    name = _target(inst).replace("numpy.", "np.", 1)
-    raise NotDifferentiableHere(
-        f"{name} is not differentiated yet (np.linalg's inv, solve, det and slogdet are)"
-    )
+def _inv_jvp(eqn, tangents):
+    return _neg(_mm(_mm(eqn.out, tangents[0]), eqn.out))
 
 
-def linalg_jvp(eqn, tangents):
-    target = _target(eqn.inst)
-    if target == "numpy.linalg.inv":
-        return _neg(_mm(_mm(eqn.out, tangents[0]), eqn.out))
-    if target == "numpy.linalg.solve":
-        a, b = eqn.args
-        t_a, t_b = tangents
-        rhs = t_b
-        if t_a is not None:
-            rhs = add_tangents(rhs, _neg(_mm(t_a, eqn.out)))
-        return _solve(a, rhs)
-    if target == "numpy.linalg.det":
-        (a,), (t_a,) = eqn.args, tangents
-        return lax.elementwise("multiply", eqn.out, _trace_of_product(_inv(a), t_a))
-    if target == "numpy.linalg.slogdet":
-        (a,), (t_a,) = eqn.args, tangents
-        return [None, _trace_of_product(_inv(a), t_a)]
-    return _unsupported(eqn.inst)
+def _solve_jvp(eqn, tangents):
+    a, b = eqn.args
+    t_a, t_b = tangents
+    rhs = t_b
+    if t_a is not None:
+        rhs = add_tangents(rhs, _neg(_mm(t_a, eqn.out)))
+    return _solve(a, rhs)
 
 
-def linalg_vjp(eqn, ct):
-    target = _target(eqn.inst)
-    if target == "numpy.linalg.inv":
-        out_t = _mT(eqn.out)
-        return [_neg(_mm(_mm(out_t, ct), out_t))]
-    if target == "numpy.linalg.solve":
-        a, _ = eqn.args
-        g = _solve(_mT(a), ct)
-        return [_neg(_mm(g, _mT(eqn.out))), g]
-    if target == "numpy.linalg.det":
-        (a,) = eqn.args
-        scale = lax.elementwise("multiply", ct, eqn.out)
-        return [lax.elementwise("multiply", _per_matrix(scale, a), _mT(_inv(a)))]
-    if target == "numpy.linalg.slogdet":
-        (a,) = eqn.args
-        ct_logdet = ct[1]
-        if ct_logdet is None:
-            return [None]
-        return [lax.elementwise("multiply", _per_matrix(ct_logdet, a), _mT(_inv(a)))]
-    return _unsupported(eqn.inst)
+def _det_jvp(eqn, tangents):
+    (a,), (t_a,) = eqn.args, tangents
+    return lax.elementwise("multiply", eqn.out, _trace_of_product(_inv(a), t_a))
 
 
-JVP_RULES["custom-call"] = linalg_jvp
-VJP_RULES["custom-call"] = linalg_vjp
+def _slogdet_jvp(eqn, tangents):
+    (a,), (t_a,) = eqn.args, tangents
+    return [None, _trace_of_product(_inv(a), t_a)]
 
-__all__ = ["linalg_jvp", "linalg_vjp"]
+
+def _inv_vjp(eqn, ct):
+    out_t = _mT(eqn.out)
+    return [_neg(_mm(_mm(out_t, ct), out_t))]
+
+
+def _solve_vjp(eqn, ct):
+    a, _ = eqn.args
+    g = _solve(_mT(a), ct)
+    return [_neg(_mm(g, _mT(eqn.out))), g]
+
+
+def _det_vjp(eqn, ct):
+    (a,) = eqn.args
+    scale = lax.elementwise("multiply", ct, eqn.out)
+    return [lax.elementwise("multiply", _per_matrix(scale, a), _mT(_inv(a)))]
+
+
+def _slogdet_vjp(eqn, ct):
+    (a,) = eqn.args
+    ct_logdet = ct[1]
+    if ct_logdet is None:
+        return [None]
+    return [lax.elementwise("multiply", _per_matrix(ct_logdet, a), _mT(_inv(a)))]
+
+
+TARGET_RULES.update({
+    "numpy.linalg.inv": (_inv_jvp, _inv_vjp),
+    "numpy.linalg.solve": (_solve_jvp, _solve_vjp),
+    "numpy.linalg.det": (_det_jvp, _det_vjp),
+    "numpy.linalg.slogdet": (_slogdet_jvp, _slogdet_vjp),
+})

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import ad_control  # noqa: F401  (registers the control-flow rules)
 from . import checkpoint  # noqa: F401  (registers tk.checkpoint's rules)
+from . import ad_custom_calls  # noqa: F401  (registers the custom-call rules: np.partition)
 from . import ad_linalg  # noqa: F401  (registers the np.linalg rules)
 from . import ad_collectives  # noqa: F401  (registers the collectives' rules)
 from . import ad_windows  # noqa: F401  (registers reduce-window's rules)

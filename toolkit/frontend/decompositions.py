@@ -76,21 +76,9 @@ def _square(a: Tracer, what: str) -> Tracer:
     return a
 
 
-def custom_call(target: str, operands, options: str = "") -> tuple[Tracer, ...]:
-    trace = operands[0].trace
-    attrs = {"custom_call_target": target}
-    if options:
-        attrs["backend_config"] = options
-    result = trace.emit("custom-call", tuple(operands), attrs)
-    if not hasattr(result.inst.shape, "elements"):
-        return (result,)
-    return tuple(trace.emit("get-tuple-element", (result,), {"index": i})
-                 for i in range(len(result.inst.shape.elements)))
-
-
 @_register(np.linalg.inv)
 def inv(a):
-    return custom_call("numpy.linalg.inv", [_square(_float(a), "inv")])[0]
+    return lax.custom_call("numpy.linalg.inv", [_square(_float(a), "inv")])[0]
 
 
 @_register(np.linalg.solve)
@@ -112,24 +100,24 @@ def solve(a, b):
         raise UserValueError(
             f"solve: b has {b.shape[-2]} rows for a {a.shape[-1]}x{a.shape[-1]} matrix"
         )
-    x = custom_call("numpy.linalg.solve", [a, b])[0]
+    x = lax.custom_call("numpy.linalg.solve", [a, b])[0]
     return lax.reshape(x, x.shape[:-1]) if vector else x
 
 
 @_register(np.linalg.cholesky)
 def cholesky(a, /, *, upper=False):
-    lower = custom_call("numpy.linalg.cholesky", [_square(_float(a), "cholesky")])[0]
+    lower = lax.custom_call("numpy.linalg.cholesky", [_square(_float(a), "cholesky")])[0]
     return EXPORTS["matrix_transpose"](lower) if upper else lower
 
 
 @_register(np.linalg.det)
 def det(a):
-    return custom_call("numpy.linalg.det", [_square(_float(a), "det")])[0]
+    return lax.custom_call("numpy.linalg.det", [_square(_float(a), "det")])[0]
 
 
 @_register(np.linalg.slogdet)
 def slogdet(a):
-    sign, logabsdet = custom_call("numpy.linalg.slogdet", [_square(_float(a), "slogdet")])
+    sign, logabsdet = lax.custom_call("numpy.linalg.slogdet", [_square(_float(a), "slogdet")])
     return np.linalg._linalg.SlogdetResult(sign, logabsdet)
 
 
@@ -144,19 +132,20 @@ def qr(a, mode="reduced"):
         raise np.linalg.LinAlgError(
             f"{a.ndim}-dimensional array given. Array must be at least two-dimensional"
         )
-    q, r = custom_call("numpy.linalg.qr", [a], "complete" if mode == "complete" else "reduced")
+    q, r = lax.custom_call("numpy.linalg.qr", [a], "complete" if mode == "complete" else "reduced")
     return r if mode == "r" else np.linalg._linalg.QRResult(q, r)
 
 
 @_register(np.linalg.eigh)
 def eigh(a, UPLO="L"):
-    w, v = custom_call("numpy.linalg.eigh", [_square(_float(a), "eigh")], _uplo(UPLO))
+    w, v = lax.custom_call("numpy.linalg.eigh", [_square(_float(a), "eigh")], _uplo(UPLO))
     return np.linalg._linalg.EighResult(w, v)
 
 
 @_register(np.linalg.eigvalsh)
 def eigvalsh(a, UPLO="L"):
-    return custom_call("numpy.linalg.eigvalsh", [_square(_float(a), "eigvalsh")], _uplo(UPLO))[0]
+    return lax.custom_call("numpy.linalg.eigvalsh", [_square(_float(a), "eigvalsh")],
+                           _uplo(UPLO))[0]
 
 
 def _uplo(uplo):
@@ -174,7 +163,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
         )
     if not compute_uv:
         return svdvals(a)
-    u, s, vh = custom_call("numpy.linalg.svd", [a], "full" if full_matrices else "reduced")
+    u, s, vh = lax.custom_call("numpy.linalg.svd", [a], "full" if full_matrices else "reduced")
     return np.linalg._linalg.SVDResult(u, s, vh)
 
 
@@ -185,7 +174,7 @@ def svdvals(x, /):
         raise np.linalg.LinAlgError(
             f"{a.ndim}-dimensional array given. Array must be at least two-dimensional"
         )
-    return custom_call("numpy.linalg.svdvals", [a])[0]
+    return lax.custom_call("numpy.linalg.svdvals", [a])[0]
 
 
 @_register(np.linalg.pinv)
@@ -194,7 +183,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
         raise UnsupportedNumpyError(
             "np.linalg.pinv(rcond=, rtol=) is not supported on traced arrays"
         )
-    return custom_call("numpy.linalg.pinv", [_float(a)])[0]
+    return lax.custom_call("numpy.linalg.pinv", [_float(a)])[0]
 
 
 @_register(np.linalg.matrix_rank)

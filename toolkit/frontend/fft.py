@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir.custom_calls import fft_options
 from . import lax
-from .decompositions import custom_call, traced_submodule_function
+from .decompositions import traced_submodule_function
 from .errors import UserValueError
 from .arguments import as_tracer, normalize_axis
 from .registry import EXPORTS
@@ -59,7 +59,7 @@ def _transform(name: str, kind: str, a, s, axes, norm, out) -> Tracer:
         a = lax.convert(a, np.complex64 if a.dtype == np.float32 else np.complex128)
     if kind == "c2r" and a.dtype.kind == "f":
         a = lax.convert(a, np.complex64 if a.dtype == np.float32 else np.complex128)
-    return custom_call(f"numpy.fft.{name}", [a], fft_options(name, s, axes, norm))[0]
+    return lax.custom_call(f"numpy.fft.{name}", [a], fft_options(name, s, axes, norm))[0]
 
 
 def _one_dim(name: str, kind: str):

@@ -312,3 +312,16 @@ def dynamic_slice(x: Tracer, starts: Sequence[Tracer], sizes: Sequence[int]) -> 
 
 def dynamic_update_slice(x: Tracer, update: Tracer, starts: Sequence[Tracer]) -> Tracer:
     return x.trace.emit("dynamic-update-slice", (x, update, *starts), weak=x.weak_type)
+
+
+def custom_call(target: str, operands, options: str = "") -> tuple[Tracer, ...]:
+    """A ``custom-call`` to a library routine ir/custom_calls.py names; its results."""
+    trace = operands[0].trace
+    attrs = {"custom_call_target": target}
+    if options:
+        attrs["backend_config"] = options
+    result = trace.emit("custom-call", tuple(operands), attrs)
+    if not hasattr(result.inst.shape, "elements"):
+        return (result,)
+    return tuple(trace.emit("get-tuple-element", (result,), {"index": i})
+                 for i in range(len(result.inst.shape.elements)))

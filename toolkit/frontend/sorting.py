@@ -6,14 +6,17 @@ Sorts are HLO ``sort`` with NumPy's order (NaN last). np.sort and np.argsort kee
 kind: 'stable' and 'mergesort' are stable sorts (``is_stable=true``: ties keep their index
 order); the default ('quicksort', 'heapsort') is an unstable sort, which the library call
 runs as NumPy's own default sort, so ties (argsort's indices, the sign of equal zeros) come out
-in NumPy's order. What is built on sorting sorts stably. partition returns the fully sorted
-array, which is one valid partition: NumPy leaves the order inside each side unspecified."""
+in NumPy's order. What is built on sorting sorts stably. np.partition and np.argpartition are
+``custom-call``s to NumPy's own introselect (an O(n) selection, not a sort), so the order
+they leave on either side of each kth position is NumPy's; np.median and np.percentile
+partition at the positions NumPy's own versions choose."""
 from __future__ import annotations
 
 import operator
 
 import numpy as np
 
+from ..ir.custom_calls import partition_options
 from . import lax
 from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
 from .arguments import as_tracer, normalize_axes, normalize_axis
@@ -90,16 +93,33 @@ def lexsort(keys, axis=-1):
 
 @numpy_function(np.partition)
 def partition(a, kth, axis=-1, kind="introselect", order=None):
-    _check_kind(None, order)
-    _check_kth(_t(a), kth, axis)
-    return sort(a, axis)
+    x, kth, axis = _partition_arguments(a, kth, axis, kind, order)
+    return lax.custom_call("numpy.partition", [x], partition_options(kth, axis))[0]
 
 
 @numpy_function(np.argpartition)
 def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    x, kth, axis = _partition_arguments(a, kth, axis, kind, order)
+    return lax.custom_call("numpy.argpartition", [x], partition_options(kth, axis))[0]
+
+
+def _partition_arguments(a, kth, axis, kind, order) -> tuple[Tracer, list[int], int]:
+    """np.partition's checks, with its messages: the array (flattened for axis=None), the kth
+    list as given (NumPy's routine receives it as it is) and the axis."""
     _check_kind(None, order)
-    _check_kth(_t(a), kth, axis)
-    return argsort(a, axis)
+    if kind != "introselect":
+        raise UserValueError(f"{kind!r} is an unrecognized kind of select")
+    x, axis = _flat_or_axis(_t(a), axis)
+    if isinstance(kth, Tracer):
+        raise UnsupportedNumpyError(
+            "np.partition(kth=) of a traced value: the positions must be known when tracing")
+    kth_array = np.asarray(kth)
+    if kth_array.dtype.kind not in "iu" or kth_array.ndim > 1:
+        raise UserTypeError("Partition index must be integer")
+    if x.ndim == 0:
+        raise UserValueError("Cannot partition a 0-d array")
+    _check_kth(x, kth_array, axis)
+    return x, [int(k) for k in kth_array.ravel()], axis
 
 
 def _check_kth(a: Tracer, kth, axis):
@@ -128,9 +148,12 @@ def _lerp(a, b, t, weak_to=None):
     return EXPORTS["where"](_u(np.greater_equal, t, 0.5), high, low)
 
 
-def _sorted_rows(a: Tracer, axis, name: str):
-    """``a``'s reduced axes moved last, flattened into one and sorted (NaN last); and the axes."""
-    axes = tuple(range(a.ndim)) if axis is None else normalize_axes(axis, a.ndim)
+def _ordered_rows(a: Tracer, axis, name: str, kth=None):
+    """``a``'s reduced axes moved last and flattened into one, as NumPy's _ureduce lays them
+    out (kept axes first, reduced ones in increasing order), then sorted (NaN last), or, given
+    ``kth``, partitioned at those positions by NumPy's own routine: entries there are the
+    sorted entries (a static quantile or a median reads nothing else). Also returns the axes."""
+    axes = tuple(range(a.ndim)) if axis is None else tuple(sorted(normalize_axes(axis, a.ndim)))
     kept = [d for d in range(a.ndim) if d not in axes]
     moved = lax.transpose(a, kept + list(axes))
     rows = lax.reshape(
@@ -138,10 +161,41 @@ def _sorted_rows(a: Tracer, axis, name: str):
     )
     if rows.shape[-1] == 0:
         raise UserValueError(f"np.{name} of an empty axis")
+    if kth is not None:
+        return lax.custom_call("numpy.partition", [rows],
+                           partition_options(kth, rows.ndim - 1))[0], axes
     # (values alone: a stable sort orders nothing an unstable one does not, but the signs of
-    # equal zeros, which NumPy's partition leaves in its own order too; NumPy's default sort
-    # is twice as fast as its stable one)
+    # equal zeros; NumPy's default sort is twice as fast as its stable one)
     return lax.sort([rows], rows.ndim - 1, stable=False)[0], axes
+
+
+def _reduced_size(a: Tracer, axis) -> int:
+    axes = range(a.ndim) if axis is None else normalize_axes(axis, a.ndim)
+    return int(np.prod([a.shape[d] for d in axes]))
+
+
+def _numpy_quantile_kth(n: int, q, method: str, inexact: bool) -> list[int]:
+    """The positions NumPy's _quantile partitions a line of ``n`` at, for a quantile ``q``
+    known when tracing (numpy/lib/_function_base_impl.py: the entries a discrete method or an
+    integer index takes, and the last for its NaN check; else the entries either side of each
+    virtual index, and the first and the last)."""
+    q = np.asanyarray(q)
+    with np.errstate(all="ignore"):
+        virtual = (n - 1) * q
+        rounding = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}.get(method)
+        if rounding is not None or (method == "linear" and virtual.dtype.kind in "iu"):
+            taken = virtual if rounding is None else rounding(virtual).astype(np.intp)
+            return [int(k) for k in taken.ravel()] + ([-1] if inexact else [])
+        if method == "midpoint":
+            virtual = 0.5 * (np.floor(virtual) + np.ceil(virtual))
+        before = np.asanyarray(np.floor(virtual))
+        after = np.asanyarray(before + 1)
+        for where, position in ((virtual >= n - 1, -1), (virtual < 0, 0),
+                                (np.isnan(virtual), -1)):
+            before[where] = position
+            after[where] = position
+        return [int(k) for k in np.unique(np.concatenate(
+            ([0, -1], before.astype(np.intp).ravel(), after.astype(np.intp).ravel())))]
 
 
 def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
@@ -157,6 +211,7 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
     a = _t(a)
     weak = type(q) in (int, float) if weak is None else weak
     q_dtype = q.dtype if isinstance(q, Tracer) else np.asarray(q).dtype
+    original_method = method
     if not isinstance(q, Tracer) and q_dtype.kind in "iub" and method in ("linear", "midpoint"):
         method = "lower"  # integer quantiles (0 or 1) index exactly: NumPy takes the entry
     discrete = method in ("lower", "higher", "nearest")
@@ -172,11 +227,16 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
         out_dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
     else:
         out_dtype = np.result_type(a.dtype, index_dtype)
-    s, axes = _sorted_rows(a, axis, name)
-    n = s.shape[-1]
     q_arr = q if isinstance(q, Tracer) else np.asarray(q, index_dtype)
     if not isinstance(q_arr, Tracer) and ((q_arr < 0) | (q_arr > 1)).any():
         raise UserValueError("Quantiles must be in the range [0, 1]")
+    # a quantile known when tracing reads a few entries: NumPy's partition at NumPy's positions
+    # (its own routine, so even the sign of a zero tied with another is NumPy's); a traced one,
+    # or the valid entries of the nan-functions, read the sorted line
+    n = _reduced_size(a, axis)
+    kth = (None if isinstance(q, Tracer) or ignore_nan or n == 0
+           else _numpy_quantile_kth(n, q, original_method, a.dtype.kind in "fc"))
+    s, axes = _ordered_rows(a, axis, name, kth)
     qt = q_arr if isinstance(q_arr, Tracer) else lax.lift(a.trace, q_arr, index_dtype, weak=False)
     qt = lax.convert(qt, index_dtype)
     # one quantile per q entry, in front, as NumPy puts the q dimensions first
@@ -340,8 +400,13 @@ def _median(a, axis, keepdims, ignore_nan):
     name = "nanmedian" if ignore_nan else "median"
     a = _t(a)
     out_dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
-    s, axes = _sorted_rows(lax.convert(a, out_dtype), axis, name)
-    n = s.shape[-1]
+    n = _reduced_size(a, axis)
+    # NumPy's positions: the middle one or two, and the last for its NaN check
+    kth = (None if ignore_nan or n == 0
+           else [n // 2 - 1, n // 2] if n % 2 == 0 else [(n - 1) // 2])
+    if kth is not None and a.dtype.kind in "fc":
+        kth.append(-1)
+    s, axes = _ordered_rows(lax.convert(a, out_dtype), axis, name, kth)
     if ignore_nan:
         count = EXPORTS["sum"](_u(np.logical_not, _u(np.isnan, s)), axis=-1)
     else:
@@ -354,14 +419,17 @@ def _median(a, axis, keepdims, ignore_nan):
     high = EXPORTS["take_along_axis"](
         s, EXPORTS["expand_dims"](EXPORTS["clip"](high_index, 0, n - 1), -1), axis=-1
     )[..., 0]
-    value = EXPORTS["where"](
-        _u(np.equal, low_index, high_index),
-        low,
-        _u(
-            np.true_divide,
-            _u(np.add, low, high),
-            lax.convert(lax.lift(a.trace, np.asarray(2), out_dtype, weak=False), out_dtype),
-        ),
+    # np.mean of the one or two middle entries, as NumPy's median takes it: a sum from +0.0
+    # (so a middle -0.0 gives +0.0) in float32 for float16 data (two float16 maxima do not
+    # overflow), divided by the count, in the result's type
+    accumulate = np.dtype(np.float32) if out_dtype == np.float16 else out_dtype
+    low, high = lax.convert(low, accumulate), lax.convert(high, accumulate)
+    one = _u(np.add, lax.full(a.trace, low.shape, 0, accumulate), low)
+    single = _u(np.equal, low_index, high_index)
+    value = _u(
+        np.true_divide,
+        EXPORTS["where"](single, one, _u(np.add, one, high)),
+        lax.convert(EXPORTS["where"](single, 1, 2), accumulate),
     )
     missing = _u(np.equal, count, 0) if ignore_nan else _u(np.isnan, s[..., -1])  # (NaN sorts last)
     value = lax.convert(EXPORTS["where"](missing, np.nan, value), out_dtype)

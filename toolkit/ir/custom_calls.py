@@ -193,6 +193,61 @@ for _fn in _FFT_KINDS:
     TARGETS[f"numpy.fft.{_fn}"] = Target(_fft_results, _fft_run, _fft_flops, matrices=False)
 
 
+# ---- np.partition, np.argpartition: NumPy's introselect, options as JSON {"kth", "axis"} -------
+# (its own routine, not a sort: the order it leaves outside the kth positions, and the sign of a
+# zero tied with another, are NumPy's; np.percentile and np.median read the kth positions)
+def partition_options(kth, axis: int) -> str:
+    import json
+    return json.dumps({"kth": [int(k) for k in kth], "axis": int(axis)}, separators=(",", ":"))
+
+
+def _partition_checked(ops, options) -> tuple[Shape, list[int], int]:
+    """The operand, kth and axis; ValueError (the shape rule's ShapeError) where they do not fit."""
+    import json
+    try:
+        o = json.loads(options)
+        kth, axis = [int(k) for k in o["kth"]], int(o["axis"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f'partition needs backend_config={{"kth": [...], "axis": d}}, got '
+                         f"{options!r}") from None
+    x = ops[0]
+    if len(ops) != 1 or not -x.rank <= axis < max(x.rank, 1) or x.rank == 0:
+        raise ValueError(f"partition of {[o.to_text(False) for o in ops]} along axis {axis}")
+    n = x.dims[axis]
+    for k in kth:
+        if not -n <= k < n:
+            raise ValueError(f"kth(={k}) out of bounds ({n})")
+    return x, kth, axis
+
+
+def _partition_results(ops, options):
+    return [_partition_checked(ops, options)[0]]
+
+
+def _argpartition_results(ops, options):
+    from .dtypes import S64
+    x = _partition_checked(ops, options)[0]
+    return [Shape(S64, x.dims)]
+
+
+def _partition_flops(ops) -> float:  # introselect: a few passes over each line
+    return 3.0 * math.prod(ops[0].dims)
+
+
+def _partition_run(fn):
+    def run(args, options):
+        import json
+        o = json.loads(options)
+        return [fn(args[0], o["kth"], axis=o["axis"])]
+    return run
+
+
+TARGETS["numpy.partition"] = Target(_partition_results, _partition_run(np.partition),
+                                    _partition_flops, matrices=False)
+TARGETS["numpy.argpartition"] = Target(_argpartition_results, _partition_run(np.argpartition),
+                                       _partition_flops, matrices=False)
+
+
 def target(name: str) -> Target:
     try:
         return TARGETS[name]

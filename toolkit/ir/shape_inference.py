@@ -155,7 +155,12 @@ def _custom_call(ops, attrs, declared):
         )
     arrays = [_array(s, "custom-call operand") for s in ops]
     if not known.matrices:
-        results = known.results(arrays, attrs.get("backend_config", ""))
+        try:
+            results = known.results(arrays, attrs.get("backend_config", ""))
+        except ShapeError:
+            raise
+        except ValueError as e:  # the routine's options do not fit its operand
+            raise ShapeError(f"{name}: {e}") from None
         return _expect(
             declared, results[0] if len(results) == 1 else TupleShape(tuple(results)), "custom-call"
         )

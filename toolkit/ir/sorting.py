@@ -112,22 +112,31 @@ def _numpy_order_keys(comp: Computation) -> int | None:
 
 def sort(
     operands: list[np.ndarray], dimension: int, comp: Computation, evaluate,
-    stable: bool = True,
+    stable: bool = True, wanted: frozenset[int] | None = None,
 ) -> list[np.ndarray]:
     """Sort ``operands`` along ``dimension`` by ``comp``; ``evaluate(comp, args)`` runs a
     general comparator elementwise on arrays. A stable sort keeps ties in index order; an
     unstable one in NumPy's order (XLA leaves it open): by NumPy's order of one key, it is
     NumPy's own default np.sort / np.argsort, so np.argsort's indices of tied values, and
-    the signs of equal zeros in np.sort, are NumPy's."""
+    the signs of equal zeros in np.sort, are NumPy's.
+
+    ``wanted``: the results something reads (None: all). The others come back uncomputed
+    (``np.empty``): np.argsort's sorted keys, which only the comparator needs, are never
+    gathered."""
     n_keys = numpy_order_keys(comp)
     moved = [np.moveaxis(o, dimension, -1) for o in operands]
     if n_keys == 1 and len(moved) == 1:  # values alone: NumPy's sort of them, of that kind
         return [np.moveaxis(np.sort(moved[0], axis=-1, kind="stable" if stable else None), -1,
                             dimension)]
+
+    def reorder(order: np.ndarray) -> list[np.ndarray]:
+        return [np.empty_like(operands[i]) if wanted is not None and i not in wanted
+                else np.moveaxis(order.astype(o.dtype, copy=False) if _positions(o) else
+                                 np.take_along_axis(o, order, axis=-1), -1, dimension)
+                for i, o in enumerate(moved)]
+
     if n_keys == 1 and not stable:
-        order = np.argsort(moved[0], axis=-1)
-        return [np.moveaxis(order.astype(o.dtype, copy=False) if _positions(o) else
-                            np.take_along_axis(o, order, axis=-1), -1, dimension) for o in moved]
+        return reorder(np.argsort(moved[0], axis=-1))
     if n_keys is not None:
         keys = moved[:n_keys]
         if n_keys == 1:
@@ -136,7 +145,7 @@ def sort(
             order = np.lexsort(tuple(reversed(keys)), axis=-1)
     else:
         order = _rank_order(moved, comp, evaluate)
-    return [np.moveaxis(np.take_along_axis(o, order, axis=-1), -1, dimension) for o in moved]
+    return reorder(order)
 
 
 def _positions(o: np.ndarray) -> bool:

@@ -390,8 +390,9 @@ class CpuExecutable(Executable):
     def _take(self, bufs, slot, result, loop_inputs) -> None:
         """Put ``result`` in ``slot``: nothing to do when it is already there (a loop that ran
         in its state's buffer) or when nothing reads the slot (a loop-invariant leaf of a loop's
-        result); a loop's own array (its state, which nothing else holds: ``loop_inputs`` are
-        the arrays it was given) is taken as the slot's buffer; anything else is copied in."""
+        result); an array of the step's own (a loop's state, which nothing else holds, or a
+        library routine's fresh result: ``loop_inputs`` are the arrays the step was given) is
+        taken as the slot's buffer; anything else is copied in."""
         if bufs[slot] is result or slot in self._unread_slots:
             return
         dims, dtype = self._slot_types[slot]
@@ -420,9 +421,9 @@ class CpuExecutable(Executable):
             return self._group(step, bufs)
         ins = [bufs[s] for s in step.inputs]
         if step.kind in ("fallback", "library", "control"):
-            results = step.extra["run"](ins)
+            results = step.extra["run"](ins)  # fresh arrays (a loop's: its own state)
             for slot, r in zip(step.outputs, results):
-                self._take(bufs, slot, r, ins if step.kind == "control" else None)
+                self._take(bufs, slot, r, ins)
             return 1
         outs = [self._alloc(bufs, s) for s in step.outputs]
         if step.kind == "dot":
