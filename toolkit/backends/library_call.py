@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..ir.evaluator import evaluate_computation
+from ..ir.evaluator import custom_call_values, evaluate_computation
 from ..ir.nodes import Instruction, Module
 from ..ir.shapes import TupleShape
 from ..ir.sorting import sort
@@ -70,5 +70,11 @@ def library_runner(inst: Instruction, read: frozenset[int] | None = None) -> Cal
                            stable=stable, wanted=read)
             return fresh_results(tuple(results), operands)
         return run_sort
+    if inst.opcode == "custom-call":  # the routine itself, without the interpreter's loop
+        def run_routine(operands):
+            with np.errstate(all="ignore"):  # (as the interpreter runs it)
+                results = custom_call_values(inst, operands)
+            return fresh_results(tuple(results), operands)
+        return run_routine
     computation = as_computation(inst)
     return lambda operands: fresh_results(evaluate_computation(computation, operands), operands)

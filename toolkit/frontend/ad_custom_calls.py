@@ -1,7 +1,7 @@
 """Derivatives of ``custom-call``s: one rule for the op, dispatching on its target, as the op
 table has one entry for it. Each library routine's module registers its own rules in
-``TARGET_RULES`` (ad_linalg: np.linalg's); np.partition's are here. A routine without rules
-says by name that it is not differentiated yet."""
+``TARGET_RULES`` (ad_linalg: np.linalg's); np.partition's and np.interp's are here. A routine
+without rules says by name that it is not differentiated yet."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,8 @@ from typing import Callable
 import numpy as np
 
 from . import lax
-from .ad_rules import JVP_RULES, VJP_RULES, NotDifferentiableHere, _along_axis, dense
+from .ad_functions import jvp, vjp
+from .ad_rules import JVP_RULES, VJP_RULES, NotDifferentiableHere, _along_axis, dense, instantiate
 
 # target -> (jvp(eqn, tangents), vjp(eqn, cotangent))
 TARGET_RULES: dict[str, tuple[Callable, Callable]] = {}
@@ -79,3 +80,26 @@ def _integer_result_vjp(eqn, ct):
 
 TARGET_RULES["numpy.partition"] = (_partition_jvp, _partition_vjp)
 TARGET_RULES["numpy.argpartition"] = (_integer_result, _integer_result_vjp)
+
+
+# ---- np.interp: the derivatives of its traced form (searching.traced_interp) ------------------
+def _interp_form(eqn):
+    from .searching import traced_interp
+
+    if json.loads(eqn.inst.attrs["backend_config"])["period"] is not None:
+        raise NotDifferentiableHere("np.interp(period=) is not differentiated")
+    return traced_interp
+
+
+def _interp_jvp(eqn, tangents):
+    form = _interp_form(eqn)
+    _, t_out = jvp(form, list(eqn.args), [instantiate(t, a) for t, a in zip(tangents, eqn.args)])
+    return t_out
+
+
+def _interp_vjp(eqn, ct):
+    _, pullback = vjp(_interp_form(eqn), list(eqn.args))
+    return list(pullback(dense(ct)))
+
+
+TARGET_RULES["numpy.interp"] = (_interp_jvp, _interp_vjp)

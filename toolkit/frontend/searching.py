@@ -1,5 +1,5 @@
 """Searching and binning on traced arrays: searchsorted (an unrolled binary search of gathers),
-digitize, interp, bincount (with a static ``length``)."""
+digitize, interp (NumPy's own routine, a library call), bincount (with a static ``length``)."""
 from __future__ import annotations
 
 import builtins
@@ -9,7 +9,8 @@ import operator
 import numpy as np
 
 from . import lax
-from .errors import UnsupportedNumpyError, UserValueError
+from ..ir.custom_calls import interp_options
+from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .tracer import Tracer, can_break, concrete_or_raise
 from .ufuncs import apply_ufunc
@@ -88,37 +89,60 @@ def digitize(x, bins, right=False):
 
 @numpy_function(np.interp)
 def interp(x, xp, fp, left=None, right=None, period=None):
-    if period is not None:
-        raise UnsupportedNumpyError("np.interp(..., period=) is not supported on traced arrays")
-    trace = lax.trace_of([x, xp, fp])
-    xs = lax.convert(x if isinstance(x, Tracer) else lax.lift(trace, x, weak=False), np.float64)
-    xp = lax.convert(xp if isinstance(xp, Tracer) else lax.lift(trace, xp, weak=False), np.float64)
+    """NumPy's own np.interp as a library call (a ``custom-call``): its search, which starts
+    from the last point's position, and its rules for infinite slopes and repeated samples;
+    float64 results, complex128 for a complex fp. Derivatives: traced_interp's."""
+    trace = lax.trace_of([x, xp, fp, left, right])
+    if isinstance(period, Tracer):
+        raise UnsupportedNumpyError("np.interp(period=) of a traced value: pass a number")
+    if period is not None and period == 0:
+        raise UserValueError("period must be a non-zero value")
     fp = fp if isinstance(fp, Tracer) else lax.lift(trace, fp, weak=False)
-    fp = lax.convert(fp, np.float64)
-    n = xp.shape[0]
-    if n == 0:
+    dtype = np.dtype(np.complex128 if fp.dtype.kind == "c" else np.float64)
+    xs = _as(trace, x, np.float64)
+    xp = _as(trace, xp, np.float64)
+    fp = lax.convert(fp, dtype)
+    if xp.ndim != 1 or fp.ndim != 1:
+        raise UserValueError("object too deep for desired array")
+    if xp.shape[0] != fp.shape[0]:
+        raise UserValueError("fp and xp are not of the same length.")
+    if xp.shape[0] == 0:
         raise UserValueError("array of sample points is empty")
+    left = fp[0] if left is None else _as(trace, left, dtype)
+    right = fp[-1] if right is None else _as(trace, right, dtype)
+    if left.ndim or right.ndim:
+        raise UserValueError("np.interp's left and right are scalars")
+    return lax.custom_call("numpy.interp", [xs, xp, fp, left, right], interp_options(period))[0]
+
+
+def _as(trace, value, dtype) -> Tracer:
+    if isinstance(value, Tracer):
+        return lax.convert(value, dtype)
+    array = np.asarray(value)
+    if array.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        raise UserTypeError(f"np.interp: cannot use the complex value {value!r} here (NumPy "
+                            "converts it to a float)")
+    return lax.lift(trace, array.astype(dtype), dtype, weak=False)
+
+
+def traced_interp(xs: Tracer, xp: Tracer, fp: Tracer, left: Tracer, right: Tracer) -> Tracer:
+    """np.interp as traced operations (a binary search of gathers and the line through the
+    samples either side): the form np.interp's derivatives differentiate (its values are
+    NumPy's but at a sample next to an infinite one, which NumPy's routine special-cases)."""
+    n = xp.shape[0]
     j = search_sorted(xp, xs, "right")
-    i = (
-        EXPORTS["clip"](*(apply_ufunc(np.subtract, (j, 1)), 0, builtins.max(n - 2, 0)))
-        if n > 1
-        else None
-    )
     if n == 1:
         value = lax.broadcast_to(fp[0], xs.shape)
     else:
-        # (i is clipped to [0, n - 2] above: no bounds checks)
+        # (i is clipped to [0, n - 2]: no bounds checks)
+        i = EXPORTS["clip"](apply_ufunc(np.subtract, (j, 1)), 0, n - 2)
         x0, x1 = EXPORTS["take"](xp, i, mode="clip"), EXPORTS["take"](xp, i + 1, mode="clip")
         f0, f1 = EXPORTS["take"](fp, i, mode="clip"), EXPORTS["take"](fp, i + 1, mode="clip")
-        slope = (f1 - f0) / (x1 - x0)
-        value = slope * (xs - x0) + f0
-        # NumPy: where the slope is not finite, or at a sample, the sample value
-        value = EXPORTS["where"](apply_ufunc(np.equal, (xs, x0)), f0, value)
-        value = EXPORTS["where"](apply_ufunc(np.equal, (xs, x1)), f1, value)
-    lo = fp[0] if left is None else left
-    hi = fp[-1] if right is None else right
-    value = EXPORTS["where"](apply_ufunc(np.less, (xs, xp[0])), lo, value)
-    value = EXPORTS["where"](apply_ufunc(np.greater, (xs, xp[-1])), hi, value)
+        # (no special case at a sample, as NumPy's values have: at a sample the derivative
+        # with respect to x is the slope of the segment after it, as JAX's)
+        value = (f1 - f0) / (x1 - x0) * (xs - x0) + f0
+    value = EXPORTS["where"](apply_ufunc(np.less, (xs, xp[0])), left, value)
+    value = EXPORTS["where"](apply_ufunc(np.greater, (xs, xp[-1])), right, value)
     return EXPORTS["where"](apply_ufunc(np.isnan, (xs,)), xs, value)
 
 

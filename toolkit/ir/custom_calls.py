@@ -5,6 +5,7 @@ NumPy's (LinAlgError for a singular matrix, at run time). Matrices are the last 
 dimensions; leading dimensions batch, as in np.linalg."""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -12,6 +13,18 @@ from typing import Callable
 import numpy as np
 
 from .shapes import Shape
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(options: str):
+    import json
+    return json.loads(options)
+
+
+def json_options(options: str) -> dict:
+    """A routine's JSON options, parsed once per text (each call runs them again); a copy, so
+    that no caller changes the cached one."""
+    return dict(_parsed(options))
 
 
 @dataclass(frozen=True)
@@ -173,8 +186,7 @@ def _fft_results(ops, options):
 
 
 def _fft_run(args, options):
-    import json
-    o = json.loads(options)
+    o = json_options(options)
     fn = getattr(np.fft, o["fn"])
     _, rank = _FFT_KINDS[o["fn"]]
     if rank == 1:
@@ -236,8 +248,7 @@ def _partition_flops(ops) -> float:  # introselect: a few passes over each line
 
 def _partition_run(fn):
     def run(args, options):
-        import json
-        o = json.loads(options)
+        o = json_options(options)
         return [fn(args[0], o["kth"], axis=o["axis"])]
     return run
 
@@ -246,6 +257,41 @@ TARGETS["numpy.partition"] = Target(_partition_results, _partition_run(np.partit
                                     _partition_flops, matrices=False)
 TARGETS["numpy.argpartition"] = Target(_argpartition_results, _partition_run(np.argpartition),
                                        _partition_flops, matrices=False)
+
+
+# ---- np.interp: NumPy's own routine (its search from the last position, its rules for infinite
+# slopes and repeated samples), operands x, xp, fp, left, right; options {"period"} -----------
+def interp_options(period) -> str:
+    import json
+    return json.dumps({"period": None if period is None else float(period)})
+
+
+def _interp_results(ops, options):
+    if len(ops) != 5:
+        raise ValueError(f"interp takes x, xp, fp, left and right, got {len(ops)} operands")
+    x, xp, fp, left, right = ops
+    if xp.rank != 1 or fp.rank != 1 or xp.dims != fp.dims or xp.dims[0] == 0:
+        raise ValueError(f"interp needs samples xp and fp of one same non-zero length, got "
+                         f"{xp.to_text(False)} and {fp.to_text(False)}")
+    if left.rank or right.rank or left.dtype != fp.dtype or right.dtype != fp.dtype:
+        raise ValueError("interp's left and right are scalars of fp's type")
+    if fp.dtype.numpy not in (np.dtype(np.float64), np.dtype(np.complex128)) or any(
+            o.dtype.numpy != np.float64 for o in (x, xp)):
+        raise ValueError("interp reads float64 x and xp, and float64 or complex128 fp")
+    return [Shape(fp.dtype, x.dims)]
+
+
+def _interp_run(args, options):
+    x, xp, fp, left, right = args
+    period = json_options(options)["period"]
+    return [np.asarray(np.interp(x, xp, fp, left=left[()], right=right[()], period=period))]
+
+
+def _interp_flops(ops) -> float:  # a binary search per point, and the line through it
+    return math.prod(ops[0].dims) * (math.log2(max(ops[1].dims[0], 2)) + 4)
+
+
+TARGETS["numpy.interp"] = Target(_interp_results, _interp_run, _interp_flops, matrices=False)
 
 
 def target(name: str) -> Target:

@@ -281,14 +281,19 @@ def _conditional(inst, args):
     return evaluate_computation(branches[k], [args[1 + k]])
 
 
-def _custom_call(inst, args):
+def custom_call_values(inst, args) -> list[np.ndarray]:
+    """The results of the custom-call ``inst`` (its library routine) in its declared types."""
     from .custom_calls import evaluate
     out = evaluate(inst.attrs["custom_call_target"], inst.attrs.get("backend_config", ""), args)
     dtypes = [
         s.dtype.numpy
         for s in (inst.shape.elements if hasattr(inst.shape, "elements") else (inst.shape,))
     ]
-    out = [np.asarray(v).astype(d, copy=False) for v, d in zip(out, dtypes)]
+    return [np.asarray(v).astype(d, copy=False) for v, d in zip(out, dtypes)]
+
+
+def _custom_call(inst, args):
+    out = custom_call_values(inst, args)
     return tuple(out) if len(out) > 1 else out[0]
 
 
