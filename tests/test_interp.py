@@ -98,3 +98,10 @@ def test_batched_interp_is_numpys():
     x = np.linspace(-0.5, 4.5, 9)
     got = tk.vmap(lambda s: np.interp(x, XP, s))(fps)
     _same(got, np.stack([np.interp(x, XP, s) for s in fps]))
+
+
+def test_interp_on_the_gpu_runs_numpys_routine_on_the_host():
+    x = np.linspace(-1, 5, 50)
+    fp = np.array([np.inf, 1.0, 2.0, -3.0, 3.0])
+    got = tk.jit(np.interp, backend="gpu-simulated")(x, XP, fp)
+    _same(np.asarray(got), np.interp(x, XP, fp))

@@ -226,3 +226,11 @@ def test_sort_wanted_none_computes_everything():
     keys, order = sorting.sort([x, iota], 1, sort.attrs["to_apply"], None, stable=False)
     np.testing.assert_array_equal(keys, np.sort(x, axis=1))
     np.testing.assert_array_equal(order, np.argsort(x, axis=1))
+
+
+def test_partitions_on_the_gpu_run_numpys_routine_on_the_host():
+    x = _data(np.float64, (6, 40), seed=4)
+    fn = lambda v: (np.partition(v, [3, 20]), np.argpartition(v, 4, axis=0),  # noqa: E731
+                    np.median(v, axis=1), np.percentile(v, [5, 95]))
+    for got, want in zip(tk.jit(fn, backend="gpu-simulated")(x), fn(x)):
+        _same(np.asarray(got), want)
