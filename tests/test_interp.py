@@ -105,3 +105,22 @@ def test_interp_on_the_gpu_runs_numpys_routine_on_the_host():
     fp = np.array([np.inf, 1.0, 2.0, -3.0, 3.0])
     got = tk.jit(np.interp, backend="gpu-simulated")(x, XP, fp)
     _same(np.asarray(got), np.interp(x, XP, fp))
+
+
+def test_interp_messages_with_a_period_and_of_scalar_samples_are_numpys():
+    x = np.arange(3.0)
+    cases = [
+        (lambda v: np.interp(v, np.ones((2, 2)), np.ones((2, 2)), period=1),
+         "Data points must be 1-D sequences"),
+        (lambda v: np.interp(v, np.ones(3), np.ones(2), period=1),
+         "fp and xp are not of the same length$"),
+        (lambda v: np.interp(v, np.array(1.0), np.array(1.0)),
+         "object of too small depth for desired array"),
+    ]
+    for fn, message in cases:
+        with pytest.raises(ValueError, match=message):
+            fn(x)
+        with pytest.raises(UserValueError, match=message):
+            tk.jit(fn)(x)
+    fn = lambda v: np.interp(v, np.arange(3.0), np.arange(3.0), period=3j)  # noqa: E731
+    _same(tk.jit(fn)(x), fn(x))  # NumPy's: a complex period is its magnitude

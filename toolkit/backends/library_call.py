@@ -39,9 +39,10 @@ def tuple_reads(module: Module) -> dict[int, frozenset[int] | None]:
 
 def fresh_results(value, given) -> tuple[np.ndarray, ...]:
     """The leaves of a routine's result as arrays the caller may keep and write: each as it
-    is where it is contiguous, writable and shares no memory with an operand in ``given``
-    (a routine may return a view of its input), else a copy."""
-    leaves = []
+    is where it is contiguous, writable and shares no memory with an operand in ``given`` (a
+    routine may return a view of its input) nor with an earlier leaf (a sort may return one
+    order for two results), else a copy."""
+    leaves: list[np.ndarray] = []
     stack = [value]
     while stack:  # depth first, left to right (iterative: no recursion over nesting)
         v = stack.pop()
@@ -51,7 +52,7 @@ def fresh_results(value, given) -> tuple[np.ndarray, ...]:
         array = np.asarray(v)
         if (not (array.flags.c_contiguous and array.flags.writeable)
                 or any(isinstance(g, np.ndarray) and np.may_share_memory(array, g)
-                       for g in given)):
+                       for g in (*given, *leaves))):
             array = np.array(array, order="C")
         leaves.append(array)
     return tuple(leaves)

@@ -95,17 +95,25 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     trace = lax.trace_of([x, xp, fp, left, right])
     if isinstance(period, Tracer):
         raise UnsupportedNumpyError("np.interp(period=) of a traced value: pass a number")
-    if period is not None and period == 0:
-        raise UserValueError("period must be a non-zero value")
+    if period is not None:
+        period = abs(period)  # (NumPy's: a complex period is its magnitude)
+        if period == 0:
+            raise UserValueError("period must be a non-zero value")
     fp = fp if isinstance(fp, Tracer) else lax.lift(trace, fp, weak=False)
     dtype = np.dtype(np.complex128 if fp.dtype.kind == "c" else np.float64)
     xs = _as(trace, x, np.float64)
     xp = _as(trace, xp, np.float64)
     fp = lax.convert(fp, dtype)
+    # (NumPy's messages: its Python code checks first where a period is given)
+    if period is not None and (xp.ndim != 1 or fp.ndim != 1):
+        raise UserValueError("Data points must be 1-D sequences")
+    if xp.ndim == 0 or fp.ndim == 0:
+        raise UserValueError("object of too small depth for desired array")
     if xp.ndim != 1 or fp.ndim != 1:
         raise UserValueError("object too deep for desired array")
     if xp.shape[0] != fp.shape[0]:
-        raise UserValueError("fp and xp are not of the same length.")
+        raise UserValueError("fp and xp are not of the same length"
+                             + ("" if period is not None else "."))
     if xp.shape[0] == 0:
         raise UserValueError("array of sample points is empty")
     left = fp[0] if left is None else _as(trace, left, dtype)

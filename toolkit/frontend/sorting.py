@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir.custom_calls import partition_options
 from . import lax
-from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
+from .errors import UnsupportedNumpyError, UserAxisError, UserTypeError, UserValueError
 from .arguments import as_tracer, normalize_axes, normalize_axis
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .searching import bin_counts
@@ -108,13 +108,18 @@ def _partition_arguments(a, kth, axis, kind, order) -> tuple[Tracer, list[int], 
     list as given (NumPy's routine receives it as it is) and the axis."""
     _check_kind(None, order)
     if kind != "introselect":
-        raise UserValueError(f"{kind!r} is an unrecognized kind of select")
+        raise UserValueError(f"select kind must be 'introselect' (got {kind!r})")
     x, axis = _flat_or_axis(_t(a), axis)
     if isinstance(kth, Tracer):
         raise UnsupportedNumpyError(
             "np.partition(kth=) of a traced value: the positions must be known when tracing")
     kth_array = np.asarray(kth)
-    if kth_array.dtype.kind not in "iu" or kth_array.ndim > 1:
+    if kth_array.dtype.kind == "b":
+        raise UserValueError("Booleans unacceptable as partition index")
+    if kth_array.ndim > 1:
+        raise UserValueError("setting an array element with a sequence. The requested array "
+                             "would exceed the maximum number of dimension of 1.")
+    if kth_array.dtype.kind not in "iu":
         raise UserTypeError("Partition index must be integer")
     if x.ndim == 0:
         raise UserValueError("Cannot partition a 0-d array")
@@ -170,6 +175,10 @@ def _ordered_rows(a: Tracer, axis, name: str, kth=None):
 
 
 def _reduced_size(a: Tracer, axis) -> int:
+    if a.ndim == 0 and axis is not None and axis != ():
+        # (NumPy's order statistics take no axis 0 of a 0-d array, as its sums do)
+        first = axis[0] if isinstance(axis, (tuple, list)) else axis
+        raise UserAxisError(f"axis {first} is out of bounds for array of dimension 0")
     axes = range(a.ndim) if axis is None else normalize_axes(axis, a.ndim)
     return int(np.prod([a.shape[d] for d in axes]))
 
@@ -228,7 +237,7 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
     else:
         out_dtype = np.result_type(a.dtype, index_dtype)
     q_arr = q if isinstance(q, Tracer) else np.asarray(q, index_dtype)
-    if not isinstance(q_arr, Tracer) and ((q_arr < 0) | (q_arr > 1)).any():
+    if not isinstance(q_arr, Tracer) and not ((0 <= q_arr) & (q_arr <= 1)).all():  # (NaN too)
         raise UserValueError("Quantiles must be in the range [0, 1]")
     # a quantile known when tracing reads a few entries: NumPy's partition at NumPy's positions
     # (its own routine, so even the sign of a zero tied with another is NumPy's); a traced one,
@@ -239,6 +248,8 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
     s, axes = _ordered_rows(a, axis, name, kth)
     qt = q_arr if isinstance(q_arr, Tracer) else lax.lift(a.trace, q_arr, index_dtype, weak=False)
     qt = lax.convert(qt, index_dtype)
+    if qt.ndim > 2:
+        raise UserValueError("q must be a scalar or 1d")
     # one quantile per q entry, in front, as NumPy puts the q dimensions first
     qshape = tuple(qt.shape)
     batch = tuple(s.shape[:-1])
@@ -278,7 +289,10 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weak=None):
         value = lo
     else:
         hi = EXPORTS["take_along_axis"](s_b, EXPORTS["expand_dims"](hi_index, -1), axis=-1)[..., 0]
-        gamma = _u(np.subtract, virtual, below)
+        # NumPy's gamma: from the lower index after its bounds fix (-1 past the end), so past
+        # the end the lerp takes b's side, as NumPy's (the sign of a zero, inf - inf)
+        gamma = _u(np.subtract, virtual, EXPORTS["where"](past, lax.convert(
+            lax.lift(a.trace, np.asarray(-1), index_dtype, weak=False), index_dtype), below))
         if method == "midpoint":  # 0.5 between two entries, 0 on one
             gamma = EXPORTS["where"](_u(np.equal, _u(np.remainder, virtual, 1), 0), 0.0, 0.5)
             gamma = lax.convert(gamma, index_dtype)
