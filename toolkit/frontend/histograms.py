@@ -19,15 +19,25 @@ from .tracer import Tracer
 from .ufuncs import apply_ufunc
 
 
-def _given_range(range_) -> tuple[float, float]:
-    """NumPy's checks of a histogram's ``range=`` (and its widening of an empty one)."""
+def _given_range(range_):
+    """NumPy's checks of a histogram's ``range=`` (and its widening of an empty one), on the
+    values as given (their types decide the edges' type, as in NumPy)."""
     first, last = range_
     if first > last:
         raise UserValueError("max must be larger than min in range parameter.")
     if not (np.isfinite(first) and np.isfinite(last)):
         raise UserValueError(f"supplied range of [{first}, {last}] is not finite")
-    first, last = float(first), float(last)
     return (first - 0.5, last + 0.5) if first == last else (first, last)
+
+
+def _bin_type(first, last, dtype: np.dtype) -> np.dtype:
+    """NumPy's ``np.result_type(first_edge, last_edge, a)``, float64 for integers: a Python
+    number range is weak (float32 data keep float32 edges), a traced edge is of the data's
+    type."""
+    def stand_in(v):
+        return np.zeros((), v.dtype)[()] if isinstance(v, Tracer) else v
+    bin_type = np.result_type(stand_in(first), stand_in(last), np.empty(0, dtype))
+    return np.result_type(bin_type, float) if bin_type.kind in "iub" else bin_type
 
 
 def _ndim(value) -> int:
@@ -41,6 +51,8 @@ def _value(scalar):
 
 
 def _histogram_edges(a: Tracer, bins, range_, weights):
+    """NumPy's _get_bin_edges: (edges, the count of uniform bins or None, (first, last)): a
+    bin count's edges in NumPy's bin type (float32 data: float32), an array's as given."""
     if isinstance(bins, str):
         raise UnsupportedNumpyError(
             f"np.histogram(bins={bins!r}): estimator names are not supported on traced arrays"
@@ -55,34 +67,38 @@ def _histogram_edges(a: Tracer, bins, range_, weights):
             raise UserTypeError("`bins` must be an integer, a string, or an array") from None
         if n < 1:
             raise UserValueError("`bins` must be positive, when an integer")
-        if range_ is not None:
-            first, last = _given_range(range_)
-            edges = lax.lift(a.trace, np.linspace(first, last, n + 1), np.float64, weak=False)
-            return edges, n, (first, last)
-        if a.size == 0:
-            lo, hi = 0.0, 1.0
-            return (
-                lax.lift(a.trace, np.linspace(lo, hi, n + 1), np.float64, weak=False),
-                n,
-                (lo, hi),
-            )
-        lo = lax.convert(EXPORTS["min"](a), np.float64)
-        hi = lax.convert(EXPORTS["max"](a), np.float64)
-        same = apply_ufunc(np.equal, (lo, hi))
-        lo = EXPORTS["where"](same, lo - 0.5, lo)
-        hi = EXPORTS["where"](same, hi + 0.5, hi)
-        return traced_edges(lo, hi, n), n, (lo, hi)
-    edges = (
-        bins
-        if isinstance(bins, Tracer)
-        else lax.lift(a.trace, np.asarray(bins, np.float64), weak=False)
-    )
-    return lax.convert(edges, np.float64), None, None
+        if range_ is not None or a.size == 0:
+            first, last = _given_range(range_) if range_ is not None else (0, 1)
+            bin_type = _bin_type(first, last, a.dtype)
+            edges = np.linspace(first, last, n + 1, endpoint=True, dtype=bin_type)
+            return lax.lift(a.trace, edges, bin_type, weak=False), n, (first, last)
+        first, last = EXPORTS["min"](a), EXPORTS["max"](a)
+        if a.dtype.kind in "fc":  # NumPy raises for data with inf or NaN and no range=
+            finite = apply_ufunc(np.logical_and, (apply_ufunc(np.isfinite, (first,)),
+                                                  apply_ufunc(np.isfinite, (last,))))
+            lax.add_check(apply_ufunc(np.logical_not, (finite,)), UserValueError,
+                          "autodetected range of the data is not finite (np.histogram: it has "
+                          "inf or NaN; pass range=)")
+        same = apply_ufunc(np.equal, (first, last))
+        first = EXPORTS["where"](same, apply_ufunc(np.subtract, (first, 0.5)), first)
+        last = EXPORTS["where"](same, apply_ufunc(np.add, (last, 0.5)), last)
+        bin_type = _bin_type(first, last, a.dtype)
+        return traced_edges(first, last, n, bin_type), n, (first, last)
+    if isinstance(bins, Tracer):
+        edges = bins
+    else:
+        given = np.asarray(bins)
+        if given.ndim == 1 and given.size and np.any(given[:-1] > given[1:]):
+            raise UserValueError("`bins` must increase monotonically, when an array")
+        edges = lax.lift(a.trace, given, weak=False)
+    if edges.ndim != 1:
+        raise UserValueError("`bins` must be 1d, when an array")
+    return edges, None, None
 
 
-def traced_edges(lo, hi, n):
+def traced_edges(lo, hi, n, dtype=None):
     from .matrices import traced_linspace
-    return traced_linspace(lo, hi, n + 1)
+    return traced_linspace(lo, hi, n + 1, dtype=dtype)
 
 
 @numpy_function(np.histogram_bin_edges)
@@ -96,14 +112,17 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     a = _t(a)
     a = lax.reshape(a, (a.size,))
     edges, uniform, span = _histogram_edges(a, bins, range, weights)
-    x = lax.convert(a, np.float64)
     nbins = edges.shape[0] - 1
     if uniform is not None:  # NumPy's fast path: the bin from arithmetic, corrected by the edges
         first, last = span
-        norm = apply_ufunc(np.true_divide, (nbins, apply_ufunc(np.subtract, (last, first))))
-        idx = lax.convert(
-            apply_ufunc(np.multiply, (apply_ufunc(np.subtract, (x, first)), norm)), np.int64
-        )
+        x = lax.convert(a, edges.dtype)
+        # (in the edges' type, as NumPy's tmp_a.astype(bin_edges.dtype) - first_edge)
+        low, high = (v if isinstance(v, Tracer) else
+                     lax.lift(a.trace, np.asarray(v), weak=False) for v in (first, last))
+        low, high = lax.convert(low, edges.dtype), lax.convert(high, edges.dtype)
+        scaled = apply_ufunc(np.divide, (apply_ufunc(np.subtract, (x, low)),
+                                         apply_ufunc(np.subtract, (high, low))))
+        idx = lax.convert(apply_ufunc(np.multiply, (scaled, nbins)), np.int64)
         idx = EXPORTS["where"](apply_ufunc(np.equal, (idx, nbins)), nbins - 1, idx)
         idx = EXPORTS["clip"](*(idx, 0, nbins - 1))
         lower = EXPORTS["take"](edges, idx)
@@ -120,17 +139,20 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
             idx + 1,
             idx,
         )
+        # (the data, as given, against the outer edges: NumPy's keep)
         keep = apply_ufunc(
             np.logical_and,
-            (apply_ufunc(np.greater_equal, (x, first)), apply_ufunc(np.less_equal, (x, last))),
+            (apply_ufunc(np.greater_equal, (a, first)), apply_ufunc(np.less_equal, (a, last))),
         )
     else:
-        idx = apply_ufunc(np.subtract, (search_sorted(edges, x, "right"), 1))
-        idx = EXPORTS["where"](apply_ufunc(np.equal, (x, edges[-1])), nbins - 1, idx)
-        keep = apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, edges[0])),
-                                            apply_ufunc(np.less_equal, (x, edges[-1]))))
+        wide = np.result_type(a.dtype, edges.dtype)  # (NumPy's searchsorted promotes both)
+        x, wide_edges = lax.convert(a, wide), lax.convert(edges, wide)
+        idx = apply_ufunc(np.subtract, (search_sorted(wide_edges, x, "right"), 1))
+        idx = EXPORTS["where"](apply_ufunc(np.equal, (x, wide_edges[-1])), nbins - 1, idx)
+        keep = apply_ufunc(np.logical_and, (apply_ufunc(np.greater_equal, (x, wide_edges[0])),
+                                            apply_ufunc(np.less_equal, (x, wide_edges[-1]))))
     idx = EXPORTS["where"](keep, idx, -1)
-    counts = bin_counts(idx, weights, nbins)  # idx -1: outside the range, skipped
+    counts = _weighted_counts(idx, weights, nbins)  # idx -1: outside the range, skipped
     if density:
         widths = diff(edges)
         counts = apply_ufunc(
@@ -158,6 +180,33 @@ def _outer_edges(x: Tracer, bins: int, range_, dim: int) -> Tracer:
     lo = EXPORTS["where"](same, apply_ufunc(np.subtract, (lo, 0.5)), lo)
     hi = EXPORTS["where"](same, apply_ufunc(np.add, (hi, 0.5)), hi)
     return traced_edges(lo, hi, bins)
+
+
+_BLOCK = 65536  # NumPy's histogram counts blocks of this many values
+
+
+def _weighted_counts(idx: Tracer, weights, nbins: int) -> Tracer:
+    """NumPy's counts: intp without weights; with them, in the weights' type, each block's
+    float64 bincount cast to that type and added to the total in it (int8 weights wrap,
+    float32 ones round per block, as NumPy's do)."""
+    if weights is None:
+        return bin_counts(idx, None, nbins)
+    w = weights if isinstance(weights, Tracer) else lax.lift(idx.trace, weights, weak=False)
+    if w.shape != idx.shape:
+        raise UserValueError("weights should have the same shape as a.")
+    if w.dtype.kind == "c":
+        raise UnsupportedNumpyError("np.histogram with complex weights is not supported on "
+                                    "traced arrays")
+    ntype = w.dtype
+    if ntype == np.float64 or ntype.kind in "iub" or idx.size <= _BLOCK:
+        # (integer totals wrap alike summed at once; one block is one cast)
+        return lax.convert(bin_counts(idx, w, nbins), ntype)
+    total = None
+    for start in range(0, idx.size, _BLOCK):
+        block = slice(start, builtins.min(start + _BLOCK, idx.size))
+        part = lax.convert(bin_counts(idx[block], w[block], nbins), ntype)
+        total = part if total is None else apply_ufunc(np.add, (total, part))
+    return total
 
 
 @numpy_function(np.histogramdd)

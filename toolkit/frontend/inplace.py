@@ -15,6 +15,8 @@ Arguments written in place become extra outputs of the program (printed as XLA's
 ``input_output_alias``) and are copied back into the caller's arrays after each call."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import lax
@@ -23,6 +25,8 @@ from .errors import (
     ShapeMismatchError,
     UnsupportedNumpyError,
     UserIndexError,
+    UserOverflowError,
+    UserTypeError,
     UserValueError,
 )
 from .indexing import decompose, getitem, is_advanced, scatter_into
@@ -57,9 +61,44 @@ def _writes_through(view: Tracer) -> bool:
         link[1].writable(view, link[0])
 
 
-def _cast_value(target: Tracer, value) -> Tracer:
-    """``value`` in ``target``'s dtype, as NumPy's item assignment casts it."""
+def check_assigned(dtype: np.dtype, value, how: str) -> None:
+    """Raise where NumPy's own assignment of ``value`` (known when tracing: a Python or NumPy
+    number, a list of them) into an array of ``dtype`` raises, as toolkit's error of the same
+    family. NumPy converts such values with checks a cast would not make, and they depend on
+    how it assigns (``how``): one element (``a[0] = np.int64(300)`` for int8 raises) or a slice
+    (so does ``a[:] = np.float64(300.5)``) but not an index array (``a[[0, 2]] = np.int64(300)``
+    wraps); NaN or infinity into an integer; a list's Python ints under NEP 50. Asked of NumPy
+    itself, on a one-element array."""
+    if not isinstance(value, (int, float, complex, np.generic, list, tuple)):
+        return
+    probe = np.zeros(1, dtype)
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")  # (NumPy's cast warnings: the cast itself warns)
+            if isinstance(value, (list, tuple)):
+                np.asarray(value, dtype=dtype)
+            elif how == "element":
+                probe[0] = value
+            elif how == "slice":
+                probe[...] = value
+            elif how == "mask":
+                probe[np.ones(1, bool)] = value
+            else:
+                probe[[0]] = value
+    except OverflowError as e:
+        raise UserOverflowError(str(e)) from None
+    except (ValueError, TypeError) as e:
+        if isinstance(value, (list, tuple)):
+            return  # (a ragged list or the like: the assignment's own shape checks say so)
+        raise (UserValueError if isinstance(e, ValueError) else UserTypeError)(str(e)) from None
+
+
+def _cast_value(target: Tracer, value, how: str = "index array") -> Tracer:
+    """``value`` in ``target``'s dtype, as NumPy's item assignment casts it (and raises where
+    it raises, by ``how`` it assigns: check_assigned)."""
     trace = target.trace
+    if not isinstance(value, Tracer):
+        check_assigned(target.dtype, value, how)
     if isinstance(value, Tracer):
         _note_narrowing(value, target.dtype)
         return lax.convert(value, target.dtype, target.weak_type)
@@ -74,7 +113,7 @@ def updated(x: Tracer, key, value) -> Tracer:
     if is_advanced(key):
         return scatter_into(x, key, _cast_value(x, value), "assign")
     spec, reverse, out_shape = decompose(x, key)
-    v = _cast_value(x, value)
+    v = _cast_value(x, value, "slice" if out_shape else "element")
     try:
         v = lax.broadcast_to(v, out_shape)
     except ShapeMismatchError:
@@ -123,7 +162,7 @@ def _masked(x: Tracer, mask, value) -> Tracer:
         raise UserIndexError(
             f"boolean index did not match indexed array: mask {m.describe()} against {x.describe()}"
         )
-    v = _cast_value(x, value)
+    v = _cast_value(x, value, "mask")
     if v.size != 1 and (not isinstance(mask, Tracer) or can_break(mask) is not None):
         # an array of values, one per selected entry: a scatter at the mask's positions (a
         # traced mask's count crosses a graph break; its positions stay traced)

@@ -249,11 +249,20 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
     return tuple(out)
 
 
+def _stand_in(v):
+    """What NumPy's type resolution sees for an endpoint: a weak (Python) number stays one."""
+    if isinstance(v, Tracer):
+        return v.dtype.type(0).item() if v.weak_type else np.zeros((), v.dtype)
+    return v if isinstance(v, (int, float, complex, np.generic)) else np.asarray(v)
+
+
 def _range_endpoints(start, stop):
+    """The endpoints in NumPy's computation type: their result type (a Python number weak:
+    float32 endpoints stay float32), made inexact (integers: float64)."""
     trace = lax.trace_of([start, stop])
-    dtype = np.result_type(
-        *(v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype for v in (start, stop)), float
-    )
+    dtype = np.result_type(_stand_in(start), _stand_in(stop))
+    if dtype.kind not in "fc":
+        dtype = np.result_type(dtype, 1.0)
     s = lax.convert(
         _t(start) if isinstance(start, Tracer) else lax.lift(trace, start, dtype, weak=False), dtype
     )

@@ -40,7 +40,8 @@ def nansum(
     a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue
 ):
     _no(out, where, "nansum")
-    return EXPORTS["sum"](_replace_nan(_t(a), 0), axis=axis, dtype=dtype, keepdims=keepdims)
+    return EXPORTS["sum"](_replace_nan(_t(a), 0), axis=axis, dtype=dtype, keepdims=keepdims,
+                          **_initial(initial))
 
 
 @numpy_function(np.nanprod)
@@ -48,14 +49,22 @@ def nanprod(
     a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue
 ):
     _no(out, where, "nanprod")
-    return EXPORTS["prod"](_replace_nan(_t(a), 1), axis=axis, dtype=dtype, keepdims=keepdims)
+    return EXPORTS["prod"](_replace_nan(_t(a), 1), axis=axis, dtype=dtype, keepdims=keepdims,
+                           **_initial(initial))
 
 
-def _nan_extreme(a, axis, keepdims, name, fill):
+def _initial(initial) -> dict:
+    return {} if initial is np._NoValue else {"initial": initial}
+
+
+def _nan_extreme(a, axis, keepdims, name, fill, initial):
     a = _t(a)
     if a.dtype.kind != "f":
-        return EXPORTS[name](a, axis=axis, keepdims=keepdims)
-    result = EXPORTS[name](_replace_nan(a, fill), axis=axis, keepdims=keepdims)
+        return EXPORTS[name](a, axis=axis, keepdims=keepdims, **_initial(initial))
+    result = EXPORTS[name](_replace_nan(a, fill), axis=axis, keepdims=keepdims,
+                           **_initial(initial))
+    if initial is not np._NoValue:  # (NumPy's fmax.reduce from initial: no all-NaN slice)
+        return result
     all_nan = _u(np.equal, _not_nan_count(a, axis, keepdims), 0)
     return EXPORTS["where"](all_nan, np.nan, result).astype(a.dtype)
 
@@ -63,13 +72,13 @@ def _nan_extreme(a, axis, keepdims, name, fill):
 @numpy_function(np.nanmax)
 def nanmax(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue):
     _no(out, where, "nanmax")
-    return _nan_extreme(a, axis, keepdims, "max", -np.inf)
+    return _nan_extreme(a, axis, keepdims, "max", -np.inf, initial)
 
 
 @numpy_function(np.nanmin)
 def nanmin(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue):
     _no(out, where, "nanmin")
-    return _nan_extreme(a, axis, keepdims, "min", np.inf)
+    return _nan_extreme(a, axis, keepdims, "min", np.inf, initial)
 
 
 @numpy_function(np.nanmean)

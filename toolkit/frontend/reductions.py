@@ -238,7 +238,8 @@ def var(
         squared = lax.elementwise("real", squared)
     total = _reduce(squared, "add", axes, keepdims)
     n = _count(a.shape, axes) - ddof
-    return apply_ufunc(np.true_divide, [total, float(n) if n > 0 else math.nan])
+    # NumPy divides by max(n - ddof, 0): with ddof >= n, inf (a zero sum: NaN)
+    return apply_ufunc(np.true_divide, [total, float(builtins.max(n, 0))])
 
 
 @numpy_function(np.std)

@@ -10,7 +10,8 @@ import numpy as np
 
 from . import lax
 from .complex_ufuncs import COMPLEX_UFUNCS, unsupported_complex_ufunc
-from .errors import DTypeMismatchError, LazyText, ShapeMismatchError, UnsupportedNumpyError
+from .errors import (DTypeMismatchError, LazyText, ShapeMismatchError, UnsupportedNumpyError,
+                     UserValueError)
 from .tracer import Tracer
 from .views import fresh_results
 
@@ -91,9 +92,12 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
             if isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu" and d.kind in "iu" \
                     and d.itemsize < v.dtype.itemsize:
                 trace.note_weak_narrowing(v, d)  # NEP 50: checked against the value on each call
+        if ufunc is np.power and np.dtype(out_dtype).kind in "iu":
+            _check_integer_exponent(inputs[1])
         promoter = _promoting_scalar(inputs, out_dtype)
-        operands = [lax.lift(trace, v, d, weak=weak, what=f"operand of np.{name}")
-                    for v, d in zip(inputs, in_dtypes)]
+        operands = [lax.lift(trace, _as_float16(v, weak) if r == np.float16 and d != r else v, d,
+                             weak=weak, what=f"operand of np.{name}")
+                    for v, r, d in zip(inputs, dtypes, in_dtypes)]
         operands = broadcast_all(operands, f"np.{name}", inputs)
         if ufunc is np.power and np.dtype(out_dtype) in _POWER_FAST_PATHS_DTYPES \
                 and np.size(inputs[1]) == 1 and np.dtype(in_dtypes[1]) == np.dtype(out_dtype):
@@ -187,6 +191,25 @@ def _resolve(ufunc: np.ufunc, descriptors: tuple, inputs, trace) -> tuple:
         _RESOLVED.clear()
     _RESOLVED[key] = resolved
     return resolved
+
+
+def _check_integer_exponent(exponent) -> None:
+    """NumPy's integer power loop raises for a negative exponent; one known when tracing (a
+    number, a NumPy scalar, a constant array) is checked here. (A traced one cannot be: the
+    README lists it.)"""
+    known = exponent._known() if isinstance(exponent, Tracer) else np.asarray(exponent)
+    if known is not None and np.asarray(known).dtype.kind in "iu" and (np.asarray(known) < 0).any():
+        raise UserValueError("Integers to negative integer powers are not allowed.")
+
+
+def _as_float16(value, weak: bool):
+    """An operand NumPy's float16 loop reads as float16 (a Python float or int, a weak traced
+    number, a narrow int array), rounded to float16 before the loop widens it to float32:
+    ``x * 0.1`` multiplies by float16(0.1), as NumPy's does (70000.0 becomes inf)."""
+    if isinstance(value, Tracer):
+        return value if value.dtype == np.float16 else lax.convert(value, np.float16, weak)
+    with np.errstate(over="ignore"):
+        return np.asarray(value).astype(np.float16)
 
 
 def _scalar_power(x: Tracer, e: Tracer, exponent, out: np.dtype) -> Tracer:

@@ -1,0 +1,165 @@
+"""Silent differences from NumPy that a differential hunt found (session 27), each now NumPy's:
+float16 arithmetic with Python numbers, integer powers with negative exponents known when
+tracing, numbers assigned into integer arrays, nan-reductions' ``initial=``, var/std with
+``ddof`` at or past the count, np.linspace in float32, and np.histogram's types (edges in the
+data's float type, counts in the weights' type). Each case compares with NumPy directly."""
+import warnings
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+
+BACKENDS = ["interpreter", "cpu"]
+
+
+def _same(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    np.testing.assert_array_equal(got, want)
+    if want.dtype.kind == "f":
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def _outcome(fn, *args):
+    """fn's result, or the family of the error it raises."""
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return fn(*args)
+    except (OverflowError, ValueError, TypeError) as e:
+        return [k for k in (OverflowError, ValueError, TypeError) if isinstance(e, k)][0]
+
+
+def _check(fn, *args, backend="cpu"):
+    want = _outcome(fn, *[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    got = _outcome(tk.jit(fn, backend=backend, on_recompile="ignore"),
+                   *[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    if isinstance(want, type):
+        assert got is want, (got, want)
+    else:
+        for g, w in zip(got if isinstance(want, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            _same(g, w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float16_arithmetic_rounds_python_numbers_to_float16_first(backend):
+    """NumPy's float16 loops read a Python number as float16: x * 0.1 multiplies by
+    float16(0.1) (toolkit used float32(0.1)); 70000.0 is inf; x == 3.3 compares with
+    float16(3.3)."""
+    x = np.array([7.0, 0.0, 3.3, -2.5, 65000], np.float16)
+    for fn in (lambda v: v * 0.1, lambda v: v % 0.3, lambda v: v * 70000.0, lambda v: v == 3.3,
+               lambda v: 0.1 / v, lambda v: np.hypot(v, 0.1), lambda v: v + 3,
+               lambda v: np.logaddexp(v, 0.3), lambda v: v * np.arange(5, dtype=np.int8)):
+        _check(fn, x, backend=backend)
+
+    def scale(v):
+        v *= 0.1
+        return v
+
+    _check(scale, x, backend=backend)
+    _check(lambda v, s: v * s, x, 0.1, backend=backend)  # a traced Python float
+
+
+def test_integer_powers_with_negative_exponents_raise_as_numpys():
+    i = np.array([-3, -1, 2])
+    for fn in (lambda v: np.power(v, -2), lambda v: v ** np.int64(-1),
+               lambda v: np.power(v, np.array([-1, 2, 3])), lambda v: v ** -1):
+        _check(fn, i)
+    for fn in (lambda v: np.power(v, 2), lambda v: np.power(v, np.array([1, 2, 3]))):
+        _check(fn, i)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.float16, np.bool_])
+def test_numbers_assigned_into_arrays_raise_where_numpys_do(dtype):
+    """NumPy converts a number assigned to one element or a slice with checks (int8 and
+    np.int64(300), NaN into an integer) and one assigned through an index array by a cast
+    (which wraps): each as NumPy does."""
+    values = (np.int64(300), np.float64(300.5), np.float64(np.nan), np.float64(1e20),
+              np.float64(-1.5), 300.5, np.uint8(255), np.int16(-129), np.float32(200.0), True,
+              np.inf, 300, np.int64(5), np.float64(-1.0), [300, 1])
+
+    def element(a, v):
+        a[0] = v
+        return a
+
+    def part(a, v):
+        a[:2] = v
+        return a
+
+    def picked(a, v):
+        a[[0, 2]] = v
+        return a
+
+    def masked(a, v):
+        a[np.array([True, False, True])] = v
+        return a
+
+    for value in values:
+        for fn in (part, picked, masked) + ((element,) if np.ndim(value) == 0 else ()):
+            _check(lambda a, fn=fn, value=value: fn(a, value), np.zeros(3, dtype))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_reductions_start_from_initial(backend):
+    x = np.array([[1, -2, np.nan], [4, -0.0, 6], [np.nan, np.nan, np.nan]])
+    for fn in (lambda v: np.nanmax(v, axis=1, initial=100),
+               lambda v: np.nanmin(v, axis=1, initial=-5.0),
+               lambda v: np.nansum(v, axis=1, initial=100),
+               lambda v: np.nanprod(v, axis=0, initial=2.0),
+               lambda v: np.nanmax(v, axis=1, initial=-100)):
+        _check(fn, x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_variance_with_ddof_at_or_past_the_count_divides_by_zero(backend):
+    """NumPy divides by max(n - ddof, 0): inf, or NaN for a zero sum (toolkit gave NaN, and
+    divided by a negative count over an axis)."""
+    x = np.array([[4, -0.0, 6]])
+    for fn in (lambda v: np.var(v, ddof=3), lambda v: np.var(v, ddof=5),
+               lambda v: np.var(v, axis=0, ddof=2), lambda v: np.std(v, axis=0, ddof=2),
+               lambda v: np.var(v[:, :2], ddof=2), lambda v: np.std(v, ddof=3)):
+        _check(fn, x, backend=backend)
+
+
+def test_linspace_of_float32_endpoints_is_float32():
+    lo, hi = np.array(np.float32(0)), np.array(np.float32(1))
+    for fn in (lambda a, b: np.linspace(a, b, 8), lambda a, b: np.linspace(a, b, 8,
+                                                                           dtype=np.float32),
+               lambda a, b: np.linspace(a, 3.0, 5), lambda a, b: np.linspace(a.astype(int), 5, 6)):
+        _check(fn, lo, hi)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_histograms_take_numpys_types(backend):
+    """Edges in the data's float type (float32 data: float32 edges, which move the counts at
+    bin boundaries), integer bins kept, counts in the weights' type (int8 weights wrap; float32
+    ones summed per block of 65536 as NumPy's)."""
+    rng = np.random.default_rng(0)
+    f32 = rng.standard_normal(1000).astype(np.float32)
+    cases = [
+        (np.array([0, 0.2, 1], np.float16), dict(bins=5)),
+        (np.array([0, 2 / 7, 3 / 7, 4 / 7, 1], np.float32), dict(bins=7)),
+        (f32, dict(bins=13)), (f32, dict(bins=10, range=(-1, 1.5))),
+        (rng.integers(0, 100, 500).astype(np.int8), dict(bins=9)),
+        (np.array([3.0, 3.0, 3.0]), dict(bins=4)), (np.array([3, 3, 3], np.int32), dict(bins=2)),
+        (rng.standard_normal(300), dict(bins=np.array([-1, 0, 2]))),
+        (rng.standard_normal(100), dict(bins=4, range=(np.float32(-1), np.float32(1)))),
+        (np.zeros(0, np.float32), dict(bins=3)),
+    ]
+    for data, options in cases:
+        _check(lambda v, options=options: np.histogram(v, **options), data, backend=backend)
+    weighted = [(f32[:300], rng.standard_normal(300).astype(np.float32)),
+                (rng.standard_normal(300), np.full(300, 100, np.int8)),
+                (rng.standard_normal(70000).astype(np.float32),
+                 rng.random(70000).astype(np.float32))]
+    for data, weights in weighted:
+        _check(lambda v, w: np.histogram(v, bins=6, weights=w), data, weights, backend=backend)
+
+
+def test_histogram_of_data_with_inf_raises_numpys_error():
+    with pytest.raises(ValueError, match="autodetected range"):
+        np.histogram(np.array([1.0, np.inf, 2.0]))
+    with pytest.raises(ValueError, match="autodetected range"):
+        tk.jit(np.histogram)(np.array([1.0, np.inf, 2.0]))
