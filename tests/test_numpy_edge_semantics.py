@@ -163,3 +163,24 @@ def test_histogram_of_data_with_inf_raises_numpys_error():
         np.histogram(np.array([1.0, np.inf, 2.0]))
     with pytest.raises(ValueError, match="autodetected range"):
         tk.jit(np.histogram)(np.array([1.0, np.inf, 2.0]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_uint64_indices_from_2_63_wrap_as_numpys_cast_to_intp(backend):
+    """NumPy casts a uint64 index to intp: 2**64 - 1 is -1 (the last element), 2**63 an
+    IndexError (toolkit read element 0 for both)."""
+    a = np.arange(10.0)
+    wrapped = np.array([2 ** 64 - 1, 3], np.uint64)
+    too_far = np.array([2 ** 63], np.uint64)
+
+    def write(x, j):
+        x[j] = 5.0
+        return x
+
+    for fn in (lambda x, j: x[j], lambda x, j: np.take(x, j), write):
+        _check(fn, a, wrapped, backend=backend)
+        with pytest.raises(IndexError):
+            fn(a.copy(), too_far)
+        with pytest.raises(IndexError):
+            tk.jit(fn, backend=backend, on_recompile="ignore")(a.copy(), too_far)
+    _check(lambda x: x[np.array([2 ** 64 - 1], np.uint64)], a, backend=backend)

@@ -195,17 +195,19 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
                 f"{k.describe()} in x[{key_text(key)}]"
             )
         t = lax.convert(k, np.int64) if k.dtype != np.int64 else k
+        # (NumPy casts a uint64 index to intp: from 2**63 it wraps to a negative index)
+        signed = k.dtype.kind == "i" or k.dtype == np.uint64
         # NumPy raises IndexError for an index out of range: checked on every call
         low = (
             lax.compare(t, lax.full(t.trace, t.shape, -size, np.int64), "LT")
-            if k.dtype.kind == "i"
+            if signed
             else None
         )
         high = lax.compare(t, lax.full(t.trace, t.shape, size, np.int64), "GE")
         lax.add_check(high if low is None else lax.elementwise("or", low, high), UserIndexError,
                       f"a traced index is out of bounds for axis {dim} with size {size} "
                       f"(x[{key_text(key)}] of {x.describe()})")
-        if k.dtype.kind == "i":
+        if signed:
             zero = lax.full(t.trace, t.shape, 0, np.int64)
             t = lax.select(lax.compare(t, zero, "LT"),
                            lax.elementwise("add", t, lax.full(t.trace, t.shape, size, np.int64)), t)
@@ -214,6 +216,8 @@ def _integer_index(k, x: Tracer, dim: int, key) -> object:
     if arr.dtype.kind not in "iu":
         raise UserIndexError(f"arrays used as indices must be of integer (or boolean) type, got "
                              f"{arr.dtype} in x[{key_text(key)}]")
+    if arr.dtype == np.uint64:  # NumPy's cast to intp: from 2**63 a negative index
+        arr = arr.astype(np.int64)
     bad = (arr < -size) | (arr >= size)
     if bad.any():
         raise UserIndexError(
