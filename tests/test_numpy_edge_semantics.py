@@ -184,3 +184,15 @@ def test_uint64_indices_from_2_63_wrap_as_numpys_cast_to_intp(backend):
         with pytest.raises(IndexError):
             tk.jit(fn, backend=backend, on_recompile="ignore")(a.copy(), too_far)
     _check(lambda x: x[np.array([2 ** 64 - 1], np.uint64)], a, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_variance_sums_in_the_dtype_given(backend):
+    """np.var(x, dtype=np.float32) sums the squared deviations in float32 and returns float32
+    (toolkit returned float64)."""
+    x = np.array([1.5, 2.25, 7.125, -3.0])
+    for fn, data in ((lambda v: np.var(v, dtype=np.float32), x),
+                     (lambda v: np.std(v, dtype=np.float16), np.array([1, 2, 4, 8])),
+                     (lambda v: np.var(v, dtype=np.complex128), x),
+                     (lambda v: np.std(v, dtype=np.float32, ddof=1), x)):
+        _check(fn, data, backend=backend)

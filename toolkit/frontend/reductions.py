@@ -236,7 +236,7 @@ def var(
     squared = apply_ufunc(np.multiply, [centred, other])
     if squared.dtype.kind == "c":
         squared = lax.elementwise("real", squared)
-    total = _reduce(squared, "add", axes, keepdims)
+    total = _reduce(squared, "add", axes, keepdims, dtype)  # (NumPy's sum in dtype=)
     n = _count(a.shape, axes) - ddof
     # NumPy divides by max(n - ddof, 0): with ddof >= n, inf (a zero sum: NaN)
     return apply_ufunc(np.true_divide, [total, float(builtins.max(n, 0))])
