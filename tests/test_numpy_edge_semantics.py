@@ -196,3 +196,12 @@ def test_variance_sums_in_the_dtype_given(backend):
                      (lambda v: np.var(v, dtype=np.complex128), x),
                      (lambda v: np.std(v, dtype=np.float32, ddof=1), x)):
         _check(fn, data, backend=backend)
+
+
+def test_unsigned_arrays_to_a_negative_python_int_power_raise_overflow():
+    for dtype in (np.uint8, np.uint64):
+        x = np.array([1, 2], dtype)
+        with pytest.raises(OverflowError):
+            x ** -1
+        with pytest.raises(OverflowError, match="out of bounds"):
+            tk.jit(lambda v: v ** -1)(x)

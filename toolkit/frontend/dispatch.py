@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import reductions, registry, views
-from .errors import UndefinedResultError, UnsupportedNumpyError, UserValueError
+from .errors import UndefinedResultError, UnsupportedNumpyError, UserOverflowError, UserValueError
 from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
@@ -203,6 +203,9 @@ def _pow(self, other):
             with self.trace.op_scope("power"):
                 return integer_power(self, other)
         if other < 0 and self.dtype.kind in "biu" and not self.weak_type:
+            if self.dtype.kind == "u":  # (NEP 50 meets the Python int first)
+                raise UserOverflowError(
+                    f"Python integer {other} out of bounds for {self.dtype}")
             raise UserValueError("Integers to negative integer powers are not allowed.")
     if type(other) is float and other == 0.5 and inexact:
         return apply_ufunc(np.sqrt, (self,))
