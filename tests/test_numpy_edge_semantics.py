@@ -205,3 +205,20 @@ def test_unsigned_arrays_to_a_negative_python_int_power_raise_overflow():
             x ** -1
         with pytest.raises(OverflowError, match="out of bounds"):
             tk.jit(lambda v: v ** -1)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_boolean_and_integer_dtypes_of_sums_and_means(backend):
+    """NumPy adds booleans in a bool dtype= as or (multiplies as and), and a mean in an
+    integer dtype= divides into that type, truncating (toolkit counted, and returned float64)."""
+    m = np.array([[True, True, False], [False, False, False]])
+    for fn in (lambda v: np.sum(v, dtype=bool), lambda v: np.sum(v, axis=1, dtype=bool),
+               lambda v: np.prod(v, axis=0, dtype=bool), lambda v: np.cumsum(v, dtype=bool),
+               lambda v: np.cumprod(v, axis=1, dtype=bool), lambda v: np.sum(v),
+               lambda v: np.mean(v, dtype=bool)):
+        _check(fn, m, backend=backend)
+    for fn, data in ((lambda v: np.mean(v, dtype=np.int64), np.array([1, 2, 4, 8])),
+                     (lambda v: np.mean(v, dtype=np.int32), np.array([-1.5, -2.75, 3.0])),
+                     (lambda v: np.mean(v, dtype=np.int8), np.array([40, 80, 160, 320])),
+                     (lambda v: np.mean(v, dtype=np.uint8), np.array([1, 2, 4, 8]))):
+        _check(fn, data, backend=backend)

@@ -29,6 +29,10 @@ def sum_dtype(dtype: np.dtype) -> np.dtype:
     return np.add.reduce(np.zeros(1, dtype)).dtype if dtype.kind in "biu" else dtype
 
 
+# NumPy's add and multiply of booleans, in a bool dtype= (np.sum(m, dtype=bool)): or and and
+BOOLEAN_ARITHMETIC = {"add": "or", "multiply": "and"}
+
+
 def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
     x = as_tracer(x)
     axes = normalize_axes(axis, x.ndim)
@@ -40,7 +44,10 @@ def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
             f"({name} of {x.describe()})"
         )
     if x.dtype == np.bool_ and opcode in GroupOp.ARITHMETIC_REDUCERS:
-        x = lax.convert(x, np.int64)
+        if dtype is not None and np.dtype(dtype) == np.bool_:
+            opcode = BOOLEAN_ARITHMETIC[opcode]
+        else:  # (counting)
+            x = lax.convert(x, np.int64)
     if x.dtype == np.float16 and opcode in GroupOp.ARITHMETIC_REDUCERS:
         # NumPy's pairwise float16 sum accumulates in float32 (a strided one rounds every step:
         # toolkit always gives the float32-accumulated, more accurate result)
@@ -183,9 +190,11 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
             np.true_divide, [_keepdims(total, a.shape, axes, keepdims), float(n) if n else math.nan]
         )
         return lax.convert(mean32, np.float16)
-    total = _reduce(lax.convert(a, acc), "add", axes, keepdims)
+    total = _reduce(lax.convert(a, acc), "add", axes, keepdims, acc)
     n = _count(a.shape, axes)
-    return apply_ufunc(np.true_divide, [total, float(n) if n else math.nan])
+    result = apply_ufunc(np.true_divide, [total, float(n) if n else math.nan])
+    # (an integer or bool dtype=: NumPy divides into the sum's own type, truncating)
+    return lax.convert(result, acc) if acc.kind in "iub" else result
 
 
 def _var_mean(a: Tracer, axes, dtype) -> Tracer:

@@ -18,7 +18,7 @@ from ..ir.ops import GroupOp, identity, initial_value
 from . import lax
 from .arguments import as_tracer, normalize_axis
 from .errors import UnsupportedNumpyError, UserValueError
-from .reductions import sum_dtype
+from .reductions import BOOLEAN_ARITHMETIC, sum_dtype
 from .registry import numpy_function
 from .tracer import Tracer
 
@@ -66,8 +66,8 @@ def _scan(a, axis, dtype, opcode, name):
     widened = opcode in GroupOp.ARITHMETIC_REDUCERS  # NumPy's sums and products of small ints
     out = np.dtype(dtype) if dtype is not None else (sum_dtype(a.dtype) if widened else a.dtype)
     x = lax.convert(a, lax.check_supported_dtype(out, f"dtype= of {name}"))
-    if x.dtype == np.bool_ and opcode in GroupOp.ARITHMETIC_REDUCERS:
-        x = lax.convert(x, np.int64)
+    if x.dtype == np.bool_ and opcode in GroupOp.ARITHMETIC_REDUCERS:  # (dtype=bool)
+        opcode = BOOLEAN_ARITHMETIC[opcode]
     return associative_scan(x, axis, opcode)
 
 
