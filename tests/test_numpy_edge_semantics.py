@@ -222,3 +222,23 @@ def test_boolean_and_integer_dtypes_of_sums_and_means(backend):
                      (lambda v: np.mean(v, dtype=np.int8), np.array([40, 80, 160, 320])),
                      (lambda v: np.mean(v, dtype=np.uint8), np.array([1, 2, 4, 8]))):
         _check(fn, data, backend=backend)
+
+
+def test_functions_raise_where_numpy_raises():
+    """Differences of booleans, a negative minlength, 2-d or complex bincount weights, and
+    ediff1d's to_begin of another kind: NumPy raises; toolkit returned values. np.round of
+    booleans is float16, as NumPy's."""
+    b = np.array([True, False, True])
+    ints = np.array([1, 2])
+    for fn, data in ((lambda v: np.gradient(v), b), (lambda v: np.ediff1d(v), b),
+                     (lambda v: np.round(v, 1), b),
+                     (lambda v: np.bincount(v, minlength=-1), ints),
+                     (lambda v: np.ediff1d(v.astype(np.uint8), to_begin=[1]), ints),
+                     (lambda v: np.ediff1d(v, to_begin=[1.5]), ints),
+                     (lambda v: np.bincount(v, weights=np.ones((2, 1))), ints),
+                     (lambda v: np.bincount(v, weights=np.array([1 + 1j, 2])), ints)):
+        _check(fn, data)
+    for fn, data in ((lambda v: np.round(v), b), (lambda v: np.around(v), b),
+                     (lambda v: np.ediff1d(v, to_begin=[1], to_end=[2, 3]), np.array([1, 2, 5])),
+                     (lambda v: np.bincount(v, weights=np.array([0.5, 2.0]), minlength=4), ints)):
+        _check(fn, data)

@@ -10,7 +10,7 @@ import numpy as np
 from . import lax
 from .arguments import as_tracer as _t
 from .arguments import normalize_axis
-from .errors import UnsupportedNumpyError, UserValueError
+from .errors import UnsupportedNumpyError, UserTypeError, UserValueError
 from .registry import EXPORTS, numpy_function
 from .scans import cumsum
 from .tracer import Tracer
@@ -55,9 +55,24 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     return a
 
 
+def _no_boolean_subtract(a: Tracer) -> None:
+    """NumPy's differences of booleans subtract them, which NumPy refuses."""
+    if a.dtype == np.bool_:
+        raise UserTypeError(
+            "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
+            "the `^` operator, or the logical_xor function instead.")
+
+
 @numpy_function(np.ediff1d)
 def ediff1d(ary, to_end=None, to_begin=None):
     a = _t(ary)
+    _no_boolean_subtract(a)
+    for name, extra in (("to_begin", to_begin), ("to_end", to_end)):
+        if extra is not None and not np.can_cast(
+                extra.dtype if isinstance(extra, Tracer) else np.asarray(extra).dtype, a.dtype,
+                casting="same_kind"):
+            raise UserTypeError(f"dtype of `{name}` must be compatible with input `ary` under "
+                                "the `same_kind` rule.")
     flat = lax.reshape(a, (a.size,))
     d = diff(flat) if a.size else flat
     pieces = []
@@ -95,6 +110,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
         )
     if edge_order not in (1, 2):
         raise UserValueError("'edge_order' greater than 2 not supported")
+    _no_boolean_subtract(f)
     if f.dtype.kind in "iub":
         f = lax.convert(f, np.float64)
     out = []

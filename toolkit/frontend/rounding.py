@@ -5,8 +5,10 @@ import operator
 
 import numpy as np
 
+from . import lax
 from .arguments import as_tracer as _t
 from .arguments import no_out_or_where as _no
+from .errors import UserTypeError
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .ufuncs import apply_ufunc
 
@@ -25,8 +27,11 @@ def round(a, decimals=0, out=None):
             return EXPORTS["copy"](a)
         scale = 10 ** (-decimals)  # NumPy rounds integers half to even too
         return (_u(np.multiply, _u(np.rint, _u(np.true_divide, a, scale)), scale)).astype(a.dtype)
-    if a.dtype == np.bool_:
-        return EXPORTS["copy"](a)
+    if a.dtype == np.bool_:  # NumPy rounds booleans through float16 (and refuses decimals)
+        if decimals:
+            raise UserTypeError("Cannot cast ufunc 'multiply' output from dtype('float64') to "
+                                "dtype('bool') with casting rule 'same_kind'")
+        return lax.convert(a, np.float16)
     if decimals == 0:
         return _u(np.rint, a)
     if decimals > 0:

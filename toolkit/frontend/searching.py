@@ -159,8 +159,17 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     beyond it are dropped, since the output's size cannot depend on the data."""
     if not isinstance(x, Tracer) and not isinstance(weights, Tracer):
         return np.bincount(x, weights, minlength)
+    if operator.index(minlength) < 0:
+        raise UserValueError("'minlength' must not be negative")
     trace = lax.trace_of([x, weights])
     xs = x if isinstance(x, Tracer) else lax.lift(trace, x, weak=False)
+    if weights is not None:  # (NumPy's: 1-d weights, read as float64)
+        if np.ndim(weights) != 1:
+            raise UserValueError("object too deep for desired array")
+        w_dtype = weights.dtype if isinstance(weights, Tracer) else np.asarray(weights).dtype
+        if w_dtype.kind == "c":
+            raise UserTypeError(f"Cannot cast array data from {w_dtype!r} to "
+                                "dtype('float64') according to the rule 'safe'")
     if length is None:
         error = UnsupportedNumpyError(
             "np.bincount of a traced array has a data-dependent length (max(x) + 1); call "
