@@ -242,3 +242,12 @@ def test_functions_raise_where_numpy_raises():
                      (lambda v: np.ediff1d(v, to_begin=[1], to_end=[2, 3]), np.array([1, 2, 5])),
                      (lambda v: np.bincount(v, weights=np.array([0.5, 2.0]), minlength=4), ints)):
         _check(fn, data)
+
+
+@pytest.mark.parametrize("spec", ["i->", "ii", "ij->", "ij->i"])
+def test_float16_einsum_reductions_sum_in_float32(spec):
+    """NumPy's half einsum accumulates in float; toolkit reduced in float16, and the CPU
+    backend's float16 full reduction crashed the process (a separate backend bug, noted)."""
+    a = (np.arange(9, dtype=np.float16).reshape(3, 3) if len(spec.split("->")[0]) == 2
+         else np.ones(3, np.float16))
+    _check(lambda v: np.einsum(spec, v), a)

@@ -59,7 +59,10 @@ def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
     axes = [i for i, c in enumerate(term) if c not in keep]
     if not axes:
         return x, term
-    return lax.reduce(x, "add", axes), "".join(c for c in term if c in keep)
+    kept = "".join(c for c in term if c in keep)
+    if x.dtype == np.float16:  # NumPy's half einsum sums in float (and so does np.sum)
+        return lax.convert(lax.reduce(lax.convert(x, np.float32), "add", axes), np.float16), kept
+    return lax.reduce(x, "add", axes), kept
 
 
 def _drop_broadcast(x: Tracer, term: str, sizes: dict[str, int]) -> tuple[Tracer, str]:
