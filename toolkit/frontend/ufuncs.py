@@ -197,8 +197,11 @@ def _check_integer_exponent(exponent) -> None:
     """NumPy's integer power loop raises for a negative exponent; one known when tracing (a
     number, a NumPy scalar, a constant array) is checked here. (A traced one cannot be: the
     README lists it.)"""
-    known = exponent._known() if isinstance(exponent, Tracer) else np.asarray(exponent)
-    if known is not None and np.asarray(known).dtype.kind in "iu" and (np.asarray(known) < 0).any():
+    known = exponent._known() if isinstance(exponent, Tracer) else exponent
+    if known is None:
+        return
+    known = np.asarray(known)
+    if known.dtype.kind in "iu" and (known < 0).any():
         raise UserValueError("Integers to negative integer powers are not allowed.")
 
 
