@@ -595,3 +595,41 @@ def test_a_reshape_of_an_argument_is_a_contiguous_copy_with_numpys_values(dtype)
     kernel = next(part for part in compiled.as_text("llvm").split("\ndefine ")
                   if "reshape" in part.split("(")[0])
     assert "udiv" not in kernel and "urem" not in kernel, kernel
+
+
+F16_REDUCE = """HloModule m
+combine {
+  a = f16[] parameter(0)
+  b = f16[] parameter(1)
+  ROOT c = f16[] %s(a, b)
+}
+ENTRY e {
+  x = f16[%s] parameter(0)
+  z = f16[] constant(%s)
+  ROOT r = f16[%s] reduce(x, z), dimensions={%s}, to_apply=combine
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu-simulated"])
+@pytest.mark.parametrize("op, ufunc, init", [("add", np.add, 0), ("multiply", np.multiply, 1),
+                                             ("maximum", np.maximum, "-inf")])
+@pytest.mark.parametrize("dims, axis", [((5000,), "0"), ((7, 300), "1"), ((300, 7), "0"),
+                                        ((40, 3, 50), "0,2"), ((6, 40, 50), "1,2")])
+def test_float16_reductions_accumulate_in_float32_as_numpy_does(backend, op, ufunc, init, dims,
+                                                                axis):
+    """NumPy's half loops reduce in float32 and round once. A float16 reduce written as HLO
+    text (the frontend widens its own sums) used to crash the CPU backend (the float64 block
+    total rounded to half called a compiler-rt routine JIT code does not have) and summed with a
+    float16 accumulator."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(dims) * (0.02 if op == "multiply" else 1) + (op == "multiply"))
+    x = x.astype(np.float16)
+    axes = tuple(int(a) for a in axis.split(","))
+    kept = [d for k, d in enumerate(dims) if k not in axes]
+    module = tk.hlo.parse(F16_REDUCE % (op, ",".join(map(str, dims)), init,
+                                        ",".join(map(str, kept)), axis))
+    got = tk.hlo.run(module, x, backend=backend)[0]
+    want = ufunc.reduce(x, axis=axes)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want)

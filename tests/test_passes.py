@@ -101,6 +101,12 @@ RULE_CASES = {
         lambda x: tnp.where(tnp.full((3, 4), True), x, -x),
         x34,
     ),
+    # a row sum (one float32 line each) and a sum across lines (rounded to float16 every step)
+    "float16 add/multiply reduce -> float32 accumulation along lines": (
+        lambda x: (x * 1000).astype(np.float16).reshape(3, 2, 2).sum(axis=(0, 2))
+        + x.astype(np.float16).prod(1)[0],
+        x34,
+    ),
     "reduce over size-1 dimensions -> reshape": (lambda x: x.reshape(3, 1, 4).max(axis=1), x34),
     "elementwise(reshape(x), reshape(y)) -> reshape(elementwise(x, y))": (
         lambda x: x.reshape(12) * x.reshape(12),

@@ -48,12 +48,9 @@ def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
             opcode = BOOLEAN_ARITHMETIC[opcode]
         else:  # (counting)
             x = lax.convert(x, np.int64)
-    if x.dtype == np.float16 and opcode in GroupOp.ARITHMETIC_REDUCERS:
-        # NumPy's pairwise float16 sum accumulates in float32 (a strided one rounds every step:
-        # toolkit always gives the float32-accumulated, more accurate result)
-        out = lax.convert(lax.reduce(lax.convert(x, np.float32), opcode, axes), np.float16)
-    else:
-        out = lax.reduce(x, opcode, axes)
+    # (a float16 sum is a float16 reduce, as NumPy's: the simplifier gives it NumPy's float32
+    # accumulation along lines and float16 rounding across them)
+    out = lax.reduce(x, opcode, axes)
     return _keepdims(out, x.shape, axes, keepdims)
 
 

@@ -16,6 +16,7 @@ from ..llvm.elemental import ElementalEmitter, emit_binary, i64
 from ..llvm import complex as lcomplex
 from ..llvm.indexing import emit_scatter, emit_update_slice
 from ..llvm.loops import FOLD_TAIL_INSTRUCTIONS, for_range, nest
+from ..llvm.math import convert_float
 from ..llvm.reduction import (fold_element, hero_clusters, start_accumulators,
                               store_accumulators)
 from ..llvm.planning import KernelSpec
@@ -274,7 +275,7 @@ def _to_f64(b, v):
 
 
 def _from_f64(b, v, ty):
-    return v if ty == F64 else b.fptrunc(v, ty)
+    return v if ty == F64 else convert_float(b, v, ty)
 
 
 def _blocked_nest(b, dims, body, first, start_block, end_block) -> None:
