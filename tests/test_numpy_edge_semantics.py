@@ -251,3 +251,51 @@ def test_float16_einsum_reductions_sum_in_float32(spec):
     a = (np.arange(9, dtype=np.float16).reshape(3, 3) if len(spec.split("->")[0]) == 2
          else np.ones(3, np.float16))
     _check(lambda v: np.einsum(spec, v), a)
+
+
+X8 = (np.arange(100) % 7).astype(np.int8)
+HALF = np.arange(5, dtype=np.float16)
+F32 = np.arange(3, dtype=np.float32)
+EVEN = np.arange(100) % 2 == 0
+
+# Python numbers passed as arguments stay Python numbers (weak) through Python's operators only:
+# every NumPy function makes an array or NumPy scalar of them (np.maximum(t, 0) is an np.int64),
+# and the functions that make arrays of their operands first (np.dot, np.outer, np.kron) promote
+# a literal Python number as an int64, float64 or complex128 array. (Session 28's hunt findings.)
+WEAK_CASES = {
+    "np.maximum(t, 0) + int8": (lambda t, x: np.maximum(t, 0) + x, 100, X8),
+    "np.sqrt(t) + float16": (lambda t, x: np.sqrt(t) + x, 2.0, HALF),
+    "np.where(c, t, 1) + int8": (lambda t, x: np.where(EVEN, t, 1) + x, 100, X8),
+    "np.clip(t, 0, 200) + int8": (lambda t, x: np.clip(t, 0, 200) + x, 100, X8),
+    "np.reshape(t, (1,)) + int8": (lambda t, x: np.reshape(t, (1,)) + x, 100, X8),
+    "np.broadcast_to(t) + int8": (lambda t, x: np.broadcast_to(t, (100,)) + x, 100, X8),
+    "np.asarray(t) + int8": (lambda t, x: np.asarray(t) + x, 100, X8),
+    "np.stack([t, t]) + int8": (lambda t, x: np.stack([t, t]) + x[:2], 100, X8),
+    "np.add(t, 1) + int8": (lambda t, x: np.add(t, 1) + x, 100, X8),
+    "abs(t) + int8 (Python's operator: weak)": (lambda t, x: abs(t) + x, 100, X8),
+    "t * 2 + int8 overflows": (lambda t, x: t * 2 + x, 100, X8),
+    "t - 200 + int8 fits": (lambda t, x: t - 200 + x, 300, X8),
+    "t - 200 + int8 overflows": (lambda t, x: t - 200 + x, 100, X8),
+    "t + uint64 with t < 0": (lambda t, x: t + x.astype(np.uint64), -1, X8),
+    "np.outer(int8, t)": (lambda t, x: np.outer(x[:3], t), 2, X8),
+    "np.kron(int8, t)": (lambda t, x: np.kron(x[:3], t), 2, X8),
+    "np.multiply.outer(int8, t)": (lambda t, x: np.multiply.outer(x[:3], t), 2, X8),
+    "np.dot(int8, t)": (lambda t, x: np.dot(x[:3], t), 2, X8),
+    "np.outer(int8, 2)": (lambda t, x: np.outer(x[:3], 2) + t, 0, X8),
+    "np.inner(int8, 2)": (lambda t, x: np.inner(x[:3], 2) + t, 0, X8),
+    "np.tensordot(int8, 2, 0)": (lambda t, x: np.tensordot(x[:3], 2, 0) + t, 0, X8),
+    "np.einsum('i,->i', int8, 2)": (lambda t, x: np.einsum("i,->i", x[:3], 2) + t, 0, X8),
+    "np.kron(int8, 2)": (lambda t, x: np.kron(x[:3], 2) + t, 0, X8),
+    "np.where(c, float32, 1j)": (lambda t, x: np.where(x[:3] > 2, x[:3].astype(np.float32), 1j),
+                                 0, X8),
+    "np.choose(i, [int8, 5])": (lambda t, x: np.choose(x[:3] % 2, [x[:3], 5]) + t, 0, X8),
+    "np.choose(i, [int8, 300]) wraps": (lambda t, x: np.choose(x[:3] % 2, [x[:3], 300]), 0, X8),
+    "np.where(c, 100, 1) + int8": (lambda t, x: np.where(EVEN, 100, 1) + x, 0, X8),
+    "np.sqrt(2.0) + float16": (lambda t, x: np.sqrt(2.0) + x + t, 0, HALF),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WEAK_CASES))
+def test_python_numbers_become_numpy_values_where_numpys_functions_make_them(case):
+    fn, t, x = WEAK_CASES[case]
+    _check(fn, t, x)

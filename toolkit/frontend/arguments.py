@@ -9,8 +9,8 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserAxisError, UserValueError
-from .promotion import result_dtype
-from .tracer import Tracer
+from .promotion import array_dtype
+from .tracer import Tracer, strongly_typed
 
 
 def as_tracer(x, what="operand") -> Tracer:
@@ -55,7 +55,10 @@ def no_out_or_where(out=None, where=None, name=""):
 
 
 def promote_pair(a, b, what):
-    """``a`` and ``b`` as tracers of their promoted type (matmul, dot, einsum ...)."""
+    """``a`` and ``b`` as tracers of their promoted type (matmul, dot, einsum ...). These
+    functions make arrays of their operands first: a Python number is an int64, float64 or
+    complex128 array there (``np.dot(x_int8, 2)`` is int64), not a weak scalar."""
     trace = lax.trace_of([a, b])
-    dtype = lax.check_supported_dtype(result_dtype([a, b]), what)
-    return lax.lift(trace, a, dtype, weak=False), lax.lift(trace, b, dtype, weak=False)
+    dtype = lax.check_supported_dtype(np.promote_types(array_dtype(a), array_dtype(b)), what)
+    return (strongly_typed(lax.lift(trace, a, dtype, weak=False)),
+            strongly_typed(lax.lift(trace, b, dtype, weak=False)))

@@ -8,7 +8,7 @@ from .errors import UndefinedResultError, UnsupportedNumpyError, UserOverflowErr
 from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
-from .tracer import Tracer, numpy_scalar
+from .tracer import Tracer, numpy_scalar, strongly_typed
 from .ufuncs import apply_ufunc
 from . import flatiter, replay, run_by_numpy
 
@@ -61,8 +61,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         from .scans import ufunc_accumulate
         return ufunc_accumulate(ufunc, *inputs, **kwargs)
     if method == "outer":
-        a, b = inputs
-        a = a if isinstance(a, Tracer) else np.asarray(a)
+        a, b = (strongly_typed(v) if isinstance(v, Tracer) else np.asarray(v) for v in inputs)
         outer = registry.EXPORTS["reshape"](a, tuple(a.shape) + (1,) * np.ndim(b))
         return apply_ufunc(ufunc, (outer, b), kwargs)
     if method == "at":
@@ -75,7 +74,7 @@ def _array_ufunc_or_numpy(self, ufunc, method, *inputs, **kwargs):
     """A ufunc (or one of its methods) traced; one toolkit has no rule for runs in NumPy at a
     graph break where the function may break (``run_by_numpy``)."""
     try:
-        result = _array_ufunc(self, ufunc, method, *inputs, **kwargs)
+        result = _strong(_array_ufunc(self, ufunc, method, *inputs, **kwargs))
         # (NumPy's ufuncs return a 0-d result as a scalar, unless written into out=)
         return result if kwargs.get("out") is not None else _scalars(result)
     except UnsupportedNumpyError as error:
@@ -113,7 +112,21 @@ def _array_function(self, func, types, args, kwargs):
     except UnsupportedNumpyError as error:  # (an option toolkit has no rule for: mode="edge")
         return run_by_numpy.run(func, args, kwargs, _numpy_name(func), error,
                                 _first_clause(error))
+    result = _strong(result)
     return _scalars(result) if name in views.SCALAR_FUNCTIONS else result
+
+
+def _strong(result):
+    """NumPy's functions return arrays and NumPy scalars, never Python numbers: a result made
+    from Python numbers alone (a weak tracer) is strongly typed from here on. ``np.maximum(n, 0)``
+    is an ``np.int64``, which makes an int8 array int64 where ``n`` itself would not."""
+    if type(result) is Tracer:
+        return strongly_typed(result)
+    if type(result) in (tuple, list):
+        items = [_strong(r) for r in result]
+        if any(a is not b for a, b in zip(items, result)):
+            return type(result)(items)
+    return result
 
 
 def _scalars(result):

@@ -290,7 +290,7 @@ def _note_narrowing(value: Tracer, dtype) -> None:
         value.weak_type
         and value.dtype.kind in "iu"
         and dtype.kind in "iu"
-        and dtype.itemsize < value.dtype.itemsize
+        and not np.can_cast(value.dtype, dtype)
     ):
         value.trace.note_weak_narrowing(value, dtype)
 

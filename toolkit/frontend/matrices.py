@@ -13,7 +13,7 @@ from .errors import UnsupportedNumpyError, UserValueError
 from .inplace import check_writable, write
 from .arguments import as_tracer, normalize_axis
 from .registry import EXPORTS, numpy_function
-from .tracer import Tracer, current_trace
+from .tracer import Tracer, current_trace, strongly_typed
 from .ufuncs import apply_ufunc
 
 
@@ -175,7 +175,9 @@ def vander(x, N=None, increasing=False):
 
 @numpy_function(np.kron)
 def kron(a, b):
-    a, b = _t(a), _t(b)
+    a, b = (strongly_typed(v) if isinstance(v, Tracer)
+            else lax.lift(lax.trace_of([a, b]), v, weak=False)
+            for v in (a, b))  # (arrays first: np.kron(x_int8, 2) is int64)
     nd = builtins.max(a.ndim, b.ndim)
     a = lax.reshape(a, (1,) * (nd - a.ndim) + tuple(a.shape))
     b = lax.reshape(b, (1,) * (nd - b.ndim) + tuple(b.shape))

@@ -85,7 +85,18 @@ def result_dtype(values) -> np.dtype:
     def arg(v):
         if isinstance(v, Tracer):
             return numpy_stand_in(v)
-        if isinstance(v, (bool, int, float)) and not isinstance(v, np.generic):
+        if isinstance(v, (bool, int, float, complex)) and not isinstance(v, np.generic):
             return v
         return np.asarray(v).dtype
     return np.result_type(*[arg(v) for v in values])
+
+
+def array_dtype(value) -> np.dtype:
+    """The dtype ``np.asarray(value)`` has: what a NumPy function that converts its operands to
+    arrays first (np.dot, np.outer, np.kron ...) promotes, a Python number as a strong int64,
+    float64 or complex128 (and a weak tracer, a Python number, likewise)."""
+    if isinstance(value, Tracer):
+        return value.dtype
+    if isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic):
+        return python_scalar_dtype(value)
+    return np.asarray(value).dtype

@@ -12,7 +12,7 @@ from .arguments import no_out_or_where as _no
 from .errors import UnsupportedNumpyError, UserValueError
 from .promotion import result_dtype
 from .registry import EXPORTS, numpy_function
-from .tracer import Tracer, can_break, concrete_or_raise
+from .tracer import Tracer, can_break, concrete_or_raise, strongly_typed
 from .ufuncs import apply_ufunc, broadcast_all
 
 
@@ -125,10 +125,12 @@ def select(condlist, choicelist, default=0):
 def choose(a, choices, out=None, mode="raise"):
     _no(out, None, "choose")
     trace = lax.trace_of([a] + list(choices))
+    dtype = result_dtype(list(choices))  # (NEP 50: np.choose(i, [x_int8, 5]) is int8)
     stacked = EXPORTS["stack"](
         list(
             EXPORTS["broadcast_arrays"](
-                *[c if isinstance(c, Tracer) else lax.lift(trace, c, weak=False) for c in choices]
+                *[strongly_typed(lax.lift(trace, c, dtype, weak=False, wrap_ints=True))
+                  for c in choices]
             )
         )
     )

@@ -16,7 +16,7 @@ from ..ir.evaluator import EVALUATORS
 from ..ir.nodes import Instruction, Metadata
 from ..ir.shapes import Shape
 from ..ir.user_code import inside_users_try, is_users_file
-from .errors import LeakedTracerError, TracerConversionError, UserTypeError
+from .errors import LeakedTracerError, TracerConversionError, UserOverflowError, UserTypeError
 from .source_info import SourceLocation, user_location
 
 _local = threading.local()
@@ -157,35 +157,32 @@ class Trace:
             tape.stop(reason)
 
     def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
-        """A weak integer ``value`` is converted to the narrower integer ``dtype``. NumPy 2
-        raises OverflowError when the Python int does not fit; the compiled program would wrap
-        it. Record the bound on the arguments it comes from, to check on every call. The walk
-        is bounded: weak values derived from Python-int arguments are small scalar chains."""
+        """A weak integer ``value`` (a Python int) is converted to the integer ``dtype``, whose
+        range does not hold every int64. NumPy 2 raises OverflowError when the Python int does
+        not fit; the compiled program would wrap it. A Python-int argument itself is checked on
+        every call before the program runs (``int_limits``); a value computed from arguments
+        (``t * 2``, ``n - k``) is checked by the program: its bound says nothing about theirs."""
         info = np.iinfo(dtype)
-        seen, stack, budget = set(), [value.inst], 64
-        while stack and budget:
-            inst = stack.pop()
-            if id(inst) in seen or getattr(inst.shape, "dims", (1,)):
-                continue
-            seen.add(id(inst))
-            budget -= 1
-            if inst.opcode == "parameter":
-                number = inst.attrs["parameter_number"]
-                lo, hi, narrowest, where = self.int_limits.get(
-                    number, (info.min, info.max, dtype, "")
-                )
-                if info.max - info.min <= hi - lo:
-                    narrowest = dtype
-                    loc = self.location()
-                    where = f" at {loc}" if loc else ""
-                self.int_limits[number] = (
-                    max(lo, int(info.min)),
-                    min(hi, int(info.max)),
-                    narrowest,
-                    where,
-                )
-            else:
-                stack.extend(inst.operands)
+        inst = value.inst
+        if (self.parent is None and inst.opcode == "parameter"
+                and self.builder._parameters.get(inst.attrs["parameter_number"]) is inst):
+            number = inst.attrs["parameter_number"]
+            lo, hi, narrowest, where = self.int_limits.get(number, (info.min, info.max, dtype, ""))
+            if info.max - info.min <= hi - lo:
+                narrowest = dtype
+                loc = self.location()
+                where = f" at {loc}" if loc else ""
+            self.int_limits[number] = (max(lo, int(info.min)), min(hi, int(info.max)),
+                                       narrowest, where)
+            return
+        bounds = [self.constant(np.array(bound, value.dtype), value.dtype)
+                  for bound in (max(int(info.min), -2 ** 63), min(int(info.max), 2 ** 63 - 1))]
+        below = self.emit("compare", (value, bounds[0]), {"direction": "LT"})
+        above = self.emit("compare", (value, bounds[1]), {"direction": "GT"})
+        self.add_check(self.emit("or", (below, above)), UserOverflowError,
+                       f"Python integer out of bounds for {np.dtype(dtype)}: an integer computed "
+                       f"from Python-int arguments meets an array of dtype {np.dtype(dtype)}, as "
+                       "NumPy 2 (NEP 50) refuses too. Make it np.int64(...) to compute in int64")
 
     def activate(self) -> "_Activation":
         """A block in which this is the current trace (a class, not a generator: a call
@@ -592,6 +589,16 @@ def replayed_tracer(trace: Trace, inst: Instruction, weak_type: bool, origin: st
     slots.append(ref)
     trace.born.append(ref)
     return t
+
+
+def strongly_typed(t: Tracer) -> Tracer:
+    """``t`` as NumPy holds it once a function has made an array of it: a Python number (a weak
+    tracer) becomes a strongly typed value of its dtype."""
+    if not t.weak_type:
+        return t
+    strong = Tracer(t._trace, t.inst, False, t._origin)
+    strong._scalar = t._scalar
+    return strong
 
 
 def numpy_scalar(result):

@@ -90,7 +90,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                    for v in inputs)
         for v, d in zip(inputs, in_dtypes):
             if isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu" and d.kind in "iu" \
-                    and d.itemsize < v.dtype.itemsize:
+                    and not np.can_cast(v.dtype, d):
                 trace.note_weak_narrowing(v, d)  # NEP 50: checked against the value on each call
         if ufunc is np.power and np.dtype(out_dtype).kind in "iu":
             _check_integer_exponent(inputs[1])
