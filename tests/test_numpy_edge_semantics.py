@@ -299,3 +299,52 @@ WEAK_CASES = {
 def test_python_numbers_become_numpy_values_where_numpys_functions_make_them(case):
     fn, t, x = WEAK_CASES[case]
     _check(fn, t, x)
+
+
+def _into(fill):
+    def fn(t, x):
+        fill(t, x)
+        return x
+    return fn
+
+
+# A Python int (here a jitted function's argument) made a narrower integer: NumPy 2 refuses
+# one that does not fit, except where it casts operands unsafely (np.where's branches) or
+# clips (np.clip drops a bound beyond the array's range).
+INT_INTO_CASES = {
+    "np.full_like": lambda t, x: np.full_like(x, t),
+    "np.pad constant_values": lambda t, x: np.pad(x, 1, constant_values=t),
+    "np.insert": lambda t, x: np.insert(x, 0, t),
+    "np.put": _into(lambda t, x: np.put(x, [0], [t])),
+    "np.place": _into(lambda t, x: np.place(x, x > 1, [t])),
+    "np.copyto": _into(lambda t, x: np.copyto(x, t)),
+    "np.copyto unsafe": _into(lambda t, x: np.copyto(x, t, casting="unsafe")),
+    "np.asarray(t, int8)": lambda t, x: np.asarray(t, dtype=np.int8),
+    "np.array([t, 1], int8)": lambda t, x: np.array([t, 1], dtype=np.int8),
+    "x[0] = t": _into(lambda t, x: x.__setitem__(0, t)),
+    "x.fill(t)": _into(lambda t, x: x.fill(t)),
+    "np.max(initial=t)": lambda t, x: np.max(x, initial=t),
+    "np.append(x, t)": lambda t, x: np.append(x, t),
+    "np.clip(x, 0, t)": lambda t, x: np.clip(x, 0, t),
+    "np.clip(x, -t, t)": lambda t, x: np.clip(x, -t, t),
+    "np.clip(x, t, None)": lambda t, x: np.clip(x, t, None),
+    "np.where(c, x, t)": lambda t, x: np.where(x > 1, x, t),
+    "np.choose(i, [x, t])": lambda t, x: np.choose(x % 2, [x, t]),
+    "x + t * 2": lambda t, x: x + t * 2,
+}
+
+
+@pytest.mark.parametrize("t", [300, -200, 100])
+@pytest.mark.parametrize("case", sorted(INT_INTO_CASES))
+def test_python_ints_meeting_narrower_integers_raise_or_wrap_as_numpys(case, t):
+    _check(INT_INTO_CASES[case], t, np.arange(4, dtype=np.int8))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float16_sums_round_as_numpys_along_lines_and_across_them(backend):
+    """NumPy sums float16 lines in float32 and rounds once per line; across lines (a column
+    sum, the outer axes of a mixed reduction) it rounds every step."""
+    x = np.random.default_rng(7).standard_normal((30, 7, 40)).astype(np.float16)
+    for axis in (None, 0, 1, 2, (0, 2), (1, 2), (0, 1)):
+        _check(lambda a, axis=axis: (a.sum(axis), a.prod(axis), a.mean(axis)), x,
+               backend=backend)

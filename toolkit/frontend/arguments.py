@@ -9,7 +9,7 @@ import numpy as np
 
 from . import lax
 from .errors import UnsupportedNumpyError, UserAxisError, UserValueError
-from .promotion import array_dtype
+from .promotion import array_dtype, check_int_fits
 from .tracer import Tracer, strongly_typed
 
 
@@ -62,3 +62,22 @@ def promote_pair(a, b, what):
     dtype = lax.check_supported_dtype(np.promote_types(array_dtype(a), array_dtype(b)), what)
     return (strongly_typed(lax.lift(trace, a, dtype, weak=False)),
             strongly_typed(lax.lift(trace, b, dtype, weak=False)))
+
+
+def check_python_ints_fit(values, dtype, what: str) -> None:
+    """``values`` (a sequence as NumPy's ``np.asarray(values, dtype)`` takes it) made ``dtype``:
+    NumPy 2 raises OverflowError for a Python int, literal or a traced argument, that the
+    integer type cannot hold (``np.put(x_int8, 0, [300])``), where a cast would wrap it."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu":
+        return
+    stack = [values]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif type(v) is int:
+            check_int_fits(v, dtype, f" ({what})")
+        elif (isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu"
+              and not np.can_cast(v.dtype, dtype)):
+            lax.check_weak_int_fits(v, dtype)

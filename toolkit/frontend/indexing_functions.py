@@ -10,7 +10,7 @@ from . import lax
 from .errors import DTypeMismatchError, UnsupportedNumpyError, UserValueError
 from .indexing import getitem, scatter_into
 from .inplace import check_writable, write
-from .arguments import as_tracer, normalize_axis
+from .arguments import as_tracer, check_python_ints_fit, normalize_axis
 from .registry import numpy_function
 from .tracer import Tracer
 
@@ -96,6 +96,7 @@ def _mutate(arr, what: str) -> Tracer:
 
 
 def _values_for(arr: Tracer, values, what: str) -> Tracer:
+    check_python_ints_fit(values, arr.dtype, f"{what} values")
     v = values if isinstance(values, Tracer) else lax.lift(arr.trace, values, what=f"{what} values")
     if v.dtype != arr.dtype and not np.can_cast(v.dtype, arr.dtype, "unsafe"):
         raise DTypeMismatchError(f"{what}: cannot cast {v.dtype} values into {arr.describe()}")

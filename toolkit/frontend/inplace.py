@@ -292,7 +292,7 @@ def _note_narrowing(value: Tracer, dtype) -> None:
         and dtype.kind in "iu"
         and not np.can_cast(value.dtype, dtype)
     ):
-        value.trace.note_weak_narrowing(value, dtype)
+        lax.check_weak_int_fits(value, dtype)
 
 
 def check_mutation_targets(leaves, mutated, paths) -> None:

@@ -14,7 +14,7 @@ from . import lax
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError
 from .arguments import as_tracer, normalize_axis
 from .registry import EXPORTS, numpy_function
-from .tracer import Tracer
+from .tracer import Tracer, strongly_typed
 
 
 def _t(x) -> Tracer:
@@ -24,7 +24,7 @@ def _t(x) -> Tracer:
 def _arrays(arrays):
     arrays = list(arrays)
     lax.trace_of([v for a in arrays for v in (a if isinstance(a, (list, tuple)) else [a])])
-    return [a if isinstance(a, Tracer) else EXPORTS["asarray"](a) for a in arrays]
+    return [strongly_typed(a) if isinstance(a, Tracer) else EXPORTS["asarray"](a) for a in arrays]
 
 
 def _atleast(a: Tracer, n: int) -> Tracer:

@@ -11,7 +11,8 @@ from ..ir.ops import identity, initial_value
 from ..ir.shapes import Shape
 from ..ir.sorting import numpy_order_comparator
 from ..ir.windows import prefix_scan_window
-from .errors import DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError, subclass_problem
+from .errors import (DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError,
+                     UserOverflowError, subclass_problem)
 from .promotion import SUPPORTED, check_int_fits
 from .tracer import Trace, Tracer, check_same_trace, current_trace
 
@@ -49,7 +50,7 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
         return (
             value
             if dtype is None or value.dtype == dtype
-            else convert(value, dtype, value.weak_type)
+            else convert(value, dtype, value.weak_type, wrap=wrap_ints)
         )
     is_python = isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
     problem = subclass_problem(value, what)
@@ -73,8 +74,14 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
         return trace.constant(value, dtype, weak=is_python if weak is None else weak)
 
 
-def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
+def convert(x: Tracer, dtype, weak: bool = False, wrap: bool = False) -> Tracer:
+    """``x`` as ``dtype``. A Python int (a weak integer tracer) made a narrower integer is
+    checked against its range, as NumPy 2 refuses to wrap one (``np.full_like(x_int8, n)``),
+    unless ``wrap``: NumPy's unsafe casts of operands (np.where's branches) wrap it."""
     dtype = np.dtype(dtype)
+    if (x.weak_type and not wrap and x.dtype.kind in "iu" and dtype.kind in "iu"
+            and not np.can_cast(x.dtype, dtype)):
+        check_weak_int_fits(x, dtype)
     if x.dtype == dtype:
         return x if x.weak_type == weak else Tracer(x._trace, x.inst, weak)
     if x.dtype.kind == "c" and dtype.kind != "c":  # NumPy's casts: z != 0, or the real part
@@ -86,6 +93,29 @@ def convert(x: Tracer, dtype, weak: bool = False) -> Tracer:
     if x.dtype.kind == "f" and dtype.kind in "iu":
         return _float_to_int(x, dtype, weak)
     return x.trace.emit("convert", (x,), shape=ir_shape(dtype, x.shape), weak=weak)
+
+
+def check_weak_int_fits(x: Tracer, dtype: np.dtype) -> None:
+    """NumPy 2 (NEP 50) raises OverflowError where a Python int meets an integer type that
+    cannot hold it; the program would wrap it. A Python-int argument is checked before each call
+    (Trace.note_argument_limit); a value computed from them (``t * 2``, ``n - k``) is checked by
+    the program: the arguments' ranges say nothing about its own."""
+    trace = x.trace
+    info = np.iinfo(dtype)
+    key = (x.inst, int(info.min), int(info.max))
+    if key in trace.narrowed:
+        return
+    trace.narrowed.add(key)
+    if trace.note_argument_limit(x, dtype):
+        return
+    own = np.iinfo(x.dtype)
+    lo, hi = (full_like(x, min(max(int(b), int(own.min)), int(own.max)))
+              for b in (info.min, info.max))
+    outside = elementwise("or", compare(x, lo, "LT"), compare(x, hi, "GT"))
+    add_check(outside, UserOverflowError,
+              f"Python integer out of bounds for {np.dtype(dtype)}: an integer computed from "
+              f"Python-int arguments meets an array of dtype {np.dtype(dtype)}, as NumPy 2 "
+              "(NEP 50) refuses too. Make it np.int64(...) to compute in int64")
 
 
 def _float_to_int(x: Tracer, dtype: np.dtype, weak: bool) -> Tracer:

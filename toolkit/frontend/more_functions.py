@@ -13,7 +13,7 @@ import numpy as np
 from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
 from .inplace import check_writable, write
-from .arguments import as_tracer, normalize_axis
+from .arguments import as_tracer, check_python_ints_fit, normalize_axis
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .promotion import numpy_stand_in
 from .tracer import Tracer
@@ -287,6 +287,7 @@ def place(arr, mask, vals):
     where = np.flatnonzero(np.asarray(mask))
     if where.size == 0:
         return None
+    check_python_ints_fit(vals, arr.dtype, "np.place values")
     v = (
         vals
         if isinstance(vals, Tracer)

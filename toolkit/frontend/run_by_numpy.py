@@ -45,6 +45,9 @@ def run(func, args: tuple, kwargs: dict, name: str, error: UnsupportedNumpyError
     given: dict[int, tuple] = {}  # id(tracer) -> (tracer, its value, the copy NumPy gets)
 
     def value_of(t: Tracer) -> np.ndarray:
+        if t.weak_type and not t.shape:  # a Python number, as NumPy meets it (weakly typed:
+            # np.place(x_int8, m, [n]) refuses an n int8 cannot hold)
+            return np.asarray(breaker.concrete(t, what)).item()
         entry = given.get(id(t))
         if entry is None:
             value = np.asarray(breaker.concrete(t, what))

@@ -47,6 +47,12 @@ def clip(
     hi = a_max if a_max is not np._NoValue else max
     lo = None if lo is np._NoValue else lo
     hi = None if hi is np._NoValue else hi
+    kind = (a.dtype if isinstance(a, Tracer) else np.asarray(a).dtype).kind
+    if kind in "iu" and not (isinstance(a, Tracer) and a.weak_type):
+        info = np.iinfo(a.dtype if isinstance(a, Tracer) else np.asarray(a).dtype)
+        lo, hi = _int_bound(lo, int(info.min), "maximum"), _int_bound(hi, int(info.max), "minimum")
+        if lo is None and hi is None:
+            return apply_ufunc(np.positive, (a,))
     if lo is None or hi is None:  # NumPy 2 computes a one-sided clip with np.maximum/np.minimum
         result = a
         if lo is not None:
@@ -55,6 +61,21 @@ def clip(
             result = apply_ufunc(np.minimum, [result, hi])
         return result
     return _clip_both(a, lo, hi)
+
+
+def _int_bound(bound, limit: int, toward: str):
+    """NumPy's clip of an integer array: a Python-int bound at or beyond the array's range
+    (``limit``) clips nothing and is dropped, where the ufunc would refuse to convert it; one
+    beyond the other end still raises OverflowError. A traced Python int is moved to the range's
+    end it passes (clipping at the limit changes nothing), leaving the other end to the check
+    every Python int meeting a narrower integer gets."""
+    if type(bound) is int:
+        return None if (bound <= limit if toward == "maximum" else bound >= limit) else bound
+    if (isinstance(bound, Tracer) and bound.weak_type and bound.dtype.kind in "iu"
+            and bound.ndim == 0):
+        return lax.elementwise(toward, bound, lax.lift(bound.trace, limit, bound.dtype, weak=True),
+                               weak=True)
+    return bound
 
 
 def _clip_both(a, lo, hi):

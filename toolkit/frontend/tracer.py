@@ -16,7 +16,7 @@ from ..ir.evaluator import EVALUATORS
 from ..ir.nodes import Instruction, Metadata
 from ..ir.shapes import Shape
 from ..ir.user_code import inside_users_try, is_users_file
-from .errors import LeakedTracerError, TracerConversionError, UserOverflowError, UserTypeError
+from .errors import LeakedTracerError, TracerConversionError, UserTypeError
 from .source_info import SourceLocation, user_location
 
 _local = threading.local()
@@ -109,6 +109,8 @@ class Trace:
         # parameter number -> (lowest, highest, dtype, where): the range of integers that a weak
         # (Python int) argument must lie in, because it meets an array of a narrower dtype
         self.int_limits: dict[int, tuple[int, int, np.dtype, str]] = {}
+        # (instruction, lo, hi) of values a check of a Python int's range was made for
+        self.narrowed: set = set()
         self.parameters: list[Tracer] = []
         # data-dependent errors NumPy raises (an index out of range, an all-NaN slice): a scalar
         # pred per check, true when the error happens, and the error to raise after the call
@@ -156,33 +158,26 @@ class Trace:
         if tape is not None:
             tape.stop(reason)
 
-    def note_weak_narrowing(self, value: Tracer, dtype: np.dtype) -> None:
-        """A weak integer ``value`` (a Python int) is converted to the integer ``dtype``, whose
-        range does not hold every int64. NumPy 2 raises OverflowError when the Python int does
-        not fit; the compiled program would wrap it. A Python-int argument itself is checked on
-        every call before the program runs (``int_limits``); a value computed from arguments
-        (``t * 2``, ``n - k``) is checked by the program: its bound says nothing about theirs."""
-        info = np.iinfo(dtype)
+    def note_argument_limit(self, value: Tracer, dtype: np.dtype) -> bool:
+        """A weak integer ``value`` (a Python int) is made the integer ``dtype``, whose range
+        does not hold every int64: NumPy 2 raises OverflowError when the Python int does not
+        fit, where the compiled program would wrap it. If ``value`` is a Python-int argument
+        itself, record the range to check on every call before the program runs and answer True;
+        a value computed from arguments (False) the program checks (lax.check_weak_int_fits)."""
         inst = value.inst
-        if (self.parent is None and inst.opcode == "parameter"
+        if not (self.parent is None and inst.opcode == "parameter"
                 and self.builder._parameters.get(inst.attrs["parameter_number"]) is inst):
-            number = inst.attrs["parameter_number"]
-            lo, hi, narrowest, where = self.int_limits.get(number, (info.min, info.max, dtype, ""))
-            if info.max - info.min <= hi - lo:
-                narrowest = dtype
-                loc = self.location()
-                where = f" at {loc}" if loc else ""
-            self.int_limits[number] = (max(lo, int(info.min)), min(hi, int(info.max)),
-                                       narrowest, where)
-            return
-        bounds = [self.constant(np.array(bound, value.dtype), value.dtype)
-                  for bound in (max(int(info.min), -2 ** 63), min(int(info.max), 2 ** 63 - 1))]
-        below = self.emit("compare", (value, bounds[0]), {"direction": "LT"})
-        above = self.emit("compare", (value, bounds[1]), {"direction": "GT"})
-        self.add_check(self.emit("or", (below, above)), UserOverflowError,
-                       f"Python integer out of bounds for {np.dtype(dtype)}: an integer computed "
-                       f"from Python-int arguments meets an array of dtype {np.dtype(dtype)}, as "
-                       "NumPy 2 (NEP 50) refuses too. Make it np.int64(...) to compute in int64")
+            return False
+        info = np.iinfo(dtype)
+        number = inst.attrs["parameter_number"]
+        lo, hi, narrowest, where = self.int_limits.get(number, (info.min, info.max, dtype, ""))
+        if info.max - info.min <= hi - lo:
+            narrowest = dtype
+            loc = self.location()
+            where = f" at {loc}" if loc else ""
+        self.int_limits[number] = (max(lo, int(info.min)), min(hi, int(info.max)), narrowest,
+                                   where)
+        return True
 
     def activate(self) -> "_Activation":
         """A block in which this is the current trace (a class, not a generator: a call

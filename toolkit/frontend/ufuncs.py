@@ -88,10 +88,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         weak = all(isinstance(v, Tracer) and v.weak_type or
                    (isinstance(v, (int, float, complex)) and not isinstance(v, (bool, np.generic)))
                    for v in inputs)
-        for v, d in zip(inputs, in_dtypes):
-            if isinstance(v, Tracer) and v.weak_type and v.dtype.kind in "iu" and d.kind in "iu" \
-                    and not np.can_cast(v.dtype, d):
-                trace.note_weak_narrowing(v, d)  # NEP 50: checked against the value on each call
+        # (a Python-int operand made a narrower integer is checked by lax.convert: NEP 50)
         if ufunc is np.power and np.dtype(out_dtype).kind in "iu":
             _check_integer_exponent(inputs[1])
         promoter = _promoting_scalar(inputs, out_dtype)
