@@ -348,3 +348,10 @@ def test_float16_sums_round_as_numpys_along_lines_and_across_them(backend):
     for axis in (None, 0, 1, 2, (0, 2), (1, 2), (0, 1)):
         _check(lambda a, axis=axis: (a.sum(axis), a.prod(axis), a.mean(axis)), x,
                backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float16_products_sum_in_float32_as_numpys(backend):
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((2, 5, 300), (2, 300, 4)))
+    _check(lambda a, b: (a @ b, a[0] @ b[0], a[0, 0] @ b[0, :, 0]), a, b, backend=backend)

@@ -184,10 +184,13 @@ def _dot(inst, args):
     out += [lsub[i] for i in range(lhs.ndim) if i not in lb + lc]
     out += [rsub[i] for i in range(rhs.ndim) if i not in rb + rc]
     dtype = _np_dtype(inst)
+    # NumPy's float16 dot and matmul sum products in float32 and round once (einsum's float16
+    # loop would round every step)
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
     spec = f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}"
     with np.errstate(all="ignore"):
-        result = np.einsum(spec, lhs.astype(dtype, copy=False), rhs.astype(dtype, copy=False))
-    return np.asarray(result, dtype=dtype)
+        result = np.einsum(spec, lhs.astype(work, copy=False), rhs.astype(work, copy=False))
+    return np.asarray(result).astype(dtype, copy=False)
 
 
 EVALUATORS.update(
