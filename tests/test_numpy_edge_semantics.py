@@ -355,3 +355,50 @@ def test_float16_products_sum_in_float32_as_numpys(backend):
     rng = np.random.default_rng(3)
     a, b = (rng.standard_normal(s).astype(np.float16) for s in ((2, 5, 300), (2, 300, 4)))
     _check(lambda a, b: (a @ b, a[0] @ b[0], a[0, 0] @ b[0, :, 0]), a, b, backend=backend)
+
+
+U8 = np.array([1, 2, 3, 200], np.uint8)
+I8 = np.array([1, -2, 3], np.int8)
+F32_PAIR = np.array([1.5, 2.5], np.float32)
+
+# Types, shapes and errors of functions with options (session 28's list of known differences)
+OPTION_CASES = {
+    "linspace retstep, 0 samples": (lambda a, b: np.linspace(a[0], a[1], 0, retstep=True),
+                                    F32_PAIR),
+    "linspace retstep, 1 sample": (lambda a, b: np.linspace(a[0], a[1], 1, retstep=True),
+                                   F32_PAIR),
+    "linspace retstep, 3 samples": (lambda a, b: np.linspace(a[0], a[1], 3, retstep=True),
+                                    F32_PAIR),
+    "unique of a 0-d array, inverse": (lambda a, b: np.unique(a[0], return_inverse=True),
+                                       F32_PAIR),
+    "geomspace of float32 endpoints": (lambda a, b: np.geomspace(a[0], a[1], 3), F32_PAIR),
+    "setdiff1d keeps ar1's type": (lambda a, b: np.setdiff1d(a, b), U8),
+    "concatenate dtype=": (lambda a, b: np.concatenate([a, b], dtype=np.float32), U8),
+    "concatenate dtype= same_kind refuses": (
+        lambda a, b: np.concatenate([a, b], dtype=np.uint8), U8),
+    "concatenate dtype= unsafe": (
+        lambda a, b: np.concatenate([a, b], dtype=np.uint8, casting="unsafe"), U8),
+    "stack dtype=": (lambda a, b: np.stack([a[:3], b], dtype=np.int16), U8),
+    "stack dtype= same_kind refuses": (lambda a, b: np.stack([a[:3], b], dtype=np.int8), U8),
+    "searchsorted sorter of another size": (
+        lambda a, b: np.searchsorted(a, 3, sorter=np.array([0, 1])), U8),
+    "isin kind='table' of floats": (lambda a, b: np.isin(a.astype(float), b, kind="table"), U8),
+    "einsum dtype=": (lambda a, b: np.einsum("i,i->", a[:3], b, dtype=np.float64), U8),
+    "einsum dtype= safe refuses": (lambda a, b: np.einsum("i,i->", a[:3], b, dtype=np.int8), U8),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTION_CASES))
+def test_functions_with_options_give_numpys_types_shapes_and_errors(case):
+    fn, a = OPTION_CASES[case]
+    want = _outcome(fn, a, I8)
+    got = _outcome(tk.jit(fn, on_recompile="ignore"), a, I8)
+    if isinstance(want, type):
+        assert got is want, (got, want)
+        return
+    for g, w in zip(*(r if isinstance(r, tuple) else (r,) for r in (got, want))):
+        assert type(g) is type(w) or isinstance(w, np.ndarray), (type(g), type(w))
+        if isinstance(w, float):  # (the Python float nan of an undefined step)
+            np.testing.assert_equal(g, w)
+        else:
+            _same(g, w)

@@ -5,8 +5,9 @@ import numpy as np
 
 from . import lax
 from .einsum import einsum as _einsum
-from .errors import ShapeMismatchError, UserValueError
+from .errors import ShapeMismatchError, UserTypeError, UserValueError
 from .arguments import promote_pair, normalize_axis, reject
+from .promotion import array_dtype
 from .registry import numpy_function
 from .ufuncs import apply_ufunc
 
@@ -109,7 +110,16 @@ def tensordot(a, b, axes=2):
 
 
 @numpy_function(np.einsum)
-def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+def einsum(subscripts, *operands, out=None, optimize=False, dtype=None, casting="safe",
+           order="K"):
     reject(out=out)
-
+    if dtype is not None:  # NumPy casts every operand to dtype first, under casting= ("safe")
+        dtype = lax.check_supported_dtype(dtype, "dtype= of np.einsum")
+        trace = lax.trace_of(list(operands))
+        for k, v in enumerate(operands):
+            if not np.can_cast(array_dtype(v), dtype, casting):
+                raise UserTypeError(
+                    f"Cannot cast array data from {array_dtype(v)!r} to {dtype!r} according to "
+                    f"the rule {casting!r} (operand {k} of np.einsum)")
+        operands = tuple(lax.lift(trace, v, dtype, weak=False, wrap_ints=True) for v in operands)
     return _einsum(subscripts, *operands)

@@ -12,6 +12,7 @@ from . import lax
 from .errors import UnsupportedNumpyError, UserValueError
 from .inplace import check_writable, write
 from .arguments import as_tracer, normalize_axis
+from .promotion import array_dtype
 from .registry import EXPORTS, numpy_function
 from .tracer import Tracer, current_trace, strongly_typed
 from .ufuncs import apply_ufunc
@@ -303,8 +304,8 @@ def traced_linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=Non
         if out.kind in "iu":
             y = apply_ufunc(np.floor, (y,))
         y = lax.convert(y, lax.check_supported_dtype(out, "np.linspace dtype"))
-    if retstep:
-        return y, step[0] if div > 0 else step
+    if retstep:  # (NumPy's undefined step, for fewer than two samples, is the Python float nan)
+        return y, step[0] if div > 0 else float("nan")
     return y
 
 
@@ -322,6 +323,11 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
 @numpy_function(np.geomspace)
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     s, e, _ = _range_endpoints(start, stop)
+    # NumPy computes in result_type(start, stop, float(num), np.zeros((), dtype)): with no dtype
+    # that includes float64, so float32 endpoints give a float64 sequence
+    work = np.result_type(array_dtype(start), array_dtype(stop), float(num),
+                          np.zeros((), dtype).dtype)
+    s, e = lax.convert(s, work), lax.convert(e, work)
     log_s = apply_ufunc(np.log10, (apply_ufunc(np.absolute, (s,)),))
     log_e = apply_ufunc(np.log10, (apply_ufunc(np.absolute, (e,)),))
     y = traced_linspace(log_s, log_e, num=num, endpoint=endpoint)

@@ -439,7 +439,8 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     if not isinstance(ar1, Tracer) and not isinstance(ar2, Tracer):
         return np.setdiff1d(ar1, ar2, assume_unique)
     a, b = _pair(ar1, ar2)
-    s, first = _unique_sorted(a)
+    own = ar1.dtype if isinstance(ar1, Tracer) else np.asarray(ar1).dtype
+    s, first = _unique_sorted(lax.convert(a, own))  # (NumPy's: ar1's values, in ar1's type)
     keep = _u(np.logical_and, first, EXPORTS["isin"](s, b, invert=True))
     return _set_result(keep, s, size, fill_value, "np.setdiff1d")
 

@@ -61,6 +61,8 @@ def searchsorted(a, v, side="left", sorter=None):
     if a.ndim != 1:
         raise UserValueError("object too deep for desired array")
     if sorter is not None:
+        if np.size(sorter) != a.size:
+            raise UserValueError("sorter.size must equal a.size")
         a = EXPORTS["take"](a, sorter)
     dtype = np.result_type(a.dtype, v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype)
     vv = lax.convert(v if isinstance(v, Tracer) else lax.lift(trace, v, weak=False), dtype)

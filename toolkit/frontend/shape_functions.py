@@ -9,10 +9,12 @@ import operator
 import numpy as np
 
 from . import lax
-from .errors import LazyText, ShapeMismatchError, UnsupportedNumpyError, UserValueError
+from .errors import (LazyText, ShapeMismatchError, UnsupportedNumpyError, UserTypeError,
+                     UserValueError)
 from .arguments import as_tracer, normalize_axes, normalize_axis, reject
-from .promotion import result_dtype
+from .promotion import array_dtype, result_dtype
 from .registry import EXPORTS, numpy_function
+from .tracer import strongly_typed
 
 
 def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
@@ -113,19 +115,36 @@ def broadcast_to(array, shape, subok=False):
     return lax.broadcast_to(as_tracer(array), shape)
 
 
-def _common(arrays, what):
+def _common(arrays, what, dtype=None, casting=None):
+    """The arrays in their common type, or ``dtype`` where given, each cast as NumPy's
+    ``casting`` rule allows ("same_kind" unless given) or NumPy's TypeError."""
     arrays = list(arrays)
     if not arrays:
         raise UserValueError(f"{what} needs at least one array")
     trace = lax.trace_of(arrays)
-    dtype = lax.check_supported_dtype(result_dtype(arrays), what)
-    return [lax.lift(trace, v, dtype, weak=False) for v in arrays]
+    if dtype is None:
+        dtype = lax.check_supported_dtype(result_dtype(arrays), what)
+        if casting is not None:  # (NumPy checks the common type's casts too)
+            _check_casts(arrays, dtype, casting)
+    else:
+        dtype = lax.check_supported_dtype(dtype, f"dtype= of {what}")
+        _check_casts(arrays, dtype, "same_kind" if casting is None else casting)
+    return [strongly_typed(lax.lift(trace, v, dtype, weak=False, wrap_ints=True))
+            for v in arrays]
+
+
+def _check_casts(arrays, dtype, casting: str) -> None:
+    for v in arrays:
+        own = array_dtype(v)
+        if not np.can_cast(own, dtype, casting):
+            raise UserTypeError(f"Cannot cast array data from {own!r} to {np.dtype(dtype)!r} "
+                                f"according to the rule {casting!r}")
 
 
 @numpy_function(np.concatenate)
 def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
     reject(out=out)
-    ts = _common(arrays, "concatenate")
+    ts = _common(arrays, "concatenate", dtype, casting)
     if axis is None:
         ts = [lax.reshape(t, (t.size,)) for t in ts]
         axis = 0
@@ -138,19 +157,18 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
         ):
             raise ShapeMismatchError(f"concatenate: {ts[0].describe()} and {t.describe()} differ "
                                      f"outside axis {ax}")
-    result = lax.concatenate(ts, ax)
-    return lax.convert(result, dtype) if dtype is not None else result
+    return lax.concatenate(ts, ax)
 
 
 @numpy_function(np.stack)
 def stack(arrays, axis=0, out=None, dtype=None, casting=None):
-    ts = _common(arrays, "stack")
+    ts = _common(arrays, "stack", dtype, casting)
     for t in ts[1:]:
         if t.shape != ts[0].shape:
             raise ShapeMismatchError(f"stack: all input arrays must have the same shape, got "
                                      f"{ts[0].describe()} and {t.describe()}")
     ax = normalize_axis(axis, ts[0].ndim + 1)
-    return concatenate([expand_dims(t, ax) for t in ts], ax, out, dtype)
+    return concatenate([expand_dims(t, ax) for t in ts], ax, out)
 
 
 @numpy_function(np.pad)

@@ -462,6 +462,11 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
         if isinstance(test_elements, Tracer)
         else lax.lift(trace, np.asarray(test_elements), weak=False)
     )
+    if kind not in (None, "sort", "table"):
+        raise UserValueError(f"Invalid kind: '{kind}'. Please use None, 'sort' or 'table'.")
+    if kind == "table" and not all(d.kind in "biu" for d in (e.dtype, t.dtype)):
+        raise UserValueError("The 'table' method is only supported for boolean or integer "
+                             "arrays. Please select 'sort' or None for kind.")
     t = lax.reshape(t, (t.size,))
     if t.size == 0:
         return lax.full(trace, e.shape, bool(invert), np.bool_)
@@ -610,7 +615,7 @@ def unique(
         inverse = scatter_into(
             lax.full(ar.trace, (flat.size,), 0, np.int64), order, group, "assign"
         )
-        results.append(lax.reshape(inverse, ar.shape) if ar.ndim > 1 else inverse)
+        results.append(lax.reshape(inverse, ar.shape) if ar.ndim != 1 else inverse)
     if return_counts:
         # slots beyond size are dropped, as its values
         results.append(bin_counts(group, None, size))
