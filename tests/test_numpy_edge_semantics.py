@@ -402,3 +402,37 @@ def test_functions_with_options_give_numpys_types_shapes_and_errors(case):
             np.testing.assert_equal(g, w)
         else:
             _same(g, w)
+
+
+SET_CASES = {
+    "np.unique": lambda a, b: np.unique(a),
+    "np.unique equal_nan=False": lambda a, b: np.unique(a, equal_nan=False),
+    "np.unique every output": lambda a, b: np.unique(a, True, True, True),
+    "np.unique_all": lambda a, b: tuple(np.unique_all(a)),
+    "np.unique_counts": lambda a, b: tuple(np.unique_counts(a)),
+    "np.unique_inverse": lambda a, b: tuple(np.unique_inverse(a)),
+    "np.unique_values": lambda a, b: np.unique_values(a),
+    "np.union1d": lambda a, b: np.union1d(a, b),
+    "np.setxor1d": lambda a, b: np.setxor1d(a, b),
+    "np.setdiff1d": lambda a, b: np.setdiff1d(a, b),
+    "np.intersect1d": lambda a, b: np.intersect1d(a, b),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.int32])
+@pytest.mark.parametrize("case", sorted(SET_CASES))
+def test_set_functions_treat_nans_and_zeros_as_numpys(case, dtype):
+    """np.unique and the set functions built on it count NaNs as one (equal_nan), the array
+    API's unique functions keep each, setxor1d keeps one NaN per array that has one; which of
+    -0.0 and 0.0 stands for both is what NumPy's own sort puts first."""
+    a = np.array([3.0, np.nan, 1.0, np.nan, 3.0, -0.0, 0.0, 2.0])
+    b = np.array([np.nan, 2.0, 1.0, -0.0, 5.0])
+    if dtype == np.int32:
+        a, b = np.nan_to_num(a, nan=7), np.nan_to_num(b, nan=7)
+    fn = SET_CASES[case]
+    a, b = a.astype(dtype), b.astype(dtype)
+    want, got = fn(a, b), tk.jit(fn, on_recompile="ignore")(a, b)
+    for g, w in zip(*(r if isinstance(r, tuple) else (r,) for r in (got, want))):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.signbit(np.real(g)), np.signbit(np.real(w)))

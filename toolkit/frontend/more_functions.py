@@ -395,12 +395,16 @@ def _set_result(values_mask, values, size, fill, name):
 
 
 def _unique_sorted(a):
-    """Sorted values of ``a`` flattened, and a mask of each value's first occurrence."""
+    """``a`` flattened and sorted by NumPy's default sort, and a mask of each value's first
+    occurrence: np.unique's, whose NaNs (sorted last) stand as one (equal_nan=True)."""
     flat = lax.reshape(a, (a.size,))
     s = EXPORTS["sort"](flat)
-    first = EXPORTS["concatenate"](
-        [lax.full(a.trace, (1,), True, np.bool_), _u(np.not_equal, s[1:], s[:-1])]
-    )
+    differs = _u(np.not_equal, s[1:], s[:-1])
+    if s.dtype.kind in "fc":
+        differs = _u(np.logical_and, differs,
+                     _u(np.logical_not, _u(np.logical_and, _u(np.isnan, s[1:]),
+                                           _u(np.isnan, s[:-1]))))
+    first = EXPORTS["concatenate"]([lax.full(a.trace, (1,), True, np.bool_), differs])
     return s, first
 
 
@@ -454,6 +458,15 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     )
     in_a, in_b = EXPORTS["isin"](s, a), EXPORTS["isin"](s, b)
     keep = _u(np.logical_and, first, _u(np.logical_xor, in_a, in_b))
+    if s.dtype.kind in "fc":
+        # NumPy sorts np.unique(ar1) and np.unique(ar2) together, one NaN from each that has
+        # one, and keeps what differs from both neighbours: NaN always does, so there are as
+        # many NaNs (sorted last) as arrays with a NaN
+        nan = _u(np.isnan, s)
+        wanted = _u(np.add, *(lax.convert(EXPORTS["any"](_u(np.isnan, v)), np.int64)
+                              for v in (a, b)))
+        rank = _u(np.subtract, EXPORTS["cumsum"](lax.convert(nan, np.int64)), 1)
+        keep = lax.select(nan, _u(np.less, rank, wanted), keep)
     return _set_result(keep, s, size, fill_value, "np.setxor1d")
 
 

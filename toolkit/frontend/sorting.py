@@ -593,10 +593,15 @@ def unique(
         if size is None:
             _need_size(size, "np.unique")
         raise UserValueError("np.unique of an empty traced array with size= has no fill value")
-    order = argsort(flat, kind="stable")  # (NumPy's: each value's first index, return_index)
-    s = EXPORTS["take"](flat, order)
+    # NumPy's own sorts: a stable one for each value's first index (return_index), its default
+    # (unstable) one otherwise, which decides which of -0.0 and 0.0 stands for both
+    if return_index or return_inverse:
+        order = argsort(flat, kind="stable" if return_index else None)
+        s = EXPORTS["take"](flat, order)
+    else:
+        s = sort(flat)
     differs = _u(np.not_equal, s[1:], s[:-1])
-    if equal_nan and s.dtype.kind == "f":
+    if equal_nan and s.dtype.kind in "fc":
         differs = _u(
             np.logical_and,
             differs,
@@ -626,22 +631,33 @@ EXPORTS["unique"] = unique
 FUNCTIONS[np.unique] = unique
 
 
+# (the array API's unique functions keep every NaN: NumPy calls unique with equal_nan=False)
 def unique_values(x, *, size=None, fill_value=None):
-    return unique(x, size=size, fill_value=fill_value)
+    """With ``size=`` (JAX's), the sorted unique values. Without it the count needs a graph
+    break anyway, and there NumPy's own np.unique_values runs: its order is its own (a hash
+    table's for integers, in NumPy 2.3), which no sort reproduces."""
+    if size is None and isinstance(x, Tracer):
+        raise UnsupportedNumpyError("np.unique_values: NumPy's order of the values is its own "
+                                    "(call toolkit.numpy.unique_values(..., size=N) for sorted "
+                                    "values of a static count)")
+    return unique(x, size=size, fill_value=fill_value, equal_nan=False)
 
 
 def unique_counts(x, *, size=None, fill_value=None):
-    values, counts = unique(x, return_counts=True, size=size, fill_value=fill_value)
+    values, counts = unique(x, return_counts=True, size=size, fill_value=fill_value,
+                            equal_nan=False)
     return values, counts
 
 
 def unique_inverse(x, *, size=None, fill_value=None):
-    values, inverse = unique(x, return_inverse=True, size=size, fill_value=fill_value)
+    values, inverse = unique(x, return_inverse=True, size=size, fill_value=fill_value,
+                             equal_nan=False)
     return values, lax.reshape(inverse, x.shape) if isinstance(x, Tracer) else inverse
 
 
 def unique_all(x, *, size=None, fill_value=None):
-    values, index, inverse, counts = unique(x, True, True, True, size=size, fill_value=fill_value)
+    values, index, inverse, counts = unique(x, True, True, True, size=size, fill_value=fill_value,
+                                            equal_nan=False)
     return (
         values,
         index,
