@@ -436,3 +436,28 @@ def test_set_functions_treat_nans_and_zeros_as_numpys(case, dtype):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(np.signbit(np.real(g)), np.signbit(np.real(w)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_reductions_of_complex_arrays_skip_nans_as_numpys(backend):
+    """A complex number with a NaN part is NaN to np.isnan: the nan-reductions skip it (they
+    summed it in)."""
+    rng = np.random.default_rng(5)
+    c = rng.standard_normal((4, 9)) + 1j * rng.standard_normal((4, 9))
+    c[0, 3], c[1, 2], c[2] = np.nan, complex(1, np.nan), np.nan
+    _check(lambda a: (np.nansum(a, 1), np.nanmean(a, 1), np.nanvar(a, 1), np.nanstd(a, 1),
+                      np.nanprod(a[:, :4], 1)), c, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nanvar_in_a_wider_dtype_rounds_deviations_to_the_data_type_as_numpys(backend):
+    x = np.random.default_rng(1).standard_normal(50).astype(np.float32)
+    x[7] = np.nan
+    _check(lambda a: np.nanvar(a, dtype=np.float64), x, backend=backend)
+
+
+def test_round_scales_by_numpys_power_of_ten():
+    """NumPy's round builds 10**n past 1e22 by repeated multiplication from 1e9, which rounds
+    differently from 10.0 ** n."""
+    x = np.random.default_rng(0).standard_normal(200) * 10.0 ** np.arange(-40, 40, 0.4)
+    _check(lambda a: tuple(np.round(a, d) for d in (-30, -25, -23, 23, 25, 30)), x)

@@ -21,7 +21,7 @@ def _is_nan(a: Tracer) -> Tracer:
 
 
 def _replace_nan(a: Tracer, value) -> Tracer:
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":  # (a complex number with a NaN part is NaN to np.isnan)
         return a
     return EXPORTS["where"](_is_nan(a), lax.full(a.trace, a.shape, value, a.dtype), a)
 
@@ -29,7 +29,7 @@ def _replace_nan(a: Tracer, value) -> Tracer:
 def _not_nan_count(a: Tracer, axis, keepdims) -> Tracer:
     valid = (
         _u(np.logical_not, _is_nan(a))
-        if a.dtype.kind == "f"
+        if a.dtype.kind in "fc"
         else lax.full(a.trace, a.shape, True, np.bool_)
     )
     return EXPORTS["sum"](valid, axis=axis, keepdims=keepdims)
@@ -85,7 +85,7 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=np
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=np._NoValue):
     _no(out, where, "nanmean")
     a = _t(a)
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":
         return EXPORTS["mean"](a, axis=axis, dtype=dtype, keepdims=keepdims)
     total = EXPORTS["sum"](_replace_nan(a, 0), axis=axis, dtype=dtype, keepdims=keepdims)
     return _u(np.true_divide, total, _not_nan_count(a, axis, keepdims)).astype(total.dtype)
@@ -108,11 +108,15 @@ def nanvar(
     if correction is not np._NoValue:
         ddof = correction
     a = _t(a)
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":
         return EXPORTS["var"](a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
     centre = nanmean(a, axis=axis, dtype=dtype, keepdims=True)
-    dev = _replace_nan(_u(np.subtract, a, centre), 0)
-    total = EXPORTS["sum"](_u(np.multiply, dev, dev), axis=axis, keepdims=keepdims)
+    # NumPy writes the deviations and their squares into the data's own array (out=arr,
+    # casting='unsafe'): in its type, whatever dtype= sums them in
+    dev = _replace_nan(lax.convert(_u(np.subtract, a, centre), a.dtype), 0)
+    sqr = (_u(np.real, _u(np.multiply, dev, _u(np.conjugate, dev))) if a.dtype.kind == "c"
+           else _u(np.multiply, dev, dev))
+    total = EXPORTS["sum"](sqr, axis=axis, dtype=dtype, keepdims=keepdims)
     count = _u(np.subtract, _not_nan_count(a, axis, keepdims), ddof)
     count = EXPORTS["where"](_u(np.less_equal, count, 0), np.nan, count)
     return _u(np.true_divide, total, count).astype(total.dtype)

@@ -35,10 +35,21 @@ def round(a, decimals=0, out=None):
     if decimals == 0:
         return _u(np.rint, a)
     if decimals > 0:
-        scale = 10.0 ** decimals
+        scale = _power_of_ten(decimals)
         return _u(np.true_divide, _u(np.rint, _u(np.multiply, a, scale)), scale)
-    scale = 10.0 ** (-decimals)
+    scale = _power_of_ten(-decimals)
     return _u(np.multiply, _u(np.rint, _u(np.true_divide, a, scale)), scale)
+
+
+def _power_of_ten(n: int) -> float:
+    """10**n as NumPy's round computes it (multiarray/calculation.c): exact to 1e22, then by
+    repeated multiplication from 1e9, which rounds differently from ``10.0 ** n`` (1e23 on)."""
+    if n < 9:
+        return 10.0 ** n
+    scale = 1e9
+    for _ in range(n - 9):
+        scale *= 10.0
+    return scale
 
 
 EXPORTS["around"] = EXPORTS["round"]
