@@ -461,3 +461,26 @@ def test_round_scales_by_numpys_power_of_ten():
     differently from 10.0 ** n."""
     x = np.random.default_rng(0).standard_normal(200) * 10.0 ** np.arange(-40, 40, 0.4)
     _check(lambda a: tuple(np.round(a, d) for d in (-30, -25, -23, 23, 25, 30)), x)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16])
+@pytest.mark.parametrize("how", ["element", "slice", "mask", "fill"])
+@pytest.mark.parametrize("source", [[200, 100], [-150, -50], [3, 2], [np.nan, 1.0],
+                                    [np.inf, 0.0], [255.5, 0.0], [-3.7, 0.25]])
+def test_numpy_scalars_computed_in_the_function_stored_into_integers_as_numpys(dtype, how,
+                                                                               source):
+    """``x[0] = y.sum()``: a NumPy scalar goes into a signed integer array through a Python
+    int (NaN, infinity and values out of range raise); an unsigned one, a mask or an index
+    array cast it."""
+    def store(x, y):
+        s = y.sum()
+        if how == "element":
+            x[0] = s
+        elif how == "slice":
+            x[1:3] = s
+        elif how == "mask":
+            x[x >= 0] = s
+        else:
+            x.fill(s)
+        return x
+    _check(store, np.zeros(4, dtype), np.array(source))
