@@ -484,3 +484,10 @@ def test_numpy_scalars_computed_in_the_function_stored_into_integers_as_numpys(d
             x.fill(s)
         return x
     _check(store, np.zeros(4, dtype), np.array(source))
+
+
+def test_python_numbers_joined_into_arrays_are_int64_as_numpys():
+    x, u = np.arange(3, dtype=np.int8), np.arange(4, dtype=np.uint64)
+    _check(lambda x, t: np.stack([x[0], t]), x, 100)
+    _check(lambda x, t: np.concatenate([x, [t]]), x, 300)
+    _check(lambda u, t: np.clip(u, 1, t), u, 2)

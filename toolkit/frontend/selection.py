@@ -73,6 +73,9 @@ def _int_bound(bound, limit: int, toward: str):
         return None if (bound <= limit if toward == "maximum" else bound >= limit) else bound
     if (isinstance(bound, Tracer) and bound.weak_type and bound.dtype.kind in "iu"
             and bound.ndim == 0):
+        own = np.iinfo(bound.dtype)
+        if not own.min <= limit <= own.max:  # (a uint64 array's end: no int64 passes it)
+            return bound
         return lax.elementwise(toward, bound, lax.lift(bound.trace, limit, bound.dtype, weak=True),
                                weak=True)
     return bound

@@ -12,7 +12,7 @@ from . import lax
 from .errors import (LazyText, ShapeMismatchError, UnsupportedNumpyError, UserTypeError,
                      UserValueError)
 from .arguments import as_tracer, normalize_axes, normalize_axis, reject
-from .promotion import array_dtype, result_dtype
+from .promotion import array_dtype
 from .registry import EXPORTS, numpy_function
 from .tracer import strongly_typed
 
@@ -122,8 +122,8 @@ def _common(arrays, what, dtype=None, casting=None):
     if not arrays:
         raise UserValueError(f"{what} needs at least one array")
     trace = lax.trace_of(arrays)
-    if dtype is None:
-        dtype = lax.check_supported_dtype(result_dtype(arrays), what)
+    if dtype is None:  # (NumPy makes arrays of them first: a Python number is a strong one)
+        dtype = lax.check_supported_dtype(np.result_type(*map(array_dtype, arrays)), what)
         if casting is not None:  # (NumPy checks the common type's casts too)
             _check_casts(arrays, dtype, casting)
     else:
