@@ -77,7 +77,11 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     centred = _u(np.subtract, x, EXPORTS["mean"](x, axis=1, keepdims=True))
     c = EXPORTS["matmul"](centred, lax.transpose(centred, (1, 0)))
     fact = n - ddof
-    c = _u(np.true_divide, c, float(fact) if fact > 0 else 0.0)
+    # NumPy's ``c *= np.true_divide(1, fact)``: a multiplication by the float64 reciprocal (not
+    # a division), computed in float64 and stored back in c's type
+    with np.errstate(divide="ignore"):
+        scale = np.true_divide(1, fact if fact > 0 else 0.0)
+    c = lax.convert(_u(np.multiply, c, scale), c.dtype)
     return EXPORTS["squeeze"](c) if c.shape == (1, 1) or x.shape[0] == 1 else c
 
 
