@@ -491,3 +491,12 @@ def test_python_numbers_joined_into_arrays_are_int64_as_numpys():
     _check(lambda x, t: np.stack([x[0], t]), x, 100)
     _check(lambda x, t: np.concatenate([x, [t]]), x, 300)
     _check(lambda u, t: np.clip(u, 1, t), u, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cov_scales_by_the_reciprocal_as_numpys(backend):
+    """NumPy's ``c *= np.true_divide(1, fact)``: integer-valued data make the product exact,
+    so only the scaling can differ (a division by 3 differs from NumPy's in 6 of 9 entries)."""
+    x = np.array([[1.0, 2, 4, 7], [3, -1, 5, 2], [0, 6, 1, 1]])
+    _check(lambda a: (np.cov(a), np.cov(a, dtype=np.float32), np.corrcoef(a)), x,
+           backend=backend)
