@@ -500,3 +500,34 @@ def test_cov_scales_by_the_reciprocal_as_numpys(backend):
     x = np.array([[1.0, 2, 4, 7], [3, -1, 5, 2], [0, 6, 1, 1]])
     _check(lambda a: (np.cov(a), np.cov(a, dtype=np.float32), np.corrcoef(a)), x,
            backend=backend)
+
+
+_RNG = np.random.default_rng(11)
+_A = _RNG.standard_normal((3, 3)) + 1j * _RNG.standard_normal((3, 3))
+_H = _A @ _A.conj().T
+
+# Complex linear algebra and correlation (helper-19's hunt, session 28): each was silently wrong
+COMPLEX_LINALG_CASES = {
+    "solve keeps b's imaginary part": (lambda a: np.linalg.solve(a, a[:, 0] * 1j), _A),
+    "solve of float32 and int8 is float64": (
+        lambda a: np.linalg.solve(a.real.astype(np.float32) + 3 * np.eye(3, dtype=np.float32),
+                                  np.arange(3, dtype=np.int8)), _A),
+    "cholesky(upper=True), real": (lambda a: np.linalg.cholesky(
+        np.array([[4.0, 0.0], [2.0, 4.0]]) + 0 * a[:2, :2].real, upper=True), _A),
+    "cholesky(upper=True), complex": (lambda a: np.linalg.cholesky(a, upper=True), _H),
+    "vecdot conjugates": (lambda a: np.vecdot(a, a), _A),
+    "vecmat conjugates": (lambda a: np.vecmat(a[0], a), _A),
+    "correlate with a constant complex v": (
+        lambda a: np.correlate(a[0].real, np.array([1j, 2.0]), "full"), _A),
+    "eigvalsh is real": (lambda a: np.linalg.eigvalsh(a), _H),
+    "svd's singular values are real": (lambda a: np.linalg.svd(a, compute_uv=False), _A),
+    "slogdet's magnitude is real": (lambda a: np.linalg.slogdet(a)[1], _A),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMPLEX_LINALG_CASES))
+def test_complex_linear_algebra_as_numpys(case):
+    fn, a = COMPLEX_LINALG_CASES[case]
+    got, want = np.asarray(tk.jit(fn)(a)), np.asarray(fn(a))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -73,6 +73,8 @@ def convolve(a, v, mode="full"):
 @numpy_function(np.correlate)
 def correlate(a, v, mode="valid"):
     a, v = _pair(a, v)
+    if v.dtype.kind == "c":  # c[k] = sum a[n + k] * conj(v[n])
+        v = apply_ufunc(np.conjugate, (v,))
     if v.shape[0] > a.shape[0]:  # NumPy: correlate(a, v) = correlate(v, a) reversed
         return lax.rev(_convolve(v, lax.rev(a, (0,)), mode), (0,))
     return _convolve(a, lax.rev(v, (0,)), mode)

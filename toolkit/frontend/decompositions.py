@@ -85,11 +85,10 @@ def inv(a):
 def solve(a, b):
     a = _square(_float(a), "solve")
     b = b if isinstance(b, Tracer) else lax.lift(a.trace, b, weak=False)
+    # (np.linalg computes integers as float64; a complex b keeps its imaginary part)
+    b = b if b.dtype.kind in "fc" else lax.convert(b, np.float64)
     dtype = np.result_type(a.dtype, b.dtype)
-    a, b = (
-        lax.convert(a, dtype),
-        lax.convert(b if b.dtype.kind == "f" else lax.convert(b, np.float64), dtype),
-    )
+    a, b = lax.convert(a, dtype), lax.convert(b, dtype)
     vector = b.ndim == 1
     if vector:
         b = lax.reshape(b, (b.shape[0], 1))
@@ -106,8 +105,18 @@ def solve(a, b):
 
 @_register(np.linalg.cholesky)
 def cholesky(a, /, *, upper=False):
-    lower = lax.custom_call("numpy.linalg.cholesky", [_square(_float(a), "cholesky")])[0]
-    return EXPORTS["matrix_transpose"](lower) if upper else lower
+    a = _square(_float(a), "cholesky")
+    if not upper:
+        return lax.custom_call("numpy.linalg.cholesky", [a])[0]
+    # NumPy's upper factor reads a's upper triangle: U = L^H for L the lower factor of a^H
+    # (whose lower triangle is that upper triangle, conjugated)
+    lower = lax.custom_call("numpy.linalg.cholesky", [_adjoint(a)])[0]
+    return _adjoint(lower)
+
+
+def _adjoint(x: Tracer) -> Tracer:
+    x = EXPORTS["matrix_transpose"](x)
+    return apply_ufunc(np.conjugate, (x,)) if x.dtype.kind == "c" else x
 
 
 @_register(np.linalg.det)

@@ -73,8 +73,11 @@ def vecdot(x1, x2, /, *, axis=-1, **kwargs):
         _t(v) if isinstance(v, Tracer) else lax.lift(lax.trace_of([x1, x2]), v, weak=False)
         for v in (x1, x2)
     )
+    if a.dtype.kind == "c":  # (NumPy's vecdot conjugates its first argument)
+        a = _u(np.conjugate, a)
     product = _u(np.multiply, a, b)
-    return EXPORTS["sum"](product, axis=axis)
+    # (the gufunc's type: an int8 vecdot sums in int8, a boolean one is an or of ands)
+    return EXPORTS["sum"](product, axis=axis, dtype=product.dtype)
 
 
 def matvec(x1, x2, /, **kwargs):
@@ -82,6 +85,9 @@ def matvec(x1, x2, /, **kwargs):
 
 
 def vecmat(x1, x2, /, **kwargs):
+    x1 = _t(x1) if isinstance(x1, Tracer) else lax.lift(lax.trace_of([x1, x2]), x1, weak=False)
+    if x1.dtype.kind == "c":  # (NumPy's vecmat conjugates the vector)
+        x1 = _u(np.conjugate, x1)
     return EXPORTS["matmul"](EXPORTS["expand_dims"](x1, -2), x2)[..., 0, :]
 
 

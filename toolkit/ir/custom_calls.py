@@ -57,6 +57,12 @@ def _qr(ops, opts):
     return [q, r]
 
 
+def _real(s: Shape) -> Shape:
+    """``s`` with the real type of its elements: singular values, a Hermitian matrix's
+    eigenvalues and a log-determinant's magnitude are real for complex matrices too."""
+    return s.with_dtype(s.dtype.component) if s.dtype.is_complex else s
+
+
 def _svd(ops, opts):
     s = ops[0]
     m, n = s.dims[-2:]
@@ -64,7 +70,7 @@ def _svd(ops, opts):
     full = opts == "full"
     u = s.with_dims(s.dims[:-2] + (m, m if full else k))
     vh = s.with_dims(s.dims[:-2] + (n if full else k, n))
-    return [u, s.with_dims(s.dims[:-2] + (k,)), vh]
+    return [u, _real(s.with_dims(s.dims[:-2] + (k,))), vh]
 
 
 def _cube(ops) -> float:
@@ -89,7 +95,8 @@ TARGETS: dict[str, Target] = {
         lambda ops: _cube(ops) * 2 / 3,
     ),
     "numpy.linalg.slogdet": Target(
-        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2])] * 2,
+        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2]),
+                        _real(ops[0].with_dims(ops[0].dims[:-2]))],
         lambda a, o: [np.asarray(v) for v in np.linalg.slogdet(a[0])],
         lambda ops: _cube(ops) * 2 / 3,
     ),
@@ -99,12 +106,13 @@ TARGETS: dict[str, Target] = {
         lambda ops: 4 * _cube(ops) / 3,
     ),
     "numpy.linalg.eigh": Target(
-        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-1]), Shape(ops[0].dtype, ops[0].dims)],
+        lambda ops, o: [_real(ops[0].with_dims(ops[0].dims[:-1])),
+                        Shape(ops[0].dtype, ops[0].dims)],
         lambda a, o: list(np.linalg.eigh(a[0], UPLO=o or "L")),
         lambda ops: 9 * _cube(ops),
     ),
     "numpy.linalg.eigvalsh": Target(
-        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-1])],
+        lambda ops, o: [_real(ops[0].with_dims(ops[0].dims[:-1]))],
         lambda a, o: [np.linalg.eigvalsh(a[0], UPLO=o or "L")],
         lambda ops: 4 * _cube(ops),
     ),
@@ -114,7 +122,7 @@ TARGETS: dict[str, Target] = {
         lambda ops: 12 * _cube(ops),
     ),
     "numpy.linalg.svdvals": Target(
-        lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2] + (min(ops[0].dims[-2:]),))],
+        lambda ops, o: [_real(ops[0].with_dims(ops[0].dims[:-2] + (min(ops[0].dims[-2:]),)))],
         lambda a, o: [np.linalg.svd(a[0], compute_uv=False)],
         lambda ops: 4 * _cube(ops),
     ),
