@@ -531,3 +531,20 @@ def test_complex_linear_algebra_as_numpys(case):
     got, want = np.asarray(tk.jit(fn)(a)), np.asarray(fn(a))
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_float16_ffts_have_numpys_types_and_values(norm):
+    """NumPy computes float16 transforms in float32 with a float16 normalisation, and keeps
+    float16 for the one-axis real results (irfft, hfft); they were complex128 and float64."""
+    h = np.arange(6, dtype=np.float16) * 1.3
+    _check(lambda a: tuple(getattr(np.fft, n)(a, norm=norm)
+                           for n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")), h)
+    _check(lambda a: tuple(getattr(np.fft, n)(a.reshape(2, 3), norm=norm)
+                           for n in ("fftn", "ifftn", "rfftn", "irfftn", "irfft2")), h)
+
+
+@pytest.mark.parametrize("value", [5.0, 0.0])
+def test_argwhere_and_nonzero_of_a_0d_array_as_numpys(value):
+    _check(lambda a: np.argwhere(a), np.array(value))
+    _check(lambda a: np.nonzero(a), np.array(value))  # (NumPy's ValueError)

@@ -525,6 +525,9 @@ def nonzero(a, *, size=None, fill_value=0):
     """np.nonzero; traced arrays need a static ``size`` (padded with ``fill_value``)."""
     if not isinstance(a, Tracer):
         return np.nonzero(a)
+    if a.ndim == 0:
+        raise UserValueError("Calling nonzero on 0d arrays is not allowed. Use "
+                             "np.atleast_1d(scalar).nonzero() instead.")
     flat = lax.reshape(a, (a.size,))
     mask = flat if flat.dtype == np.bool_ else _u(np.not_equal, flat, 0)
     size = _need_size(size, "np.nonzero", mask)
@@ -557,8 +560,10 @@ def flatnonzero(a, *, size=None, fill_value=0):
 def argwhere(a, *, size=None, fill_value=0):
     if not isinstance(a, Tracer):
         return np.argwhere(a)
-    if a.ndim == 0:
-        a = lax.reshape(a, (1,))
+    if a.ndim == 0:  # (NumPy's: the rows of atleast_1d(a), with no columns)
+        rows = EXPORTS["stack"](list(nonzero(lax.reshape(a, (1,)), size=size,
+                                             fill_value=fill_value)), axis=1)
+        return rows[:, :0]
     return EXPORTS["stack"](list(nonzero(a, size=size, fill_value=fill_value)), axis=1)
 
 

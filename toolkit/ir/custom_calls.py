@@ -184,12 +184,15 @@ def _fft_results(ops, options):
             dims[ax] = s[k] if s is not None else 2 * (dims[ax] - 1)
         else:
             dims[ax] = n
-    single = x.dtype.numpy in (np.dtype(np.float32), np.dtype(np.complex64))
+    single = x.dtype.numpy in (np.dtype(np.float16), np.dtype(np.float32),
+                               np.dtype(np.complex64))
     dtype = (
         (np.float32 if single else np.float64)
         if kind == "c2r"
         else (np.complex64 if single else np.complex128)
     )
+    if x.dtype.numpy == np.float16 and o["fn"] in ("irfft", "hfft"):
+        dtype = np.float16  # (NumPy's one-axis real results of float16 input stay float16)
     return [Shape(from_numpy(np.dtype(dtype)), tuple(dims))]
 
 
