@@ -548,3 +548,32 @@ def test_float16_ffts_have_numpys_types_and_values(norm):
 def test_argwhere_and_nonzero_of_a_0d_array_as_numpys(value):
     _check(lambda a: np.argwhere(a), np.array(value))
     _check(lambda a: np.nonzero(a), np.array(value))  # (NumPy's ValueError)
+
+
+UFUNC_DTYPE_CASES = {
+    "add int8 dtype=int16": (lambda a: np.add(a, a, dtype=np.int16),
+                             np.array([100, 120, -128], np.int8)),
+    "multiply int8 dtype=float64": (lambda a: np.multiply(a, a, dtype="float64"),
+                                    np.array([100, 120, -128], np.int8)),
+    "negative int8 dtype=int16": (lambda a: np.negative(a, dtype="int16"),
+                                  np.array([100, -128], np.int8)),
+    "subtract uint8 dtype=int16": (lambda a: np.subtract(a, 200, dtype="int16"),
+                                   np.array([1, 2], np.uint8)),
+    "add bool dtype=int8": (lambda a: np.add(a, a, dtype=np.int8), np.array([True, False])),
+    "power int8 dtype=float64": (lambda a: np.power(a, -1, dtype="float64"),
+                                 np.array([2, 4], np.int8)),
+    "add float64 dtype=int64 refuses": (lambda a: np.add(a, a, dtype=np.int64),
+                                        np.array([1.5, -2.5])),
+    "add float64 dtype=float32 safe refuses": (
+        lambda a: np.add(a, a, dtype="float32", casting="safe"), np.array([1.5, -2.5])),
+    "add float64 dtype=int64 unsafe": (lambda a: np.add(a, a, dtype=np.int64, casting="unsafe"),
+                                       np.array([1.5, -2.5])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UFUNC_DTYPE_CASES))
+def test_ufunc_dtype_picks_the_loop_as_numpys(case):
+    """dtype= is NumPy's signature=(None, ..., dtype): the inputs are cast to it and computed
+    in it (np.add(int8, int8, dtype=int16) does not wrap), under casting=."""
+    fn, a = UFUNC_DTYPE_CASES[case]
+    _check(fn, a)

@@ -69,15 +69,19 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
             f"np.{name}: 'out=' and 'where=' are not supported on traced arrays"
         )
     kwargs.pop("where", None)
-    kwargs.pop("casting", None)
+    casting = kwargs.pop("casting", None)
     if kwargs:
         raise UnsupportedNumpyError(f"np.{name}: arguments {sorted(kwargs)} are not supported")
     trace = lax.trace_of(inputs)
     with trace.op_scope(name):
         descriptors = tuple(_type_descriptor(v) for v in inputs)
-        resolved = _RESOLVED.get((ufunc, descriptors))
+        # dtype= is NumPy's signature=(None, ..., dtype): the loop of that output type, its
+        # inputs cast to it (under casting=), not the usual result cast afterwards
+        signature = None if dtype is None else (None,) * ufunc.nin + (
+            lax.check_supported_dtype(dtype, f"dtype= of np.{name}"),) * ufunc.nout
+        resolved = _RESOLVED.get((ufunc, descriptors, signature, casting))
         if resolved is None:
-            resolved = _resolve(ufunc, descriptors, inputs, trace)
+            resolved = _resolve(ufunc, descriptors, inputs, trace, signature, casting)
         dtypes, in_dtypes, out_dtype, complex_ = resolved
         if complex_:
             impl = COMPLEX_UFUNCS[ufunc]
@@ -109,9 +113,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         result = lax.convert(result, out_dtype, weak)
         if weak and np.dtype(out_dtype).kind == "i" and ufunc in _PYTHON_INT_GROWTH:
             _check_python_int_fits(ufunc, operands)
-        if dtype is not None:
-            result = lax.convert(result, lax.check_supported_dtype(dtype, f"dtype= of np.{name}"))
-        elif promoter is not None:
+        if dtype is None and promoter is not None:
             narrow = max((v.dtype for v in inputs if isinstance(v, Tracer)),
                          key=lambda d: d.itemsize)
             trace.promotions.append((trace.location(), f"np.{name} with the NumPy scalar "
@@ -156,18 +158,22 @@ _RESOLVED: dict[tuple, tuple] = {}
 _RESOLVED_KEPT = 4096
 
 
-def _resolve(ufunc: np.ufunc, descriptors: tuple, inputs, trace) -> tuple:
+def _resolve(ufunc: np.ufunc, descriptors: tuple, inputs, trace, signature=None,
+             casting=None) -> tuple:
     """(all dtypes, the input dtypes it computes in, the output dtype, complex?) for operands
     of these types, as NumPy's type resolution picks them; an error where toolkit cannot."""
     name = ufunc.__name__
-    key = (ufunc, descriptors)
+    key = (ufunc, descriptors, signature, casting)
     if all(isinstance(d, type) for d in descriptors):  # only Python scalars: NumPy's defaults
         descriptors = tuple(
             np.dtype({int: np.int64, float: np.float64, complex: np.complex128}[d])
             for d in descriptors
         )
     try:
-        dtypes = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout)
+        options = {} if signature is None else {"signature": signature}
+        dtypes = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout,
+                                      casting="same_kind" if casting is None else casting,
+                                      **options)
     except TypeError as e:
         raise DTypeMismatchError(
             f"np.{name} does not accept {' and '.join(_describe(v) for v in inputs)}: {e}"
