@@ -91,3 +91,78 @@ def test_a_wrapped_functions_attributes_do_not_hide_jits_methods():
     f = tk.jit(g)
     np.testing.assert_array_equal(f(np.zeros(2)), np.ones(2))
     assert f.lower(np.zeros(2)).as_text().startswith("HloModule")
+
+
+# ---- the C fast path (jitting/_plain_call.c) --------------------------------------------------
+plain_index = pytest.importorskip("toolkit.jitting.plain_index")
+needs_c = pytest.mark.skipif(plain_index.plain_call is None,
+                             reason="the C dispatch path was not built (no C compiler)")
+_MISS = object()
+
+
+def _served(args, avals, weak_ints=True):
+    """What the C path does with ``args`` given a table of one program, signed ``avals``."""
+    seen = []
+    table = {plain_index.signature_key(avals): lambda leaves: seen.append(leaves) or "ran"}
+    result = plain_index.plain_call(table, tuple(args), weak_ints, _MISS)
+    return (seen[0] if seen else None) if result == "ran" else result
+
+
+@needs_c
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "int64", "uint64",
+                                   "float16", "float32", "float64", "complex64", "complex128"])
+def test_the_c_path_signs_calls_as_the_key_does(dtype):
+    dt = np.dtype(dtype)
+    for shape in [(), (0,), (3,), (2, 0, 5), (1, 2, 3, 4)]:
+        x = np.zeros(shape, dt)
+        avals = ((shape, dt, False), ((), np.dtype(np.float64), True),
+                 ((), np.dtype(np.int64), True))
+        leaves = _served([x, 0.5, 7], avals)  # (the arguments as they came, as a list)
+        assert type(leaves) is list and leaves[0] is x and leaves[1:] == [0.5, 7]
+        # a NumPy scalar signs as a 0-d array of its dtype; another shape or dtype is another
+        # program
+        one = dt.type(1)
+        assert _served([one], (((), dt, False),))[0] is one
+        assert _served([np.asarray(one)], (((), dt, False),)) is not _MISS
+        assert _served([np.zeros(shape + (1,), dt)], ((shape, dt, False),)) is _MISS
+        other = np.dtype(np.int16 if dt != np.int16 else np.int8)
+        assert _served([np.zeros(shape, other)], ((shape, dt, False),)) is _MISS
+
+
+@needs_c
+def test_the_c_path_leaves_everything_else_to_the_full_path():
+    f64 = np.dtype(np.float64)
+    one = (((3,), f64, False),)
+    assert _served([np.zeros(3, ">f8")], one) is _MISS  # another byte order
+    assert _served([np.zeros(3).view(np.recarray)], one) is _MISS  # a subclass
+    assert _served([[0.0, 0.0, 0.0]], one) is _MISS  # a list
+    weak_int = (((), np.dtype(np.int64), True),)
+    assert _served([True], weak_int) is _MISS  # a bool is no weak int
+    assert _served([2 ** 63], weak_int) is _MISS  # beyond int64: the full path's error
+    assert _served([3], weak_int, weak_ints=False) is _MISS  # ints made static by a break
+    assert _served([np.datetime64(1, "s")], one) is _MISS
+    structured = np.zeros(3, [("a", "f8")])
+    assert _served([structured], one) is _MISS
+
+
+def test_calls_the_c_path_does_not_serve_still_compute_numpys_values():
+    f = tk.jit(lambda x, n: x * n)
+    with pytest.raises(TypeError, match="dtype >f8, which toolkit does not support"):
+        f(np.arange(4.0).astype(">f8"), 2)  # (the full path's clear error, not a misread)
+    np.testing.assert_array_equal(f(np.arange(4.0), True), np.arange(4.0))
+    sliced = np.arange(8.0)[::2]  # (the program's own path for a non-contiguous argument)
+    np.testing.assert_array_equal(f(sliced, 3), sliced * 3)
+    np.testing.assert_array_equal(f(sliced, 3), sliced * 3)
+
+
+@needs_c
+def test_the_c_path_runs_every_program_the_index_holds_and_only_those():
+    f = tk.jit(lambda x, y: (x + y, x * y), cache_size=2, on_recompile="ignore")
+    a, b, c = np.ones(3), np.ones(4), np.ones(5)
+    for x in (a, b, c):
+        f(x, x)
+    assert len(f._plain.by_signature) == len(f._plain.by_avals) == 2  # (a's was evicted)
+    r = f(np.full(5, 2.0), np.full(5, 3.0))
+    assert type(r) is tuple and [v.tolist() for v in r] == [[5.0] * 5, [6.0] * 5]
+    f.clear_cache()
+    assert not f._plain.by_signature

@@ -28,6 +28,7 @@ from .jitting.inline import MAX_INLINE_DEPTH, Inliner
 from .jitting.key import _INT64, _PY_DTYPES, FAST_DTYPES, JitKey, KeyMaker
 from .jitting.miss import MissCompiler
 from .jitting.options import DEFAULT_CACHE_SIZE, make_options, read_parameters
+from .jitting.plain_index import PlainIndex, plain_call
 from .jitting.segment_tiers import hot_runs
 from .profiler.events import DispatchEvent, GraphBreakEvent
 from .profiler.recorder import RECORDER
@@ -40,6 +41,7 @@ __all__ = ["jit", "explain", "explain_recompiles", "GraphBreakReport", "JitFunct
 
 # Evicted signatures remembered per function, so a recompile they cause names the eviction.
 _EVICTED_REMEMBERED = 1024
+_MISS = object()  # what the C fast path returns for a call it does not serve
 
 
 class JitFunction:
@@ -87,7 +89,7 @@ class JitFunction:
         self._cache: OrderedDict[JitKey, Compiled] = OrderedDict()
         # the fast path's index into ``_cache``: plain calls (positional NumPy arrays) by
         # their abstract values alone, which is all that varies between them
-        self._plain: dict[tuple, Compiled] = {}
+        self._plain = PlainIndex()
         # and of the plain signatures that run as plain NumPy (jitting.eager), their choices
         self._plain_numpy: dict[tuple, eager.EagerChoice] = {}
         self._evicted: OrderedDict[JitKey, str] = OrderedDict()  # key -> its signature text
@@ -113,6 +115,11 @@ class JitFunction:
         __tracebackhide__ = True  # noqa: F841
         try:
             if not kwargs and not RECORDER.active:
+                if plain_call is not None:  # (the same path in C: _plain_call.c)
+                    result = plain_call(self._plain.by_signature, args,
+                                        not self._keys.specialized, _MISS)
+                    if result is not _MISS:
+                        return result
                 arrays, numbers = True, False
                 for a in args:
                     t = type(a)
@@ -294,12 +301,11 @@ class JitFunction:
         (Hits do not reorder: the hot path stays one dict lookup.)"""
         self._cache[key] = compiled
         if self._keys.is_plain(key):
-            self._plain[key.avals] = compiled
+            self._plain.add(key.avals, compiled)
         self._evicted.pop(key, None)
         while len(self._cache) > self.cache_size_limit:
             old_key, old = self._cache.popitem(last=False)
-            if self._plain.get(old_key.avals) is old:
-                del self._plain[old_key.avals]
+            self._plain.discard(old_key.avals, old)
             self._evicted[old_key] = old._signature_text
             if len(self._evicted) > _EVICTED_REMEMBERED:
                 self._evicted.popitem(last=False)
@@ -314,8 +320,7 @@ class JitFunction:
                 self._captured_changes[key] = (changed.path, str(changed))
                 while len(self._captured_changes) > _EVICTED_REMEMBERED:
                     self._captured_changes.pop(next(iter(self._captured_changes)))
-        for avals in [a for a, c in self._plain.items() if c is compiled]:
-            del self._plain[avals]
+        self._plain.drop(compiled)
 
     def clear_cache(self) -> None:
         self._cache.clear()

@@ -149,7 +149,11 @@ class Compiled(_TracedStage):
                               and program.captured is None)
         # the dispatch fast path (positional NumPy arrays of the compiled types): a program with
         # no argument checks, no extra outputs and one host result is its executable's first result
-        plain = (not program.int_limits and not program.has_extra_outputs and self._single_output
+        tree = program.out_tree
+        # (or a flat tuple or list of them: ``return x + A @ y, y + A.T @ x``)
+        flat = tree.kind in ("tuple", "list") and all(c.kind == "leaf" for c in tree.children)
+        plain = (not program.int_limits and not program.has_extra_outputs
+                 and (self._single_output or flat)
                  and not self._keeps_device_arrays and not program.python_outputs)
         # data read from outside the arguments: arrays read where they live on every call (the
         # last parameters), numbers checked (frontend.captured)
@@ -159,11 +163,20 @@ class Compiled(_TracedStage):
         self._python_outputs = () if self._keeps_device_arrays else program.python_outputs
         self._scalar_outputs = () if self._keeps_device_arrays else program.scalar_outputs
         single = executable.plain_run  # the CPU's one-kernel programs
-        self.plain_run = (
-            (single or (lambda leaves, run=executable: run(leaves)[0])) if plain else None
-        )
-        if self.plain_run is not None and self._scalar_outputs:  # (x.sum(): np.float64)
-            self.plain_run = lambda leaves, run=self.plain_run: run(leaves)[()]
+        if not plain:
+            self.plain_run = None
+        elif self._single_output:
+            self.plain_run = single or (lambda leaves, run=executable: run(leaves)[0])
+            if self._scalar_outputs:  # (x.sum(): np.float64)
+                self.plain_run = lambda leaves, run=self.plain_run: run(leaves)[()]
+        elif self._scalar_outputs:  # (a tuple holding NumPy scalars)
+            self.plain_run = (lambda leaves, run=executable,
+                              make=tuple if tree.kind == "tuple" else list,
+                              scalars=self._scalar_outputs:
+                              make(as_python_numbers(run(leaves), (), scalars)))
+        else:  # (the executable's results are the tuple: one per output)
+            self.plain_run = (lambda leaves, run=executable: tuple(run(leaves))) \
+                if tree.kind == "tuple" else (lambda leaves, run=executable: list(run(leaves)))
         if self.plain_run is not None and self._captured is not None:  # (and what it reads)
             self.plain_run = (lambda leaves, run=self.plain_run, more=self._with_captured:
                               run(more(leaves)))
