@@ -68,3 +68,127 @@ def test_a_try_around_the_jitted_call_needs_no_break():
     except IndexError:
         raised = True
     assert raised and jitted.graph_breaks.break_count == 0
+
+
+# ---- library routines that raise for some values (np.linalg.LinAlgError) ----------------------
+def guarded_inverse(a):
+    try:
+        return np.linalg.inv(a) * 2.0
+    except np.linalg.LinAlgError:
+        return np.zeros_like(a)
+
+
+def guarded_solve_in_a_helper(a, b):
+    def solve(m, v):
+        return np.linalg.solve(m, v)
+
+    try:
+        return solve(a, b)
+    except np.linalg.LinAlgError:
+        return -b
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_the_users_except_sees_linalg_errors(backend):
+    singular, regular = np.ones((2, 2)), np.array([[2.0, 1.0], [1.0, 3.0]])
+    inverse = tk.jit(guarded_inverse, backend=backend)
+    solve = tk.jit(guarded_solve_in_a_helper, backend=backend)
+    b = np.array([1.0, -1.0])
+    for a in (singular, regular, singular, regular):  # (traced, then replayed)
+        np.testing.assert_array_equal(inverse(a), guarded_inverse(a))
+        np.testing.assert_array_equal(solve(a, b), guarded_solve_in_a_helper(a, b))
+    assert any("np.linalg.inv() ran in NumPy" in b.reason for b in inverse.graph_breaks.breaks)
+
+
+def test_outside_a_try_a_linalg_routine_stays_in_the_program():
+    jitted = tk.jit(lambda a: np.linalg.inv(a) @ a)
+    np.testing.assert_allclose(jitted(np.array([[2.0, 1.0], [1.0, 3.0]])), np.eye(2),
+                               atol=1e-15)
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        jitted(np.ones((2, 2)))  # (raised after the call, where no except waits)
+    assert jitted.graph_breaks.break_count == 0
+
+
+# ---- NumPy's floating-point error handling (np.errstate, np.seterr) ----------------------------
+def divide_raising(a, b):
+    with np.errstate(divide="raise"):
+        return a / b
+
+
+def sqrt_of_shifted(a, shift):
+    with np.errstate(all="raise"):
+        c = a * 2.0
+        return np.sqrt(c - shift) + np.float64(1e308) * a.sum()
+
+
+def guarded_divide(a, b):
+    try:
+        with np.errstate(divide="raise", invalid="raise"):
+            return a / b, -a, a ** 2, a @ b, divmod(a, b)
+    except FloatingPointError:
+        return np.zeros_like(a)
+
+
+def _same(jitted, fn, *args):
+    """jitted(*args) and fn(*args) return equal values or raise the same error and text."""
+    try:
+        expected = fn(*args)
+    except Exception as error:  # noqa: BLE001 - any error NumPy raises is the contract
+        with pytest.raises(type(error), match=f"^{error}$"):
+            jitted(*args)
+        return
+    got = jitted(*args)
+    expected, got = _leaves(expected), _leaves(got)
+    assert len(got) == len(expected)
+    for e, g in zip(expected, got):
+        assert np.asarray(g).dtype == np.asarray(e).dtype
+        np.testing.assert_array_equal(g, e)
+
+
+def _leaves(value) -> list:
+    if isinstance(value, tuple):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+@pytest.mark.parametrize("fn, cases", [
+    (divide_raising, [(np.ones(3), np.zeros(3)), (np.ones(3), np.full(3, 2.0))]),
+    (sqrt_of_shifted, [(np.ones(3), 10.0), (np.full(3, 9.0), 1.0), (np.full(3, 1e300), 0.0)]),
+    (guarded_divide, [(np.eye(2), np.zeros((2, 2))), (np.eye(2), np.full((2, 2), 4.0))]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_errstate_inside_the_function_raises_as_numpy_does(fn, cases):
+    jitted = tk.jit(fn)
+    for args in cases + cases:  # (traced, then run again)
+        _same(jitted, fn, *args)
+    assert any("error handling is on" in b.reason for b in jitted.graph_breaks.breaks)
+
+
+def test_a_call_under_errstate_runs_as_numpy_and_later_calls_compiled():
+    jitted = tk.jit(lambda a, b: a / b + 1.0)
+    a, zero = np.ones(3), np.zeros(3)
+    np.testing.assert_array_equal(jitted(a, zero), [np.inf] * 3)  # compiled, no handling
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError, match="divide by zero encountered in divide"):
+            jitted(a, zero)  # (the cached program would give inf)
+    calls = []
+    with np.errstate(divide="call", call=lambda kind, flag: calls.append(kind)):
+        np.testing.assert_array_equal(jitted(a, zero), [np.inf] * 3)
+    assert calls == ["divide by zero"]
+    np.testing.assert_array_equal(jitted(a, zero), [np.inf] * 3)
+    assert len(jitted.compiles) == 1 and jitted.graph_breaks.break_count == 0
+
+
+def test_handling_that_changes_no_result_compiles_as_usual():
+    def quiet(a, b):
+        with np.errstate(divide="ignore", invalid="warn", over="print"):
+            return a / b
+
+    jitted = tk.jit(quiet)
+    np.testing.assert_array_equal(jitted(np.ones(2), np.zeros(2)), [np.inf, np.inf])
+    assert jitted.graph_breaks.break_count == 0
+
+
+def test_where_the_graph_may_not_break_errstate_is_a_clear_error():
+    jitted = tk.jit(divide_raising, fullgraph=True)
+    with pytest.raises(Exception, match=r"error handling is on \(np.errstate\(divide='raise'\)\)"):
+        jitted(np.ones(2), np.ones(2))

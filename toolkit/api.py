@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from .frontend.captured import CapturedChanged
+from .frontend.error_handling import QUIET, numpy_error_handling, numpy_error_state
 from .frontend.errors import UnsupportedNumpyError, UserValueError, api_boundary, for_the_user
 from .frontend.recompile import function_location
 from .frontend.scalar_lists import ScalarListWarning
@@ -85,6 +86,8 @@ class JitFunction:
         self._plain_segmented: dict[tuple, JitKey] = {}
         # (and may run as plain NumPy where that measured faster: jitting.eager)
         self._numpy_fallback = options.numpy_fallback and self._backend_name in eager.HOST_BACKENDS
+        # (and under NumPy's floating-point error handling, a host backend's call runs as NumPy)
+        self._numpy_fallback_possible = self._backend_name in eager.HOST_BACKENDS
         self._inline = Inliner(fn, self.fn_name)
         self._cache: OrderedDict[JitKey, Compiled] = OrderedDict()
         # the fast path's index into ``_cache``: plain calls (positional NumPy arrays) by
@@ -114,6 +117,9 @@ class JitFunction:
         user as ``api_boundary`` shows them (the try costs nothing until something raises)."""
         __tracebackhide__ = True  # noqa: F841
         try:
+            if numpy_error_state() is not QUIET.state and numpy_error_handling() is not None \
+                    and self._numpy_fallback_possible:
+                return self._run_under_error_handling(args, kwargs)
             if not kwargs and not RECORDER.active:
                 if plain_call is not None:  # (the same path in C: _plain_call.c)
                     result = plain_call(self._plain.by_signature, args,
@@ -232,6 +238,25 @@ class JitFunction:
         if self._numpy_fallback:
             self._measured(key, time.perf_counter() - start, log.breaks - breaks, args, kwargs)
         return broken.result
+
+    def _run_under_error_handling(self, args: tuple, kwargs: dict):
+        """The call as plain NumPy while NumPy's floating-point error handling is on
+        (``np.errstate(divide="raise")``, frontend.error_handling): compiled code would compute
+        ``inf`` where NumPy raises. Inside another trace the call is traced as usual, and each
+        NumPy operation runs in NumPy at a break there."""
+        if current_trace() is not None:
+            return self._call(*args, **kwargs)
+        start, clock = time.perf_counter(), RECORDER.clock.now() if RECORDER.active else 0.0
+        result = self.fn(*args, **kwargs)
+        if RECORDER.active:
+            seconds = time.perf_counter() - start
+            RECORDER.record(GraphBreakEvent(
+                function=self.fn_name, location=self.location,
+                reason=f"NumPy's error handling is on (np.errstate({numpy_error_handling()})): "
+                       "the call ran as NumPy",
+                start=clock + seconds, duration=0.0, glue=seconds, instructions=0,
+                compiled=False, thread=threading.get_ident()))
+        return result
 
     def _run_numpy(self, choice: eager.EagerChoice, args: tuple, kwargs: dict):
         """The call as plain NumPy: the user's function on the user's arguments, timed."""

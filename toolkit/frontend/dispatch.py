@@ -1,9 +1,12 @@
 """Wires NumPy's protocols, Python operators and ndarray methods onto ``Tracer``."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import reductions, registry, views
+from .error_handling import check_error_handling
 from .errors import UndefinedResultError, UnsupportedNumpyError, UserOverflowError, UserValueError
 from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
@@ -74,6 +77,7 @@ def _array_ufunc_or_numpy(self, ufunc, method, *inputs, **kwargs):
     """A ufunc (or one of its methods) traced; one toolkit has no rule for runs in NumPy at a
     graph break where the function may break (``run_by_numpy``)."""
     try:
+        check_error_handling()
         result = _strong(_array_ufunc(self, ufunc, method, *inputs, **kwargs))
         # (NumPy's ufuncs return a 0-d result as a scalar, unless written into out=)
         return result if kwargs.get("out") is not None else _scalars(result)
@@ -108,6 +112,7 @@ def _array_function(self, func, types, args, kwargs):
     name = getattr(func, "__name__", "")
     public = registry.WRAPPERS.get(func)
     try:
+        check_error_handling()
         result = (public or impl)(*args, **kwargs)
     except UnsupportedNumpyError as error:  # (an option toolkit has no rule for: mode="edge")
         return run_by_numpy.run(func, args, kwargs, _numpy_name(func), error,
@@ -142,6 +147,19 @@ def _first_clause(error: Exception) -> str:
     return text.split("\n")[0].split("; ")[0][:160]
 
 
+_NOT_RUN = object()
+
+
+def _numpy_where_it_handles_errors(func, operands: tuple):
+    """``func(*operands)`` run by NumPy where NumPy's error handling is on, else _NOT_RUN."""
+    try:
+        check_error_handling()
+    except UnsupportedNumpyError as error:
+        return run_by_numpy.run(func, operands, {}, f"np.{func.__name__}", error,
+                                _first_clause(error))
+    return _NOT_RUN
+
+
 def _binary(ufunc, reflected=False):
     def op(self, other):
         if isinstance(other, (list, tuple)):
@@ -150,6 +168,7 @@ def _binary(ufunc, reflected=False):
             return NotImplemented  # (a MaskedSelection's reflected operator answers)
         operands = (other, self) if reflected else (self, other)
         try:
+            check_error_handling()
             result = apply_ufunc(ufunc, operands)
             # a NumPy scalar where an array or NumPy scalar took part (Python numbers alone
             # make a Python number: weakly typed)
@@ -162,6 +181,9 @@ def _binary(ufunc, reflected=False):
 
 def _unary(ufunc):
     def op(self):
+        ran = _numpy_where_it_handles_errors(ufunc, (self,))
+        if ran is not _NOT_RUN:
+            return ran
         result = apply_ufunc(ufunc, (self,))
         return result if result.weak_type else numpy_scalar(result)
     return op
@@ -226,6 +248,9 @@ def _pow(self, other):
 
 
 def _pow_scalar(self, other):
+    ran = _numpy_where_it_handles_errors(operator.pow, (self, other))  # (ndarray.__pow__)
+    if ran is not _NOT_RUN:
+        return ran
     result = _pow(self, other)
     if type(result) is Tracer and not result.weak_type:
         return numpy_scalar(result)
@@ -242,15 +267,20 @@ Tracer.__invert__ = _unary(np.invert)
 
 
 def _matmul(self, other):
-    return numpy_scalar(registry.EXPORTS["matmul"](self, other))
+    ran = _numpy_where_it_handles_errors(np.matmul, (self, other))
+    return numpy_scalar(registry.EXPORTS["matmul"](self, other)) if ran is _NOT_RUN else ran
 
 
 def _rmatmul(self, other):
-    return numpy_scalar(registry.EXPORTS["matmul"](other, self))
+    ran = _numpy_where_it_handles_errors(np.matmul, (other, self))
+    return numpy_scalar(registry.EXPORTS["matmul"](other, self)) if ran is _NOT_RUN else ran
 
 
 def _divmod(self, other):
-    return _array_ufunc(self, np.divmod, "__call__", self, other)
+    ran = _numpy_where_it_handles_errors(np.divmod, (self, other))
+    return _array_ufunc(self, np.divmod, "__call__", self, other) if ran is _NOT_RUN else ran
+
+
 
 
 Tracer.__matmul__ = _matmul
@@ -327,6 +357,7 @@ Tracer.fill = _fill
 def _method(name):
     def method(self, *args, **kwargs):  # looked up per call: the families register after this
         try:
+            check_error_handling()
             result = registry.EXPORTS[name](self, *args, **kwargs)
             # a NumPy scalar's methods return scalars too (s.astype(np.float32))
             return numpy_scalar(result) if name in views.SCALAR_FUNCTIONS or self._scalar \

@@ -7,14 +7,16 @@ from typing import Sequence
 import numpy as np
 
 from ..ir import dtypes as ir_dtypes
+from ..ir.custom_calls import target as library_routine
 from ..ir.ops import identity, initial_value
 from ..ir.shapes import Shape
 from ..ir.sorting import numpy_order_comparator
+from ..ir.user_code import inside_users_try
 from ..ir.windows import prefix_scan_window
 from .errors import (DTypeMismatchError, ShapeMismatchError, UnsupportedNumpyError,
                      UserOverflowError, subclass_problem)
 from .promotion import SUPPORTED, check_int_fits
-from .tracer import Trace, Tracer, check_same_trace, current_trace
+from .tracer import Trace, Tracer, can_break, check_same_trace, current_trace
 
 
 def ir_shape(dtype, dims) -> Shape:
@@ -345,8 +347,19 @@ def dynamic_update_slice(x: Tracer, update: Tracer, starts: Sequence[Tracer]) ->
 
 
 def custom_call(target: str, operands, options: str = "") -> tuple[Tracer, ...]:
-    """A ``custom-call`` to a library routine ir/custom_calls.py names; its results."""
+    """A ``custom-call`` to a library routine ir/custom_calls.py names; its results.
+
+    A routine that may raise for some values (``np.linalg.inv`` of a singular matrix), traced
+    inside the user's ``try ... except``, is not compiled where the graph may break: its error
+    would come after the call, outside the ``except``. UnsupportedNumpyError sends the NumPy
+    function that called it to NumPy at a break (frontend.run_by_numpy), where the ``except``
+    sees what NumPy raises."""
     trace = operands[0].trace
+    if (library_routine(target).raises and all(can_break(o) is not None for o in operands)
+            and inside_users_try(1, trace.entry_frame)):
+        raise UnsupportedNumpyError(
+            f"{target} may raise for some values (np.linalg.LinAlgError), and it is called "
+            "inside a try ... except: NumPy runs it there, so that the except sees its error")
     attrs = {"custom_call_target": target}
     if options:
         attrs["backend_config"] = options

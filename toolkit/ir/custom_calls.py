@@ -33,6 +33,10 @@ class Target:
     run: Callable  # (operand arrays, options) -> list of arrays
     flops: Callable  # (operand shapes) -> estimated flops, for cost analysis
     matrices: bool = True  # np.linalg's: the operands are (batches of) matrices
+    # NumPy's routine may raise for some values (LinAlgError: a singular matrix, no
+    # convergence): the compiled program raises it after the call, where a user's ``except``
+    # around the line no longer sees it (frontend.lax.custom_call runs it at a break there)
+    raises: bool = False
 
 
 def _n(s: Shape) -> int:
@@ -79,15 +83,16 @@ def _cube(ops) -> float:
 
 TARGETS: dict[str, Target] = {
     "numpy.linalg.inv": Target(
-        _same, lambda a, o: [np.linalg.inv(a[0])], lambda ops: 2 * _cube(ops)
+        _same, lambda a, o: [np.linalg.inv(a[0])], lambda ops: 2 * _cube(ops), raises=True
     ),
     "numpy.linalg.solve": Target(
         lambda ops, o: [Shape(ops[0].dtype, ops[1].dims)],
         lambda a, o: [np.linalg.solve(a[0], a[1])],
         lambda ops: _cube(ops),
+        raises=True,
     ),
     "numpy.linalg.cholesky": Target(
-        _same, lambda a, o: [np.linalg.cholesky(a[0])], lambda ops: _cube(ops) / 3
+        _same, lambda a, o: [np.linalg.cholesky(a[0])], lambda ops: _cube(ops) / 3, raises=True
     ),
     "numpy.linalg.det": Target(
         lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2])],
@@ -110,26 +115,31 @@ TARGETS: dict[str, Target] = {
                         Shape(ops[0].dtype, ops[0].dims)],
         lambda a, o: list(np.linalg.eigh(a[0], UPLO=o or "L")),
         lambda ops: 9 * _cube(ops),
+        raises=True,
     ),
     "numpy.linalg.eigvalsh": Target(
         lambda ops, o: [_real(ops[0].with_dims(ops[0].dims[:-1]))],
         lambda a, o: [np.linalg.eigvalsh(a[0], UPLO=o or "L")],
         lambda ops: 4 * _cube(ops),
+        raises=True,
     ),
     "numpy.linalg.svd": Target(
         _svd,
         lambda a, o: list(np.linalg.svd(a[0], full_matrices=o == "full")),
         lambda ops: 12 * _cube(ops),
+        raises=True,
     ),
     "numpy.linalg.svdvals": Target(
         lambda ops, o: [_real(ops[0].with_dims(ops[0].dims[:-2] + (min(ops[0].dims[-2:]),)))],
         lambda a, o: [np.linalg.svd(a[0], compute_uv=False)],
         lambda ops: 4 * _cube(ops),
+        raises=True,
     ),
     "numpy.linalg.pinv": Target(
         lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2] + ops[0].dims[-2:][::-1])],
         lambda a, o: [np.linalg.pinv(a[0])],
         lambda ops: 12 * _cube(ops),
+        raises=True,
     ),
 }
 
