@@ -156,15 +156,17 @@ def _leaves(value) -> list:
     (sqrt_of_shifted, [(np.ones(3), 10.0), (np.full(3, 9.0), 1.0), (np.full(3, 1e300), 0.0)]),
     (guarded_divide, [(np.eye(2), np.zeros((2, 2))), (np.eye(2), np.full((2, 2), 4.0))]),
 ], ids=lambda v: getattr(v, "__name__", ""))
-def test_errstate_inside_the_function_raises_as_numpy_does(fn, cases):
-    jitted = tk.jit(fn)
+@pytest.mark.parametrize("backend", ["interpreter", "cpu", "gpu-simulated"])
+def test_errstate_inside_the_function_raises_as_numpy_does(fn, cases, backend):
+    jitted = tk.jit(fn, backend=backend)
     for args in cases + cases:  # (traced, then run again)
         _same(jitted, fn, *args)
     assert any("error handling is on" in b.reason for b in jitted.graph_breaks.breaks)
 
 
-def test_a_call_under_errstate_runs_as_numpy_and_later_calls_compiled():
-    jitted = tk.jit(lambda a, b: a / b + 1.0)
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_a_call_under_errstate_runs_as_numpy_and_later_calls_compiled(backend):
+    jitted = tk.jit(lambda a, b: a / b + 1.0, backend=backend)
     a, zero = np.ones(3), np.zeros(3)
     np.testing.assert_array_equal(jitted(a, zero), [np.inf] * 3)  # compiled, no handling
     with np.errstate(divide="raise"):
@@ -175,7 +177,7 @@ def test_a_call_under_errstate_runs_as_numpy_and_later_calls_compiled():
         np.testing.assert_array_equal(jitted(a, zero), [np.inf] * 3)
     assert calls == ["divide by zero"]
     np.testing.assert_array_equal(jitted(a, zero), [np.inf] * 3)
-    assert len(jitted.compiles) == 1 and jitted.graph_breaks.break_count == 0
+    assert jitted.cache_size == 1 and jitted.graph_breaks.break_count == 0
 
 
 def test_handling_that_changes_no_result_compiles_as_usual():
