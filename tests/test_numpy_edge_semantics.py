@@ -577,3 +577,39 @@ def test_ufunc_dtype_picks_the_loop_as_numpys(case):
     in it (np.add(int8, int8, dtype=int16) does not wrap), under casting=."""
     fn, a = UFUNC_DTYPE_CASES[case]
     _check(fn, a)
+
+
+def _types_and_values(result):
+    return [(type(v), getattr(v, "dtype", None), str(np.asarray(v).tolist()),  # (nan == nan)
+             np.signbit(np.asarray(v, float)).tolist() if np.asarray(v).dtype.kind == "f" else None)
+            for v in (result if isinstance(result, tuple) else (result,))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_bools_numpy_scalars_and_scalar_powers_as_numpys(backend):
+    """np.allclose/array_equal/array_equiv return Python bools (weak in arithmetic), np.isclose
+    of scalars a NumPy bool, np.isscalar knows traced NumPy scalars, a NumPy scalar's ** is its
+    scalar math's (np.True_ ** 2 is int64; np.float64(-0.0) ** 0.5 is 0.0), and ndarray.conj of
+    a real array is the array itself (bool stays bool)."""
+    def compare(a, b, x8):
+        same = np.allclose(a, b)
+        return (same, np.array_equal(a, b), np.array_equiv(a, b[:1]), np.isclose(a[0], b[0]),
+                x8 + same, np.array_equal(a, b) * 3, np.array_equal(a, b) + 1.5,
+                np.isscalar(a[0]), np.isscalar(a), np.isscalar(a.sum()), np.isscalar(a[1:2]))
+
+    def powers(flags, z, f32):
+        c = flags.conj()
+        c[0] = False  # (the same array: the write shows in flags)
+        return (flags[1] ** 2, z[0] ** 0.5, z[1] ** 0.5, z[2] ** 0.5, f32[0] ** 0.5, z ** 0.5,
+                flags, flags[0].conj(), np.conjugate(flags))
+
+    x8 = np.arange(3, dtype=np.int8)
+    for a, b in [(np.ones(3), np.ones(3)), (np.ones(3), np.array([1.0, 2.0, 1.0]))]:
+        want = compare(a, b, x8)
+        assert _types_and_values(tk.jit(compare, backend=backend)(a, b, x8)) == \
+            _types_and_values(want)
+    args = (np.array([True, True]), np.array([-0.0, -np.inf, 6.25]),
+            np.array([-0.0], np.float32))
+    want = powers(*[a.copy() for a in args])
+    got = tk.jit(powers, backend=backend)(*[a.copy() for a in args])
+    assert _types_and_values(got) == _types_and_values(want)

@@ -11,7 +11,7 @@ from .errors import UndefinedResultError, UnsupportedNumpyError, UserOverflowErr
 from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
-from .tracer import Tracer, numpy_scalar, strongly_typed
+from .tracer import Tracer, numpy_scalar, strongly_typed, weakly_typed
 from .ufuncs import apply_ufunc
 from . import flatiter, replay, run_by_numpy
 
@@ -117,6 +117,8 @@ def _array_function(self, func, types, args, kwargs):
     except UnsupportedNumpyError as error:  # (an option toolkit has no rule for: mode="edge")
         return run_by_numpy.run(func, args, kwargs, _numpy_name(func), error,
                                 _first_clause(error))
+    if name in views.PYTHON_BOOL_FUNCTIONS and type(result) is Tracer:
+        return weakly_typed(result)  # (a Python bool: returned as one, weak in arithmetic)
     result = _strong(result)
     return _scalars(result) if name in views.SCALAR_FUNCTIONS else result
 
@@ -227,6 +229,16 @@ def _pow(self, other):
     np.sqrt (``(-0.0) ** 0.5`` is -0.0, not pow's +0.0); an integer array to a negative Python
     int power is an error."""
     inexact = self.dtype.kind in "fc" and not self.weak_type
+    if self._scalar and self.dtype.kind == "b":  # (NumPy's scalar math: np.True_ ** 2 is
+        return _power(self, other)  # np.power(True, 2), int64; ndarray's square gives int8)
+    if self._scalar and self.dtype.kind == "f" and type(other) is float and other == 0.5:
+        # a NumPy float's ** calls pow, not ndarray's sqrt: pow(-0.0, 0.5) is +0.0 and
+        # pow(-inf, 0.5) inf (elsewhere pow's and sqrt's correctly rounded roots agree)
+        from . import lax
+
+        root = apply_ufunc(np.add, (apply_ufunc(np.sqrt, (self,)), 0.0))
+        minus_inf = apply_ufunc(np.equal, (self, -np.inf))
+        return lax.select(minus_inf, lax.full_like(root, np.inf), root)
     if type(other) is int:
         if other == 2:
             return apply_ufunc(np.square, (self,))
@@ -376,6 +388,23 @@ for _name in ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argm
               # not .trace(): Tracer.trace is the trace
               "nonzero", "repeat", "round", "searchsorted", "take"):
     setattr(Tracer, _name, _method(_name))
+
+
+def _conjugate_method(name):
+    complex_conjugate = _method(name)
+
+    def method(self, *args, **kwargs):
+        # ndarray.conj of a real array is the array itself (no ufunc: a bool array stays bool,
+        # where np.conjugate gives int8; and it is the same object, so writes show in both)
+        if self.dtype.kind != "c" and not args and not kwargs:
+            return self
+        return complex_conjugate(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+Tracer.conj, Tracer.conjugate = _conjugate_method("conj"), _conjugate_method("conjugate")
 
 
 def _sort_in_place(self, axis=-1, kind=None, order=None, *, stable=None):

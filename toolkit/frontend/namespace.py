@@ -163,6 +163,18 @@ class _TracedNdarray:
 TRACED_NDARRAY = _TracedNdarray()
 
 
+def _isscalar(element) -> bool:
+    """``np.isscalar``: a traced NumPy scalar (``x[0]``, ``x.sum()``) is one, as is a traced
+    Python number; a traced array, 0-d included, is not."""
+    if type(element) is Tracer:
+        return bool(element._scalar or (element.weak_type and not element.shape))
+    return numpy.isscalar(element)
+
+
+_isscalar.__name__ = _isscalar.__qualname__ = "isscalar"
+_isscalar.__module__ = "numpy"
+
+
 class _TracingNumpy(types.ModuleType):
     """NumPy, but its buffer functions return traced arrays during a trace."""
 
@@ -188,6 +200,7 @@ _REBOUND.update({
 for _original, _buffer in _REBOUND.values():
     setattr(TRACING_NUMPY, _original.__name__, _buffer)
 TRACING_NUMPY.ndarray = TRACED_NDARRAY
+TRACING_NUMPY.isscalar = _isscalar
 TRACING_NUMPY.random = TRACING_RANDOM  # (draws run on every call: traced_random)
 
 

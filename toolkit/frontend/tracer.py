@@ -596,6 +596,14 @@ def strongly_typed(t: Tracer) -> Tracer:
     return strong
 
 
+def weakly_typed(t: Tracer) -> Tracer:
+    """A 0-d ``t`` as the Python number (bool, int, float) a NumPy function returns of it
+    (``np.allclose``: ``bool(res)``): weakly typed in arithmetic, and returned as a Python
+    number (trace_function.python_numbers)."""
+    assert not t.shape, t.shape
+    return t if t.weak_type and not t._scalar else Tracer(t._trace, t.inst, True, t._origin)
+
+
 def numpy_scalar(result):
     """``result`` as NumPy hands it back from a ufunc, a reduction or integer indexing: a 0-d
     result is a NumPy scalar (a new tracer marked so: never a view, immutable); anything else

@@ -59,9 +59,11 @@ SCALAR_FUNCTIONS = frozenset(
         "interp", "polyval", "dot", "vdot", "inner", "matmul", "einsum", "trace", "det",
         "norm", "matrix_rank", "trapezoid", "corrcoef", "take", "choose", "round", "around",
         "clip", "nan_to_num", "angle", "sinc", "fix", "unwrap", "cumulative_sum",
-        "unravel_index", "ravel_multi_index",
+        "unravel_index", "ravel_multi_index", "isclose",
     }
 )
+# NumPy's functions that return a Python bool (``bool(res)`` in their source), not a NumPy one
+PYTHON_BOOL_FUNCTIONS = frozenset({"array_equal", "array_equiv", "allclose"})
 
 
 def view_of(parent: Tracer, key, view: Tracer) -> Tracer:
