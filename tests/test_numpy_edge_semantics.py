@@ -613,3 +613,23 @@ def test_python_bools_numpy_scalars_and_scalar_powers_as_numpys(backend):
     want = powers(*[a.copy() for a in args])
     got = tk.jit(powers, backend=backend)(*[a.copy() for a in args])
     assert _types_and_values(got) == _types_and_values(want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS + ["gpu-simulated"])
+@pytest.mark.parametrize("ufunc, dtype", [
+    (np.add, np.complex128), (np.multiply, np.complex64), (np.subtract, np.complex128),
+    (np.add, np.bool_), (np.multiply, np.bool_), (np.add, np.float16),
+    (np.logical_or, np.float32), (np.logical_and, np.complex64), (np.maximum, np.complex128),
+    (np.bitwise_xor, np.bool_), (np.minimum, np.int8),
+], ids=lambda v: getattr(v, "__name__", None) or np.dtype(v).name)
+def test_ufunc_at_of_every_dtype_as_numpys(ufunc, dtype, backend):
+    """ufunc.at accumulates as NumPy's loop of that dtype: complex combiners crashed the LLVM
+    code generators (an integer add of a {float, float} pair), bool add and multiply are or
+    and and, and the logical ufuncs on numbers and complex max/min run in NumPy at a break."""
+    def at(x, i, v):
+        ufunc.at(x, i, v)
+        return x
+
+    x = (np.arange(5) % 3).astype(dtype) * (1 + 1j if np.dtype(dtype).kind == "c" else 1)
+    i, v = np.array([0, 1, 1, 4, 1]), (np.array([1, 0, 2, 1, 3]) % 2 + 0.5).astype(dtype)
+    _check(at, x, i, v, backend=backend)

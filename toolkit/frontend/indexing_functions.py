@@ -172,6 +172,14 @@ def ufunc_at(ufunc: np.ufunc, a, indices, b=None) -> None:
             f"{name}: Cannot cast ufunc output from dtype('{resolved[-1]}') to "
             f"dtype('{a.dtype}') with casting rule 'same_kind'"
         )
+    if a.dtype == np.bool_:  # (NumPy's bool add is or, its multiply and)
+        combiner = {"add": "or", "multiply": "and"}.get(combiner, combiner)
+    elif ufunc in (np.logical_and, np.logical_or, np.logical_xor) or (
+            a.dtype.kind == "c" and combiner in ("maximum", "minimum")):
+        # the truth of each value cast back (1.0 or 0.0), and complex numbers' lexicographic
+        # order: no single combiner op computes them; NumPy does, at a break
+        raise UnsupportedNumpyError(f"{name} of a {a.dtype} array is not supported on traced "
+                                    "arrays (bool arrays and the bitwise ufuncs are)")
     v = lax.convert(v, a.dtype, a.weak_type)
     if ufunc is np.subtract:
         from .ufuncs import apply_ufunc

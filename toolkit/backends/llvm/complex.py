@@ -21,8 +21,8 @@ from llvmlite import ir
 
 from ...ir import dtypes
 from ...ir.dtypes import ElementType
-from .emitter import intrinsic as _intrinsic
-from .scalars import BINARY as REAL_BINARY, UNARY as REAL_UNARY, convert_real
+from .emitter import CodegenUnsupported, intrinsic as _intrinsic
+from .scalars import BINARY as REAL_BINARY, UNARY as REAL_UNARY, convert_real, widened
 from .types import value_type
 
 
@@ -226,6 +226,18 @@ def sqrt(e, z, t):
 
 UNARY = {"negate": negate, "exponential": exp, "log": log, "sqrt": sqrt}
 BINARY = {"add": add, "subtract": subtract, "multiply": multiply, "divide": divide}
+
+
+def elementwise_binary(e, opcode: str, a, c, t):
+    """``opcode`` on two values as the elementwise op computes it (NumPy's semantics: complex
+    pairs by the rules above, float16 widened to float32 and rounded): a scan's running fold,
+    a scatter's combiner (``np.add.at``)."""
+    if t.is_complex:
+        rule = BINARY.get(opcode)
+        if rule is None:
+            raise CodegenUnsupported(f"{opcode} of complex numbers")
+        return rule(e, a, c, t)
+    return widened(e, REAL_BINARY[opcode], [a, c], t)
 
 
 def compare(e, z, w, direction: str):

@@ -106,13 +106,7 @@ def emit_binary(e: ElementalEmitter, opcode: str, a, c, t):
     return widened(e, BINARY[opcode], [a, c], t)
 
 
-def emit_elementwise_binary(e: ElementalEmitter, opcode: str, a, c, t):
-    """``opcode`` on two values as the elementwise op computes it (NumPy's semantics: the
-    maximum of -0.0 and +0.0 is its first operand, a NaN wins), for a scan's running fold,
-    whose every step NumPy defines."""
-    if t.is_complex:
-        return _complex_binary(e, opcode, a, c, t)
-    return widened(e, BINARY[opcode], [a, c], t)
+emit_elementwise_binary = lcomplex.elementwise_binary  # (a scan's fold: backends/llvm/scan)
 
 
 def _unary_rule(op):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.queries import scatter_combiner
+from .complex import elementwise_binary
 from .emitter import ElementalEmitter, i64, rule
 from .scalars import BINARY
 from .loops import nest
@@ -114,8 +115,8 @@ def emit_combiner(
     kind = scatter_combiner(comp)
     if kind == "assign":
         return update
-    if kind in BINARY:
-        return BINARY[kind](e, current, update, dtype)
+    if kind in BINARY:  # (as the elementwise op computes it: complex pairs, float16 widened)
+        return elementwise_binary(e, kind, current, update, dtype)
     p0, p1 = sorted(comp.parameters, key=lambda p: p.attrs["parameter_number"])
     e.memo[(id(p0), ())] = current
     e.memo[(id(p1), ())] = update
