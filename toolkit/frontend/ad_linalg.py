@@ -1,5 +1,6 @@
 """Derivatives of the ``np.linalg`` library calls (``custom-call``s): inv, solve, det and
-slogdet, in both modes, with the standard matrix-calculus formulas (the ones JAX uses).
+slogdet, in both modes, with the standard matrix-calculus formulas (the ones JAX uses; det's
+through the adjugate, which a singular matrix has too).
 Matrices are the last two dimensions; leading dimensions batch. The other routines
 (cholesky, qr, eigh, svd, ...) say by name that they are not differentiated yet
 (ad_custom_calls)."""
@@ -60,9 +61,32 @@ def _solve_jvp(eqn, tangents):
     return _solve(a, rhs)
 
 
+def _adjugate(a: Tracer) -> Tracer:
+    """adj(a), the matrix with a @ adj(a) = det(a) I, singular ``a`` included (det(a) inv(a)
+    divides by zero there). From the SVD a = U diag(s) Vh: adj(a) = det(U) det(Vh) Vh^T
+    diag(prod_{j != i} s_j) U^T, whose products leave s_i out instead of dividing by it."""
+    u, s, vh = lax.custom_call("numpy.linalg.svd", [a])
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    # the products leaving one out: row i of a (n, n) grid of s with a 1 on the diagonal
+    rows = lax.broadcast_in_dim(s, batch + (n, n), tuple(range(len(batch))) + (len(batch) + 1,))
+    diagonal = lax.compare(lax.iota(a.trace, "int64", (n, n), 0),
+                           lax.iota(a.trace, "int64", (n, n), 1), "EQ")
+    diagonal = lax.broadcast_in_dim(diagonal, rows.shape, (len(batch), len(batch) + 1))
+    left_out = lax.reduce(lax.select(diagonal, lax.full_like(rows, 1.0), rows), "multiply",
+                          (rows.ndim - 1,))
+    sign = lax.elementwise("multiply", lax.custom_call("numpy.linalg.det", [u])[0],
+                           lax.custom_call("numpy.linalg.det", [vh])[0])
+    scaled = lax.elementwise(  # Vh^T diag(left_out): column j of Vh^T times left_out[j]
+        "multiply", _mT(vh),
+        lax.broadcast_in_dim(left_out, a.shape, tuple(range(len(batch))) + (len(batch) + 1,)))
+    return lax.elementwise("multiply", _per_matrix(sign, a), _mm(scaled, _mT(u)))
+
+
 def _det_jvp(eqn, tangents):
     (a,), (t_a,) = eqn.args, tangents
-    return lax.elementwise("multiply", eqn.out, _trace_of_product(_inv(a), t_a))
+    # d det = trace(adj(a) @ da): the adjugate, not det * inv, so that a singular a has one
+    return _trace_of_product(_adjugate(a), t_a)
 
 
 def _slogdet_jvp(eqn, tangents):
@@ -83,8 +107,7 @@ def _solve_vjp(eqn, ct):
 
 def _det_vjp(eqn, ct):
     (a,) = eqn.args
-    scale = lax.elementwise("multiply", ct, eqn.out)
-    return [lax.elementwise("multiply", _per_matrix(scale, a), _mT(_inv(a)))]
+    return [lax.elementwise("multiply", _per_matrix(ct, a), _mT(_adjugate(a)))]
 
 
 def _slogdet_vjp(eqn, ct):

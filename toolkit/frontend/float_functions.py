@@ -44,8 +44,8 @@ def isneginf(x, out=None):
 
 @numpy_function(np.sinc)
 def sinc(x):
-    x = _t(x)
-    if x.dtype.kind != "f":
-        x = lax.convert(x, np.float64)
-    y = _u(np.multiply, math.pi, EXPORTS["where"](_u(np.equal, x, 0), 1.0e-20, x).astype(x.dtype))
+    # NumPy's: y = pi * x, where it is 0 the dtype's eps instead (1e-20 was 0 in float16: 0/0)
+    x = _u(np.multiply, math.pi, _t(x))
+    eps = np.finfo(x.dtype).eps  # (a NumPy scalar of x's float type)
+    y = EXPORTS["where"](_u(np.not_equal, x, 0), x, eps)
     return _u(np.true_divide, _u(np.sin, y), y)

@@ -178,7 +178,11 @@ def i0(x):
         x = lax.convert(x, np.float64)
     x = apply_ufunc(np.absolute, (x,))
     small, large = _numpy_i0_pieces()
-    result = EXPORTS["where"](apply_ufunc(np.less_equal, (x, 8.0)), small(x), large(x))
+    near = apply_ufunc(np.less_equal, (x, 8.0))
+    where = EXPORTS["where"]
+    # each piece reads only the values it is kept for (8 elsewhere): the other stays finite, so
+    # a gradient's zero cotangent through it stays zero (32 / 0 at x = 0 made it NaN)
+    result = where(near, small(where(near, x, 8.0)), large(where(near, 8.0, x)))
     return lax.convert(result, x.dtype)
 
 

@@ -367,8 +367,12 @@ def _float_divmod(a, b):
     adjust = _and(mod_nonzero, wrong_sign)
     div = lax.select(adjust, lax.elementwise("subtract", div, one), div)
     mod = lax.select(adjust, lax.elementwise("add", mod, b), mod)
+    # a zero remainder has the divisor's sign; made from mod itself (-(0 - mod) is -0.0 and
+    # mod + 0 is +0.0), not a constant, so that it differentiates as mod does (by a, 1)
     mod = lax.select(mod_nonzero, mod,
-                     lax.select(lax.compare(b, zero, "LT"), _const(a, -0.0), zero))
+                     lax.select(lax.compare(b, zero, "LT"),
+                                lax.elementwise("negate", lax.elementwise("subtract", zero, mod)),
+                                lax.elementwise("add", mod, zero)))
     floor = lax.elementwise("floor", div)
     round_up = lax.compare(lax.elementwise("subtract", div, floor), _const(a, 0.5), "GT")
     floor = lax.select(round_up, lax.elementwise("add", floor, one), floor)

@@ -49,6 +49,13 @@ def _abs(x):
     return _e("abs", x)
 
 
+def _folded_abs(x: Tracer) -> Tracer:
+    """|x| as the branch of x's sign: the same value as abs (the sign bit cleared), and a
+    derivative of +1 or -1 at zero too, where abs has none (0). An odd function computed as
+    sign(x) f(|x|) (sinh, arcsinh) then has f'(0) at zero, not 0."""
+    return _select(_signbit(x), _e("negate", x), x)
+
+
 _SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -112,10 +119,13 @@ def _sinh(x, out):
     # fdlibm's scheme: sinh|x| = (t + t/(t+1)) / 2 with t = expm1|x| below 22 (exact near 0, and
     # -0.0 stays -0.0); e^|x| / 2 above, as (h/2) h with h = e^(|x|/2): finite up to the true
     # overflow (|x| = 710.47), and no rounded |x| - ln 2 (which cost up to ~500 ulp near 709)
-    a = _abs(x)
-    t = _e("exponential-minus-one", a)
+    a = _folded_abs(x)
+    below = _lt(a, _const(x, 22.0))
+    # (each branch reads only the values it is kept for: the other stays finite, and a
+    # gradient's zero cotangent through it zero; inf / inf was NaN)
+    t = _e("exponential-minus-one", _select(below, a, _const(x, 0.0)))
     small = _mul(_add(t, _div(t, _add(t, _const(x, 1.0)))), _const(x, 0.5))
-    magnitude = _select(_lt(a, _const(x, 22.0)), small, _half_exp(x, a))
+    magnitude = _select(below, small, _half_exp(x, _select(below, _const(x, 22.0), a)))
     return _select(_signbit(x), _e("negate", magnitude), magnitude)
 
 
@@ -143,12 +153,16 @@ def _large(x: Tracer) -> Tracer:
 
 @_register(np.arcsinh)
 def _arcsinh(x, out):
-    a = _abs(x)
+    a = _folded_abs(x)
     one = _const(x, 1.0)
-    a2 = _mul(a, a)
-    moderate = _e("log-plus-one", _add(a, _div(a2, _add(one, _e("sqrt", _add(one, a2))))))
-    huge = _add(_e("log", a), _const(x, math.log(2.0)))
-    r = _select(_lt(a, _large(x)), moderate, huge)
+    below = _lt(a, _large(x))
+    # each branch reads only the values it is kept for (1 elsewhere): the one not kept stays
+    # finite, so its zero cotangent stays zero (0 * inf is NaN) in a gradient
+    m = _select(below, a, one)
+    m2 = _mul(m, m)
+    moderate = _e("log-plus-one", _add(m, _div(m2, _add(one, _e("sqrt", _add(one, m2))))))
+    huge = _add(_e("log", _select(below, one, a)), _const(x, math.log(2.0)))
+    r = _select(below, moderate, huge)
     return _select(_signbit(x), _e("negate", r), r)
 
 
@@ -210,7 +224,11 @@ def _logaddexp(base_log, exp_fn, log1p_fn):
             pos,
             _select(lax.compare(d, _const(a, 0.0), "LE"), neg, d),
         )
-        return _select(same, _add(a, _const(a, base_log)), r)
+        # a tie: (a + b) / 2 as a/2 + b/2, which is a (and finite where a + b is not), and
+        # differentiates as it should, half to each operand (a + log 2 gave all to a)
+        half = _const(a, 0.5)
+        tie = _add(_add(_mul(a, half), _mul(b, half)), _const(a, base_log))
+        return _select(same, tie, r)
     return impl
 
 
@@ -264,8 +282,15 @@ def _nextafter(x, y, out):
     return _select(_e("or", _is_nan(x), _is_nan(y)), _add(x, y), r)
 
 
+def _without_derivative(x: Tracer) -> Tracer:
+    """``x``'s value (bit for bit) through its bits, which carry no tangent: for a function
+    that is piecewise constant in ``x``, whose derivative is 0 almost everywhere."""
+    return lax.bitcast_convert(_bits(x), x.dtype)
+
+
 @_register(np.spacing)
 def _spacing(x, out):
+    x = _without_derivative(x)  # (a step function of x: its derivative is 0, not step' - 1)
     up = _e("or", _e("not", _signbit(x)), lax.compare(x, _const(x, 0.0), "EQ"))  # spacing(-0.0) > 0
     r = _sub(_step(x, up), x)
     # NumPy's half spacing of a negative x is |x| minus the float below |x|
