@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 
-from . import lax
 from .arguments import as_tracer as _t
 from .registry import EXPORTS, numpy_function
 from .ufuncs import apply_ufunc
