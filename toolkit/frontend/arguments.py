@@ -20,9 +20,43 @@ def as_tracer(x, what="operand") -> Tracer:
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    """NumPy's normalize_axis_index: -ndim <= axis < ndim, as a non-negative axis. (Kept
+    lenient for a 0-d array, whose axis 0 some callers read as its one element.)"""
     if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
         raise UserAxisError(f"{what} {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim if ndim else 0
+
+
+def strict_axis(axis: int, ndim: int) -> int:
+    """normalize_axis with no exception for a 0-d array (np.roll, np.flip, np.mean: AxisError)."""
+    if ndim == 0:
+        raise UserAxisError(f"axis {axis} is out of bounds for array of dimension 0")
+    return normalize_axis(axis, ndim)
+
+
+def _zero_d_axes(axis) -> None:
+    """A 0-d array's axis argument, as NumPy reads it: 0 or -1 (each), else AxisError."""
+    for a in axis if isinstance(axis, (tuple, list)) else (axis,):
+        if operator.index(a) not in (0, -1):
+            raise UserAxisError(f"axis {a} is out of bounds for array of dimension 0")
+
+
+def reduction_axes(axis, ndim: int) -> tuple[int, ...]:
+    """normalize_axes for NumPy's ufunc reductions (sum, max, any, count_nonzero ...), which
+    take axis 0 or -1 of a 0-d array, and reduce nothing there."""
+    if ndim == 0 and axis is not None and not isinstance(axis, Tracer):
+        _zero_d_axes(axis)
+        return ()
+    return normalize_axes(axis, ndim)
+
+
+def one_element_if_0d(x: Tracer, axis) -> Tracer:
+    """NumPy's PyArray_CheckAxis: a 0-d array given axis 0 or -1 is read as a 1-d array of its
+    one element (np.argsort gives [0], np.cumsum(axis=0) [x], np.repeat(axis=0) [x, x])."""
+    if x.ndim == 0 and axis is not None:
+        _zero_d_axes(axis)
+        return lax.reshape(x, (1,))
+    return x
 
 
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
@@ -31,7 +65,7 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     if isinstance(axis, Tracer):
         raise UnsupportedNumpyError("axis must be a Python int or tuple, not a traced value")
     axes = tuple(
-        normalize_axis(operator.index(a), ndim)
+        strict_axis(operator.index(a), ndim)  # (a 0-d array has no axis here)
         for a in (axis if isinstance(axis, (tuple, list)) else (axis,))
     )
     if len(set(axes)) != len(axes):

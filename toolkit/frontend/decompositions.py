@@ -204,7 +204,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     if tol is None:
         eps = np.finfo(a.dtype).eps
         r = max(a.shape[-2:]) * eps if rtol is None else rtol
-        tol = _u(np.multiply, EXPORTS["max"](s, axis=-1, keepdims=True), r)
+        tol = _u(np.multiply, EXPORTS["max"](s, axis=-1, keepdims=True, initial=0), r)
     else:
         tol = (
             EXPORTS["expand_dims"](tol, -1)
@@ -216,12 +216,21 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
 
 @_register(np.linalg.cond)
 def cond(x, p=None):
+    """NumPy's: the ratio of singular values (p None, 2, -2), or norm(x) norm(inv(x)) with the
+    inverse taken with errors ignored (a singular matrix: NaNs); a NaN result is inf unless x
+    itself holds a NaN."""
+    a = _float(x)
     if p not in (None, 2, -2):
-        a = _float(x)
-        return _u(np.multiply, norm(a, p, axis=(-2, -1)), norm(inv(a), p, axis=(-2, -1)))
-    s = svdvals(x)
-    hi, lo = EXPORTS["max"](s, axis=-1), EXPORTS["min"](s, axis=-1)
-    return _u(np.true_divide, lo, hi) if p == -2 else _u(np.true_divide, hi, lo)
+        a = _square(as_tracer(a), "cond")
+        inverse = lax.custom_call("numpy.linalg.inv_or_nan", [a])[0]
+        r = _u(np.multiply, norm(a, p, axis=(-2, -1)), norm(inverse, p, axis=(-2, -1)))
+    else:
+        s = svdvals(a)
+        hi, lo = EXPORTS["max"](s, axis=-1), EXPORTS["min"](s, axis=-1)
+        r = _u(np.true_divide, lo, hi) if p == -2 else _u(np.true_divide, hi, lo)
+    x_nan = EXPORTS["any"](_u(np.isnan, a), axis=(-2, -1))
+    undefined = _u(np.logical_and, _u(np.isnan, r), _u(np.logical_not, x_nan))
+    return EXPORTS["where"](undefined, np.array(np.inf, r.dtype), r)
 
 
 @_register(np.linalg.matrix_power)
@@ -276,19 +285,16 @@ def _vector_norm(x: Tracer, ord, axes, keepdims):
 
 def _matrix_norm(x: Tracer, ord, axes, keepdims):
     row, col = axes
-    if ord in (None, "fro"):
-        return _u(
-            np.sqrt,
-            EXPORTS["sum"](
-                _u(np.multiply, _u(np.absolute, x), _u(np.absolute, x)),
-                axis=axes,
-                keepdims=keepdims,
-            ),
-        )
+    if ord in (None, "fro"):  # (NumPy's (x.conj() * x).real: a^2 + b^2, not |x| |x|)
+        squares = _u(np.multiply, x, x) if x.dtype.kind != "c" else \
+            EXPORTS["real"](_u(np.multiply, _u(np.conjugate, x), x))
+        return _u(np.sqrt, EXPORTS["sum"](squares, axis=axes, keepdims=keepdims))
     if ord in (2, -2, "nuc"):
         moved = EXPORTS["moveaxis"](x, (row, col), (-2, -1))
         s = svdvals(moved)
-        value = {2: EXPORTS["max"], -2: EXPORTS["min"], "nuc": EXPORTS["sum"]}[ord](s, axis=-1)
+        # (NumPy's max and sum start from 0: a 0x0 matrix's norm is 0)
+        value = (EXPORTS["min"](s, axis=-1) if ord == -2 else
+                 {2: EXPORTS["max"], "nuc": EXPORTS["sum"]}[ord](s, axis=-1, initial=0))
         if keepdims:
             for ax in sorted(axes):
                 value = EXPORTS["expand_dims"](value, ax)
@@ -297,8 +303,8 @@ def _matrix_norm(x: Tracer, ord, axes, keepdims):
         summed_axis = row if ord in (1, -1) else col
         other = col if ord in (1, -1) else row
         sums = EXPORTS["sum"](_u(np.absolute, x), axis=summed_axis, keepdims=True)
-        pick = EXPORTS["max"] if ord in (1, np.inf) else EXPORTS["min"]
-        value = pick(sums, axis=other, keepdims=True)
+        value = (EXPORTS["max"](sums, axis=other, keepdims=True, initial=0) if ord in (1, np.inf)
+                 else EXPORTS["min"](sums, axis=other, keepdims=True))
         return value if keepdims else EXPORTS["squeeze"](value, axis=axes)
     raise UserValueError("Invalid norm order for matrices.")
 
@@ -307,8 +313,14 @@ def _matrix_norm(x: Tracer, ord, axes, keepdims):
 def norm(x, ord=None, axis=None, keepdims=False):
     x = _float(x)
     if axis is None:
-        if ord is None:
-            value = _vector_norm(lax.reshape(x, (x.size,)), None, (0,), False)
+        if ord is None or (ord in ("f", "fro") and x.ndim == 2) or (ord == 2 and x.ndim == 1):
+            # NumPy's own path: the square root of the flat array's dot with itself (BLAS's
+            # dot, whose sums round as NumPy's do; a complex array's parts each)
+            flat = lax.reshape(x, (x.size,))
+            parts = [EXPORTS["real"](flat), EXPORTS["imag"](flat)] if x.dtype.kind == "c" \
+                else [flat]
+            squares = [EXPORTS["dot"](p, p) for p in parts]
+            value = _u(np.sqrt, squares[0] if len(squares) == 1 else _u(np.add, *squares))
             return lax.reshape(value, (1,) * x.ndim) if keepdims else value
         axes = tuple(range(x.ndim))
     else:
@@ -343,7 +355,28 @@ def diagonal(x, /, *, offset=0):
     return EXPORTS["diagonal"](x, offset, -2, -1)
 
 
-for _name in ("matmul", "outer", "cross", "tensordot", "vecdot", "matrix_transpose"):
+@_register(np.linalg.outer, "outer")
+def linalg_outer(x1, x2, /):
+    """The array API's outer: of 1-d arrays only (np.outer flattens its operands)."""
+    x1, x2 = as_tracer(x1), as_tracer(x2)
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise UserValueError("Input arrays must be one-dimensional, but they are "
+                             f"x1.ndim={x1.ndim} and x2.ndim={x2.ndim}.")
+    return EXPORTS["outer"](x1, x2)
+
+
+@_register(np.linalg.cross, "cross")
+def linalg_cross(x1, x2, /, *, axis=-1):
+    """The array API's cross: of 3-element vectors only (np.cross takes 2-element ones too)."""
+    x1, x2 = as_tracer(x1), as_tracer(x2)
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise UserValueError(
+            "Both input arrays must be (arrays of) 3-dimensional vectors, but they are "
+            f"{x1.shape[axis]} and {x2.shape[axis]} dimensional instead.")
+    return EXPORTS["cross"](x1, x2, axis=axis)
+
+
+for _name in ("matmul", "tensordot", "vecdot", "matrix_transpose"):
     _np_func = getattr(np.linalg, _name)
     if _np_func not in FUNCTIONS:
         FUNCTIONS[_np_func] = EXPORTS[_name]

@@ -140,6 +140,8 @@ def _scalars(result):
     """NumPy's 0-d results as NumPy scalars (a tuple's too: np.divmod, np.frexp)."""
     if type(result) is tuple:
         return tuple(numpy_scalar(r) for r in result)
+    if isinstance(result, tuple) and hasattr(result, "_fields"):  # (SlogdetResult)
+        return type(result)(*[numpy_scalar(r) for r in result])
     return numpy_scalar(result)
 
 

@@ -10,7 +10,7 @@ from . import lax
 from .errors import DTypeMismatchError, UnsupportedNumpyError, UserValueError
 from .indexing import getitem, scatter_into
 from .inplace import check_writable, write
-from .arguments import as_tracer, check_python_ints_fit, normalize_axis
+from .arguments import as_tracer, check_python_ints_fit, normalize_axis, one_element_if_0d
 from .registry import numpy_function
 from .tracer import Tracer
 
@@ -40,7 +40,7 @@ def _index_mode(indices, n: int, mode: str, what: str):
 def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:
         raise UnsupportedNumpyError("np.take(..., out=) is not supported on traced arrays")
-    a = as_tracer(a)
+    a = one_element_if_0d(as_tracer(a), axis)
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0

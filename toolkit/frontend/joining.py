@@ -12,7 +12,7 @@ import numpy as np
 
 from . import lax
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserValueError
-from .arguments import as_tracer, normalize_axis
+from .arguments import as_tracer, normalize_axis, one_element_if_0d, strict_axis
 from .registry import EXPORTS, numpy_function
 from .tracer import Tracer, strongly_typed
 
@@ -211,6 +211,7 @@ def repeat(a, repeats, axis=None):
         raise UnsupportedNumpyError(
             "np.repeat with traced repeats has a data-dependent size; pass Python ints"
         )
+    a = one_element_if_0d(a, axis)
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0
@@ -333,7 +334,7 @@ def roll(a, shift, axis=None):
     axes = np.broadcast_to(np.asarray(axis), shifts.shape)
     total = {}
     for s, ax in zip(shifts.reshape(-1), axes.reshape(-1)):
-        ax = normalize_axis(int(ax), a.ndim)
+        ax = strict_axis(int(ax), a.ndim)
         total[ax] = total.get(ax, 0) + int(s)
     for ax, s in total.items():
         n = a.shape[ax]

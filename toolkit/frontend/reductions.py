@@ -10,7 +10,8 @@ import numpy as np
 
 from ..ir.ops import GroupOp, initial_value, reducer_ufunc
 from . import lax
-from .arguments import as_tracer, normalize_axes, normalize_axis, reject
+from .arguments import (as_tracer, normalize_axes, normalize_axis, one_element_if_0d,
+                        reduction_axes, reject)
 from .errors import UserValueError
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .selection import where as _where
@@ -35,7 +36,7 @@ BOOLEAN_ARITHMETIC = {"add": "or", "multiply": "and"}
 
 def _reduce(x, opcode, axis, keepdims, dtype=None, name="reduce"):
     x = as_tracer(x)
-    axes = normalize_axes(axis, x.ndim)
+    axes = reduction_axes(axis, x.ndim)
     if dtype is not None:
         x = lax.convert(x, lax.check_supported_dtype(dtype, f"dtype= of {name}"))
     if opcode in GroupOp.SELECTING_REDUCERS and builtins.any(x.shape[a] == 0 for a in axes):
@@ -75,7 +76,7 @@ def _masked_reduce(a, opcode, axis, keepdims, dtype, name, initial=None, where=N
         filler = lax.convert(lax.lift(a.trace, fill, a.dtype), a.dtype)
         a = _where(lax.broadcast_to(mask, a.shape), a, filler)
     if has_initial and opcode in GroupOp.SELECTING_REDUCERS:  # initial joins the reduction
-        axes = normalize_axes(axis, a.ndim)
+        axes = reduction_axes(axis, a.ndim)
         start = lax.convert(lax.lift(a.trace, initial, a.dtype), a.dtype)
         if builtins.any(a.shape[x] == 0 for x in axes):
             shape = [1 if i in axes else d for i, d in enumerate(a.shape)] if keepdims else \
@@ -264,7 +265,7 @@ def std(
 
 
 def _arg_reduce(a, axis, keepdims, opcode, name):
-    a = as_tracer(a)
+    a = one_element_if_0d(as_tracer(a), axis)
     if axis is None:
         flat = _arg_reduce(lax.reshape(a, (a.size,)), 0, False, opcode, name)
         return lax.reshape(flat, (1,) * a.ndim) if keepdims else flat

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.ops import GroupOp, identity, initial_value
 from . import lax
-from .arguments import as_tracer, normalize_axis
+from .arguments import as_tracer, normalize_axis, one_element_if_0d
 from .errors import UnsupportedNumpyError, UserValueError
 from .reductions import BOOLEAN_ARITHMETIC, sum_dtype
 from .registry import numpy_function
@@ -58,7 +58,7 @@ def log_step_scan(x: Tracer, axis: int, opcode: str) -> Tracer:
 
 
 def _scan(a, axis, dtype, opcode, name):
-    a = _t(a)
+    a = one_element_if_0d(_t(a), axis)
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0

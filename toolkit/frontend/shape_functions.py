@@ -11,10 +11,10 @@ import numpy as np
 from . import lax
 from .errors import (LazyText, ShapeMismatchError, UnsupportedNumpyError, UserTypeError,
                      UserValueError)
-from .arguments import as_tracer, normalize_axes, normalize_axis, reject
+from .arguments import as_tracer, normalize_axes, normalize_axis, reduction_axes, reject
 from .promotion import array_dtype
 from .registry import EXPORTS, numpy_function
-from .tracer import strongly_typed
+from .tracer import numpy_scalar, strongly_typed
 
 
 def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
@@ -98,7 +98,7 @@ def squeeze(a, axis=None):
     axes = (
         tuple(i for i, d in enumerate(a.shape) if d == 1)
         if axis is None
-        else normalize_axes(axis, a.ndim)
+        else reduction_axes(axis, a.ndim)  # (a 0-d array's axis 0 or -1: nothing to squeeze)
     )
     for ax in axes:
         if a.shape[ax] != 1:
@@ -212,6 +212,8 @@ _COPYING_PAD_MODES = ("edge", "wrap", "reflect", "symmetric")
 @numpy_function(np.flip)
 def flip(m, axis=None):
     m = as_tracer(m)
+    if m.ndim == 0 and axis is None:  # (NumPy indexes it with (): a NumPy scalar)
+        return numpy_scalar(m)
     return lax.rev(m, normalize_axes(axis, m.ndim))
 
 

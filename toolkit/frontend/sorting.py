@@ -19,7 +19,7 @@ import numpy as np
 from ..ir.custom_calls import partition_options
 from . import lax
 from .errors import UnsupportedNumpyError, UserAxisError, UserTypeError, UserValueError
-from .arguments import as_tracer, normalize_axes, normalize_axis
+from .arguments import as_tracer, normalize_axes, normalize_axis, one_element_if_0d
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .searching import bin_counts
 from .tracer import Tracer, can_break, concrete_or_raise
@@ -71,9 +71,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
 @numpy_function(np.argsort)
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     _check_kind(kind, order)
-    a, axis = _flat_or_axis(_t(a), axis)
-    if a.ndim == 0:
-        return lax.full(a.trace, (), 0, np.int64)
+    a, axis = _flat_or_axis(one_element_if_0d(_t(a), axis), axis)
     index = lax.iota(a.trace, np.int64, a.shape, axis)
     return lax.sort([a, index], axis, stable=_stable(kind, stable))[1]
 

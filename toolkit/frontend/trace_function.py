@@ -241,7 +241,9 @@ _STATIC_OUTPUTS = (str, bytes, np.dtype, type, slice, type(Ellipsis), range)
 
 
 def _static_output(leaf) -> bool:
-    return isinstance(leaf, _STATIC_OUTPUTS)
+    # (and a Python int no int64 holds, int(x[0]) of a uint64 beyond 2**63: returned as it is)
+    return isinstance(leaf, _STATIC_OUTPUTS) or (
+        type(leaf) is int and not -2 ** 63 <= leaf < 2 ** 63)
 
 
 def _lifted_output(value, what: str) -> Tracer:

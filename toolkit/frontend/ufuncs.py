@@ -74,6 +74,10 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
         raise UnsupportedNumpyError(f"np.{name}: arguments {sorted(kwargs)} are not supported")
     trace = lax.trace_of(inputs)
     with trace.op_scope(name):
+        if ufunc in _COMPARISONS and dtype is None:
+            decided = _compared_beyond_range(ufunc, inputs)
+            if decided is not None:
+                return decided
         descriptors = tuple(_type_descriptor(v) for v in inputs)
         # dtype= is NumPy's signature=(None, ..., dtype): the loop of that output type, its
         # inputs cast to it (under casting=), not the usual result cast afterwards
@@ -258,6 +262,30 @@ def _promoting_scalar(inputs, out_dtype):
 _COMPARISONS = frozenset(
     {np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal}
 )
+
+
+_MIRRORED = {np.less: np.greater, np.less_equal: np.greater_equal, np.greater: np.less,
+             np.greater_equal: np.less_equal, np.equal: np.equal, np.not_equal: np.not_equal}
+
+
+def _compared_beyond_range(ufunc, inputs) -> Tracer | None:
+    """NumPy 2 compares a Python int with an integer array exactly: an int beyond the array
+    dtype's whole range decides every element (``x_uint64 > -1`` is all True, ``x_int64 ==
+    2**64`` all False), where converting it would overflow. None where it does not apply."""
+    if len(inputs) != 2:
+        return None
+    for k, (array, number) in enumerate((inputs, inputs[::-1])):
+        if type(number) is int and isinstance(array, Tracer) and not array.weak_type \
+                and array.dtype.kind in "iu":
+            info = np.iinfo(array.dtype)
+            if info.min <= number <= info.max:
+                return None
+            above = number > info.max
+            op = ufunc if k == 0 else _MIRRORED[ufunc]  # (n < x is x > n)
+            value = {np.less: above, np.less_equal: above, np.greater: not above,
+                     np.greater_equal: not above, np.equal: False, np.not_equal: True}[op]
+            return lax.full(array.trace, array.shape, value, np.bool_)
+    return None
 
 
 def _compares_python_int_to_narrow_int(inputs, in_dtypes) -> bool:

@@ -278,7 +278,8 @@ def _step(x: Tracer, up: Tracer) -> Tracer:
 def _nextafter(x, y, out):
     up = _lt(x, y)
     r = _step(x, up)
-    r = _select(lax.compare(x, y, "EQ"), y, r)
+    # equal: C's nextafter returns y, NumPy's half one x (nextafter(-0.0, 0.0) is -0.0 there)
+    r = _select(lax.compare(x, y, "EQ"), x if x.dtype == np.float16 else y, r)
     return _select(_e("or", _is_nan(x), _is_nan(y)), _add(x, y), r)
 
 

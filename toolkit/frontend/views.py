@@ -59,7 +59,8 @@ SCALAR_FUNCTIONS = frozenset(
         "interp", "polyval", "dot", "vdot", "inner", "matmul", "einsum", "trace", "det",
         "norm", "matrix_rank", "trapezoid", "corrcoef", "take", "choose", "round", "around",
         "clip", "nan_to_num", "angle", "sinc", "fix", "unwrap", "cumulative_sum",
-        "unravel_index", "ravel_multi_index", "isclose",
+        "unravel_index", "ravel_multi_index", "isclose", "cond", "slogdet", "vecdot",
+        "multi_dot",
     }
 )
 # NumPy's functions that return a Python bool (``bool(res)`` in their source), not a NumPy one

@@ -81,6 +81,22 @@ def _cube(ops) -> float:
     return float(_batch(ops[0]) * _n(ops[0]) ** 3)
 
 
+def _inverse_or_nan(a: np.ndarray) -> np.ndarray:
+    """np.linalg.inv of each matrix, NaNs for one that is singular (the rest still inverted)."""
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        out = np.empty(a.shape, np.result_type(a.dtype, np.float64) if a.dtype.kind != "f"
+                       and a.dtype.kind != "c" else a.dtype)
+        flat_in, flat_out = a.reshape(-1, *a.shape[-2:]), out.reshape(-1, *a.shape[-2:])
+        for k in range(flat_in.shape[0]):
+            try:
+                flat_out[k] = np.linalg.inv(flat_in[k])
+            except np.linalg.LinAlgError:
+                flat_out[k] = np.nan
+        return out
+
+
 TARGETS: dict[str, Target] = {
     "numpy.linalg.inv": Target(
         _same, lambda a, o: [np.linalg.inv(a[0])], lambda ops: 2 * _cube(ops), raises=True
@@ -93,6 +109,11 @@ TARGETS: dict[str, Target] = {
     ),
     "numpy.linalg.cholesky": Target(
         _same, lambda a, o: [np.linalg.cholesky(a[0])], lambda ops: _cube(ops) / 3, raises=True
+    ),
+    # np.linalg.cond's inverse (NumPy calls its inv gufunc with errors ignored): a matrix that
+    # cannot be inverted gives NaNs, which cond makes inf, instead of LinAlgError
+    "numpy.linalg.inv_or_nan": Target(
+        _same, lambda a, o: [_inverse_or_nan(a[0])], lambda ops: 2 * _cube(ops)
     ),
     "numpy.linalg.det": Target(
         lambda ops, o: [ops[0].with_dims(ops[0].dims[:-2])],

@@ -75,7 +75,8 @@ def gather(operand: np.ndarray, indices: np.ndarray, attrs, out_dims) -> np.ndar
         else:
             perm.append(b)
             b += 1
-    return np.ascontiguousarray(np.transpose(windows, perm) if perm else windows)
+    # (np.array, not np.ascontiguousarray, which makes a 0-d result 1-d)
+    return np.array(np.transpose(windows, perm) if perm else windows, order="C")
 
 
 def scatter(
