@@ -707,3 +707,25 @@ def test_float16_nextafter_of_equal_values_keeps_the_first():
     y = np.array([0.0, -0.0, 1.0], np.float16)
     got = tk.jit(np.nextafter)(x, y)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(np.nextafter(x, y)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_traced_negative_integer_exponent_raises_as_numpy(backend):
+    power = tk.jit(lambda x, n: x ** n, backend=backend)
+    x = np.arange(4)
+    np.testing.assert_array_equal(power(x, np.array([1, 2, 0, 3])), x ** np.array([1, 2, 0, 3]))
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        power(x, np.array([1, -2, 0, 3]))
+
+
+def test_flatten_is_a_copy_to_write_into():
+    def fill(x):
+        y = x.flatten()
+        y[0] = 5.0
+        z = x.T.flatten()
+        z[1] = -1.0
+        return y, x, z, x.flatten("F")
+
+    x = np.arange(6.0).reshape(2, 3)
+    for got, want in zip(tk.jit(fill)(x.copy()), fill(x.copy())):
+        _same(got, want)

@@ -487,7 +487,15 @@ Tracer.reshape = _reshape
 Tracer.transpose = _transpose
 Tracer.T = property(lambda self: registry.EXPORTS["transpose"](self))
 Tracer.mT = property(lambda self: registry.EXPORTS["swapaxes"](self, -1, -2))
-Tracer.flatten = lambda self, order="C": registry.EXPORTS["ravel"](self, order)
+def _flatten(self, order="C"):
+    """ndarray.flatten: always a copy (ravel may view), free to write into; Fortran order
+    reads the transpose in C order."""
+    if order == "F" or (order in ("A", "K") and self.ndim <= 1):
+        return registry.EXPORTS["copy"](registry.EXPORTS["ravel"](self.T))
+    return registry.EXPORTS["copy"](registry.EXPORTS["ravel"](self, order))
+
+
+Tracer.flatten = _flatten
 
 # every operation attached above is recorded and replayed by a function that breaks its graph
 # (frontend.replay); of tracer.py's own, only the in-place reshape ``a.shape = ...`` is one

@@ -6,6 +6,7 @@ import operator
 
 import numpy as np
 
+from ..ir.ops import GroupOp
 from . import lax
 from .errors import DTypeMismatchError, UnsupportedNumpyError, UserValueError
 from .indexing import getitem, scatter_into
@@ -175,7 +176,7 @@ def ufunc_at(ufunc: np.ufunc, a, indices, b=None) -> None:
     if a.dtype == np.bool_:  # (NumPy's bool add is or, its multiply and)
         combiner = {"add": "or", "multiply": "and"}.get(combiner, combiner)
     elif ufunc in (np.logical_and, np.logical_or, np.logical_xor) or (
-            a.dtype.kind == "c" and combiner in ("maximum", "minimum")):
+            a.dtype.kind == "c" and combiner in GroupOp.SELECTING_REDUCERS):
         # the truth of each value cast back (1.0 or 0.0), and complex numbers' lexicographic
         # order: no single combiner op computes them; NumPy does, at a break
         raise UnsupportedNumpyError(f"{name} of a {a.dtype} array is not supported on traced "

@@ -202,10 +202,13 @@ def _resolve(ufunc: np.ufunc, descriptors: tuple, inputs, trace, signature=None,
 
 def _check_integer_exponent(exponent) -> None:
     """NumPy's integer power loop raises for a negative exponent; one known when tracing (a
-    number, a NumPy scalar, a constant array) is checked here. (A traced one cannot be: the
-    README lists it.)"""
+    number, a NumPy scalar, a constant array) is checked here, a traced one on every call (the
+    program returns the flag: lax.add_check)."""
     known = exponent._known() if isinstance(exponent, Tracer) else exponent
     if known is None:
+        if exponent.dtype.kind == "i":
+            lax.add_check(lax.compare(exponent, lax.full_like(exponent, 0), "LT"),
+                          UserValueError, "Integers to negative integer powers are not allowed.")
         return
     known = np.asarray(known)
     if known.dtype.kind in "iu" and (known < 0).any():
