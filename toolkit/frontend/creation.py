@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import warnings
 
 import numpy as np
 
@@ -50,7 +51,17 @@ def full(shape, fill_value, dtype=None, order="C", **kwargs):
         v = fill_value if dtype is None else lax.convert(fill_value, dtype)
         return lax.broadcast_to(v, _shape_tuple(shape))
     dtype = _creation_dtype(dtype, np.asarray(fill_value).dtype)
-    return lax.full(trace, _shape_tuple(shape), fill_value, dtype)
+    return lax.full(trace, _shape_tuple(shape), _numpys_fill(fill_value, dtype), dtype)
+
+
+def _numpys_fill(fill_value, dtype):
+    """A number as np.full stores it (copyto, casting='unsafe'): NaN into uint8 is 0, -1 an
+    OverflowError (NumPy's own, from NumPy itself); an array of values is left as it is."""
+    if np.ndim(fill_value):
+        return fill_value
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.full((), fill_value, dtype)
 
 
 def _like(a, dtype, shape):
@@ -84,7 +95,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
     shape, dtype, trace = _like(a, dtype, shape)
     if isinstance(fill_value, Tracer):
         return lax.broadcast_to(lax.convert(fill_value, dtype), shape)
-    return lax.full(trace, shape, fill_value, dtype)
+    return lax.full(trace, shape, _numpys_fill(fill_value, dtype), dtype)
 
 
 @numpy_function(np.arange, creation=True)
@@ -160,6 +171,12 @@ def asarray(a, dtype=None, order=None, **kwargs):
     if isinstance(a, Tracer):
         return a if dtype is None else lax.convert(a, dtype)
     if isinstance(a, (list, tuple)) and has_tracer(a):
+        if dtype is not None:  # (NumPy converts each number through a Python int: it checks)
+            from .inplace import check_scalar_fits
+
+            for x in a:
+                if isinstance(x, Tracer) and not x.shape and (x._scalar or x.weak_type):
+                    check_scalar_fits(x, dtype)
         return stack([asarray(x, dtype) for x in a])
     trace = current_trace()
     value = np.asarray(a, dtype=dtype)

@@ -173,27 +173,32 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
 
 @numpy_function(np.unwrap)
 def unwrap(p, discont=None, axis=-1, *, period=2 * math.pi):
+    """NumPy's unwrap, step for step: in result_type(diff, period), so an integer array with
+    an integer period stays integer (its half period by divmod, ambiguous only when even)."""
     p = _t(p)
-    if p.dtype.kind != "f":
-        p = lax.convert(p, np.float64)
     axis = normalize_axis(axis, p.ndim)
     dd = diff(p, axis=axis)
     discont = period / 2 if discont is None else discont
-    high = period / 2
+    dtype = np.result_type(dd.dtype, period)
+    if np.issubdtype(dtype, np.integer):
+        high, rem = divmod(period, 2)
+        ambiguous = rem == 0
+    else:
+        high, ambiguous = period / 2, True
     low = -high
     ddmod = apply_ufunc(
         np.add, (apply_ufunc(np.mod, (apply_ufunc(np.subtract, (dd, low)), period)), low)
     )
-    ambiguous = apply_ufunc(
-        np.logical_and, (apply_ufunc(np.equal, (ddmod, low)), apply_ufunc(np.greater, (dd, 0)))
-    )
-    ddmod = EXPORTS["where"](ambiguous, high, ddmod)
+    if ambiguous:  # (copyto(ddmod, high, where=...): high in ddmod's type)
+        at_low = apply_ufunc(
+            np.logical_and, (apply_ufunc(np.equal, (ddmod, low)), apply_ufunc(np.greater, (dd, 0))))
+        ddmod = EXPORTS["where"](at_low, lax.full_like(ddmod, high), ddmod)
     correct = apply_ufunc(np.subtract, (ddmod, dd))
-    correct = EXPORTS["where"](
-        apply_ufunc(np.less, (apply_ufunc(np.absolute, (dd,)), discont)), 0.0, correct
-    )
+    small = apply_ufunc(np.less, (apply_ufunc(np.absolute, (dd,)), discont))
+    correct = EXPORTS["where"](small, lax.full_like(correct, 0), correct)
+    up = lax.convert(p, dtype)
     n = p.shape[axis]
     if n == 0:
-        return p
+        return up
     rest = apply_ufunc(np.add, (_axis_slice(p, axis, 1, n), cumsum(correct, axis=axis)))
-    return lax.concatenate([_axis_slice(p, axis, 0, 1), lax.convert(rest, p.dtype)], axis)
+    return lax.concatenate([_axis_slice(up, axis, 0, 1), lax.convert(rest, dtype)], axis)

@@ -297,6 +297,12 @@ def _divmod(self, other):
 
 
 
+def _contains(self, value):
+    """``value in x``: NumPy's ``(x == value).any()`` (Python makes it a bool: a break)."""
+    return registry.EXPORTS["any"](apply_ufunc(np.equal, (self, value)))
+
+
+Tracer.__contains__ = _contains
 Tracer.__matmul__ = _matmul
 Tracer.__rmatmul__ = _rmatmul
 Tracer.__divmod__ = _divmod

@@ -62,7 +62,8 @@ def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
     kept = "".join(c for c in term if c in keep)
     if x.dtype == np.float16:  # NumPy's half einsum sums in float (and so does np.sum)
         return lax.convert(lax.reduce(lax.convert(x, np.float32), "add", axes), np.float16), kept
-    return lax.reduce(x, "add", axes), kept
+    # (NumPy's bool einsum adds with or)
+    return lax.reduce(x, "or" if x.dtype == np.bool_ else "add", axes), kept
 
 
 def _drop_broadcast(x: Tracer, term: str, sizes: dict[str, int]) -> tuple[Tracer, str]:

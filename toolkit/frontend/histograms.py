@@ -71,6 +71,8 @@ def _histogram_edges(a: Tracer, bins, range_, weights):
             first, last = _given_range(range_) if range_ is not None else (0, 1)
             bin_type = _bin_type(first, last, a.dtype)
             edges = np.linspace(first, last, n + 1, endpoint=True, dtype=bin_type)
+            if np.any(edges[:-1] >= edges[1:]):
+                raise UserValueError(_TOO_MANY_BINS.format(n))
             return lax.lift(a.trace, edges, bin_type, weak=False), n, (first, last)
         first, last = EXPORTS["min"](a), EXPORTS["max"](a)
         if a.dtype.kind in "fc":  # NumPy raises for data with inf or NaN and no range=
@@ -83,7 +85,12 @@ def _histogram_edges(a: Tracer, bins, range_, weights):
         first = EXPORTS["where"](same, apply_ufunc(np.subtract, (first, 0.5)), first)
         last = EXPORTS["where"](same, apply_ufunc(np.add, (last, 0.5)), last)
         bin_type = _bin_type(first, last, a.dtype)
-        return traced_edges(first, last, n, bin_type), n, (first, last)
+        edges = traced_edges(first, last, n, bin_type)
+        # (NumPy's check: a range so wide that the edges overflow, or so narrow they repeat)
+        lax.add_check(apply_ufunc(np.greater_equal, (lax.slice_(edges, [(0, n, 1)]),
+                                                     lax.slice_(edges, [(1, n + 1, 1)]))),
+                      UserValueError, _TOO_MANY_BINS.format(n))
+        return edges, n, (first, last)
     if isinstance(bins, Tracer):
         edges = bins
     else:
@@ -94,6 +101,9 @@ def _histogram_edges(a: Tracer, bins, range_, weights):
     if edges.ndim != 1:
         raise UserValueError("`bins` must be 1d, when an array")
     return edges, None, None
+
+
+_TOO_MANY_BINS = "Too many bins for data range. Cannot create {} finite-sized bins."
 
 
 def traced_edges(lo, hi, n, dtype=None):

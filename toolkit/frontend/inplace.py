@@ -30,7 +30,7 @@ from .errors import (
     UserValueError,
 )
 from .indexing import decompose, getitem, is_advanced, scatter_into
-from .tracer import Tracer, can_break, note_changed
+from .tracer import Tracer, can_break, current_trace, note_changed
 from .ufuncs import apply_ufunc
 from .views import DerivedView, derived
 
@@ -94,7 +94,7 @@ def check_assigned(dtype: np.dtype, value, how: str) -> None:
         raise (UserValueError if isinstance(e, ValueError) else UserTypeError)(str(e)) from None
 
 
-def _check_scalar_fits(value: Tracer, dtype: np.dtype) -> None:
+def check_scalar_fits(value: Tracer, dtype: np.dtype) -> None:
     """A traced NumPy scalar (``y.sum()``, an ``np.int64`` argument) stored as one element or
     a slice of a signed integer array: NumPy converts it through a Python int, so NaN is a
     ValueError and a value beyond the range an OverflowError, where a cast (an unsigned target,
@@ -129,13 +129,13 @@ def _cast_value(target: Tracer, value, how: str = "index array") -> Tracer:
         # ``b[0:2] = [a[3], a[2]]``: NumPy makes an array of the sequence; so does the trace
         from .registry import EXPORTS
 
-        value = EXPORTS["array"](value)
+        value = EXPORTS["array"](value, target.dtype)
     if not isinstance(value, Tracer):
         check_assigned(target.dtype, value, how)
     if isinstance(value, Tracer):
         _note_narrowing(value, target.dtype)
         if value._scalar and how in ("element", "slice"):
-            _check_scalar_fits(value, target.dtype)
+            check_scalar_fits(value, target.dtype)
         return lax.convert(value, target.dtype, target.weak_type)
     return lax.lift(trace, value, target.dtype, weak=target.weak_type, what="assigned value")
 
@@ -229,6 +229,14 @@ def _masked(x: Tracer, mask, value) -> Tracer:
 
 def write(target: Tracer, new_value: Tracer) -> None:
     """Make ``new_value`` the whole value of ``target``; through views, up to their owner."""
+    inner = current_trace()
+    if inner is not None and target._trace is not inner:
+        # (a loop body's, a branch's or a transformed function's write into an array of the
+        # trace around it: a side effect its program cannot carry out, as in JAX)
+        raise UnsupportedNumpyError(
+            f"a write into {target.describe()}, an array from outside the function being "
+            "traced (a tk.lax loop body or branch, or a function given to grad/vmap): carry "
+            "it in the loop state or return it instead, as in JAX")
     node, value = target, new_value
     while node._view is not None:
         parent, key = node._view

@@ -1,6 +1,8 @@
 """Linear algebra on traced arrays: matmul, dot, vdot, inner, outer, tensordot, einsum."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import lax
@@ -94,10 +96,12 @@ def outer(a, b, out=None):
 @numpy_function(np.tensordot)
 def tensordot(a, b, axes=2):
     a, b = promote_pair(a, b, "tensordot")
-    if isinstance(axes, int):
+    if not isinstance(axes, (list, tuple)):  # (any integer: NumPy's operator.index)
+        axes = operator.index(axes)
         la, lb = tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
     else:
-        la, lb = (tuple(x) if isinstance(x, (list, tuple)) else (x,) for x in axes)
+        la, lb = (tuple(operator.index(v) for v in x) if isinstance(x, (list, tuple))
+                  else (operator.index(x),) for x in axes)
     la = tuple(normalize_axis(x, a.ndim) for x in la)
     lb = tuple(normalize_axis(x, b.ndim) for x in lb)
     for i, j in zip(la, lb):

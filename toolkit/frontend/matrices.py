@@ -311,6 +311,11 @@ def traced_linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=Non
 
 @numpy_function(np.logspace)
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    if not isinstance(base, (float, int)) and np.ndim(base):
+        # NumPy's: an array base broadcasts with start and stop, and gets the samples' axis
+        ndmax = len(np.broadcast_shapes(np.shape(start), np.shape(stop), np.shape(base)))
+        start, stop, base = (_with_ndmin(v, ndmax) for v in (start, stop, base))
+        base = EXPORTS["expand_dims"](base, axis)
     y = traced_linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
     out = apply_ufunc(np.power, (base, y))
     return (
@@ -318,6 +323,14 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
         if dtype is None
         else lax.convert(out, lax.check_supported_dtype(dtype, "np.logspace dtype"))
     )
+
+
+def _with_ndmin(value, ndmin: int):
+    """np.array(value, copy=None, ndmin=ndmin): leading axes of 1 (a traced value reshaped)."""
+    if not isinstance(value, Tracer):
+        return np.array(value, copy=None, ndmin=ndmin)
+    return lax.reshape(value, (1,) * (ndmin - value.ndim) + tuple(value.shape)) \
+        if value.ndim < ndmin else value
 
 
 @numpy_function(np.geomspace)

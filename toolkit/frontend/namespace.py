@@ -75,7 +75,7 @@ def _traced_buffer(name: str):
     return buffer
 
 
-CONVERSION_FUNCTIONS = ("asarray", "asanyarray", "array")
+CONVERSION_FUNCTIONS = ("asarray", "asanyarray", "array", "ascontiguousarray")
 
 
 def _traced_conversion(name: str):
@@ -94,6 +94,10 @@ def _traced_conversion(name: str):
             return original(a, dtype, *args, **kwargs)
         if not isinstance(a, Tracer):  # (a list of traced values: stacked, a new array)
             return EXPORTS["asarray"](a, dtype)
+        if name == "ascontiguousarray":
+            if a._view is not None:  # (NumPy copies a view only where it is not contiguous)
+                return original(a, dtype, *args, **kwargs)
+            kwargs = {"ndmin": 1}  # (a traced array is C-contiguous: itself, at least 1-d)
         ndmin = kwargs.get("ndmin", 0)
         copy = kwargs.get("copy", True if name == "array" else None)
         result = a

@@ -12,7 +12,7 @@ from ..ir.ops import GroupOp, initial_value, reducer_ufunc
 from . import lax
 from .arguments import (as_tracer, normalize_axes, normalize_axis, one_element_if_0d,
                         reduction_axes, reject)
-from .errors import UserValueError
+from .errors import DTypeMismatchError, UserValueError
 from .registry import EXPORTS, FUNCTIONS, numpy_function
 from .selection import where as _where
 from .tracer import Tracer
@@ -224,6 +224,8 @@ def var(
         ddof = correction
     a = as_tracer(a)
     axes = normalize_axes(axis, a.ndim)
+    if dtype is not None and np.dtype(dtype).kind in "iu" and not _is_masked(where):
+        return _integer_var(a, axes, np.dtype(dtype), ddof, keepdims)
     # NumPy: the masked mean, the masked squared deviations, / max(count - ddof, 0)
     if _is_masked(where):
         centred = apply_ufunc(
@@ -249,6 +251,20 @@ def var(
     return apply_ufunc(np.true_divide, [total, float(builtins.max(n, 0))])
 
 
+def _integer_var(a: Tracer, axes, dtype: np.dtype, ddof, keepdims) -> Tracer:
+    """np.var with an integer ``dtype=``, as NumPy's _var computes it: the mean divided into
+    the integer type (truncated: NumPy's true_divide(out=, casting='unsafe')), integer
+    deviations, their integer sum divided and truncated again (np.var of int8 [1, 5, -3, 8, 2,
+    2, 2, 9] with dtype=int64 is 13, not 13.125)."""
+    n = _count(a.shape, axes)
+    total = _reduce(lax.convert(a, dtype), "add", axes, True)
+    mean = lax.convert(apply_ufunc(np.true_divide, [total, float(n)]), dtype)
+    centred = apply_ufunc(np.subtract, [lax.convert(a, dtype), mean])
+    squares = _reduce(apply_ufunc(np.multiply, [centred, centred]), "add", axes, keepdims)
+    return lax.convert(apply_ufunc(np.true_divide, [squares, float(builtins.max(n - ddof, 0))]),
+                       dtype)
+
+
 @numpy_function(np.std)
 def std(
     a,
@@ -261,7 +277,16 @@ def std(
     mean=None,
     correction=None,
 ):
-    return apply_ufunc(np.sqrt, [var(a, axis, dtype, out, ddof, keepdims, where, mean, correction)])
+    variance = var(a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    root = apply_ufunc(np.sqrt, [variance])
+    if dtype is None or np.dtype(dtype).kind not in "iu":
+        return root
+    # an integer dtype=: NumPy's sqrt(ret, out=ret) refuses a float result into an integer
+    # array (same_kind); a scalar result it truncates
+    if variance.ndim or keepdims:
+        raise DTypeMismatchError(f"Cannot cast ufunc 'sqrt' output from dtype('{root.dtype}') "
+                                 f"to dtype('{np.dtype(dtype)}') with casting rule 'same_kind'")
+    return lax.convert(root, dtype)
 
 
 def _arg_reduce(a, axis, keepdims, opcode, name):

@@ -190,8 +190,11 @@ def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
             raise UnsupportedNumpyError(
                 "np.pad(mode='constant') with different constant_values per side on a traced "
                 "array (one value is supported)")
-        value = lax.lift(a.trace, np.asarray(constant_values).ravel()[0]
-                         if np.ndim(constant_values) else constant_values, a.dtype, weak=False)
+        # (NumPy assigns np.asarray(constant_values) into the padded array: an unsafe cast, so
+        # -1 pads a uint8 array with 255)
+        with np.errstate(all="ignore"):
+            constant = np.asarray(constant_values).ravel()[0].astype(a.dtype, casting="unsafe")
+        value = lax.lift(a.trace, constant, a.dtype, weak=False)
         return lax.pad(a, value, [(int(lo), int(hi), 0) for lo, hi in widths])
     if mode not in _COPYING_PAD_MODES or kwargs.get("reflect_type", "even") != "even":
         raise UnsupportedNumpyError(

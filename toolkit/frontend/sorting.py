@@ -162,8 +162,9 @@ def _ordered_rows(a: Tracer, axis, name: str, kth=None):
     rows = lax.reshape(
         moved, [a.shape[d] for d in kept] + [int(np.prod([a.shape[d] for d in axes]))]
     )
-    if rows.shape[-1] == 0:
-        raise UserValueError(f"np.{name} of an empty axis")
+    if rows.shape[-1] == 0:  # (NumPy's quantiles index the empty line: IndexError)
+        raise IndexError(f"np.{name} of an empty axis: index -1 is out of bounds for axis 0 "
+                         "with size 0")
     if kth is not None:
         return lax.custom_call("numpy.partition", [rows],
                            partition_options(kth, rows.ndim - 1))[0], axes
@@ -413,6 +414,13 @@ def _median(a, axis, keepdims, ignore_nan):
     a = _t(a)
     out_dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
     n = _reduced_size(a, axis)
+    if n == 0:  # (NumPy: the mean of nothing, 0 / 0, with a RuntimeWarning)
+        axes = tuple(range(a.ndim)) if axis is None else normalize_axes(axis, a.ndim)
+        shape = [1 if d in axes else a.shape[d] for d in range(a.ndim)] if keepdims else \
+            [a.shape[d] for d in range(a.ndim) if d not in axes]
+        with np.errstate(all="ignore"):  # (the NaN 0 / 0 makes here, sign bit and all)
+            nothing = np.divide(np.zeros((), out_dtype), np.zeros((), out_dtype))
+        return lax.full(a.trace, shape, nothing, out_dtype)
     # NumPy's positions: the middle one or two, and the last for its NaN check
     kth = (None if ignore_nan or n == 0
            else [n // 2 - 1, n // 2] if n % 2 == 0 else [(n - 1) // 2])
