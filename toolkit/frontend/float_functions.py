@@ -23,7 +23,8 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     given = x
     x = _t(x)
     if x.dtype.kind == "c":
-        parts = [_finite(EXPORTS[p](x), nan, posinf, neginf) for p in ("real", "imag")]
+        parts = [_finite(EXPORTS["real"](x), nan, posinf, neginf),
+                 _finite(EXPORTS["imag"](x), nan, posinf, neginf)]
         result = complex_ufuncs.make(*parts)  # (from the parts: no arithmetic)
     elif x.dtype.kind == "f":
         result = _finite(x, nan, posinf, neginf)
