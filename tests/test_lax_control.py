@@ -230,3 +230,14 @@ def test_a_data_check_inside_a_branch_raises_only_when_that_branch_runs(backend)
     assert run(g, backend, np.int64(2), x, np.int64(3)) == x[-3]
     with pytest.raises(IndexError):
         run(g, backend, np.int64(2), x, np.int64(5))
+
+
+def test_scan_takes_jaxs_unroll_hint():
+    def cumulative(x):
+        return tk.lax.scan(lambda c, v: (c + v, c * v), np.float64(0.0), x, unroll=2)
+
+    carry, ys = tk.jit(cumulative)(np.arange(4.0))
+    assert carry == 6.0
+    np.testing.assert_array_equal(ys, [0.0, 0.0, 2.0, 9.0])
+    with pytest.raises(TypeError, match="unroll must be a non-negative int"):
+        tk.jit(lambda x: tk.lax.scan(lambda c, v: (c, v), 0.0, x, unroll=-1))(np.arange(2.0))

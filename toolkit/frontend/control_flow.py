@@ -228,10 +228,14 @@ def fori_loop(lower, upper, body_fun, init_val):
     return while_loop(cond, body, (lo, hi, init_val), _trip_count=trips)[2]
 
 
-def scan(f, init, xs=None, length=None, reverse=False):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     """``carry, ys = scan(f, init, xs)``: ``carry, y = f(carry, x)`` for each ``x`` along the
     leading axis of ``xs`` (a pytree), the ``y``s stacked, as ``jax.lax.scan``; one HLO while
-    reading ``xs`` with dynamic-slice and writing ``ys`` with dynamic-update-slice."""
+    reading ``xs`` with dynamic-slice and writing ``ys`` with dynamic-update-slice. ``unroll``
+    (JAX's hint: trips per loop iteration) is accepted and changes nothing: the CPU backend's
+    native loop driver runs a trip for about the cost of its kernels alone."""
+    if not isinstance(unroll, (bool, int)) or unroll < 0:
+        raise UserTypeError(f"scan: unroll must be a non-negative int or a bool, got {unroll!r}")
     x_leaves, x_tree, _ = flatten(xs)
     init_leaves, _, _ = flatten(init)
     lengths = {int(np.shape(v)[0]) for v in x_leaves if np.ndim(v)}
