@@ -241,3 +241,18 @@ def test_scan_takes_jaxs_unroll_hint():
     np.testing.assert_array_equal(ys, [0.0, 0.0, 2.0, 9.0])
     with pytest.raises(TypeError, match="unroll must be a non-negative int"):
         tk.jit(lambda x: tk.lax.scan(lambda c, v: (c, v), 0.0, x, unroll=-1))(np.arange(2.0))
+
+
+def test_a_python_number_init_takes_the_type_the_body_returns_as_in_jax():
+    x32 = np.ones(3, np.float32)
+    total = tk.jit(lambda x: tk.lax.fori_loop(0, 3, lambda i, c: c + x.sum(), 0.0))(x32)
+    assert total.dtype == np.float32 and total == 9.0
+    until = tk.jit(lambda x: tk.lax.while_loop(lambda c: c < 10, lambda c: c + x[0], 0.0))(x32)
+    assert until.dtype == np.float32 and until == 10.0
+    carry, ys = tk.jit(lambda x: tk.lax.scan(lambda c, v: (c + v, c), 0, x))(
+        np.arange(3, dtype=np.int8))
+    assert carry.dtype == ys.dtype == np.int8
+    np.testing.assert_array_equal(ys, [0, 0, 1])
+    with pytest.raises(UserTypeError, match="identical types"):  # (a strong init keeps its type)
+        tk.jit(lambda x: tk.lax.fori_loop(0, 3, lambda i, c: c + x.sum(), np.float32(0.0)))(
+            np.ones(3))

@@ -127,6 +127,14 @@ def while_loop(cond_fun, body_fun, init_val, _trip_count: int | None = None):
             parent, body_fun, avals, tree, "body"
         )
         got = [(tuple(i.shape.dims), i.shape.dtype.numpy) for i in body_outs]
+        promoted = _promoted_weak_carry(carry, got, body_weak)
+        if promoted is not None:  # (JAX's rule: a weak init takes the body's type; once)
+            carry = promoted
+            avals = [(t.shape, t.dtype, t.weak_type) for t in carry]
+            body, body_outs, body_weak, body_tree = _trace_function(
+                parent, body_fun, avals, tree, "body"
+            )
+            got = [(tuple(i.shape.dims), i.shape.dtype.numpy) for i in body_outs]
         _check_same_types(
             "while_loop body_fun output and input", [_aval(t) for t in carry], got, tree, body_tree
         )
@@ -189,6 +197,19 @@ def while_loop(cond_fun, body_fun, init_val, _trip_count: int | None = None):
             flag = parent.emit("get-tuple-element", (loop,), {"index": n + k})
             parent.checks.append((flag, error, message))
     return unflatten(tree, outs)
+
+
+def _promoted_weak_carry(carry: list, got: list, got_weak: list) -> list | None:
+    """The loop state with each weakly typed init value (a Python number) converted to the
+    type the body returns for it, where that differs (``fori_loop(0, n, lambda i, c: c +
+    x32.sum(), 0.0)`` carries float32, as JAX's loops do); None where nothing changes."""
+    changed = False
+    out = list(carry)
+    for k, (t, (shape, dtype), weak) in enumerate(zip(carry, got, got_weak)):
+        if t.weak_type and not weak and tuple(t.shape) == tuple(shape) and t.dtype != dtype:
+            out[k] = lax.convert(t, dtype)
+            changed = True
+    return out if changed else None
 
 
 def fori_loop(lower, upper, body_fun, init_val):
@@ -281,28 +302,42 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
                 for v in leaves
             ]
 
-        # the ys' shapes: trace f once aside (its computation is dropped)
-        probe = Trace(parent.fn_name, parent=parent, computation_name="scan_probe")
-        with probe.activate():
-            c_params = [
-                probe.parameter(k, t.dtype, t.shape, t.weak_type, f"probe.{k}")
-                for k, t in enumerate(carry_t)
-            ]
-            x_params = [
-                probe.parameter(
-                    len(c_params) + k, t.dtype, tuple(t.shape[1:]), t.weak_type, f"probe.x{k}"
-                )
-                for k, t in enumerate(xs_t)
-            ]
-            _, y_probe = f(unflatten(carry_tree, c_params), unflatten(x_tree, x_params))
-            y_leaves, y_tree, _ = flatten(y_probe)
-            y_avals = [
-                (
-                    tuple(np.shape(v)),
-                    np.dtype(v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype),
-                )
-                for v in y_leaves
-            ]
+        def probe_f(carry_t):
+            """f traced once aside (its computation is dropped): the ys' shapes, and the carry
+            it returns (whose types a weak init takes, as in JAX)."""
+            probe = Trace(parent.fn_name, parent=parent, computation_name="scan_probe")
+            with probe.activate():
+                c_params = [
+                    probe.parameter(k, t.dtype, t.shape, t.weak_type, f"probe.{k}")
+                    for k, t in enumerate(carry_t)
+                ]
+                x_params = [
+                    probe.parameter(
+                        len(c_params) + k, t.dtype, tuple(t.shape[1:]), t.weak_type,
+                        f"probe.x{k}")
+                    for k, t in enumerate(xs_t)
+                ]
+                c_out, y_probe = f(unflatten(carry_tree, c_params), unflatten(x_tree, x_params))
+                y_leaves, y_tree, _ = flatten(y_probe)
+                c_leaves = [v if isinstance(v, Tracer) else np.asarray(v)
+                            for v in flatten(c_out)[0]]
+                c_types = [(tuple(np.shape(v)), np.dtype(v.dtype)) for v in c_leaves]
+                c_weak = [isinstance(v, Tracer) and v.weak_type for v in c_leaves]
+                y_avals = [
+                    (
+                        tuple(np.shape(v)),
+                        np.dtype(v.dtype if isinstance(v, Tracer) else np.asarray(v).dtype),
+                    )
+                    for v in y_leaves
+                ]
+            return y_tree, y_avals, c_types, c_weak
+
+        y_tree, y_avals, c_types, c_weak = probe_f(carry_t)
+        if len(c_types) == len(carry_t):
+            promoted = _promoted_weak_carry(carry_t, c_types, c_weak)
+            if promoted is not None:
+                carry_t = promoted
+                y_tree, y_avals, _, _ = probe_f(carry_t)
         ys0 = [lax.full(parent, (n,) + shape, 0, dtype) for shape, dtype in y_avals]
         if n == 0:  # no element to read: the carry as it came, and empty outputs of f's shapes
             return unflatten(carry_tree, carry_t), unflatten(y_tree, ys0)
