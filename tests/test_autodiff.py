@@ -760,7 +760,8 @@ def test_grad_jvp_and_vmap_match_jax_on_training_examples():
 
 
 def _leaves(tree):
+    """Leaves by key (JAX's dicts come with sorted keys, toolkit's in the argument's order)."""
     from toolkit.frontend.pytree import flatten
-    if hasattr(tree, "keys") and not isinstance(tree, dict):
-        tree = dict(tree)
+    if hasattr(tree, "keys"):
+        tree = {k: tree[k] for k in sorted(tree)}
     return flatten(tree)[0]

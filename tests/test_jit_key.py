@@ -166,3 +166,37 @@ def test_the_c_path_runs_every_program_the_index_holds_and_only_those():
     assert type(r) is tuple and [v.tolist() for v in r] == [[5.0] * 5, [6.0] * 5]
     f.clear_cache()
     assert not f._plain.by_signature
+
+
+def test_static_values_are_keyed_with_their_types():
+    """True is not 1 and (2,) is not (2.0,) to Python code (x[True] is not x[1]); == took them
+    for one key, and later calls ran the first one's program. NaN statics hit their program."""
+    g = tk.jit(lambda x, t: (x, t), static_argnums=1, on_recompile="ignore")
+    x = np.ones(2)
+    for t in [(2,), (2.0,), (1,), (True,), -0.0, 0.0, 1, True]:
+        got = g(x, t)[1]
+        assert got == t and type(got) is type(t) and repr(got) == repr(t)
+    g(x, float("nan"))
+    before = g.cache_size
+    g(x, float("nan"))
+    assert g.cache_size == before
+
+
+def test_python_containers_behave_as_python_ones():
+    """A list times a Python int repeats it (it multiplied elementwise); dicts keep their own
+    order in and out (they came sorted); Python numbers divide as Python's do."""
+    assert len(tk.jit(lambda x, n: [x] * n)(np.zeros(2), 3)) == 3
+    assert tk.jit(lambda n: (1, 2) * n)(3) == (1, 2, 1, 2, 1, 2)
+    with pytest.raises(TypeError, match="can't multiply sequence by non-int of type 'float'"):
+        tk.jit(lambda x, s: [x] * s)(np.zeros(1), 2.0)
+    p = {"w": np.ones(2), "b": np.zeros(2)}
+    np.testing.assert_array_equal(tk.jit(lambda p: np.stack(list(p.values())))(p),
+                                  np.stack(list(p.values())))
+    assert list(tk.jit(lambda x: {"b": x, "a": x})(np.ones(1))) == ["b", "a"]
+    for fn, args in [(lambda a, b: a // b, (7, 0)), (lambda a, b: a / b, (1.0, 0.0)),
+                     (lambda a, b: a % b, (7, 0)), (lambda a, b: divmod(a, b), (7, 0))]:
+        with pytest.raises(ZeroDivisionError):
+            tk.jit(fn)(*args)
+    with pytest.raises(ValueError, match="negative shift count"):
+        tk.jit(lambda a, b: a << b)(7, -1)
+    assert tk.jit(lambda a, b: a // b)(7, 2) == 3

@@ -15,7 +15,7 @@ from .ad_engine import Body, jvp_body, vjp_body
 from .ad_rules import zeros_like
 from .control_flow import _trace_function
 from .errors import UserTypeError
-from .pytree import TreeDef, flatten, unflatten
+from .pytree import TreeDef, flatten, ordered_like, unflatten
 from .tracer import Trace, Tracer, current_trace
 
 
@@ -98,6 +98,7 @@ def vjp(fun: Callable, primals: Sequence, has_aux: bool = False, kwargs: dict | 
         aux = unflatten(aux_tree, aux_leaves)
 
     def pullback(cotangents):
+        cotangents = ordered_like(unflatten(out_tree, out_leaves), cotangents)
         ct_leaves, ct_tree, ct_paths = flatten(cotangents)
         if str(ct_tree) != str(out_tree):
             raise UserTypeError(
@@ -130,7 +131,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, kwargs: dict | Non
     """(outputs, output tangents) of ``fun`` at ``primals`` along ``tangents``."""
     primals, tangents = tuple(primals), tuple(tangents)
     traced = _Traced(fun, primals, kwargs or {}, "jvp")
-    t_leaves, t_tree, t_paths = flatten(tangents)
+    t_leaves, t_tree, t_paths = flatten(ordered_like(primals, tangents))
     if str(t_tree) != str(traced.in_tree):
         raise UserTypeError(f"jvp: tangents have structure {t_tree}, the primals {traced.in_tree}")
     tans = {}

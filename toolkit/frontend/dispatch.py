@@ -167,12 +167,23 @@ def _numpy_where_it_handles_errors(func, operands: tuple):
 def _binary(ufunc, reflected=False):
     def op(self, other):
         if isinstance(other, (list, tuple)):
+            if ufunc is np.multiply and not self.shape and (self.weak_type or self._scalar):
+                # a Python int (or NumPy integer) times a list repeats the list, as in Python:
+                # the count is a concrete value (a break, or an int specialised on); any other
+                # number is Python's TypeError (a 0-d array multiplies elementwise)
+                if self.dtype.kind in "iu":
+                    return other * operator.index(self)
+                kind = {"f": "float", "c": "complex", "b": "bool"}[self.dtype.kind]
+                raise TypeError(f"can't multiply sequence by non-int of type "
+                                f"'{kind if self.weak_type else 'numpy.' + str(self.dtype)}'")
             other = np.asarray(other)
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented  # (a MaskedSelection's reflected operator answers)
         operands = (other, self) if reflected else (self, other)
         try:
             check_error_handling()
+            if ufunc in _PYTHON_ERRORS and _python_numbers(operands):
+                _check_python_arithmetic(ufunc, *operands)
             result = apply_ufunc(ufunc, operands)
             # a NumPy scalar where an array or NumPy scalar took part (Python numbers alone
             # make a Python number: weakly typed)
@@ -181,6 +192,38 @@ def _binary(ufunc, reflected=False):
             return run_by_numpy.run(ufunc, operands, {}, f"np.{ufunc.__name__}", error,
                                     _first_clause(error))
     return op
+
+
+# Python's arithmetic on its own numbers raises where NumPy's gives inf, NaN or 0: what it
+# raises, and when (the divisor, or the shift count, of the second operand)
+_PYTHON_ERRORS = {
+    np.true_divide: (ZeroDivisionError, "division by zero"),
+    np.floor_divide: (ZeroDivisionError, "integer division or modulo by zero"),
+    np.remainder: (ZeroDivisionError, "integer modulo by zero"),
+    np.left_shift: (ValueError, "negative shift count"),
+    np.right_shift: (ValueError, "negative shift count"),
+}
+
+
+def _python_numbers(operands) -> bool:
+    """Are both operands Python numbers (a Python number argument, or one made from them)?"""
+    return all((type(v) is Tracer and v.weak_type and not v.shape and not v._scalar)
+               or type(v) in (bool, int, float, complex) for v in operands)
+
+
+def _check_python_arithmetic(ufunc, a, b) -> None:
+    """Raise what Python raises for ``a op b`` of Python numbers: at once where ``b`` is known,
+    else after the call (a check the program returns)."""
+    error, message = _PYTHON_ERRORS[ufunc]
+    shift = ufunc in (np.left_shift, np.right_shift)
+    if type(b) is not Tracer:
+        if (b < 0) if shift else (b == 0):
+            raise error(message)
+        return
+    from . import lax
+
+    zero = lax.full_like(b, 0)
+    lax.add_check(lax.compare(b, zero, "LT" if shift else "EQ"), error, message)
 
 
 def _unary(ufunc):
@@ -291,6 +334,8 @@ def _rmatmul(self, other):
 
 
 def _divmod(self, other):
+    if _python_numbers((self, other)):  # (divmod(7, 0) of Python numbers: ZeroDivisionError)
+        _check_python_arithmetic(np.floor_divide, self, other)
     ran = _numpy_where_it_handles_errors(np.divmod, (self, other))
     return _array_ufunc(self, np.divmod, "__call__", self, other) if ran is _NOT_RUN else ran
 

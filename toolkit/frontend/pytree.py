@@ -64,7 +64,9 @@ def _walk(node, p: str, leaves: list, paths: list, is_static=None) -> TreeDef:
         kids = tuple(_walk(c, f"{p}[{i}]", leaves, paths, is_static) for i, c in enumerate(node))
         return TreeDef("tuple" if t is tuple else "list", kids)
     if t is dict:
-        keys = tuple(sorted(node, key=repr) if not _sortable(node) else sorted(node))
+        # (in the dict's own order, not sorted as JAX does: the function iterates the dict it
+        # is given, `list(p.values())`, and a returned dict keeps its order, as in Python)
+        keys = tuple(node)
         kids = tuple(_walk(node[k], f"{p}[{k!r}]", leaves, paths, is_static) for k in keys)
         return TreeDef("dict", kids, keys)
     if _is_namedtuple(node):
@@ -78,12 +80,16 @@ def _walk(node, p: str, leaves: list, paths: list, is_static=None) -> TreeDef:
     return LEAF
 
 
-def _sortable(d: dict) -> bool:
-    try:
-        sorted(d)
-        return True
-    except TypeError:
-        return False
+def ordered_like(reference, tree) -> Any:
+    """``tree`` with each dict in the key order of the dict at the same place in ``reference``
+    where both hold the same keys: JAX's trees sort dict keys, toolkit's keep their order,
+    and a tangent or cotangent tree made by JAX-style code matches its primals either way."""
+    if type(tree) is dict and type(reference) is dict and set(tree) == set(reference):
+        return {k: ordered_like(reference[k], tree[k]) for k in reference}
+    if type(tree) in (tuple, list) and type(reference) in (tuple, list) and \
+            len(tree) == len(reference):
+        return type(tree)(ordered_like(r, t) for r, t in zip(reference, tree))
+    return tree
 
 
 def unflatten(treedef: TreeDef, leaves) -> Any:

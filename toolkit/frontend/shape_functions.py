@@ -14,7 +14,7 @@ from .errors import (LazyText, ShapeMismatchError, UnsupportedNumpyError, UserTy
 from .arguments import as_tracer, normalize_axes, normalize_axis, reduction_axes, reject
 from .promotion import array_dtype
 from .registry import EXPORTS, numpy_function
-from .tracer import numpy_scalar, strongly_typed
+from .tracer import Tracer, numpy_scalar, strongly_typed
 
 
 def _resolve_shape(shape, size: int, what) -> tuple[int, ...]:
@@ -190,11 +190,20 @@ def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
             raise UnsupportedNumpyError(
                 "np.pad(mode='constant') with different constant_values per side on a traced "
                 "array (one value is supported)")
-        # (NumPy assigns np.asarray(constant_values) into the padded array: an unsafe cast, so
-        # -1 pads a uint8 array with 255)
-        with np.errstate(all="ignore"):
-            constant = np.asarray(constant_values).ravel()[0].astype(a.dtype, casting="unsafe")
-        value = lax.lift(a.trace, constant, a.dtype, weak=False)
+        # (NumPy stores np.asarray(constant_values)'s first element, a NumPy scalar, into the
+        # padded array: through a Python int for a signed integer array (300 into int8 is an
+        # OverflowError), a wrapping cast for an unsigned one (-1 pads uint8 with 255))
+        if isinstance(constant_values, Tracer):
+            from .inplace import check_scalar_fits
+
+            scalar = numpy_scalar(strongly_typed(lax.reshape(constant_values, ())))
+            check_scalar_fits(scalar, a.dtype)
+            value = lax.convert(scalar, a.dtype, wrap=True)
+        else:
+            slot = np.empty(1, a.dtype)
+            with np.errstate(all="ignore"):
+                slot[0] = np.asarray(constant_values).ravel()[0]  # (NumPy's own store)
+            value = lax.lift(a.trace, slot[0], a.dtype, weak=False)
         return lax.pad(a, value, [(int(lo), int(hi), 0) for lo, hi in widths])
     if mode not in _COPYING_PAD_MODES or kwargs.get("reflect_type", "even") != "even":
         raise UnsupportedNumpyError(

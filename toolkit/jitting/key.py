@@ -33,19 +33,38 @@ class JitKey:
 
     trees: tuple[TreeDef, ...]  # the pytree structure of each dynamic argument
     avals: tuple[Aval, ...]  # every array leaf, in order
-    statics: tuple[tuple[int | str, Any], ...]  # (position or name, value) of static arguments
+    # (position or name, value) of static arguments (compared through _static_types)
+    statics: tuple[tuple[int | str, Any], ...] = field(compare=False)
     arg_names: tuple[str, ...]  # the dynamic arguments' names, in order
     backend: str
+    # the static values with their types: ``==`` takes True for 1 and (2,) for (2.0,), which
+    # Python code tells apart (x[True] is not x[1]); -0.0 is not 0.0
+    _static_types: tuple = field(init=False, repr=False)
     # (hashed once: a call looks its key up in several dicts, and the fields are nested tuples)
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.trees, self.avals, self.statics,
+        object.__setattr__(self, "_static_types",
+                           tuple((where, _typed(value)) for where, value in self.statics))
+        object.__setattr__(self, "_hash", hash((self.trees, self.avals, self._static_types,
                                                 self.arg_names, self.backend)))
 
     def __hash__(self) -> int:
         return self._hash
 
+
+
+def _typed(value) -> Any:
+    """``value`` as the cache compares a static argument: with its type, through tuples and
+    frozensets (as deep as the value nests, as the pytree walk goes); a float by its bits."""
+    t = type(value)
+    if t is tuple:
+        return t, tuple(_typed(v) for v in value)
+    if t is frozenset:
+        return t, frozenset(_typed(v) for v in value)
+    if t is float:
+        return t, value.hex()
+    return t, value
 
 
 class KeyMaker:
