@@ -10,8 +10,8 @@ import numpy as np
 from ..ir.nodes import Module
 from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
-from .errors import LeakedTracerError, UserOverflowError, UserTypeError
-from .captured import Captured, values_captured
+from .errors import LeakedTracerError, UnsupportedNumpyError, UserOverflowError, UserTypeError
+from .captured import Captured, CapturedChanged, values_captured
 from .inplace import check_mutation_targets, write_back
 from .held_generators import generators_held_by_objects_traced
 from .namespace import numpy_buffers_traced
@@ -138,7 +138,17 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         with python_state_watched(reached) as state, \
                 values_captured(capturing, lifted_parameter) as captured, \
                 numpy_buffers_traced(fn), generators_held_by_objects_traced(reached):
-            result = fn(*args, **kwargs)
+            given = _containers(args, kwargs, fn)
+            try:
+                result = fn(*args, **kwargs)
+                _check_containers_kept(given, name)
+            except (GraphBroken, UnsupportedNumpyError, CapturedChanged):
+                raise
+            except Exception:
+                # NumPy has made the writes before the failing line when the error comes:
+                # they run now (the segment traced so far), and the error goes on
+                _write_what_ran(trace, breaker)
+                raise
             leaves, out_tree, out_paths = flatten(result, is_static=_static_output)
             # (an x[mask] returned as it is: its length is needed now, before the checks below)
             if any(type(leaf) is MaskedSelection for leaf in leaves):
@@ -200,6 +210,62 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         numpy_scalars(leaves),
         captured if captured.arrays or captured.guards else None,
     )
+
+
+def _containers(args: tuple, kwargs: dict, fn) -> list:
+    """(path, container, its items then) for each dict and list the call's arguments hold: the
+    function gets copies of the caller's containers (their arrays traced), so what it changes
+    in them would not reach the caller."""
+    code = getattr(fn, "__code__", None)
+    names = list(code.co_varnames[:code.co_argcount]) if code is not None else []
+    found, pending = [], [(names[k] if k < len(names) else f"args[{k}]", a)
+                          for k, a in enumerate(args)] + [(k, v) for k, v in kwargs.items()]
+    while pending:
+        path, value = pending.pop()
+        if type(value) is dict:
+            found.append((path, value, list(value.items())))
+            pending.extend((f"{path}[{k!r}]", v) for k, v in value.items())
+        elif type(value) is list:
+            found.append((path, value, list(value)))
+            pending.extend((f"{path}[{k}]", v) for k, v in enumerate(value))
+        elif type(value) is tuple:
+            pending.extend((f"{path}[{k}]", v) for k, v in enumerate(value))
+    return found
+
+
+def _check_containers_kept(given: list, name: str) -> None:
+    """Refuse a function that adds, removes or replaces items of a dict or list argument
+    (``d['y'] = ...``, ``l.append(...)``): NumPy would change the caller's container; here the
+    change would be lost. Writes into the arrays themselves (``d['x'][0] = v``, ``d['x'] +=
+    1``) reach the caller, and are fine."""
+    for path, container, items in given:
+        now = list(container.items()) if type(container) is dict else list(container)
+        same = len(now) == len(items) and all(
+            (a[0] == b[0] and a[1] is b[1]) if type(container) is dict else a is b
+            for a, b in zip(now, items))
+        if not same:
+            raise UnsupportedNumpyError(
+                f"jit({name}): the function changes what its argument '{path}' holds (adds, "
+                "removes or replaces an item); it works on a copy of the caller's "
+                f"{type(container).__name__}, so the caller would not see the change. Write "
+                "into the arrays in place (d['x'][...] = v) or return the new container")
+
+
+def _write_what_ran(trace: Trace, breaker) -> None:
+    """The arguments (and arrays read from outside) the call wrote before its Python raised,
+    written into the caller's arrays, as NumPy's writes would stand: the program traced so far
+    runs as the call's last segment. Where the graph may not break, nothing runs (the error
+    says what failed; the arguments keep their values)."""
+    if breaker is None or trace is not current_trace():
+        return
+    if not any(not t.weak_type and t.inst is not breaker.bound.get(id(t.inst), (None,))[0]
+               for t in breaker.arguments):
+        return
+    empty = flatten(())[1]
+    try:
+        breaker.finish([], empty)
+    finally:
+        trace.close()
 
 
 def python_numbers(leaves) -> tuple[int, ...]:

@@ -1,0 +1,79 @@
+"""A jitted call behaves as the plain call does around its Python: writes made before an error
+stand when it is raised (as NumPy made them), and what a function changes in the containers it
+is given is refused by name (it works on copies, and the caller would not see it). Found by a
+differential hunt of calling conventions."""
+import numpy as np
+import pytest
+
+import toolkit as tk
+
+G = np.zeros(2)
+
+
+def _writes_then_raises(x):
+    x += 1
+    raise ValueError("after the write")
+
+
+def _breaks_writes_then_raises(x):
+    x += 1
+    n = int(x.sum())  # (a graph break)
+    x *= n
+    raise KeyError("after two writes")
+
+
+def _writes_a_global_then_raises(x):
+    G[0] = 1.0
+    raise ValueError("after the global write")
+
+
+def _writes_then_mismatches(x, y):
+    x += 1
+    return x + y  # (shapes (2,) and (3,): NumPy's ValueError after the write)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_writes_then_raises, (np.zeros(2),)),
+    (_breaks_writes_then_raises, (np.ones(2),)),
+    (_writes_a_global_then_raises, (np.zeros(2),)),
+    (_writes_then_mismatches, (np.zeros(2), np.zeros(3))),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_writes_before_an_error_stand_as_numpys(fn, args):
+    want_args = [a.copy() for a in args]
+    G[:] = 0
+    with pytest.raises(Exception) as numpy_error:
+        fn(*want_args)
+    want_global = G.copy()
+    jitted = tk.jit(fn)
+    for _ in range(2):  # (the first call, and a later one)
+        got_args = [a.copy() for a in args]
+        G[:] = 0
+        with pytest.raises(Exception) as ours:
+            jitted(*got_args)
+        assert isinstance(ours.value, numpy_error.type)
+        for got, want in zip(got_args, want_args):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(G, want_global)
+
+
+def test_changing_a_container_argument_is_refused_by_name():
+    def adds(d):
+        d["y"] = d["x"] + 1
+
+    def appends(items):
+        items.append(items[0] * 2)
+
+    with pytest.raises(TypeError, match="changes what its argument 'd' holds"):
+        tk.jit(adds)({"x": np.zeros(1)})
+    with pytest.raises(TypeError, match="changes what its argument 'items' holds"):
+        tk.jit(appends)([np.ones(1)])
+    # writes into the arrays a container holds reach the caller, as in NumPy
+    d = {"x": np.zeros(2)}
+
+    def in_place(d):
+        d["x"] += 1
+        d["x"][0] = 5.0
+        return d["x"].sum()
+
+    assert tk.jit(in_place)(d) == 6.0
+    np.testing.assert_array_equal(d["x"], [5.0, 1.0])
