@@ -78,8 +78,8 @@ def test_nested_pytree_paths():
         (np.ones((2, 4), f32), np.ones(3, np.int32)),
     )
     assert causes(only_recompile(f)) == [
+        ("SHAPE", "params['w1'].shape[1]", "8", "16"),  # (in the dict's own order)
         ("SHAPE", "params['b1'].shape[0]", "8", "16"),
-        ("SHAPE", "params['w1'].shape[1]", "8", "16"),
         ("DTYPE", "batch[1]", "float32", "int32"),
     ]
 

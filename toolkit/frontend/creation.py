@@ -172,7 +172,7 @@ def asarray(a, dtype=None, order=None, **kwargs):
         return a if dtype is None else lax.convert(a, dtype)
     if isinstance(a, (list, tuple)) and has_tracer(a):
         if dtype is not None:  # (NumPy converts each number through a Python int: it checks)
-            from .inplace import check_scalar_fits
+            from .scalar_stores import check_scalar_fits
 
             for x in a:
                 if isinstance(x, Tracer) and not x.shape and (x._scalar or x.weak_type):

@@ -406,6 +406,11 @@ def _fill(self, value):
 def _round(self, ndigits=None):
     """Python's round() of a NumPy scalar (NumPy arrays do not define it): with ndigits a NumPy
     scalar, np.round's; without, a Python int (a graph break, as int() is)."""
+    if self.weak_type and not self.shape and not self._scalar:  # (a Python number: Python's
+        # round of its value, a break as int() is)
+        value = complex(self) if self.dtype.kind == "c" else \
+            float(self) if self.dtype.kind == "f" else int(self)
+        return round(value) if ndigits is None else round(value, ndigits)
     if not self._scalar:
         raise TypeError("type numpy.ndarray doesn't define __round__ method")
     rounded = numpy_scalar(registry.EXPORTS["round"](self, 0 if ndigits is None else ndigits))

@@ -194,7 +194,7 @@ def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
         # padded array: through a Python int for a signed integer array (300 into int8 is an
         # OverflowError), a wrapping cast for an unsigned one (-1 pads uint8 with 255))
         if isinstance(constant_values, Tracer):
-            from .inplace import check_scalar_fits
+            from .scalar_stores import check_scalar_fits
 
             scalar = numpy_scalar(strongly_typed(lax.reshape(constant_values, ())))
             check_scalar_fits(scalar, a.dtype)

@@ -44,7 +44,7 @@ def abstractify(leaf: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:
     if dtype is not None:
         if t is int and not -2**63 <= leaf < 2**63:
             raise ArgumentTypeError(f"argument '{path}' = {leaf} does not fit in int64")
-        return (), dtype, t is not bool
+        return (), dtype, True  # (weak, as NEP 50 reads Python numbers: a bool too)
     if isinstance(leaf, np.generic):
         return abstractify(np.asarray(leaf), path)
     problem = subclass_problem(leaf, f"argument '{path}'")
