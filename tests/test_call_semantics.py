@@ -77,3 +77,15 @@ def test_changing_a_container_argument_is_refused_by_name():
 
     assert tk.jit(in_place)(d) == 6.0
     np.testing.assert_array_equal(d["x"], [5.0, 1.0])
+
+
+def test_python_bool_arguments_compute_as_python_bools():
+    """Python computes on bools as on ints (True + True is 2, -True is -1), and bools with
+    bools stay bools (True & True); NumPy arrays meet them as weak (NEP 50)."""
+    for fn in (lambda a: -a, lambda a: ~a, lambda a: a + a, lambda a: a * 3, lambda a: a & True,
+               lambda a: a / 2, lambda a: abs(a), lambda a: a == True, lambda a: a - True):  # noqa: E712
+        want, got = fn(True), tk.jit(fn)(True)
+        assert type(got) is type(want) and got == want
+    x = np.arange(3, dtype=np.int8)
+    got = tk.jit(lambda x, b: x + b)(x, True)
+    assert got.dtype == np.int8 and got.tolist() == [1, 2, 3]

@@ -180,6 +180,8 @@ def _binary(ufunc, reflected=False):
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented  # (a MaskedSelection's reflected operator answers)
         operands = (other, self) if reflected else (self, other)
+        if ufunc in _INT_ARITHMETIC and _python_numbers(operands):
+            operands = _python_bools_as_ints(operands)  # (True + True is 2 in Python)
         try:
             check_error_handling()
             if ufunc in _PYTHON_ERRORS and _python_numbers(operands):
@@ -203,6 +205,22 @@ _PYTHON_ERRORS = {
     np.left_shift: (ValueError, "negative shift count"),
     np.right_shift: (ValueError, "negative shift count"),
 }
+
+
+# Python computes these on bools as on ints (True + True is 2, -True is -1, ~True is -2), where
+# NumPy's bool loops give a bool or refuse
+_INT_ARITHMETIC = frozenset({np.add, np.subtract, np.multiply, np.floor_divide, np.remainder,
+                             np.power, np.left_shift, np.right_shift, np.negative, np.positive,
+                             np.absolute, np.invert})
+
+
+def _python_bools_as_ints(operands) -> tuple:
+    """Python bools among Python-number operands, as the Python ints 0 and 1 they are."""
+    from . import lax
+
+    return tuple(int(v) if type(v) is bool else
+                 lax.convert(v, np.int64, weak=True) if type(v) is Tracer and v.dtype == np.bool_
+                 else v for v in operands)
 
 
 def _python_numbers(operands) -> bool:
@@ -231,6 +249,8 @@ def _unary(ufunc):
         ran = _numpy_where_it_handles_errors(ufunc, (self,))
         if ran is not _NOT_RUN:
             return ran
+        if ufunc in _INT_ARITHMETIC and _python_numbers((self,)):
+            (self,) = _python_bools_as_ints((self,))  # (-True is -1 in Python)
         result = apply_ufunc(ufunc, (self,))
         return result if result.weak_type else numpy_scalar(result)
     return op

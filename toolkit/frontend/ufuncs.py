@@ -93,8 +93,9 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
             # NumPy 2 compares a Python int with a narrower integer array exactly (2**40 > any
             # int32) rather than raising: compare in int64, where both fit.
             in_dtypes = (np.dtype(np.int64),) * ufunc.nin
+        # (Python numbers alone, bools among them, make a Python number: weakly typed)
         weak = all(isinstance(v, Tracer) and v.weak_type or
-                   (isinstance(v, (int, float, complex)) and not isinstance(v, (bool, np.generic)))
+                   (isinstance(v, (int, float, complex)) and not isinstance(v, np.generic))
                    for v in inputs)
         # (a Python-int operand made a narrower integer is checked by lax.convert: NEP 50)
         if ufunc is np.power and np.dtype(out_dtype).kind in "iu":
