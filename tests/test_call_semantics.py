@@ -89,3 +89,26 @@ def test_python_bool_arguments_compute_as_python_bools():
     x = np.arange(3, dtype=np.int8)
     got = tk.jit(lambda x, b: x + b)(x, True)
     assert got.dtype == np.int8 and got.tolist() == [1, 2, 3]
+
+
+def test_numpy_scalar_arguments_are_numpy_scalars_inside():
+    """A NumPy scalar argument is traced as a NumPy scalar, not a 0-d array: its ** is its
+    scalar math's, np.isscalar says so, it comes back as one, `s += 1` rebinds, and stored
+    into an int8 array out of range it raises as NumPy does (a 0-d array wraps)."""
+    def probe(s):
+        return s ** 0.5, np.isscalar(s), s
+
+    got, want = tk.jit(probe)(np.float64(-0.0)), probe(np.float64(-0.0))
+    assert [type(v) for v in got] == [type(v) for v in want]
+    assert np.signbit(got[0]) == np.signbit(want[0]) and got[1] is True
+
+    def store(x, s):
+        x[0] = s
+        return x
+
+    jitted = tk.jit(store)
+    with pytest.raises(OverflowError):
+        jitted(np.zeros(2, np.int8), np.int64(1000))
+    np.testing.assert_array_equal(jitted(np.zeros(2, np.int8), np.array(1000)),
+                                  store(np.zeros(2, np.int8), np.array(1000)))
+    assert repr(tk.jit(lambda x, s: s)(0, np.float32(1))) == "np.float32(1.0)"

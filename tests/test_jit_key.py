@@ -49,10 +49,10 @@ def test_the_fast_path_serves_plain_calls_and_nothing_else():
     f(a), f(a, 2.0), f(a, y=np.float64(3.0))
     assert len(f._cache) == 3
     # f(a), f(a, 2.0) (a Python float: weak) and f(a, y=np.float64(3.0)), which binds as
-    # f(a, np.float64(3.0))
+    # f(a, np.float64(3.0)) (a NumPy scalar: weak None, traced as a NumPy scalar)
     f64 = np.dtype(np.float64)
     assert set(f._plain) == {(((4,), f64, False),), (((4,), f64, False), ((), f64, True)),
-                             (((4,), f64, False), ((), f64, False))}
+                             (((4,), f64, False), ((), f64, None))}
     np.testing.assert_array_equal(f(a, np.float64(3.0)), a + 3.0)
     np.testing.assert_array_equal(f(a, -0.5), a - 0.5)  # (the float's own program, another value)
     assert len(f._cache) == 3
@@ -119,11 +119,13 @@ def test_the_c_path_signs_calls_as_the_key_does(dtype):
                  ((), np.dtype(np.int64), True))
         leaves = _served([x, 0.5, 7], avals)  # (the arguments as they came, as a list)
         assert type(leaves) is list and leaves[0] is x and leaves[1:] == [0.5, 7]
-        # a NumPy scalar signs as a 0-d array of its dtype; another shape or dtype is another
-        # program
+        # a NumPy scalar signs as one (weak None), a 0-d array as an array; another shape or
+        # dtype is another program
         one = dt.type(1)
-        assert _served([one], (((), dt, False),))[0] is one
+        assert _served([one], (((), dt, None),))[0] is one
+        assert _served([one], (((), dt, False),)) is _MISS
         assert _served([np.asarray(one)], (((), dt, False),)) is not _MISS
+        assert _served([np.asarray(one)], (((), dt, None),)) is _MISS
         assert _served([np.zeros(shape + (1,), dt)], ((shape, dt, False),)) is _MISS
         other = np.dtype(np.int16 if dt != np.int16 else np.int8)
         assert _served([np.zeros(shape, other)], ((shape, dt, False),)) is _MISS

@@ -61,9 +61,12 @@ def test_rank_dtype_and_weak_type():
             "WEAK_TYPE",
             "s",
             "a Python scalar (weakly typed)",
-            "a NumPy array or scalar (strongly typed)",
+            "a NumPy scalar (strongly typed)",
         ),
     ]
+    f(np.ones(3, f32), np.array(2.0, f32))  # (a 0-d array is no NumPy scalar: traced apart)
+    assert [causes(e) for e in f.recompiles][3] == [
+        ("WEAK_TYPE", "s", "a NumPy scalar (strongly typed)", "a NumPy array (strongly typed)")]
 
 
 def test_nested_pytree_paths():

@@ -139,8 +139,9 @@ class JitFunction:
                     arrays = arrays and t is np.ndarray
                 else:
                     avals = tuple([((), _PY_DTYPES[type(a)], True) if type(a) in _PY_DTYPES
-                                   else (a.shape, a.dtype, False) for a in args] if numbers else
-                                  [(a.shape, a.dtype, False) for a in args])
+                                   else (a.shape, a.dtype, False if type(a) is np.ndarray
+                                         else None) for a in args] if numbers or not arrays
+                                  else [(a.shape, a.dtype, False) for a in args])
                     compiled = self._plain.get(avals)
                     if compiled is not None:
                         run = compiled.plain_run

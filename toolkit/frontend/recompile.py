@@ -111,7 +111,8 @@ class SignatureRecord:
 
 _WEAK_TEXT = {
     True: "a Python scalar (weakly typed)",
-    False: "a NumPy array or scalar (strongly typed)",
+    False: "a NumPy array (strongly typed)",
+    None: "a NumPy scalar (strongly typed)",
 }
 
 

@@ -45,8 +45,9 @@ def abstractify(leaf: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:
         if t is int and not -2**63 <= leaf < 2**63:
             raise ArgumentTypeError(f"argument '{path}' = {leaf} does not fit in int64")
         return (), dtype, True  # (weak, as NEP 50 reads Python numbers: a bool too)
-    if isinstance(leaf, np.generic):
-        return abstractify(np.asarray(leaf), path)
+    if isinstance(leaf, np.generic):  # (weak None: a NumPy scalar, not a 0-d array)
+        shape, dtype, _ = abstractify(np.asarray(leaf), path)
+        return shape, dtype, None
     problem = subclass_problem(leaf, f"argument '{path}'")
     if problem is not None:
         raise problem

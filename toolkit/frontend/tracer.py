@@ -248,8 +248,10 @@ class Trace:
         ir_shape = Shape(ir_dtypes.from_numpy(dtype), tuple(shape))
         inst = self.builder.parameter(number, ir_shape, path or f"Arg_{number}", Metadata(path))
         tracer = Tracer(
-            self, inst, weak, origin=f"argument '{path}'" if path else f"argument {number}"
+            self, inst, bool(weak), origin=f"argument '{path}'" if path else f"argument {number}"
         )
+        if weak is None:  # (a NumPy scalar argument: immutable, returned as a NumPy scalar)
+            tracer._scalar = True
         self.parameters.append(tracer)
         return tracer
 

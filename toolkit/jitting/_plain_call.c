@@ -25,7 +25,7 @@
 #define MAX_ARGUMENTS 16
 #define MAX_WORDS (MAX_ARGUMENTS * (1 + NPY_MAXDIMS))
 
-enum { ARRAY = 'a', WEAK_FLOAT = 'f', WEAK_INT = 'i' };
+enum { ARRAY = 'a', SCALAR = 's', WEAK_FLOAT = 'f', WEAK_INT = 'i' };
 
 static int64_t header(int what, char kind, char byteorder, int64_t itemsize, int64_t rank) {
     return (int64_t)what | ((int64_t)(unsigned char)kind << 8)
@@ -71,11 +71,11 @@ static PyObject *plain_call(PyObject *self, PyObject *const *args, Py_ssize_t na
             PyLong_AsLongLongAndOverflow(a, &overflow);
             if (overflow) return Py_NewRef(miss);  /* (beyond int64: the full path says so) */
             words[used++] = header(WEAK_INT, 0, 0, 0, 0);
-        } else if (PyArray_IsScalar(a, Generic)) {  /* a NumPy scalar: a 0-d array of its dtype */
+        } else if (PyArray_IsScalar(a, Generic)) {  /* a NumPy scalar (traced as one) */
             PyArray_Descr *descr = PyArray_DescrFromScalar(a);
             if (descr == NULL) return NULL;
             int plain = plain_dtype(descr);
-            if (plain) words[used++] = header(ARRAY, descr->kind, descr->byteorder,
+            if (plain) words[used++] = header(SCALAR, descr->kind, descr->byteorder,
                                               PyDataType_ELSIZE(descr), 0);
             Py_DECREF(descr);
             if (!plain) return Py_NewRef(miss);

@@ -24,6 +24,8 @@ _WEAK_PYTHON = frozenset(_PY_DTYPES.values())  # the dtypes of Python floats and
 _PYTHON_INTS = (int, bool)  # the argument types a graph break may specialize
 
 # (shape, dtype, weak): the abstract value of one array leaf; weak marks a Python scalar
+# (True), a NumPy array (False) or a NumPy scalar (None: strongly typed, and traced as a NumPy
+# scalar, immutable and returned as one)
 Aval = tuple[tuple[int, ...], np.dtype, bool]
 
 
@@ -150,7 +152,7 @@ class KeyMaker:
             if (t is np.ndarray or isinstance(value, np.generic)) and value.dtype in FAST_DTYPES:
                 leaves.append(value)
                 trees.append(LEAF)
-                avals.append((value.shape, value.dtype, False))
+                avals.append((value.shape, value.dtype, False if t is np.ndarray else None))
                 continue
             if t is float or t is int and -_INT64 <= value < _INT64:
                 leaves.append(value)

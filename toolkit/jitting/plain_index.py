@@ -18,8 +18,8 @@ try:  # built from source by pip where a C compiler is present; the Python path 
 except ImportError:  # pragma: no cover - depends on the install
     plain_call = None
 
-# the header word's "what": _plain_call.c's ARRAY, WEAK_FLOAT, WEAK_INT
-_ARRAY, _WEAK_FLOAT, _WEAK_INT = ord("a"), ord("f"), ord("i")
+# the header word's "what": _plain_call.c's ARRAY, SCALAR, WEAK_FLOAT, WEAK_INT
+_ARRAY, _SCALAR, _WEAK_FLOAT, _WEAK_INT = ord("a"), ord("s"), ord("f"), ord("i")
 
 
 def _header(what: int, kind: str = "\0", byteorder: str = "\0", itemsize: int = 0,
@@ -29,14 +29,15 @@ def _header(what: int, kind: str = "\0", byteorder: str = "\0", itemsize: int = 
 
 def signature_key(avals) -> bytes:
     """``avals`` packed as the C path packs a call's arguments: per argument a header word and
-    its dimensions. A weak float64 or int64 is a Python float or int; anything else an array or
-    a NumPy scalar of that shape and dtype."""
+    its dimensions. A weak float64 or int64 is a Python float or int, weak None a NumPy
+    scalar; anything else an array of that shape and dtype."""
     words: list[int] = []
     for shape, dtype, weak in avals:
         if weak:
             words.append(_header(_WEAK_FLOAT if dtype.kind == "f" else _WEAK_INT))
             continue
-        words.append(_header(_ARRAY, dtype.kind, dtype.byteorder, dtype.itemsize, len(shape)))
+        words.append(_header(_ARRAY if weak is False else _SCALAR, dtype.kind, dtype.byteorder,
+                             dtype.itemsize, len(shape)))
         words.extend(shape)
     return np.array(words, np.int64).tobytes()
 
