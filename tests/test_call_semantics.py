@@ -83,7 +83,8 @@ def test_python_bool_arguments_compute_as_python_bools():
     """Python computes on bools as on ints (True + True is 2, -True is -1), and bools with
     bools stay bools (True & True); NumPy arrays meet them as weak (NEP 50)."""
     for fn in (lambda a: -a, lambda a: ~a, lambda a: a + a, lambda a: a * 3, lambda a: a & True,
-               lambda a: a / 2, lambda a: abs(a), lambda a: a == True, lambda a: a - True):  # noqa: E712
+               lambda a: a / 2, lambda a: abs(a), lambda a: a == True, lambda a: a - True,  # noqa: E712
+               lambda a: a ** 2, lambda a: 2 ** a):
         want, got = fn(True), tk.jit(fn)(True)
         assert type(got) is type(want) and got == want
     x = np.arange(3, dtype=np.int8)

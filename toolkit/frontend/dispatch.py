@@ -328,6 +328,8 @@ def _pow_scalar(self, other):
     ran = _numpy_where_it_handles_errors(operator.pow, (self, other))  # (ndarray.__pow__)
     if ran is not _NOT_RUN:
         return ran
+    if _python_numbers((self, other)):  # (True ** 2 is the int 1 in Python)
+        self, other = _python_bools_as_ints((self, other))
     result = _pow(self, other)
     if type(result) is Tracer and not result.weak_type:
         return numpy_scalar(result)
