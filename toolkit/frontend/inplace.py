@@ -98,9 +98,10 @@ def _cast_value(target: Tracer, value, how: str = "index array") -> Tracer:
     """``value`` in ``target``'s dtype, as NumPy's item assignment casts it (and raises where
     it raises, by ``how`` it assigns: check_assigned)."""
     trace = target.trace
-    if isinstance(value, (list, tuple)) and _holds_tracer(value):
+    from .registry import EXPORTS, has_tracer
+
+    if isinstance(value, (list, tuple)) and has_tracer(value):
         # ``b[0:2] = [a[3], a[2]]``: NumPy makes an array of the sequence; so does the trace
-        from .registry import EXPORTS
 
         value = EXPORTS["array"](value, target.dtype)
     if not isinstance(value, Tracer):
@@ -111,18 +112,6 @@ def _cast_value(target: Tracer, value, how: str = "index array") -> Tracer:
             check_scalar_fits(value, target.dtype)
         return lax.convert(value, target.dtype, target.weak_type)
     return lax.lift(trace, value, target.dtype, weak=target.weak_type, what="assigned value")
-
-
-def _holds_tracer(sequence) -> bool:
-    """Does the nested list or tuple ``sequence`` hold a traced value? (iterative)"""
-    pending = [sequence]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, Tracer):
-            return True
-        if isinstance(item, (list, tuple)):
-            pending.extend(item)
-    return False
 
 
 def updated(x: Tracer, key, value) -> Tracer:
