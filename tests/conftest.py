@@ -5,17 +5,26 @@ import os
 os.environ.setdefault("TOOLKIT_BACKEND", "interpreter")
 # every pass's output verified before the next pass runs (outside tests: once, at the end)
 os.environ.setdefault("TOOLKIT_VERIFY_PASSES", "each")
+
+def _session_folder(prefix: str) -> str:
+    """A fresh folder, removed when the process that made it exits (xdist's workers inherit
+    the controller's through the environment and make none)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 # The persistent compilation cache goes to a fresh folder per test session, never ~/.cache.
 if "TOOLKIT_CACHE_DIR" not in os.environ:
-    import tempfile
-
-    os.environ["TOOLKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="toolkit-test-cache-")
+    os.environ["TOOLKIT_CACHE_DIR"] = _session_folder("toolkit-test-cache-")
 # ... and its HMAC key to a fresh one outside it, never ~/.config.
 if "TOOLKIT_CACHE_KEY_FILE" not in os.environ:
-    import tempfile
-
     os.environ["TOOLKIT_CACHE_KEY_FILE"] = os.path.join(
-        tempfile.mkdtemp(prefix="toolkit-test-key-"), "cache-key")
+        _session_folder("toolkit-test-key-"), "cache-key")
 
 import numpy as np  # noqa: E402
 import pytest
