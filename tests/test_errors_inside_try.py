@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
+from toolkit.frontend.errors import UnsupportedNumpyError
 
 
 def guarded_index(x, i):
@@ -178,6 +179,21 @@ def test_a_call_under_errstate_runs_as_numpy_and_later_calls_compiled(backend):
     assert calls == ["divide by zero"]
     np.testing.assert_array_equal(jitted(a, zero), [np.inf] * 3)
     assert jitted.cache_size == 1 and jitted.graph_breaks.break_count == 0
+
+
+def test_a_gpu_call_under_errstate_is_a_clear_error():
+    """The GPU backend's results stay on the device, so its call cannot run as NumPy; it
+    computed inf where NumPy raises (a silent difference) and now says why it cannot."""
+    jitted = tk.jit(lambda a, b: a / b + 1.0, backend="gpu-simulated")
+    a, zero = np.ones(3), np.zeros(3)
+    np.testing.assert_array_equal(np.asarray(jitted(a, zero)), [np.inf] * 3)
+    with np.errstate(divide="raise"):
+        with pytest.raises(UnsupportedNumpyError,
+                           match=r"lambda: NumPy's floating-point error handling is on "
+                                 r"\(np.errstate\(divide='raise'\)\).*'gpu-simulated' backend"):
+            jitted(a, zero)
+    with np.errstate(divide="ignore", over="warn"):  # (no handling that changes a result)
+        np.testing.assert_array_equal(np.asarray(jitted(a, zero)), [np.inf] * 3)
 
 
 def test_handling_that_changes_no_result_compiles_as_usual():

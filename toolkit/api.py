@@ -117,8 +117,7 @@ class JitFunction:
         user as ``api_boundary`` shows them (the try costs nothing until something raises)."""
         __tracebackhide__ = True  # noqa: F841
         try:
-            if numpy_error_state() is not QUIET.state and numpy_error_handling() is not None \
-                    and self._numpy_fallback_possible:
+            if numpy_error_state() is not QUIET.state and numpy_error_handling() is not None:
                 return self._run_under_error_handling(args, kwargs)
             if not kwargs and not RECORDER.active:
                 if plain_call is not None:  # (the same path in C: _plain_call.c)
@@ -247,6 +246,12 @@ class JitFunction:
         NumPy operation runs in NumPy at a break there."""
         if current_trace() is not None:
             return self._call(*args, **kwargs)
+        if not self._numpy_fallback_possible:  # (results stay on the device: no NumPy run)
+            raise UnsupportedNumpyError(
+                f"{self.fn_name}: NumPy's floating-point error handling is on "
+                f"(np.errstate({numpy_error_handling()})), and the {self._backend_name!r} "
+                "backend computes inf and nan where NumPy raises or calls back; call it "
+                "outside the errstate (or np.seterr), or jit it with backend='cpu'")
         start, clock = time.perf_counter(), RECORDER.clock.now() if RECORDER.active else 0.0
         result = self.fn(*args, **kwargs)
         if RECORDER.active:
