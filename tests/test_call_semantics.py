@@ -113,3 +113,78 @@ def test_numpy_scalar_arguments_are_numpy_scalars_inside():
     np.testing.assert_array_equal(jitted(np.zeros(2, np.int8), np.array(1000)),
                                   store(np.zeros(2, np.int8), np.array(1000)))
     assert repr(tk.jit(lambda x, s: s)(0, np.float32(1))) == "np.float32(1.0)"
+
+
+# ---- results that are arguments, or views of them, in NumPy ----------------------------------
+def returned_itself(x):
+    return x
+
+
+def returned_rows(x):
+    return x[1:]
+
+
+def returned_transposed(x):
+    return x.T
+
+
+def returned_after_a_write(x):
+    x[0, 0] = 7.0
+    return x
+
+
+def view_taken_before_a_write(x):
+    v = x[0]
+    x[0, 0] = 5.0
+    return v
+
+
+def squeezed_view(x):
+    return np.squeeze(x[None, :, ::-1])
+
+
+def same_bits(x):
+    return x.view(np.int64)
+
+
+def pieces(x):
+    return np.split(x, 2)
+
+
+def as_array(x):
+    return np.asarray(x)
+
+
+def a_copy_and_a_sum(x):
+    return np.array(x), x + 1.0, x[:, 0]
+
+
+VIEW_RESULTS = [returned_itself, returned_rows, returned_transposed, returned_after_a_write,
+                view_taken_before_a_write, squeezed_view, same_bits, pieces, as_array,
+                a_copy_and_a_sum]
+
+
+@pytest.mark.parametrize("fn", VIEW_RESULTS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("backend", ["interpreter", "cpu", "gpu-simulated"])
+def test_results_that_view_an_argument_share_its_memory_as_in_numpy(fn, backend):
+    """``return x`` is the caller's array and ``x[1:]``/``x.T``/``np.split`` views of it, as
+    in NumPy: writing into the result writes into the argument. (They were new arrays.)"""
+    jitted = tk.jit(fn, backend=backend)
+    for _ in range(2):  # (traced, then the compiled program)
+        x, expected_x = np.arange(4.0).reshape(2, 2), np.arange(4.0).reshape(2, 2)
+        got, expected = jitted(x), fn(expected_x)
+        got_leaves = got if isinstance(got, (tuple, list)) else [got]
+        expected_leaves = expected if isinstance(expected, (tuple, list)) else [expected]
+        for g, e in zip(got_leaves, expected_leaves, strict=True):
+            np.testing.assert_array_equal(np.asarray(g), e)
+            assert (g is x) == (e is expected_x)
+            assert isinstance(g, np.ndarray) and np.shares_memory(g, x) \
+                if np.shares_memory(e, expected_x) else not np.shares_memory(np.asarray(g), x)
+        np.testing.assert_array_equal(x, expected_x)
+
+
+def test_writing_into_a_returned_view_writes_the_argument():
+    x = np.zeros(5)
+    tail = tk.jit(lambda a: a[2:], backend="cpu")(x)
+    tail[:] = 1.0
+    np.testing.assert_array_equal(x, [0, 0, 1, 1, 1])

@@ -521,7 +521,7 @@ def _view(self, dtype=None, type=None):
     # (reads follow later writes into ``self``, as NumPy's view does; writes through it are
     # refused)
     how = views.DerivedView(lambda parent: lax.bitcast_convert(parent, dtype),
-                            ("view", dtype.str), "view")
+                            ("view", dtype.str), "view", lambda array: array.view(dtype))
     return views.mark_untracked_view(result, self, "view", how)
 
 

@@ -59,7 +59,8 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
                     public_name in ("atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays")
                     and len(args) > 1
                 )
-                how = None if several else _derivation(impl, public_name, args, kwargs)
+                how = None if several else _derivation(impl, public_name, args, kwargs,
+                                                       np_func)
                 return mark_untracked_view(result, args if several else args[0], public_name,
                                            how)
             return fresh_results(result, list(args) + list(kwargs.values()))
@@ -79,9 +80,11 @@ def numpy_function(np_func: Callable | None, name: str | None = None, creation: 
 MAY_COPY = frozenset({"reshape", "ravel"})
 
 
-def _derivation(impl, name: str, args: tuple, kwargs: dict) -> DerivedView | None:
+def _derivation(impl, name: str, args: tuple, kwargs: dict,
+                np_func: Callable | None = None) -> DerivedView | None:
     """How the view ``impl(*args, **kwargs)`` of ``args[0]`` follows it (``DerivedView``):
-    the same call on the parent's later values; keyed by the call's other arguments."""
+    the same call on the parent's later values; keyed by the call's other arguments. NumPy's
+    ``np_func`` makes the same view of an array."""
     source = args[0]
     if not isinstance(source, Tracer) or has_tracer(args[1:]) or has_tracer(kwargs.values()):
         return None
@@ -92,7 +95,9 @@ def _derivation(impl, name: str, args: tuple, kwargs: dict) -> DerivedView | Non
         key = (name, repr(rest), repr(sorted(kwargs.items())))
     except Exception:  # (an argument without a faithful repr: the view is not recorded)
         key = None
-    return DerivedView(lambda parent: impl(parent, *rest, **kwargs), key, name)
+    return DerivedView(lambda parent: impl(parent, *rest, **kwargs), key, name,
+                       None if np_func is None else
+                       lambda array: np_func(array, *rest, **kwargs))
 
 
 def _contiguous(t: Tracer) -> bool:

@@ -23,6 +23,7 @@ from .signature import ArgSpec
 from .segments import GraphBroken
 from .replay import replayable_function
 from .tracer import Trace, Tracer, current_trace
+from .views import argument_view
 
 @dataclass(frozen=True)
 class TracedProgram:
@@ -48,6 +49,10 @@ class TracedProgram:
     # arrays read from outside the arguments, lifted into the last parameters (their specs end
     # ``in_specs``), and the numbers read so, guarded (frontend.captured); None: nothing was
     captured: Captured | None = None
+    # (output leaf index, argument leaf index, NumPy view steps): results that are, in NumPy,
+    # an argument itself or a view of it (``return x``, ``x[1:]``, ``x.T``); the call returns
+    # the caller's array or a view sharing its memory (frontend.views.argument_view)
+    view_outputs: tuple[tuple[int, int, tuple], ...] = ()
 
     @property
     def argument_count(self) -> int:
@@ -56,7 +61,7 @@ class TracedProgram:
 
     @property
     def has_extra_outputs(self) -> bool:
-        return bool(self.mutated or self.checks)
+        return bool(self.mutated or self.checks or self.view_outputs)
 
     def split_results(self, leaves, results):
         """The user's results. A runtime check that failed raises NumPy's error (before any
@@ -69,11 +74,17 @@ class TracedProgram:
             for flag, (error, message) in zip(flags, self.checks):
                 if bool(np.asarray(flag)):
                     raise error(message)
-        if not self.mutated:
-            return results
-        k = len(self.mutated)
-        write_back(leaves, self.mutated, results[-k:])
-        return results[:-k]
+        if self.mutated:
+            k = len(self.mutated)
+            write_back(leaves, self.mutated, results[-k:])
+            results = results[:-k]
+        for output, argument, steps in self.view_outputs:  # (after the writes, as in NumPy)
+            array = leaves[argument]
+            if type(array) is np.ndarray or not steps and isinstance(array, np.generic):
+                for step in steps:
+                    array = step(array)
+                results[output] = array
+        return results
 
     def check_mutable(self, leaves) -> None:
         if self.mutated:
@@ -174,6 +185,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
                 return broken
             raise broken
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
+        view_outputs = _argument_views(outs, trace.parameters)
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]
         checks = [flag for flag, _, _ in trace.checks]
         if len(outs) == 1 and out_tree.kind == "leaf" and not mutated and not checks:
@@ -209,7 +221,20 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         python_numbers(leaves),
         numpy_scalars(leaves),
         captured if captured.arrays or captured.guards else None,
+        view_outputs,
     )
+
+
+def _argument_views(outs: list[Tracer], parameters: list[Tracer]) -> tuple:
+    """The outputs that are arguments or views of them in NumPy (``TracedProgram.view_outputs``);
+    Python numbers (weak parameters) are values, never returned as themselves."""
+    arrays = {id(p): n for n, p in enumerate(parameters) if not p.weak_type}
+    found = []
+    for n, out in enumerate(outs):
+        where = argument_view(out, arrays)
+        if where is not None:
+            found.append((n, *where))
+    return tuple(found)
 
 
 def _containers(args: tuple, kwargs: dict, fn) -> list:

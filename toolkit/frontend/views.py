@@ -88,12 +88,15 @@ class DerivedView:
     So ``v = x.reshape(2, 2); x[0] = 9; v[0, 0]`` reads 9, as in NumPy. ``key`` names the
     derivation for a replayed call's record (None: it cannot be recorded)."""
 
-    __slots__ = ("derive", "key", "function")
+    __slots__ = ("derive", "key", "function", "numpy")
 
-    def __init__(self, derive, key, function: str = ""):
+    def __init__(self, derive, key, function: str = "", numpy=None):
         self.derive = derive
         self.key = key
         self.function = function  # (np.<function> made it; "" for a piece or a reshaped one)
+        # the same view made by NumPy of the parent's array (None: not known), for a result
+        # that views an argument (``argument_view``)
+        self.numpy = numpy
 
     def writable(self, view: Tracer, parent: Tracer) -> bool:
         """Can a write into ``view`` be carried back into ``parent``: a reshape of a contiguous
@@ -120,14 +123,18 @@ class DerivedView:
     def piece(self, n: int) -> "DerivedView":
         """The derivation of the ``n``-th of several results (np.split's pieces)."""
         return DerivedView(lambda parent, derive=self.derive: derive(parent)[n],
-                           None if self.key is None else (self.key, n))
+                           None if self.key is None else (self.key, n), "",
+                           None if self.numpy is None else
+                           lambda array, make=self.numpy: make(array)[n])
 
     def reshaped(self, shape: tuple) -> "DerivedView":
         """This derivation, then a reshape (``v.shape = ...`` on the view)."""
         from . import lax
 
         return DerivedView(lambda parent, derive=self.derive: lax.reshape(derive(parent), shape),
-                           None if self.key is None else (self.key, "reshape", shape))
+                           None if self.key is None else (self.key, "reshape", shape), "",
+                           None if self.numpy is None else
+                           lambda array, make=self.numpy: make(array).reshape(shape))
 
 
 # views a write goes through to the parent (the rest, broadcasts and np.split's pieces among
@@ -175,6 +182,37 @@ def mark_untracked_view(result, source, function: str, how: DerivedView | None =
     if how is not None and not getattr(_deriving, "active", False):
         view_of(source, how, result)  # (reads follow the parent; writes stay refused)
     return result
+
+
+def argument_view(t: Tracer, parameters: dict[int, int]):
+    """Where the traced result ``t`` is, in NumPy, one of the function's arguments or a view
+    of one (``return x``, ``x[1:]``, ``x.T``, a reshape): that argument's leaf index and the
+    NumPy steps that make the view of the caller's array, so the call returns the argument
+    itself, or a view sharing its memory, as NumPy does. ``parameters``: id of a parameter
+    tracer -> its leaf index. None where it is not, or where a step is not known (an index
+    holding traced values, a view NumPy would make of a traced value)."""
+    steps = []
+    while True:
+        leaf = parameters.get(id(t))
+        if leaf is not None:
+            return leaf, tuple(reversed(steps))
+        if t._view is None:
+            return None
+        parent, how = t._view
+        if type(how) is DerivedView:
+            if how.numpy is None:
+                return None
+            steps.append(how.numpy)
+        else:  # a basic index (getitem made it a view only then)
+            if _holds_tracer(how):
+                return None
+            steps.append(lambda array, key=how: array[key])
+        t = parent
+
+
+def _holds_tracer(key) -> bool:
+    return isinstance(key, Tracer) or type(key) is tuple and any(isinstance(k, Tracer)
+                                                                 for k in key)
 
 
 def fresh_results(result, inputs):
