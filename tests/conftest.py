@@ -27,8 +27,8 @@ if "TOOLKIT_CACHE_KEY_FILE" not in os.environ:
         _session_folder("toolkit-test-key-"), "cache-key")
 
 import numpy as np  # noqa: E402
-import pytest
-from hypothesis import HealthCheck, settings
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 from toolkit.backends import Backend, register_backend  # noqa: E402
 from toolkit.backends.gpu import compile_module as _compile_for_gpu  # noqa: E402
