@@ -3,6 +3,8 @@
 passes, LLVM IR, assembly, PTX)."""
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import time
 from typing import Any
@@ -144,6 +146,8 @@ class Compiled(_TracedStage):
         self._single_output = program.out_tree.kind == "leaf"
         self._kernel_info: dict | None = None
         self._keeps_device_arrays = executable.result_placement is ResultPlacement.DEVICE
+        if self._keeps_device_arrays and program.view_outputs:  # (results stay on the device)
+            program = self._program = dataclasses.replace(program, view_outputs=())
         # no argument checks and no extra outputs: NumPy arrays go to the executable as they are
         self._plain_leaves = (not program.int_limits and not program.has_extra_outputs
                               and program.captured is None)

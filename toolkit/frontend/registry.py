@@ -88,8 +88,9 @@ def _derivation(impl, name: str, args: tuple, kwargs: dict,
     source = args[0]
     if not isinstance(source, Tracer) or has_tracer(args[1:]) or has_tracer(kwargs.values()):
         return None
-    if name in MAY_COPY and not _contiguous(source):
-        return None  # (NumPy copies where the parent is not contiguous: a view, an argument)
+    if name in MAY_COPY and not _contiguous(source) \
+            and not source._trace.assume_contiguous(_reshaped(source), name):
+        return None  # (NumPy copies where the parent is not contiguous: a view, a slice)
     rest = args[1:]
     try:
         key = (name, repr(rest), repr(sorted(kwargs.items())))
@@ -98,6 +99,14 @@ def _derivation(impl, name: str, args: tuple, kwargs: dict,
     return DerivedView(lambda parent: impl(parent, *rest, **kwargs), key, name,
                        None if np_func is None else
                        lambda array: np_func(array, *rest, **kwargs))
+
+
+def _reshaped(t: Tracer) -> Tracer:
+    """What ``t`` is a reshape (of a reshape ...) of."""
+    while t._view is not None and type(t._view[1]) is DerivedView \
+            and t._view[1].function in MAY_COPY:
+        t = t._view[0]
+    return t
 
 
 def _contiguous(t: Tracer) -> bool:

@@ -10,7 +10,8 @@ import numpy as np
 from ..ir.nodes import Module
 from . import dispatch  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import lax
-from .errors import LeakedTracerError, UnsupportedNumpyError, UserOverflowError, UserTypeError
+from .errors import (LeakedTracerError, UnsupportedNumpyError, UserOverflowError, UserTypeError,
+                     UserValueError)
 from .captured import Captured, CapturedChanged, values_captured
 from .inplace import check_mutation_targets, write_back
 from .held_generators import generators_held_by_objects_traced
@@ -53,6 +54,9 @@ class TracedProgram:
     # an argument itself or a view of it (``return x``, ``x[1:]``, ``x.T``); the call returns
     # the caller's array or a view sharing its memory (frontend.views.argument_view)
     view_outputs: tuple[tuple[int, int, tuple], ...] = ()
+    # (argument leaf index, where): arguments written in place whose reshape the program
+    # takes as a view, as NumPy makes it of a C-contiguous array; checked on every call
+    contiguous: tuple[tuple[int, str], ...] = ()
 
     @property
     def argument_count(self) -> int:
@@ -78,17 +82,13 @@ class TracedProgram:
             k = len(self.mutated)
             write_back(leaves, self.mutated, results[-k:])
             results = results[:-k]
-        for output, argument, steps in self.view_outputs:  # (after the writes, as in NumPy)
-            array = leaves[argument]
-            if type(array) is np.ndarray or not steps and isinstance(array, np.generic):
-                for step in steps:
-                    array = step(array)
-                results[output] = array
-        return results
+        return replace_views(results, leaves, self.view_outputs)  # (after the writes)
 
     def check_mutable(self, leaves) -> None:
         if self.mutated:
             check_mutation_targets(leaves, self.mutated, [s.path for s in self.in_specs])
+        if self.contiguous:
+            check_contiguous(leaves, self.contiguous, self.in_specs)
 
     def check_int_limits(self, leaves) -> None:
         """NumPy 2 raises OverflowError when a Python int does not fit the array it meets; the
@@ -122,6 +122,7 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
     numbers guarded constants), or None (constants, unguarded: an SPMD program)."""
     trace = Trace(name, building=breaker is None or not breaker.replays())
     trace.breaker = breaker  # before the parameters: they are values that may cross a break
+    trace.contiguous = {}  # (the call checks the layouts its reshapes of arguments assumed)
     trace.entry_frame = id(sys._getframe())
     with trace.activate():
         if breaker is not None:  # (a call it has seen before replays: frontend.replay)
@@ -185,8 +186,11 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
                 return broken
             raise broken
         outs = [_as_output(trace, leaf, path) for leaf, path in zip(leaves, out_paths)]
-        view_outputs = _argument_views(outs, trace.parameters)
+        view_outputs = argument_views(outs, trace.parameters)
         mutated = [(n, t) for n, t in trace.mutated_parameters() if not t.weak_type]
+        written = {n for n, _ in mutated}
+        contiguous = tuple((n, where) for n, where in sorted(trace.contiguous.items())
+                           if n in written)
         checks = [flag for flag, _, _ in trace.checks]
         if len(outs) == 1 and out_tree.kind == "leaf" and not mutated and not checks:
             root = outs[0].inst
@@ -222,10 +226,11 @@ def trace_program(fn: Callable, name: str, specs: Sequence[ArgSpec],
         numpy_scalars(leaves),
         captured if captured.arrays or captured.guards else None,
         view_outputs,
+        contiguous,
     )
 
 
-def _argument_views(outs: list[Tracer], parameters: list[Tracer]) -> tuple:
+def argument_views(outs: list[Tracer], parameters: list[Tracer]) -> tuple:
     """The outputs that are arguments or views of them in NumPy (``TracedProgram.view_outputs``);
     Python numbers (weak parameters) are values, never returned as themselves."""
     arrays = {id(p): n for n, p in enumerate(parameters) if not p.weak_type}
@@ -363,3 +368,28 @@ def _as_output(trace: Trace, leaf: Any, path: str, replayable: bool = False) -> 
         return lax.lift(trace, leaf, what=f"output{path}")
     raise UserTypeError(f"jitted function returned output{path} of type {type(leaf).__name__}; "
                     "return arrays, scalars, or tuples/lists/dicts of them")
+
+
+def check_contiguous(leaves, contiguous, specs) -> None:
+    """Each argument a reshape of which the program took as a view (NumPy's view of a
+    C-contiguous array) is C-contiguous, before a call that writes into it."""
+    for n, where in contiguous:
+        leaf = leaves[n]
+        if isinstance(leaf, np.ndarray) and not leaf.flags.c_contiguous:
+            raise UserValueError(
+                f"argument '{specs[n].path}' is not C-contiguous, and the function writes "
+                f"into it and uses a reshape of it ({where}): NumPy makes that reshape a view "
+                "of a C-contiguous array (it sees the writes) and a copy of another, and "
+                "toolkit compiled it as a view. Pass np.ascontiguousarray(...) of it")
+
+
+def replace_views(results: list, leaves, view_outputs) -> list:
+    """``results`` with each output that views an argument (``TracedProgram.view_outputs``) made
+    by NumPy of the caller's array (after the call's writes into it, as in NumPy)."""
+    for output, argument, steps in view_outputs:
+        array = leaves[argument]
+        if type(array) is np.ndarray or not steps and isinstance(array, np.generic):
+            for step in steps:
+                array = step(array)
+            results[output] = array
+    return results

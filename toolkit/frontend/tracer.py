@@ -112,6 +112,11 @@ class Trace:
         # (instruction, lo, hi) of values a check of a Python int's range was made for
         self.narrowed: set = set()
         self.parameters: list[Tracer] = []
+        # parameter number -> where: arguments whose reshape the trace took as a view, as NumPy
+        # makes it of a C-contiguous array (of another layout it copies); checked on every call
+        # that writes into them, where the difference shows (Trace.assume_contiguous). None:
+        # nothing checks this trace's arguments (a jitted call's trace sets a dict)
+        self.contiguous: dict[int, str] | None = None
         # data-dependent errors NumPy raises (an index out of range, an all-NaN slice): a scalar
         # pred per check, true when the error happens, and the error to raise after the call
         self.checks: list[tuple[Tracer, type, str]] = []
@@ -177,6 +182,20 @@ class Trace:
             where = f" at {loc}" if loc else ""
         self.int_limits[number] = (max(lo, int(info.min)), min(hi, int(info.max)), narrowest,
                                    where)
+        return True
+
+    def assume_contiguous(self, t: "Tracer", function: str) -> bool:
+        """Take ``np.<function>(t)`` (a reshape) of the argument ``t`` as a view, as NumPy makes
+        it where the caller's array is C-contiguous; False where ``t`` is not an argument's
+        array (then it is not known to be contiguous: its reshape is not followed as a view)."""
+        if self.contiguous is None:
+            return False
+        number = next((n for n, p in enumerate(self.parameters) if p is t), None)
+        if number is None or t.weak_type:
+            return False
+        if number not in self.contiguous:
+            loc = self.location()
+            self.contiguous[number] = f"np.{function}{f' at {loc}' if loc else ''}"
         return True
 
     def activate(self) -> "_Activation":

@@ -32,8 +32,9 @@ from ..frontend import replay
 from ..frontend.inplace import check_mutation_targets, write_back
 from ..frontend.segments import Segment, SpecializeAndRetrace, cut, live_tracers, resume
 from ..frontend.signature import ArgSpec
-from ..frontend.trace_function import (TracedProgram, as_python_numbers, numpy_scalars,
-                                       python_numbers)
+from ..frontend.trace_function import (TracedProgram, argument_views, as_python_numbers,
+                                       check_contiguous, numpy_scalars, python_numbers,
+                                       replace_views)
 from ..frontend.tracer import Trace, Tracer
 from ..ir.structural import exact_key
 from ..profiler.events import GraphBreakEvent
@@ -522,8 +523,15 @@ class Breaker(ReplayedBreaks):
             results = as_python_numbers(results, python_outputs, scalar_outputs)
         if mutated:
             numbers = [n for n, _ in mutated]
-            check_mutation_targets(self.leaves, numbers, [s.path for s in self.specs])
+            paths = [s.path for s in self.specs]
+            check_mutation_targets(self.leaves, numbers, paths)
+            assumed = self.trace.contiguous or {}
+            check_contiguous(self.leaves, [(n, assumed[n]) for n in numbers if n in assumed],
+                             self.specs)
             write_back(self.leaves, numbers, [values[id(t.inst)] for _, t in mutated])
+        if self.owner.options.backend.name in HOST_BACKENDS:  # (a device's stay on it)
+            # (an argument handed back, or a view of it, is the caller's array as NumPy's is)
+            results = replace_views(results, self.leaves, argument_views(outs, self.arguments))
         log = self.owner.log
         log.calls += 1
         if self.tape is not None:
