@@ -143,3 +143,16 @@ def test_groups_survive_the_persistent_cache(tmp_path, monkeypatch):
         == ["group"]
     )
     np.testing.assert_array_equal(first(x), again(x))
+
+
+def test_kernels_over_no_rows_form_no_group_and_profile(always_group):
+    """An empty slice's kernels (a triangular loop's first trip: ``L[0, :0] @ x[:0]``) run
+    nothing: they formed a group of 0 rows, whose profiled run divided by its 0-row blocks."""
+    def f(a, b):
+        return softmax(np)(a[:0] + b[:0]), a * 3.0
+
+    a, b = np.ones((4, 8)), np.ones((4, 8))
+    with tk.profile():
+        got = tk.jit(f, backend="cpu")(a, b)
+    assert got[0].shape == (0, 8) and np.array_equal(got[1], a * 3.0)
+    assert all(s.kind != "group" or s.extent for s in steps_of(f, a, b))

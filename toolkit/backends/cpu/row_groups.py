@@ -76,7 +76,7 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
     for step in steps:
         joinable = (
             step.kind == "kernel"
-            and step.extent is not None
+            and step.extent  # (a kernel over no rows runs nothing: no group, no blocks)
             and not step.full_reduction
             and step.splittable
             and "spec" in step.extra
