@@ -65,11 +65,9 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
     def close():
         if len(current) >= 2:
             group = _make_group(list(current), readers, slots, out_slots)
-            if (
-                group is not None
-                and sum(slots[s].size * slots[s].dtype.numpy.itemsize for s in group.slots)
-                >= min_bytes
-            ):
+            # (the bytes its rows stream: a group of kernels over a few rows of a large
+            # array, a triangular loop's row slices, reads little of it and gains nothing)
+            if group is not None and group.rows * sum(group.row_bytes.values()) >= min_bytes:
                 groups.append(group)
         current.clear()
 
