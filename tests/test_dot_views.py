@@ -201,3 +201,41 @@ def test_a_reshaped_product_read_by_the_next_product(monkeypatch):
     a, b, c = rng.standard_normal((6, 4)), rng.standard_normal((4, 8)), rng.standard_normal((4, 3))
     (got,), _ = _run(chained, (a, b, c))
     np.testing.assert_allclose(got, chained(a, b, c)[0], rtol=1e-13)
+
+
+def triangular_solve(L, x, b):
+    for i in range(x.shape[0]):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+
+
+def _unoptimised_slice_kernels(compiled) -> int:
+    ir_text = compiled.as_text("llvm")
+    plain = {line.split(" = ")[0].split("#")[1] for line in ir_text.splitlines()
+             if line.startswith("attributes #") and "optnone" in line}
+    return sum(1 for line in ir_text.splitlines()
+               if line.startswith("define") and ("_slice_" in line or "_reshape_" in line)
+               and line.rstrip(" {").split("#")[-1] in plain)
+
+
+def test_slice_kernels_no_program_runs_are_compiled_unoptimised(monkeypatch):
+    """A triangular loop's ``L[i, :i] @ x[:i]``: two slices a trip, each of its own size, so
+    each a kernel of its own, which the dot reads in place of. O3 spent seconds on thousands of
+    them (trisolv at N=2,000: 12 s of LLVM). They compile without optimisation where native
+    programs run (they never do); without native programs they run, optimised as before (all
+    but the tiny ones, of at most 16 elements)."""
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+    n = 48
+    rng = np.random.default_rng(6)
+    L, b = np.tril(rng.random((n, n))) + n * np.eye(n), rng.random(n)
+    want = np.zeros(n)
+    triangular_solve(L, want, b)
+    plain = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", native)
+        x = np.zeros(n)
+        compiled = tk.jit(triangular_solve, backend="cpu").lower(L, x, b).compile()
+        compiled(L, x, b)
+        assert np.array_equal(x, want)
+        plain[native] = _unoptimised_slice_kernels(compiled)
+    beyond_tiny = 2 * (n - 17)  # (trips 17 .. n-1: two slices of more than 16 elements each)
+    assert plain["1"] - plain["0"] >= beyond_tiny, plain

@@ -25,7 +25,7 @@ from ..reference.interpreter import (EVALUATORS, evaluate_computation, flatten_p
 from .. import disk_cache
 from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
-from .native_program import plan_segments
+from .native_program import plan_segments, slices_never_run
 from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
 from ..llvm.vector_math import keep_vector_variants
@@ -261,6 +261,14 @@ def _emit(
     failed: dict[str, str] = {}
     emitted = 0
     distinct = len({symbol(step) for step in kernels})
+    groups = find_row_groups(steps, plan.slots, plan.out_slots)
+    # slice kernels the native program never runs (its dots read their windows in place):
+    # compiled without optimisation, unless a kernel that does run shares their code
+    grouped = {id(m) for g in groups for m in g.members}
+    never_run = slices_never_run(steps, plan.slots, plan.out_slots)
+    cold = {symbol(steps[p]) for p in never_run if id(steps[p]) not in grouped} - {
+        symbol(s) for p, s in enumerate(steps)
+        if s.kind == "kernel" and (p not in never_run or id(s) in grouped)}
     for step in list(kernels):
         own = symbol(step)
         if own in failed:  # the kernel this one repeats could not be lowered
@@ -273,7 +281,8 @@ def _emit(
             emit_or_discard(module, emit_kernel, step.extra["spec"])
             home[own] = module
             emitted += 1
-            light = _light_optimisation(step.work, distinct)
+            light = _compile_plainly if own in cold else _light_optimisation(step.work,
+                                                                                distinct)
             if light is not None:
                 light(module.globals[own])
         except CodegenUnsupported as e:
@@ -281,7 +290,6 @@ def _emit(
             _fallback(step, step.inst, str(e), fallbacks)
     for module in modules:
         keep_vector_variants(module)
-    groups = find_row_groups(steps, plan.slots, plan.out_slots)
     for group in groups:
         module = home[symbol(group.members[0])]
         for member in group.members:  # defined in another part: linked when the engine loads both

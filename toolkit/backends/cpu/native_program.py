@@ -96,11 +96,13 @@ def while_op(exe, step, index, read_after: set[int], unwritten: set[int]) -> lis
             *[v for e in entries for v in e], *[v for st in states for v in st], *program]
 
 
-def _segments(exe) -> list[Segment]:
-    if native_run_steps is None or env_int("TOOLKIT_NATIVE_PROGRAM", 1, 0, 1) == 0:
-        return [Segment(list(exe.steps))]
-    gemm = blas_gemm()
-    # dots that read a slice's window in place (dot_views.py), and the slices no one needs then
+def _native_programs() -> bool:
+    return native_run_steps is not None and env_int("TOOLKIT_NATIVE_PROGRAM", 1, 0, 1) == 1
+
+
+def _views_read_in_place(exe, gemm):
+    """The dots that read a slice's window in place (dot_views.py), the inputs each reads so,
+    and the slice steps no one needs then: (offered, read_in_place, dropped)."""
     offered = offered_views(exe) if native_op_codes > GEMV_VIEW else {}
     read_in_place: dict[int, set[int]] = {}
     for position, inputs in offered.items():
@@ -111,7 +113,34 @@ def _segments(exe) -> list[Segment]:
         except _Unsupported:
             continue
         read_in_place[position] = used
-    dropped = droppable_slices(exe, offered, read_in_place)
+    return offered, read_in_place, droppable_slices(exe, offered, read_in_place)
+
+
+@dataclass
+class _PlannedSteps:
+    """What the view analysis reads of an executable, before its kernels are compiled."""
+    steps: list
+    _slot_types: list
+    out_slots: list
+
+
+def slices_never_run(steps, slots, out_slots) -> set[int]:
+    """The positions of slice steps a native program will not run: every dot after them reads
+    their window in place (a triangular loop's ``L[i, :i] @ x[:i]``: two copies a trip, each of
+    its own size, so each its own kernel). They are compiled without optimisation: they run
+    only where native programs are off."""
+    if not _native_programs():
+        return set()
+    types = [(s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None
+             for s in slots]
+    return _views_read_in_place(_PlannedSteps(steps, types, out_slots), blas_gemm())[2]
+
+
+def _segments(exe) -> list[Segment]:
+    if not _native_programs():
+        return [Segment(list(exe.steps))]
+    gemm = blas_gemm()
+    offered, read_in_place, dropped = _views_read_in_place(exe, gemm)
     # dots whose product the reshape after them would only copy: they write its buffer
     # (not where that reshape is itself read in place by the next dot, and dropped)
     redirected = {p: target for p, target in reshaped_results(exe).items()
