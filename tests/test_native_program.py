@@ -194,10 +194,10 @@ def test_a_profiled_call_runs_the_program_it_times_and_computes_the_same_bits():
     ran = [s.inst.name for program, steps, _, _, op_steps in exe.segments
            for s in (op_steps if program is not None else steps)]
     assert sorted(e.name for e in prof.kernels) == sorted(ran)
-    from toolkit.backends.cpu.dot_views import _window
+    from toolkit.backends.cpu.dot_views import window_of
 
     skipped = [s for s in exe.steps if s.inst.name not in set(ran)]  # windows read in place
-    assert skipped and all(_window(s, exe._slot_types) is not None for s in skipped), skipped
+    assert skipped and all(window_of(s, exe._slot_types) is not None for s in skipped), skipped
     assert all(e.duration >= 0 for e in prof.kernels)
 
 

@@ -25,7 +25,7 @@ def _unit_preserving(inst) -> bool:
     return inst.opcode == "reshape" or inst.opcode == "bitcast"
 
 
-def _window(step, slot_types) -> Operand | None:
+def window_of(step, slot_types) -> Operand | None:
     """The window of its source that a slice step's output is, as an Operand over the output's
     dimensions, or None for any other step. A slice is a ``slice``, or a ``dynamic-slice`` whose
     start indices are constants of the program (the offset-operands pass makes fusions alike up
@@ -142,7 +142,7 @@ def offered_views(exe) -> dict[int, dict[int, tuple[int, Operand]]]:
             forget(slot)
             for result in list(by_source.get(slot, ())):
                 forget(result)
-        window = _window(step, exe._slot_types)
+        window = window_of(step, exe._slot_types)
         if window is not None and window.slot not in written:
             windows[step.outputs[0]] = (position, window)
             by_source.setdefault(window.slot, set()).add(step.outputs[0])

@@ -21,6 +21,7 @@ from llvmlite import ir
 from ...config import env_bytes
 
 from ..llvm.elemental import i64
+from .dot_views import window_of
 from ..llvm.loops import for_range
 from ..llvm.row_locality import row_local_parameters
 from ..llvm.types import I8, I64
@@ -71,9 +72,14 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
                 groups.append(group)
         current.clear()
 
+    types = [(t.dims, t.dtype.numpy) if t is not None and not t.is_tuple else None
+             for t in slots]
     for step in steps:
         joinable = (
             step.kind == "kernel"
+            # (a kernel that only copies a window is read in place by the dot it feeds, and
+            # dropped: grouped, it would be copied after all (covariance by columns))
+            and window_of(step, types) is None
             and step.extent  # (a kernel over no rows runs nothing: no group, no blocks)
             and not step.full_reduction
             and step.splittable
