@@ -238,9 +238,14 @@ def _compile_for_size(function: ir.Function) -> None:
     function.attributes.add("noimplicitfloat")
 
 
+def _light_allowed() -> bool:
+    """$TOOLKIT_TINY_OPT=0 compiles every kernel at O3 (to compare)."""
+    return os.environ.get("TOOLKIT_TINY_OPT", "1") == "1"
+
+
 def _light_optimisation(work: int, distinct_kernels: int):
     """How a kernel of ``work`` elements is compiled for speed of compile, or None for O3."""
-    if os.environ.get("TOOLKIT_TINY_OPT", "1") != "1" or work <= 0:
+    if not _light_allowed() or work <= 0:
         return None
     if work <= TINY_KERNEL_WORK:
         return _compile_plainly
@@ -281,8 +286,9 @@ def _emit(
             emit_or_discard(module, emit_kernel, step.extra["spec"])
             home[own] = module
             emitted += 1
-            light = _compile_plainly if own in cold else _light_optimisation(step.work,
-                                                                                distinct)
+            light = _light_optimisation(step.work, distinct)
+            if own in cold and _light_allowed():
+                light = _compile_plainly
             if light is not None:
                 light(module.globals[own])
         except CodegenUnsupported as e:
