@@ -249,3 +249,19 @@ def test_a_reshape_of_an_argument_is_its_view_as_numpy_makes_it(fn, backend):
         got, expected = jitted(column_major), fn(expected_x)
         np.testing.assert_array_equal(got, expected)
         assert np.shares_memory(got, column_major) == np.shares_memory(expected, expected_x)
+
+
+def window_at_a_computed_start(x):
+    i = np.argmax(x[:3])  # (a traced start: its slice's bounds are traced values)
+    return x[i:i + 2]
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_a_returned_window_with_traced_bounds_is_its_value(backend):
+    """A view whose index holds traced values is not made again from the caller's array (its
+    bounds are not known after the call): the result is its value, a new array. (Replaying its
+    index crashed with a KeyError.)"""
+    x = np.array([0.0, 5.0, 1.0, 2.0, 3.0])
+    jitted = tk.jit(window_at_a_computed_start, backend=backend)
+    for _ in range(2):
+        np.testing.assert_array_equal(jitted(x), window_at_a_computed_start(x))

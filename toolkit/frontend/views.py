@@ -211,8 +211,12 @@ def argument_view(t: Tracer, parameters: dict[int, int]):
 
 
 def _holds_tracer(key) -> bool:
-    return isinstance(key, Tracer) or type(key) is tuple and any(isinstance(k, Tracer)
-                                                                 for k in key)
+    """Does a basic index hold a traced value (an index, or a slice's bound)?"""
+    for k in key if type(key) is tuple else (key,):
+        if isinstance(k, Tracer) or type(k) is slice and any(
+                isinstance(v, Tracer) for v in (k.start, k.stop, k.step)):
+            return True
+    return False
 
 
 def fresh_results(result, inputs):
