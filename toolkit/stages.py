@@ -4,7 +4,6 @@ passes, LLVM IR, assembly, PTX)."""
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import time
 from typing import Any

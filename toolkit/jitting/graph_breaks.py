@@ -523,8 +523,7 @@ class Breaker(ReplayedBreaks):
             results = as_python_numbers(results, python_outputs, scalar_outputs)
         if mutated:
             numbers = [n for n, _ in mutated]
-            paths = [s.path for s in self.specs]
-            check_mutation_targets(self.leaves, numbers, paths)
+            check_mutation_targets(self.leaves, numbers, [s.path for s in self.specs])
             assumed = self.trace.contiguous or {}
             check_contiguous(self.leaves, [(n, assumed[n]) for n in numbers if n in assumed],
                              self.specs)
