@@ -7,7 +7,8 @@ import pytest
 
 from toolkit.workloads import BENCHMARK
 
-from toolkit import bench, bench_gpu
+import toolkit as tk
+from toolkit import bench, bench_compile, bench_gpu
 
 
 def _run(side, seconds, **extra):
@@ -177,3 +178,10 @@ def test_the_kernel_dispatch_row_runs_many_unfused_kernels_as_numpy_computes():
     # (200 steps of a reduction and an elementwise kernel each; a fusion bug once left the
     # chains unfused, 900 kernels)
     assert len(p.kernels) >= 250
+
+
+@pytest.mark.parametrize("family", bench_compile.FAMILIES)
+def test_compile_benchmark_programs_compute_what_numpy_does(family):
+    fn, args = bench_compile.program(family, 12)
+    expected = fn(*[np.copy(a) for a in args])
+    np.testing.assert_allclose(tk.jit(fn, backend="cpu")(*args), expected, rtol=1e-12)

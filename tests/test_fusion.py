@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
+from toolkit import bench_compile
 from toolkit.passes.fusion import FUSED_REASONS, REASONS, FusionOptions, fuse
 from toolkit.passes.simplify import simplify
 
@@ -401,6 +402,20 @@ def test_stencil_compile_work_grows_linearly_with_steps():
         c = compiled(_stencil(steps), np.linspace(0, 1, 128))
         sizes[steps] = sum(len(comp.instructions) for comp in c.optimized_hlo.computations)
     assert sizes[40] - sizes[20] == 2 * (sizes[20] - sizes[10])
+
+
+def test_a_masked_stencil_step_does_not_merge_with_the_step_that_reads_it_through_slices():
+    """The mask (a pad of ones) that every step multiplies by feeds more fusions than fusion
+    copies it into, so it is a kernel of its own, which each step reads at its own element.
+    Merged as producer and consumer, the mask's kernel took in the last step, then each step
+    before it, which the last reads through its slices: one kernel recomputed every step for
+    each slice, 4**steps per element (the compile never finished at 10 steps)."""
+    for steps in (10, 12):
+        fn, (a,) = bench_compile.program("stencil-2d", steps)
+        c = compiled(fn, a)
+        assert "CODE_DUPLICATION" in {d.reason for d in c.fusion_decisions}  # (the mask's)
+        assert len(kernels(c)) == steps + 1  # a kernel a step, and the mask's
+        np.testing.assert_allclose(c(a), fn(a), rtol=1e-12)
 
 
 def test_an_expensive_scalar_is_not_recomputed_per_broadcast_element():

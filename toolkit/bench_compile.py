@@ -1,7 +1,8 @@
 """``python -m toolkit.bench --compile``: compile time and memory at the scale of real programs.
 
 Unrolled Python loops make programs of thousands of instructions. For each family (an
-elementwise chain, a 1-D and a 2-D stencil over time steps, a chain of dots) and each size
+elementwise chain, a 1-D and a 2-D stencil over time steps, a chain of dots, a triangular
+recursion whose slices grow by one each trip) and each size
 (1k ... 16k instructions) one fresh process traces and compiles the program and reports trace,
 passes, codegen and total seconds and its peak RSS; the table gives the growth per doubling.
 Last, a Jacobi stencil of 50 steps on 64x64: its compile time, and its run time against NumPy."""
@@ -18,8 +19,8 @@ import numpy as np
 from .ir.ops import GroupOp
 
 SIZES = (1000, 2000, 4000, 8000, 16000)
-FAMILIES = ("chain", "stencil-1d", "stencil-2d", "dots")
-_PER_STEP = {"chain": 4, "stencil-1d": 8, "stencil-2d": 14, "dots": 1}
+FAMILIES = ("chain", "stencil-1d", "stencil-2d", "dots", "triangular")
+_PER_STEP = {"chain": 4, "stencil-1d": 8, "stencil-2d": 14, "dots": 1, "triangular": 22}
 
 
 def program(family: str, steps: int):
@@ -44,6 +45,20 @@ def program(family: str, steps: int):
                 v = m @ v
             return v
         return f, (np.eye(64) * 0.5, np.ones(64))
+    if family == "triangular":
+        # Levinson-Durbin, as written by hand: every trip's slices have their own length, so
+        # nothing is alike up to offsets and the kernels' sibling merges are many
+        def f(r):
+            y = np.empty_like(r)
+            alpha, beta = -r[0], 1.0
+            y[0] = -r[0]
+            for k in range(1, steps + 1):
+                beta *= 1.0 - alpha * alpha
+                alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
+                y[:k] += alpha * np.flip(y[:k])
+                y[k] = alpha
+            return y
+        return f, (np.linspace(0.2, 0.01, steps + 1),)
     raise ValueError(family)
 
 

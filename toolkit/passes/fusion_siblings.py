@@ -28,6 +28,21 @@ def _reads_in_step(consumer, producer, operand: int) -> bool:
     return True
 
 
+def _reads_at_one_index(reader, source) -> bool:
+    """Does ``reader`` read ``source``'s members (if at all) only through elementwise members
+    each evaluated at one index? Merged into one kernel, each such read evaluates the member
+    once per element of ``reader``; a slice or a member reached by several index paths (a
+    stencil's) would evaluate it once per path."""
+    for m in reader.members:
+        if id(m) in source.ids:
+            continue
+        for o in m.operands:
+            if id(o) in source.ids and id(o) not in reader.ids and (
+                    m.opcode not in GroupOp.ELEMENTWISE or len(reader.paths.get(id(m), ())) > 1):
+                return False
+    return True
+
+
 class SiblingMerging:
     """Merges the fuser's groups (``self.groups``, ``self.homes``, ``self.decide``,
     ``self.depends``, ``self.options`` are the fuser's)."""
@@ -177,6 +192,12 @@ class SiblingMerging:
                     if k is None or home.gid < 0 or not _reads_in_step(consumer, home, operand):
                         continue
                     pair = (representative(k), representative(n))
+                    if not _reads_at_one_index(loops[pair[0]], loops[pair[1]]):
+                        # the producer's kernel (with what it merged before) reads the consumer
+                        # too, at other elements (a stencil's next step through its slices):
+                        # one kernel would recompute the consumer for each, compounding over
+                        # the steps that merge in a chain
+                        continue
                     if self._merge_loops(loops, *pair, merged_into, outputs, undo,
                                          producer=home) == "merged":
                         pairs.append(pair)
@@ -185,8 +206,11 @@ class SiblingMerging:
         # kernel graph (linear); where it finds one, the merges are taken back and made again
         # one at a time, each kept only where the graph stays acyclic (rare: bounded).
         if undo and self._kernel_cycle():
+            taken_back: set[int] = set()
             while undo:
-                self._unmerge(undo.pop(), merged_into, outputs)
+                taken_back.add(id(self._unmerge(undo.pop(), merged_into, outputs, drop=False)))
+            # (one filter of the decisions: removing each from the list was quadratic)
+            self.decisions[:] = [d for d in self.decisions if id(d) not in taken_back]
             for pair in pairs[:_RETRIED_MERGES]:
                 made = len(undo)
                 pair = (representative(pair[0]), representative(pair[1]))
@@ -199,8 +223,9 @@ class SiblingMerging:
                                 "would need the result of a kernel that needs its own")
         self.groups = [g for g in self.groups if g.gid >= 0]
 
-    def _unmerge(self, entry, merged_into, outputs) -> None:
-        """Take back one merge (``_merge_loops``' undo entry)."""
+    def _unmerge(self, entry, merged_into, outputs, drop: bool = True):
+        """Take back one merge (``_merge_loops``' undo entry) and return its decision, which
+        leaves the decisions unless ``drop`` is false (the caller then removes it)."""
         a, b, b_gid, size, ids, paths, behind, external, homes, i, j, decision = entry
         del a.members[size:]
         a.ids, a.paths, a.behind_broadcast, a._external = ids, paths, behind, external
@@ -208,7 +233,12 @@ class SiblingMerging:
         b.gid = b_gid
         merged_into.pop(j, None)
         outputs[i] -= outputs[j]
-        self.decisions.remove(decision)
+        if drop:  # by identity, from the end, where the merge just taken back put it
+            k = len(self.decisions) - 1
+            while self.decisions[k] is not decision:
+                k -= 1
+            del self.decisions[k]
+        return decision
 
     def _kernel_cycle(self) -> bool:
         """Do the kernels the groups make (and the instructions in none) depend on each other
@@ -285,8 +315,9 @@ class SiblingMerging:
                  {id(m): list(self.homes[id(m)]) for m in b.members}, i, j]
         for m in b.members:
             a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
-            homes = [a if g is b else g for g in self.homes[id(m)]]
-            self.homes[id(m)] = [g for k, g in enumerate(homes) if g not in homes[:k]]
+            kept: set[int] = set()  # (by identity, once each: a member can have many homes)
+            self.homes[id(m)] = [g for g in (a if g is b else g for g in self.homes[id(m)])
+                                 if id(g) not in kept and not kept.add(id(g))]
         b.gid = -1
         merged_into[j] = i
         outputs[i] += outputs[j]
