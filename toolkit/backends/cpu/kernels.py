@@ -108,7 +108,18 @@ def _emit_loop(b, e, spec, out_ptrs, begin, end):
     if shape.rank == 0:
         body([])
     else:
-        nest(b, shape.dims, body, begin, end, fold_tail_over=FOLD_TAIL_INSTRUCTIONS)
+        fold = None if _moves_complex(spec) else FOLD_TAIL_INSTRUCTIONS
+        nest(b, shape.dims, body, begin, end, fold_tail_over=fold)
+
+
+def _moves_complex(spec) -> bool:
+    """Does the kernel load or store complex elements? Their real and imaginary parts are an
+    interleaved pair, and LLVM's loop vectoriser cannot mask interleaved accesses: asked to fold
+    the tail into the vector loop, it leaves the whole loop scalar (a Mandelbrot step of 8
+    rounds of ``where(abs(z) < 2, z * z + c, z)``: 21 ns an element a round, 3.7 without)."""
+    return any(inst.shape.dtype.name.startswith("c")
+               for inst in (*spec.computation.parameters, *spec.outputs)
+               if isinstance(inst.shape, Shape))
 
 
 def _emit_scan(b, e, spec, out_ptrs, begin, end):
