@@ -2,9 +2,9 @@
 
 Unrolled Python loops make programs of thousands of instructions. For each family (an
 elementwise chain, a 1-D and a 2-D stencil over time steps, a chain of dots, a triangular
-recursion whose slices grow by one each trip) and each size
-(1k ... 16k instructions) one fresh process traces and compiles the program and reports trace,
-passes, codegen and total seconds and its peak RSS; the table gives the growth per doubling.
+recursion whose slices grow by one each trip) and each size (1k ... 16k instructions) one fresh
+process traces and compiles the program and reports trace, passes, codegen and total seconds
+and its peak RSS; the table gives the growth per doubling.
 Last, a Jacobi stencil of 50 steps on 64x64: its compile time, and its run time against NumPy."""
 from __future__ import annotations
 
