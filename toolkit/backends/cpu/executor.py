@@ -69,6 +69,12 @@ class Step:
 _KERNEL_KINDS = ("kernel", "dot", "library", "fallback", "control", "collective")
 
 
+def slot_types(slots) -> list:
+    """(dims, NumPy dtype) of each buffer slot, None for a tuple or an unused slot: what the
+    view analyses (dot_views.py) read of a program's buffers."""
+    return [(s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None for s in slots]
+
+
 class CpuExecutable(Executable):
     def __init__(self, module: Module, steps: list[Step], slots: list[Shape | None],
                  arg_slots: list[int], out_slots: list[int], temp_slots: set[int],
@@ -109,9 +115,7 @@ class CpuExecutable(Executable):
         self._given_slots = frozenset(arg_slots) | frozenset(constants)
         read = {s for st in steps for s in st.inputs} | set(out_slots)
         self._unread_slots = frozenset(range(len(slots))) - read
-        self._slot_types = [
-            (s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None for s in slots
-        ]
+        self._slot_types = slot_types(slots)
         self.plain_run = self._single_kernel_run()
 
     @property

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...config import env_int
 from .dot_views import droppable_slices, offered_views, reshaped_results
-from .executor import native_op_codes, native_run_steps
+from .executor import native_op_codes, native_run_steps, slot_types
 from .native_loop import (GEMV_VIEW, KERNEL, _array_slots, _Unsupported, blas_gemm, mark_lingering,
                           step_op)
 
@@ -131,9 +131,8 @@ def slices_never_run(steps, slots, out_slots) -> set[int]:
     only where native programs are off."""
     if not _native_programs():
         return set()
-    types = [(s.dims, s.dtype.numpy) if s is not None and not s.is_tuple else None
-             for s in slots]
-    return _views_read_in_place(_PlannedSteps(steps, types, out_slots), blas_gemm())[2]
+    planned = _PlannedSteps(steps, slot_types(slots), out_slots)
+    return _views_read_in_place(planned, blas_gemm())[2]
 
 
 def _segments(exe) -> list[Segment]:

@@ -21,10 +21,11 @@ from llvmlite import ir
 from ...config import env_bytes
 
 from ..llvm.elemental import i64
-from .dot_views import window_of
 from ..llvm.loops import for_range
 from ..llvm.row_locality import row_local_parameters
 from ..llvm.types import I8, I64
+from .dot_views import window_of
+from .executor import slot_types
 
 BLOCK_BYTES = 256 << 10  # a block's rows across all the group's arrays: well inside a 1 MB L2
 # Below this many bytes touched the arrays stay in cache anyway and grouping only adds calls.
@@ -72,8 +73,7 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
                 groups.append(group)
         current.clear()
 
-    types = [(t.dims, t.dtype.numpy) if t is not None and not t.is_tuple else None
-             for t in slots]
+    types = slot_types(slots)
     for step in steps:
         joinable = (
             step.kind == "kernel"
