@@ -247,3 +247,23 @@ def test_initialize_keeps_freed_memory_for_reuse():
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ,
                                                               "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0
+
+
+def test_an_aborting_rank_waits_until_mpiexec_has_read_its_message():
+    """MPI_Abort makes the launcher kill every process; the message saying why must have left
+    the rank's stderr pipe by then (CI once saw a failed job with an empty stderr)."""
+    import threading
+
+    from toolkit.distributed import _wait_until_read
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as stream, os.fdopen(read_end, "rb", buffering=0) as reader:
+        stream.write("toolkit: rank 2 of 4: why\n")
+        stream.flush()
+        start = time.monotonic()
+        _wait_until_read(stream, limit_s=0.2)  # nobody reads: gives up at the limit
+        assert 0.2 <= time.monotonic() - start < 1.0
+        threading.Timer(0.1, reader.read, (4096,)).start()
+        start = time.monotonic()
+        _wait_until_read(stream, limit_s=5.0)  # returns once the reader has taken it
+        assert 0.1 <= time.monotonic() - start < 2.0

@@ -90,7 +90,34 @@ def abort(message: str, code: int = 1) -> None:
     """Print ``message`` (naming this rank) and end every process of the job."""
     print(f"toolkit: rank {process_index()} of {process_count()}: {message}", file=sys.stderr,
           flush=True)
+    _wait_until_read(sys.stderr)
     _STATE["world"].Abort(code)
+
+
+def _wait_until_read(stream, limit_s: float = 2.0) -> None:
+    """Where ``stream`` is a pipe (mpiexec's proxy reads each rank's stderr through one), wait
+    until the reader has taken what was written, at most ``limit_s``: MPI_Abort makes the
+    launcher kill every process, and bytes still in the pipe then, the message saying why
+    the job ended, are lost (seen once in CI under load: the job ended with an empty stderr)."""
+    import os
+    import stat
+    import struct
+
+    try:
+        import fcntl  # (POSIX: elsewhere there is no pipe count to read)
+        import termios
+
+        fd = stream.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            unread = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            if unread == 0:
+                return
+            time.sleep(0.001)
+    except (ImportError, OSError, ValueError, AttributeError):  # no descriptor to wait on
+        return
 
 
 def agree_on_program(function: str, signature: str, program: str, timeout: float) -> None:
