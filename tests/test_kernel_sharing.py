@@ -164,3 +164,66 @@ def test_the_gpu_backend_emits_each_distinct_kernel_once():
         assert done.returncode == 0, done.stderr
     got = tk.jit(_steps, backend="gpu-simulated")(x)
     np.testing.assert_allclose(np.asarray(got), _steps(x), rtol=2e-6, atol=1e-6)
+
+
+def _tails_scaled(d):
+    """Each trip's kernel divides a vector one element shorter than the last trip's: HLO
+    unlike in shape, code alike (a kernel runs over [begin, end) given at run time)."""
+    return tuple(d[:, i] @ d[:, i:] / (d.shape[0] - 1) for i in range(d.shape[1]))
+
+
+def _assert_equal_tuples(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_kernels_that_differ_only_in_their_outer_extent_compile_once(tmp_path, monkeypatch):
+    import re
+
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", str(tmp_path))
+    d = np.random.default_rng(3).standard_normal((30, 40))
+    first = tk.jit(_tails_scaled, backend="cpu")
+    _assert_equal_tuples(first(d), _tails_scaled(d))
+    llvm_ir = first.lower(d).compile().as_text("llvm")
+    divides = re.findall(r'^define void @"?loop_divide_fusion', llvm_ir, re.M)
+    aliases = re.findall(r'^@"?loop_divide_fusion[^ ]* = alias ', llvm_ir, re.M)
+    # 40 divides of 40, 39, ... 1 elements: one function per part compiled, the rest aliases
+    assert len(divides) + len(aliases) == 40 and len(divides) <= 2, (divides, aliases)
+    # the persistent cache keeps the object: every kernel finds its symbol, aliases included
+    again = tk.jit(_tails_scaled, backend="cpu")
+    compiled = again.lower(d).compile()
+    assert compiled._executable.cache_status == "persistent_hit"
+    assert not compiled._executable.fallbacks
+    _assert_equal_tuples(again(d), _tails_scaled(d))
+
+
+def test_a_repeated_function_becomes_an_alias_in_the_text_llvm_compiles():
+    """SharedCode writes a module as llvmlite does (it keeps the kept kernels' text), plus an
+    alias per repeat; functions alike but for a constant stay two."""
+    import ctypes
+
+    from llvmlite import ir
+
+    from toolkit.backends.cpu.compiler import compile_ir
+    from toolkit.backends.cpu.shared_code import SharedCode
+
+    module = ir.Module("m")
+    module.add_named_metadata("toolkit.test", [ir.Constant(ir.IntType(32), 7)])
+    sharing = SharedCode()
+    double_ptr = ir.DoubleType().as_pointer()
+    for k, value in enumerate((1.5, 2.5, 1.5)):
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [double_ptr]), f"k{k}")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.store(ir.Constant(ir.DoubleType(), value), fn.args[0])
+        b.ret_void()
+        assert sharing.share(module, [f"k{k}"]) == ("k0" if k == 2 else None)
+    assert set(module.globals) == {"k0", "k1"} and sharing.shared == 1
+    text = sharing.text(module)
+    assert text == str(module) + '\n@"k2" = alias void (double*), void (double*)* @"k0"\n'
+    machine = compile_ir(text)
+    for name, want in (("k0", 1.5), ("k1", 2.5), ("k2", 1.5)):
+        out = ctypes.c_double(0.0)
+        ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double))(machine.address(name))(
+            ctypes.byref(out))
+        assert out.value == want

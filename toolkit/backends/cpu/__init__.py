@@ -42,6 +42,7 @@ from ..llvm.planning import (
 from .kernels import PACKED_FROM, emit_kernel, packed_symbol, row_grain
 from .native_loop import native_loop
 from .row_groups import RowGroup, emit_driver, find_row_groups
+from .shared_code import SharedCode
 
 
 def _fallback(step: Step, inst, reason: str, fallbacks: list[str]) -> None:
@@ -256,13 +257,16 @@ def _light_optimisation(work: int, distinct_kernels: int):
 
 def _emit(
     name: str, steps, kernels, plan, fallbacks, parts: int = 1
-) -> tuple[list[ir.Module], list[RowGroup]]:
-    """The LLVM modules of every kernel and row-group driver (kernels that cannot be lowered
-    fall back, and are listed in ``fallbacks``). With ``parts`` > 1 the kernels are dealt out
-    to that many modules, compiled in parallel; a driver declares members another part defines.
-    A kernel identical to an earlier one is emitted once (``share_identical_kernels``)."""
+) -> tuple[list[str], list[RowGroup]]:
+    """The LLVM IR of every kernel and row-group driver, a text per module (kernels that cannot
+    be lowered fall back, and are listed in ``fallbacks``). With ``parts`` > 1 the kernels are
+    dealt out to that many modules, compiled in parallel; a driver declares members another part
+    defines. A kernel identical to an earlier one is emitted once (``share_identical_kernels``),
+    and one whose code repeats an earlier one's in its module is compiled once (``SharedCode``)."""
     modules = [ir.Module(name=name if parts == 1 else f"{name}.part{k}") for k in range(parts)]
     home: dict[str, ir.Module] = {}
+    same_code: dict[str, str] = {}  # kernel -> the earlier kernel of its module with its code
+    sharing = SharedCode()
     failed: dict[str, str] = {}
     emitted = 0
     distinct = len({symbol(step) for step in kernels})
@@ -284,16 +288,24 @@ def _emit(
         module = modules[emitted % parts]
         try:
             emit_or_discard(module, emit_kernel, step.extra["spec"])
-            home[own] = module
-            emitted += 1
-            light = _light_optimisation(step.work, distinct)
-            if own in cold and _light_allowed():
-                light = _compile_plainly
-            if light is not None:
-                light(module.globals[own])
         except CodegenUnsupported as e:
             failed[own] = str(e)
             _fallback(step, step.inst, str(e), fallbacks)
+            continue
+        home[own] = module
+        light = _light_optimisation(step.work, distinct)
+        if own in cold and _light_allowed():
+            light = _compile_plainly
+        if light is not None:
+            light(module.globals[own])
+        first = sharing.share(module, [n for n in (own, packed_symbol(own)) if n in module.globals])
+        if first is None:  # (a repeat stays in this module: the next of its kind may repeat it)
+            emitted += 1
+        else:
+            same_code[own] = first
+    for step in kernels:
+        if symbol(step) in same_code:
+            step.extra["symbol"] = same_code[symbol(step)]
     for module in modules:
         keep_vector_variants(module)
     for group in groups:
@@ -303,7 +315,7 @@ def _emit(
             if defined is not module and symbol(member) not in module.globals:
                 ir.Function(module, defined.globals[symbol(member)].function_type, symbol(member))
         emit_driver(module, group)
-    return modules, groups
+    return [sharing.text(m) for m in modules], groups
 
 
 def _regenerate(module: Module) -> str:
@@ -311,7 +323,7 @@ def _regenerate(module: Module) -> str:
     plan = _plan(module, [])
     kernels = [s for s in plan.steps if s.kind == "kernel"]
     share_identical_kernels(kernels)
-    return str(_emit(module.name, plan.steps, kernels, plan, [])[0][0])
+    return _emit(module.name, plan.steps, kernels, plan, [])[0][0]
 
 
 # Loop bodies and branches compiled, by their structure (names and metadata left out): the
@@ -364,11 +376,11 @@ def compile_module(module: Module) -> CpuExecutable:
     groups: list[RowGroup] = []
     if machine is None and kernels:
         distinct = len(kernels) - shared
-        llvm_modules, groups = _emit(
+        llvm_texts, groups = _emit(
             module.name, steps, kernels, plan, fallbacks, _part_count(distinct)
         )
         codegen_seconds = time.perf_counter() - t_start
-        machine = compile_ir_parts([str(m) for m in llvm_modules])
+        machine = compile_ir_parts(llvm_texts)
         machine.phases.insert(0, ("llvm_ir", codegen_seconds))
         if key is not None and machine.object_code is not None:
             disk_cache.store(key, machine.object_code)

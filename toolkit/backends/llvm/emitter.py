@@ -24,8 +24,13 @@ def i64(v: int) -> ir.Constant:
 
 
 def linearize(b: ir.IRBuilder, index, dims) -> ir.Value:
-    linear = i64(0)
-    for i, d in zip(index, dims):
+    """Row-major: the outermost extent never enters the code, so kernels that differ only in
+    it (an unrolled loop's trips over shorter and shorter rows) emit the same IR
+    (backends/cpu/shared_code)."""
+    if not index:
+        return i64(0)
+    linear = index[0]
+    for i, d in zip(index[1:], dims[1:]):
         linear = b.add(b.mul(linear, i64(d)), i)
     return linear
 
