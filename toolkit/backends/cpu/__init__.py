@@ -268,7 +268,7 @@ def _emit(
     same_code: dict[str, str] = {}  # kernel -> the earlier kernel of its module with its code
     sharing = SharedCode()
     failed: dict[str, str] = {}
-    emitted = 0
+    kept = [0] * parts  # functions each module will compile
     distinct = len({symbol(step) for step in kernels})
     groups = find_row_groups(steps, plan.slots, plan.out_slots)
     # slice kernels the native program never runs (its dots read their windows in place):
@@ -285,7 +285,10 @@ def _emit(
             continue
         if own in home:
             continue
-        module = modules[emitted % parts]
+        # the module with the fewest functions so far: the parts compile in parallel, so the
+        # longest decides (a family of repeats compiles once per module it lands in)
+        part = kept.index(min(kept))
+        module = modules[part]
         try:
             emit_or_discard(module, emit_kernel, step.extra["spec"])
         except CodegenUnsupported as e:
@@ -299,8 +302,8 @@ def _emit(
         if light is not None:
             light(module.globals[own])
         first = sharing.share(module, [n for n in (own, packed_symbol(own)) if n in module.globals])
-        if first is None:  # (a repeat stays in this module: the next of its kind may repeat it)
-            emitted += 1
+        if first is None:
+            kept[part] += 1
         else:
             same_code[own] = first
     for step in kernels:
