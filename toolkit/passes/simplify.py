@@ -324,9 +324,12 @@ def _slice_slice(inst, ops, b):
     composed = []
     for (a, _, p), (start, _, stride), size in zip(ops[0].attrs["slice"], inst.attrs["slice"],
                                                   inst.shape.dims):
+        if not size:  # (an empty window's start may lie past the source's end: any empty one)
+            composed.append((0, 0, 1))
+            continue
         first = a + start * p
         step = p * stride
-        composed.append((first, first + (size - 1) * step + 1 if size else first, step))
+        composed.append((first, first + (size - 1) * step + 1, step))
     return b.add("slice", (ops[0].operands[0],), {"slice": tuple(composed)}, inst.shape,
                  inst.metadata)
 
