@@ -24,22 +24,32 @@ def i64(v: int) -> ir.Constant:
 
 
 def linearize(b: ir.IRBuilder, index, dims) -> ir.Value:
-    """Row-major: the outermost extent never enters the code, so kernels that differ only in
-    it (an unrolled loop's trips over shorter and shorter rows) emit the same IR
-    (backends/cpu/shared_code)."""
-    if not index:
+    """Row-major. The outermost extent never enters the code (nor do dimensions of one
+    element, whose index is 0), so kernels that differ only in it (an unrolled loop's trips
+    over shorter and shorter rows) emit the same IR (backends/cpu/shared_code)."""
+    kept = [(i, d) for i, d in zip(index, dims) if d != 1]
+    if not kept:
         return i64(0)
-    linear = index[0]
-    for i, d in zip(index[1:], dims[1:]):
+    linear = kept[0][0]
+    for i, d in kept[1:]:
         linear = b.add(b.mul(linear, i64(d)), i)
     return linear
 
 
 def delinearize(b: ir.IRBuilder, linear, dims) -> list:
+    """The index of element ``linear`` (< the product of ``dims``) in row-major order; as in
+    ``linearize``, the outermost extent is not needed."""
+    outermost = next((k for k, d in enumerate(dims) if d != 1), len(dims))
     out = []
-    for d in reversed(dims):
-        out.append(b.urem(linear, i64(d)) if d != 1 else i64(0))
-        linear = b.udiv(linear, i64(d)) if d != 1 else linear
+    for k in range(len(dims) - 1, -1, -1):
+        d = dims[k]
+        if d == 1:
+            out.append(i64(0))
+        elif k == outermost:
+            out.append(linear)
+        else:
+            out.append(b.urem(linear, i64(d)))
+            linear = b.udiv(linear, i64(d))
     return out[::-1]
 
 
