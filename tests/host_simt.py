@@ -319,7 +319,8 @@ class EmulatedDevice(SimulatedDevice):
         if function.host is None:
             self.interpreted.append(function.kernel.symbol)
             return super().launch(function, grid, block, buffers, count)
-        assert block == (THREADS_PER_BLOCK, 1, 1) and count == function.kernel.work_items
+        assert block == (THREADS_PER_BLOCK, 1, 1)
+        assert count == function.launched(buffers, count).work_items
         function.host.run(
             function.kernel.symbol, [b.view(np.ndarray) for b in buffers], count, grid[0]
         )

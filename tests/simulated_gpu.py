@@ -26,8 +26,25 @@ class DeviceBuffer(np.ndarray):
 
 
 class SimulatedKernel:
+    """A loaded entry: the kernels that launch it (kernels alike in code share one entry,
+    each launched with its own buffers and count, as on a device)."""
+
     def __init__(self, kernel):
-        self.kernel = kernel
+        self.kernels = [kernel]
+
+    @property
+    def kernel(self):
+        return self.kernels[0]
+
+    def launched(self, buffers, count: int):
+        """The kernel this launch runs: the one whose buffers and count it was given."""
+        for kernel in self.kernels:
+            shapes = [*kernel.spec.computation.parameters, *kernel.spec.outputs]
+            if count == kernel.work_items and len(buffers) == len(shapes) and all(
+                    b.shape == i.shape.dims and b.dtype == i.shape.dtype.numpy
+                    for b, i in zip(buffers, shapes)):
+                return kernel
+        return self.kernel  # (launch's checks then say what does not match)
 
 
 class SimulatedDevice:
@@ -120,10 +137,16 @@ class SimulatedDevice:
     # ---- kernels ------------------------------------------------------------------------
     def load(self, program) -> dict:
         self.loaded_programs += 1
-        return {k.symbol: SimulatedKernel(k) for k in program.kernels}
+        functions: dict[str, SimulatedKernel] = {}
+        for k in program.kernels:
+            if k.symbol in functions:
+                functions[k.symbol].kernels.append(k)
+            else:
+                functions[k.symbol] = SimulatedKernel(k)
+        return functions
 
     def launch(self, function: SimulatedKernel, grid, block, buffers, count: int) -> None:
-        kernel = function.kernel
+        kernel = function.launched(buffers, count)
         comp = kernel.spec.computation
         params, outputs = comp.parameters, kernel.spec.outputs
         assert len(buffers) == len(params) + len(outputs), (

@@ -181,3 +181,21 @@ def test_scatter_with_repeated_indices_reads_its_own_writes_on_the_gpu():
         tk.jit(add_at, backend="interpreter").compiled(b, ids).optimized_hlo, "sm_80"
     )
     assert "ld.global.b64" in program.ptx  # the output's reads bypass the read-only cache
+
+
+def _tails_scaled(d):
+    return tuple(d[:, i] @ d[:, i:] / (d.shape[0] - 1) for i in range(d.shape[1]))
+
+
+def test_kernels_alike_in_code_run_one_entry_each_over_its_own_length():
+    """Divides of ever shorter vectors share a PTX entry (backends/llvm/shared_code): each
+    launch runs that entry's emitted code over its own buffers and count, and every result is
+    the interpreter's."""
+    d = np.random.default_rng(5).standard_normal((12, 24))
+    before = len(DEVICE.emulated)
+    got, want = both(_tails_scaled, d)
+    ran = [s for s in DEVICE.emulated[before:] if s.startswith("loop_divide_fusion")]
+    # (the call may run the program more than once: a graph's capture, then its replay)
+    assert len(ran) >= 24 and len(ran) % 24 == 0 and len(set(ran)) <= 3
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-15)

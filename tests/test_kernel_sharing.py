@@ -207,7 +207,7 @@ def test_a_repeated_function_becomes_an_alias_in_the_text_llvm_compiles():
     from llvmlite import ir
 
     from toolkit.backends.cpu.compiler import compile_ir
-    from toolkit.backends.cpu.shared_code import SharedCode
+    from toolkit.backends.llvm.shared_code import SharedCode
 
     module = ir.Module("m")
     module.add_named_metadata("toolkit.test", [ir.Constant(ir.IntType(32), 7)])
@@ -269,3 +269,28 @@ def test_indexing_without_the_outermost_extent_is_numpys_row_major_order(dims):
     for element in range(int(np.prod(dims))):
         call(got, element)
         assert list(got) == [*np.unravel_index(element, dims), element]
+
+
+def test_the_gpu_backend_emits_kernels_alike_in_code_once():
+    """On the GPU the divides of ever shorter vectors launch one PTX entry (each with its own
+    grid), which ptxas assembles, and the simulated device runs every one of them."""
+    import shutil
+    import subprocess
+
+    from toolkit.backends.gpu import compile_ptx
+
+    d = np.random.default_rng(3).standard_normal((30, 40))
+    module = tk.jit(_tails_scaled, backend="interpreter").compiled(d).optimized_hlo
+    program = compile_ptx(module, "sm_80")
+    divides = [k for k in program.kernels if k.name.startswith("loop_divide_fusion")]
+    # three entries: even lengths (two elements a thread), odd ones, and one element
+    assert len(divides) == 40 and len({k.symbol for k in divides}) == 3
+    assert len({(k.symbol, k.work_items) for k in divides}) == 40  # each its own grid
+    assert len({k.symbol for k in program.kernels}) == program.ptx.count(".entry")
+    if shutil.which("ptxas"):
+        done = subprocess.run(["ptxas", "-arch=sm_80", "-o", "/dev/null", "-"],
+                              input=program.ptx, text=True, capture_output=True)
+        assert done.returncode == 0, done.stderr
+    got = tk.jit(_tails_scaled, backend="gpu-simulated")(d)
+    for g, w in zip(got, _tails_scaled(d), strict=True):  # (the device's dot: its own order)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-15)

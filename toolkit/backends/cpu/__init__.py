@@ -28,6 +28,7 @@ from .compiler import compile_ir_parts, host_description, load_object
 from .native_program import plan_segments, slices_never_run
 from .executor import CpuExecutable, Step, ctypes_function, num_threads
 from ..llvm.planning import emit_or_discard
+from ..llvm.shared_code import SharedCode
 from ..llvm.vector_math import keep_vector_variants
 from ..llvm.planning import (
     KernelSpec,
@@ -42,7 +43,6 @@ from ..llvm.planning import (
 from .kernels import PACKED_FROM, emit_kernel, packed_symbol, row_grain
 from .native_loop import native_loop
 from .row_groups import RowGroup, emit_driver, find_row_groups
-from .shared_code import SharedCode
 
 
 def _fallback(step: Step, inst, reason: str, fallbacks: list[str]) -> None:

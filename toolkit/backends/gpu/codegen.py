@@ -23,6 +23,7 @@ from ..llvm.indexing import emit_scatter, update_slice_element
 from ..llvm.loops import for_range, nest
 from ..llvm.reduction import fold_element, start_accumulators, store_accumulators
 from ..llvm.scan import scan_line, scan_lines
+from ..llvm.shared_code import SharedCode
 from ..llvm.planning import (
     KernelSpec,
     emit_or_discard,
@@ -225,6 +226,11 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
 
 def _finish(module, fn, b, spec, symbol, work, mode) -> GpuKernel:
     b.ret_void()
+    return GpuKernel(spec.name, symbol, spec, work, mode)
+
+
+def _annotate(module: ir.Module, fn: ir.Function) -> None:
+    """Make ``fn`` a kernel entry (once it is known to be kept: the annotations name it)."""
     md = module.add_metadata([fn, "kernel", ir.Constant(I32, 1)])
     module.add_named_metadata("nvvm.annotations", md)
     # every mode launches 256-thread blocks
@@ -232,7 +238,6 @@ def _finish(module, fn, b, spec, symbol, work, mode) -> GpuKernel:
         "nvvm.annotations",
         module.add_metadata([fn, "maxntidx", ir.Constant(I32, THREADS_PER_BLOCK)]),
     )
-    return GpuKernel(spec.name, symbol, spec, work, mode)
 
 
 @dataclass
@@ -260,8 +265,10 @@ def compile_ptx(module: Module, arch: str = "sm_80",
     ir_module.triple = TRIPLE
     ir_module.data_layout = DATA_LAYOUT
     kernels, unsupported = [], []
-    # kernels alike up to names share one entry (an unrolled loop's trips)
+    # kernels alike up to names share one entry (an unrolled loop's trips), and so do kernels
+    # whose code is alike (llvm/shared_code)
     first: dict[tuple, GpuKernel | str] = {}
+    sharing = SharedCode()
     for inst in module.entry.instructions:
         # no kernel: bookkeeping; dots go to cuBLAS, sorts and custom-calls to library calls;
         # loops and branches are programs of their own, driven from the host
@@ -281,11 +288,17 @@ def compile_ptx(module: Module, arch: str = "sm_80",
             except CodegenUnsupported as err:
                 first[key] = str(err)
                 raise
+            # code alike an earlier kernel's (launched alike): that kernel's entry
+            same = sharing.share(ir_module, [kernel.symbol], (kernel.mode,))
+            if same is None:
+                _annotate(ir_module, ir_module.globals[kernel.symbol])
+            else:
+                kernel = dataclasses.replace(kernel, symbol=same)
             first[key] = kernel
             kernels.append(kernel)
         except CodegenUnsupported as err:
             unsupported.append(f"%{inst.name}: {err}")
-    text = str(ir_module)
+    text = sharing.text(ir_module, aliases=False)
     optimized, ptx = _optimize_to_ptx(text, arch, find_libdevice() if needs_libdevice(text) else "")
     return PtxProgram(ptx, arch, kernels, unsupported, optimized, text)
 

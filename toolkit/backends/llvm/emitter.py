@@ -26,7 +26,7 @@ def i64(v: int) -> ir.Constant:
 def linearize(b: ir.IRBuilder, index, dims) -> ir.Value:
     """Row-major. The outermost extent never enters the code (nor do dimensions of one
     element, whose index is 0), so kernels that differ only in it (an unrolled loop's trips
-    over shorter and shorter rows) emit the same IR (backends/cpu/shared_code)."""
+    over shorter and shorter rows) emit the same IR (backends/llvm/shared_code)."""
     kept = [(i, d) for i, d in zip(index, dims) if d != 1]
     if not kept:
         return i64(0)

@@ -8,11 +8,13 @@ milliseconds on each such function (a five-instruction divide loop: 8 ms through
 instruction selection), and a covariance filled column by column has 500 of them.
 
 Here each kernel's function is compared, as text, with the kernels already emitted into the
-same LLVM module. Within one module equal text is equal code: the globals and the metadata it
-names (``!5``, a loop's vectoriser hints) are that module's own, so nothing is shared on a
-coincidence of numbering across modules. A repeat is removed before LLVM sees it and its name
-becomes an alias of the first, so its symbol still resolves in the object, which the persistent
-cache keeps (a cache hit looks kernels up by name without emitting them)."""
+same LLVM module (on the GPU, launched the same way). Within one module equal text is equal
+code: the globals and the metadata it names (``!5``, a loop's vectoriser hints) are that
+module's own, so nothing is shared on a coincidence of numbering across modules. A repeat is
+removed before LLVM sees it and its name becomes an alias of the first, so its symbol still
+resolves in the CPU's object, which the persistent cache keeps (a cache hit looks kernels up by
+name without emitting them); the GPU's kernels name the entry they launch, and its PTX has no
+aliases."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -24,22 +26,23 @@ class SharedCode:
     """Per LLVM module: the text of each kernel emitted into it, and the aliases of repeats."""
 
     def __init__(self):
-        self._first: dict[tuple[int, tuple[str, ...]], str] = {}
+        self._first: dict[tuple, str] = {}
         self._aliases: dict[int, list[str]] = {}
         # each kept kernel's text (llvmlite prints a function anew each time it is asked)
         self._texts: dict[int, dict[str, str]] = {}
         self.shared = 0
 
-    def share(self, module: ir.Module, names: list[str]) -> str | None:
+    def share(self, module: ir.Module, names: list[str], context: tuple = ()) -> str | None:
         """``names``: the functions one kernel just added to ``module`` (the kernel first, then
-        any entry of its own). If an earlier kernel of this module has the same code, remove
-        these, alias them to that kernel's, and return its name; otherwise None."""
+        any entry of its own). If an earlier kernel of this module with the same ``context``
+        (how it is launched) has the same code, remove these, alias them to that kernel's, and
+        return its name; otherwise None."""
         functions = [module.globals[n] for n in names]
         own = [str(f) for f in functions]
         texts = own
         for k, name in enumerate(names):  # names by position: `@"x"` is how llvmlite writes them
             texts = [t.replace(f'@"{name}"', "@" + _PLACEHOLDER.format(k)) for t in texts]
-        key = (id(module), tuple(texts))
+        key = (id(module), context, tuple(texts))
         first = self._first.setdefault(key, names[0])
         if first == names[0]:
             self._texts.setdefault(id(module), {}).update(zip(names, own))
@@ -53,13 +56,15 @@ class SharedCode:
         self.shared += 1
         return first
 
-    def text(self, module: ir.Module) -> str:
+    def text(self, module: ir.Module, aliases: bool = True) -> str:
         """The module's LLVM IR, as ``str(module)`` writes it, with the aliases of its repeated
-        kernels; the kept kernels' text is the one already made."""
+        kernels (``aliases``); the kept kernels' text is the one already made."""
         kept = self._texts.get(id(module), {})
         lines = [f'; ModuleID = "{module.name}"', f'target triple = "{module.triple}"',
                  f'target datalayout = "{module.data_layout}"', ""]
         lines += [t.get_declaration() for t in module.get_identified_types().values()]
         lines += [kept.get(name) or str(g) for name, g in module.globals.items()]
         lines += module._get_metadata_lines()  # noqa: SLF001 - llvmlite's own, as str() uses
-        return "\n".join([*lines, *self._aliases.get(id(module), ())]) + "\n"
+        if aliases:
+            lines += self._aliases.get(id(module), ())
+        return "\n".join(lines) + "\n"
