@@ -228,3 +228,29 @@ def test_clamped_constant_starts_clamp_the_same_as_operands():
         for w, g in zip(want, got, strict=True):
             assert np.array_equal(w, g)
         assert np.array_equal(got[2][:, 1], np.ones(8, np.float32))  # start 7 clamps to 1
+
+
+def _row_prefixes(L):
+    return tuple(L[i, :i + 1] * 2.0 + 1.0 for i in range(L.shape[0]))
+
+
+def test_windows_of_every_length_take_their_offsets_as_operands(monkeypatch):
+    """``L[i, :i + 1]`` for every row: fusions alike up to their offsets and extents (another
+    length each trip) take their offsets as operands too. The row, a window of one element,
+    becomes an operand; the extent enters no code, so the CPU compiles it once (the rest are
+    aliases: backends/llvm/shared_code). The decisions say the kernels are alike up to
+    extents, not that they share code."""
+    import re
+
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+    L = np.random.default_rng(4).random((24, 24))
+    compiled = tk.jit(_row_prefixes, backend="cpu").lower(L).compile()
+    for got, want in zip(compiled(L), _row_prefixes(L), strict=True):
+        np.testing.assert_array_equal(got, want)
+    lifted = [d for d in compiled.fusion_decisions if d.reason == "OFFSETS_AS_OPERANDS"]
+    assert len(lifted) >= 22 and all(
+        "alike up to offsets and extents with" in d.message for d in lifted)
+    llvm_ir = compiled.as_text("llvm")
+    defined = re.findall(r'^define void @"?loop_\w+_fusion', llvm_ir, re.M)
+    aliases = re.findall(r'^@"?loop_\w+_fusion[^ ]* = alias ', llvm_ir, re.M)
+    assert len(aliases) >= 18 and len(defined) <= 6, (len(defined), len(aliases))

@@ -13,6 +13,11 @@ parameter of the fused computation, and its value a constant operand of the fusi
 - A scalar integer constant used only as a start index of a dynamic-slice or
   dynamic-update-slice becomes a parameter of the same type: the op clamps it the same way.
 
+Fusions alike up to offsets *and extents* form a group too (a triangular loop's ``L[i, :i]``:
+another row and another length each trip). Their computations still differ in shape, but the
+backends emit code in which a window's outermost extent and a constant start's clamp do not
+appear, and compile code that repeats once (backends/llvm/shared_code).
+
 Offsets whose values agree in every member share one parameter (``y[:, j - 1]`` read and
 ``y[:, j]`` written by the same trip stay two; two reads of column ``j`` become one). Each
 rewritten fusion leaves a FusionDecision (``OFFSETS_AS_OPERANDS``) naming the group's first
@@ -61,7 +66,9 @@ def _is_offset_slice(inst: Instruction) -> bool:
 
 
 class _Shape:
-    """One fused computation seen up to its offsets: its key and its offsets, in order."""
+    """One fused computation seen up to its offsets: its keys and its offsets, in order.
+    ``key`` also leaves out extents (the trips of a triangular loop read windows of another
+    length each); ``exact`` keeps them."""
 
     def __init__(self, comp: Computation, callee_keys: dict[int, tuple]):
         uses: dict[int, list[tuple[Instruction, int]]] = {}
@@ -70,25 +77,36 @@ class _Shape:
                 uses.setdefault(id(o), []).append((inst, k))
         position = {id(inst): k for k, inst in enumerate(comp.instructions)}
         rows = []
+        shapes = []
         self.slots: list[tuple[int, int]] = []  # (instruction position, dimension or -1)
         self.values: list[int] = []
         self.types: list[str] = []
         for k, inst in enumerate(comp.instructions):
             operands = tuple(position[id(o)] for o in inst.operands)
+            shapes.append(inst.shape)
             if _is_offset_constant(inst, uses):
-                rows.append(("offset", inst.shape, operands))
+                rows.append(("offset", _extentless(inst.shape), operands))
                 self.slots.append((k, -1))
                 self.values.append(int(inst.attrs["literal"].reshape(())[()]))
                 self.types.append(inst.shape.dtype.name)
             elif _is_offset_slice(inst):
-                rows.append(("slice-at", inst.shape, operands))
+                rows.append(("slice-at", _extentless(inst.shape), operands))
                 for d, (start, _, _) in enumerate(inst.attrs["slice"]):
                     self.slots.append((k, d))
                     self.values.append(int(start))
                     self.types.append(OFFSET_DTYPE)
             else:
-                rows.append((inst.opcode, inst.shape, operands, _attrs(inst, callee_keys)))
+                rows.append((inst.opcode, _extentless(inst.shape), operands,
+                             _attrs(inst, callee_keys)))
         self.key = (position[id(comp.root)], tuple(rows))
+        self.exact = (self.key, tuple(shapes))
+
+
+def _extentless(shape) -> tuple:
+    """A shape without its extents: element type, rank and layout."""
+    if isinstance(shape, Shape):
+        return (shape.dtype.name, len(shape.dims), shape.layout)
+    return tuple(_extentless(s) for s in shape.elements)
 
 
 def _attrs(inst: Instruction, callee_keys: dict[int, tuple]) -> tuple:
@@ -132,7 +150,8 @@ def offset_operands(module: Module, max_parameters: int = 96
             continue
         seen = shapes[id(inst)] = _Shape(inst.attrs["calls"], callee_keys)
         groups.setdefault(seen.key, []).append(inst)
-    plans: dict[int, tuple[list[Instruction], list[int | None], list[tuple[str, tuple]]]] = {}
+    # fusion -> (its group, each offset's parameter or None, the parameters, exact group)
+    plans: dict[int, tuple[list[Instruction], list[int | None], list, bool]] = {}
     for members in groups.values():
         if len(members) < MIN_GROUP:
             continue
@@ -153,8 +172,10 @@ def offset_operands(module: Module, max_parameters: int = 96
         outputs = len(comp.root.operands) if comp.root.opcode == "tuple" else 1
         if len(comp.parameters) + len(parameters) + outputs > max_parameters:
             continue
+        # (exact: alike in their extents too; the same code by construction)
+        exact = len({shapes[id(m)].exact for m in members}) == 1
         for m in members:
-            plans[id(m)] = (members, parameter_of, list(parameters))
+            plans[id(m)] = (members, parameter_of, list(parameters), exact)
 
     if not plans:
         return module, Counter(), []
@@ -175,7 +196,7 @@ def offset_operands(module: Module, max_parameters: int = 96
         plan = plans.get(id(inst))
         if plan is None:
             return None
-        members, parameter_of, parameters = plan
+        members, parameter_of, parameters, exact = plan
         seen = shapes[id(inst)]
         values: list[int] = [0] * len(parameters)
         for slot, p in enumerate(parameter_of):
@@ -187,12 +208,16 @@ def offset_operands(module: Module, max_parameters: int = 96
         extra = [constant(builder, dtype, value) for dtype, value in zip(dtypes, values)]
         counts["fusions taking offsets as operands"] += 1
         counts["offset operands"] += len(extra)
+        if exact:
+            alike = f"shares code with {len(members) - 1} alike kernels"
+        else:  # (the backend compiles their code once where it is the same: llvm/shared_code)
+            alike = (f"alike up to offsets and extents with {len(members) - 1} kernels, which "
+                     "share its code where the extents do not enter it")
         decisions.append(FusionDecision(
             producer=members[0].name, consumer=inst.name, fused=False,
             reason="OFFSETS_AS_OPERANDS",
-            message=f"{REASONS['OFFSETS_AS_OPERANDS']}: shares code with {len(members) - 1} "
-                    f"alike kernels (its offsets {values} are constant operands; the first "
-                    f"of them is %{members[0].name})",
+            message=f"{REASONS['OFFSETS_AS_OPERANDS']}: {alike} (its offsets {values} are "
+                    f"constant operands; the first of them is %{members[0].name})",
             producer_location=_loc(members[0]), consumer_location=_loc(inst),
             fusion=inst.name))
         return builder.adopt(dataclasses.replace(

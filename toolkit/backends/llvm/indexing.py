@@ -22,6 +22,9 @@ def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
     """A start index as i64: sign-extended, zero-extended, or (u64) capped at 2^63 - 1."""
     b = e.b
     width = v.type.width
+    if isinstance(v, ir.Constant) and isinstance(v.constant, int):  # (folded: see _clamp)
+        value = v.constant % (1 << width) if dtype.kind == "u" else v.constant
+        return i64(min(value, _INT64_MAX))
     if dtype.kind == "u":
         if width == 64:
             return b.select(b.icmp_unsigned(">", v, i64(_INT64_MAX)), i64(_INT64_MAX), v)
@@ -30,6 +33,8 @@ def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
 
 
 def _clamp(b: ir.IRBuilder, v, lo: int, hi: int):
+    if isinstance(v, ir.Constant) and isinstance(v.constant, int):  # (no extent in the code)
+        return i64(min(max(v.constant, lo), hi))
     v = b.select(b.icmp_signed("<", v, i64(lo)), i64(lo), v)
     return b.select(b.icmp_signed(">", v, i64(hi)), i64(hi), v)
 
