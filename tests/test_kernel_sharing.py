@@ -294,3 +294,26 @@ def test_the_gpu_backend_emits_kernels_alike_in_code_once():
     got = tk.jit(_tails_scaled, backend="gpu-simulated")(d)
     for g, w in zip(got, _tails_scaled(d), strict=True):  # (the device's dot: its own order)
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype,starts", [("s32", (-3, 100)), ("u32", (4294967295, 2)),
+                                          ("s64", (2, -9)), ("u8", (255, 0))])
+def test_constant_start_indices_clamp_when_emitted_as_xla_says(dtype, starts):
+    """A constant start is clamped by the emitter, not in the code (so the window's extent
+    does not enter it): out-of-range and negative starts, of signed and unsigned types,
+    clamp as the interpreter (XLA's semantics) does (the constants are fused into the kernels:
+    the emitter sees them; the GPU's kernels share this indexing code)."""
+    a, b = starts
+    text = (
+        "HloModule clamps\nENTRY e {\n  p = f32[6,8] parameter(0)\n  u = f32[2,3] parameter(1)\n"
+        f"  i = {dtype}[] constant({a})\n  j = {dtype}[] constant({b})\n"
+        "  s = f32[3,5] dynamic-slice(p, i, j), dynamic_slice_sizes={3,5}\n"
+        "  d = f32[6,8] dynamic-update-slice(p, u, j, i)\n"
+        "  ROOT t = (f32[3,5], f32[6,8]) tuple(s, d)\n}\n")
+    module = tk.hlo.parse(text)
+    rng = np.random.default_rng(2)
+    args = rng.random((6, 8), np.float32), rng.random((2, 3), np.float32)
+    want = tk.hlo.run(module, *args, backend="interpreter", pipeline="none")
+    got = tk.hlo.run(module, *args, backend="cpu")
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -23,7 +23,9 @@ def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
     b = e.b
     width = v.type.width
     if isinstance(v, ir.Constant) and isinstance(v.constant, int):  # (folded: see _clamp)
-        value = v.constant % (1 << width) if dtype.kind == "u" else v.constant
+        value = v.constant % (1 << width)  # (as the bits read, whichever way it was written)
+        if dtype.kind != "u" and value >> (width - 1):
+            value -= 1 << width
         return i64(min(value, _INT64_MAX))
     if dtype.kind == "u":
         if width == 64:
@@ -34,7 +36,9 @@ def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
 
 def _clamp(b: ir.IRBuilder, v, lo: int, hi: int):
     if isinstance(v, ir.Constant) and isinstance(v.constant, int):  # (no extent in the code)
-        return i64(min(max(v.constant, lo), hi))
+        value = v.constant % (1 << 64)
+        value -= (value >> 63) << 64  # (signed, as icmp_signed reads it)
+        return i64(min(max(value, lo), hi))
     v = b.select(b.icmp_signed("<", v, i64(lo)), i64(lo), v)
     return b.select(b.icmp_signed(">", v, i64(hi)), i64(hi), v)
 
