@@ -18,14 +18,23 @@ from .types import I1, I64
 _INT64_MAX = 2 ** 63 - 1
 
 
+def _integer_constant(v, signed: bool) -> int | None:
+    """The value of an integer constant as its bits read (whichever way it was written), or
+    None for any other value: a start that is a constant is folded when emitted, so the code
+    names neither it nor the window's extent its clamp needs."""
+    if not (isinstance(v, ir.Constant) and isinstance(v.constant, int)):
+        return None
+    width = v.type.width
+    value = v.constant % (1 << width)
+    return value - (1 << width) if signed and value >> (width - 1) else value
+
+
 def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
     """A start index as i64: sign-extended, zero-extended, or (u64) capped at 2^63 - 1."""
     b = e.b
     width = v.type.width
-    if isinstance(v, ir.Constant) and isinstance(v.constant, int):  # (folded: see _clamp)
-        value = v.constant % (1 << width)  # (as the bits read, whichever way it was written)
-        if dtype.kind != "u" and value >> (width - 1):
-            value -= 1 << width
+    value = _integer_constant(v, signed=dtype.kind != "u")
+    if value is not None:
         return i64(min(value, _INT64_MAX))
     if dtype.kind == "u":
         if width == 64:
@@ -35,9 +44,8 @@ def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
 
 
 def _clamp(b: ir.IRBuilder, v, lo: int, hi: int):
-    if isinstance(v, ir.Constant) and isinstance(v.constant, int):  # (no extent in the code)
-        value = v.constant % (1 << 64)
-        value -= (value >> 63) << 64  # (signed, as icmp_signed reads it)
+    value = _integer_constant(v, signed=True)  # (as icmp_signed reads it)
+    if value is not None:
         return i64(min(max(value, lo), hi))
     v = b.select(b.icmp_signed("<", v, i64(lo)), i64(lo), v)
     return b.select(b.icmp_signed(">", v, i64(hi)), i64(hi), v)
