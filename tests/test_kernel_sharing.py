@@ -317,3 +317,97 @@ def test_constant_start_indices_clamp_when_emitted_as_xla_says(dtype, starts):
     got = tk.hlo.run(module, *args, backend="cpu")
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def _flipped_recurrence(r):
+    """Durbin's recursion (PolyBench): every trip reads and updates ever longer windows, one of
+    them flipped."""
+    y = np.empty_like(r)
+    alpha, beta = -r[0], 1.0
+    y[0] = -r[0]
+    for k in range(1, r.shape[0]):
+        beta *= 1.0 - alpha * alpha
+        alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
+        y[:k] += alpha * np.flip(y[:k])
+        y[k] = alpha
+    return y
+
+
+def test_flipped_windows_of_every_length_compile_once(monkeypatch):
+    """``np.flip(y[:k])`` for every k: the simplifier makes a flipped window a window of the
+    flipped array, so only its start varies from trip to trip; that start is an operand known
+    to lie in range, so the code clamps nothing and names no extent. The 60 trips' kernels
+    are a handful of functions, and the values are NumPy's bit for bit."""
+    import re
+
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+    r = np.random.default_rng(5).random(60) * 0.1
+    compiled = tk.jit(_flipped_recurrence, backend="cpu").lower(r).compile()
+    np.testing.assert_array_equal(compiled(r), _flipped_recurrence(r))
+    llvm_ir = compiled.as_text("llvm")
+    defined = re.findall(r'^define void @', llvm_ir, re.M)
+    aliases = re.findall(r'^@"?\w[^ ]* = alias ', llvm_ir, re.M)
+    # (about 200 kernels; before, each trip's flipped windows were functions of their own)
+    assert len(aliases) >= 150 and len(defined) <= 40, (len(defined), len(aliases))
+
+
+def test_a_start_past_the_end_still_clamps_where_another_kernel_alike_does_not():
+    """Kernels alike up to their start operands: one start in range (no clamp in its code),
+    one past the end (clamped, as XLA clamps it). They must not share code, and both compute
+    what the interpreter does."""
+    from toolkit.passes import offset_operands
+
+    def window(start: int) -> str:
+        return (f"  %i = s64[] constant({start})\n  %o = s64[] constant(0)\n"
+                "  %d = f32[8,2]{1,0} dynamic-slice(%p, %o, %i), dynamic_slice_sizes={8,2}\n"
+                "  ROOT %m = f32[8,2]{1,0} multiply(%d, %d)")
+    comps, calls = [], []
+    starts = (1, 7, 3, 100, -4)
+    for k, start in enumerate(starts):
+        comps.append(f"%f{k} (p: f32[8,8]) -> f32[8,2] {{\n  %p = f32[8,8]{{1,0}} parameter(0)\n"
+                     f"{window(start)}\n}}\n")
+        calls.append(f"  %r{k} = f32[8,2]{{1,0}} fusion(%x), kind=kLoop, calls=%f{k}")
+    shape = ", ".join("f32[8,2]{1,0}" for _ in starts)
+    results = ", ".join(f"%r{k}" for k in range(len(starts)))
+    text = ("HloModule m\n" + "".join(comps) + "ENTRY %e (x: f32[8,8]) -> (" + shape + ") {\n"
+            "  %x = f32[8,8]{1,0} parameter(0)\n" + "\n".join(calls) +
+            f"\n  ROOT %t = ({shape}) tuple({results})\n}}\n")
+    module, counts, _ = offset_operands.offset_operands(tk.hlo.parse(text))
+    assert counts["fusions taking offsets as operands"] == len(starts)
+    from toolkit.backends.llvm.planning import plan_kernel
+
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert [bool(plan_kernel(f).starts_in_bounds) for f in fusions] == \
+        [0 <= s <= 6 for s in starts]
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    want = tk.hlo.run(module, x, backend="interpreter", pipeline="none")
+    got = tk.hlo.run(module, x, backend="cpu", pipeline="none")
+    for start, w, g in zip(starts, want, got, strict=True):
+        column = min(max(start, 0), 6)
+        np.testing.assert_array_equal(w, x[:, column:column + 2] ** 2)
+        np.testing.assert_array_equal(g, w)
+
+
+def test_the_gpu_backend_launches_few_entries_for_flipped_windows():
+    """The same on the GPU for the kernels that read the windows: a handful of entries, which
+    ptxas assembles; the simulated device runs every trip's kernels as NumPy computes them.
+    (The GPU writes ``y[:k]`` by a kernel over all of ``y``, whose test for the window names
+    its length: one entry per length.)"""
+    import shutil
+    import subprocess
+
+    from toolkit.backends.gpu import compile_ptx
+
+    r = np.random.default_rng(5).random(40) * 0.1
+    module = tk.jit(_flipped_recurrence, backend="interpreter").compiled(r).optimized_hlo
+    program = compile_ptx(module, "sm_80")
+    readers = [k for k in program.kernels if k.name.startswith(("loop_slice", "loop_add",
+                                                                 "loop_multiply", "loop_reverse"))]
+    assert len(readers) >= 80 and len({k.symbol for k in readers}) <= 8, \
+        (len(readers), len({k.symbol for k in readers}))
+    if shutil.which("ptxas"):
+        done = subprocess.run(["ptxas", "-arch=sm_80", "-o", "/dev/null", "-"],
+                              input=program.ptx, text=True, capture_output=True)
+        assert done.returncode == 0, done.stderr
+    got = tk.jit(_flipped_recurrence, backend="gpu-simulated")(r)
+    np.testing.assert_allclose(np.asarray(got), _flipped_recurrence(r), rtol=1e-12, atol=1e-15)

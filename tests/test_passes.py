@@ -84,6 +84,13 @@ RULE_CASES = {
         + x[:, 1::2][:, 2:].sum(),  # (empty, its start past the end: 1 + 2 * 2 > 4)
         x34,
     ),
+    # a strided window reversed along one of its dimensions, then along both
+    "reverse(slice(x)) -> slice(reverse(x))": (
+        "  s = f32[2,2] slice(p), slice={[0:3:2], [1:4:2]}\n"
+        "  r1 = f32[2,2] reverse(s), dimensions={1}\n"
+        "  t = f32[2,3] slice(p), slice={[1:3], [0:3]}\n"
+        "  r2 = f32[2,3] reverse(t), dimensions={0,1}\n"
+        "  ROOT o = (f32[2,2], f32[2,3]) tuple(r1, r2)", x34),
     "no-op broadcast -> x": ("  ROOT r = f32[3,4] broadcast(p), dimensions={0,1}", x34),
     "broadcast(broadcast(x)) -> broadcast(x)": (
         "  s = f32[1,4] slice(p), slice={[0:1], [0:4]}\n"

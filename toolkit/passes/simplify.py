@@ -334,6 +334,31 @@ def _slice_slice(inst, ops, b):
                  inst.metadata)
 
 
+@rule("reverse(slice(x)) -> slice(reverse(x))", "reverse")
+def _reverse_of_slice(inst, ops, b):
+    """A reversed window is a window of the reversed source (``np.flip(r[:k])``): element t
+    of the flipped window ``x[a + (m-1-t)p]`` is element ``n-1-a-(m-1)p + tp`` of
+    ``reverse(x)``. A loop's flipped windows then all reverse the same whole array, and only
+    the window's start varies from trip to trip, as it does for windows read forwards: the
+    kernels take it as an operand (offset-operands) and share their code. Fused, the reverse
+    reads the same elements as before."""
+    window = ops[0]
+    if window.opcode != "slice" or 0 in inst.shape.dims:
+        return None
+    flipped = set(inst.attrs["dimensions"])
+    moved = []
+    for d, ((a, limit, p), m, n) in enumerate(zip(window.attrs["slice"], inst.shape.dims,
+                                                  window.operands[0].shape.dims)):
+        if d in flipped:
+            first = n - 1 - a - (m - 1) * p
+            moved.append((first, first + (m - 1) * p + 1, p))
+        else:
+            moved.append((a, limit, p))
+    source = window.operands[0]
+    reversed_source = b.add("reverse", (source,), inst.attrs, source.shape, inst.metadata)
+    return b.add("slice", (reversed_source,), {"slice": tuple(moved)}, inst.shape, inst.metadata)
+
+
 @rule("slice(pad(x)) inside x -> slice(x)", "slice")
 def _slice_of_padding(inst, ops, b):
     """A window of a padded array that reads none of the padding is a window of the array

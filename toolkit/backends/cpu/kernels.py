@@ -53,6 +53,7 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
         param = comp.parameters[aliased]
         inputs[id(param)] = (out_ptrs[id(spec.outputs[0])][0], param.shape)
     e = ElementalEmitter(b, inputs, module, vector_math=host_vector_math())
+    e.unclamped = frozenset(id(comp.parameters[k]) for k in spec.starts_in_bounds)
     if spec.kind == "update_slice":
         (out,) = spec.outputs
         emit_update_slice(e, out, *out_ptrs[id(out)], begin, end)

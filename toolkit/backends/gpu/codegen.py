@@ -126,6 +126,7 @@ def emit_gpu_kernel(module: ir.Module, spec: KernelSpec) -> GpuKernel:
         inputs[id(comp.parameters[aliased])] = (outs[id(spec.outputs[0])][0],
                                                 comp.parameters[aliased].shape)
     e = ElementalEmitter(b, inputs, module, target="gpu", device_math=find_libdevice() is not None)
+    e.unclamped = frozenset(id(comp.parameters[k]) for k in spec.starts_in_bounds)
     heroes = [o for o in spec.outputs if o.opcode == "reduce"]
     mode = "thread"
     # one thread, in order: the last of repeated indices wins, as in NumPy

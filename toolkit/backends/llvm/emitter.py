@@ -65,6 +65,9 @@ class ElementalEmitter:
         self.target = target  # "cpu" calls libm; "gpu" (NVPTX) calls libdevice's __nv_* when linked
         self.device_math = device_math  # libdevice will be linked into the GPU module
         self.vector_math = vector_math  # the CPU's vector math library (libmvec), if any
+        # id(parameter) of starts this call's clamps would not change (planning's
+        # starts_in_bounds): read as they are
+        self.unclamped: frozenset[int] = frozenset()
 
     def libm(self, what: str) -> None:
         if self.target != "cpu" and not self.device_math:

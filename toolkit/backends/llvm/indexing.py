@@ -9,6 +9,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.queries import scatter_combiner
+from ...ir.nodes import Instruction
 from .complex import elementwise_binary
 from .emitter import ElementalEmitter, i64, rule
 from .scalars import BINARY
@@ -49,6 +50,18 @@ def _clamp(b: ir.IRBuilder, v, lo: int, hi: int):
         return i64(min(max(value, lo), hi))
     v = b.select(b.icmp_signed("<", v, i64(lo)), i64(lo), v)
     return b.select(b.icmp_signed(">", v, i64(hi)), i64(hi), v)
+
+
+def _start(e: ElementalEmitter, start: Instruction | None, v, hi: int):
+    """A dynamic-slice/dynamic-update-slice start ``v`` (of the scalar operand ``start``;
+    None: an element of a vector of starts) clamped into [0, hi], as the op clamps it; as it is
+    where the kernel's plan found it in range."""
+    return v if start is not None and id(start) in e.unclamped else _clamp(e.b, v, 0, hi)
+
+
+def _start_operands(operands, rank: int) -> list:
+    """The operand each of ``_scalar_starts``' values comes from (None: a vector's element)."""
+    return [None] * rank if len(operands) == 1 and operands[0].shape.rank == 1 else list(operands)
 
 
 def _index_vector(e: ElementalEmitter, indices_inst, batch_index, ivd: int, length: int) -> list:
@@ -101,8 +114,9 @@ def _dynamic_slice(e, inst, index):
     sizes = inst.attrs["dynamic_slice_sizes"]
     starts = _scalar_starts(e, inst.operands[1:], operand.shape.rank)
     src = [
-        b.add(_clamp(b, s, 0, dim - n), i)
-        for s, dim, n, i in zip(starts, operand.shape.dims, sizes, index)
+        b.add(_start(e, o, s, dim - n), i)
+        for o, s, dim, n, i in zip(_start_operands(inst.operands[1:], operand.shape.rank), starts,
+                                  operand.shape.dims, sizes, index)
     ]
     return e.value(operand, src)
 
@@ -114,8 +128,9 @@ def _dynamic_update_slice(e, inst, index):
     starts = _scalar_starts(e, inst.operands[2:], operand.shape.rank)
     inside = ir.Constant(I1, 1)
     local = []
-    for s, dim, n, i in zip(starts, operand.shape.dims, update.shape.dims, index):
-        rel = b.sub(i, _clamp(b, s, 0, dim - n))
+    for o, s, dim, n, i in zip(_start_operands(inst.operands[2:], operand.shape.rank), starts,
+                               operand.shape.dims, update.shape.dims, index):
+        rel = b.sub(i, _start(e, o, s, dim - n))
         ok = b.and_(b.icmp_signed(">=", rel, i64(0)), b.icmp_signed("<", rel, i64(n)))
         inside = b.and_(inside, ok)
         local.append(b.select(ok, rel, i64(0)))
@@ -219,8 +234,9 @@ def update_slice_element(e: ElementalEmitter, dus, out_ptr, out_shape, index) ->
     operand, update = dus.operands[:2]
     e.reset()
     starts = _scalar_starts(e, dus.operands[2:], operand.shape.rank)
-    target = [b.add(_clamp(b, s, 0, dim - n), i)
-              for s, dim, n, i in zip(starts, operand.shape.dims, update.shape.dims, index)]
+    target = [b.add(_start(e, o, s, dim - n), i) for o, s, dim, n, i in
+              zip(_start_operands(dus.operands[2:], operand.shape.rank), starts,
+                  operand.shape.dims, update.shape.dims, index)]
     e.store(out_ptr, out_shape, target, e.value(update, index))
 
 

@@ -32,6 +32,9 @@ class KernelSpec:
     # the input dimension [begin, end) ranges over (general reductions: a kept one); a scan's
     # scanned axis
     split_dim: int = 0
+    # parameters given as constants (offsets) whose value no dynamic-slice or
+    # dynamic-update-slice start clamp changes: starts_in_bounds
+    starts_in_bounds: frozenset[int] = frozenset()
 
 
 def kernel_key(spec: KernelSpec) -> tuple:
@@ -49,6 +52,7 @@ def kernel_key(spec: KernelSpec) -> tuple:
         spec.in_place,
         spec.aliased_parameter,
         spec.split_dim,
+        spec.starts_in_bounds,
     )
 
 
@@ -166,6 +170,32 @@ def elementwise_in_place_operands(inst: Instruction) -> set[int]:
     return set()
 
 
+def starts_in_bounds(inst: Instruction, comp: Computation) -> frozenset[int]:
+    """The parameter numbers of ``comp`` that ``inst`` (a fusion) is given as constants (the
+    offsets of offset-operands) whose value lies within the range every dynamic-slice or
+    dynamic-update-slice clamps it to where it is a start. For this call those clamps change
+    nothing, so the code leaves them out: a clamp names the window's extent, and without it the
+    trips of a loop over ever shorter windows (``r[k:]``, ``np.flip(y[:k])``) emit the same
+    code and compile once."""
+    if inst.opcode != "fusion":
+        return frozenset()
+    known = fusion_offsets(inst)
+    if not known:
+        return frozenset()
+    inside = dict.fromkeys(known, True)
+    for i in comp.instructions:
+        if i.opcode == "dynamic-slice":
+            starts, sizes = i.operands[1:], i.attrs["dynamic_slice_sizes"]
+        elif i.opcode == "dynamic-update-slice":
+            starts, sizes = i.operands[2:], i.operands[1].shape.dims
+        else:
+            continue
+        for s, dim, n in zip(starts, i.operands[0].shape.dims, sizes):
+            if id(s) in inside and not 0 <= known[id(s)] <= dim - n:
+                inside[id(s)] = False
+    return frozenset(p.attrs["parameter_number"] for p in comp.parameters if inside.get(id(p)))
+
+
 def plan_update_in_place(inst: Instruction) -> KernelSpec:
     """A kernel that writes only the update window of a dynamic-update-slice (or applies only a
     scatter's updates) into the buffer of its operand (planned to be the output's)."""
@@ -183,10 +213,17 @@ def plan_update_in_place(inst: Instruction) -> KernelSpec:
         update.dims[0] if update.rank else None,
         max(update.size, 1),
         in_place=True,
+        starts_in_bounds=starts_in_bounds(inst, comp),
     )
 
 
 def plan_kernel(inst: Instruction) -> KernelSpec:
+    spec = _plan_kernel(inst)
+    in_bounds = starts_in_bounds(inst, spec.computation)
+    return dataclasses.replace(spec, starts_in_bounds=in_bounds) if in_bounds else spec
+
+
+def _plan_kernel(inst: Instruction) -> KernelSpec:
     comp = as_computation(inst)
     root = comp.root
     outputs = list(root.operands) if root.opcode == "tuple" else [root]
