@@ -54,6 +54,24 @@ def lift(trace: Trace, value, dtype=None, weak: bool | None = None, what: str = 
             if dtype is None or value.dtype == dtype
             else convert(value, dtype, value.weak_type, wrap=wrap_ints)
         )
+    kind = type(value)
+    if (kind is int or kind is float and value == value) and dtype is not None and not wrap_ints:
+        # a Python number lifted before with this dtype: its constant (a float by its exact
+        # text, so -0.0 and 0.0 are two constants, NaNs are never looked up; the range check
+        # passed the first time)
+        key = (kind, value if kind is int else value.hex(), dtype, weak)
+        inst = trace.lifted_constant(key)
+        if inst is None:
+            made = _lift_value(trace, value, dtype, weak, what)
+            if made.inst.opcode == "constant":
+                trace.remember_lifted(key, made.inst)
+            return made
+        return Tracer(trace, inst, True if weak is None else weak)
+    return _lift_value(trace, value, dtype, weak, what, wrap_ints)
+
+
+def _lift_value(trace: Trace, value, dtype, weak: bool | None, what: str,
+                wrap_ints: bool = False) -> Tracer:
     is_python = isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
     problem = subclass_problem(value, what)
     if problem is not None:

@@ -103,6 +103,9 @@ class Trace:
         self.active = False
         self._op_name: str | None = None
         self._location: SourceLocation | None = None
+        # small constants by (dtype, shape, bytes), and lax.lift's Python numbers by ("lifted",
+        # type, value, dtype, weak): one instruction each per segment (graph breaks clear it;
+        # a replay rebuilds it)
         self._constants: dict[tuple, Instruction] = {}
         # id -> (instruction kept alive, value)
         self._known: dict[int, tuple[Instruction, object]] = {}
@@ -327,6 +330,14 @@ class Trace:
                     args = [self._known[id(o)][1] for o in node.operands]
                     self._known[id(node)] = (node, EVALUATORS[node.opcode](node, args))
         return self._known[id(inst)][1]
+
+    def lifted_constant(self, key: tuple) -> Instruction | None:
+        """The constant lax.lift made for ``key`` (a Python number, its dtype and weakness) in
+        this segment, if any."""
+        return self._constants.get(("lifted", *key))
+
+    def remember_lifted(self, key: tuple, inst: Instruction) -> None:
+        self._constants[("lifted", *key)] = inst
 
     def constant(self, value, dtype: np.dtype, weak: bool = False) -> Tracer:
         array = np.asarray(value, dtype=dtype)

@@ -56,7 +56,7 @@ def emit_kernel(module: ir.Module, spec: KernelSpec) -> ir.Function:
     e.unclamped = frozenset(id(comp.parameters[k]) for k in spec.starts_in_bounds)
     if spec.kind == "update_slice":
         (out,) = spec.outputs
-        emit_update_slice(e, out, *out_ptrs[id(out)], begin, end)
+        emit_update_slice(e, out, *out_ptrs[id(out)], begin, end, spec.split_dim)
     elif spec.kind == "scatter":
         (out,) = spec.outputs
         emit_scatter(e, out, *out_ptrs[id(out)], in_place=spec.in_place)
@@ -110,7 +110,7 @@ def _emit_loop(b, e, spec, out_ptrs, begin, end):
         body([])
     else:
         fold = None if _moves_complex(spec) else FOLD_TAIL_INSTRUCTIONS
-        nest(b, shape.dims, body, begin, end, fold_tail_over=fold)
+        nest(b, shape.dims, body, begin, end, split=spec.split_dim, fold_tail_over=fold)
 
 
 def _moves_complex(spec) -> bool:

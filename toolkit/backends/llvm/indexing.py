@@ -240,9 +240,10 @@ def update_slice_element(e: ElementalEmitter, dus, out_ptr, out_shape, index) ->
     e.store(out_ptr, out_shape, target, e.value(update, index))
 
 
-def emit_update_slice(e: ElementalEmitter, dus, out_ptr, out_shape, begin=None, end=None) -> None:
+def emit_update_slice(e: ElementalEmitter, dus, out_ptr, out_shape, begin=None, end=None,
+                      split: int = 0) -> None:
     """Write only the window of ``dus`` (a dynamic-update-slice) into ``out_ptr``, which holds
-    its operand already: the loop runs over the update, the outermost dimension over [begin,
+    its operand already: the loop runs over the update, dimension ``split`` over [begin,
     end)."""
     update = dus.operands[1]
     if update.shape.size == 0:
@@ -252,6 +253,6 @@ def emit_update_slice(e: ElementalEmitter, dus, out_ptr, out_shape, begin=None, 
         update_slice_element(e, dus, out_ptr, out_shape, index)
 
     if update.shape.rank:
-        nest(e.b, update.shape.dims, body, begin, end, prefix="w")
+        nest(e.b, update.shape.dims, body, begin, end, prefix="w", split=split)
     else:
         body([])

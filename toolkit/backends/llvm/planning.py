@@ -29,8 +29,8 @@ class KernelSpec:
     in_place: bool = False  # an input and the output share a buffer (read at the index written)
     # in place: that input's parameter number (read through the output)
     aliased_parameter: int | None = None
-    # the input dimension [begin, end) ranges over (general reductions: a kept one); a scan's
-    # scanned axis
+    # the dimension [begin, end) ranges over (loops and window updates: the first that is not
+    # 1; general reductions: a kept input dimension); a scan's scanned axis
     split_dim: int = 0
     # parameters given as constants (offsets) whose value no dynamic-slice or
     # dynamic-update-slice start clamp changes: starts_in_bounds
@@ -205,16 +205,25 @@ def plan_update_in_place(inst: Instruction) -> KernelSpec:
         return KernelSpec(inst.name, comp, [comp.root], "scatter", None, max(updates.size, 1),
                           in_place=True)
     update = comp.root.operands[1].shape
+    split = ranged_dimension(update.dims)
     return KernelSpec(
         inst.name,
         comp,
         [comp.root],
         "update_slice",
-        update.dims[0] if update.rank else None,
+        update.dims[split] if update.rank else None,
         max(update.size, 1),
         in_place=True,
+        split_dim=split,
         starts_in_bounds=starts_in_bounds(inst, comp),
     )
+
+
+def ranged_dimension(dims) -> int:
+    """The dimension a loop kernel's [begin, end) ranges over: the first that is not 1. A row
+    ``x[i, j:]`` is [1, k], and ranging over k, given at run time, keeps k out of the code, so
+    the rows of a triangular loop share it (dimensions of 1 are loops the code folds away)."""
+    return next((d for d, n in enumerate(dims) if n != 1), 0)
 
 
 def plan_kernel(inst: Instruction) -> KernelSpec:
@@ -243,8 +252,10 @@ def _plan_kernel(inst: Instruction) -> KernelSpec:
         shape = outputs[0].shape
         if any(o.shape.dims != shape.dims for o in outputs):
             raise CodegenUnsupported("loop fusion outputs of different shapes")
-        return KernelSpec(inst.name, comp, outputs, "loop", shape.dims[0] if shape.rank else None,
-                          max(shape.size, 1))
+        split = ranged_dimension(shape.dims)
+        return KernelSpec(inst.name, comp, outputs, "loop",
+                          shape.dims[split] if shape.rank else None, max(shape.size, 1),
+                          split_dim=split)
     hero = heroes[0]
     reducers = {}
     for h in heroes:
