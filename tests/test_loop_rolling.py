@@ -354,3 +354,29 @@ def test_a_long_programs_inner_loops_roll_each_where_their_shapes_differ(monkeyp
     np.testing.assert_allclose(compiled(a, b.copy()), _trmm(a, b.copy()), rtol=1e-13)
     monkeypatch.setattr(loop_rolling, "LONE_SHORT_LOOP", 10 ** 9)  # lone loops stay unrolled
     assert not _whiles(tk.jit(_trmm).lower(a, b.copy()).compile())
+
+
+def test_loop_bodies_alike_up_to_names_are_optimised_once(monkeypatch):
+    """Each rolled inner loop of the nest has a body of its own, alike up to names: the
+    pipeline optimises one of each kind, and the others are copies under fresh names (a
+    nest of hundreds of loops ran the whole pipeline hundreds of times). The program still
+    computes NumPy's values, and its text parses back."""
+    from toolkit.profiler.events import PassEvent
+
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
+    data = np.random.default_rng(5).standard_normal((30, 28))
+    with tk.profile() as profile:
+        compiled = tk.jit(_covariance_by_columns).lower(data).compile()
+    loops = _whiles(compiled)
+    assert len(loops) >= 15
+    fusion_runs = [e for e in profile.events if isinstance(e, PassEvent)
+                   and e.pass_name == "fusion"]
+    kinds = {id(c) for loop in loops for c in loop.called_computations}
+    assert len(kinds) == 2 * len(loops)  # every loop its own condition and body
+    assert len(fusion_runs) <= 1 + 6, len(fusion_runs)  # the entry, and a few of each kind
+    names = [c.name for c in compiled.optimized_hlo.computations]
+    assert len(names) == len(set(names))
+    np.testing.assert_allclose(compiled(data), _covariance_by_columns(data), rtol=1e-13)
+    # (the text runs through the pipeline again: sums fused anew, within rounding)
+    (again,) = tk.hlo.run(tk.hlo.parse(compiled.as_text()), data, backend="cpu")
+    np.testing.assert_allclose(again, compiled(data), rtol=1e-13, atol=1e-14)

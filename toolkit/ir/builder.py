@@ -49,6 +49,10 @@ class NameUniquer:
         u._used.update(names)
         return u
 
+    def add_names(self, names) -> None:
+        """Hand out none of ``names`` from now on (names another builder gave out)."""
+        self._used.update(names)
+
     def copy(self) -> NameUniquer:
         """An independent uniquer that hands out no name this one has (nor will next)."""
         following = next(self._ids)

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Callable
 
 from ..ir.builder import NameUniquer
+from ..ir.structural import exact_key
 from ..ir.nodes import CALLEE_ATTRIBUTES, Computation, Instruction, Module
 from ..ir.ops import GroupOp
 
@@ -38,8 +39,10 @@ def callees_first(comp: Computation) -> list[Computation]:
     return ordered
 
 
-def _rebuilt(comp: Computation, name: str, swap: dict[int, Computation]) -> Computation:
-    """``comp`` named ``name``, its instructions calling ``swap``'s computations instead."""
+def _rebuilt(comp: Computation, name: str, swap: dict[int, Computation],
+             renamed: NameUniquer | None = None) -> Computation:
+    """``comp`` named ``name``, its instructions calling ``swap``'s computations instead (and,
+    given ``renamed``, each under a fresh name of it: a copy of another loop's body)."""
     mapped: dict[int, Instruction] = {}
     for inst in comp.instructions:
         attrs = dict(inst.attrs)
@@ -51,6 +54,7 @@ def _rebuilt(comp: Computation, name: str, swap: dict[int, Computation]) -> Comp
                 attrs[key] = swap.get(id(v), v)
         mapped[id(inst)] = dataclasses.replace(
             inst,
+            name=inst.name if renamed is None else renamed.fresh(_stem(inst.name)),
             operands=tuple(mapped[id(o)] for o in inst.operands),
             attrs=MappingProxyType(attrs),
         )
@@ -58,9 +62,23 @@ def _rebuilt(comp: Computation, name: str, swap: dict[int, Computation]) -> Comp
                        tuple(mapped[id(i)] for i in comp.instructions), mapped[id(comp.root)])
 
 
+def _stem(name: str) -> str:
+    """``add`` of ``add.12``: the base a fresh name is made from."""
+    base, dot, suffix = name.rpartition(".")
+    return base if dot and suffix.isdigit() else name
+
+
+def _alike_key(comp: Computation) -> tuple:
+    """Equal for computations the pipeline optimises alike: the same up to names (constants,
+    shapes and attributes included), from the same source lines."""
+    return exact_key(comp), tuple(i.metadata for i in comp.instructions)
+
+
 def optimize_called(module: Module, run: Callable[[Module], Module]) -> Module:
     """``module`` with every computation its entry's while/conditional instructions call
-    replaced by ``run`` of it (``run``: the pipeline, which reaches nested loops the same way)."""
+    replaced by ``run`` of it (``run``: the pipeline, which reaches nested loops the same way).
+    Computations alike up to names (the bodies of a loop nest's rolled inner loops: hundreds,
+    of a few kinds) are optimised once; the others get a copy under fresh names."""
     entry = module.entry
     controls = [i for i in entry.instructions if i.opcode in CONTROL]
     if not controls:
@@ -71,11 +89,29 @@ def optimize_called(module: Module, run: Callable[[Module], Module]) -> Module:
     existing = {id(c) for c in module.computations}
     swap: dict[int, Computation] = {}
     added: list[Computation] = []
+    optimized_alike: dict[tuple, Module] = {}
+    instruction_names: NameUniquer | None = None  # made at the first copy
     for inst in controls:
         for comp in inst.called_computations:
             if id(comp) in swap:
                 continue
-            optimized = run(Module(comp.name, tuple(callees_first(comp)) + (comp,), comp))
+            key = _alike_key(comp)
+            optimized = optimized_alike.get(key)
+            renamed = None
+            if optimized is None:
+                optimized = optimized_alike[key] = run(
+                    Module(comp.name, tuple(callees_first(comp)) + (comp,), comp))
+                if instruction_names is not None:
+                    instruction_names.add_names(
+                        i.name for c in optimized.computations for i in c.instructions)
+            else:
+                if instruction_names is None:  # every name given out so far
+                    instruction_names = NameUniquer.from_names(
+                        i.name for c in module.computations for i in c.instructions)
+                    for done in optimized_alike.values():
+                        instruction_names.add_names(
+                            i.name for c in done.computations for i in c.instructions)
+                renamed = instruction_names
             local: dict[int, Computation] = {}
             for c in optimized.computations:  # callees first: fused computations, then the body
                 if id(c) in existing:
@@ -84,7 +120,7 @@ def optimize_called(module: Module, run: Callable[[Module], Module]) -> Module:
                     name = c.name  # it replaces comp, under comp's name
                 else:
                     name = taken.reserve(taken.first_free(c.name))
-                new = _rebuilt(c, name, local)
+                new = _rebuilt(c, name, local, renamed)
                 local[id(c)] = new
                 added.append(new)
             swap[id(comp)] = local.get(id(optimized.entry), optimized.entry)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module
 from ..ir.ops import GroupOp
-from ..ir.queries import reads_outside_update_window, reads_update_window
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
 from .fusion_groups import (MAX_PATHS, ROOT_PATH, Group, Paths, PathTable, capped, is_compute,
                             is_expensive, is_free_to_duplicate, is_fusible)
+from .fusion_in_place import InPlaceHazards
 from .fusion_siblings import SiblingMerging
 from .offset_operands import REASONS as OFFSET_REASONS
 from .rewriter import replace_entry, with_operands
@@ -122,7 +122,7 @@ def _loc(inst: Instruction) -> str:
     return inst.metadata.location if inst.metadata is not None else ""
 
 
-class _Fuser(SiblingMerging):
+class _Fuser(SiblingMerging, InPlaceHazards):
     def __init__(self, comp: Computation, options: FusionOptions):
         self.comp = comp
         self.options = options
@@ -134,6 +134,7 @@ class _Fuser(SiblingMerging):
         self._ids = itertools.count()
         self.path_table = PathTable()
         self._cone_readers: dict[tuple[int, int], Instruction | None] = {}
+        self._elsewhere: dict[int, bool] = {}  # id(dus) -> read_elsewhere_at_all
 
     # ---- bookkeeping ----------------------------------------------------------------------
     def decide(self, producer: Instruction, consumer: Instruction, fused: bool, code: str,
@@ -379,69 +380,6 @@ class _Fuser(SiblingMerging):
                     for u in users
                 }
         return None
-
-    def reads_updated_buffer(self, x, user_groups) -> tuple[Instruction, Instruction] | None:
-        """(destination, reader) when fusing ``x`` into a dynamic-update-slice's fusion among
-        ``user_groups`` would make that fusion read the destination where the window may be
-        written: other than exactly at the element written, or where the window provably is
-        not (constant starts). Such a fusion cannot write its window in place. ``x`` itself may
-        be the reader; when ``x`` is the update (or a start), the producers that would fuse
-        along with it are looked through too (up to the instruction budget), so that the whole
-        update runs as one kernel before the write (a stencil's slices and sums) rather than
-        each reader as a kernel of its own. None when ``x`` may join."""
-        for g in user_groups:
-            root = g.members[0]
-            if root.opcode != "dynamic-update-slice":
-                continue
-            destination = root.operands[0]
-            if destination is x or destination.opcode == "constant":
-                continue
-            if any(o is x for o in root.operands[1:]):
-                reader = self._cone_reader(x, root)
-            else:
-                reader = x if self._reads_window_elsewhere(x, root) else None
-            if reader is not None:
-                return destination, reader
-        return None
-
-    @staticmethod
-    def _reads_window_elsewhere(inst: Instruction, dus: Instruction) -> bool:
-        return (
-            any(o is dus.operands[0] for o in inst.operands)
-            and not reads_update_window(inst, dus)
-            and not reads_outside_update_window(inst, dus)
-        )
-
-    def _cone_reader(self, start: Instruction, dus: Instruction) -> Instruction | None:
-        """An instruction fusible along with ``start`` (walking up its operands through fusible,
-        non-reduction producers, at most the instruction budget) that reads ``dus``'s
-        destination where the window may be written; None if none is found."""
-        key = (id(start), id(dus))
-        if key in self._cone_readers:
-            return self._cone_readers[key]
-        destination = dus.operands[0]
-        found = None
-        stack, seen, budget = [start], set(), self.options.max_instructions
-        while stack and budget > 0:
-            inst = stack.pop()
-            if id(inst) in seen or inst is destination:
-                continue
-            seen.add(id(inst))
-            budget -= 1
-            if (
-                inst.opcode in GroupOp.PLUMBING
-                or inst.opcode in GroupOp.GIVEN
-                or inst.opcode in GroupOp.WRITE_INTO_OPERAND
-                or inst.opcode == "reduce"
-                or not is_fusible(inst)
-            ):
-                continue  # never fused into another kernel: a buffer of its own
-            if self._reads_window_elsewhere(inst, dus):
-                found = inst
-                break
-            stack.extend(inst.operands)
-        self._cone_readers[key] = found
-        return found
 
     def try_multi_output(self, x, users, user_groups) -> bool:
         if not self.options.multi_output:
