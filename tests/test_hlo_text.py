@@ -239,3 +239,36 @@ def test_fingerprints_take_large_constants_by_their_bytes():
     digest = instruction_to_text(constant, digest_literals=True)
     assert "{digest " in digest and len(digest) < 200
     assert len(instruction_to_text(constant)) > 64 * 64  # the printed text keeps every value
+
+
+_FINGERPRINTED = (
+    "HloModule m\n%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
+    "  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\n"
+    "ENTRY e {\n  %x = f32[8] parameter(0)\n  %c = f32[] constant(0)\n"
+    "  %b = f32[8] broadcast(%c), dimensions={}\n  %m = f32[8] multiply(%x, %b)\n"
+    "  ROOT %r = f32[] reduce(%m, %c), dimensions={0}, to_apply=%add\n}\n"
+)
+
+
+@pytest.mark.parametrize("changed", [
+    ("constant(0)", "constant(-0)"),
+    ("multiply(%x, %b)", "multiply(%b, %x)"),
+    ("multiply(%x, %b)", "add(%x, %b)"),
+    ("ROOT %s = f32[] add(%a, %b)", "ROOT %s = f32[] maximum(%a, %b)"),
+    ("HloModule m\n", "HloModule m, input_output_alias={ {}: (0, {}, may-alias) }\n"),
+])
+def test_a_fingerprint_sees_what_changes_the_program_and_not_names(changed):
+    """The compile record's fingerprint (ir/structural.fingerprint): the same for a program
+    renamed and annotated differently, another for a different constant (the sign of zero), an
+    operand order, an opcode, a called computation or a module attribute."""
+    from toolkit.stages import hlo_fingerprint
+
+    base = tk.hlo.parse(_FINGERPRINTED)
+    renamed = tk.hlo.parse(_FINGERPRINTED.replace("%m", "%product.7").replace("%x", "%input")
+                           .replace("%add", "%sum.2").replace(
+                               "parameter(0)\n  %c", 'parameter(0), metadata={op_name="x"}\n  %c'))
+    assert hlo_fingerprint(base) == hlo_fingerprint(renamed)
+    old, new = changed
+    assert old in _FINGERPRINTED
+    other = tk.hlo.parse(_FINGERPRINTED.replace(old, new))
+    assert hlo_fingerprint(other) != hlo_fingerprint(base)

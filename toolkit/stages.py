@@ -4,7 +4,6 @@ passes, LLVM IR, assembly, PTX)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from typing import Any
 
@@ -23,6 +22,7 @@ from .ir.nodes import Module
 from .ir.ops import GroupOp
 from .ir.shapes import Shape, TupleShape
 from .ir.source_names import display_location
+from .ir.structural import fingerprint
 from .ir.user_code import user_line
 from .passes.cost_analysis import cost_analysis as _cost_analysis, instruction_cost
 from .passes.manager import PassDump
@@ -53,8 +53,8 @@ def source_lines(inst) -> str:
 
 
 def hlo_fingerprint(module: Module) -> str:
-    text = module.to_text(metadata=False, digest_literals=True)
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+    """Equal for programs the same up to names and metadata (ir/structural.py)."""
+    return fingerprint(module)
 
 
 class _TracedStage:

@@ -6,9 +6,12 @@ compiles each distinct one once and lets the others call it (``exact_key``: exac
 than printing them)."""
 from __future__ import annotations
 
+import hashlib
+from typing import Mapping
+
 import numpy as np
 
-from .nodes import Computation
+from .nodes import Computation, Module
 
 
 def _called(comp: Computation) -> list[Computation]:
@@ -65,3 +68,49 @@ def exact_key(comp: Computation) -> tuple:
                          if attrs else ()))
         keys[id(current)] = (position[id(current.root)], tuple(rows))
     return keys[id(comp)]
+
+
+def fingerprint(module: Module) -> str:
+    """A digest of ``module`` that is equal for programs the same up to instruction names and
+    metadata, in every process (a compile's record, compared across calls and across ranks).
+    Each instruction is its opcode, shape, operand positions and attributes; shapes and
+    attribute maps are shared objects (the builder interns them), so each distinct one is
+    written once. A 200k-instruction trace printed as HLO text took 1.5 s to fingerprint."""
+    digest = hashlib.sha1(repr((module.attributes, len(module.computations))).encode())
+    index = {id(c): k for k, c in enumerate(module.computations)}
+    shapes: dict[int, str] = {}
+    attributes: dict[int, str] = {}
+    for comp in module.computations:
+        position = {id(inst): k for k, inst in enumerate(comp.instructions)}
+        rows = [f"computation {len(comp.instructions)} root {position[id(comp.root)]}"]
+        for inst in comp.instructions:
+            shape = shapes.get(id(inst.shape))
+            if shape is None:
+                shape = shapes[id(inst.shape)] = str(inst.shape)
+            attrs = attributes.get(id(inst.attrs))
+            if attrs is None:
+                attrs = attributes[id(inst.attrs)] = ";".join(
+                    f"{k}={_attribute_text(v, index)}" for k, v in inst.attrs.items())
+            rows.append(f"{inst.opcode} {shape} "
+                        f"{','.join(str(position[id(o)]) for o in inst.operands)} {attrs}")
+        digest.update("\n".join(rows).encode())
+    return digest.hexdigest()[:16]
+
+
+def _attribute_text(value, index: dict[int, int]) -> str:
+    """An attribute value as text that tells any two values apart: arrays by their type and
+    bytes (a digest past 64 bytes), computations by their place in the module."""
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value).tobytes()
+        body = data.hex() if len(data) <= 64 else hashlib.sha1(data).hexdigest()
+        return f"array({value.dtype.str},{value.shape},{body})"
+    if isinstance(value, Computation):
+        return f"computation({index.get(id(value), value.name)})"
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_attribute_text(v, index) for v in value) + ")"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{_attribute_text(v, index)}"
+                              for k, v in sorted(value.items())) + "}"
+    if isinstance(value, float):
+        return value.hex()  # (-0.0 and 0.0 apart)
+    return repr(value)
