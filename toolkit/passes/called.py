@@ -4,7 +4,6 @@ its own (its instructions simplified, folded and fused), and comes back under na
 not clash with the enclosing module's."""
 from __future__ import annotations
 
-import dataclasses
 from types import MappingProxyType
 from typing import Callable
 
@@ -42,22 +41,29 @@ def callees_first(comp: Computation) -> list[Computation]:
 def _rebuilt(comp: Computation, name: str, swap: dict[int, Computation],
              renamed: NameUniquer | None = None) -> Computation:
     """``comp`` named ``name``, its instructions calling ``swap``'s computations instead (and,
-    given ``renamed``, each under a fresh name of it: a copy of another loop's body)."""
+    given ``renamed``, each under a fresh name of it: a copy of another loop's body). An
+    instruction that calls none of them and reads no rebuilt one is kept as it is (the entry
+    around a few loops is mostly such)."""
     mapped: dict[int, Instruction] = {}
     for inst in comp.instructions:
-        attrs = dict(inst.attrs)
-        for key in CALLEE_ATTRIBUTES:
-            v = attrs.get(key)
-            if isinstance(v, tuple):
-                attrs[key] = tuple(swap.get(id(c), c) for c in v)
-            elif v is not None:
-                attrs[key] = swap.get(id(v), v)
-        mapped[id(inst)] = dataclasses.replace(
-            inst,
-            name=inst.name if renamed is None else renamed.fresh(_stem(inst.name)),
-            operands=tuple(mapped[id(o)] for o in inst.operands),
-            attrs=MappingProxyType(attrs),
-        )
+        operands = tuple(mapped[id(o)] for o in inst.operands)
+        attrs = inst.attrs
+        if inst.called_computations:
+            changed = dict(attrs)
+            for key in CALLEE_ATTRIBUTES:
+                v = changed.get(key)
+                if isinstance(v, tuple):
+                    changed[key] = tuple(swap.get(id(c), c) for c in v)
+                elif v is not None:
+                    changed[key] = swap.get(id(v), v)
+            if any(changed[k] is not attrs[k] for k in attrs):
+                attrs = MappingProxyType(changed)
+        if renamed is None and attrs is inst.attrs and operands == inst.operands:
+            mapped[id(inst)] = inst
+            continue
+        mapped[id(inst)] = Instruction(
+            inst.name if renamed is None else renamed.fresh(_stem(inst.name)),
+            inst.opcode, inst.shape, operands, attrs, inst.metadata)
     return Computation(name, tuple(mapped[id(p)] for p in comp.parameters),
                        tuple(mapped[id(i)] for i in comp.instructions), mapped[id(comp.root)])
 

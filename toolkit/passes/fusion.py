@@ -257,15 +257,14 @@ class _Fuser(SiblingMerging, InPlaceHazards):
             return
         if verdict == "multi-output":
             return
+        # (the first user that cannot fuse x, found once: a value read by thousands of
+        # instructions asked it of every user again)
+        blocker = next((v for v in users if id(v) in verdict), None)
+        also = f"%{x.name} also feeds %{blocker.name}, which cannot fuse it" if blocker else ""
         for u in users:
             code, detail = verdict.get(id(u), ("NOT_ALL_CONSUMERS", ""))
             if code == "NOT_ALL_CONSUMERS" and not detail:
-                others = [v for v in users if id(v) in verdict]
-                detail = (
-                    f"%{x.name} also feeds %{others[0].name}, which cannot fuse it"
-                    if others
-                    else ""
-                )
+                detail = also
             self.decide(x, u, False, code, detail)
         if is_fusible(x) and x.opcode != "constant":
             self.new_group(x)
