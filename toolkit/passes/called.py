@@ -96,7 +96,9 @@ def optimize_called(module: Module, run: Callable[[Module], Module]) -> Module:
     swap: dict[int, Computation] = {}
     added: list[Computation] = []
     optimized_alike: dict[tuple, Module] = {}
-    instruction_names: NameUniquer | None = None  # made at the first copy
+    # the names a copy's instructions must not take: the module's, and every optimised body's
+    instruction_names = NameUniquer.from_names(
+        i.name for c in module.computations for i in c.instructions)
     for inst in controls:
         for comp in inst.called_computations:
             if id(comp) in swap:
@@ -107,16 +109,9 @@ def optimize_called(module: Module, run: Callable[[Module], Module]) -> Module:
             if optimized is None:
                 optimized = optimized_alike[key] = run(
                     Module(comp.name, tuple(callees_first(comp)) + (comp,), comp))
-                if instruction_names is not None:
-                    instruction_names.add_names(
-                        i.name for c in optimized.computations for i in c.instructions)
+                instruction_names.add_names(
+                    i.name for c in optimized.computations for i in c.instructions)
             else:
-                if instruction_names is None:  # every name given out so far
-                    instruction_names = NameUniquer.from_names(
-                        i.name for c in module.computations for i in c.instructions)
-                    for done in optimized_alike.values():
-                        instruction_names.add_names(
-                            i.name for c in done.computations for i in c.instructions)
                 renamed = instruction_names
             local: dict[int, Computation] = {}
             for c in optimized.computations:  # callees first: fused computations, then the body

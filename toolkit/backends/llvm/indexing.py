@@ -9,7 +9,6 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.queries import scatter_combiner
-from ...ir.nodes import Instruction
 from .complex import elementwise_binary
 from .emitter import ElementalEmitter, i64, rule
 from .scalars import BINARY
@@ -52,18 +51,6 @@ def _clamp(b: ir.IRBuilder, v, lo: int, hi: int):
     return b.select(b.icmp_signed(">", v, i64(hi)), i64(hi), v)
 
 
-def _start(e: ElementalEmitter, start: Instruction | None, v, hi: int):
-    """A dynamic-slice/dynamic-update-slice start ``v`` (of the scalar operand ``start``;
-    None: an element of a vector of starts) clamped into [0, hi], as the op clamps it; as it is
-    where the kernel's plan found it in range."""
-    return v if start is not None and id(start) in e.unclamped else _clamp(e.b, v, 0, hi)
-
-
-def _start_operands(operands, rank: int) -> list:
-    """The operand each of ``_scalar_starts``' values comes from (None: a vector's element)."""
-    return [None] * rank if len(operands) == 1 and operands[0].shape.rank == 1 else list(operands)
-
-
 def _index_vector(e: ElementalEmitter, indices_inst, batch_index, ivd: int, length: int) -> list:
     """The start-index vector of one batch element: ``length`` values as i64."""
     t = indices_inst.shape.dtype
@@ -76,12 +63,17 @@ def _index_vector(e: ElementalEmitter, indices_inst, batch_index, ivd: int, leng
     return out
 
 
-def _scalar_starts(e: ElementalEmitter, operands, rank: int) -> list:
-    """dynamic-slice/dynamic-update-slice start indices: one scalar per dimension, or one vector."""
+def _clamped_starts(e: ElementalEmitter, operands, dims, sizes) -> list:
+    """dynamic-slice/dynamic-update-slice start indices (one scalar per dimension, or one
+    vector) as i64, each clamped into [0, dim - size] as the op clamps it; a scalar start the
+    kernel's plan found in range (``e.unclamped``: planning.starts_in_bounds) as it is."""
     if len(operands) == 1 and operands[0].shape.rank == 1:
         v = operands[0]
-        return [as_i64(e, e.value(v, [i64(k)]), v.shape.dtype) for k in range(rank)]
-    return [as_i64(e, e.value(o, []), o.shape.dtype) for o in operands]
+        starts = [(None, as_i64(e, e.value(v, [i64(k)]), v.shape.dtype)) for k in range(len(dims))]
+    else:
+        starts = [(o, as_i64(e, e.value(o, []), o.shape.dtype)) for o in operands]
+    return [s if o is not None and id(o) in e.unclamped else _clamp(e.b, s, 0, dim - n)
+            for (o, s), dim, n in zip(starts, dims, sizes)]
 
 
 @rule("gather")
@@ -112,12 +104,8 @@ def _dynamic_slice(e, inst, index):
     b = e.b
     operand = inst.operands[0]
     sizes = inst.attrs["dynamic_slice_sizes"]
-    starts = _scalar_starts(e, inst.operands[1:], operand.shape.rank)
-    src = [
-        b.add(_start(e, o, s, dim - n), i)
-        for o, s, dim, n, i in zip(_start_operands(inst.operands[1:], operand.shape.rank), starts,
-                                  operand.shape.dims, sizes, index)
-    ]
+    starts = _clamped_starts(e, inst.operands[1:], operand.shape.dims, sizes)
+    src = [b.add(s, i) for s, i in zip(starts, index)]
     return e.value(operand, src)
 
 
@@ -125,12 +113,11 @@ def _dynamic_slice(e, inst, index):
 def _dynamic_update_slice(e, inst, index):
     b = e.b
     operand, update = inst.operands[:2]
-    starts = _scalar_starts(e, inst.operands[2:], operand.shape.rank)
+    starts = _clamped_starts(e, inst.operands[2:], operand.shape.dims, update.shape.dims)
     inside = ir.Constant(I1, 1)
     local = []
-    for o, s, dim, n, i in zip(_start_operands(inst.operands[2:], operand.shape.rank), starts,
-                               operand.shape.dims, update.shape.dims, index):
-        rel = b.sub(i, _start(e, o, s, dim - n))
+    for s, n, i in zip(starts, update.shape.dims, index):
+        rel = b.sub(i, s)
         ok = b.and_(b.icmp_signed(">=", rel, i64(0)), b.icmp_signed("<", rel, i64(n)))
         inside = b.and_(inside, ok)
         local.append(b.select(ok, rel, i64(0)))
@@ -233,10 +220,8 @@ def update_slice_element(e: ElementalEmitter, dus, out_ptr, out_shape, index) ->
     b = e.b
     operand, update = dus.operands[:2]
     e.reset()
-    starts = _scalar_starts(e, dus.operands[2:], operand.shape.rank)
-    target = [b.add(_start(e, o, s, dim - n), i) for o, s, dim, n, i in
-              zip(_start_operands(dus.operands[2:], operand.shape.rank), starts,
-                  operand.shape.dims, update.shape.dims, index)]
+    starts = _clamped_starts(e, dus.operands[2:], operand.shape.dims, update.shape.dims)
+    target = [b.add(s, i) for s, i in zip(starts, index)]
     e.store(out_ptr, out_shape, target, e.value(update, index))
 
 
