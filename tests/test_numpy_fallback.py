@@ -32,8 +32,11 @@ def test_a_call_that_breaks_on_every_bit_runs_as_plain_numpy_after_it_was_timed(
     report = f.graph_breaks
     assert len(report.numpy_fallback) == 1, report.text
     text = report.numpy_fallback[0]
-    assert text.startswith("(u8[40]) runs as plain NumPy: 320 breaks a call took"), text
-    assert "3 call(s) so far" in text and "np.where" in text
+    # (the trial is the second call: against what replaying the first would cost)
+    assert text.startswith("(u8[40]) runs as plain NumPy: 320 breaks a call, "), text
+    assert "estimated from the first call" in text
+    assert "5 call(s) so far" in text and "np.where" in text
+    assert report.calls == 1
     assert "signatures timed as plain NumPy" in report.text
     got = f(_data(9))  # as plain NumPy: NumPy's own result, type and all
     assert type(got) is int and got == crc16(_data(9))
@@ -98,6 +101,44 @@ def test_the_choice_needs_numpy_twice_as_fast_as_the_best_call_in_segments(
                                                  else "stays in segments"))
     choice.eager(numpy_ / 10)  # (decided once: later calls do not change it)
     assert choice.decided == decided
+
+
+def test_many_breaks_in_the_first_call_make_the_second_call_numpys_trial():
+    """The first call traces every operation, so it is no measure of the next; what its
+    segments ran plus a replayed break's cost is. NumPy twice as fast as that takes over at
+    once (a sparse product slicing every row spent three calls of 15-23 s in segments)."""
+    choice = eager.EagerChoice("f64[8]")
+    choice.first_call(2.0, 0.05, 1000)  # estimate: 50 ms of segments + 1000 breaks of 20 us
+    assert choice.estimated_seconds == pytest.approx(0.05 + 1000 * eager.REPLAYED_BREAK)
+    assert choice.runs_eagerly
+    choice.eager(0.035)  # exactly twice as fast as the estimate (70 ms)
+    assert choice.decided == "numpy" and choice.runs_eagerly
+    assert "1000 breaks a call, 70.00 ms in segments replayed (estimated from the first call, " \
+        "which took 2000.00 ms), plain NumPy 35.00 ms (2.0x faster)" in choice.text
+
+
+def test_numpy_losing_to_the_first_calls_estimate_is_decided_on_measured_calls_without_a_rerun():
+    choice = eager.EagerChoice("f64[8]")
+    choice.first_call(2.0, 0.05, 1000)
+    choice.eager(0.05)  # not twice as fast as the 70 ms estimate: segments go on, measured
+    assert choice.decided is None and not choice.runs_eagerly
+    choice.segmented(0.2, 1000)  # (the replay is slower than the estimate)
+    assert choice.decided is None and not choice.runs_eagerly
+    choice.segmented(0.15, 1000)
+    assert choice.decided == "numpy" and choice.eager_calls == 1  # 0.05 * 2 <= 0.15
+    assert choice.text.startswith("(f64[8]) runs as plain NumPy: 1000 breaks a call took 150.00")
+    kept = eager.EagerChoice("f64[8]")
+    kept.first_call(2.0, 0.05, 1000)
+    kept.eager(0.05)
+    kept.segmented(0.07, 1000)
+    kept.segmented(0.06, 1000)
+    assert kept.decided == "segments" and not kept.runs_eagerly
+
+
+def test_few_breaks_in_the_first_call_leave_the_choice_to_the_calls_after_it():
+    choice = eager.EagerChoice(hot=1)
+    choice.first_call(2.0, 0.001, eager.EAGER_MIN_BREAKS - 1)
+    assert choice.estimated_seconds is None and not choice.runs_eagerly
 
 
 def test_a_signature_that_breaks_a_few_times_is_tried_once_its_segments_compiled():

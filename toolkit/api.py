@@ -181,12 +181,17 @@ class JitFunction:
             if key in self._segmented:
                 return self._run_segmented(key, leaves, cargs, ckwargs, args, kwargs)
             start = RECORDER.clock.now() if RECORDER.active else 0.0
+            log = self._breaks.log
+            began, breaks, segment_seconds = time.perf_counter(), log.breaks, log.segment_seconds
             try:
                 compiled = self._compiled(key, cargs, ckwargs, leaves)
             except GraphBroken as broken:
                 if broken.python_ints:  # later calls: those arguments static, one program
                     self._specialize(broken.python_ints)
                     return broken.result
+                if self._numpy_fallback:
+                    self._measured_first(key, time.perf_counter() - began, log.breaks - breaks,
+                                         log.segment_seconds - segment_seconds, cargs, ckwargs)
                 self._segmented[key] = True
                 if self._keys.is_plain(key):
                     self._plain_segmented[key.avals] = key
@@ -278,6 +283,31 @@ class JitFunction:
                 compiled=False, thread=threading.get_ident()))
         return result
 
+    def _choice(self, key: JitKey) -> eager.EagerChoice:
+        """The signature's EagerChoice, made on its first measured call (under the log's lock)."""
+        log = self._breaks.log
+        choice = log.eager.get(key)
+        if choice is None:
+            choice = log.eager[key] = eager.EagerChoice(
+                hot=hot_runs() if self._backend_name == "cpu" else 1)
+            while len(log.eager) > self.cache_size_limit:
+                log.eager.popitem(last=False)
+        return choice
+
+    def _named(self, choice: eager.EagerChoice, key: JitKey, args: tuple, kwargs: dict) -> None:
+        if not choice.signature:
+            choice.signature = ", ".join(
+                s.text for s in self._keys.specs(key, self._keys.paths(args, kwargs)))
+
+    def _measured_first(self, key: JitKey, seconds: float, breaks: int, segment_seconds: float,
+                        args: tuple, kwargs: dict) -> None:
+        """The first call of a signature that broke: what replaying it would cost
+        (``EagerChoice.first_call``)."""
+        with self._breaks.log._lock:
+            choice = self._choice(key)
+            choice.first_call(seconds, segment_seconds, breaks)
+        self._named(choice, key, args, kwargs)
+
     def _measured(self, key: JitKey, seconds: float, breaks: int, args: tuple,
                   kwargs: dict) -> None:
         log = self._breaks.log
@@ -285,16 +315,9 @@ class JitFunction:
         if choice is not None and choice.decided is not None:
             return  # (decided to stay in segments: no more timing, no lock taken)
         with log._lock:
-            choice = log.eager.get(key)
-            if choice is None:
-                choice = log.eager[key] = eager.EagerChoice(
-                    hot=hot_runs() if self._backend_name == "cpu" else 1)
-                while len(log.eager) > self.cache_size_limit:
-                    log.eager.popitem(last=False)
+            choice = self._choice(key)
             choice.segmented(seconds, breaks)
-        if not choice.signature:
-            choice.signature = ", ".join(
-                s.text for s in self._keys.specs(key, self._keys.paths(args, kwargs)))
+        self._named(choice, key, args, kwargs)
 
     def _compiled(self, key: JitKey, args: tuple, kwargs: dict,
                   leaves: list | None = None) -> Compiled:
