@@ -108,7 +108,8 @@ class EagerChoice:
 
     def eager(self, seconds: float) -> None:
         self.eager_calls += 1
-        if self.decided is None and self.segmented_calls == 0 and self.estimated_seconds is not None:
+        if (self.decided is None and self.segmented_calls == 0
+                and self.estimated_seconds is not None):
             self.eager_seconds = seconds  # (the trial after the first call)
             if seconds * EAGER_SPEEDUP <= self.estimated_seconds:
                 self.decided = "numpy"
