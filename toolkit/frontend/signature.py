@@ -1,6 +1,7 @@
 """Abstract signatures of jitted calls: what a compiled program is keyed by."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,17 @@ class ArgSpec:
 
     @property
     def text(self) -> str:
-        from ..ir.dtypes import from_numpy
+        return _spec_text(self.shape, self.dtype, self.weak_type)
 
-        return f"{from_numpy(self.dtype).name}[{','.join(map(str, self.shape))}]" + (
-            "{weak}" if self.weak_type else "")
+
+@functools.lru_cache(maxsize=4096)
+def _spec_text(shape: tuple[int, ...], dtype: np.dtype, weak: bool) -> str:
+    """``f64[3,4]``, ``s64[]{weak}``: asked for every new segment of a call that breaks on
+    data (each row of a sparse product), where the same few shapes repeat."""
+    from ..ir.dtypes import from_numpy
+
+    return f"{from_numpy(dtype).name}[{','.join(map(str, shape))}]" + (
+        "{weak}" if weak else "")
 
 
 def abstractify(leaf: Any, path: str) -> tuple[tuple[int, ...], np.dtype, bool]:

@@ -14,6 +14,11 @@ class ElementType:
     numpy: np.dtype
     kind: str  # 'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex
 
+    def __hash__(self) -> int:
+        # (equal types have equal names; the generated hash also hashed the NumPy dtype, 0.4 us,
+        # and every shape in every dict key of every pass hashes its element type)
+        return hash(self.name)
+
     @property
     def itemsize(self) -> int:
         return self.numpy.itemsize

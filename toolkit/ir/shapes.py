@@ -15,6 +15,10 @@ class Shape:
     dims: tuple[int, ...]
     layout: tuple[int, ...] | None = None
 
+    def __hash__(self) -> int:
+        # (consistent with the generated equality: equal shapes have equal names and dims)
+        return hash((self.dtype.name, self.dims, self.layout))
+
     @property
     def rank(self) -> int:
         return len(self.dims)

@@ -12,6 +12,7 @@ from typing import Mapping
 import numpy as np
 
 from .nodes import Computation, Module
+from .shapes import Shape
 
 
 def _called(comp: Computation) -> list[Computation]:
@@ -86,15 +87,48 @@ def fingerprint(module: Module) -> str:
         for inst in comp.instructions:
             shape = shapes.get(id(inst.shape))
             if shape is None:
-                shape = shapes[id(inst.shape)] = str(inst.shape)
+                shape = shapes[id(inst.shape)] = _shape_text(inst.shape)
             attrs = attributes.get(id(inst.attrs))
             if attrs is None:
-                attrs = attributes[id(inst.attrs)] = ";".join(
-                    f"{k}={_attribute_text(v, index)}" for k, v in inst.attrs.items())
+                attrs = attributes[id(inst.attrs)] = _attributes_text(inst.attrs, index)
             rows.append(f"{inst.opcode} {shape} "
                         f"{','.join(str(position[id(o)]) for o in inst.operands)} {attrs}")
         digest.update("\n".join(rows).encode())
     return digest.hexdigest()[:16]
+
+
+# Texts of shapes and of attribute maps of plain values, kept across fingerprints: a call that
+# breaks on data makes a new segment at every break (each row of a sparse product), of the
+# same few shapes and attributes. Keyed by value, never by id (an id outlives no object).
+_TEXTS: dict = {}
+_TEXTS_KEPT = 1 << 14
+# (bool is left out: True == 1 as a key, and its text is another)
+_PLAIN_VALUES = frozenset({int, str, type(None)})
+
+
+def _kept_text(key, make) -> str:
+    text = _TEXTS.get(key)
+    if text is None:
+        if len(_TEXTS) >= _TEXTS_KEPT:
+            _TEXTS.clear()
+        text = _TEXTS[key] = make()
+    return text
+
+
+def _shape_text(shape) -> str:
+    return _kept_text(shape, lambda: str(shape)) if type(shape) is Shape else str(shape)
+
+
+def _attributes_text(attrs: Mapping, index: dict[int, int]) -> str:
+    def text() -> str:
+        return ";".join(f"{k}={_attribute_text(v, index)}" for k, v in attrs.items())
+
+    items = tuple(attrs.items())
+    # (floats are left out: 0.0 == -0.0 as keys, and their texts differ)
+    if all(type(v) in _PLAIN_VALUES or type(v) is tuple and all(
+            type(w) in _PLAIN_VALUES for w in v) for _, v in items):
+        return _kept_text(("attributes", items), text)
+    return text()
 
 
 def _attribute_text(value, index: dict[int, int]) -> str:

@@ -97,6 +97,24 @@ class SegmentCache:
             self._programs.clear()
 
 
+class HashedKey:
+    """A segment's exact key, hashed once: the cache looks it up, inserts it and reorders it,
+    and a tuple hashes every nested tuple and shape again each time (each row of a sparse
+    product is a new segment)."""
+
+    __slots__ = ("key", "_hash")
+
+    def __init__(self, key: tuple):
+        self.key = key
+        self._hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, HashedKey) and self._hash == other._hash and self.key == other.key
+
+
 class GraphBreaks:
     """One jitted function's segments, their cache and the log."""
 
@@ -127,7 +145,7 @@ class GraphBreaks:
         """The compiled segment, from the cache or compiled now; its HLO fingerprint; and
         whether it compiled. The cache's key is the segment's exact structure (no printing:
         this runs at every break of every call)."""
-        key = exact_key(segment.module.entry)
+        key = HashedKey(exact_key(segment.module.entry))
         found = self.cache.get(key)
         if found is not None:
             return found[0], found[1], False

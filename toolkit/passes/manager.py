@@ -101,6 +101,8 @@ class Pipeline:
         if verify_each:
             return self._run(module, clock, dump_pattern, True, compile_id)
         result = self._run(module, clock, dump_pattern, False, compile_id)
+        if result.module is module:
+            return result  # (no pass changed it: what the caller gave, checked where it was made)
         try:
             verify(result.module)
         except VerificationError as e:
