@@ -226,10 +226,14 @@ class SiblingMerging:
     def _unmerge(self, entry, merged_into, outputs, drop: bool = True):
         """Take back one merge (``_merge_loops``' undo entry) and return its decision, which
         leaves the decisions unless ``drop`` is false (the caller then removes it)."""
-        a, b, b_gid, size, ids, paths, behind, external, homes, i, j, decision = entry
+        a, b, b_gid, size, ids, paths, behind, external, moved, i, j, decision = entry
         del a.members[size:]
         a.ids, a.paths, a.behind_broadcast, a._external = ids, paths, behind, external
-        self.homes.update(homes)
+        for homes, k, replaced in reversed(moved):
+            if replaced:
+                homes[k] = b
+            else:
+                homes.insert(k, b)
         b.gid = b_gid
         merged_into.pop(j, None)
         outputs[i] -= outputs[j]
@@ -310,14 +314,23 @@ class SiblingMerging:
                         f"%{second.name} needs the result of %{first.name}, so they cannot "
                         "share one kernel")
             return "kept"
+        # (each member's homes change in one place, recorded to be taken back: a value that
+        # thousands of fusions copy, a constant, has thousands of homes, and rebuilding or
+        # copying its list at every merge was quadratic)
+        moved: list[tuple[list, int, bool]] = []
         entry = [a, b, b.gid, len(a.members), set(a.ids), dict(a.paths), a.behind_broadcast,
-                 None if a._external is None else set(a._external),
-                 {id(m): list(self.homes[id(m)]) for m in b.members}, i, j]
+                 None if a._external is None else set(a._external), moved, i, j]
         for m in b.members:
             a.add(m, b.paths.get(id(m), Paths({ROOT_PATH})))
-            kept: set[int] = set()  # (by identity, once each: a member can have many homes)
-            self.homes[id(m)] = [g for g in (a if g is b else g for g in self.homes[id(m)])
-                                 if id(g) not in kept and not kept.add(id(g))]
+            homes = self.homes[id(m)]  # (groups compare by identity: these are C-level scans)
+            if b in homes:
+                k = homes.index(b)
+                replaced = a not in homes
+                if replaced:
+                    homes[k] = a
+                else:
+                    del homes[k]
+                moved.append((homes, k, replaced))
         b.gid = -1
         merged_into[j] = i
         outputs[i] += outputs[j]
