@@ -409,7 +409,7 @@ def test_the_segment_cache_keeps_most_of_a_call_with_more_segments_than_it_holds
     """A loop that breaks on data every trip runs more distinct segments per call than the
     cache holds: least-recently-used order would evict each one just before its next use and
     recompile all of them on every call; bimodal insertion keeps most of them."""
-    from toolkit.jitting.graph_breaks import SegmentCache
+    from toolkit.jitting.segment_cache import SegmentCache
 
     cache = SegmentCache(8)
     cycle = list(range(12))
@@ -420,7 +420,7 @@ def test_the_segment_cache_keeps_most_of_a_call_with_more_segments_than_it_holds
 
 
 def test_the_segment_cache_still_moves_on_to_a_new_set_of_segments():
-    from toolkit.jitting.graph_breaks import SegmentCache
+    from toolkit.jitting.segment_cache import SegmentCache
 
     cache = SegmentCache(8)
     for _ in range(2):

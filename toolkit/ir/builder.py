@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from .dtypes import ElementType
-from .nodes import Computation, Instruction, Metadata, Module
+from .nodes import Computation, Instruction, Metadata, Module, mark_shape_inferred
 from .shape_inference import infer_shape
 from .shapes import AnyShape, Shape
 
@@ -170,7 +170,7 @@ class ComputationBuilder:
         inst = Instruction(
             name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),
             opcode=opcode, shape=result, operands=tuple(operands), attrs=attrs, metadata=metadata)
-        object.__setattr__(inst, "shape_inferred", True)  # (frozen: set once, here)
+        mark_shape_inferred(inst)  # (frozen: set once, here)
         self._instructions.append(inst)
         return inst
 

@@ -85,6 +85,39 @@ class Instruction:
         return f"<{self.opcode} %{self.name}: {self.shape}>"
 
 
+def _fast_constructor():
+    """``Instruction.__init__`` through the slots' own setters. The frozen dataclass's
+    generated one calls ``object.__setattr__`` per field (1.5 us an instruction); every pass
+    that rebuilds a program makes most of its instructions anew, and tracing makes each one.
+    The same signature as the generated one (``dataclasses.replace`` calls it), 0.75 us."""
+    setters = [Instruction.__dict__[name].__set__ for name in (
+        "name", "opcode", "shape", "operands", "attrs", "metadata", "shape_inferred",
+        "no_known_value")]
+    set_name, set_opcode, set_shape, set_operands, set_attrs, set_metadata, set_inferred, \
+        set_unknown = setters
+
+    def __init__(self, name: str, opcode: str, shape: AnyShape, operands: tuple = (),
+                 attrs: Mapping[str, Any] = _EMPTY, metadata: Metadata | None = None) -> None:
+        set_name(self, name)
+        set_opcode(self, opcode)
+        set_shape(self, shape)
+        set_operands(self, operands)
+        set_attrs(self, attrs)
+        set_metadata(self, metadata)
+        set_inferred(self, False)
+        set_unknown(self, False)
+
+    return __init__, set_inferred
+
+
+Instruction.__init__, _set_shape_inferred = _fast_constructor()
+
+
+def mark_shape_inferred(inst: Instruction) -> None:
+    """Record on the (frozen) instruction that its builder inferred its shape."""
+    _set_shape_inferred(inst, True)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Computation:
     name: str

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..ir.dtypes import from_name
 from ..ir.builder import ComputationBuilder, NameUniquer
-from ..ir.nodes import Computation, Instruction, Module
+from ..ir.nodes import Computation, Instruction, Module, mark_shape_inferred
 from ..ir.shapes import Shape
 from ..ir.structural import exact_key
 from ..profiler.events import FusionDecision
@@ -306,7 +306,7 @@ def _scalar(dtype: str) -> Shape:
 
 def _known(inst: Instruction) -> Instruction:
     """A parameter whose shape is its offset type by construction: the verifier need not ask."""
-    object.__setattr__(inst, "shape_inferred", True)
+    mark_shape_inferred(inst)
     return inst
 
 
