@@ -1,0 +1,85 @@
+"""The operator fast path for two traced arrays of one float type and shape (frontend/dispatch:
+``_same_type_arrays``) makes what the general ufunc path makes, instruction for instruction,
+and NumPy's results; every other pairing still goes the general way."""
+import itertools
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+from toolkit.frontend import dispatch
+
+
+def _hlo(fn, *args) -> str:
+    return tk.jit(fn).lower(*args).as_text(metadata=False)
+
+
+OPERATORS = [("add", lambda a, b: a + b, lambda a, b: np.add(a, b)),
+             ("subtract", lambda a, b: a - b, lambda a, b: np.subtract(a, b)),
+             ("multiply", lambda a, b: a * b, lambda a, b: np.multiply(a, b)),
+             ("divide", lambda a, b: a / b, lambda a, b: np.true_divide(a, b))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, operator, ufunc", OPERATORS)
+def test_an_operator_traces_as_its_ufunc_does(dtype, name, operator, ufunc):
+    a = np.array([0.0, -0.0, np.inf, np.nan, 1.5, -3.0], dtype)
+    b = np.array([-0.0, 0.0, np.inf, 2.0, 0.0, -0.0], dtype)
+    # np.add(a, b) goes through __array_ufunc__, the general path
+    text = _hlo(operator, a, b)
+    assert text == _hlo(ufunc, a, b) and f" {name}(" in text
+    with np.errstate(all="ignore"):
+        want = operator(a, b)
+    got = tk.jit(operator)(a, b)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # -0.0 kept
+
+
+def test_the_fast_path_is_taken_only_for_one_float_type_one_shape_and_strong_types(monkeypatch):
+    taken = []
+    real = dispatch._same_type_arrays
+
+    def spy(a, b):
+        answer = real(a, b)
+        taken.append(answer)
+        return answer
+
+    monkeypatch.setattr(dispatch, "_same_type_arrays", spy)
+    f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
+    cases = [
+        ((f32, f32), True), ((f64, f64), True),
+        ((f32, f64), False),  # promotes to float64
+        ((np.ones(3), np.ones((2, 3))), False),  # broadcasts
+        ((np.ones(4, np.float16),) * 2, False),  # float16 rounds through float32
+        ((np.ones(4, np.int64),) * 2, False),  # integers
+        ((np.ones(4, np.complex128),) * 2, False),
+    ]
+    for (a, b), fast in cases:
+        taken.clear()
+        got = tk.jit(lambda x, y: x * y)(a, b)
+        assert taken == [fast], (a.dtype, b.dtype, a.shape, b.shape)
+        want = a * b
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    taken.clear()
+    got = tk.jit(lambda x, y: x * y)(np.float64(2.0), 3.0)  # a Python float: weak, general path
+    assert taken == [False] and got == 6.0 and type(got) is np.float64
+
+
+@pytest.mark.parametrize("dtype, shape", list(itertools.product([np.float32, np.float64],
+                                                                [(), (0,), (3, 2)])))
+def test_zero_size_and_zero_rank_arrays_keep_numpys_types(dtype, shape):
+    a = np.full(shape, 2.5, dtype)
+    got = tk.jit(lambda x: (x + x, x / x, x * x - x))(a)
+    want = (a + a, a / a, a * a - a)
+    for g, w in zip(got, want):
+        assert type(g) is type(w) and g.dtype == w.dtype and np.shape(g) == np.shape(w)
+        np.testing.assert_array_equal(g, w)
+
+
+def test_an_error_handling_state_still_raises_as_numpy_does():
+    a, b = np.ones(3), np.zeros(3)
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            tk.jit(lambda x, y: x / y)(a, b)
