@@ -84,3 +84,56 @@ def test_a_compile_pauses_the_collector_and_turns_it_back_on():
         assert not gc.isenabled()  # off before: stays off
     finally:
         gc.enable()
+
+
+def _garbage_functions(run) -> list[str]:
+    """The names of the functions ``run()`` leaves in reference cycles (found by a collection
+    with the collector paused around it, as a compile pauses it)."""
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        run()
+        gc.collect()
+        return [o.__qualname__ for o in gc.garbage if type(o).__name__ == "function"]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+
+
+def test_rebuilding_a_module_leaves_no_cycle_that_keeps_the_old_one_alive():
+    """A compile pauses the collector; a pass's walk that formed a cycle (a nested function
+    calling itself through its cell) kept every version of the program in memory to the end."""
+    from toolkit.passes.rewriter import replace_entry
+
+    def body(x):
+        return tk.lax.fori_loop(0, 3, lambda i, c: c * 2.0 + np.sum(c), x)
+
+    module = tk.jit(body).lower(np.ones(4)).hlo
+    assert len(module.computations) > 2  # (the loop's body and condition, a reducer)
+
+    def run():
+        rebuilt = replace_entry(module, module.entry)
+        assert [c.name for c in rebuilt.computations] == [c.name for c in module.computations]
+
+    assert _garbage_functions(run) == []
+
+
+def test_emitting_a_kernel_nest_leaves_no_cycle_through_its_loops():
+    from llvmlite import ir
+
+    from toolkit.backends.llvm.loops import nest
+
+    def run():
+        module = ir.Module()
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), []), "k")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        visited = []
+        nest(b, (2, 3, 4), visited.append)
+        b.ret_void()
+        assert len(visited) == 1 and len(visited[0]) == 3
+
+    assert [name for name in _garbage_functions(run) if "nest" in name] == []

@@ -47,34 +47,45 @@ def rewrite_computation(comp: Computation, visit: Visit) -> tuple[Computation, b
 def replace_entry(
     module: Module, entry: Computation, extra: tuple[Computation, ...] = ()
 ) -> Module:
-    """``module`` with a new entry computation, keeping only computations still called."""
-    called: list[Computation] = []
+    """``module`` with a new entry computation, keeping only computations still called.
+    (Iterative walks: nested functions calling themselves were a cycle through their cells,
+    which kept the module before the pass alive until the collector ran; a compile pauses it,
+    so every version of the program stayed in memory to the end.)"""
+    called: list[Computation] = []  # every computation the entry reaches, callees first
     seen: set[int] = set()
-
-    def visit(comp: Computation) -> None:
-        for inst in comp.instructions:
-            for callee in inst.called_computations:
-                if id(callee) not in seen:
-                    seen.add(id(callee))
-                    visit(callee)
-                    called.append(callee)
-
-    visit(entry)
+    stack = [iter(_callees(entry))]
+    path: list[Computation] = []  # the computations whose callees are being walked
+    while stack:
+        for callee in stack[-1]:
+            if id(callee) not in seen:
+                seen.add(id(callee))
+                stack.append(iter(_callees(callee)))
+                path.append(callee)
+                break
+        else:
+            stack.pop()
+            if path:
+                called.append(path.pop())
     order = {id(c): i for i, c in enumerate(module.computations + extra)}
     called.sort(key=lambda c: order.get(id(c), len(order)))
     # callees must precede callers: a stable topological order over the call graph
     ordered: list[Computation] = []
     placed: set[int] = set()
-
-    def place(comp: Computation) -> None:
-        if id(comp) in placed:
-            return
-        for inst in comp.instructions:
-            for callee in inst.called_computations:
-                place(callee)
-        placed.add(id(comp))
-        ordered.append(comp)
-
     for comp in called:
-        place(comp)
+        walk = [(comp, iter(_callees(comp)))]
+        while walk:
+            current, callees = walk[-1]
+            for callee in callees:
+                if id(callee) not in placed:
+                    walk.append((callee, iter(_callees(callee))))
+                    break
+            else:
+                walk.pop()
+                if id(current) not in placed:
+                    placed.add(id(current))
+                    ordered.append(current)
     return Module(module.name, tuple(ordered) + (entry,), entry, module.attributes)
+
+
+def _callees(comp: Computation):
+    return (callee for inst in comp.instructions for callee in inst.called_computations)

@@ -88,7 +88,10 @@ def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", s
     """Nested loops over ``dims``; dimension ``split`` (the outermost unless told) over
     [begin, end) when given; ``fold_tail_over`` applies to the innermost loop."""
     elements = math.prod(dims)
-    def level(k: int, index: list):
+
+    # (``inner`` is the function itself, handed in: a function naming itself through its cell is
+    # a cycle, which kept the kernel's emitter and its LLVM IR alive until the collector ran)
+    def level(k: int, index: list, inner):
         if k == len(dims):
             body(index)
             return
@@ -99,10 +102,10 @@ def nest(b: ir.IRBuilder, dims, body, begin=None, end=None, prefix: str = "d", s
             b,
             lo,
             hi,
-            lambda i: level(k + 1, index + [i]),
+            lambda i: inner(k + 1, index + [i], inner),
             f"{prefix}{k}",
             fold_tail_over=fold,
             elements=elements,
         )
 
-    level(0, [])
+    level(0, [], level)

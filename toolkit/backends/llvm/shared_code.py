@@ -53,6 +53,7 @@ class SharedCode:
             del module.globals[name]
             lines.append(f'@"{name}" = alias {function.function_type}, {function.type} '
                          f'@"{original}"')
+            _release(function)
         self.shared += 1
         return first
 
@@ -68,3 +69,14 @@ class SharedCode:
         if aliases:
             lines += self._aliases.get(id(module), ())
         return "\n".join(lines) + "\n"
+
+
+def _release(function: ir.Function) -> None:
+    """Break the cycles of a removed function's IR (each block and argument names its parent,
+    each instruction its block), so that it is freed now: thousands of repeats of a triangular
+    loop's kernels otherwise waited, with everything they reach, for the collector's one pass
+    after the compile."""
+    for block in function.blocks:
+        block.instructions.clear()
+    function.blocks.clear()
+    function.args = ()
