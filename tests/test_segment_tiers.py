@@ -11,11 +11,13 @@ from toolkit.jitting.segment_tiers import HOT_RUNS, TieredSegment
 
 def _table(n, seq):
     """A dynamic-programming table filled cell by cell, an int() of a traced comparison in each
-    cell (a graph break each: a segment of its own per cell, every segment run once)."""
+    cell (a graph break each: a segment of its own per cell, every segment run once). The
+    comparison is of float arithmetic (exact here), which the host does not compute for
+    Python (jitting/host_values.py): each break cuts a segment."""
     table = np.zeros((n, n), np.int32)
     for i in range(n - 1, -1, -1):
         for j in range(i + 1, n):
-            pair = int(seq[i] + seq[j] == 3)
+            pair = int(seq[i] * 0.5 + seq[j] * 0.5 == 1.5)
             table[i, j] = max(table[i, j - 1], table[i + 1, j - 1] + pair)
     return table
 

@@ -47,6 +47,7 @@ from .break_replay import HandedIn, ReplayedBreaks, SegmentRun, value_key
 from .eager import HOST_BACKENDS  # (a device backend's results stay on the device)
 from .segment_tiers import TieredSegment, hot_runs
 from .promotions import report_promotions
+from .host_values import HostValues
 from .segment_cache import HashedKey, SegmentCache
 
 
@@ -152,6 +153,7 @@ class Breaker(ReplayedBreaks):
         self.mark = time.perf_counter()
         # (id(source), dtype, shape) -> (source, its copy, the parameter): this segment's
         self._host_arrays: dict[tuple, tuple] = {}
+        self._host_values = HostValues()  # values Python asked for, computed without a cut
         self.tape: replay.Tape | None = None
         self.root: replay.Root | None = None
         # Python int arguments Python asked for as numbers: name -> the first break site
@@ -288,6 +290,14 @@ class Breaker(ReplayedBreaks):
                 tape.record(key, replay.Node(tape.state()))
             return value
         self._note_python_int(tracer, site)  # (computed from Python ints: static later)
+        if tape is None and inner is None:  # (a call that records no replay: its first)
+            value = self._host_values.value(tracer.inst, self.bound)
+            if value is not None:  # (a few integer instructions from bound values: no cut)
+                self.broken = True  # (Python decided on data: the call runs in segments)
+                value = np.array(value)  # (a copy: no view of a value the call writes back)
+                if value.size <= 8:
+                    stats.values.append(value.tolist())
+                return value
         live = live_tracers(trace)
         if not any(t is tracer for t in live):
             live.append(tracer)
@@ -372,6 +382,7 @@ class Breaker(ReplayedBreaks):
 
         self.bound = {}
         self._host_arrays = {}  # (a new segment: its own parameters)
+        self._host_values.clear()
         return resume(self.trace, live, bind)
 
     def _run(self, segment: Segment, site: BreakSite | None, stats: SiteStats | None,
@@ -524,6 +535,7 @@ class Breaker(ReplayedBreaks):
             node.keep = tuple(t.inst for t in wanted)  # (their ids are in the key)
             tape.record(key, node)
         self.bound = {}
+        self._host_values.clear()
         return values
 
 def _carried(value, weak: bool):

@@ -1,0 +1,88 @@
+"""Values Python asks for at a graph break, computed on the host from what the call already
+holds, without cutting a segment.
+
+After a break every live traced value is a parameter bound to its value. An integer Python
+then asks for is often a few integer operations away from those values: a sparse product's
+row bounds ``A_row[i]`` and ``A_row[i + 1]``, a bit of a checksum. A break there ran the whole
+segment traced so far and started the next one (about a millisecond each, four a row of the
+sparse product); here the few instructions the value needs are evaluated by the reference
+interpreter's rules, and tracing goes on.
+
+Only integer and boolean results are computed so (from bound parameters of any type and
+constants): those are exact, so a compiled segment that later computes the same instructions
+agrees with the value Python used. Float arithmetic could differ from compiled code in its last
+bit, and such values still break. The walk is bounded (``HOST_VALUE_LIMIT`` instructions), and
+the values found are kept for the segment (``HostValues``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.evaluator import EVALUATORS
+from ..ir.nodes import Instruction
+from ..ir.ops import GroupOp
+
+HOST_VALUE_LIMIT = 64  # instructions a value's cone may hold to be computed on the host
+
+
+class HostValues:
+    """The values computed on the host for one segment, by instruction (each entry holds its
+    instruction, so an id names it while the entry lives)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self):
+        self._values: dict[int, tuple[Instruction, object]] = {}
+
+    def value(self, inst: Instruction, bound: dict) -> np.ndarray | None:
+        """``inst``'s value from the parameters ``bound`` (id -> (instruction, value)) and
+        constants, or None where its cone holds another parameter, a float computation, or more
+        than HOST_VALUE_LIMIT instructions."""
+        values = self._values
+        found = values.get(id(inst))
+        if found is not None and found[0] is inst:
+            return found[1]
+        order: list[Instruction] = []
+        seen: set[int] = set()
+        stack = [(inst, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            key = id(node)
+            if key in seen or (key in values and values[key][0] is node):
+                continue
+            if node.opcode == "parameter":
+                held = bound.get(key)
+                if held is None or held[0] is not node:
+                    return None
+                values[key] = (node, np.asarray(held[1]))
+                continue
+            if node.opcode != "constant" and not _exact(node):
+                return None
+            seen.add(key)
+            if len(seen) > HOST_VALUE_LIMIT:
+                return None
+            stack.append((node, True))
+            stack.extend((o, False) for o in node.operands)
+        with np.errstate(all="ignore"):
+            for node in order:
+                args = [values[id(o)][1] for o in node.operands]
+                values[id(node)] = (node, EVALUATORS[node.opcode](node, args))
+        return values[id(inst)][1]
+
+    def clear(self) -> None:
+        self._values.clear()
+
+
+def _exact(node: Instruction) -> bool:
+    """An elementwise or data-movement instruction (no called computation, no side effect)
+    of integer or boolean result: what any backend computes bit for bit as the interpreter
+    does."""
+    shape = node.shape
+    dtype = getattr(shape, "dtype", None)
+    return (dtype is not None and dtype.kind in "biu" and node.opcode in GroupOp.PER_ELEMENT
+            and not node.called_computations)
+
+
+__all__ = ["HOST_VALUE_LIMIT", "HostValues"]
