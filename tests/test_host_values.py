@@ -107,3 +107,25 @@ def test_a_table_filled_cell_by_cell_on_integer_comparisons_is_one_segment():
     assert len(f.graph_breaks.segments) == 1, f.graph_breaks.text
     other = seq[::-1].copy()
     np.testing.assert_array_equal(f(9, other), table_of(9, other))
+
+
+LOG: list = []
+
+
+def read_then_ask(x, idx):
+    v = x[idx[0]]  # (a traced index: NumPy's IndexError is a check of the program)
+    k = int(idx[1])  # (an integer the host computes)
+    LOG.append(k)
+    return v * k
+
+
+def test_a_failed_check_raises_where_the_break_would_not_after_python_went_on():
+    """A value computed on the host must not carry Python past a check that fails: the break
+    cuts and runs the segment there, which raises NumPy's error before the next line runs."""
+    x = np.arange(5.0)
+    f = tk.jit(read_then_ask, backend="cpu")
+    LOG.clear()
+    with pytest.raises(IndexError):
+        f(x, np.array([7, 1]))
+    assert LOG == []
+    assert f(x, np.array([3, 2])) == 6.0 and LOG == [2]

@@ -154,6 +154,7 @@ class Breaker(ReplayedBreaks):
         # (id(source), dtype, shape) -> (source, its copy, the parameter): this segment's
         self._host_arrays: dict[tuple, tuple] = {}
         self._host_values = HostValues()  # values Python asked for, computed without a cut
+        self._host_checked: tuple = (None, 0)  # (the trace's checks, how many passed on the host)
         self.tape: replay.Tape | None = None
         self.root: replay.Root | None = None
         # Python int arguments Python asked for as numbers: name -> the first break site
@@ -292,7 +293,7 @@ class Breaker(ReplayedBreaks):
         self._note_python_int(tracer, site)  # (computed from Python ints: static later)
         if tape is None and inner is None:  # (a call that records no replay: its first)
             value = self._host_values.value(tracer.inst, self.bound)
-            if value is not None:  # (a few integer instructions from bound values: no cut)
+            if value is not None and self._host_checks_pass(trace):  # (no cut)
                 self.broken = True  # (Python decided on data: the call runs in segments)
                 value = np.array(value)  # (a copy: no view of a value the call writes back)
                 if value.size <= 8:
@@ -327,6 +328,21 @@ class Breaker(ReplayedBreaks):
                 node.keep = before  # (their ids are rebound's keys)
                 tape.record(key, node)
         return value
+
+    def _host_checks_pass(self, trace: Trace) -> bool:
+        """Does no check traced since the last cut fail, of those the host can compute (a
+        Python int's overflow, an index out of bounds)? A break raises a failed check's error
+        where it happens, so a value computed on the host must not go on past one: where one
+        fails, the break cuts and runs the segment, which raises it. Each check is asked once."""
+        checks = trace.checks
+        held, done = self._host_checked
+        start = done if held is checks else 0
+        for flag, _, _ in checks[start:]:
+            failed = self._host_values.value(flag.inst, self.bound)
+            if failed is not None and np.asarray(failed).any():
+                return False
+        self._host_checked = (checks, len(checks))
+        return True
 
     def runs_python_every_call(self, why: str) -> None:
         """Python reads state of its own here (NumPy's random generator): the call's Python
