@@ -129,3 +129,20 @@ def test_a_failed_check_raises_where_the_break_would_not_after_python_went_on():
         f(x, np.array([7, 1]))
     assert LOG == []
     assert f(x, np.array([3, 2])) == 6.0 and LOG == [2]
+
+
+def gather_then_ask(x, idx):
+    v = x[idx[:2]]  # (a gather: its check reduces over the indices)
+    k = int(idx[2])
+    LOG.append(k)
+    return v * k
+
+
+def test_a_failed_gather_check_raises_before_python_goes_on():
+    x = np.arange(5.0)
+    f = tk.jit(gather_then_ask, backend="cpu")
+    LOG.clear()
+    with pytest.raises(IndexError):
+        f(x, np.array([1, 9, 2]))
+    assert LOG == []
+    np.testing.assert_array_equal(f(x, np.array([1, 4, 2])), [2.0, 8.0])

@@ -8,11 +8,13 @@ segment traced so far and started the next one (about a millisecond each, four a
 sparse product); here the few instructions the value needs are evaluated by the reference
 interpreter's rules, and tracing goes on.
 
-Only integer and boolean results are computed so (from bound parameters of any type and
-constants): those are exact, so a compiled segment that later computes the same instructions
-agrees with the value Python used. Float arithmetic could differ from compiled code in its last
-bit, and such values still break. The walk is bounded (``HOST_VALUE_LIMIT`` instructions), and
-the values found are kept for the segment (``HostValues``)."""
+Only integer and boolean results of elementwise, data-movement and reduction instructions are
+computed so (from bound parameters of any type and constants): those are exact, so a compiled
+segment that later computes the same instructions agrees with the value Python used. Float
+arithmetic could differ from compiled code in its last bit, and such values still break. The
+walk is bounded (``HOST_VALUE_LIMIT`` instructions), and the values found are kept for the
+segment (``HostValues``). A check the program holds (an index out of bounds) that the host can
+compute and that fails makes the break cut after all, so that its error is raised there."""
 from __future__ import annotations
 
 import numpy as np
@@ -76,13 +78,17 @@ class HostValues:
 
 
 def _exact(node: Instruction) -> bool:
-    """An elementwise or data-movement instruction (no called computation, no side effect)
-    of integer or boolean result: what any backend computes bit for bit as the interpreter
-    does."""
+    """An elementwise or data-movement instruction (no called computation, no side effect),
+    or a reduction, of integer or boolean result: what any backend computes bit for bit as the
+    interpreter does (integer sums wrap alike in any order; and, or, max, min are exact). An
+    index check's ``any`` over a gather's indices is one."""
     shape = node.shape
     dtype = getattr(shape, "dtype", None)
-    return (dtype is not None and dtype.kind in "biu" and node.opcode in GroupOp.PER_ELEMENT
-            and not node.called_computations)
+    if dtype is None or dtype.kind not in "biu":
+        return False
+    if node.opcode == "reduce":
+        return True
+    return node.opcode in GroupOp.PER_ELEMENT and not node.called_computations
 
 
 __all__ = ["HOST_VALUE_LIMIT", "HostValues"]
