@@ -13,6 +13,8 @@ from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
 from .tracer import Tracer, current_trace, numpy_scalar, strongly_typed, weakly_typed
 from .ufuncs import apply_ufunc
+from .python_arithmetic import (INT_ARITHMETIC, PYTHON_ERRORS, check_python_arithmetic,
+                                python_bools_as_ints, python_numbers)
 from . import flatiter, replay, run_by_numpy
 
 _CORE = set(vars(Tracer))  # what tracer.py defines; what follows is NumPy's face, replayable
@@ -180,8 +182,8 @@ def _binary(ufunc, reflected=False):
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented  # (a MaskedSelection's reflected operator answers)
         operands = (other, self) if reflected else (self, other)
-        if ufunc in _INT_ARITHMETIC and _python_numbers(operands):
-            operands = _python_bools_as_ints(operands)  # (True + True is 2 in Python)
+        if ufunc in INT_ARITHMETIC and python_numbers(operands):
+            operands = python_bools_as_ints(operands)  # (True + True is 2 in Python)
         try:
             check_error_handling()
             opcode = _SAME_TYPE_ARITHMETIC.get(ufunc)
@@ -192,8 +194,8 @@ def _binary(ufunc, reflected=False):
                 trace = self._trace
                 with trace.op_scope(ufunc.__name__):
                     return numpy_scalar(trace.emit(opcode, operands))
-            if ufunc in _PYTHON_ERRORS and _python_numbers(operands):
-                _check_python_arithmetic(ufunc, *operands)
+            if ufunc in PYTHON_ERRORS and python_numbers(operands):
+                check_python_arithmetic(ufunc, *operands)
             result = apply_ufunc(ufunc, operands)
             # a NumPy scalar where an array or NumPy scalar took part (Python numbers alone
             # make a Python number: weakly typed)
@@ -219,61 +221,13 @@ def _same_type_arrays(a: Tracer, b: Tracer) -> bool:
             and a._trace is current_trace())
 
 
-# Python's arithmetic on its own numbers raises where NumPy's gives inf, NaN or 0: what it
-# raises, and when (the divisor, or the shift count, of the second operand)
-_PYTHON_ERRORS = {
-    np.true_divide: (ZeroDivisionError, "division by zero"),
-    np.floor_divide: (ZeroDivisionError, "integer division or modulo by zero"),
-    np.remainder: (ZeroDivisionError, "integer modulo by zero"),
-    np.left_shift: (ValueError, "negative shift count"),
-    np.right_shift: (ValueError, "negative shift count"),
-}
-
-
-# Python computes these on bools as on ints (True + True is 2, -True is -1, ~True is -2), where
-# NumPy's bool loops give a bool or refuse
-_INT_ARITHMETIC = frozenset({np.add, np.subtract, np.multiply, np.floor_divide, np.remainder,
-                             np.power, np.left_shift, np.right_shift, np.negative, np.positive,
-                             np.absolute, np.invert})
-
-
-def _python_bools_as_ints(operands) -> tuple:
-    """Python bools among Python-number operands, as the Python ints 0 and 1 they are."""
-    from . import lax
-
-    return tuple(int(v) if type(v) is bool else
-                 lax.convert(v, np.int64, weak=True) if type(v) is Tracer and v.dtype == np.bool_
-                 else v for v in operands)
-
-
-def _python_numbers(operands) -> bool:
-    """Are both operands Python numbers (a Python number argument, or one made from them)?"""
-    return all((type(v) is Tracer and v.weak_type and not v.shape and not v._scalar)
-               or type(v) in (bool, int, float, complex) for v in operands)
-
-
-def _check_python_arithmetic(ufunc, a, b) -> None:
-    """Raise what Python raises for ``a op b`` of Python numbers: at once where ``b`` is known,
-    else after the call (a check the program returns)."""
-    error, message = _PYTHON_ERRORS[ufunc]
-    shift = ufunc in (np.left_shift, np.right_shift)
-    if type(b) is not Tracer:
-        if (b < 0) if shift else (b == 0):
-            raise error(message)
-        return
-    from . import lax
-
-    zero = lax.full_like(b, 0)
-    lax.add_check(lax.compare(b, zero, "LT" if shift else "EQ"), error, message)
-
-
 def _unary(ufunc):
     def op(self):
         ran = _numpy_where_it_handles_errors(ufunc, (self,))
         if ran is not _NOT_RUN:
             return ran
-        if ufunc in _INT_ARITHMETIC and _python_numbers((self,)):
-            (self,) = _python_bools_as_ints((self,))  # (-True is -1 in Python)
+        if ufunc in INT_ARITHMETIC and python_numbers((self,)):
+            (self,) = python_bools_as_ints((self,))  # (-True is -1 in Python)
         result = apply_ufunc(ufunc, (self,))
         return result if result.weak_type else numpy_scalar(result)
     return op
@@ -351,8 +305,8 @@ def _pow_scalar(self, other):
     ran = _numpy_where_it_handles_errors(operator.pow, (self, other))  # (ndarray.__pow__)
     if ran is not _NOT_RUN:
         return ran
-    if _python_numbers((self, other)):  # (True ** 2 is the int 1 in Python)
-        self, other = _python_bools_as_ints((self, other))
+    if python_numbers((self, other)):  # (True ** 2 is the int 1 in Python)
+        self, other = python_bools_as_ints((self, other))
     result = _pow(self, other)
     if type(result) is Tracer and not result.weak_type:
         return numpy_scalar(result)
@@ -379,8 +333,8 @@ def _rmatmul(self, other):
 
 
 def _divmod(self, other):
-    if _python_numbers((self, other)):  # (divmod(7, 0) of Python numbers: ZeroDivisionError)
-        _check_python_arithmetic(np.floor_divide, self, other)
+    if python_numbers((self, other)):  # (divmod(7, 0) of Python numbers: ZeroDivisionError)
+        check_python_arithmetic(np.floor_divide, self, other)
     ran = _numpy_where_it_handles_errors(np.divmod, (self, other))
     return _array_ufunc(self, np.divmod, "__call__", self, other) if ran is _NOT_RUN else ran
 
