@@ -12,7 +12,7 @@ from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
 from .tracer import Tracer, current_trace, numpy_scalar, strongly_typed, weakly_typed
-from .ufuncs import apply_ufunc
+from .ufuncs import UFUNCS, apply_ufunc
 from .python_arithmetic import (INT_ARITHMETIC, PYTHON_ERRORS, check_python_arithmetic,
                                 python_bools_as_ints, python_numbers)
 from . import flatiter, replay, run_by_numpy
@@ -186,14 +186,13 @@ def _binary(ufunc, reflected=False):
             operands = python_bools_as_ints(operands)  # (True + True is 2 in Python)
         try:
             check_error_handling()
-            opcode = _SAME_TYPE_ARITHMETIC.get(ufunc)
-            if opcode is not None and type(other) is Tracer and _same_type_arrays(self, other):
-                # (what apply_ufunc makes of two arrays of one float type and shape, without
-                # resolving types, lifting, broadcasting or converting: a third of the cost of
-                # tracing the commonest operation of a Python loop)
-                trace = self._trace
-                with trace.op_scope(ufunc.__name__):
-                    return numpy_scalar(trace.emit(opcode, operands))
+            if ufunc in _SAME_TYPE_ARITHMETIC and type(other) is Tracer \
+                    and _same_type_arrays(self, other):
+                # (what apply_ufunc makes of two arrays of one float type and shape, by the
+                # ufunc's own lowering, without resolving types, lifting, broadcasting or
+                # converting: a third of the cost of tracing a Python loop's commonest operation)
+                with self._trace.op_scope(ufunc.__name__):
+                    return numpy_scalar(UFUNCS[ufunc](*operands, out=self.dtype))
             if ufunc in PYTHON_ERRORS and python_numbers(operands):
                 check_python_arithmetic(ufunc, *operands)
             result = apply_ufunc(ufunc, operands)
@@ -206,10 +205,8 @@ def _binary(ufunc, reflected=False):
     return op
 
 
-# Operators whose result, for two arrays of one float type, is that type, elementwise: the HLO
-# opcode each is (apply_ufunc's own lowering of them)
-_SAME_TYPE_ARITHMETIC = {np.add: "add", np.subtract: "subtract", np.multiply: "multiply",
-                         np.true_divide: "divide"}
+# Operators whose result, for two arrays of one float type, is that type, elementwise
+_SAME_TYPE_ARITHMETIC = frozenset({np.add, np.subtract, np.multiply, np.true_divide})
 _FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir import dtypes as ir_dtypes
 from ..ir.builder import ComputationBuilder, ModuleBuilder
-from ..ir.evaluator import EVALUATORS
+from ..ir.evaluator import evaluate_cone
 from ..ir.nodes import Instruction, Metadata
 from ..ir.shapes import Shape
 from ..ir.user_code import inside_users_try, is_users_file
@@ -21,6 +21,14 @@ from .source_info import SourceLocation, user_location
 
 _local = threading.local()
 KNOWN_VALUE_LIMIT = 4096  # instructions walked to evaluate an argument-free traced value
+
+
+def _not_given(node: Instruction):
+    return None  # (an argument-free value: nothing is taken as given)
+
+
+def _evaluable(node: Instruction) -> bool:
+    return node.opcode != "parameter" and not node.no_known_value
 
 
 _METADATA_KEPT = 1 << 16
@@ -307,29 +315,10 @@ class Trace:
         layer's evaluator; the walk is iterative and bounded, values are remembered."""
         if inst.no_known_value:
             return None
-        if id(inst) in self._known:
-            return self._known[id(inst)][1]
-        order, seen, stack = [], set(), [(inst, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen or id(node) in self._known:
-                continue
-            if node.opcode == "parameter" or node.no_known_value or \
-                    len(seen) >= KNOWN_VALUE_LIMIT:
-                object.__setattr__(inst, "no_known_value", True)  # (the same answer every time)
-                return None
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((o, False) for o in node.operands)
-        with np.errstate(all="ignore"):
-            for node in order:
-                if id(node) not in self._known:
-                    args = [self._known[id(o)][1] for o in node.operands]
-                    self._known[id(node)] = (node, EVALUATORS[node.opcode](node, args))
-        return self._known[id(inst)][1]
+        value = evaluate_cone(inst, self._known, _not_given, _evaluable, KNOWN_VALUE_LIMIT)
+        if value is None:
+            object.__setattr__(inst, "no_known_value", True)  # (the same answer every time)
+        return value
 
     def lifted_constant(self, key: tuple) -> Instruction | None:
         """The constant lax.lift made for ``key`` (a Python number, its dtype and weakness) in

@@ -331,3 +331,43 @@ def evaluate_computation(comp: Computation, args: Sequence[Any], clock=None, obs
     return values[id(comp.root)]
 
 
+
+
+def evaluate_cone(inst: Instruction, values: dict, given: Callable[[Instruction], Any],
+                  admits: Callable[[Instruction], bool], limit: int) -> Any:
+    """The value of ``inst`` from the instructions it depends on, or None. ``values`` maps
+    ``id(instruction)`` to ``(instruction, value)`` for values found before (each entry holds
+    its instruction, so its id names it while the entry lives) and is extended with every value
+    found here. ``given(node)``: the value of a node taken as it is (a parameter bound to a
+    value), or None; ``admits(node)``: may the node be evaluated. None where the cone holds a
+    node neither given nor admitted, or more than ``limit`` nodes to evaluate. An iterative
+    walk (no recursion over the program's depth)."""
+    found = values.get(id(inst))
+    if found is not None and found[0] is inst:
+        return found[1]
+    order: list[Instruction] = []
+    seen: set[int] = set()
+    stack = [(inst, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        key = id(node)
+        held = values.get(key)
+        if key in seen or (held is not None and held[0] is node):
+            continue
+        value = given(node)
+        if value is not None:
+            values[key] = (node, value)
+            continue
+        if not admits(node) or len(seen) >= limit:
+            return None
+        seen.add(key)
+        stack.append((node, True))
+        stack.extend((o, False) for o in node.operands)
+    with np.errstate(all="ignore"):
+        for node in order:
+            values[id(node)] = (node, EVALUATORS[node.opcode](
+                node, [values[id(o)][1] for o in node.operands]))
+    return values[id(inst)][1]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.evaluator import EVALUATORS
+from ..ir.evaluator import evaluate_cone
 from ..ir.nodes import Instruction
 from ..ir.ops import GroupOp
 
@@ -38,53 +38,29 @@ class HostValues:
     def value(self, inst: Instruction, bound: dict) -> np.ndarray | None:
         """``inst``'s value from the parameters ``bound`` (id -> (instruction, value)) and
         constants, or None where its cone holds another parameter, a float computation, or more
-        than HOST_VALUE_LIMIT instructions."""
-        values = self._values
-        found = values.get(id(inst))
-        if found is not None and found[0] is inst:
-            return found[1]
-        order: list[Instruction] = []
-        seen: set[int] = set()
-        stack = [(inst, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            key = id(node)
-            if key in seen or (key in values and values[key][0] is node):
-                continue
-            if node.opcode == "parameter":
-                held = bound.get(key)
-                if held is None or held[0] is not node:
-                    return None
-                values[key] = (node, np.asarray(held[1]))
-                continue
-            if node.opcode != "constant" and not _exact(node):
+        than HOST_VALUE_LIMIT instructions not computed before."""
+        def given(node: Instruction):
+            if node.opcode != "parameter":
                 return None
-            seen.add(key)
-            if len(seen) > HOST_VALUE_LIMIT:
-                return None
-            stack.append((node, True))
-            stack.extend((o, False) for o in node.operands)
-        with np.errstate(all="ignore"):
-            for node in order:
-                args = [values[id(o)][1] for o in node.operands]
-                values[id(node)] = (node, EVALUATORS[node.opcode](node, args))
-        return values[id(inst)][1]
+            held = bound.get(id(node))
+            return np.asarray(held[1]) if held is not None and held[0] is node else None
+
+        return evaluate_cone(inst, self._values, given, _exact, HOST_VALUE_LIMIT)
 
     def clear(self) -> None:
         self._values.clear()
 
 
 def _exact(node: Instruction) -> bool:
-    """An elementwise or data-movement instruction (no called computation, no side effect),
-    or a reduction, of integer or boolean result: what any backend computes bit for bit as the
-    interpreter does (integer sums wrap alike in any order; and, or, max, min are exact). An
-    index check's ``any`` over a gather's indices is one."""
-    shape = node.shape
-    dtype = getattr(shape, "dtype", None)
-    if dtype is None or dtype.kind not in "biu":
+    """May ``node`` be evaluated on the host: a constant, or an elementwise or data-movement
+    instruction (no called computation, no side effect) or a reduction of integer or boolean
+    result, which any backend computes bit for bit as the interpreter does (integer sums wrap
+    alike in any order; and, or, max, min are exact; an index check's ``any`` over a gather's
+    indices is one). A parameter never is: it is a value bound, or not known."""
+    if node.opcode == "constant":
+        return True
+    dtype = getattr(node.shape, "dtype", None)
+    if dtype is None or dtype.kind not in "biu" or node.opcode == "parameter":
         return False
     if node.opcode == "reduce":
         return True
