@@ -33,6 +33,13 @@ def _parameter(e, inst, index):
     return e.load(ptr, shape, index)
 
 
+# A constant array up to this many elements is written element by element in the IR (readable,
+# and what the golden texts show); a longer one as its bytes, one ``c"..."`` string: llvmlite
+# formats an element list at about 20 us an element (a 32,768-element complex twiddle table
+# took 0.7 s per kernel to emit and as long again to print).
+LITERAL_ELEMENTS = 64
+
+
 @rule("constant")
 def _constant(e, inst, index):
     lit: np.ndarray = inst.attrs["literal"]
@@ -44,21 +51,38 @@ def _constant(e, inst, index):
     name = f"const_{hashlib.sha1(content).hexdigest()[:16]}"
     g = e.module.globals.get(name)
     if g is None:
-        st = storage_type(t)
-        values = lit.reshape(-1).astype(np.uint8 if t.is_bool else lit.dtype)
+        g = _constant_global(e.module, name, t, lit)
+    b = e.b
+    st = storage_type(t)
+    base = g if g.type.pointee.element == st else b.bitcast(
+        g, ir.ArrayType(st, lit.size).as_pointer())  # a byte array read as its elements
+    ptr = b.gep(base, [i64(0), linearize(b, index, inst.shape.dims)], inbounds=True)
+    v = b.load(ptr)
+    return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)) if t.is_bool else v
+
+
+def _constant_global(module, name, t, lit):
+    """An internal constant global holding ``lit``'s elements in storage layout (NumPy's: a
+    complex element is (real, imag), a bool one byte, little-endian as both targets)."""
+    st = storage_type(t)
+    values = lit.reshape(-1).astype(np.uint8 if t.is_bool else lit.dtype)
+    if values.size > LITERAL_ELEMENTS:
+        raw = np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<"), copy=False)
+        arr = ir.ArrayType(ir.IntType(8), raw.nbytes)
+        initializer = ir.Constant(arr, bytearray(raw.tobytes()))
+    else:
         items = [
             constant(t, v) if t.is_complex else ir.Constant(st, float(v) if t.is_float else int(v))
             for v in values
         ]
         arr = ir.ArrayType(st, len(items))
-        g = ir.GlobalVariable(e.module, arr, name)
-        g.initializer = ir.Constant(arr, items)
-        g.global_constant = True
-        g.linkage = "internal"
-    b = e.b
-    ptr = b.gep(g, [i64(0), linearize(b, index, inst.shape.dims)], inbounds=True)
-    v = b.load(ptr)
-    return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)) if t.is_bool else v
+        initializer = ir.Constant(arr, items)
+    g = ir.GlobalVariable(module, arr, name)
+    g.initializer = initializer
+    g.global_constant = True
+    g.linkage = "internal"
+    g.align = 16  # at least the element's alignment, for a byte array too
+    return g
 
 
 @rule("iota")
