@@ -83,3 +83,61 @@ def test_an_error_handling_state_still_raises_as_numpy_does():
     with np.errstate(divide="raise"):
         with pytest.raises(FloatingPointError):
             tk.jit(lambda x, y: x / y)(a, b)
+
+
+# ---- a traced float array and a Python number (``_exact_python_number``) ----------------------
+NUMBERS = [2.5, -0.0, 0.0, np.inf, -np.inf, np.nan, 0.1, 1e300, 3, -7, 1 << 24]
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, operator, ufunc", OPERATORS)
+def test_an_operator_with_a_python_number_traces_as_its_ufunc_does(dtype, shape, name, operator,
+                                                                   ufunc):
+    a = np.full(shape, -1.25, dtype) if shape != (3, 2) else \
+        np.array([[0.0, -0.0], [np.inf, np.nan], [1.5, -3.0]], dtype)
+    for number in NUMBERS:
+        for left, right in ((lambda x: operator(x, number), lambda x: ufunc(x, number)),
+                            (lambda x: operator(number, x), lambda x: ufunc(number, x))):
+            text = _hlo(left, a)
+            assert text == _hlo(right, a), (number, text)
+            with np.errstate(all="ignore"):
+                want = left(a)
+                got = tk.jit(left)(a)
+            assert type(got) is type(want) and got.dtype == want.dtype, (number, got, want)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # -0.0 kept
+
+
+def test_the_python_number_path_is_taken_only_for_exact_numbers_and_strong_floats(monkeypatch):
+    taken = []
+    real = dispatch._exact_python_number
+
+    def spy(a, number):
+        answer = real(a, number)
+        taken.append(answer)
+        return answer
+
+    monkeypatch.setattr(dispatch, "_exact_python_number", spy)
+    f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
+    cases = [
+        ((f32, 0.5), True), ((f64, 3), True), ((f64, 1 << 24), True),
+        ((f64, (1 << 24) + 1), False),  # an int float32 would round: the general path
+        ((f64, True), False),  # a bool
+        ((np.ones(4, np.float16), 0.5), False),  # float16 rounds through float32
+        ((np.ones(4, np.int32), 0.5), False),  # promotes
+        ((np.ones(4, np.complex64), 0.5), False),
+    ]
+    for (a, number), fast in cases:
+        taken.clear()
+        got = tk.jit(lambda x: x * number)(a)
+        assert taken == [fast], (a.dtype, number)
+        want = a * number
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_python_number_still_raises_under_numpys_error_handling():
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            tk.jit(lambda x: x / 0.0)(np.ones(3))

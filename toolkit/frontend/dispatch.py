@@ -15,7 +15,7 @@ from .tracer import Tracer, current_trace, numpy_scalar, strongly_typed, weakly_
 from .ufuncs import UFUNCS, apply_ufunc
 from .python_arithmetic import (INT_ARITHMETIC, PYTHON_ERRORS, check_python_arithmetic,
                                 python_bools_as_ints, python_numbers)
-from . import flatiter, replay, run_by_numpy
+from . import flatiter, lax, replay, run_by_numpy
 
 _CORE = set(vars(Tracer))  # what tracer.py defines; what follows is NumPy's face, replayable
 
@@ -193,6 +193,8 @@ def _binary(ufunc, reflected=False):
                 # converting: a third of the cost of tracing a Python loop's commonest operation)
                 with self._trace.op_scope(ufunc.__name__):
                     return numpy_scalar(UFUNCS[ufunc](*operands, out=self.dtype))
+            if ufunc in _SAME_TYPE_ARITHMETIC and _exact_python_number(self, other):
+                return _with_python_number(ufunc, self, other, reflected)
             if ufunc in PYTHON_ERRORS and python_numbers(operands):
                 check_python_arithmetic(ufunc, *operands)
             result = apply_ufunc(ufunc, operands)
@@ -216,6 +218,33 @@ def _same_type_arrays(a: Tracer, b: Tracer) -> bool:
     return (a.shape == b.shape and a.dtype == b.dtype and a.dtype in _FAST_FLOATS
             and not a.weak_type and not b.weak_type and a._trace is b._trace
             and a._trace is current_trace())
+
+
+def _exact_python_number(a: Tracer, number) -> bool:
+    """A traced float32/float64 array of the current trace, not weakly typed, and a Python
+    float, or a Python int its type holds exactly: NEP 50 makes the number ``a``'s type, so
+    the result is ``a``'s type (no promotion, no float16 rounding, no int range check)."""
+    kind = type(number)
+    return ((kind is float or kind is int and -_EXACT_INTS <= number <= _EXACT_INTS)
+            and a.dtype in _FAST_FLOATS and not a.weak_type and a._trace is current_trace())
+
+
+_EXACT_INTS = 1 << 24  # (float32 holds every int up to 2**24 exactly; float64 up to 2**53)
+
+
+def _with_python_number(ufunc, a: Tracer, number, reflected: bool):
+    """What apply_ufunc makes of ``a`` and a Python number (``_exact_python_number``): the
+    number lifted to a constant of ``a``'s type, broadcast to ``a``'s shape, and the ufunc's
+    own lowering, in that order (the same HLO), without resolving types or converting. The
+    commonest operation of a stencil written with Python coefficients (``-c / (a * p[:, j] +
+    b)``)."""
+    trace = a._trace
+    name = ufunc.__name__
+    with trace.op_scope(name):
+        constant = lax.broadcast_to(lax.lift(trace, number, a.dtype, weak=False,
+                                             what=f"operand of np.{name}"), a.shape)
+        operands = (constant, a) if reflected else (a, constant)
+        return numpy_scalar(views.fresh_results(UFUNCS[ufunc](*operands, out=a.dtype), (a,)))
 
 
 def _unary(ufunc):

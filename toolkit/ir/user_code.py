@@ -77,7 +77,18 @@ def user_location(depth: int = 1) -> SourceLocation | None:
         frame = frame.f_back
     if frame is None:
         return None
-    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    code, line = frame.f_code, frame.f_lineno
+    # one object per line: a traced Python loop asks for the same few lines at every NumPy call
+    found = _locations.get((code, line))
+    if found is None:
+        if len(_locations) >= MAX_REMEMBERED_LINES:
+            _locations.clear()
+        found = _locations[code, line] = SourceLocation(code.co_filename, line, code.co_name)
+    return found
+
+
+_locations: dict = {}  # (code object, line) -> its SourceLocation
+MAX_REMEMBERED_LINES = 1 << 14
 
 
 def user_line() -> str:
