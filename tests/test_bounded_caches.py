@@ -83,3 +83,24 @@ def test_an_edited_xla_cell_drops_its_old_function(monkeypatch):
             cell["id"] = f"cell-{k}"
             ip.run_cell(f"%%xla --quiet\nz{k} = x + {k}\n")
     assert len(xla._cells) == 3
+
+
+def test_inferred_shapes_are_remembered_within_a_bound_and_errors_are_not(monkeypatch):
+    from toolkit.ir import builder as ir_builder
+    from toolkit.ir.dtypes import from_numpy
+    from toolkit.ir.shape_inference import ShapeError
+    from toolkit.ir.shapes import Shape
+
+    monkeypatch.setattr(ir_builder, "_INFERRED", {})
+    monkeypatch.setattr(ir_builder, "_INFERRED_KEPT", 4)
+    b = ir_builder.ComputationBuilder("c", ir_builder.NameUniquer())
+    x = b.parameter(0, Shape(from_numpy(np.dtype(np.float64)), (8, 8)))
+    first = b.add("slice", [x], {"slice": ((3, 4, 1), (0, 8, 1))})
+    again = b.add("slice", [x], {"slice": ((3, 4, 1), (0, 8, 1))})
+    assert first.shape is again.shape and first.shape.dims == (1, 8)
+    for _ in range(2):  # an invalid question is asked again, and raises again
+        with pytest.raises(ShapeError, match="out of bounds"):
+            b.add("slice", [x], {"slice": ((3, 9, 1), (0, 8, 1))})
+    for n in range(1, 9):
+        assert b.add("slice", [x], {"slice": ((0, n, 1), (0, 8, 1))}).shape.dims == (n, 8)
+        assert len(ir_builder._INFERRED) <= 4

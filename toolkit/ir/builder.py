@@ -125,16 +125,44 @@ def frozen_attributes(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """``attrs`` as an immutable map: one shared map for equal maps of plain values (a
     compile's instructions repeat ``parameter_number: 0``, a reduce's dimensions, a slice; each
     map is an object Python's collector scans on every full collection)."""
+    return _frozen_and_key(attrs)[0]
+
+
+def _frozen_and_key(attrs: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], tuple | None]:
+    """``frozen_attributes(attrs)`` and, for plain values, the hashable key equal maps share
+    (None for a map holding a computation, an array or another object)."""
     if not attrs:
-        return _NO_ATTRIBUTES
+        return _NO_ATTRIBUTES, ()
     if not all(_plain(v) for v in attrs.values()):
-        return MappingProxyType(dict(attrs))
+        return MappingProxyType(dict(attrs)), None
     key = tuple(attrs.items())
     found = _ATTRIBUTES.get(key)
     if found is None:
         if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
             _ATTRIBUTES.clear()
         found = _ATTRIBUTES[key] = MappingProxyType(dict(attrs))
+    return found, key
+
+
+# Shapes inferred for plain attributes: (opcode, operand shapes, attribute key, declared shape)
+# -> the shape. Shape inference is a function of these alone, and a traced Python loop asks the
+# same few questions thousands of times (a slice of a row, a scalar's reshape, an add).
+_INFERRED: dict[tuple, AnyShape] = {}
+_INFERRED_KEPT = 1 << 15
+
+
+def _inferred_shape(opcode: str, operands: Sequence[Instruction], attrs: Mapping[str, Any],
+                    key: tuple | None, declared: AnyShape | None) -> AnyShape:
+    shapes = [o.shape for o in operands]
+    if key is None:
+        return _shared_shape(infer_shape(opcode, shapes, attrs, declared))
+    question = (opcode, key, declared, *shapes)
+    found = _INFERRED.get(question)
+    if found is None:  # (an invalid instruction raises here, every time it is asked)
+        found = _shared_shape(infer_shape(opcode, shapes, attrs, declared))
+        if len(_INFERRED) >= _INFERRED_KEPT:
+            _INFERRED.clear()
+        _INFERRED[question] = found
     return found
 
 
@@ -165,8 +193,8 @@ class ComputationBuilder:
         metadata: Metadata | None = None,
         name: str | None = None,
     ) -> Instruction:
-        attrs = frozen_attributes(attrs)
-        result = _shared_shape(infer_shape(opcode, [o.shape for o in operands], attrs, shape))
+        attrs, key = _frozen_and_key(attrs)
+        result = _inferred_shape(opcode, operands, attrs, key, shape)
         inst = Instruction(
             name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),
             opcode=opcode, shape=result, operands=tuple(operands), attrs=attrs, metadata=metadata)
