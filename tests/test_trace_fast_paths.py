@@ -1,13 +1,16 @@
-"""The operator fast path for two traced arrays of one float type and shape (frontend/dispatch:
-``_same_type_arrays``) makes what the general ufunc path makes, instruction for instruction,
-and NumPy's results; every other pairing still goes the general way."""
+"""The operator fast paths for two traced arrays of one float type (frontend/dispatch:
+``_same_type_arrays``, broadcasting included) and for a traced float array and a Python number
+(``_exact_python_number``) make what the general ufunc path makes, instruction for
+instruction, and NumPy's results; every other pairing still goes the general way."""
 import itertools
+import re
 
 import numpy as np
 import pytest
 
 import toolkit as tk
 from toolkit.frontend import dispatch
+from toolkit.frontend.errors import ShapeMismatchError
 
 
 def _hlo(fn, *args) -> str:
@@ -50,7 +53,7 @@ def test_the_fast_path_is_taken_only_for_one_float_type_one_shape_and_strong_typ
     cases = [
         ((f32, f32), True), ((f64, f64), True),
         ((f32, f64), False),  # promotes to float64
-        ((np.ones(3), np.ones((2, 3))), False),  # broadcasts
+        ((np.ones(3), np.ones((2, 3))), True),  # broadcasts as NumPy does
         ((np.ones(4, np.float16),) * 2, False),  # float16 rounds through float32
         ((np.ones(4, np.int64),) * 2, False),  # integers
         ((np.ones(4, np.complex128),) * 2, False),
@@ -63,8 +66,39 @@ def test_the_fast_path_is_taken_only_for_one_float_type_one_shape_and_strong_typ
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     taken.clear()
-    got = tk.jit(lambda x, y: x * y)(np.float64(2.0), 3.0)  # a Python float: weak, general path
-    assert taken == [False] and got == 6.0 and type(got) is np.float64
+    got = tk.jit(lambda x, y: x * y)(np.float64(2.0), 3.0)  # a Python float argument: weak
+    assert taken == [True] and got == 6.0 and type(got) is np.float64
+    taken.clear()
+    got = tk.jit(lambda x, y: x * y)(2.0, 3.0)  # two Python floats: Python's arithmetic
+    assert taken == [False] and got == 6.0 and type(got) is float
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, operator, ufunc", OPERATORS)
+def test_broadcasting_and_weak_operands_trace_as_the_ufunc_does(dtype, name, operator, ufunc):
+    row = np.array([0.0, -0.0, np.inf, np.nan, 1.5, -3.0], dtype)
+    grid = np.arange(12, dtype=dtype).reshape(2, 6) - 5
+    for a, b in ((row, grid), (grid, row), (grid, dtype(-0.0)), (dtype(2.5), row),
+                 (grid[:, :1], row), (row, 3.0), (-0.0, grid)):
+        text = _hlo(operator, a, b)
+        assert text == _hlo(ufunc, a, b), (a, b)
+        with np.errstate(all="ignore"):
+            want = operator(a, b)
+            got = tk.jit(operator)(a, b)
+        assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_shapes_that_do_not_broadcast_raise_the_general_paths_error():
+    with pytest.raises(ShapeMismatchError) as fast:
+        tk.jit(lambda x, y: x + y)(np.ones(3), np.ones(4))
+    with pytest.raises(ShapeMismatchError) as general:
+        tk.jit(lambda x, y: np.add(x, y))(np.ones(3), np.ones(4))
+    # (each names its own line)
+    assert re.sub(r":\d+\)", ")", str(fast.value)) == re.sub(r":\d+\)", ")", str(general.value))
+    message = str(fast.value)
+    assert "could not be broadcast" in message and "test_trace_fast_paths.py" in message
 
 
 @pytest.mark.parametrize("dtype, shape", list(itertools.product([np.float32, np.float64],

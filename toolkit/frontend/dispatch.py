@@ -12,7 +12,7 @@ from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .masked import MaskedSelection, assign_selection, materialized
 from .tracer import Tracer, current_trace, numpy_scalar, strongly_typed, weakly_typed
-from .ufuncs import UFUNCS, apply_ufunc
+from .ufuncs import UFUNCS, apply_ufunc, broadcast_all
 from .python_arithmetic import (INT_ARITHMETIC, PYTHON_ERRORS, check_python_arithmetic,
                                 python_bools_as_ints, python_numbers)
 from . import flatiter, lax, replay, run_by_numpy
@@ -188,10 +188,14 @@ def _binary(ufunc, reflected=False):
             check_error_handling()
             if ufunc in _SAME_TYPE_ARITHMETIC and type(other) is Tracer \
                     and _same_type_arrays(self, other):
-                # (what apply_ufunc makes of two arrays of one float type and shape, by the
-                # ufunc's own lowering, without resolving types, lifting, broadcasting or
-                # converting: a third of the cost of tracing a Python loop's commonest operation)
-                with self._trace.op_scope(ufunc.__name__):
+                # (what apply_ufunc makes of two arrays of one float type, by NumPy's
+                # broadcasting and the ufunc's own lowering, without resolving types, lifting
+                # or converting: a third of the cost of tracing a Python loop's commonest
+                # operation)
+                name = ufunc.__name__
+                with self._trace.op_scope(name):
+                    if self.shape != other.shape:
+                        operands = broadcast_all(list(operands), f"np.{name}", operands)
                     return numpy_scalar(UFUNCS[ufunc](*operands, out=self.dtype))
             if ufunc in _SAME_TYPE_ARITHMETIC and _exact_python_number(self, other):
                 return _with_python_number(ufunc, self, other, reflected)
@@ -214,10 +218,11 @@ _FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 def _same_type_arrays(a: Tracer, b: Tracer) -> bool:
     """Two traced arrays of the current trace, of one float type (float32 or float64: no
-    promotion, no float16 rounding) and one shape (no broadcast), neither weakly typed."""
-    return (a.shape == b.shape and a.dtype == b.dtype and a.dtype in _FAST_FLOATS
-            and not a.weak_type and not b.weak_type and a._trace is b._trace
-            and a._trace is current_trace())
+    promotion, no float16 rounding), not both weakly typed (a Python number's arithmetic is
+    Python's: a weak result); a Python number traced as an argument of that type takes part,
+    and the shapes broadcast as NumPy's do (an error there is the general path's own)."""
+    return (a.dtype == b.dtype and a.dtype in _FAST_FLOATS and not (a.weak_type and b.weak_type)
+            and a._trace is b._trace and a._trace is current_trace())
 
 
 def _exact_python_number(a: Tracer, number) -> bool:
