@@ -39,16 +39,22 @@ def test_an_operator_traces_as_its_ufunc_does(dtype, name, operator, ufunc):
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # -0.0 kept
 
 
-def test_the_fast_path_is_taken_only_for_one_float_type_one_shape_and_strong_types(monkeypatch):
+def _answers(monkeypatch, predicate: str) -> list:
+    """The answers dispatch's ``predicate`` gives from now on, in order."""
     taken = []
-    real = dispatch._same_type_arrays
+    real = getattr(dispatch, predicate)
 
-    def spy(a, b):
-        answer = real(a, b)
+    def spy(*args):
+        answer = real(*args)
         taken.append(answer)
         return answer
 
-    monkeypatch.setattr(dispatch, "_same_type_arrays", spy)
+    monkeypatch.setattr(dispatch, predicate, spy)
+    return taken
+
+
+def test_the_fast_path_is_taken_only_for_one_float_type_and_a_strong_operand(monkeypatch):
+    taken = _answers(monkeypatch, "_same_type_arrays")
     f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
     cases = [
         ((f32, f32), True), ((f64, f64), True),
@@ -144,15 +150,7 @@ def test_an_operator_with_a_python_number_traces_as_its_ufunc_does(dtype, shape,
 
 
 def test_the_python_number_path_is_taken_only_for_exact_numbers_and_strong_floats(monkeypatch):
-    taken = []
-    real = dispatch._exact_python_number
-
-    def spy(a, number):
-        answer = real(a, number)
-        taken.append(answer)
-        return answer
-
-    monkeypatch.setattr(dispatch, "_exact_python_number", spy)
+    taken = _answers(monkeypatch, "_exact_python_number")
     f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
     cases = [
         ((f32, 0.5), True), ((f64, 3), True), ((f64, 1 << 24), True),

@@ -144,7 +144,7 @@ def _frozen_and_key(attrs: Mapping[str, Any] | None) -> tuple[Mapping[str, Any],
     return found, key
 
 
-# Shapes inferred for plain attributes: (opcode, operand shapes, attribute key, declared shape)
+# Shapes inferred for plain attributes: (opcode, attribute key, declared shape, *operand shapes)
 # -> the shape. Shape inference is a function of these alone, and a traced Python loop asks the
 # same few questions thousands of times (a slice of a row, a scalar's reshape, an add).
 _INFERRED: dict[tuple, AnyShape] = {}
