@@ -225,3 +225,133 @@ def test_explain_says_when_a_call_breaks_often_enough_to_be_timed_as_numpy():
         in text, text
     few = tk.explain(lambda x: x * 2 if x.sum() > 0 else x, np.ones(3)).text
     assert "timed as plain NumPy" not in few
+
+
+# ---- a first call that stops at a break and runs as plain NumPy (eager.GIVE_UP_*) ----------
+TRIPS: list = []
+
+
+def relax(u, steps):
+    """A solver testing convergence every step (a break on every trip), writing its argument
+    in place and appending to a global list: what a stopped first call must not do twice."""
+    diff, count = 1.0, 0
+    while diff > 1e-12 and count < steps:
+        before = u.copy()
+        u[1:-1] = 0.5 * (before[:-2] + before[2:])
+        diff = float(np.abs(u - before).max())
+        TRIPS.append(count)
+        count += 1
+    return u.sum() * 2, count
+
+
+@pytest.fixture
+def stop_at_the_fourth_break(monkeypatch):
+    """The thresholds lowered so that a first call stops at its fourth break, whatever this
+    machine's speed (the mechanism under test, not the timing)."""
+    monkeypatch.setattr(eager, "GIVE_UP_BREAKS", 4)
+    monkeypatch.setattr(eager, "GIVE_UP_SECONDS", 0.0)
+    monkeypatch.setattr(eager, "GIVE_UP_RATIO", 0.0)
+
+
+def _grid():
+    u = np.zeros(64)
+    u[20:40] = np.linspace(1.0, 3.0, 20)
+    return u
+
+
+def test_a_first_call_whose_python_costs_far_more_than_its_segments_stops_and_runs_as_numpy(
+        stop_at_the_fourth_break):
+    f = tk.jit(relax, backend="cpu")
+    for call in range(3):
+        TRIPS.clear()
+        mine, theirs = _grid(), _grid()
+        got = f(mine, 30)
+        mine_trips = list(TRIPS)
+        TRIPS.clear()
+        want = relax(theirs, 30)
+        assert got == want and type(got[0]) is type(want[0]) and type(got[1]) is int
+        np.testing.assert_array_equal(mine, theirs)  # written in place once, as NumPy wrote it
+        assert mine_trips == list(range(30)), call  # the stopped trace's appends put back
+    (choice,) = f._breaks.log.eager.values()
+    assert choice.stopped_run_seconds is not None and choice.breaks == 4
+    assert choice.segmented_calls == 0 and choice.eager_calls == 3
+    text = choice.text
+    assert "its first call stopped after 4 breaks and " in text, text
+    assert "and ran as plain NumPy from its start; plain NumPy " in text, text
+    # (NumPy's 30 steps on 64 numbers take well under a millisecond; the 4 traced: several)
+    assert choice.decided == "numpy", text
+    assert text.startswith("(f64[64]) runs as plain NumPy: "), text  # (steps: static)
+    assert "(at least " in text and f.graph_breaks.numpy_fallback == (text,)
+
+
+def test_numpy_losing_to_the_stopped_part_leaves_the_choice_to_calls_in_segments():
+    choice = eager.EagerChoice("f64[8]")
+    choice.gave_up(1.5, 0.2, 40)
+    assert choice.runs_eagerly is False and choice.decided is None
+    choice.eager(2.0)  # NumPy's whole call took longer than the part of the first that ran
+    assert choice.decided is None and not choice.runs_eagerly
+    choice.segmented(5.0, 40)
+    choice.segmented(4.5, 40)  # (NumPy twice as fast as the best call in segments)
+    assert choice.decided == "numpy"
+    assert choice.text.startswith("(f64[8]) runs as plain NumPy: 40 breaks a call took 4500.00")
+    won = eager.EagerChoice("f64[8]")
+    won.gave_up(1.5, 0.2, 40)
+    won.eager(1.5)  # no slower than the part that ran: NumPy from now on
+    assert won.decided == "numpy" and won.runs_eagerly
+    assert "its first call stopped after 40 breaks and 1500.00 ms in segments, of which they " \
+        "ran 200.00 ms (the rest tracing and compiling)" in won.text
+    assert "(at least 1.0x faster)" in won.text
+
+
+def test_a_first_call_that_printed_or_drew_random_numbers_never_starts_again(
+        stop_at_the_fourth_break, capsys):
+    def noisy(u, steps):
+        diff, count = 1.0, 0
+        while diff > 1e-12 and count < steps:
+            before = u.copy()
+            u[1:-1] = 0.5 * (before[:-2] + before[2:])
+            diff = float(np.abs(u - before).max())
+            print("step", count)
+            count += 1
+        return u
+
+    f = tk.jit(noisy, backend="cpu")
+    mine, theirs = _grid(), _grid()
+    np.testing.assert_array_equal(f(mine, 8), noisy(theirs, 8))
+    printed = capsys.readouterr().out
+    assert printed.count("step 7\n") == 2  # once by the jitted call, once by NumPy's: never 3
+    (choice,) = f._breaks.log.eager.values()
+    assert choice.stopped_run_seconds is None
+
+
+def test_kept_in_segments_a_first_call_never_stops(stop_at_the_fourth_break):
+    for f in (tk.jit(relax, backend="cpu", numpy_fallback=False),
+              tk.jit(relax, backend="gpu-simulated")):
+        TRIPS.clear()
+        mine, theirs = _grid(), _grid()
+        got = f(mine, 10)
+        assert TRIPS == list(range(10))
+        TRIPS.clear()
+        assert float(np.asarray(tk.device_get(got[0]))) == relax(theirs, 10)[0]
+        assert not f._breaks.log.eager
+
+
+def test_segments_that_do_the_work_keep_a_first_call_in_segments(monkeypatch):
+    """The Python around a segment is not compared with nothing: where the segments' runs are
+    most of the call (a sort of a million numbers per trip, interpreted), the call goes on."""
+    monkeypatch.setattr(eager, "GIVE_UP_BREAKS", 2)
+    monkeypatch.setattr(eager, "GIVE_UP_SECONDS", 0.0)
+
+    def heavy(x, steps):
+        total, count = 0.0, 0
+        while total < 1e300 and count < steps:
+            x = np.sort(x[::-1] + 1.0)
+            total = float(x[0])
+            count += 1
+        return x
+
+    x = np.random.default_rng(0).random(1 << 20)
+    f = tk.jit(heavy, backend="cpu")
+    np.testing.assert_array_equal(f(x, 4), heavy(x, 4))
+    (choice,) = f._breaks.log.eager.values()
+    assert choice.stopped_run_seconds is None and choice.first_seconds > 0

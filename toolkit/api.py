@@ -21,7 +21,7 @@ from .frontend.errors import UnsupportedNumpyError, UserValueError, api_boundary
 from .frontend.recompile import function_location
 from .frontend.scalar_lists import ScalarListWarning
 from .frontend.tracer import current_trace
-from .frontend.segments import GraphBroken, SpecializeAndRetrace
+from .frontend.segments import GraphBroken, RunAsNumpy, SpecializeAndRetrace
 from .jitting import eager
 from .jitting.break_report import GraphBreakReport, report as break_report
 from .jitting.graph_breaks import GraphBreaks
@@ -192,22 +192,33 @@ class JitFunction:
                 if self._numpy_fallback:
                     self._measured_first(key, time.perf_counter() - began, log.breaks - breaks,
                                          log.segment_seconds - segment_seconds, cargs, ckwargs)
-                self._segmented[key] = True
-                if self._keys.is_plain(key):
-                    self._plain_segmented[key.avals] = key
-                while len(self._segmented) > self.cache_size_limit:
-                    old, _ = self._segmented.popitem(last=False)
-                    if self._plain_segmented.get(old.avals) == old:
-                        del self._plain_segmented[old.avals]
+                self._note_segmented(key)
                 return broken.result
             except SpecializeAndRetrace as retrace:  # before anything ran: one program now
                 self._specialize(retrace.python_ints)
                 return self._call(*args, **kwargs)
+            except RunAsNumpy as stopped:  # tracing cost far more than it ran: NumPy runs it
+                with log._lock:
+                    choice = self._choice(key)
+                    choice.gave_up(stopped.seconds, stopped.run_seconds, stopped.breaks)
+                self._named(choice, key, cargs, ckwargs)
+                self._note_segmented(key)
+                return self._run_numpy(choice, args, kwargs)
             if RECORDER.active:
                 return self._dispatch_profiled(compiled, leaves, start, hit=False)
         elif RECORDER.active:
             return self._dispatch_profiled(compiled, leaves, RECORDER.clock.now(), hit=True)
         return compiled.execute_flat(leaves)
+
+    def _note_segmented(self, key: JitKey) -> None:
+        """``key``'s calls run in segments (or as plain NumPy, ``jitting.eager``) from now on."""
+        self._segmented[key] = True
+        if self._keys.is_plain(key):
+            self._plain_segmented[key.avals] = key
+        while len(self._segmented) > self.cache_size_limit:
+            old, _ = self._segmented.popitem(last=False)
+            if self._plain_segmented.get(old.avals) == old:
+                del self._plain_segmented[old.avals]
 
     def _specialize(self, python_ints: dict) -> None:
         """Python int arguments that Python used as numbers (``range(steps)``, ``if flag:``)

@@ -15,8 +15,9 @@ on every call, in segments (``Breaker.runs_python_every_call``), and the line ru
   grown says so too.
 
 Traced values the call leaves in that state (``losses.append(loss)``, a tuple of them) become
-their values when the call ends (``stored_tracers``, ``put_values``), and a call traced again
-from the start for a Python int argument first puts that state back (``_undo``), so that
+their values when the call ends (``stored_tracers``, ``put_values``), and a call that starts
+again (traced anew for a Python int argument, or run as plain NumPy where tracing cost far more
+than its segments ran: ``jitting.eager``) first puts that state back (``_undo``), so that
 nothing happens twice.
 
 Where the graph may not break (``fullgraph=True``, a loop body, grad or vmap) the line runs
@@ -30,7 +31,7 @@ import warnings
 
 from ..ir.user_code import user_frame
 from .reach import Reached, cell_value
-from .segments import SpecializeAndRetrace
+from .segments import RunAsNumpy, SpecializeAndRetrace
 from .tracer import Tracer, current_trace, python_every_call_breaker
 
 _SIZED = (list, dict, set, bytearray)
@@ -105,7 +106,8 @@ class python_state_watched:
                            for key, (_, c, kind) in reached.containers.items()}
             self.saved_cells = {key: cell_value(cell) for key, (_, cell) in reached.cells.items()}
             self.cells = {key: _value_mark(value) for key, value in self.saved_cells.items()}
-            # (shallow copies, to undo what a trace that starts again did: SpecializeAndRetrace)
+            # (shallow copies, to undo what a call that starts again did: SpecializeAndRetrace,
+            # RunAsNumpy)
             self.saved = {key: {n: c[n] for n in reached.names if n in c}
                           if kind == "namespace" else dict(c) if kind != "list" else list(c)
                           for key, (_, c, kind) in reached.containers.items()}
@@ -114,7 +116,7 @@ class python_state_watched:
     def __exit__(self, kind, error, traceback) -> None:
         if self.reached is None:
             return
-        if kind is SpecializeAndRetrace:  # (the call is traced again from the start)
+        if kind is SpecializeAndRetrace or kind is RunAsNumpy:  # (the call starts again)
             self._undo()
             return
         if kind is not None:

@@ -63,6 +63,22 @@ class SpecializeAndRetrace(BaseException):
         self.python_ints = python_ints  # name -> the break site that asked for it
 
 
+class RunAsNumpy(BaseException):
+    """Not an error: a signature's first call, in segments, spent far more in its Python's
+    tracing and compiling than its segments computed (``jitting.eager``: a Python loop that
+    breaks every trip and traces its body anew each time), so the jit layer stops it at a
+    break and runs the call as plain NumPy from its start. Nothing of the call has reached
+    the caller yet (segments read their arguments, write-back comes at the return), and the
+    Python state it changed is put back first (``frontend.python_effects``), as for
+    ``SpecializeAndRetrace``. A BaseException for the same reason."""
+
+    def __init__(self, breaks: int, seconds: float, run_seconds: float):
+        super().__init__("run as plain NumPy")
+        self.breaks = breaks  # breaks before it stopped
+        self.seconds = seconds  # the call's time until it stopped
+        self.run_seconds = run_seconds  # of which its segments ran (compiles not included)
+
+
 def live_tracers(trace: Trace) -> list[Tracer]:
     """Tracers of ``trace`` still referenced by someone (the user's variables, or the frontend
     frame that asked for a value), in the order they were made."""

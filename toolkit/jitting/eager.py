@@ -22,6 +22,17 @@ NumPy (``fn(*args)``: the user's own function, untouched), timed:
   runs as NumPy never compiles);
 - else once its segments have compiled (their ``hot``-th run) and SEGMENTED_CALLS more calls
   were timed, against those calls.
+A first call can stop before it ends: where, after ``GIVE_UP_BREAKS`` breaks, its Python has
+cost ``GIVE_UP_SECONDS`` beyond what its segments ran (tracing, cutting, compiling) and at least
+``GIVE_UP_RATIO`` times that, it stops at a break and runs as plain NumPy from its start
+(``frontend.segments.RunAsNumpy``: nothing has reached the caller yet, and the Python state it
+changed is put back). A solver that tests convergence every step traces its whole step anew at
+each test, about 3,300 operations on a 101x101 grid: 55 ms a step, where NumPy runs the step in
+0.9 ms, so its first call took 79 s in segments (npbench's channel_flow); it now stops after a
+second or two. Where NumPy's whole call took no longer than the part that ran in segments, the
+signature runs as NumPy from then on; else its next calls go on in segments, decided as below
+with NumPy's time already measured.
+
 If NumPy was at least ``EAGER_SPEEDUP`` times faster (``EAGER_SPEEDUP_COMPILED`` against compiled
 segments), the signature's calls run as NumPy from then on; else they stay in segments and
 NumPy is not tried again. Every call runs once either way, so side effects and arguments
@@ -44,6 +55,11 @@ SEGMENTED_CALLS = 2  # calls in segments measured first (the first records the r
 # what a replayed break costs beyond its segment's run (the benchmark's target, which it meets):
 # with the segments' own time, a first call's estimate of the calls after it
 REPLAYED_BREAK = 20e-6
+# a first call stops and runs as plain NumPy (``gave_up``) once, after this many breaks, its
+# Python has cost this much beyond its segments' runs, and this many times what they ran
+GIVE_UP_BREAKS = 16
+GIVE_UP_SECONDS = 1.0
+GIVE_UP_RATIO = 2.0
 HOST_BACKENDS = frozenset({"cpu", "interpreter"})  # results are NumPy arrays either way
 REASON = PLAIN_NUMPY  # a profile's GraphBreakEvent for a call run so: all of it glue
 
@@ -66,6 +82,8 @@ class EagerChoice:
     # the first call's estimate of a replayed call (first_call), while NumPy is compared to it
     estimated_seconds: float | None = None
     first_seconds: float = 0.0  # the first call's own time, tracing included (for the report)
+    # the first call stopped at a break to run as plain NumPy (``gave_up``): its segments' runs
+    stopped_run_seconds: float | None = None
 
     @property
     def many_breaks(self) -> bool:
@@ -92,6 +110,14 @@ class EagerChoice:
         if self.many_breaks:
             self.estimated_seconds = segment_seconds + breaks * REPLAYED_BREAK
 
+    def gave_up(self, seconds: float, run_seconds: float, breaks: int) -> None:
+        """The signature's first call stopped after ``seconds`` and ``breaks`` breaks, of which
+        its segments ran ``run_seconds``, to run as plain NumPy (``eager`` is told NumPy's time
+        next)."""
+        self.first_seconds = seconds
+        self.breaks = breaks
+        self.stopped_run_seconds = run_seconds
+
     def segmented(self, seconds: float, breaks: int) -> None:
         self.segmented_calls += 1
         self.segmented_seconds = min(self.segmented_seconds, seconds)
@@ -108,6 +134,12 @@ class EagerChoice:
 
     def eager(self, seconds: float) -> None:
         self.eager_calls += 1
+        if self.stopped_run_seconds is not None and self.eager_seconds is None:
+            # (the first call stopped: NumPy's whole call against the part of it in segments)
+            self.eager_seconds = seconds
+            if seconds <= self.first_seconds:
+                self.decided = "numpy"
+            return
         if (self.decided is None and self.segmented_calls == 0
                 and self.estimated_seconds is not None):
             self.eager_seconds = seconds  # (the trial after the first call)
@@ -125,7 +157,15 @@ class EagerChoice:
 
     @property
     def text(self) -> str:
-        if self.estimated_seconds is not None:
+        stopped = self.stopped_run_seconds is not None and self.segmented_calls == 0
+        if stopped:
+            segments = self.first_seconds
+            measured = (f"its first call stopped after {self.breaks} breaks and "
+                        f"{self.first_seconds * 1e3:.2f} ms in segments, of which they ran "
+                        f"{self.stopped_run_seconds * 1e3:.2f} ms (the rest tracing and "
+                        f"compiling), and ran as plain NumPy from its start; plain NumPy "
+                        f"{self.eager_seconds * 1e3:.2f} ms the whole call")
+        elif self.estimated_seconds is not None:
             segments = self.estimated_seconds
             measured = (f"{self.breaks} breaks a call, {segments * 1e3:.2f} ms in segments "
                         f"replayed (estimated from the first call, which took "
@@ -137,11 +177,13 @@ class EagerChoice:
                         f"segments, plain NumPy {self.eager_seconds * 1e3:.2f} ms")
         if self.decided == "numpy":
             return (f"({self.signature}) runs as plain NumPy: {measured} "
-                    f"({segments / max(self.eager_seconds, 1e-9):.1f}x faster); "
+                    f"({'at least ' if stopped else ''}"
+                    f"{segments / max(self.eager_seconds, 1e-9):.1f}x faster); "
                     f"{self.eager_calls} call(s) so far. To compile it, keep the value Python "
                     "branches on an array: np.where(...), tk.lax.cond or tk.lax.while_loop")
         return f"({self.signature}) stays in segments: {measured}"
 
 
-__all__ = ["EAGER_MIN_BREAKS", "EAGER_SPEEDUP", "EAGER_SPEEDUP_COMPILED", "HOST_BACKENDS",
+__all__ = ["EAGER_MIN_BREAKS", "EAGER_SPEEDUP", "EAGER_SPEEDUP_COMPILED", "GIVE_UP_BREAKS",
+           "GIVE_UP_RATIO", "GIVE_UP_SECONDS", "HOST_BACKENDS",
            "REASON", "REPLAYED_BREAK", "EagerChoice"]

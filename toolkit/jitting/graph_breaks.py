@@ -30,7 +30,8 @@ import numpy as np
 from ..frontend.pytree import flatten, unflatten
 from ..frontend import replay
 from ..frontend.inplace import check_mutation_targets, write_back
-from ..frontend.segments import Segment, SpecializeAndRetrace, cut, live_tracers, resume
+from ..frontend.segments import (RunAsNumpy, Segment, SpecializeAndRetrace, cut, live_tracers,
+                                 resume)
 from ..frontend.signature import ArgSpec
 from ..frontend.trace_function import (TracedProgram, argument_views, as_python_numbers,
                                        check_contiguous, numpy_scalars, python_numbers,
@@ -44,6 +45,7 @@ from ..backends.base import get_backend
 from ..stages import Lowered, hlo_fingerprint
 from .break_log import ENTRY, RETURN, BreakLog, BreakSite, SegmentStats, SiteStats, break_site
 from .break_replay import HandedIn, ReplayedBreaks, SegmentRun, value_key
+from . import eager
 from .eager import HOST_BACKENDS  # (a device backend's results stay on the device)
 from .segment_tiers import TieredSegment, hot_runs
 from .promotions import report_promotions
@@ -160,6 +162,15 @@ class Breaker(ReplayedBreaks):
         # Python int arguments Python asked for as numbers: name -> the first break site
         self.python_ints: dict[str, BreakSite] = {}
         self.ran = False  # has a segment of this call run (Python then saw its values)?
+        # a first call may stop at a break and run as plain NumPy (eager.GIVE_UP_*): what it
+        # measures for that, and whether Python did what it cannot undo (a print, a draw)
+        options = owner.options
+        self.may_give_up = (key is not None and options.numpy_fallback
+                            and options.backend.name in HOST_BACKENDS)
+        self.began = self.mark
+        self.call_breaks = 0
+        self.run_seconds = 0.0  # this call's segments' runs, compiles not included
+        self.irreversible = False
 
     def stores_state(self) -> bool:
         """Did a call of this signature leave traced values in Python's state (``log.append(
@@ -267,6 +278,9 @@ class Breaker(ReplayedBreaks):
             stats = log.site(site)
             stats.count += 1
             log.breaks += 1
+        self.call_breaks += 1
+        if tape is None and self.may_give_up:
+            self._maybe_give_up()
         key = None
         if tape is not None:
             key = ("break", tracer._slot, site.key) if tracer._slot >= 0 else None
@@ -329,6 +343,16 @@ class Breaker(ReplayedBreaks):
                 tape.record(key, node)
         return value
 
+    def _maybe_give_up(self) -> None:
+        """Stop this first call here and run it as plain NumPy (``RunAsNumpy``) where its
+        Python has cost far more than its segments ran (``eager.GIVE_UP_*``)."""
+        if self.call_breaks < eager.GIVE_UP_BREAKS or self.irreversible:
+            return
+        seconds = time.perf_counter() - self.began
+        python = seconds - self.run_seconds
+        if python >= eager.GIVE_UP_SECONDS and python >= eager.GIVE_UP_RATIO * self.run_seconds:
+            raise RunAsNumpy(self.call_breaks, seconds, self.run_seconds)
+
     def _host_checks_pass(self, trace: Trace) -> bool:
         """Does no check traced since the last cut fail, of those the host can compute (a
         Python int's overflow, an index out of bounds)? A break raises a failed check's error
@@ -354,6 +378,7 @@ class Breaker(ReplayedBreaks):
             log.site(site).count += 1
             log.breaks += 1
         self.broken = True
+        self.irreversible = True  # (a print, a draw: the call must not start again)
 
     def _note_python_int(self, tracer: Tracer, site: BreakSite) -> None:
         """A Python int (or bool) argument that Python needs as a number (``range(steps)``,
@@ -436,6 +461,10 @@ class Breaker(ReplayedBreaks):
         start_clock = RECORDER.clock.now() if recording else 0.0
         results = compiled.execute_leaves(arguments)
         done = time.perf_counter()
+        self.run_seconds += done - now
+        if type(compiled) is TieredSegment and compiled.compile_seconds:  # (compiled in
+            self.run_seconds -= compiled.compile_seconds  # this run, at its hot-th: Python's)
+            compiled.compile_seconds = 0.0
         glue = now - self.mark
         log = owner.log
         segment_stats = log.segments.get(fingerprint)

@@ -11,7 +11,7 @@ from ..collector import collector_relaxed
 from ..frontend.pytree import unflatten
 from ..frontend.recompile import SignatureRecord, captured_values, short_repr
 from ..frontend.scalar_lists import ScalarListWarning, scalar_list_error, scalar_list_warnings
-from ..frontend.segments import GraphBroken, SpecializeAndRetrace
+from ..frontend.segments import GraphBroken, RunAsNumpy, SpecializeAndRetrace
 from ..frontend.trace_function import TracedProgram, trace_program
 from ..frontend.tracer import Tracer
 from ..ir.user_code import user_location, user_stacklevel
@@ -72,8 +72,8 @@ class MissCompiler:
                 with collector_relaxed():
                     program = trace_program(self.fn, self.fn_name, specs, rebuild, breaker,
                                             "lift")
-        except SpecializeAndRetrace:
-            raise  # (traced again at once: what this trace noted, the next one notes)
+        except (SpecializeAndRetrace, RunAsNumpy):
+            raise  # (started again at once: what this trace noted, the next one notes)
         except TypeError as e:  # a list of Python numbers where an array was meant: say that
             self._note(breaker)
             better = scalar_list_error(e, self.fn_name, self.keys.split(args, kwargs)[1])
@@ -128,11 +128,11 @@ class MissCompiler:
         self.warn_scalar_lists(args, kwargs, call_site)
         try:
             program = self.trace(key, paths, args, kwargs, leaves)
-        except (GraphBroken, SpecializeAndRetrace) as stopped:
+        except (GraphBroken, SpecializeAndRetrace, RunAsNumpy) as stopped:
             # the call ran in segments (each compiled and recorded on its own), or stopped to
-            # trace again with a Python int static: the signature still enters the history,
-            # so a recompile report explains the next one
-            broke = isinstance(stopped, GraphBroken)
+            # trace again with a Python int static, or to run as plain NumPy: the signature
+            # still enters the history, so a recompile report explains the next one
+            broke = not isinstance(stopped, SpecializeAndRetrace)
             record = self.record(key, paths, "graph-breaks" if broke else "specialized")
             compile_id = history.next_compile_id()
             recompile = self.history.admit(record, call_site, compile_id, start,

@@ -18,6 +18,7 @@ gives NumPy's results; a compiled one may differ in the last bits of a reassocia
 compiled code does everywhere."""
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from ..config import env_int
@@ -38,7 +39,7 @@ class TieredSegment:
     compiled (``compile_now()``); the graph-break cache and the replay record hold this object,
     so every later run, replayed or not, finds the compiled program once there is one."""
 
-    __slots__ = ("_execute", "_compile", "_runs", "_hot", "compiled")
+    __slots__ = ("_execute", "_compile", "_runs", "_hot", "compiled", "compile_seconds")
 
     def __init__(self, cold, compile_now: Callable[[], object], hot: int):
         self._execute = cold.execute_leaves
@@ -46,6 +47,7 @@ class TieredSegment:
         self._runs = 0
         self._hot = hot
         self.compiled = None  # the compiled program, once hot
+        self.compile_seconds = 0.0  # what compiling it took (inside its hot run)
 
     @property
     def interpreted_runs(self) -> int:
@@ -55,7 +57,9 @@ class TieredSegment:
         if self.compiled is None:
             self._runs += 1
             if self._runs >= self._hot:
+                began = time.perf_counter()
                 self.compiled = self._compile()
+                self.compile_seconds = time.perf_counter() - began
                 self._execute = self.compiled.execute_leaves
                 self._compile = None
         return self._execute(arguments)
