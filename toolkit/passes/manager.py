@@ -104,7 +104,11 @@ class Pipeline:
         if result.module is module:
             return result  # (no pass changed it: what the caller gave, checked where it was made)
         try:
-            verify(result.module)
+            # (what the builder inferred for the module given is trusted: an instruction a pass
+            # rebuilt around operands of the same shapes, keeping its attributes, or adopted
+            # into a fused computation, asks what the builder answered; only the new ones are
+            # inferred again)
+            verify_after(result.module, built_questions(module))
         except VerificationError as e:
             self._run(module, clock, dump_pattern, True, compile_id)  # raises, naming the pass
             raise PassError(f"the pipeline '{self.name}' produced an invalid module: {e}") from e
