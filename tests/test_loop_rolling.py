@@ -340,8 +340,12 @@ def test_a_long_programs_inner_loops_roll_each_where_their_shapes_differ(monkeyp
     """``B[i + 1:, j]`` is shorter on every outer trip, so no two inner loops share a body; in
     a long program each still rolls on its own (its trips are alike), which compiles one trip
     per row instead of every trip."""
+    import toolkit.passes.contraction_padding as contraction_padding
+
     monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)  # (the suite's programs are small)
     monkeypatch.setattr(loop_rolling, "LONE_SHORT_LOOP", 40)
+    # (dots left unpadded: padded, the rows' loops share one body, test_contraction_padding.py)
+    monkeypatch.setattr(contraction_padding, "MAX_PADDED", 0)
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((30, 30)), rng.standard_normal((30, 10))
     traced = tk.jit(_trmm).lower(a, b.copy())

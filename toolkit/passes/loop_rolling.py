@@ -34,6 +34,10 @@ one trip instead of thousands:
   returns. Trips where one of these fails end the loop before them.
 - The body writes a buffer (a ``dynamic-update-slice`` or ``scatter``) or reads at a varying
   offset: a loop of whole-array arithmetic is left to fusion.
+- In a program of ``SHORT_LOOPS_FROM`` instructions or more, the dots of vectors whose length
+  varies from trip to trip (``A[i, :j] @ A[:j, j]``) are first computed over whole rows with
+  the products outside masked (``contraction_padding``), so that the trips of a triangular
+  nest are alike; a padded dot left in no loop goes back to the dot it was.
 
 Every rolled loop leaves a FusionDecision (``ROLLED_LOOP``) with its trips, its body size and
 what varies, and carries XLA's ``known_trip_count``. Linear in the program's size for programs
@@ -53,6 +57,7 @@ from ..ir.ops import OPS, GroupOp
 from ..ir.shapes import Shape, TupleShape
 from ..ir.structural import frozen_attribute
 from ..profiler.events import FusionDecision
+from .contraction_padding import pad_contractions, padded_text, unpadded
 from .rewriter import replace_entry, with_operands
 
 REASONS = {"ROLLED_LOOP": "rolled back into a while loop"}
@@ -397,8 +402,9 @@ def _lifted_values(loop: _Loop, seq) -> tuple[dict, list[np.ndarray]]:
     compiles it once. Equal values are one element: fusion and the buffer plan then see that
     a trip reads back exactly the window it wrote (``cov[i, j] = ...; cov[i, j] /= n``: the
     same start instructions), so the write stays in place; a coincidence of values in one loop
-    of a nest only costs that loop a body of its own. (place -> element number from
-    0, the values in that order)"""
+    of a nest only costs that loop a body of its own. The bounds of an index mask
+    (``_mask_bounds``) are such integers too. (place -> element number from 0, the values in
+    that order)"""
     places, values, number = {}, [], {}
 
     def lift(place, value: np.ndarray) -> None:
@@ -409,13 +415,15 @@ def _lifted_values(loop: _Loop, seq) -> tuple[dict, list[np.ndarray]]:
         places[place] = number[key]
 
     i = loop.start
+    bounds = _mask_bounds(loop, seq)
     for c, row in enumerate(loop.classes):
         inst = seq[i + c]
         first_index = OPS[inst.opcode].scalar_starts_from
         for k, cls in enumerate(row):
             if cls[0] == "progression":
                 lift((c, k), np.array(cls[1], np.int64))
-            elif (cls[0] == "constant" and first_index is not None and k >= first_index
+            elif (cls[0] == "constant" and (first_index is not None and k >= first_index
+                                            or c in bounds)
                   and _literal(cls[1]).shape == () and _counted(_literal(cls[1]))):
                 lift((c, k), _literal(cls[1]))
         if _as_dynamic_slice(inst, loop.slice_starts.get(c)):
@@ -423,6 +431,22 @@ def _lifted_values(loop: _Loop, seq) -> tuple[dict, list[np.ndarray]]:
                 lift((c, "start", d), np.array(first, np.int64))
     lift("trips", np.array(loop.trips, np.int64))
     return places, values
+
+
+def _mask_bounds(loop: _Loop, seq) -> set[int]:
+    """The trip's broadcasts of an integer that a ``compare`` holds against an ``iota`` (the
+    bounds of an index mask: ``lo <= iota < hi``, contraction_padding's), by place in the
+    trip: where a mask ends says where the loop works, as a slice's start does."""
+    i, found = loop.start, set()
+    for c, row in enumerate(loop.classes):
+        inst = seq[i + c]
+        if inst.opcode != "compare" or not any(o.opcode == "iota" for o in inst.operands):
+            continue
+        for cls in row:
+            if cls[0] == "local" and seq[i + cls[1]].opcode == "broadcast" \
+                    and seq[i + cls[1]].shape.dtype.is_integer:
+                found.add(cls[1])
+    return found
 
 
 def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computation, list, list]:
@@ -520,11 +544,20 @@ def _varying_text(loop: _Loop, seq) -> str:
 
 def roll_loops(module: Module):
     """(the module with alike unrolled trips rolled into while loops, counts, decisions)."""
+    given = module
     entry = module.entry
     seq = [inst for inst in entry.instructions
            if inst.opcode != "parameter" and inst.opcode != "constant"]
     if len(seq) < MIN_INSTRUCTIONS:
         return module, Counter(), []
+    originals: dict[int, tuple] = {}  # a padded dot's sum -> (the dot, its operands)
+    if len(seq) >= SHORT_LOOPS_FROM:  # (a triangular nest's dots, one length: contraction_padding)
+        padded = pad_contractions(module, MIN_TRIPS)
+        if padded is not None:
+            module, originals = padded
+            entry = module.entry
+            seq = [inst for inst in entry.instructions
+                   if inst.opcode != "parameter" and inst.opcode != "constant"]
     index = {id(inst): k for k, inst in enumerate(seq)}
     last_use = [-1] * len(seq)
     for k, inst in enumerate(seq):
@@ -562,7 +595,7 @@ def roll_loops(module: Module):
     loops = [loop for loop in loops
              if all(position[id(v)] < position[id(seq[loop.start])] for v in loop.invariants)]
     if not loops:
-        return module, Counter(), []
+        return given, Counter(), []
 
     computation_names = NameUniquer.from_names(c.name for c in module.computations)
     builder = ComputationBuilder(entry.name, NameUniquer.from_names(
@@ -579,6 +612,10 @@ def roll_loops(module: Module):
     for inst in entry.instructions:
         k = index.get(id(inst))
         if k is None or k not in inside:
+            original = originals.get(id(inst))
+            if original is not None:  # padded, yet in no loop: the dot it was
+                mapping[id(inst)] = unpadded(builder, original, mapping)
+                continue
             mapping[id(inst)] = builder.adopt(
                 with_operands(inst, [mapping[id(o)] for o in inst.operands]))
             continue
@@ -608,13 +645,18 @@ def roll_loops(module: Module):
                 "get-tuple-element", [rolled], {"index": 1 + n}, shape=shapes[1 + n])
         counts["loops rolled"] += 1
         counts["trips rolled"] += loop.trips
+        padded = [seq[i + c] for c in range(period) if id(seq[i + c]) in originals]
+        if padded:
+            counts["dots padded to whole rows"] += len(padded) * loop.trips
         location = md.location if md is not None else ""
         decisions.append(FusionDecision(
             producer=first.name, consumer=rolled.name, fused=False, reason="ROLLED_LOOP",
             message=(f"{REASONS['ROLLED_LOOP']}: {loop.trips} trips of {period} instructions "
                      f"alike up to their offsets (%{first.name} ... "
                      f"%{seq[i + period - 1].name} once, as %{body.name}); varying: "
-                     f"{_varying_text(loop, seq)}"),
+                     f"{_varying_text(loop, seq)}"
+                     + (padded_text(len(padded), padded[0].operands[0].shape.dims[0])
+                        if padded else "")),
             producer_location=location, consumer_location=location, fusion=rolled.name))
     new_entry = builder.build(mapping[id(entry.root)])
     return replace_entry(module, new_entry, tuple(extra)), counts, decisions

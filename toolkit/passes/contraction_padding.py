@@ -1,0 +1,165 @@
+"""Contraction padding: the dots of a triangular loop nest computed over one length, so that
+loop rolling can roll its trips.
+
+``for j in range(i): A[i, j] -= A[i, :j] @ A[:j, j]`` unrolls into trips that differ in the
+length of the vectors they contract (``j``). No two trips are alike, so loop rolling
+(``loop_rolling.py``) left them unrolled: PolyBench's cholesky, lu, ludcmp and trisolv traced
+into 20k-86k instructions whose compile took 9-23 s. In a program that large, loop rolling
+first computes each such dot over the whole row or column its two vectors are windows of,
+with the products outside the window masked out:
+
+    dot(X[lo:hi], Y[lo:hi])  ->  reduce(select(lo <= iota < hi, X[0:N] * Y[0:N], 0), 0, add)
+
+Every trip then has the same shapes, and differs only in where it slices and the mask's bounds,
+integers in arithmetic progression: the inner loops roll, and, all alike, share one body. A
+padded dot that ends up in no rolled loop goes back to the dot it was.
+
+Exact where it matters: a product outside the window is never added (a select, not a multiply
+by a 0/1 mask, which would turn an inf there into NaN); the sum starts from the dot's +0.0 and
+adding +0.0 changes no partial sum (one that starts from +0.0 is never -0.0); an empty window
+gives the empty dot's +0.0; integer sums wrap as the dot's do. The order in which the products
+are added is the reduction's, not the BLAS call's, so a float result may differ from NumPy's in
+its last bits, as any compiled sum may (README; the rolled loop's decision says so). float16
+dots, which NumPy adds in float32, are left alone. Only rows of at most ``MAX_PADDED`` elements
+are padded, so a trip computes at most that many products more than it did; a window of one
+element is left alone (a dot of length 1 is a multiply to the simplifier)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.dtypes import from_numpy
+from ..ir.nodes import Computation, Instruction, Module
+from ..ir.shapes import Shape
+from .rewriter import replace_entry, with_operands
+
+MAX_PADDED = 4096  # elements of a padded row (what one trip may compute more than before)
+_S64 = from_numpy(np.dtype(np.int64))
+
+
+def _window(x: Instruction):
+    """``(source, slice, d, lo, hi)`` where ``x`` is a window ``[lo:hi]`` (stride 1, two or
+    more elements) along dimension ``d`` of ``source``, every other dimension one element:
+    ``A[i, :j]``, ``A[:j, j]``, ``x[:i]`` (a slice, squeezed by a reshape where rank > 1)."""
+    s = x.operands[0] if x.opcode == "reshape" else x
+    if s.opcode != "slice" or s is x and x.shape.rank != 1:
+        return None
+    spec = s.attrs["slice"]
+    long = [d for d, (lo, hi, stride) in enumerate(spec) if hi - lo != 1]
+    if len(long) != 1 or x.shape.dims != (spec[long[0]][1] - spec[long[0]][0],):
+        return None
+    d = long[0]
+    lo, hi, stride = spec[d]
+    if stride != 1 or hi - lo < 2 or s.operands[0].shape.dims[d] > MAX_PADDED:
+        return None
+    return s.operands[0], s, d, lo, hi
+
+
+def _padded_pair(dot: Instruction):
+    """The two windows of a vector dot that can be padded together (the same bounds in rows
+    of the same length), or None."""
+    a = dot.attrs
+    if a.get("lhs_batch_dims") or a.get("rhs_batch_dims") or dot.shape.rank != 0:
+        return None
+    lhs, rhs = dot.operands
+    t = dot.shape.dtype
+    # (float16 is left alone: NumPy's half dot adds in float32, which a half reduce would not)
+    if lhs.shape.dtype != t or rhs.shape.dtype != t or not (
+            t.is_integer or t.numpy in (np.float32, np.float64)):
+        return None
+    left, right = _window(lhs), _window(rhs)
+    if left is None or right is None or left[3:] != right[3:]:
+        return None
+    if left[0].shape.dims[left[2]] != right[0].shape.dims[right[2]]:
+        return None
+    return left, right
+
+
+def _whole_row(b: ComputationBuilder, window, md) -> Instruction:
+    source, s, d, _, _ = window
+    n = source.shape.dims[d]
+    spec = tuple((0, n, 1) if k == d else triple for k, triple in enumerate(s.attrs["slice"]))
+    row = b.add("slice", (source,), {"slice": spec}, metadata=md)
+    if row.shape.rank == 1:
+        return row
+    return b.add("reshape", (row,), shape=Shape(row.shape.dtype, (n,)), metadata=md)
+
+
+def _adder(dtype, names: NameUniquer) -> Computation:
+    b = ComputationBuilder(names.fresh("padded_sum"), NameUniquer())
+    scalar = Shape(dtype, ())
+    lhs = b.parameter(0, scalar, "Arg_0")
+    rhs = b.parameter(1, scalar, "Arg_1")
+    return b.build(b.add("add", (lhs, rhs)))
+
+
+def pad_contractions(module: Module, min_dots: int):
+    """``(the module with its vector dots padded, {id(padded sum): (the dot, its windows)})``,
+    or None where fewer than ``min_dots`` can be. The dots loop rolling then leaves unrolled
+    go back to what they were (``unpadded``), so padding only ever serves a rolled loop."""
+    entry = module.entry
+    pairs = {}
+    for inst in entry.instructions:
+        if inst.opcode == "dot":
+            pair = _padded_pair(inst)
+            if pair is not None:
+                pairs[id(inst)] = pair
+    if len(pairs) < min_dots:
+        return None
+    names = NameUniquer.from_names(c.name for c in module.computations)
+    adders: dict = {}
+    b = ComputationBuilder(entry.name, NameUniquer.from_names(i.name for i in entry.instructions))
+    mapping: dict[int, Instruction] = {}
+    originals: dict[int, tuple] = {}
+    for inst in entry.instructions:
+        operands = [mapping[id(o)] for o in inst.operands]
+        pair = pairs.get(id(inst))
+        if pair is None:
+            mapping[id(inst)] = b.adopt(with_operands(inst, operands))
+            continue
+        md = inst.metadata
+        t = inst.shape.dtype
+        left, right = [(mapping[id(w[0])], *w[1:]) for w in pair]
+        n = left[0].shape.dims[left[2]]
+        product = b.add("multiply", (_whole_row(b, left, md), _whole_row(b, right, md)),
+                        metadata=md)
+        index = b.add("iota", (), {"iota_dimension": 0}, Shape(_S64, (n,)), md)
+
+        def bound(value: int, direction: str) -> Instruction:
+            scalar = b.constant(np.array(value, np.int64), md)
+            edge = b.add("broadcast", (scalar,), {"dimensions": ()}, Shape(_S64, (n,)), md)
+            return b.add("compare", (index, edge), {"direction": direction}, metadata=md)
+
+        inside = b.add("and", (bound(left[3], "GE"), bound(left[4], "LT")), metadata=md)
+        zero = b.constant(np.zeros((), t.numpy), md)
+        zeros = b.add("broadcast", (zero,), {"dimensions": ()}, product.shape, md)
+        kept = b.add("select", (inside, product, zeros), metadata=md)
+        adder = adders.get(t)
+        if adder is None:
+            adder = adders[t] = _adder(t, names)
+        total = b.add("reduce", (kept, zero), {"dimensions": (0,), "to_apply": adder},
+                      metadata=md)
+        mapping[id(inst)] = total
+        originals[id(total)] = (inst, tuple(zip((left, right), inst.operands)))
+    new_entry = b.build(mapping[id(entry.root)])
+    return replace_entry(module, new_entry, tuple(adders.values())), originals
+
+
+def unpadded(b: ComputationBuilder, original: tuple, mapping: dict) -> Instruction:
+    """The dot a padded sum was (``pad_contractions``' ``originals``), built again in ``b``
+    from its windows' sources (``mapping``: their instructions there)."""
+    dot, windows = original
+    operands = []
+    for (source, s, _, _, _), operand in windows:
+        x = b.add("slice", (mapping[id(source)],), dict(s.attrs), s.shape, s.metadata)
+        if operand.opcode == "reshape":
+            x = b.add("reshape", (x,), shape=operand.shape, metadata=operand.metadata)
+        operands.append(x)
+    return b.adopt(with_operands(dot, operands))
+
+
+def padded_text(rolled: int, row: int) -> str:
+    """What a rolled loop's decision adds when its trips hold padded dots."""
+    return (f"; its {rolled} dot(s) of varying length are computed over whole rows of {row} "
+            "with the products outside masked (contraction padding: added in order, as a "
+            "reduction adds, so the last bits may differ from BLAS's)")
