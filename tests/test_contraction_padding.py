@@ -178,3 +178,40 @@ def test_small_programs_and_long_rows_are_never_padded(monkeypatch):
     monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
     monkeypatch.setattr(contraction_padding, "MAX_PADDED", 47)
     assert not any("whole rows" in d.message for d in _rolled(_compiled(_trisolv, L, x, b)))
+
+
+def _symm(alpha, beta, C, A, B):  # PolyBench's symm, as its NumPy port writes it
+    temp2 = np.empty((C.shape[1], ), dtype=C.dtype)
+    C *= beta
+    for i in range(C.shape[0]):
+        for j in range(C.shape[1]):
+            C[:i, j] += alpha * B[i, j] * A[i, :i]
+            temp2[j] = B[:i, j] @ A[i, :i]
+        C[i, :] += alpha * B[i, :] * A[i, i] + alpha * temp2
+    return C
+
+
+def test_padding_is_kept_only_where_it_leaves_less_to_compile():
+    """symm's inner loops roll unpadded (within a row every trip's dot has the same length),
+    and its rows' loops cannot share a body (``C[:i, j]`` is a row longer each time): padded,
+    each body would only grow, so the dots stay dots."""
+    rng = np.random.default_rng(6)
+    n, m = 24, 16
+    C, A, B = rng.random((n, m)), rng.random((n, n)), rng.random((n, m))
+    compiled = _compiled(_symm, 1.5, 1.2, C.copy(), A, B)
+    rolled = _rolled(compiled)
+    assert len(rolled) >= 10 and not any("whole rows" in d.message for d in rolled)
+    np.testing.assert_allclose(compiled(1.5, 1.2, C.copy(), A, B), _symm(1.5, 1.2, C.copy(), A, B),
+                               rtol=1e-13)
+
+
+def test_whole_rows_are_not_padded():
+    """A dot of whole columns (Gram-Schmidt's ``A[:, k] @ A[:, k]``) has nothing to pad."""
+    from toolkit.passes.contraction_padding import _padded_pair
+
+    def norms(A):
+        return [A[:, k] @ A[:, k] for k in range(A.shape[1])] + [A[:3, 0] @ A[:3, 1]]
+
+    module = tk.jit(norms).lower(np.ones((5, 4))).hlo
+    dots = [i for i in module.entry.instructions if i.opcode == "dot"]
+    assert [_padded_pair(d) is not None for d in dots] == [False] * 4 + [True]

@@ -22,7 +22,8 @@ are added is the reduction's, not the BLAS call's, so a float result may differ 
 its last bits, as any compiled sum may (README; the rolled loop's decision says so). float16
 dots, which NumPy adds in float32, are left alone. Only rows of at most ``MAX_PADDED`` elements
 are padded, so a trip computes at most that many products more than it did; a window of one
-element is left alone (a dot of length 1 is a multiply to the simplifier)."""
+element is left alone (a dot of length 1 is a multiply to the simplifier), and so is a window
+that is the whole row already."""
 from __future__ import annotations
 
 import numpy as np
@@ -50,7 +51,8 @@ def _window(x: Instruction):
         return None
     d = long[0]
     lo, hi, stride = spec[d]
-    if stride != 1 or hi - lo < 2 or s.operands[0].shape.dims[d] > MAX_PADDED:
+    n = s.operands[0].shape.dims[d]
+    if stride != 1 or hi - lo < 2 or n > MAX_PADDED or hi - lo == n:  # (whole: nothing to pad)
         return None
     return s.operands[0], s, d, lo, hi
 

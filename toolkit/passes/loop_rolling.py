@@ -542,22 +542,12 @@ def _varying_text(loop: _Loop, seq) -> str:
         if parts else "nothing (the same offsets every trip)"
 
 
-def roll_loops(module: Module):
-    """(the module with alike unrolled trips rolled into while loops, counts, decisions)."""
-    given = module
-    entry = module.entry
+def _planned(entry: Computation):
+    """The loops of ``entry`` that roll: (its trips' instructions, their positions, the
+    loops, what the program would leave to compile: its instructions outside the loops and
+    one trip of each kind of body)."""
     seq = [inst for inst in entry.instructions
            if inst.opcode != "parameter" and inst.opcode != "constant"]
-    if len(seq) < MIN_INSTRUCTIONS:
-        return module, Counter(), []
-    originals: dict[int, tuple] = {}  # a padded dot's sum -> (the dot, its operands)
-    if len(seq) >= SHORT_LOOPS_FROM:  # (a triangular nest's dots, one length: contraction_padding)
-        padded = pad_contractions(module, MIN_TRIPS)
-        if padded is not None:
-            module, originals = padded
-            entry = module.entry
-            seq = [inst for inst in entry.instructions
-                   if inst.opcode != "parameter" and inst.opcode != "constant"]
     index = {id(inst): k for k, inst in enumerate(seq)}
     last_use = [-1] * len(seq)
     for k, inst in enumerate(seq):
@@ -584,8 +574,8 @@ def roll_loops(module: Module):
     # a short loop rolls where loops with the same body recur, MIN_INSTRUCTIONS in all
     kinds: Counter = Counter()
     for loop in loops:
+        loop.kind = _kind(loop, token)
         if loop.short:
-            loop.kind = _kind(loop, token)
             kinds[loop.kind] += loop.trips * loop.period
     loops = [loop for loop in loops if not loop.short or kinds[loop.kind] >= MIN_INSTRUCTIONS
              or loop.trips * loop.period >= LONE_SHORT_LOOP]
@@ -594,6 +584,31 @@ def roll_loops(module: Module):
     position = {id(inst): k for k, inst in enumerate(entry.instructions)}
     loops = [loop for loop in loops
              if all(position[id(v)] < position[id(seq[loop.start])] for v in loop.invariants)]
+    left = len(seq) - sum(loop.trips * loop.period for loop in loops) + sum(
+        len(kind) for kind in {loop.kind for loop in loops})
+    return seq, index, loops, left
+
+
+def roll_loops(module: Module):
+    """(the module with alike unrolled trips rolled into while loops, counts, decisions)."""
+    given = module
+    entry = module.entry
+    if sum(1 for inst in entry.instructions
+           if inst.opcode != "parameter" and inst.opcode != "constant") < MIN_INSTRUCTIONS:
+        return module, Counter(), []
+    seq, index, loops, left = _planned(entry)
+    originals: dict[int, tuple] = {}  # a padded dot's sum -> (the dot, its windows)
+    if len(seq) >= SHORT_LOOPS_FROM:  # (a triangular nest's dots, one length: contraction_padding)
+        padded = pad_contractions(module, MIN_TRIPS)
+        if padded is not None:
+            planned = _planned(padded[0].entry)
+            # (kept where it leaves less to compile: padded, the loops of a nest share their
+            # bodies, or trips alike but for their lengths roll; where they rolled anyway and
+            # stay one body a loop, padding only lengthens each body)
+            if planned[3] < left:
+                module, originals = padded
+                entry = module.entry
+                seq, index, loops, left = planned
     if not loops:
         return given, Counter(), []
 
