@@ -13,6 +13,8 @@ import toolkit.passes.loop_rolling as loop_rolling
 from toolkit.ir.queries import known_trip_count
 from toolkit.ir.structural import exact_key
 
+from test_loop_rolling import _compiled, _rolled, _whiles  # (the same questions of a compile)
+
 BACKENDS = ["cpu", "interpreter", "gpu-simulated"]
 
 
@@ -44,18 +46,6 @@ def _system(n, dtype=np.float64, seed=0):
     rng = np.random.default_rng(seed)
     L = np.tril(rng.random((n, n)) + 0.5).astype(dtype) + n * np.eye(n, dtype=dtype)
     return L, np.zeros(n, dtype), rng.random(n).astype(dtype)
-
-
-def _compiled(fn, *args, backend="cpu"):
-    return tk.jit(fn, backend=backend).lower(*args).compile()
-
-
-def _rolled(compiled):
-    return [d for d in compiled.fusion_decisions if d.reason == "ROLLED_LOOP"]
-
-
-def _whiles(compiled):
-    return [i for i in compiled.optimized_hlo.entry.instructions if i.opcode == "while"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

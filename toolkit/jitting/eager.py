@@ -27,7 +27,7 @@ cost ``GIVE_UP_SECONDS`` beyond what its segments ran (tracing, cutting, compili
 ``GIVE_UP_RATIO`` times that, it stops at a break and runs as plain NumPy from its start
 (``frontend.segments.RunAsNumpy``: nothing has reached the caller yet, and the Python state it
 changed is put back). A solver that tests convergence every step traces its whole step anew at
-each test, about 3,300 operations on a 101x101 grid: 55 ms a step, where NumPy runs the step in
+each test, about 3,300 operations on a 61x61 grid: 55 ms a step, where NumPy runs the step in
 0.9 ms, so its first call took 79 s in segments (npbench's channel_flow); it now stops after a
 second or two. Where NumPy's whole call took no longer than the part that ran in segments, the
 signature runs as NumPy from then on; else its next calls go on in segments, decided as below
