@@ -46,18 +46,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..ir.builder import ComputationBuilder, NameUniquer
-from ..ir.dtypes import from_numpy
 from ..ir.nodes import Computation, Instruction, Metadata, Module
-from ..ir.ops import OPS, GroupOp
-from ..ir.shapes import Shape, TupleShape
+from ..ir.ops import GroupOp
+from ..ir.shapes import Shape
 from ..ir.structural import frozen_attribute
 from ..profiler.events import FusionDecision
 from .contraction_padding import pad_contractions, padded_text, unpadded
+from .loop_bodies import Loop, build_body, counted, literal, zeros_of
 from .rewriter import replace_entry, with_operands
 
 REASONS = {"ROLLED_LOOP": "rolled back into a while loop"}
@@ -82,7 +81,6 @@ SHORT_LOOPS_FROM = 8192
 LONE_SHORT_LOOP = 384
 MAX_PERIOD = 512  # instructions in one trip
 _CANDIDATES = 4  # periods tried at each start
-_S64 = from_numpy(np.dtype(np.int64))
 
 
 def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
@@ -96,42 +94,6 @@ def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
             attrs.append((k, frozen_attribute(v, keys)))
     operands = tuple((o.opcode == "constant", o.shape) for o in inst.operands)
     return (inst.opcode, inst.shape, tuple(attrs), operands)
-
-
-@dataclass
-class _Loop:
-    start: int  # in the program's non-constant, non-parameter instructions
-    period: int
-    trips: int
-    # [intra position][operand]: ("local", c) | ("carried", q) | ("invariant", inst) |
-    # ("constant", inst) | ("progression", first, step, dtype)
-    classes: list
-    slice_starts: dict  # intra position -> ((first, step) per dimension)
-    state: list  # intra positions carried or returned, in order
-    carried: set
-    invariants: list  # outer instructions the body reads, in order
-    short: bool = False  # fewer than MIN_INSTRUCTIONS: rolls only if loops like it recur
-    kind: tuple = ()  # (a short loop's) what its recurrences share: _kind
-
-
-def _literal(inst: Instruction) -> np.ndarray:
-    return inst.attrs["literal"]
-
-
-def _counted(literal: np.ndarray) -> bool:
-    """A scalar the trip counter computes exactly: an integer, or a float holding an integer
-    the float type represents exactly (``x[:, j] * j`` on a float array makes ``float(j)``),
-    never -0.0 (the counter would make +0.0)."""
-    if literal.ndim != 0:
-        return False
-    if np.issubdtype(literal.dtype, np.integer):
-        return True
-    if literal.dtype.kind != "f":
-        return False
-    value = float(literal)
-    return (np.isfinite(value) and value.is_integer()
-            and not (value == 0 and np.signbit(value))
-            and abs(value) < 2.0 ** (np.finfo(literal.dtype).nmant + 1))
 
 
 def _is_value(literal: np.ndarray, value: int) -> bool:
@@ -165,11 +127,11 @@ def _classify(seq, index, i: int, period: int):
             d0 = _describe(index, i + c, a, k)
             d1 = _describe(index, i + period + c, b, k)
             if d0[0] == "constant" and d1[0] == "constant":
-                l0, l1 = _literal(d0[1]), _literal(d1[1])
+                l0, l1 = literal(d0[1]), literal(d1[1])
                 if l0.dtype == l1.dtype and l0.shape == l1.shape and \
                         l0.tobytes() == l1.tobytes():
                     row.append(("constant", d0[1]))
-                elif _counted(l0) and _counted(l1) and l0.dtype == l1.dtype:
+                elif counted(l0) and counted(l1) and l0.dtype == l1.dtype:
                     row.append(("progression", int(l0), int(l1) - int(l0), l0.dtype))
                 else:
                     return None
@@ -218,11 +180,11 @@ def _trip_agrees(seq, index, i: int, period: int, t: int, classes, slice_starts)
                 if index.get(id(o)) != produced:
                     return False
             elif kind == "constant":
-                want = _literal(cls[1])
-                if o.opcode != "constant" or _literal(o).tobytes() != want.tobytes():
+                want = literal(cls[1])
+                if o.opcode != "constant" or literal(o).tobytes() != want.tobytes():
                     return False
             else:  # progression
-                if o.opcode != "constant" or not _is_value(_literal(o), cls[1] + t * cls[2]):
+                if o.opcode != "constant" or not _is_value(literal(o), cls[1] + t * cls[2]):
                     return False
         starts = slice_starts.get(c)
         if starts is not None and any(
@@ -233,7 +195,7 @@ def _trip_agrees(seq, index, i: int, period: int, t: int, classes, slice_starts)
 
 
 def _plan(seq, index, last_use, i: int, period: int, trips: int,
-          min_instructions: int = MIN_INSTRUCTIONS) -> _Loop | None:
+          min_instructions: int = MIN_INSTRUCTIONS) -> Loop | None:
     found = _classify(seq, index, i, period)
     if found is None:
         return None
@@ -273,7 +235,7 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int,
             if cls[0] == "invariant" and id(cls[1]) not in seen:
                 seen.add(id(cls[1]))
                 invariants.append(cls[1])
-    return _Loop(i, period, trips, classes, slice_starts, state, carried, invariants)
+    return Loop(i, period, trips, classes, slice_starts, state, carried, invariants)
 
 
 def _sketch(inst: Instruction) -> tuple:
@@ -305,9 +267,9 @@ class _AlikeRuns:
         return max(1, min(limit, 1 + (end - start) // period))
 
 
-def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
+def _find_loops(seq, index, last_use, codes, token) -> list[Loop]:
     """``codes``: each instruction's sketch, as an int; ``token(k)``: its full token, as an
-    int (computed for the instructions of candidate runs only). Short loops (``_Loop.short``)
+    int (computed for the instructions of candidate runs only). Short loops (``Loop.short``)
     are candidates in programs of ``SHORT_LOOPS_FROM`` instructions or more."""
     short_loops = len(seq) >= SHORT_LOOPS_FROM
     n = len(seq)
@@ -374,159 +336,13 @@ def _find_loops(seq, index, last_use, codes, token) -> list[_Loop]:
     return loops
 
 
-def _kind(loop: _Loop, token) -> tuple:
+def _kind(loop: Loop, token) -> tuple:
     """What a short loop's recurrences share: one trip's instructions, by their tokens, in
     an order that does not depend on where in its trip the loop was found to start."""
     return tuple(sorted(token(loop.start + c) for c in range(loop.period)))
 
 
-def _zeros(b: ComputationBuilder, shape: Shape) -> Instruction:
-    scalar = b.constant(np.zeros((), shape.dtype.numpy))
-    return b.add("broadcast", [scalar], {"dimensions": ()}, shape=shape)
-
-
-def _as_dynamic_slice(inst: Instruction, starts) -> bool:
-    """Does the body read this trip's ``slice`` as a ``dynamic-slice`` at lifted starts? Every
-    slice of unit strides does, varying or not: a column the loop reads at a fixed place
-    (``data[:, i]`` in ``for j: ... data[:, i] * data[:, j]``) is at another place in the next
-    loop of the nest, and one body serves them all. (A static slice is in bounds, so the
-    dynamic-slice, which clamps only starts past the end, reads the same elements.)"""
-    return starts is not None and all(stride == 1 for _, _, stride in inst.attrs["slice"])
-
-
-def _lifted_values(loop: _Loop, seq) -> tuple[dict, list[np.ndarray]]:
-    """The loop's integers that say *where* it works (index constants, the starts of its
-    progressions, its trip count), each by its place in the trip: they become loop-invariant
-    state elements rather than constants of the body, so that the loops of one nest (``for i:
-    for j in range(i, n):``), which differ only in those numbers, have one body: the backend
-    compiles it once. Equal values are one element: fusion and the buffer plan then see that
-    a trip reads back exactly the window it wrote (``cov[i, j] = ...; cov[i, j] /= n``: the
-    same start instructions), so the write stays in place; a coincidence of values in one loop
-    of a nest only costs that loop a body of its own. The bounds of an index mask
-    (``_mask_bounds``) are such integers too. (place -> element number from 0, the values in
-    that order)"""
-    places, values, number = {}, [], {}
-
-    def lift(place, value: np.ndarray) -> None:
-        key = (value.dtype.str, value.tobytes())
-        if key not in number:
-            number[key] = len(values)
-            values.append(value)
-        places[place] = number[key]
-
-    i = loop.start
-    bounds = _mask_bounds(loop, seq)
-    for c, row in enumerate(loop.classes):
-        inst = seq[i + c]
-        first_index = OPS[inst.opcode].scalar_starts_from
-        for k, cls in enumerate(row):
-            if cls[0] == "progression":
-                lift((c, k), np.array(cls[1], np.int64))
-            elif (cls[0] == "constant" and (first_index is not None and k >= first_index
-                                            or c in bounds)
-                  and _literal(cls[1]).shape == () and _counted(_literal(cls[1]))):
-                lift((c, k), _literal(cls[1]))
-        if _as_dynamic_slice(inst, loop.slice_starts.get(c)):
-            for d, (first, _) in enumerate(loop.slice_starts[c]):
-                lift((c, "start", d), np.array(first, np.int64))
-    lift("trips", np.array(loop.trips, np.int64))
-    return places, values
-
-
-def _mask_bounds(loop: _Loop, seq) -> set[int]:
-    """The trip's broadcasts of an integer that a ``compare`` holds against an ``iota`` (the
-    bounds of an index mask: ``lo <= iota < hi``, contraction_padding's), by place in the
-    trip: where a mask ends says where the loop works, as a slice's start does."""
-    i, found = loop.start, set()
-    for c, row in enumerate(loop.classes):
-        inst = seq[i + c]
-        if inst.opcode != "compare" or not any(o.opcode == "iota" for o in inst.operands):
-            continue
-        for cls in row:
-            if cls[0] == "local" and seq[i + cls[1]].opcode == "broadcast" \
-                    and seq[i + cls[1]].shape.dtype.is_integer:
-                found.add(cls[1])
-    return found
-
-
-def _build(loop: _Loop, seq, names: NameUniquer) -> tuple[Computation, Computation, list, list]:
-    """The loop's body and condition computations, the state's shapes and the lifted values
-    (``_lifted_values``) that end the initial state."""
-    i, period = loop.start, loop.period
-    slot = {q: 1 + k for k, q in enumerate(loop.state)}
-    first_invariant = 1 + len(loop.state)
-    invariant_slot = {id(v): first_invariant + k for k, v in enumerate(loop.invariants)}
-    places, lifted = _lifted_values(loop, seq)
-    first_lifted = first_invariant + len(loop.invariants)
-    shapes = ([Shape(_S64, ())] + [seq[i + q].shape for q in loop.state]
-              + [v.shape for v in loop.invariants]
-              + [Shape(from_numpy(v.dtype), ()) for v in lifted])
-    b = ComputationBuilder(names.reserve(names.first_free("rolled_body")),
-                           NameUniquer.from_names(inst.name for inst in seq[i:i + period]))
-    state = b.parameter(0, TupleShape(tuple(shapes)), "state")
-    elements = [b.add("get-tuple-element", [state], {"index": k}, shape=s)
-                for k, s in enumerate(shapes)]
-    counter = elements[0]
-    constants: dict[tuple, Instruction] = {}
-
-    def constant(literal: np.ndarray) -> Instruction:
-        key = (literal.dtype.str, literal.shape, literal.tobytes())
-        if key not in constants:
-            constants[key] = b.constant(literal)
-        return constants[key]
-
-    def progression(place, step: int, dtype: np.dtype) -> Instruction:
-        first = elements[first_lifted + places[place]]
-        value = b.add("add", [first,
-                              b.add("multiply", [counter, constant(np.array(step, np.int64))])])
-        if dtype != np.int64:
-            value = b.add("convert", [value], shape=Shape(from_numpy(dtype), ()))
-        return value
-
-    made: list[Instruction] = []
-    for c in range(period):
-        inst = seq[i + c]
-        operands = []
-        for k, cls in enumerate(loop.classes[c]):
-            kind = cls[0]
-            if kind == "local":
-                operands.append(made[cls[1]])
-            elif kind == "carried":
-                operands.append(elements[slot[cls[1]]])
-            elif kind == "invariant":
-                operands.append(elements[invariant_slot[id(cls[1])]])
-            elif kind == "constant":
-                lifted_at = places.get((c, k))
-                operands.append(constant(_literal(cls[1])) if lifted_at is None
-                                else elements[first_lifted + lifted_at])
-            else:
-                operands.append(progression((c, k), cls[2], cls[3]))
-        starts = loop.slice_starts.get(c)
-        if _as_dynamic_slice(inst, starts):
-            made.append(b.add(
-                "dynamic-slice", [operands[0]] + [
-                    progression((c, "start", d), step, np.dtype(np.int64))
-                    for d, (_, step) in enumerate(starts)],
-                {"dynamic_slice_sizes": inst.shape.dims}, shape=inst.shape,
-                metadata=inst.metadata))
-        else:  # the first trip's instruction under its own name (the pass manager verifies it)
-            made.append(b.adopt(Instruction(inst.name, inst.opcode, inst.shape,
-                                            tuple(operands), inst.attrs, inst.metadata)))
-    following = b.add("add", [counter, constant(np.array(1, np.int64))])
-    root = b.add("tuple", [following] + [made[q] for q in loop.state]
-                 + elements[first_invariant:])
-    body = b.build(root)
-    cb = ComputationBuilder(names.reserve(names.first_free("rolled_condition")),
-                            NameUniquer())
-    cstate = cb.parameter(0, TupleShape(tuple(shapes)), "state")
-    ccounter = cb.add("get-tuple-element", [cstate], {"index": 0}, shape=shapes[0])
-    limit = cb.add("get-tuple-element", [cstate], {"index": first_lifted + places["trips"]},
-                   shape=shapes[first_lifted + places["trips"]])
-    condition = cb.build(cb.add("compare", [ccounter, limit], {"direction": "LT"}))
-    return body, condition, shapes, lifted
-
-
-def _varying_text(loop: _Loop, seq) -> str:
+def _varying_text(loop: Loop, seq) -> str:
     parts = []
     for c, starts in sorted(loop.slice_starts.items()):
         if not _varies(starts):
@@ -637,11 +453,11 @@ def roll_loops(module: Module):
         loop = starting.get(k)
         if loop is None:
             continue  # a trip's instruction: the loop computes it
-        body, condition, shapes, lifted = _build(loop, seq, computation_names)
+        body, condition, shapes, lifted = build_body(loop, seq, computation_names)
         extra += [condition, body]
         i, period = loop.start, loop.period
         first_values = [mapping[id(seq[i + q - period])] if q in loop.carried
-                        else _zeros(builder, seq[i + q].shape) for q in loop.state]
+                        else zeros_of(builder, seq[i + q].shape) for q in loop.state]
         init = builder.add("tuple", [builder.constant(np.array(0, np.int64))] + first_values
                            + [mapping[id(v)] for v in loop.invariants]
                            + [builder.constant(value) for value in lifted])
