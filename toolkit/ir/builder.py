@@ -254,6 +254,16 @@ class ComputationBuilder:
         return Computation(self.name, params, kept, root)
 
 
+def binary_region(b: ComputationBuilder, opcode: str, dtype: ElementType) -> Computation:
+    """``b`` built into the ``(T, T) -> T`` computation applying ``opcode``: the region of a
+    reduce, an all-reduce or a scatter ("assign", a scatter's overwrite, returns its second
+    argument)."""
+    scalar = Shape(dtype, ())
+    lhs = b.parameter(0, scalar, "Arg_0")
+    rhs = b.parameter(1, scalar, "Arg_1")
+    return b.build(rhs if opcode == "assign" else b.add(opcode, (lhs, rhs)))
+
+
 class ModuleBuilder:
     def __init__(self, name: str):
         self.name = sanitize_name(name)
@@ -272,13 +282,8 @@ class ModuleBuilder:
         """A ``(T, T) -> T`` computation applying ``opcode``; one per (op, type) per module."""
         key = (opcode, dtype)
         if key not in self._reducers:
-            b = self.computation("region")
-            scalar = Shape(dtype, ())
-            lhs = b.parameter(0, scalar, "Arg_0")
-            rhs = b.parameter(1, scalar, "Arg_1")
-            # assign: a scatter's overwrite
-            root = rhs if opcode == "assign" else b.add(opcode, (lhs, rhs))
-            self._reducers[key] = self.add_computation(b.build(root))
+            self._reducers[key] = self.add_computation(
+                binary_region(self.computation("region"), opcode, dtype))
         return self._reducers[key]
 
     def shared_computation(self, key, base: str, build) -> Computation:

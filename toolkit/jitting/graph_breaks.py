@@ -462,9 +462,8 @@ class Breaker(ReplayedBreaks):
         results = compiled.execute_leaves(arguments)
         done = time.perf_counter()
         self.run_seconds += done - now
-        if type(compiled) is TieredSegment and compiled.compile_seconds:  # (compiled in
-            self.run_seconds -= compiled.compile_seconds  # this run, at its hot-th: Python's)
-            compiled.compile_seconds = 0.0
+        if type(compiled) is TieredSegment:  # (compiled in this run, its hot-th: Python's)
+            self.run_seconds -= compiled.take_compile_seconds()
         glue = now - self.mark
         log = owner.log
         segment_stats = log.segments.get(fingerprint)

@@ -49,6 +49,12 @@ class TieredSegment:
         self.compiled = None  # the compiled program, once hot
         self.compile_seconds = 0.0  # what compiling it took (inside its hot run)
 
+    def take_compile_seconds(self) -> float:
+        """What compiling took, once (0 before, and after it was taken): the run that compiled
+        counts it as its caller's Python, not as the segment's run."""
+        seconds, self.compile_seconds = self.compile_seconds, 0.0
+        return seconds
+
     @property
     def interpreted_runs(self) -> int:
         return self._runs if self.compiled is None else self._hot - 1

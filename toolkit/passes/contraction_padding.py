@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.builder import ComputationBuilder, NameUniquer, binary_region
 from ..ir.dtypes import from_numpy
-from ..ir.nodes import Computation, Instruction, Module
+from ..ir.nodes import Instruction, Module
 from ..ir.shapes import Shape
 from .rewriter import replace_entry, with_operands
 
@@ -87,14 +87,6 @@ def _whole_row(b: ComputationBuilder, window, md) -> Instruction:
     return b.add("reshape", (row,), shape=Shape(row.shape.dtype, (n,)), metadata=md)
 
 
-def _adder(dtype, names: NameUniquer) -> Computation:
-    b = ComputationBuilder(names.fresh("padded_sum"), NameUniquer())
-    scalar = Shape(dtype, ())
-    lhs = b.parameter(0, scalar, "Arg_0")
-    rhs = b.parameter(1, scalar, "Arg_1")
-    return b.build(b.add("add", (lhs, rhs)))
-
-
 def pad_contractions(module: Module, min_dots: int):
     """``(the module with its vector dots padded, {id(padded sum): (the dot, its windows)})``,
     or None where fewer than ``min_dots`` can be. The dots loop rolling then leaves unrolled
@@ -138,7 +130,8 @@ def pad_contractions(module: Module, min_dots: int):
         kept = b.add("select", (inside, product, zeros), metadata=md)
         adder = adders.get(t)
         if adder is None:
-            adder = adders[t] = _adder(t, names)
+            adder = adders[t] = binary_region(
+                ComputationBuilder(names.fresh("padded_sum"), NameUniquer()), "add", t)
         total = b.add("reduce", (kept, zero), {"dimensions": (0,), "to_apply": adder},
                       metadata=md)
         mapping[id(inst)] = total

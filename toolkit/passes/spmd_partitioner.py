@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.builder import ComputationBuilder, NameUniquer, binary_region
 from ..ir.dtypes import from_name
 from ..ir.nodes import Computation, Instruction, Module
 from ..ir.ops import RAW_ATTRIBUTES, GroupOp
@@ -158,11 +158,8 @@ class _Partitioner:
     def reducer(self, opcode: str, dtype) -> Computation:
         key = (opcode, dtype.name)
         if key not in self.regions:
-            b = ComputationBuilder(self.uniquer.fresh("region"), self.uniquer)
-            scalar = Shape(dtype, ())
-            lhs = b.parameter(0, scalar, "Arg_0")
-            rhs = b.parameter(1, scalar, "Arg_1")
-            self.regions[key] = b.build(b.add(opcode, (lhs, rhs)))
+            self.regions[key] = binary_region(
+                ComputationBuilder(self.uniquer.fresh("region"), self.uniquer), opcode, dtype)
         return self.regions[key]
 
     def all_reduce(self, inst: Instruction, axes: tuple[str, ...], to_apply: Computation
