@@ -29,7 +29,7 @@ from .errors import (
     UserTypeError,
     UserValueError,
 )
-from .indexing import decompose, getitem, is_advanced, scatter_into
+from .indexing import basic_plan, decompose, getitem, is_advanced, scatter_into, write_box
 from .scalar_stores import check_scalar_fits
 from .tracer import Tracer, can_break, current_trace, note_changed
 from .views import DerivedView, derived
@@ -72,6 +72,23 @@ def check_assigned(dtype: np.dtype, value, how: str) -> None:
     itself, on a one-element array."""
     if not isinstance(value, (int, float, complex, np.generic, list, tuple)):
         return
+    kind = type(value)
+    known = (dtype, kind, value, how) if kind is int or kind is float else None
+    if known is not None and known in _ASSIGNABLE:  # (a traced loop stores the same numbers)
+        return
+    _probe(dtype, value, how)
+    if known is not None:
+        if len(_ASSIGNABLE) >= _ASSIGNABLE_KEPT:
+            _ASSIGNABLE.clear()
+        _ASSIGNABLE.add(known)
+
+
+# (dtype, type, value, how) of Python numbers NumPy assigns without an error; bounded
+_ASSIGNABLE: set = set()
+_ASSIGNABLE_KEPT = 1 << 12
+
+
+def _probe(dtype: np.dtype, value, how: str) -> None:
     probe = np.zeros(1, dtype)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -98,12 +115,12 @@ def _cast_value(target: Tracer, value, how: str = "index array") -> Tracer:
     """``value`` in ``target``'s dtype, as NumPy's item assignment casts it (and raises where
     it raises, by ``how`` it assigns: check_assigned)."""
     trace = target.trace
-    from .registry import EXPORTS, has_tracer
+    if isinstance(value, (list, tuple)):
+        from .registry import EXPORTS, has_tracer
 
-    if isinstance(value, (list, tuple)) and has_tracer(value):
-        # ``b[0:2] = [a[3], a[2]]``: NumPy makes an array of the sequence; so does the trace
-
-        value = EXPORTS["array"](value, target.dtype)
+        if has_tracer(value):
+            # ``b[0:2] = [a[3], a[2]]``: NumPy makes an array of the sequence; so does the trace
+            value = EXPORTS["array"](value, target.dtype)
     if not isinstance(value, Tracer):
         check_assigned(target.dtype, value, how)
     if isinstance(value, Tracer):
@@ -116,12 +133,18 @@ def _cast_value(target: Tracer, value, how: str = "index array") -> Tracer:
 
 def updated(x: Tracer, key, value) -> Tracer:
     """The value of ``x`` after ``x[key] = value`` (a new tracer; ``x`` is unchanged)."""
-    mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-    if _is_mask(mask) and (isinstance(mask, Tracer) or _is_scalar_value(value)):
-        return _masked(x, mask, value)
-    if is_advanced(key):
-        return scatter_into(x, key, _cast_value(x, value), "assign")
-    spec, reverse, out_shape = decompose(x, key)
+    planned = basic_plan(x, key) if type(key) is int or type(key) is tuple else None
+    if planned is not None:  # (Python ints and forward slices: a loop's ``a[i, j] = v``)
+        spec, plan = planned
+        reverse, out_shape, sliced = (), plan.out_shape, list(plan.counts)
+    else:
+        mask = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+        if _is_mask(mask) and (isinstance(mask, Tracer) or _is_scalar_value(value)):
+            return _masked(x, mask, value)
+        if is_advanced(key):
+            return scatter_into(x, key, _cast_value(x, value), "assign")
+        spec, reverse, out_shape = decompose(x, key)
+        sliced = [len(range(start, limit, stride)) for start, limit, stride in spec]
     v = _cast_value(x, value, "slice" if out_shape else "element")
     try:
         v = lax.broadcast_to(v, out_shape)
@@ -130,7 +153,10 @@ def updated(x: Tracer, key, value) -> Tracer:
             f"could not broadcast input array from shape {tuple(v.shape)} into "
             f"shape {tuple(out_shape)} (assigning to {x.describe()})"
         ) from None
-    sliced = [len(range(start, limit, stride)) for start, limit, stride in spec]
+    if planned is not None and x.trace is x._trace:
+        box = plan.box(x, spec)
+        if box is not None:
+            return write_box(x, spec, box, v)
     if 0 in sliced:
         return x
     v = lax.rev(lax.reshape(v, sliced), reverse)

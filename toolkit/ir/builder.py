@@ -128,6 +128,18 @@ def frozen_attributes(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return _frozen_and_key(attrs)[0]
 
 
+def frozen_plain_attributes(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``frozen_attributes`` for a caller that knows every value is plain (numbers, strings,
+    tuples of them): not checked again (a traced loop's slices make thousands)."""
+    key = tuple(attrs.items())
+    found = _ATTRIBUTES.get(key)
+    if found is None:
+        if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
+            _ATTRIBUTES.clear()
+        found = _ATTRIBUTES[key] = MappingProxyType(dict(attrs))
+    return found
+
+
 def _frozen_and_key(attrs: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], tuple | None]:
     """``frozen_attributes(attrs)`` and, for plain values, the hashable key equal maps share
     (None for a map holding a computation, an array or another object)."""
@@ -166,6 +178,16 @@ def _inferred_shape(opcode: str, operands: Sequence[Instruction], attrs: Mapping
     return found
 
 
+def planned_instruction(opcode: str, operand_shapes: Sequence[AnyShape],
+                        attrs: Mapping[str, Any] | None = None,
+                        shape: AnyShape | None = None) -> tuple[Mapping[str, Any], AnyShape]:
+    """What ``add`` makes of an instruction: its frozen attributes and its inferred shape
+    (an invalid instruction raises here), for a caller that adds it again and again
+    (``add_planned``: a traced Python loop reads ``a[i, j]`` thousands of times)."""
+    frozen, _ = _frozen_and_key(attrs)
+    return frozen, _shared_shape(infer_shape(opcode, list(operand_shapes), frozen, shape))
+
+
 def _shared_shape(shape):
     if type(shape) is not Shape:
         return shape
@@ -199,6 +221,17 @@ class ComputationBuilder:
             name=self.uniquer.reserve(name) if name else self.uniquer.fresh(opcode),
             opcode=opcode, shape=result, operands=tuple(operands), attrs=attrs, metadata=metadata)
         mark_shape_inferred(inst)  # (frozen: set once, here)
+        self._instructions.append(inst)
+        return inst
+
+    def add_planned(self, opcode: str, operands: tuple[Instruction, ...],
+                    planned: tuple[Mapping[str, Any], AnyShape],
+                    metadata: Metadata | None = None) -> Instruction:
+        """``add`` of an instruction whose attributes and shape ``planned_instruction`` gave
+        for these operands' shapes."""
+        attrs, shape = planned
+        inst = Instruction(self.uniquer.fresh(opcode), opcode, shape, operands, attrs, metadata)
+        mark_shape_inferred(inst)
         self._instructions.append(inst)
         return inst
 

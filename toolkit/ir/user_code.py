@@ -77,17 +77,24 @@ def user_location(depth: int = 1) -> SourceLocation | None:
         frame = frame.f_back
     if frame is None:
         return None
-    code, line = frame.f_code, frame.f_lineno
-    # one object per line: a traced Python loop asks for the same few lines at every NumPy call
-    found = _locations.get((code, line))
+    code, offset = frame.f_code, frame.f_lasti
+    # one object per place: a traced Python loop asks for the same few at every NumPy call
+    # (keyed by the bytecode offset: a frame works its line number out anew at each ask)
+    found = _locations.get((code, offset))
     if found is None:
         if len(_locations) >= MAX_REMEMBERED_LINES:
             _locations.clear()
-        found = _locations[code, line] = SourceLocation(code.co_filename, line, code.co_name)
+            _lines.clear()
+        line = frame.f_lineno
+        found = _lines.get((code, line))
+        if found is None:
+            found = _lines[code, line] = SourceLocation(code.co_filename, line, code.co_name)
+        _locations[code, offset] = found
     return found
 
 
-_locations: dict = {}  # (code object, line) -> its SourceLocation
+_locations: dict = {}  # (code object, bytecode offset) -> its SourceLocation
+_lines: dict = {}  # (code object, line) -> its SourceLocation (one object per line)
 MAX_REMEMBERED_LINES = 1 << 14
 
 
