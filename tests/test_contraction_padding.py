@@ -181,17 +181,42 @@ def _symm(alpha, beta, C, A, B):  # PolyBench's symm, as its NumPy port writes i
     return C
 
 
-def test_padding_is_kept_only_where_it_leaves_less_to_compile():
-    """symm's inner loops roll unpadded (within a row every trip's dot has the same length),
-    and its rows' loops cannot share a body (``C[:i, j]`` is a row longer each time): padded,
-    each body would only grow, so the dots stay dots."""
+def test_symms_rows_share_their_loop_bodies_once_dots_and_writes_are_padded():
+    """symm's inner loops roll unpadded (within a row every trip's dot and column write have
+    one length), one body a row. With its dots and its writes ``C[:i, j] += ...`` padded
+    (window_padding), every row's loop is alike: a few bodies serve them all."""
     rng = np.random.default_rng(6)
     n, m = 24, 16
     C, A, B = rng.random((n, m)), rng.random((n, n)), rng.random((n, m))
     compiled = _compiled(_symm, 1.5, 1.2, C.copy(), A, B)
     rolled = _rolled(compiled)
-    assert len(rolled) >= 10 and not any("whole rows" in d.message for d in rolled)
+    assert len(rolled) >= 10 and all("whole rows" in d.message for d in rolled[2:])
+    assert len({exact_key(loop.attrs["body"]) for loop in _whiles(compiled)}) <= 4
     np.testing.assert_allclose(compiled(1.5, 1.2, C.copy(), A, B), _symm(1.5, 1.2, C.copy(), A, B),
+                               rtol=1e-13)
+
+
+def _one_length(A, B, out):
+    """Every trip's dot has the same windows (``[1:6]`` of a row): one loop rolls unpadded."""
+    for j in range(A.shape[0]):
+        out[j] = A[j, 1:6] @ B[j, 1:6] + 1.0
+    return out
+
+
+def test_padding_is_kept_only_where_it_leaves_less_to_compile(monkeypatch):
+    """Where the trips roll unpadded into one loop, padding would only lengthen its body: the
+    dots stay dots (though they could be padded)."""
+    from toolkit.passes.contraction_padding import _padded_pair
+
+    rng = np.random.default_rng(7)
+    A, B = rng.random((300, 40)), rng.random((300, 40))
+    dots = [i for i in tk.jit(_one_length).lower(A, B, np.ones(300)).hlo.entry.instructions
+            if i.opcode == "dot"]
+    assert len(dots) == 300 and all(_padded_pair(d) is not None for d in dots)
+    compiled = _compiled(_one_length, A, B, np.ones(300))
+    rolled = _rolled(compiled)
+    assert len(rolled) == 1 and "whole rows" not in rolled[0].message
+    np.testing.assert_allclose(compiled(A, B, np.ones(300)), _one_length(A, B, np.ones(300)),
                                rtol=1e-13)
 
 

@@ -56,6 +56,7 @@ from ..ir.shapes import Shape
 from ..ir.structural import frozen_attribute
 from ..profiler.events import FusionDecision
 from .contraction_padding import pad_contractions, padded_text, unpadded
+from .window_padding import PaddedWrite, pad_window_writes, padded_writes_text
 from .loop_bodies import Loop, build_body, counted, literal, zeros_of
 from .rewriter import replace_entry, with_operands
 
@@ -80,6 +81,12 @@ SHORT_LOOPS_FROM = 8192
 # ms unrolled, 1.6 ms rolled, on this noisy 2-core machine); symm 7.4-7.8 s, then 4.1-4.6 s.
 LONE_SHORT_LOOP = 384
 MAX_PERIOD = 512  # instructions in one trip
+# What a kind of loop body costs to compile beyond its instructions, in instructions left
+# unrolled, when padding is weighed (a low bound: a body's own pipeline run and LLVM module
+# took 30-50 ms here, syrk's 50 row loops 2.6 s of code generation, where an unrolled
+# instruction costs about 100 µs). Padding that makes a nest's loops share a few bodies is
+# kept by this measure even where it leaves more unrolled around them.
+BODY_COST = 64
 _CANDIDATES = 4  # periods tried at each start
 
 
@@ -400,8 +407,9 @@ def _planned(entry: Computation):
     position = {id(inst): k for k, inst in enumerate(entry.instructions)}
     loops = [loop for loop in loops
              if all(position[id(v)] < position[id(seq[loop.start])] for v in loop.invariants)]
+    kinds_left = {loop.kind for loop in loops}
     left = len(seq) - sum(loop.trips * loop.period for loop in loops) + sum(
-        len(kind) for kind in {loop.kind for loop in loops})
+        len(kind) + BODY_COST for kind in kinds_left)
     return seq, index, loops, left
 
 
@@ -413,9 +421,14 @@ def roll_loops(module: Module):
            if inst.opcode != "parameter" and inst.opcode != "constant") < MIN_INSTRUCTIONS:
         return module, Counter(), []
     seq, index, loops, left = _planned(entry)
-    originals: dict[int, tuple] = {}  # a padded dot's sum -> (the dot, its windows)
-    if len(seq) >= SHORT_LOOPS_FROM:  # (a triangular nest's dots, one length: contraction_padding)
+    # a padded dot's sum -> (the dot, its windows); a padded write -> its PaddedWrite
+    originals: dict[int, object] = {}
+    if len(seq) >= SHORT_LOOPS_FROM:  # (a triangular nest's dots and writes, one length:
+        # contraction_padding, window_padding)
         padded = pad_contractions(module, MIN_TRIPS)
+        windows = pad_window_writes(padded[0] if padded is not None else module, MIN_TRIPS)
+        if windows is not None:
+            padded = (windows[0], {**(padded[1] if padded is not None else {}), **windows[1]})
         if padded is not None:
             planned = _planned(padded[0].entry)
             # (kept where it leaves less to compile: padded, the loops of a nest share their
@@ -444,9 +457,12 @@ def roll_loops(module: Module):
         k = index.get(id(inst))
         if k is None or k not in inside:
             original = originals.get(id(inst))
-            if original is not None:  # padded, yet in no loop: the dot it was
-                mapping[id(inst)] = unpadded(builder, original, mapping)
-                continue
+            if original is not None:  # padded, yet in no loop: the dot or write it was
+                rebuilt = original.rebuild(builder, mapping) \
+                    if isinstance(original, PaddedWrite) else unpadded(builder, original, mapping)
+                if rebuilt is not None:
+                    mapping[id(inst)] = rebuilt
+                    continue
             mapping[id(inst)] = builder.adopt(
                 with_operands(inst, [mapping[id(o)] for o in inst.operands]))
             continue
@@ -476,9 +492,14 @@ def roll_loops(module: Module):
                 "get-tuple-element", [rolled], {"index": 1 + n}, shape=shapes[1 + n])
         counts["loops rolled"] += 1
         counts["trips rolled"] += loop.trips
-        padded = [seq[i + c] for c in range(period) if id(seq[i + c]) in originals]
+        padded = [seq[i + c] for c in range(period)
+                  if isinstance(originals.get(id(seq[i + c])), tuple)]
+        writes = [seq[i + c] for c in range(period)
+                  if isinstance(originals.get(id(seq[i + c])), PaddedWrite)]
         if padded:
             counts["dots padded to whole rows"] += len(padded) * loop.trips
+        if writes:
+            counts["writes padded to whole rows"] += len(writes) * loop.trips
         location = md.location if md is not None else ""
         decisions.append(FusionDecision(
             producer=first.name, consumer=rolled.name, fused=False, reason="ROLLED_LOOP",
@@ -487,7 +508,8 @@ def roll_loops(module: Module):
                      f"%{seq[i + period - 1].name} once, as %{body.name}); varying: "
                      f"{_varying_text(loop, seq)}"
                      + (padded_text(len(padded), padded[0].operands[0].shape.dims[0])
-                        if padded else "")),
+                        if padded else "")
+                     + (padded_writes_text(len(writes), writes[0]) if writes else "")),
             producer_location=location, consumer_location=location, fusion=rolled.name))
     new_entry = builder.build(mapping[id(entry.root)])
     return replace_entry(module, new_entry, tuple(extra)), counts, decisions
