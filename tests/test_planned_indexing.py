@@ -1,12 +1,12 @@
-"""Basic indexing planned once per shape of window (frontend/indexing: ``basic_plan``, ``read``,
-``write_box``): a traced Python loop's ``a[i, j]``, ``a[i, :j]`` and ``a[i, j] = v`` emit the
-very instructions the general path emits, with the shapes shape inference gives, and NumPy's
-results, errors and views; every other key still goes the general way."""
+"""Basic indexing planned once per shape of window (frontend/planned_indexing: ``basic_plan``,
+``read``, ``write_box``): a traced Python loop's ``a[i, j]``, ``a[i, :j]`` and ``a[i, j] = v``
+emit the very instructions the general path emits, with the shapes shape inference gives, and
+NumPy's results, errors and views; every other key still goes the general way."""
 import numpy as np
 import pytest
 
 import toolkit as tk
-from toolkit.frontend import dispatch, indexing, inplace
+from toolkit.frontend import inplace, planned_indexing
 from toolkit.frontend.errors import UserIndexError, UserOverflowError, UserValueError
 from toolkit.ir.verifier import verify
 
@@ -19,7 +19,7 @@ KEYS = [
 
 def _general_only(monkeypatch):
     """Every key goes the general way (no plan)."""
-    monkeypatch.setattr(dispatch, "basic_plan", lambda x, key: None)
+    monkeypatch.setattr(planned_indexing, "basic_plan", lambda x, key: None)
     monkeypatch.setattr(inplace, "basic_plan", lambda x, key: None)
 
 
@@ -110,8 +110,8 @@ def test_stored_numbers_are_checked_every_time_as_numpy_checks_them():
 
 
 def test_the_plans_and_the_remembered_numbers_are_bounded(monkeypatch):
-    monkeypatch.setattr(indexing, "_PLANS", {})
-    monkeypatch.setattr(indexing, "_PLANS_KEPT", 8)
+    monkeypatch.setattr(planned_indexing, "_PLANS", {})
+    monkeypatch.setattr(planned_indexing, "_PLANS_KEPT", 8)
     monkeypatch.setattr(inplace, "_ASSIGNABLE", set())
     monkeypatch.setattr(inplace, "_ASSIGNABLE_KEPT", 8)
 
@@ -121,4 +121,4 @@ def test_the_plans_and_the_remembered_numbers_are_bounded(monkeypatch):
         return a
     a = np.zeros((2, 30))
     np.testing.assert_array_equal(tk.jit(f)(a.copy()), f(a.copy()))
-    assert 0 < len(indexing._PLANS) <= 8 and 0 < len(inplace._ASSIGNABLE) <= 8
+    assert 0 < len(planned_indexing._PLANS) <= 8 and 0 < len(inplace._ASSIGNABLE) <= 8

@@ -9,7 +9,8 @@ from . import reductions, registry, views
 from .error_handling import check_error_handling
 from .errors import UndefinedResultError, UnsupportedNumpyError, UserOverflowError, UserValueError
 from . import inplace
-from .indexing import basic_plan, getitem, is_advanced, is_plain_key, read
+from .indexing import getitem, is_advanced, is_plain_key
+from .planned_indexing import planned_getitem
 from .masked import MaskedSelection, assign_selection, materialized
 from .tracer import Tracer, current_trace, numpy_scalar, strongly_typed, weakly_typed
 from .ufuncs import UFUNCS, apply_ufunc, broadcast_all
@@ -395,15 +396,9 @@ def _without_selections(key):
 
 
 def _getitem(self, key):
-    kind = type(key)
-    if (kind is int or kind is tuple) and self.trace is self._trace:
-        planned = basic_plan(self, key)  # (a Python loop's ``a[i, j]``: its shapes planned once)
-        if planned is not None:
-            result = read(self, *planned)
-            if not result.shape:  # x[i, j]: a NumPy scalar, not a view
-                result._scalar = True
-                return result
-            return views.view_of(self, key, result)
+    result = planned_getitem(self, key)  # (a Python loop's ``a[i, j]``: shapes planned once)
+    if result is not None:
+        return result
     with self.trace.op_scope("getitem"):
         key = _without_selections(key)
         trace = self._trace

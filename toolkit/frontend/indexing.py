@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.builder import frozen_plain_attributes, planned_instruction
 from . import lax
 from .errors import ShapeMismatchError, UnsupportedNumpyError, UserIndexError
 from .shape_functions import stack
@@ -52,7 +51,7 @@ def is_advanced(key) -> bool:
 def decompose(x: Tracer, key):
     """A basic index of ``x`` as (slice spec per dimension of ``x``, dimensions to reverse,
     the result's shape). Callers check ``is_advanced`` first."""
-    plain = _plain_decompose(x, key)
+    plain = plain_decompose(x, key)
     if plain is not None:
         return plain
     key = tuple(_static_slice(k, key) for k in _as_tuple(key))
@@ -86,7 +85,7 @@ def decompose(x: Tracer, key):
     return spec, reverse, out_shape
 
 
-def _plain_decompose(x: Tracer, key):
+def plain_decompose(x: Tracer, key):
     """``decompose`` for the index a Python loop writes most (``a[i, :j]``, ``a[:, k]``):
     Python ints and forward slices of Python ints, one per leading dimension. None for any
     other key (the general path then handles it, errors included)."""
@@ -115,103 +114,6 @@ def _plain_decompose(x: Tracer, key):
         spec.append((0, size, 1))
         out_shape.append(size)
     return spec, [], out_shape
-
-
-# (x's shape, the counts its basic index keeps per dimension, the result's shape) -> the
-# index's ``BasicPlan``: a traced Python loop reads and writes windows of the same few shapes
-# thousands of times (``a[i, j]``, ``a[i, :j]``) at ever other places. Bounded, cleared when
-# full.
-_PLANS: dict = {}
-_PLANS_KEPT = 1 << 14
-
-
-class BasicPlan:
-    """A basic index of Python ints and forward slices, worked out once per shape of window:
-    the planned reshape that reads it after its slice and the planned write of a box (a
-    unit-stride window, not the whole array) of it. The slice's own shape is the counts'."""
-
-    __slots__ = ("counts", "out_shape", "whole", "slice_shape", "reshaped", "_box")
-
-    def __init__(self, x: Tracer, spec, counts, out_shape):
-        shape = x.inst.shape
-        self.counts, self.out_shape = counts, out_shape
-        self.whole = list(counts) == list(shape.dims)
-        self.slice_shape = planned_instruction("slice", (shape,), {"slice": tuple(spec)})[1]
-        self.reshaped = None
-        if tuple(counts) != tuple(out_shape):
-            self.reshaped = planned_instruction("reshape", (self.slice_shape,), None,
-                                                lax.ir_shape(x.dtype, out_shape))
-        self._box = None
-
-    def box(self, x: Tracer, spec):
-        """How a value of ``out_shape`` and ``x``'s dtype is written into ``x`` where the
-        index is a box: the planned reshape to the window's shape (None: not needed) and
-        dynamic-update-slice at int64 starts; None where the write is not a box."""
-        box = self._box
-        if box is None:
-            box = self._box = False
-            counts, shape = self.counts, x.inst.shape
-            if 0 not in counts and not self.whole:
-                value = lax.ir_shape(x.dtype, self.out_shape)
-                reshaped = None
-                if tuple(self.out_shape) != tuple(counts):
-                    reshaped = planned_instruction("reshape", (value,), None,
-                                                   lax.ir_shape(x.dtype, counts))
-                    value = reshaped[1]
-                starts = [lax.ir_shape(np.int64, ())] * len(counts)
-                box = self._box = (reshaped, planned_instruction(
-                    "dynamic-update-slice", (shape, value, *starts)))
-        if not box or any(stride != 1 for _, _, stride in spec):
-            return None
-        return box
-
-
-def basic_plan(x: Tracer, key):
-    """``(decompose's spec, the index's BasicPlan)`` for a key of Python ints and forward
-    slices in range, else None: the general path handles every other key, errors included."""
-    plain = _plain_decompose(x, key)
-    if plain is None:
-        return None
-    spec, _, out_shape = plain
-    counts = tuple(len(range(start, limit, stride)) for start, limit, stride in spec)
-    question = (x.inst.shape, counts, tuple(out_shape))
-    plan = _PLANS.get(question)
-    if plan is None:
-        plan = BasicPlan(x, spec, counts, out_shape)
-        if len(_PLANS) >= _PLANS_KEPT:
-            _PLANS.clear()
-        _PLANS[question] = plan
-    return spec, plan
-
-
-def read(x: Tracer, spec, plan: BasicPlan) -> Tracer:
-    """``x[key]`` by its plan: the instructions ``getitem`` emits, without working their
-    shapes out again. ``x`` belongs to the current trace."""
-    trace = x._trace
-    metadata = trace.metadata("getitem")  # (the user's line: metadata walks out to it)
-    inst = x.inst
-    if not plan.whole:
-        inst = trace.builder.add_planned(
-            "slice", (inst,), (frozen_plain_attributes({"slice": tuple(spec)}), plan.slice_shape),
-            metadata)
-    if plan.reshaped is not None:
-        inst = trace.builder.add_planned("reshape", (inst,), plan.reshaped, metadata)
-    return Tracer(trace, inst, x.weak_type)
-
-
-def write_box(x: Tracer, spec, box, value: Tracer) -> Tracer:
-    """``x`` with ``value`` (of the plan's result shape, ``x``'s dtype) written into the box
-    ``BasicPlan.box`` describes: the instructions ``inplace.updated`` emits for it."""
-    trace = x._trace
-    metadata = trace.metadata("setitem")
-    reshaped, placed = box
-    inst = trace.local(value)
-    if reshaped is not None:
-        inst = trace.builder.add_planned("reshape", (inst,), reshaped, metadata)
-    starts = tuple(lax.lift(trace, start, np.int64, False).inst for start, _, _ in spec)
-    inst = trace.builder.add_planned("dynamic-update-slice", (x.inst, inst, *starts), placed,
-                                     metadata)
-    return Tracer(trace, inst, x.weak_type)
 
 
 def _checked_int(i: int, size: int, dim: int, x: Tracer) -> int:

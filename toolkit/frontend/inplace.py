@@ -29,7 +29,8 @@ from .errors import (
     UserTypeError,
     UserValueError,
 )
-from .indexing import basic_plan, decompose, getitem, is_advanced, scatter_into, write_box
+from .indexing import decompose, getitem, is_advanced, scatter_into
+from .planned_indexing import basic_plan, write_box
 from .scalar_stores import check_scalar_fits
 from .tracer import Tracer, can_break, current_trace, note_changed
 from .views import DerivedView, derived

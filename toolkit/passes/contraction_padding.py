@@ -38,7 +38,7 @@ MAX_PADDED = 4096  # elements of a padded row (what one trip may compute more th
 _S64 = from_numpy(np.dtype(np.int64))
 
 
-def _window(x: Instruction):
+def row_window(x: Instruction):
     """``(source, slice, d, lo, hi)`` where ``x`` is a window ``[lo:hi]`` (stride 1, two or
     more elements) along dimension ``d`` of ``source``, every other dimension one element:
     ``A[i, :j]``, ``A[:j, j]``, ``x[:i]`` (a slice, squeezed by a reshape where rank > 1)."""
@@ -69,7 +69,7 @@ def _padded_pair(dot: Instruction):
     if lhs.shape.dtype != t or rhs.shape.dtype != t or not (
             t.is_integer or t.numpy in (np.float32, np.float64)):
         return None
-    left, right = _window(lhs), _window(rhs)
+    left, right = row_window(lhs), row_window(rhs)
     if left is None or right is None or left[3:] != right[3:]:
         return None
     if left[0].shape.dims[left[2]] != right[0].shape.dims[right[2]]:
@@ -77,7 +77,8 @@ def _padded_pair(dot: Instruction):
     return left, right
 
 
-def _whole_row(b: ComputationBuilder, window, md) -> Instruction:
+def whole_row(b: ComputationBuilder, window, md) -> Instruction:
+    """The whole row or column (rank 1) a ``row_window`` lies in, sliced from its source."""
     source, s, d, _, _ = window
     n = source.shape.dims[d]
     spec = tuple((0, n, 1) if k == d else triple for k, triple in enumerate(s.attrs["slice"]))
@@ -85,6 +86,19 @@ def _whole_row(b: ComputationBuilder, window, md) -> Instruction:
     if row.shape.rank == 1:
         return row
     return b.add("reshape", (row,), shape=Shape(row.shape.dtype, (n,)), metadata=md)
+
+
+def window_mask(b: ComputationBuilder, n: int, lo: int, hi: int, md) -> Instruction:
+    """``lo <= iota < hi`` over a row of ``n``: the mask of a window padded to its row (its
+    bounds are broadcast integers loop rolling lifts into the loop state: ``_mask_bounds``)."""
+    index = b.add("iota", (), {"iota_dimension": 0}, Shape(_S64, (n,)), md)
+
+    def bound(value: int, direction: str) -> Instruction:
+        scalar = b.constant(np.array(value, np.int64), md)
+        edge = b.add("broadcast", (scalar,), {"dimensions": ()}, Shape(_S64, (n,)), md)
+        return b.add("compare", (index, edge), {"direction": direction}, metadata=md)
+
+    return b.add("and", (bound(lo, "GE"), bound(hi, "LT")), metadata=md)
 
 
 def pad_contractions(module: Module, min_dots: int):
@@ -115,16 +129,9 @@ def pad_contractions(module: Module, min_dots: int):
         t = inst.shape.dtype
         left, right = [(mapping[id(w[0])], *w[1:]) for w in pair]
         n = left[0].shape.dims[left[2]]
-        product = b.add("multiply", (_whole_row(b, left, md), _whole_row(b, right, md)),
+        product = b.add("multiply", (whole_row(b, left, md), whole_row(b, right, md)),
                         metadata=md)
-        index = b.add("iota", (), {"iota_dimension": 0}, Shape(_S64, (n,)), md)
-
-        def bound(value: int, direction: str) -> Instruction:
-            scalar = b.constant(np.array(value, np.int64), md)
-            edge = b.add("broadcast", (scalar,), {"dimensions": ()}, Shape(_S64, (n,)), md)
-            return b.add("compare", (index, edge), {"direction": direction}, metadata=md)
-
-        inside = b.add("and", (bound(left[3], "GE"), bound(left[4], "LT")), metadata=md)
+        inside = window_mask(b, n, left[3], left[4], md)
         zero = b.constant(np.zeros((), t.numpy), md)
         zeros = b.add("broadcast", (zero,), {"dimensions": ()}, product.shape, md)
         kept = b.add("select", (inside, product, zeros), metadata=md)

@@ -33,7 +33,7 @@ from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Instruction, Module
 from ..ir.ops import is_elementwise
 from ..ir.shapes import Shape
-from .contraction_padding import MAX_PADDED, _S64, _whole_row, _window
+from .contraction_padding import MAX_PADDED, row_window, whole_row, window_mask
 from .rewriter import replace_entry, with_operands
 
 MAX_CONE = 64  # instructions of one write's elementwise computation
@@ -104,7 +104,7 @@ def _cone(value: Instruction, lo: int, hi: int, n: int):
             continue
         if x.shape != value.shape:
             return None
-        window = _window(x)
+        window = row_window(x)
         if window is not None:
             source, _, d, w_lo, w_hi = window
             if (w_lo, w_hi) != (lo, hi) or source.shape.dims[d] != n:
@@ -199,7 +199,7 @@ def _padded(b: ComputationBuilder, write: Instruction, plan, mapping: dict, orde
             padded[k] = b.add("broadcast", (mapping[id(leaf.operands[0])],), {"dimensions": ()},
                               row_shape, md)
         else:
-            padded[k] = _whole_row(b, (mapping[id(window[0])], *window[1:]), md)
+            padded[k] = whole_row(b, (mapping[id(window[0])], *window[1:]), md)
     for x in sorted(inner.values(), key=lambda x: order[id(x)]):
         padded[id(x)] = b.add(x.opcode, [padded[id(o)] for o in x.operands], dict(x.attrs),
                               metadata=md)
@@ -208,14 +208,7 @@ def _padded(b: ComputationBuilder, write: Instruction, plan, mapping: dict, orde
     own = b.add("slice", (target,), {"slice": spec}, metadata=md)
     if own.shape.rank != 1:
         own = b.add("reshape", (own,), shape=row_shape, metadata=md)
-    index = b.add("iota", (), {"iota_dimension": 0}, Shape(_S64, (n,)), md)
-
-    def bound(bound_at: int, direction: str) -> Instruction:
-        scalar = b.constant(np.array(bound_at, np.int64), md)
-        edge = b.add("broadcast", (scalar,), {"dimensions": ()}, Shape(_S64, (n,)), md)
-        return b.add("compare", (index, edge), {"direction": direction}, metadata=md)
-
-    inside = b.add("and", (bound(lo, "GE"), bound(hi, "LT")), metadata=md)
+    inside = window_mask(b, n, lo, hi, md)
     row = b.add("select", (inside, padded[id(value)], own), metadata=md)
     if reshape is not None:
         dims = tuple(n if k == d else 1 for k in range(len(at)))
