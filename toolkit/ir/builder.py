@@ -147,13 +147,7 @@ def _frozen_and_key(attrs: Mapping[str, Any] | None) -> tuple[Mapping[str, Any],
         return _NO_ATTRIBUTES, ()
     if not all(_plain(v) for v in attrs.values()):
         return MappingProxyType(dict(attrs)), None
-    key = tuple(attrs.items())
-    found = _ATTRIBUTES.get(key)
-    if found is None:
-        if len(_ATTRIBUTES) >= _ATTRIBUTES_KEPT:
-            _ATTRIBUTES.clear()
-        found = _ATTRIBUTES[key] = MappingProxyType(dict(attrs))
-    return found, key
+    return frozen_plain_attributes(attrs), tuple(attrs.items())
 
 
 # Shapes inferred for plain attributes: (opcode, attribute key, declared shape, *operand shapes)
