@@ -129,3 +129,24 @@ def test_long_rows_and_whole_rows_are_never_padded(monkeypatch):
         return C
     module = tk.jit(whole_rows).lower(C, A).hlo
     assert window_padding.pad_window_writes(module, 1) is None
+
+
+def test_a_start_the_write_would_clamp_is_not_padded():
+    """dynamic-update-slice clamps a start past ``N - length`` (XLA's rule): such a write is
+    not where a mask at ``[start, start + length)`` would put it, so it is left alone."""
+    from toolkit.ir import dtypes
+    from toolkit.ir.builder import ComputationBuilder, NameUniquer
+    from toolkit.ir.shapes import Shape
+
+    f64 = dtypes.from_numpy(np.dtype(np.float64))
+    b = ComputationBuilder("entry", NameUniquer())
+    target = b.parameter(0, Shape(f64, (4, 6)))
+    x = b.parameter(1, Shape(f64, (6,)))
+    window = b.add("slice", (x,), {"slice": ((0, 3, 1),)})
+    update = b.add("reshape", (b.add("multiply", (window, window)),), shape=Shape(f64, (1, 3)))
+    row = b.constant(np.array(1, np.int64))
+    written = {start: window_padding._written_row(b.add(
+        "dynamic-update-slice", (target, update, row, b.constant(np.array(start, np.int64)))))
+        for start in (0, 3, 4)}
+    assert written[0] is not None and written[0][3:] == (0, 3)
+    assert written[3] is not None and written[4] is None

@@ -88,8 +88,11 @@ def _written_row(write: Instruction):
         if update.opcode != "reshape" or update.operands[0].shape.rank != 1:
             return None
         reshape, value = update, update.operands[0]
-    lo = int(starts[d].attrs["literal"])
-    return value, reshape, d, lo, lo + length
+    at = [int(s.attrs["literal"]) for s in starts]
+    if any(not 0 <= a <= t_n - u_n
+           for a, t_n, u_n in zip(at, target.shape.dims, update.shape.dims)):
+        return None  # (a start the dynamic-update-slice would clamp: not where the mask says)
+    return value, reshape, d, at[d], at[d] + length
 
 
 def _cone(value: Instruction, lo: int, hi: int, n: int):
