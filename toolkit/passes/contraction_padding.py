@@ -102,9 +102,9 @@ def window_mask(b: ComputationBuilder, n: int, lo: int, hi: int, md) -> Instruct
 
 
 def pad_contractions(module: Module, min_dots: int):
-    """``(the module with its vector dots padded, {id(padded sum): (the dot, its windows)})``,
-    or None where fewer than ``min_dots`` can be. The dots loop rolling then leaves unrolled
-    go back to what they were (``unpadded``), so padding only ever serves a rolled loop."""
+    """``(the module with its vector dots padded, {id(padded sum): PaddedDot})``, or None
+    where fewer than ``min_dots`` can be. The dots loop rolling then leaves unrolled go back
+    to what they were (``PaddedDot.rebuild``), so padding only ever serves a rolled loop."""
     entry = module.entry
     pairs = {}
     for inst in entry.instructions:
@@ -118,7 +118,7 @@ def pad_contractions(module: Module, min_dots: int):
     adders: dict = {}
     b = ComputationBuilder(entry.name, NameUniquer.from_names(i.name for i in entry.instructions))
     mapping: dict[int, Instruction] = {}
-    originals: dict[int, tuple] = {}
+    originals: dict[int, PaddedDot] = {}
     for inst in entry.instructions:
         operands = [mapping[id(o)] for o in inst.operands]
         pair = pairs.get(id(inst))
@@ -142,22 +142,30 @@ def pad_contractions(module: Module, min_dots: int):
         total = b.add("reduce", (kept, zero), {"dimensions": (0,), "to_apply": adder},
                       metadata=md)
         mapping[id(inst)] = total
-        originals[id(total)] = (inst, tuple(zip((left, right), inst.operands)))
+        originals[id(total)] = PaddedDot(inst, tuple(zip((left, right), inst.operands)))
     new_entry = b.build(mapping[id(entry.root)])
     return replace_entry(module, new_entry, tuple(adders.values())), originals
 
 
-def unpadded(b: ComputationBuilder, original: tuple, mapping: dict) -> Instruction:
-    """The dot a padded sum was (``pad_contractions``' ``originals``), built again in ``b``
-    from its windows' sources (``mapping``: their instructions there)."""
-    dot, windows = original
-    operands = []
-    for (source, s, _, _, _), operand in windows:
-        x = b.add("slice", (mapping[id(source)],), dict(s.attrs), s.shape, s.metadata)
-        if operand.opcode == "reshape":
-            x = b.add("reshape", (x,), shape=operand.shape, metadata=operand.metadata)
-        operands.append(x)
-    return b.adopt(with_operands(dot, operands))
+class PaddedDot:
+    """What a padded sum was: the dot and its two windows (``row_window``'s) with the operand
+    each was, to build it again where no rolled loop holds it."""
+
+    __slots__ = ("dot", "windows")
+
+    def __init__(self, dot: Instruction, windows: tuple):
+        self.dot, self.windows = dot, windows
+
+    def rebuild(self, b: ComputationBuilder, mapping: dict) -> Instruction:
+        """The dot, built again in ``b`` from its windows' sources (``mapping``: the padded
+        module's instructions there)."""
+        operands = []
+        for (source, s, _, _, _), operand in self.windows:
+            x = b.add("slice", (mapping[id(source)],), dict(s.attrs), s.shape, s.metadata)
+            if operand.opcode == "reshape":
+                x = b.add("reshape", (x,), shape=operand.shape, metadata=operand.metadata)
+            operands.append(x)
+        return b.adopt(with_operands(self.dot, operands))
 
 
 def padded_text(rolled: int, row: int) -> str:

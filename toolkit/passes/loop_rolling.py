@@ -36,8 +36,10 @@ one trip instead of thousands:
   offset: a loop of whole-array arithmetic is left to fusion.
 - In a program of ``SHORT_LOOPS_FROM`` instructions or more, the dots of vectors whose length
   varies from trip to trip (``A[i, :j] @ A[:j, j]``) are first computed over whole rows with
-  the products outside masked (``contraction_padding``), so that the trips of a triangular
-  nest are alike; a padded dot left in no loop goes back to the dot it was.
+  the products outside masked (``contraction_padding``), and the elementwise writes of row
+  windows whose length varies likewise over whole rows (``window_padding``), so that the trips
+  of a triangular nest are alike; a padded dot or write left in no loop goes back to what it
+  was.
 
 Every rolled loop leaves a FusionDecision (``ROLLED_LOOP``) with its trips, its body size and
 what varies, and carries XLA's ``known_trip_count``. Linear in the program's size for programs
@@ -55,7 +57,7 @@ from ..ir.ops import GroupOp
 from ..ir.shapes import Shape
 from ..ir.structural import frozen_attribute
 from ..profiler.events import FusionDecision
-from .contraction_padding import pad_contractions, padded_text, unpadded
+from .contraction_padding import PaddedDot, pad_contractions, padded_text
 from .window_padding import PaddedWrite, pad_window_writes, padded_writes_text
 from .loop_bodies import Loop, build_body, counted, literal, zeros_of
 from .rewriter import replace_entry, with_operands
@@ -421,8 +423,8 @@ def roll_loops(module: Module):
            if inst.opcode != "parameter" and inst.opcode != "constant") < MIN_INSTRUCTIONS:
         return module, Counter(), []
     seq, index, loops, left = _planned(entry)
-    # a padded dot's sum -> (the dot, its windows); a padded write -> its PaddedWrite
-    originals: dict[int, object] = {}
+    # a padded dot's sum or a padded write -> what it was (PaddedDot, PaddedWrite)
+    originals: dict[int, PaddedDot | PaddedWrite] = {}
     if len(seq) >= SHORT_LOOPS_FROM:  # (a triangular nest's dots and writes, one length:
         # contraction_padding, window_padding)
         padded = pad_contractions(module, MIN_TRIPS)
@@ -458,8 +460,7 @@ def roll_loops(module: Module):
         if k is None or k not in inside:
             original = originals.get(id(inst))
             if original is not None:  # padded, yet in no loop: the dot or write it was
-                rebuilt = original.rebuild(builder, mapping) \
-                    if isinstance(original, PaddedWrite) else unpadded(builder, original, mapping)
+                rebuilt = original.rebuild(builder, mapping)
                 if rebuilt is not None:
                     mapping[id(inst)] = rebuilt
                     continue
@@ -493,7 +494,7 @@ def roll_loops(module: Module):
         counts["loops rolled"] += 1
         counts["trips rolled"] += loop.trips
         padded = [seq[i + c] for c in range(period)
-                  if isinstance(originals.get(id(seq[i + c])), tuple)]
+                  if isinstance(originals.get(id(seq[i + c])), PaddedDot)]
         writes = [seq[i + c] for c in range(period)
                   if isinstance(originals.get(id(seq[i + c])), PaddedWrite)]
         if padded:

@@ -26,6 +26,7 @@ back to the write it was."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -123,9 +124,19 @@ def _cone(value: Instruction, lo: int, hi: int, n: int):
     return inner, leaves
 
 
-def _plan(write: Instruction, uses: Counter):
-    """The write's padding: (value, reshape, d, lo, hi, cone, leaves, the instructions only
-    the write uses, which padding drops), or None."""
+class _WritePlan(NamedTuple):
+    value: Instruction  # the rank-1 window value written
+    reshape: Instruction | None  # its reshape to the target's rank (None: rank 1)
+    d: int  # the target's dimension the window runs along
+    lo: int
+    hi: int
+    inner: dict  # id -> the elementwise instructions computing ``value``
+    leaves: dict  # id -> (instruction, its row_window or None for a broadcast scalar)
+    dropped: dict  # id -> the instructions only the write uses (padding drops them)
+
+
+def _plan(write: Instruction, uses: Counter) -> _WritePlan | None:
+    """The write's padding, or None."""
     row = _written_row(write)
     if row is None:
         return None
@@ -141,13 +152,15 @@ def _plan(write: Instruction, uses: Counter):
     within[id(value)] += 1  # (the write's own read of it)
     if any(uses[k] != within[k] for k in inner):
         return None  # (a value of the write's computation read elsewhere too)
-    dropped = set(inner) | ({id(reshape)} if reshape is not None else set())
+    dropped = dict(inner)
+    if reshape is not None:
+        dropped[id(reshape)] = reshape
     for k, (x, window) in leaves.items():
         if uses[k] == within[k]:  # (read by the write's computation alone)
-            dropped.add(k)
+            dropped[k] = x
             if window is not None and window[1] is not x and uses[id(window[1])] == 1:
-                dropped.add(id(window[1]))  # (the window's slice, read by its reshape alone)
-    return value, reshape, d, lo, hi, inner, leaves, dropped
+                dropped[id(window[1])] = window[1]  # (its slice, read by its reshape alone)
+    return _WritePlan(value, reshape, d, lo, hi, inner, leaves, dropped)
 
 
 def pad_window_writes(module: Module, min_writes: int):
@@ -164,12 +177,11 @@ def pad_window_writes(module: Module, min_writes: int):
                 plans[id(inst)] = plan
     if len(plans) < min_writes:
         return None
-    dropped_ids = set().union(*(plan[7] for plan in plans.values()))
+    dropped_ids = set().union(*(plan.dropped for plan in plans.values()))
     b = ComputationBuilder(entry.name, NameUniquer.from_names(i.name for i in entry.instructions))
     mapping: dict[int, Instruction] = {}
     originals: dict[int, PaddedWrite] = {}
     order = {id(inst): k for k, inst in enumerate(entry.instructions)}
-    by_id = {id(inst): inst for inst in entry.instructions}
     for inst in entry.instructions:
         if id(inst) in dropped_ids:
             continue
@@ -178,20 +190,20 @@ def pad_window_writes(module: Module, min_writes: int):
             operands = [mapping[id(o)] for o in inst.operands]
             mapping[id(inst)] = b.adopt(with_operands(inst, operands))
             continue
-        dropped = plan[7]
         mapping[id(inst)] = _padded(b, inst, plan, mapping, order)
-        gone = sorted((by_id[k] for k in dropped), key=lambda x: order[id(x)])
+        gone = sorted(plan.dropped.values(), key=lambda x: order[id(x)])
         outside = {id(o): mapping[id(o)] for x in gone + [inst] for o in x.operands
-                   if id(o) not in dropped}
+                   if id(o) not in plan.dropped}
         originals[id(mapping[id(inst)])] = PaddedWrite(inst, gone, outside)
     return replace_entry(module, b.build(mapping[id(entry.root)])), originals
 
 
-def _padded(b: ComputationBuilder, write: Instruction, plan, mapping: dict, order: dict):
-    """The padded write in ``b``: the elementwise computation over whole rows, selected
-    into the written row's own values inside ``[lo:hi]``."""
+def _padded(b: ComputationBuilder, write: Instruction, plan: _WritePlan, mapping: dict,
+            order: dict):
+    """The padded write in ``b``: the elementwise computation over the whole row inside
+    ``[lo:hi]``, the row's own values outside it."""
     value, reshape, d, lo, hi, inner, leaves, _ = plan
-    md = write.metadata
+    md = write.metadata  # (every instruction of the padded write is the write's)
     target, starts = mapping[id(write.operands[0])], write.operands[2:]
     n = target.shape.dims[d]
     t = target.shape.dtype
