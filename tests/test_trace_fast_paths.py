@@ -1,7 +1,7 @@
-"""The operator fast paths for two traced arrays of one float type (frontend/dispatch:
-``_same_type_arrays``, broadcasting included) and for a traced float array and a Python number
-(``_exact_python_number``) make what the general ufunc path makes, instruction for
-instruction, and NumPy's results; every other pairing still goes the general way."""
+"""The operator fast paths for two traced arrays of one type (frontend/dispatch:
+``_same_type_arrays`` and ``_same_type_loop``, broadcasting included) and for a traced float
+array and a Python number (``_exact_python_number``) make what the general ufunc path makes,
+instruction for instruction, and NumPy's results; every other pairing still goes the general way."""
 import itertools
 import re
 
@@ -53,16 +53,18 @@ def _answers(monkeypatch, predicate: str) -> list:
     return taken
 
 
-def test_the_fast_path_is_taken_only_for_one_float_type_and_a_strong_operand(monkeypatch):
+def test_the_fast_path_is_asked_only_for_one_type_and_a_strong_operand(monkeypatch):
     taken = _answers(monkeypatch, "_same_type_arrays")
     f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
     cases = [
         ((f32, f32), True), ((f64, f64), True),
         ((f32, f64), False),  # promotes to float64
         ((np.ones(3), np.ones((2, 3))), True),  # broadcasts as NumPy does
-        ((np.ones(4, np.float16),) * 2, False),  # float16 rounds through float32
-        ((np.ones(4, np.int64),) * 2, False),  # integers
-        ((np.ones(4, np.complex128),) * 2, False),
+        # one type: _same_type_loop then refuses float16 (rounded through float32) and complex
+        # numbers (below)
+        ((np.ones(4, np.float16),) * 2, True),
+        ((np.ones(4, np.int64),) * 2, True),  # integers: int64 * int64 is computed in int64
+        ((np.ones(4, np.complex128),) * 2, True),
     ]
     for (a, b), fast in cases:
         taken.clear()
@@ -173,3 +175,87 @@ def test_a_python_number_still_raises_under_numpys_error_handling():
     with np.errstate(divide="raise"):
         with pytest.raises(FloatingPointError):
             tk.jit(lambda x: x / 0.0)(np.ones(3))
+
+
+# ---- two traced arrays of one type, every operator (``_same_type_loop``) ----------------------
+ALL_OPERATORS = [
+    ("add", lambda a, b: a + b, np.add), ("subtract", lambda a, b: a - b, np.subtract),
+    ("multiply", lambda a, b: a * b, np.multiply), ("divide", lambda a, b: a / b, np.true_divide),
+    ("floor_divide", lambda a, b: a // b, np.floor_divide),
+    ("remainder", lambda a, b: a % b, np.remainder),
+    ("and", lambda a, b: a & b, np.bitwise_and), ("or", lambda a, b: a | b, np.bitwise_or),
+    ("xor", lambda a, b: a ^ b, np.bitwise_xor), ("left_shift", lambda a, b: a << b, np.left_shift),
+    ("right_shift", lambda a, b: a >> b, np.right_shift),
+    ("less", lambda a, b: a < b, np.less), ("less_equal", lambda a, b: a <= b, np.less_equal),
+    ("greater", lambda a, b: a > b, np.greater),
+    ("greater_equal", lambda a, b: a >= b, np.greater_equal),
+    ("equal", lambda a, b: a == b, np.equal), ("not_equal", lambda a, b: a != b, np.not_equal),
+    ("power", lambda a, b: a ** b, np.power),
+]
+# (complex numbers take the general path, with lowerings of their own: test_complex*.py)
+ALL_DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+              np.uint64, np.float16, np.float32, np.float64]
+
+
+def _operands(dtype):
+    if dtype is np.bool_:
+        return np.array([True, False, True, False]), np.array([True, True, False, False])
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        a = np.array([info.max, info.min, 7, 0, 5, 3], dtype)
+        return a, np.array([3, 2, 0, 7, 1, 5], dtype)  # (0: NumPy's integer division by zero)
+    return (np.array([0.0, -0.0, np.inf, np.nan, 1.5, -3.0], dtype),
+            np.array([-0.0, 0.0, np.inf, 2.0, 0.0, -0.5], dtype))
+
+
+def _result(fn, *args):
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    except Exception as error:  # noqa: BLE001 - the error is the result compared
+        return type(error)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("name, operator, ufunc", ALL_OPERATORS,
+                         ids=[name for name, _, _ in ALL_OPERATORS])
+def test_every_operator_on_one_type_traces_as_its_ufunc_does(dtype, name, operator, ufunc):
+    a, b = _operands(dtype)
+    for x, y in ((a, b), (a[0], b), (a[:1], b[:, None][:2])):
+        want = _result(operator, x, y)
+        got = _result(tk.jit(operator), x, y)
+        if isinstance(want, type):  # NumPy's error (bool - bool, float & float) is toolkit's
+            assert got is want or isinstance(got, type) and issubclass(got, want), (got, want)
+            continue
+        assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        if want.dtype.kind == "f":
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        # np.add(a, b) goes through __array_ufunc__, the general path
+        assert _hlo(operator, x, y) == _hlo(lambda a, b: ufunc(a, b), x, y)
+
+
+def test_the_same_type_path_is_taken_only_where_numpy_computes_in_that_type(monkeypatch):
+    taken = []
+    real = dispatch._same_type_loop
+
+    def spy(ufunc, dtype):
+        answer = real(ufunc, dtype)
+        taken.append(answer)
+        return answer
+
+    monkeypatch.setattr(dispatch, "_same_type_loop", spy)
+    i32 = np.array([5, 3], np.int32)
+    cases = [
+        (lambda x, y: x + y, i32, np.dtype(np.int32)),
+        (lambda x, y: x < y, i32, np.dtype(np.bool_)),
+        (lambda x, y: x / y, i32, None),  # NumPy divides integers in float64
+        (lambda x, y: x ** y, i32, None),  # integer powers check their exponents
+        (lambda x, y: x + y, np.ones(2, np.float16), None),  # float16 computes in float32
+        (lambda x, y: x + y, np.ones(2, np.complex64), None),
+        (lambda x, y: x == y, np.ones(2, np.float64), np.dtype(np.bool_)),
+    ]
+    for fn, a, out in cases:
+        taken.clear()
+        tk.jit(fn)(a, a)
+        assert taken == [out], (a.dtype, out)

@@ -125,3 +125,31 @@ def test_a_module_that_defines_its_own_max_keeps_it_and_nothing_is_left_behind()
     assert tk.jit(namespace["f"])(np.ones(2)) == 42
     np.testing.assert_array_equal(tk.jit(namespace["g"])(np.array([2.0, 1.0])), 1.0)
     assert "min" not in namespace  # the traced min was there only during the trace
+
+
+def _max_of(a, b, c):
+    return max(a, b, c), min(a, b)
+
+
+def _the_same_by_where(a, b, c):
+    m = np.where(b > a, b, a)
+    return np.where(c > m, c, m), np.where(b < a, b, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_])
+def test_the_select_of_traced_values_is_the_instructions_np_where_makes(dtype):
+    # (the builtins select traced values of one type directly: the same program as np.where's
+    # general path, instruction for instruction)
+    values = np.array([3, 1, 2], dtype)[:, None] if dtype != np.bool_ else \
+        np.array([True, False, True])[:, None]
+
+    def scalars(fn):
+        return lambda v: fn(v[0, 0], v[1, 0], v[2, 0])
+
+    got_text = tk.jit(scalars(_max_of)).lower(values).as_text(metadata=False)
+    want_text = tk.jit(scalars(_the_same_by_where)).lower(values).as_text(metadata=False)
+    assert got_text.replace("_max_of", "") == want_text.replace("_the_same_by_where", "")
+    assert got_text.count(" select(") == 3
+    got, want = tk.jit(scalars(_max_of))(values), scalars(_max_of)(values)
+    for g, w in zip(got, want):
+        assert type(g) is type(w) and g == w

@@ -187,17 +187,19 @@ def _binary(ufunc, reflected=False):
             operands = python_bools_as_ints(operands)  # (True + True is 2 in Python)
         try:
             check_error_handling()
-            if ufunc in _SAME_TYPE_ARITHMETIC and type(other) is Tracer \
-                    and _same_type_arrays(self, other):
-                # (what apply_ufunc makes of two arrays of one float type, by NumPy's
-                # broadcasting and the ufunc's own lowering, without resolving types, lifting
-                # or converting: a third of the cost of tracing a Python loop's commonest
-                # operation)
-                name = ufunc.__name__
-                with self._trace.op_scope(name):
-                    if self.shape != other.shape:
-                        operands = broadcast_all(list(operands), f"np.{name}", operands)
-                    return numpy_scalar(UFUNCS[ufunc](*operands, out=self.dtype))
+            if type(other) is Tracer and _same_type_arrays(self, other):
+                out = _same_type_loop(ufunc, self.dtype)
+                if out is not None:
+                    # (what apply_ufunc makes of two arrays of one type whose loop NumPy runs
+                    # in that type, by NumPy's broadcasting and the ufunc's own lowering,
+                    # without resolving types again or lifting: a third of the cost of
+                    # tracing a Python loop's commonest operations, `a + b`, `a < b`)
+                    name = ufunc.__name__
+                    with self._trace.op_scope(name):
+                        if self.shape != other.shape:
+                            operands = broadcast_all(list(operands), f"np.{name}", operands)
+                        result = lax.convert(UFUNCS[ufunc](*operands, out=out), out, False)
+                        return numpy_scalar(views.fresh_results(result, operands))
             if ufunc in _SAME_TYPE_ARITHMETIC and _exact_python_number(self, other):
                 return _with_python_number(ufunc, self, other, reflected)
             if ufunc in PYTHON_ERRORS and python_numbers(operands):
@@ -218,12 +220,43 @@ _FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _same_type_arrays(a: Tracer, b: Tracer) -> bool:
-    """Two traced arrays of the current trace, of one float type (float32 or float64: no
-    promotion, no float16 rounding), not both weakly typed (a Python number's arithmetic is
-    Python's: a weak result); a Python number traced as an argument of that type takes part,
-    and the shapes broadcast as NumPy's do (an error there is the general path's own)."""
-    return (a.dtype == b.dtype and a.dtype in _FAST_FLOATS and not (a.weak_type and b.weak_type)
+    """Two traced arrays of the current trace, of one type, not both weakly typed (a Python
+    number's arithmetic is Python's: a weak result, its int range checked); a Python number
+    traced as an argument of that type takes part, and the shapes broadcast as NumPy's do (an
+    error there is the general path's own)."""
+    return (a.dtype == b.dtype and not (a.weak_type and b.weak_type)
             and a._trace is b._trace and a._trace is current_trace())
+
+
+# (ufunc, dtype) -> the result type of the ufunc's loop for two arrays of that dtype where
+# NumPy runs it in that very type, else None (``_same_type_loop``). At most the operators'
+# ufuncs times the supported dtypes.
+_SAME_TYPE_LOOPS: dict = {}
+# the loops the general path computes otherwise: power checks its integer exponents; float16
+# computes in float32; complex numbers have lowerings of their own
+_OTHERWISE_COMPUTED = frozenset({np.power})
+
+
+def _same_type_loop(ufunc, dtype: np.dtype):
+    """The output type NumPy's type resolution gives ``ufunc`` for two arrays of ``dtype``,
+    where it computes in ``dtype`` itself (``int32 + int32``, ``float64 < float64``: no
+    conversion, no promotion) and apply_ufunc lowers it with nothing but the ufunc's own
+    lowering; None elsewhere (the general path answers, errors included)."""
+    key = (ufunc, dtype)
+    found = _SAME_TYPE_LOOPS.get(key, _SAME_TYPE_LOOPS)
+    if found is _SAME_TYPE_LOOPS:
+        found = None
+        if ufunc not in _OTHERWISE_COMPUTED and ufunc in UFUNCS and dtype.kind in "biuf" \
+                and dtype != np.float16:
+            try:
+                *ins, out = ufunc.resolve_dtypes((dtype, dtype, None))
+            except TypeError:  # (bool - bool: NumPy's own error, from the general path)
+                ins, out = (), None
+            if all(d == dtype for d in ins) and len(ins) == 2 and out.kind in "biuf" \
+                    and out != np.float16:
+                found = out
+        _SAME_TYPE_LOOPS[key] = found
+    return found
 
 
 def _exact_python_number(a: Tracer, number) -> bool:

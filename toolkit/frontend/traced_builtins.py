@@ -20,6 +20,7 @@ import sys
 
 import numpy
 
+from . import lax
 from .tracer import Tracer, current_trace, numpy_scalar
 
 
@@ -63,8 +64,17 @@ def _select(replaces):
         from .registry import EXPORTS
 
         best = values[0]
-        for value in values[1:]:
-            best = EXPORTS["where"](replaces(value, best), value, best)
+        trace = current_trace()
+        if all(type(v) is Tracer and v._trace is trace for v in values):
+            # (what np.where makes of a comparison and two 0-d arrays of one type, without
+            # resolving their types, lifting or broadcasting them: the same instructions)
+            for value in values[1:]:
+                taken = replaces(value, best)
+                with trace.op_scope("where"):
+                    best = lax.select(taken, value, best)
+        else:
+            for value in values[1:]:
+                best = EXPORTS["where"](replaces(value, best), value, best)
         if any(isinstance(v, Tracer) and v._scalar for v in values):  # (max(x.max(), 0.5):
             return numpy_scalar(best)  # NumPy's scalar, or a Python float, which it subclasses)
         return best
