@@ -183,6 +183,31 @@ def test_python_ints_from_a_helper_keep_the_arrays_dtype():
     _same(nussinov(4, seq), out)
 
 
+def big_or_one(b):
+    if b > 0:
+        return 1000
+    return 1
+
+
+def test_a_helpers_python_ints_that_fit_need_no_overflow_check():
+    # (a select of the constants 1 and 0 fits int32 whatever the condition: NumPy 2's check
+    # that a computed Python int fits is not built; 1 or 1000 meeting int8 still checks, on
+    # every call)
+    table = np.arange(4, dtype=np.int32)
+    fits = tk.jit(lambda t, s: t + match(s[0], s[1]))
+    text = fits.lower(table, table).as_text(metadata=False)
+    assert text.count(" compare(") == 1  # (the helper's condition; no range check)
+    _same(table + match(table[1], table[2]), fits(table, table[1:]))
+    small = table.astype(np.int8)
+    checked = tk.jit(lambda t, s: t + big_or_one(s[0]))
+    assert checked.lower(small, table).as_text(metadata=False).count(" compare(") > 1
+    _same(small + 1, checked(small, -table))
+    with pytest.raises(OverflowError, match="out of bounds for int8"):
+        checked(small, table + 1)
+    with pytest.raises(OverflowError, match="out of bounds for int8"):
+        small + big_or_one(table[1])  # (NumPy's)
+
+
 def test_paths_that_return_different_python_types_break_as_before():
     for xs in (np.array([2.0]), np.array([-2.0])):
         jitted = tk.jit(mixed)

@@ -151,7 +151,7 @@ def test_an_operator_with_a_python_number_traces_as_its_ufunc_does(dtype, shape,
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # -0.0 kept
 
 
-def test_the_python_number_path_is_taken_only_for_exact_numbers_and_strong_floats(monkeypatch):
+def test_the_python_number_path_is_taken_only_for_exact_numbers_and_strong_arrays(monkeypatch):
     taken = _answers(monkeypatch, "_exact_python_number")
     f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
     cases = [
@@ -160,6 +160,9 @@ def test_the_python_number_path_is_taken_only_for_exact_numbers_and_strong_float
         ((f64, True), False),  # a bool
         ((np.ones(4, np.float16), 0.5), False),  # float16 rounds through float32
         ((np.ones(4, np.int32), 0.5), False),  # promotes
+        ((np.ones(4, np.int32), 7), True),  # an int its type holds: computed in int32
+        ((np.ones(4, np.int8), -128), True),
+        ((np.ones(4, np.bool_), 1), False),  # (NumPy makes bool * 1 an int64)
         ((np.ones(4, np.complex64), 0.5), False),
     ]
     for (a, number), fast in cases:
@@ -219,7 +222,8 @@ def _result(fn, *args):
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 @pytest.mark.parametrize("name, operator, ufunc", ALL_OPERATORS,
                          ids=[name for name, _, _ in ALL_OPERATORS])
-def test_every_operator_on_one_type_traces_as_its_ufunc_does(dtype, name, operator, ufunc):
+def test_every_operator_on_one_type_traces_as_its_ufunc_does(monkeypatch, dtype, name, operator,
+                                                             ufunc):
     a, b = _operands(dtype)
     for x, y in ((a, b), (a[0], b), (a[:1], b[:, None][:2])):
         want = _result(operator, x, y)
@@ -231,8 +235,10 @@ def test_every_operator_on_one_type_traces_as_its_ufunc_does(dtype, name, operat
         np.testing.assert_array_equal(got, want)
         if want.dtype.kind == "f":
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
-        # np.add(a, b) goes through __array_ufunc__, the general path
+        # np.add(a, b) goes through __array_ufunc__, the general path, as do operators with
+        # the fast paths turned off
         assert _hlo(operator, x, y) == _hlo(lambda a, b: ufunc(a, b), x, y)
+        assert _hlo(operator, x, y) == _general_hlo(monkeypatch, operator, x, y)
 
 
 def test_the_same_type_path_is_taken_only_where_numpy_computes_in_that_type(monkeypatch):
@@ -259,3 +265,34 @@ def test_the_same_type_path_is_taken_only_where_numpy_computes_in_that_type(monk
         taken.clear()
         tk.jit(fn)(a, a)
         assert taken == [out], (a.dtype, out)
+
+
+PYTHON_INTS = [0, 3, -1, 127, -128, 255, 2 ** 31 - 1, -2 ** 31, 2 ** 40, -2 ** 63, 2 ** 64 - 1]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64,
+                                   np.float32, np.float64])
+@pytest.mark.parametrize("name, operator, ufunc", ALL_OPERATORS,
+                         ids=[name for name, _, _ in ALL_OPERATORS])
+def test_every_operator_with_a_python_int_traces_as_the_general_path_does(
+        monkeypatch, dtype, name, operator, ufunc):
+    # (an int the integer type holds takes the fast path; one beyond it is NumPy's
+    # OverflowError, or for a comparison NumPy 2's exact answer, from the general path)
+    a = _operands(dtype)[0]
+    for number in PYTHON_INTS + ([0.5, -0.0, np.nan] if np.dtype(dtype).kind == "f" else []):
+        for fn in (lambda x: operator(x, number), lambda x: operator(number, x)):
+            want = _result(fn, a)
+            got = _result(tk.jit(fn), a)
+            if isinstance(want, type):
+                assert isinstance(got, type) and issubclass(got, want), (number, got, want)
+                continue
+            assert type(got) is type(want) and got.dtype == want.dtype, (number, got, want)
+            np.testing.assert_array_equal(got, want)
+            assert _hlo(fn, a) == _general_hlo(monkeypatch, fn, a), number
+
+
+def _general_hlo(monkeypatch, fn, *args) -> str:
+    """``fn``'s HLO with the operator fast paths turned off: the general ufunc path's."""
+    with monkeypatch.context() as patched:
+        patched.setattr(dispatch, "_same_type_loop", lambda ufunc, dtype: None)
+        return _hlo(fn, *args)

@@ -200,8 +200,10 @@ def _binary(ufunc, reflected=False):
                             operands = broadcast_all(list(operands), f"np.{name}", operands)
                         result = lax.convert(UFUNCS[ufunc](*operands, out=out), out, False)
                         return numpy_scalar(views.fresh_results(result, operands))
-            if ufunc in _SAME_TYPE_ARITHMETIC and _exact_python_number(self, other):
-                return _with_python_number(ufunc, self, other, reflected)
+            if _exact_python_number(self, other):
+                out = _same_type_loop(ufunc, self.dtype)
+                if out is not None:
+                    return _with_python_number(ufunc, self, other, reflected, out)
             if ufunc in PYTHON_ERRORS and python_numbers(operands):
                 check_python_arithmetic(ufunc, *operands)
             result = apply_ufunc(ufunc, operands)
@@ -214,8 +216,7 @@ def _binary(ufunc, reflected=False):
     return op
 
 
-# Operators whose result, for two arrays of one float type, is that type, elementwise
-_SAME_TYPE_ARITHMETIC = frozenset({np.add, np.subtract, np.multiply, np.true_divide})
+# the float types a Python float takes exactly (NEP 50), with no float16 rounding
 _FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
@@ -260,30 +261,44 @@ def _same_type_loop(ufunc, dtype: np.dtype):
 
 
 def _exact_python_number(a: Tracer, number) -> bool:
-    """A traced float32/float64 array of the current trace, not weakly typed, and a Python
-    float, or a Python int its type holds exactly: NEP 50 makes the number ``a``'s type, so
-    the result is ``a``'s type (no promotion, no float16 rounding, no int range check)."""
+    """A traced array of the current trace, not weakly typed, and a Python number NEP 50
+    makes ``a``'s type exactly: for float32/float64 a Python float, or a Python int the type
+    holds exactly (no float16 rounding); for an integer type a Python int in its range (no
+    range check, no exact comparison in int64). The loop is then ``a``'s type's wherever NumPy
+    computes the ufunc in that type (``_same_type_loop``)."""
     kind = type(number)
-    return ((kind is float or kind is int and -_EXACT_INTS <= number <= _EXACT_INTS)
-            and a.dtype in _FAST_FLOATS and not a.weak_type and a._trace is current_trace())
+    if a.weak_type or a._trace is not current_trace():
+        return False
+    dtype = a.dtype
+    if dtype in _FAST_FLOATS:
+        return kind is float or kind is int and -_EXACT_INTS <= number <= _EXACT_INTS
+    if kind is int and dtype.kind in "iu":
+        limits = _INT_LIMITS.get(dtype)
+        if limits is None:
+            info = np.iinfo(dtype)
+            limits = _INT_LIMITS[dtype] = (int(info.min), int(info.max))
+        return limits[0] <= number <= limits[1]
+    return False
 
 
 _EXACT_INTS = 1 << 24  # (float32 holds every int up to 2**24 exactly; float64 up to 2**53)
+_INT_LIMITS: dict = {}  # integer dtype -> (its least, its greatest value): at most eight
 
 
-def _with_python_number(ufunc, a: Tracer, number, reflected: bool):
+def _with_python_number(ufunc, a: Tracer, number, reflected: bool, out: np.dtype):
     """What apply_ufunc makes of ``a`` and a Python number (``_exact_python_number``): the
     number lifted to a constant of ``a``'s type, broadcast to ``a``'s shape, and the ufunc's
-    own lowering, in that order (the same HLO), without resolving types or converting. The
-    commonest operation of a stencil written with Python coefficients (``-c / (a * p[:, j] +
-    b)``)."""
+    own lowering to ``out``, in that order (the same HLO), without resolving types again. The
+    commonest operations of a stencil written with Python coefficients (``-c / (a * p[:, j] +
+    b)``) and of integer code (``b1 + b2 == 3``)."""
     trace = a._trace
     name = ufunc.__name__
     with trace.op_scope(name):
         constant = lax.broadcast_to(lax.lift(trace, number, a.dtype, weak=False,
                                              what=f"operand of np.{name}"), a.shape)
         operands = (constant, a) if reflected else (a, constant)
-        return numpy_scalar(views.fresh_results(UFUNCS[ufunc](*operands, out=a.dtype), (a,)))
+        result = lax.convert(UFUNCS[ufunc](*operands, out=out), out, False)
+        return numpy_scalar(views.fresh_results(result, (a,)))
 
 
 def _unary(ufunc):
@@ -357,7 +372,10 @@ def _pow(self, other):
             with self.trace.op_scope("power"):
                 return integer_power(self, other)
         if other < 0 and self.dtype.kind in "biu" and not self.weak_type:
-            if self.dtype.kind == "u":  # (NEP 50 meets the Python int first)
+            # (NEP 50 meets the Python int first: out of the type's range, it is NumPy's
+            # OverflowError before the negative exponent's ValueError)
+            if self.dtype.kind == "u" or \
+                    self.dtype.kind == "i" and other < np.iinfo(self.dtype).min:
                 raise UserOverflowError(
                     f"Python integer {other} out of bounds for {self.dtype}")
             raise UserValueError("Integers to negative integer powers are not allowed.")

@@ -126,6 +126,9 @@ def check_weak_int_fits(x: Tracer, dtype: np.dtype) -> None:
     if key in trace.narrowed:
         return
     trace.narrowed.add(key)
+    known = static_range(x.inst)
+    if known is not None and info.min <= known[0] and known[1] <= info.max:
+        return  # (every value it can take fits: nothing to check)
     if trace.note_argument_limit(x, dtype):
         return
     own = np.iinfo(x.dtype)
@@ -136,6 +139,39 @@ def check_weak_int_fits(x: Tracer, dtype: np.dtype) -> None:
               f"Python integer out of bounds for {np.dtype(dtype)}: an integer computed from "
               f"Python-int arguments meets an array of dtype {np.dtype(dtype)}, as NumPy 2 "
               "(NEP 50) refuses too. Make it np.int64(...) to compute in int64")
+
+
+# the instructions static_range looks through; a longer walk gives up (the check stays)
+_RANGE_WALK = 32
+
+
+def static_range(inst) -> tuple[int, int] | None:
+    """The least and greatest value an integer instruction can take whatever the arguments
+    are, where that is known without them: constants and the selects, broadcasts and reshapes
+    of constants (what a helper's ``return 1`` / ``return 0`` makes, converted from its ``if``
+    on traced values); None where it depends on values (or the walk is long)."""
+    lo = hi = None
+    stack, walked = [inst], 0
+    while stack:
+        node = stack.pop()
+        walked += 1
+        if walked > _RANGE_WALK:
+            return None
+        if node.opcode == "constant":
+            literal = np.asarray(node.attrs["literal"])
+            if literal.dtype.kind not in "iub":
+                return None
+            if literal.size:
+                least, most = int(literal.min()), int(literal.max())
+                lo = least if lo is None else min(lo, least)
+                hi = most if hi is None else max(hi, most)
+        elif node.opcode == "select":
+            stack.extend(node.operands[1:])  # (whichever the predicate picks)
+        elif node.opcode in ("broadcast", "reshape"):
+            stack.append(node.operands[0])
+        else:
+            return None
+    return None if lo is None else (lo, hi)
 
 
 def _float_to_int(x: Tracer, dtype: np.dtype, weak: bool) -> Tracer:

@@ -98,12 +98,14 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence, kwargs: dict | None = None) -
                    (isinstance(v, (int, float, complex)) and not isinstance(v, np.generic))
                    for v in inputs)
         # (a Python-int operand made a narrower integer is checked by lax.convert: NEP 50)
-        if ufunc is np.power and np.dtype(out_dtype).kind in "iu":
-            _check_integer_exponent(inputs[1])
         promoter = _promoting_scalar(inputs, out_dtype)
         operands = [lax.lift(trace, _as_float16(v, weak) if r == np.float16 and d != r else v, d,
                              weak=weak, what=f"operand of np.{name}")
                     for v, r, d in zip(inputs, dtypes, in_dtypes)]
+        if ufunc is np.power and np.dtype(out_dtype).kind in "iu":
+            # (after lifting: NumPy converts a Python-int exponent first, so one out of the
+            # type's range is its OverflowError before any negative exponent's ValueError)
+            _check_integer_exponent(inputs[1])
         operands = broadcast_all(operands, f"np.{name}", inputs)
         if ufunc is np.power and np.dtype(out_dtype) in _POWER_FAST_PATHS_DTYPES \
                 and np.size(inputs[1]) == 1 and np.dtype(in_dtypes[1]) == np.dtype(out_dtype):
