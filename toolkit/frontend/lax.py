@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir import dtypes as ir_dtypes
 from ..ir.custom_calls import target as library_routine
-from ..ir.ops import identity, initial_value
+from ..ir.ops import GroupOp, identity, initial_value
 from ..ir.shapes import Shape
 from ..ir.sorting import numpy_order_comparator
 from ..ir.user_code import inside_users_try
@@ -167,7 +167,7 @@ def static_range(inst) -> tuple[int, int] | None:
                 hi = most if hi is None else max(hi, most)
         elif node.opcode == "select":
             stack.extend(node.operands[1:])  # (whichever the predicate picks)
-        elif node.opcode in ("broadcast", "reshape"):
+        elif node.opcode in GroupOp.SAME_ELEMENTS:  # (a reshape's or broadcast's values)
             stack.append(node.operands[0])
         else:
             return None
