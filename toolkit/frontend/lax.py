@@ -158,9 +158,10 @@ def static_range(inst) -> tuple[int, int] | None:
         if walked > _RANGE_WALK:
             return None
         if node.opcode == "constant":
-            literal = np.asarray(node.attrs["literal"])
-            if literal.dtype.kind not in "iub":
+            literal = node.attrs.get("literal")
+            if literal is None or np.asarray(literal).dtype.kind not in "iub":
                 return None
+            literal = np.asarray(literal)
             if literal.size:
                 least, most = int(literal.min()), int(literal.max())
                 lo = least if lo is None else min(lo, least)
