@@ -1,6 +1,6 @@
-"""The operator fast paths for two traced arrays of one type (frontend/dispatch:
-``_same_type_arrays`` and ``_same_type_loop``, broadcasting included) and for a traced float
-array and a Python number (``_exact_python_number``) make what the general ufunc path makes,
+"""The operator fast paths for two traced arrays of one type (frontend/operator_fast_paths:
+``same_type_arrays`` and ``same_type_loop``, broadcasting included) and for a traced array and
+a Python number its type holds (``exact_python_number``) make what the general ufunc path makes,
 instruction for instruction, and NumPy's results; every other pairing still goes the general way."""
 import itertools
 import re
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
-from toolkit.frontend import dispatch
+from toolkit.frontend import operator_fast_paths as fast_paths
 from toolkit.frontend.errors import ShapeMismatchError
 
 
@@ -40,27 +40,27 @@ def test_an_operator_traces_as_its_ufunc_does(dtype, name, operator, ufunc):
 
 
 def _answers(monkeypatch, predicate: str) -> list:
-    """The answers dispatch's ``predicate`` gives from now on, in order."""
+    """The answers the fast paths' ``predicate`` gives from now on, in order."""
     taken = []
-    real = getattr(dispatch, predicate)
+    real = getattr(fast_paths, predicate)
 
     def spy(*args):
         answer = real(*args)
         taken.append(answer)
         return answer
 
-    monkeypatch.setattr(dispatch, predicate, spy)
+    monkeypatch.setattr(fast_paths, predicate, spy)
     return taken
 
 
 def test_the_fast_path_is_asked_only_for_one_type_and_a_strong_operand(monkeypatch):
-    taken = _answers(monkeypatch, "_same_type_arrays")
+    taken = _answers(monkeypatch, "same_type_arrays")
     f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
     cases = [
         ((f32, f32), True), ((f64, f64), True),
         ((f32, f64), False),  # promotes to float64
         ((np.ones(3), np.ones((2, 3))), True),  # broadcasts as NumPy does
-        # one type: _same_type_loop then refuses float16 (rounded through float32) and complex
+        # one type: same_type_loop then refuses float16 (rounded through float32) and complex
         # numbers (below)
         ((np.ones(4, np.float16),) * 2, True),
         ((np.ones(4, np.int64),) * 2, True),  # integers: int64 * int64 is computed in int64
@@ -127,7 +127,7 @@ def test_an_error_handling_state_still_raises_as_numpy_does():
             tk.jit(lambda x, y: x / y)(a, b)
 
 
-# ---- a traced float array and a Python number (``_exact_python_number``) ----------------------
+# ---- a traced float array and a Python number (``exact_python_number``) -----------------------
 NUMBERS = [2.5, -0.0, 0.0, np.inf, -np.inf, np.nan, 0.1, 1e300, 3, -7, 1 << 24]
 
 
@@ -152,7 +152,7 @@ def test_an_operator_with_a_python_number_traces_as_its_ufunc_does(dtype, shape,
 
 
 def test_the_python_number_path_is_taken_only_for_exact_numbers_and_strong_arrays(monkeypatch):
-    taken = _answers(monkeypatch, "_exact_python_number")
+    taken = _answers(monkeypatch, "exact_python_number")
     f32, f64 = np.ones(4, np.float32), np.ones(4, np.float64)
     cases = [
         ((f32, 0.5), True), ((f64, 3), True), ((f64, 1 << 24), True),
@@ -180,7 +180,7 @@ def test_a_python_number_still_raises_under_numpys_error_handling():
             tk.jit(lambda x: x / 0.0)(np.ones(3))
 
 
-# ---- two traced arrays of one type, every operator (``_same_type_loop``) ----------------------
+# ---- two traced arrays of one type, every operator (``same_type_loop``) -----------------------
 ALL_OPERATORS = [
     ("add", lambda a, b: a + b, np.add), ("subtract", lambda a, b: a - b, np.subtract),
     ("multiply", lambda a, b: a * b, np.multiply), ("divide", lambda a, b: a / b, np.true_divide),
@@ -243,14 +243,14 @@ def test_every_operator_on_one_type_traces_as_its_ufunc_does(monkeypatch, dtype,
 
 def test_the_same_type_path_is_taken_only_where_numpy_computes_in_that_type(monkeypatch):
     taken = []
-    real = dispatch._same_type_loop
+    real = fast_paths.same_type_loop
 
     def spy(ufunc, dtype):
         answer = real(ufunc, dtype)
         taken.append(answer)
         return answer
 
-    monkeypatch.setattr(dispatch, "_same_type_loop", spy)
+    monkeypatch.setattr(fast_paths, "same_type_loop", spy)
     i32 = np.array([5, 3], np.int32)
     cases = [
         (lambda x, y: x + y, i32, np.dtype(np.int32)),
@@ -294,5 +294,5 @@ def test_every_operator_with_a_python_int_traces_as_the_general_path_does(
 def _general_hlo(monkeypatch, fn, *args) -> str:
     """``fn``'s HLO with the operator fast paths turned off: the general ufunc path's."""
     with monkeypatch.context() as patched:
-        patched.setattr(dispatch, "_same_type_loop", lambda ufunc, dtype: None)
+        patched.setattr(fast_paths, "same_type_loop", lambda ufunc, dtype: None)
         return _hlo(fn, *args)

@@ -12,11 +12,12 @@ from . import inplace
 from .indexing import getitem, is_advanced, is_plain_key
 from .planned_indexing import planned_getitem
 from .masked import MaskedSelection, assign_selection, materialized
-from .tracer import Tracer, current_trace, numpy_scalar, strongly_typed, weakly_typed
-from .ufuncs import UFUNCS, apply_ufunc, broadcast_all
+from .tracer import Tracer, numpy_scalar, strongly_typed, weakly_typed
+from .ufuncs import apply_ufunc
 from .python_arithmetic import (INT_ARITHMETIC, PYTHON_ERRORS, check_python_arithmetic,
                                 python_bools_as_ints, python_numbers)
-from . import flatiter, lax, replay, run_by_numpy
+from . import flatiter, replay, run_by_numpy
+from . import operator_fast_paths as fast
 
 _CORE = set(vars(Tracer))  # what tracer.py defines; what follows is NumPy's face, replayable
 
@@ -187,25 +188,16 @@ def _binary(ufunc, reflected=False):
             operands = python_bools_as_ints(operands)  # (True + True is 2 in Python)
         try:
             check_error_handling()
-            if type(other) is Tracer and _same_type_arrays(self, other):
-                out = _same_type_loop(ufunc, self.dtype)
+            # (what apply_ufunc makes of these, without resolving types again: a third of the
+            # cost of tracing a Python loop's commonest operations, `a + b`, `a < b`, `x == 3`)
+            if type(other) is Tracer and fast.same_type_arrays(self, other):
+                out = fast.same_type_loop(ufunc, self.dtype)
                 if out is not None:
-                    # (what apply_ufunc makes of two arrays of one type whose loop NumPy runs
-                    # in that type, by NumPy's broadcasting and the ufunc's own lowering,
-                    # without resolving types again or lifting: a third of the cost of
-                    # tracing a Python loop's commonest operations, `a + b`, `a < b`)
-                    name = ufunc.__name__
-                    with self._trace.op_scope(name):
-                        if self.shape != other.shape:
-                            operands = broadcast_all(list(operands), f"np.{name}", operands)
-                        # (the lowering makes ``out`` itself: no convert, as the tests of
-                        # every operator and type against the general path's HLO hold)
-                        return numpy_scalar(views.fresh_results(
-                            UFUNCS[ufunc](*operands, out=out), operands))
-            if _exact_python_number(self, other):
-                out = _same_type_loop(ufunc, self.dtype)
+                    return fast.of_same_type(ufunc, operands, out)
+            if fast.exact_python_number(self, other):
+                out = fast.same_type_loop(ufunc, self.dtype)
                 if out is not None:
-                    return _with_python_number(ufunc, self, other, reflected, out)
+                    return fast.with_python_number(ufunc, self, other, reflected, out)
             if ufunc in PYTHON_ERRORS and python_numbers(operands):
                 check_python_arithmetic(ufunc, *operands)
             result = apply_ufunc(ufunc, operands)
@@ -216,90 +208,6 @@ def _binary(ufunc, reflected=False):
             return run_by_numpy.run(ufunc, operands, {}, f"np.{ufunc.__name__}", error,
                                     _first_clause(error))
     return op
-
-
-# the float types a Python float takes exactly (NEP 50), with no float16 rounding
-_FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-
-
-def _same_type_arrays(a: Tracer, b: Tracer) -> bool:
-    """Two traced arrays of the current trace, of one type, not both weakly typed (a Python
-    number's arithmetic is Python's: a weak result, its int range checked); a Python number
-    traced as an argument of that type takes part, and the shapes broadcast as NumPy's do (an
-    error there is the general path's own)."""
-    return (a.dtype == b.dtype and not (a.weak_type and b.weak_type)
-            and a._trace is b._trace and a._trace is current_trace())
-
-
-# (ufunc, dtype) -> the result type of the ufunc's loop for two arrays of that dtype where
-# NumPy runs it in that very type, else None (``_same_type_loop``). At most the operators'
-# ufuncs times the supported dtypes.
-_SAME_TYPE_LOOPS: dict = {}
-# the loops the general path computes otherwise: power checks its integer exponents; float16
-# computes in float32; complex numbers have lowerings of their own
-_OTHERWISE_COMPUTED = frozenset({np.power})
-
-
-def _same_type_loop(ufunc, dtype: np.dtype):
-    """The output type NumPy's type resolution gives ``ufunc`` for two arrays of ``dtype``,
-    where it computes in ``dtype`` itself (``int32 + int32``, ``float64 < float64``: no
-    conversion, no promotion) and apply_ufunc lowers it with nothing but the ufunc's own
-    lowering; None elsewhere (the general path answers, errors included)."""
-    key = (ufunc, dtype)
-    found = _SAME_TYPE_LOOPS.get(key, _SAME_TYPE_LOOPS)
-    if found is _SAME_TYPE_LOOPS:
-        found = None
-        if ufunc not in _OTHERWISE_COMPUTED and ufunc in UFUNCS and dtype.kind in "biuf" \
-                and dtype != np.float16:
-            try:
-                *ins, out = ufunc.resolve_dtypes((dtype, dtype, None))
-            except TypeError:  # (bool - bool: NumPy's own error, from the general path)
-                ins, out = (), None
-            if all(d == dtype for d in ins) and len(ins) == 2 and out.kind in "biuf" \
-                    and out != np.float16:
-                found = out
-        _SAME_TYPE_LOOPS[key] = found
-    return found
-
-
-def _exact_python_number(a: Tracer, number) -> bool:
-    """A traced array of the current trace, not weakly typed, and a Python number NEP 50
-    makes ``a``'s type exactly: for float32/float64 a Python float, or a Python int the type
-    holds exactly (no float16 rounding); for an integer type a Python int in its range (no
-    range check, no exact comparison in int64). The loop is then ``a``'s type's wherever NumPy
-    computes the ufunc in that type (``_same_type_loop``)."""
-    kind = type(number)
-    if a.weak_type or a._trace is not current_trace():
-        return False
-    dtype = a.dtype
-    if dtype in _FAST_FLOATS:
-        return kind is float or kind is int and -_EXACT_INTS <= number <= _EXACT_INTS
-    if kind is int and dtype.kind in "iu":
-        limits = _INT_LIMITS.get(dtype)
-        if limits is None:
-            info = np.iinfo(dtype)
-            limits = _INT_LIMITS[dtype] = (int(info.min), int(info.max))
-        return limits[0] <= number <= limits[1]
-    return False
-
-
-_EXACT_INTS = 1 << 24  # (float32 holds every int up to 2**24 exactly; float64 up to 2**53)
-_INT_LIMITS: dict = {}  # integer dtype -> (its least, its greatest value): at most eight
-
-
-def _with_python_number(ufunc, a: Tracer, number, reflected: bool, out: np.dtype):
-    """What apply_ufunc makes of ``a`` and a Python number (``_exact_python_number``): the
-    number lifted to a constant of ``a``'s type, broadcast to ``a``'s shape, and the ufunc's
-    own lowering to ``out``, in that order (the same HLO), without resolving types again. The
-    commonest operations of a stencil written with Python coefficients (``-c / (a * p[:, j] +
-    b)``) and of integer code (``b1 + b2 == 3``)."""
-    trace = a._trace
-    name = ufunc.__name__
-    with trace.op_scope(name):
-        constant = lax.broadcast_to(lax.lift(trace, number, a.dtype, weak=False,
-                                             what=f"operand of np.{name}"), a.shape)
-        operands = (constant, a) if reflected else (a, constant)
-        return numpy_scalar(views.fresh_results(UFUNCS[ufunc](*operands, out=out), (a,)))
 
 
 def _unary(ufunc):
