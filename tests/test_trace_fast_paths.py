@@ -242,15 +242,7 @@ def test_every_operator_on_one_type_traces_as_its_ufunc_does(monkeypatch, dtype,
 
 
 def test_the_same_type_path_is_taken_only_where_numpy_computes_in_that_type(monkeypatch):
-    taken = []
-    real = fast_paths.same_type_loop
-
-    def spy(ufunc, dtype):
-        answer = real(ufunc, dtype)
-        taken.append(answer)
-        return answer
-
-    monkeypatch.setattr(fast_paths, "same_type_loop", spy)
+    taken = _answers(monkeypatch, "same_type_loop")
     i32 = np.array([5, 3], np.int32)
     cases = [
         (lambda x, y: x + y, i32, np.dtype(np.int32)),

@@ -31,8 +31,8 @@ def same_type_arrays(a: Tracer, b: Tracer) -> bool:
 # NumPy runs it in that very type, else None (``same_type_loop``). At most the operators'
 # ufuncs times the supported dtypes.
 _SAME_TYPE_LOOPS: dict = {}
-# the loops the general path computes otherwise: power checks its integer exponents; float16
-# computes in float32; complex numbers have lowerings of their own
+# ufuncs the general path lowers otherwise even in one type: power checks its integer
+# exponents (float16, computed in float32, and complex numbers are refused by kind below)
 _OTHERWISE_COMPUTED = frozenset({np.power})
 
 
@@ -51,7 +51,7 @@ def same_type_loop(ufunc, dtype: np.dtype):
                 *ins, out = ufunc.resolve_dtypes((dtype, dtype, None))
             except TypeError:  # (bool - bool: NumPy's own error, from the general path)
                 ins, out = (), None
-            if all(d == dtype for d in ins) and len(ins) == 2 and out.kind in "biuf" \
+            if len(ins) == 2 and all(d == dtype for d in ins) and out.kind in "biuf" \
                     and out != np.float16:
                 found = out
         _SAME_TYPE_LOOPS[key] = found
