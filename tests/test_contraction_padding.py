@@ -230,3 +230,90 @@ def test_whole_rows_are_not_padded():
     module = tk.jit(norms).lower(np.ones((5, 4))).hlo
     dots = [i for i in module.entry.instructions if i.opcode == "dot"]
     assert [_padded_pair(d) is not None for d in dots] == [False] * 4 + [True]
+
+
+def _durbin(r):  # PolyBench's Levinson-Durbin recursion, as its NumPy port writes it
+    y = np.empty_like(r)
+    alpha = -r[0]
+    beta = 1.0
+    y[0] = -r[0]
+    for k in range(1, r.shape[0]):
+        beta *= 1.0 - alpha * alpha
+        alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
+        y[:k] += alpha * np.flip(y[:k])
+        y[k] = alpha
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_windows_read_backwards_are_padded_and_durbins_recursion_rolls(backend):
+    """``np.flip(r[:k]) @ y[:k]`` and ``y[:k] += alpha * np.flip(y[:k])``: each trip's windows
+    grow, and half of them are read backwards. Padded (the reversed row shifted to line up
+    with the window), the trips are alike and roll into one loop; NumPy's values."""
+    r = np.random.default_rng(8).random(64) * 0.1
+    compiled = _compiled(_durbin, r, backend=backend)
+    (decision,) = _rolled(compiled)
+    assert "dot(s) of varying length" in decision.message
+    assert "write(s) of varying length" in decision.message
+    (loop,) = _whiles(compiled)
+    assert known_trip_count(loop) >= 56  # (of 63: k = 1, one element, stays a dot; the loop
+    # starts where trips read the previous trip alike, a few trips in)
+    got = np.asarray(tk.device_get(compiled(r)))
+    np.testing.assert_allclose(got, _durbin(r), rtol=1e-12)
+
+
+def _backwards(M, a, out):
+    """Reversed windows of rows and of columns, starting past 0 (``[1:k]``), one of them the
+    dot's right operand, and a reversed window written back reversed."""
+    for k in range(3, out.shape[0]):
+        out[k] = M[k, 1:k][::-1] @ a[1:k] + a[1:k] @ np.flip(M[1:k, k])
+        a[1:k] = np.flip(a[1:k]) * 0.5 + out[k]
+    return out, a
+
+
+def test_nothing_outside_a_window_read_backwards_leaks_in():
+    """Everywhere outside the windows M holds inf and NaN; the padded reversed rows carry
+    them and the pad's zeros into the masked lanes, which are selected away: NumPy's values,
+    finite."""
+    n = 40
+    rng = np.random.default_rng(9)
+    M = rng.random((n, n))
+    M[:, 0] = M[0, :] = np.inf
+    M[np.triu_indices(n)] = np.nan
+    M[np.tril_indices(n)] = np.where(np.tril(np.ones((n, n)), -1)[np.tril_indices(n)] > 0,
+                                     M[np.tril_indices(n)], np.inf)
+    M2 = M.copy()
+    for k in range(n):  # (the windows read: M[k, 1:k] and M[1:k, k], finite)
+        M2[k, 1:k] = rng.random(max(k - 1, 0))
+        M2[1:k, k] = rng.random(max(k - 1, 0))
+    a = rng.random(n)
+    compiled = _compiled(_backwards, M2, a.copy(), np.zeros(n))
+    assert any("dot(s) of varying length" in d.message for d in _rolled(compiled))
+    got_out, got_a = compiled(M2, a.copy(), np.zeros(n))
+    want_out, want_a = _backwards(M2, a.copy(), np.zeros(n))
+    assert np.isfinite(got_out).all() and np.isfinite(want_out).all()
+    np.testing.assert_allclose(got_out, want_out, rtol=1e-12)
+    np.testing.assert_allclose(got_a, want_a, rtol=1e-12)
+
+
+def test_padded_backward_dots_left_in_no_loop_are_dots_again():
+    """Dots of reversed windows that no loop holds go back to what they were: the slice, the
+    reshape of a row and the reverse, then the dot."""
+    def solve_then_lags(L, x, b, M):
+        x = _trisolv(L, x, b)
+        return x, [np.flip(M[0, :2]) @ M[1, :2], np.flip(M[:3, 2]) @ M[:3, 3],
+                   np.sin(np.flip(M[4, :5]) @ M[5, :5]), np.flip(M[6, :7]) @ M[7, :7],
+                   np.cos(np.flip(M[8, :11]) @ M[9, :11]), np.flip(M[:13, 10]) @ M[:13, 11],
+                   np.flip(M[12, :17]) @ M[13, :17], np.flip(M[14, :19]) @ M[15, :19]]
+
+    L, x, b = _system(48)
+    M = np.random.default_rng(10).random((20, 24))
+    compiled = _compiled(solve_then_lags, L, x, b, M)
+    assert len(_rolled(compiled)) == 1
+    entry = compiled.optimized_hlo.entry.instructions
+    assert sum(i.opcode == "dot" for i in entry) >= 8 and not any(
+        i.opcode == "pad" for i in entry)
+    got_x, got_lags = compiled(L, x.copy(), b, M)
+    want_x, want_lags = solve_then_lags(L, x.copy(), b, M)
+    np.testing.assert_allclose(got_x, want_x, rtol=1e-13)
+    np.testing.assert_allclose(got_lags, want_lags, rtol=1e-14)

@@ -10,6 +10,9 @@ with the products outside the window masked out:
 
     dot(X[lo:hi], Y[lo:hi])  ->  reduce(select(lo <= iota < hi, X[0:N] * Y[0:N], 0), 0, add)
 
+A window read backwards (``np.dot(np.flip(r[:k]), y[:k])``, Levinson-Durbin's recursion) is
+padded as its reversed row shifted to line up with the window (``whole_row``).
+
 Every trip then has the same shapes, and differs only in where it slices and the mask's bounds,
 integers in arithmetic progression: the inner loops roll, and, all alike, share one body. A
 padded dot that ends up in no rolled loop goes back to the dot it was.
@@ -26,6 +29,8 @@ element is left alone (a dot of length 1 is a multiply to the simplifier), and s
 that is the whole row already."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..ir.builder import ComputationBuilder, NameUniquer, binary_region
@@ -38,10 +43,26 @@ MAX_PADDED = 4096  # elements of a padded row (what one trip may compute more th
 _S64 = from_numpy(np.dtype(np.int64))
 
 
-def row_window(x: Instruction):
-    """``(source, slice, d, lo, hi)`` where ``x`` is a window ``[lo:hi]`` (stride 1, two or
-    more elements) along dimension ``d`` of ``source``, every other dimension one element:
-    ``A[i, :j]``, ``A[:j, j]``, ``x[:i]`` (a slice, squeezed by a reshape where rank > 1)."""
+class RowWindow(NamedTuple):
+    """A window ``[lo:hi]`` along dimension ``d`` of ``source`` (sliced by ``slice``, every
+    other dimension one element), read in reverse order where ``flipped``."""
+    source: Instruction
+    slice: Instruction
+    d: int
+    lo: int
+    hi: int
+    flipped: bool
+
+
+def row_window(x: Instruction) -> RowWindow | None:
+    """The window ``x`` is (stride 1, two or more elements, rank 1): ``A[i, :j]``, ``A[:j,
+    j]``, ``x[:i]`` (a slice, squeezed by a reshape where rank > 1), or such a window reversed
+    (``np.flip(x[:k])``, ``x[:k][::-1]``); else None."""
+    flipped = x.opcode == "reverse"
+    if flipped:
+        if x.shape.rank != 1:
+            return None
+        x = x.operands[0]
     s = x.operands[0] if x.opcode == "reshape" else x
     if s.opcode != "slice" or s is x and x.shape.rank != 1:
         return None
@@ -54,7 +75,7 @@ def row_window(x: Instruction):
     n = s.operands[0].shape.dims[d]
     if stride != 1 or hi - lo < 2 or n > MAX_PADDED or hi - lo == n:  # (whole: nothing to pad)
         return None
-    return s.operands[0], s, d, lo, hi
+    return RowWindow(s.operands[0], s, d, lo, hi, flipped)
 
 
 def _padded_pair(dot: Instruction):
@@ -70,22 +91,34 @@ def _padded_pair(dot: Instruction):
             t.is_integer or t.numpy in (np.float32, np.float64)):
         return None
     left, right = row_window(lhs), row_window(rhs)
-    if left is None or right is None or left[3:] != right[3:]:
+    if left is None or right is None or (left.lo, left.hi) != (right.lo, right.hi):
         return None
-    if left[0].shape.dims[left[2]] != right[0].shape.dims[right[2]]:
+    if left.source.shape.dims[left.d] != right.source.shape.dims[right.d]:
         return None
     return left, right
 
 
-def whole_row(b: ComputationBuilder, window, md) -> Instruction:
-    """The whole row or column (rank 1) a ``row_window`` lies in, sliced from its source."""
-    source, s, d, _, _ = window
+def whole_row(b: ComputationBuilder, window: RowWindow, md) -> Instruction:
+    """The window's values where they lie in its whole row (rank 1): inside ``[lo:hi]``,
+    element ``m`` is the window's element ``m - lo``; outside, whatever the row holds (a
+    flipped window: zeros or the row reversed). Its row sliced from its source; for a flipped
+    window, that row reversed and shifted, ``row[lo + hi - 1 - m]`` (a dynamic-slice at ``2n -
+    lo - hi`` of the reversed row padded by ``n`` zeros each side: never clamped, and the
+    start is an integer loop rolling lifts into the loop state, as a slice's start is)."""
+    source, s, d, lo, hi, flipped = window
     n = source.shape.dims[d]
     spec = tuple((0, n, 1) if k == d else triple for k, triple in enumerate(s.attrs["slice"]))
     row = b.add("slice", (source,), {"slice": spec}, metadata=md)
-    if row.shape.rank == 1:
+    if row.shape.rank != 1:
+        row = b.add("reshape", (row,), shape=Shape(row.shape.dtype, (n,)), metadata=md)
+    if not flipped:
         return row
-    return b.add("reshape", (row,), shape=Shape(row.shape.dtype, (n,)), metadata=md)
+    t = row.shape.dtype
+    backwards = b.add("reverse", (row,), {"dimensions": (0,)}, row.shape, md)
+    zero = b.constant(np.zeros((), t.numpy), md)
+    padded = b.add("pad", (backwards, zero), {"padding": ((n, n, 0),)}, Shape(t, (3 * n,)), md)
+    start = b.constant(np.array(2 * n - lo - hi, np.int64), md)
+    return b.add("dynamic-slice", (padded, start), {"dynamic_slice_sizes": (n,)}, row.shape, md)
 
 
 def window_mask(b: ComputationBuilder, n: int, lo: int, hi: int, md) -> Instruction:
@@ -127,11 +160,11 @@ def pad_contractions(module: Module, min_dots: int):
             continue
         md = inst.metadata
         t = inst.shape.dtype
-        left, right = [(mapping[id(w[0])], *w[1:]) for w in pair]
-        n = left[0].shape.dims[left[2]]
+        left, right = [w._replace(source=mapping[id(w.source)]) for w in pair]
+        n = left.source.shape.dims[left.d]
         product = b.add("multiply", (whole_row(b, left, md), whole_row(b, right, md)),
                         metadata=md)
-        inside = window_mask(b, n, left[3], left[4], md)
+        inside = window_mask(b, n, left.lo, left.hi, md)
         zero = b.constant(np.zeros((), t.numpy), md)
         zeros = b.add("broadcast", (zero,), {"dimensions": ()}, product.shape, md)
         kept = b.add("select", (inside, product, zeros), metadata=md)
@@ -156,16 +189,37 @@ class PaddedDot:
     def __init__(self, dot: Instruction, windows: tuple):
         self.dot, self.windows = dot, windows
 
+    def moved(self, mapping: dict) -> PaddedDot | None:
+        """The same dot, its windows' sources looked up in ``mapping`` (a later rewrite's,
+        by id); None where one is gone."""
+        windows = []
+        for window, operand in self.windows:
+            source = mapping.get(id(window.source))
+            if source is None:
+                return None
+            windows.append((window._replace(source=source), operand))
+        return PaddedDot(self.dot, tuple(windows))
+
     def rebuild(self, b: ComputationBuilder, mapping: dict) -> Instruction:
         """The dot, built again in ``b`` from its windows' sources (``mapping``: the padded
         module's instructions there)."""
         operands = []
-        for (source, s, _, _, _), operand in self.windows:
-            x = b.add("slice", (mapping[id(source)],), dict(s.attrs), s.shape, s.metadata)
-            if operand.opcode == "reshape":
-                x = b.add("reshape", (x,), shape=operand.shape, metadata=operand.metadata)
-            operands.append(x)
+        for window, operand in self.windows:
+            operands.append(rebuild_window(b, mapping, window, operand))
         return b.adopt(with_operands(self.dot, operands))
+
+
+def rebuild_window(b: ComputationBuilder, mapping: dict, window: RowWindow,
+                   operand: Instruction) -> Instruction:
+    """``operand`` (the window: its slice, the reshape and reverse above it) built again in
+    ``b`` from the padded module's instruction for its source (``mapping``)."""
+    chain = [operand]
+    while chain[-1] is not window.slice:
+        chain.append(chain[-1].operands[0])
+    x = mapping[id(window.source)]
+    for inst in reversed(chain):
+        x = b.add(inst.opcode, (x,), dict(inst.attrs), inst.shape, inst.metadata)
+    return x
 
 
 def padded_text(rolled: int, row: int) -> str:

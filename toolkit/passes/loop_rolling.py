@@ -428,9 +428,10 @@ def roll_loops(module: Module):
     if len(seq) >= SHORT_LOOPS_FROM:  # (a triangular nest's dots and writes, one length:
         # contraction_padding, window_padding)
         padded = pad_contractions(module, MIN_TRIPS)
-        windows = pad_window_writes(padded[0] if padded is not None else module, MIN_TRIPS)
+        windows = pad_window_writes(padded[0] if padded is not None else module, MIN_TRIPS,
+                                    padded[1] if padded is not None else None)
         if windows is not None:
-            padded = (windows[0], {**(padded[1] if padded is not None else {}), **windows[1]})
+            padded = windows
         if padded is not None:
             planned = _planned(padded[0].entry)
             # (kept where it leaves less to compile: padded, the loops of a nest share their

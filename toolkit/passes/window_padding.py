@@ -12,7 +12,8 @@ own values outside the window:
                                              T[.., 0:N, ..]), .., 0, ..)
 
 ``f`` is elementwise, its windows are ``[lo:hi]`` of rows of one length ``N`` (the written
-one's), and nothing else reads its values. Every trip then has the same shapes and differs in
+one's), read forwards or backwards (``y[:k] += alpha * np.flip(y[:k])``: ``whole_row``), and
+nothing else reads its values. Every trip then has the same shapes and differs in
 where it slices and the mask's bounds, integers loop rolling lifts into the loop state.
 
 Exact: each element inside the window is what the unpadded write computed, from the same
@@ -110,8 +111,7 @@ def _cone(value: Instruction, lo: int, hi: int, n: int):
             return None
         window = row_window(x)
         if window is not None:
-            source, _, d, w_lo, w_hi = window
-            if (w_lo, w_hi) != (lo, hi) or source.shape.dims[d] != n:
+            if (window.lo, window.hi) != (lo, hi) or window.source.shape.dims[window.d] != n:
                 return None
             leaves[id(x)] = (x, window)
         elif x.opcode == "broadcast" and x.operands[0].shape.rank == 0:
@@ -158,14 +158,20 @@ def _plan(write: Instruction, uses: Counter) -> _WritePlan | None:
     for k, (x, window) in leaves.items():
         if uses[k] == within[k]:  # (read by the write's computation alone)
             dropped[k] = x
-            if window is not None and window[1] is not x and uses[id(window[1])] == 1:
-                dropped[id(window[1])] = window[1]  # (its slice, read by its reshape alone)
+            while window is not None and x is not window.slice:
+                x = x.operands[0]  # (its reshape and slice, each read by the one above alone)
+                if uses[id(x)] != 1:
+                    break
+                dropped[id(x)] = x
     return _WritePlan(value, reshape, d, lo, hi, inner, leaves, dropped)
 
 
-def pad_window_writes(module: Module, min_writes: int):
-    """``(the module with its row-window writes padded, {id(padded write): PaddedWrite})``, or
-    None where fewer than ``min_writes`` can be."""
+def pad_window_writes(module: Module, min_writes: int, padded_dots: dict | None = None):
+    """``(the module with its row-window writes padded, {id(padded write): PaddedWrite, ...})``,
+    or None where fewer than ``min_writes`` can be. ``padded_dots``: contraction padding's
+    ``{id(padded sum): PaddedDot}`` for ``module``, carried into the result (keyed and pointing
+    at the new module's instructions: a rewritten instruction is a new object, and an id of one
+    no longer held may be reused by another)."""
     entry = module.entry
     uses: Counter = Counter(id(o) for inst in entry.instructions for o in inst.operands)
     uses[id(entry.root)] += 1
@@ -195,6 +201,10 @@ def pad_window_writes(module: Module, min_writes: int):
         outside = {id(o): mapping[id(o)] for x in gone + [inst] for o in x.operands
                    if id(o) not in plan.dropped}
         originals[id(mapping[id(inst)])] = PaddedWrite(inst, gone, outside)
+    for k, dot in (padded_dots or {}).items():
+        total, moved = mapping.get(k), dot.moved(mapping)
+        if total is not None and moved is not None:  # (else it stays padded: still exact)
+            originals[id(total)] = moved
     return replace_entry(module, b.build(mapping[id(entry.root)])), originals
 
 
@@ -214,7 +224,7 @@ def _padded(b: ComputationBuilder, write: Instruction, plan: _WritePlan, mapping
             padded[k] = b.add("broadcast", (mapping[id(leaf.operands[0])],), {"dimensions": ()},
                               row_shape, md)
         else:
-            padded[k] = whole_row(b, (mapping[id(window[0])], *window[1:]), md)
+            padded[k] = whole_row(b, window._replace(source=mapping[id(window.source)]), md)
     for x in sorted(inner.values(), key=lambda x: order[id(x)]):
         padded[id(x)] = b.add(x.opcode, [padded[id(o)] for o in x.operands], dict(x.attrs),
                               metadata=md)
