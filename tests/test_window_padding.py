@@ -150,3 +150,25 @@ def test_a_start_the_write_would_clamp_is_not_padded():
         for start in (0, 3, 4)}
     assert written[0] is not None and written[0][3:] == (0, 3)
     assert written[3] is not None and written[4] is None
+
+
+def test_padded_dots_of_rewritten_rows_left_in_no_loop_are_dots_again():
+    """Dots of windows of rows that window padding rewrites (C, after syrk's padded writes),
+    which no loop holds: padded by contraction padding first, they are found again in window
+    padding's module and go back to the dots they were, no mask left."""
+    def syrk_then_dots(alpha, beta, C, A):
+        C = _syrk(alpha, beta, C, A)
+        return C, [C[0, :2] @ C[1, :2], np.sin(C[2, :3] @ C[3, :3]), C[4, :5] @ C[5, :5],
+                   C[6, :7] @ C[7, :7], np.flip(C[8, :9]) @ C[9, :9], C[10, :11] @ C[11, :11],
+                   C[12, :13] @ C[13, :13], C[14, :15] @ C[15, :15]]
+
+    C, A = _syrk_args(seed=4)
+    compiled = _compiled(syrk_then_dots, 1.5, 1.2, C.copy(), A)
+    assert any(PADDED in d.message for d in _rolled(compiled))
+    entry = compiled.optimized_hlo.entry.instructions
+    assert sum(i.opcode == "dot" for i in entry) >= 8 and not any(
+        i.opcode == "iota" for i in entry)
+    got_c, got_dots = compiled(1.5, 1.2, C.copy(), A)
+    want_c, want_dots = syrk_then_dots(1.5, 1.2, C.copy(), A)
+    np.testing.assert_array_equal(got_c, want_c)
+    np.testing.assert_allclose(got_dots, want_dots, rtol=1e-14)
