@@ -384,3 +384,33 @@ def test_loop_bodies_alike_up_to_names_are_optimised_once(monkeypatch):
     # (the text runs through the pipeline again: sums fused anew, within rounding)
     (again,) = tk.hlo.run(tk.hlo.parse(compiled.as_text()), data, backend="cpu")
     np.testing.assert_allclose(again, compiled(data), rtol=1e-13, atol=1e-14)
+
+
+def _triangle(table):  # nussinov's nest: for i: for j in range(i + 1, n): for k in range(i + 1, j)
+    n = table.shape[0]
+    for i in range(n - 1, -1, -1):
+        for j in range(i + 1, n):
+            for k in range(i + 1, j):
+                table[i, j] = max(table[i, j], table[i, k] + table[k + 1, j])
+    return table
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nest_rolls_from_the_inside_out(backend, monkeypatch):
+    """The innermost loops roll first (one a (i, j), with trip counts j - i - 1); then the
+    trips of each j loop, which now each hold a rolled loop, are alike and roll too, the inner
+    loop's trip count loop state (it differs trip by trip: no known_trip_count). NumPy's bits."""
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
+    monkeypatch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 256)
+    table = np.random.default_rng(11).integers(-50, 50, (26, 26)).astype(np.int32)
+    compiled = _compiled(_triangle, table.copy(), backend=backend)
+    nested = [d for d in _rolled(compiled) if "rolled in the round before" in d.message]
+    assert len(nested) >= 5, [d.message for d in _rolled(compiled)]
+    inner = [i for c in compiled.optimized_hlo.computations if c is not
+             compiled.optimized_hlo.entry for i in c.instructions if i.opcode == "while"]
+    assert inner and all(known_trip_count(i) is None for i in inner)
+    assert all(known_trip_count(i) is not None for i in _whiles(compiled))
+    # (unnested, each (i, j) with 8 or more k trips is a loop of the entry: 153 of them)
+    assert len(_whiles(compiled)) <= 60
+    got = np.asarray(tk.device_get(compiled(table.copy())))
+    np.testing.assert_array_equal(got, _triangle(table.copy()))

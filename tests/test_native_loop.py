@@ -45,6 +45,12 @@ def _swap_state(x, y):  # each element comes back from a temporary, copied into 
     )
 
 
+def _nested(x):  # the inner loop is one op of the outer body's native program (run_while)
+    def row(i, x):
+        return tk.lax.fori_loop(0, 3 + i, lambda k, y: np.sin(y) * 0.9 + k, x)
+    return tk.lax.fori_loop(0, 4, row, x)
+
+
 def _data_dependent(x):
     return tk.lax.while_loop(lambda v: np.sum(v) < 100.0, lambda v: v * 1.7 + 0.1, x)
 
@@ -73,6 +79,7 @@ CASES = {
         (RNG.standard_normal((4, 4)), RNG.standard_normal((4, 4))),
     ),
     "trip count from the data": (_data_dependent, (np.array([0.5, 1.0, 2.0]),)),
+    "a loop inside the body": (_nested, (np.linspace(-1.0, 1.0, 6),)),
 }
 
 

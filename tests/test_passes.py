@@ -36,6 +36,8 @@ RULE_CASES = {
     "dynamic-update-slice(x, slice(x) at the same window) -> x": (_OWN_WINDOW, x34),
     "add(x, -0.0 or integer 0) -> x": (lambda x: x + -0.0, x34),
     "subtract(x, 0) -> x": (lambda x: x - 0, x34),
+    # (-x: a product of -0.0 would be -0.0; the empty sum is +0.0, as NumPy's)
+    "dot contracting an empty dimension -> zeros": (lambda x: (-x)[:, :0] @ x[:0, :], x34),
     "multiply(x, 1) -> x": (lambda x: 1 * x, x34),
     "divide(x, 1) -> x": (lambda x: x / 1, x34),
     "integer multiply(x, 0) -> 0": (lambda x: x * 0, x34.astype(np.int32)),

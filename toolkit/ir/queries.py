@@ -111,6 +111,27 @@ def known_trip_count(inst: Instruction) -> int | None:
     return None
 
 
+def without_known_trip_count(attrs: dict) -> dict:
+    """A while's ``attrs`` with ``known_trip_count`` taken out of its ``backend_config`` (the
+    config dropped where nothing else is left in it)."""
+    import json
+    raw = []
+    for name, text in attrs.get("_raw", ()):
+        if name == "backend_config":
+            try:
+                config = json.loads(text)
+            except ValueError:
+                config = None
+            if isinstance(config, dict) and "known_trip_count" in config:
+                del config["known_trip_count"]
+                if not config:
+                    continue
+                text = json.dumps(config, separators=(",", ":"))
+        raw.append((name, text))
+    return {**attrs, "_raw": tuple(raw)} if raw else {
+        k: v for k, v in attrs.items() if k != "_raw"}
+
+
 def scatter_combiner(comp) -> str | None:
     """What a scatter's ``to_apply`` does: 'assign' when it returns its second parameter (an
     overwrite, ``x[idx] = v``), the opcode when it is ``op(current, update)`` in that order

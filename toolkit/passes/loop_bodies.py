@@ -5,7 +5,7 @@ progression starts, mask bounds, its trip count) are loop state rather than cons
 loops of one nest share a body."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.dtypes import from_numpy
 from ..ir.nodes import Computation, Instruction
 from ..ir.ops import OPS
+from ..ir.queries import known_trip_count, without_known_trip_count
 from ..ir.shapes import Shape, TupleShape
 
 _S64 = from_numpy(np.dtype(np.int64))
@@ -184,8 +185,16 @@ def build_body(loop: Loop, seq, names: NameUniquer) -> tuple[Computation, Comput
                 {"dynamic_slice_sizes": inst.shape.dims}, shape=inst.shape,
                 metadata=inst.metadata))
         else:  # the first trip's instruction under its own name (the pass manager verifies it)
+            attrs, metadata = inst.attrs, inst.metadata
+            if inst.opcode == "while" and len({known_trip_count(seq[i + t * period + c])
+                                               for t in range(loop.trips)}) > 1:
+                # a loop rolled before, whose trip count differs from trip to trip (the inner
+                # loops of a triangular nest): it is loop state, no longer known up front
+                attrs = without_known_trip_count(attrs)
+                if metadata is not None:
+                    metadata = replace(metadata, op_name="rolled loop")
             made.append(b.adopt(Instruction(inst.name, inst.opcode, inst.shape,
-                                            tuple(operands), inst.attrs, inst.metadata)))
+                                            tuple(operands), attrs, metadata)))
     following = b.add("add", [counter, constant(np.array(1, np.int64))])
     root = b.add("tuple", [following] + [made[q] for q in loop.state]
                  + elements[first_invariant:])

@@ -41,6 +41,12 @@ one trip instead of thousands:
   of a triangular nest are alike; a padded dot or write left in no loop goes back to what it
   was.
 
+- A nest rolls from the inside out, one level a round (``MAX_NESTING``): once the inner loops
+  are ``while`` loops (trip counts and bounds in their state), the trips of the loop around
+  them are alike too, and roll with the inner loop in their body. An inner loop whose trip
+  count differs from trip to trip (``for k in range(i + 1, j)``) loses its
+  ``known_trip_count`` there; the CPU's native driver runs it inside the outer trip.
+
 Every rolled loop leaves a FusionDecision (``ROLLED_LOOP``) with its trips, its body size and
 what varies, and carries XLA's ``known_trip_count``. Linear in the program's size for programs
 without long alike runs; each candidate start looks at a few periods only."""
@@ -54,6 +60,7 @@ import numpy as np
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Metadata, Module
 from ..ir.ops import GroupOp
+from ..ir.queries import without_known_trip_count
 from ..ir.shapes import Shape
 from ..ir.structural import frozen_attribute
 from ..profiler.events import FusionDecision
@@ -90,13 +97,17 @@ MAX_PERIOD = 512  # instructions in one trip
 # kept by this measure even where it leaves more unrolled around them.
 BODY_COST = 64
 _CANDIDATES = 4  # periods tried at each start
+MAX_NESTING = 4  # rounds of rolling: the levels of a loop nest that roll
 
 
 def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
     """What every trip must agree on: opcode, shape, attributes (a slice's extents, not its
     starts) and which operands are constants, with their shapes."""
     attrs = []
-    for k, v in inst.attrs.items():
+    # (a loop rolled in an earlier round: the trips of its nest's next loop hold it, with a
+    # trip count that may differ trip by trip; its count is loop state, as its bounds are)
+    given = inst.attrs if inst.opcode != "while" else without_known_trip_count(inst.attrs)
+    for k, v in given.items():
         if k == "slice" and inst.opcode == "slice":
             attrs.append((k, tuple((hi - lo, stride) for lo, hi, stride in v)))
         else:
@@ -367,6 +378,13 @@ def _varying_text(loop: Loop, seq) -> str:
         if parts else "nothing (the same offsets every trip)"
 
 
+def _nested_text(body: Computation) -> str:
+    """What a rolled loop's decision adds when its trips hold loops rolled before."""
+    inner = sum(1 for inst in body.instructions if inst.opcode == "while")
+    return (f"; each trip runs {inner} loop(s) rolled in the round before (a nest rolls from "
+            "the inside out)") if inner else ""
+
+
 def _planned(entry: Computation):
     """The loops of ``entry`` that roll: (its trips' instructions, their positions, the
     loops, what the program would leave to compile: its instructions outside the loops and
@@ -416,7 +434,23 @@ def _planned(entry: Computation):
 
 
 def roll_loops(module: Module):
-    """(the module with alike unrolled trips rolled into while loops, counts, decisions)."""
+    """(the module with alike unrolled trips rolled into while loops, counts, decisions). A
+    nest rolls from the inside out, a level a round: once its inner loops are while loops,
+    the trips of the loop around them are alike (``for j: ...; for k in range(i + 1, j):``,
+    each inner loop's bounds and trip count loop state), up to ``MAX_NESTING`` levels."""
+    counts: Counter = Counter()
+    decisions: list[FusionDecision] = []
+    for _ in range(MAX_NESTING):
+        module, rolled, decided = _roll_once(module)
+        if not decided:
+            break
+        counts.update(rolled)
+        decisions += decided
+    return module, counts, decisions
+
+
+def _roll_once(module: Module):
+    """One round of ``roll_loops``: the loops of the entry as it is."""
     given = module
     entry = module.entry
     if sum(1 for inst in entry.instructions
@@ -511,7 +545,8 @@ def roll_loops(module: Module):
                      f"{_varying_text(loop, seq)}"
                      + (padded_text(len(padded), padded[0].operands[0].shape.dims[0])
                         if padded else "")
-                     + (padded_writes_text(len(writes), writes[0]) if writes else "")),
+                     + (padded_writes_text(len(writes), writes[0]) if writes else "")
+                     + _nested_text(body)),
             producer_location=location, consumer_location=location, fusion=rolled.name))
     new_entry = builder.build(mapping[id(entry.root)])
     return replace_entry(module, new_entry, tuple(extra)), counts, decisions

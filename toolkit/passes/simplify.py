@@ -253,6 +253,20 @@ def _outer_product_dot(inst, ops, b):
     return b.add("add", (product, zeros), shape=inst.shape, metadata=md)
 
 
+@rule("dot contracting an empty dimension -> zeros", "dot")
+def _empty_contraction(inst, ops, b):
+    """As XLA's simplifier: a dot that contracts a dimension of size 0 (``A[i, :0] @ A[:0, j]``,
+    the first trip of a triangular nest) adds no products; NumPy's result is zeros (+0.0, 0,
+    False) of its type. A broadcast constant, not a BLAS call, and no step a native loop body
+    has to refuse."""
+    lhs = ops[0]
+    if not isinstance(inst.shape, Shape) or not any(
+            lhs.shape.dims[d] == 0 for d in inst.attrs.get("lhs_contracting_dims", ())):
+        return None
+    zero = b.constant(np.zeros((), inst.shape.dtype.numpy), inst.metadata)
+    return b.add("broadcast", (zero,), {"dimensions": ()}, inst.shape, inst.metadata)
+
+
 # or dynamic-slice
 @rule("dynamic-update-slice(x, slice(x) at the same window) -> x", "dynamic-update-slice")
 def _rewrite_own_window(inst, ops, b):

@@ -6,6 +6,7 @@ thunk's sequence). A recurrent network's loop of a dozen small kernels and two o
 
 Loops run this way only where it changes nothing but the time: every step is a compiled kernel
 small enough to run on one thread (larger ones are split over threads by the Python driver) or
+a loop driven so itself (a nest rolled from the inside out: ``run_while`` within the trip), or
 a plain 2-D matrix product (any of NumPy's BLAS types: float32, float64, complex64 and
 complex128; no zero-sized dimension, two different operands:
 NumPy's matmul calls the same BLAS gemm for those; for a matrix-vector product the same gemv,
@@ -39,7 +40,9 @@ BLAS_TYPE = {"float32": 0, "float64": 1, "complex64": 2, "complex128": 3}
 KERNEL, GEMM, COPY, DOT, GEMV = 0, 1, 2, 3, 4
 # the same with operands read in place in larger buffers (dot_views.py)
 GEMM_VIEW, DOT_VIEW, GEMV_VIEW = 5, 6, 7
+WHILE = 8  # a loop inside a program or a loop body (_kernel_call's run_while)
 SPLIT = 9  # a kernel split over native helper threads (_kernel_call's run_split)
+_ALIGN = 64  # bytes: where each temporary of a loop starts in its arena
 CBLAS_ROW_MAJOR, CBLAS_COL_MAJOR = 101, 102
 MAX_POINTERS = 16
 
@@ -345,7 +348,67 @@ def mark_lingering(ops: list[list[int]]) -> list[list[int]]:
 
 
 def _ops(exe: CpuExecutable, index, gemm) -> list[list[int]]:
-    return mark_lingering([step_op(exe, step, index, gemm) for step in exe.steps])
+    """The steps of a loop's body or condition as native ops; a loop inside (a nest rolled
+    from the inside out) is one op, run by run_while within the trip."""
+    read_after: dict[int, set[int]] = {}  # (for a loop inside: what the trip reads after it)
+    later = set(exe.out_slots)
+    for p in range(len(exe.steps) - 1, -1, -1):
+        if exe.steps[p].kind == "control":
+            read_after[p] = set(later)
+        later.update(exe.steps[p].inputs)
+    return mark_lingering([
+        while_op(exe, step, index, read_after[p], set()) if step.kind == "control"
+        else step_op(exe, step, index, gemm) for p, step in enumerate(exe.steps)])
+
+
+def while_op(exe, step, index, read_after: set[int], unwritten: set[int]) -> list[int]:
+    """A while loop the CPU backend drives natively (``NativeLoop``) as one op of the program,
+    so that a program of many rolled loops (a triangular nest's inner loops) makes no trip
+    through Python per loop; _Unsupported where the loop has no native driver.
+
+    Each state leaf is handled as the Python driver handles it (``control.make_control_runner``):
+    run in place in the buffer the plan gave the loop (its initial value's, dead after it), or
+    read in place when the body never writes it, else copied into the result's buffer and run
+    there. A leaf only read is copied into its result's buffer only when something reads that
+    (``read_after``); otherwise that buffer is never written, nor allocated (``unwritten``).
+    The loop's temporaries live in an arena of the run; its constants are the executables' own
+    arrays, which live as long as the program."""
+    run = step.extra.get("run") if step.kind == "control" else None
+    native = getattr(run, "native", None)
+    if native is None or native_op_codes <= WHILE:
+        raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
+    body, cond = native.body, native.cond
+    if len(step.inputs) != len(body.arg_slots) or len(step.outputs) != len(body.arg_slots):
+        raise _Unsupported(f"%{step.inst.name}: its leaves are not its state's")
+    states = []
+    for k, (slot_in, slot_out) in enumerate(zip(step.inputs, step.outputs)):
+        size = exe.slots[slot_in].nbytes
+        if slot_in == slot_out:
+            mode = 0
+        elif k in run.keep:
+            mode = 3 if slot_out in read_after else 2
+            if mode == 2:
+                unwritten.add(slot_out)
+        else:
+            mode = 1
+        states.append((mode, index(slot_in), index(slot_out), size))
+    entries, arena = [], 0
+    for exe_part in (body, cond):
+        state_of = {slot: k for k, slot in enumerate(exe_part.arg_slots)}
+        used = _array_slots(exe_part)
+        for slot in range(len(exe_part.slots)):
+            if slot in state_of:
+                entries.append((3, state_of[slot]))
+            elif slot in exe_part.constants:
+                entries.append((1, exe_part.constants[slot].ctypes.data))
+            elif slot in used and exe_part._slot_types[slot] is not None:
+                entries.append((2, arena))
+                arena += -(-max(exe_part.slots[slot].nbytes, 1) // _ALIGN) * _ALIGN
+            else:
+                entries.append((1, 0))
+    program = native.program.tolist()
+    return [WHILE, len(entries), len(states), arena, len(program),
+            *[v for e in entries for v in e], *[v for st in states for v in st], *program]
 
 
 def _array_slots(exe: CpuExecutable) -> set[int]:

@@ -18,12 +18,10 @@ import numpy as np
 from ...config import env_int
 from .dot_views import droppable_slices, offered_views, reshaped_results
 from .executor import native_op_codes, native_run_steps, slot_types
-from .native_loop import (GEMV_VIEW, KERNEL, _array_slots, _Unsupported, blas_gemm, mark_lingering,
-                          step_op)
+from .native_loop import (GEMV_VIEW, KERNEL, _Unsupported, blas_gemm, mark_lingering, step_op,
+                          while_op)
 
 MIN_STEPS = 2  # one step gains nothing from a native program
-WHILE = 8  # run_ops' op code of a loop inside a program (_kernel_call.run_while)
-_ALIGN = 64  # bytes: where each temporary of a loop starts in its arena
 
 
 @dataclass
@@ -44,56 +42,6 @@ def plan_segments(exe) -> list[tuple]:
     executor runs them: (program or None, steps, slots to allocate first, the program's
     slots, the step of each of its ops)."""
     return [(s.program, s.steps, s.allocate, s.slots, s.op_steps) for s in _segments(exe)]
-
-
-def while_op(exe, step, index, read_after: set[int], unwritten: set[int]) -> list[int]:
-    """A while loop the CPU backend drives natively (``NativeLoop``) as one op of the program,
-    so that a program of many rolled loops (a triangular nest's inner loops) makes no trip
-    through Python per loop; _Unsupported where the loop has no native driver.
-
-    Each state leaf is handled as the Python driver handles it (``control.make_control_runner``):
-    run in place in the buffer the plan gave the loop (its initial value's, dead after it), or
-    read in place when the body never writes it, else copied into the result's buffer and run
-    there. A leaf only read is copied into its result's buffer only when something reads that
-    (``read_after``); otherwise that buffer is never written, nor allocated (``unwritten``).
-    The loop's temporaries live in an arena of the run; its constants are the executables' own
-    arrays, which live as long as the program."""
-    run = step.extra.get("run") if step.kind == "control" else None
-    native = getattr(run, "native", None)
-    if native is None or native_op_codes <= WHILE:
-        raise _Unsupported(f"%{step.inst.name} runs as a {step.kind} step")
-    body, cond = native.body, native.cond
-    if len(step.inputs) != len(body.arg_slots) or len(step.outputs) != len(body.arg_slots):
-        raise _Unsupported(f"%{step.inst.name}: its leaves are not its state's")
-    states = []
-    for k, (slot_in, slot_out) in enumerate(zip(step.inputs, step.outputs)):
-        size = exe.slots[slot_in].nbytes
-        if slot_in == slot_out:
-            mode = 0
-        elif k in run.keep:
-            mode = 3 if slot_out in read_after else 2
-            if mode == 2:
-                unwritten.add(slot_out)
-        else:
-            mode = 1
-        states.append((mode, index(slot_in), index(slot_out), size))
-    entries, arena = [], 0
-    for exe_part in (body, cond):
-        state_of = {slot: k for k, slot in enumerate(exe_part.arg_slots)}
-        used = _array_slots(exe_part)
-        for slot in range(len(exe_part.slots)):
-            if slot in state_of:
-                entries.append((3, state_of[slot]))
-            elif slot in exe_part.constants:
-                entries.append((1, exe_part.constants[slot].ctypes.data))
-            elif slot in used and exe_part._slot_types[slot] is not None:
-                entries.append((2, arena))
-                arena += -(-max(exe_part.slots[slot].nbytes, 1) // _ALIGN) * _ALIGN
-            else:
-                entries.append((1, 0))
-    program = native.program.tolist()
-    return [WHILE, len(entries), len(states), arena, len(program),
-            *[v for e in entries for v in e], *[v for st in states for v in st], *program]
 
 
 def _native_programs() -> bool:
