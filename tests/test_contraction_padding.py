@@ -13,6 +13,7 @@ import toolkit.passes.loop_rolling as loop_rolling
 from toolkit.ir.queries import known_trip_count
 from toolkit.ir.structural import exact_key
 
+from test_kernel_sharing import _flipped_recurrence as _durbin  # (PolyBench's durbin)
 from test_loop_rolling import _compiled, _rolled, _whiles  # (the same questions of a compile)
 
 BACKENDS = ["cpu", "interpreter", "gpu-simulated"]
@@ -230,19 +231,6 @@ def test_whole_rows_are_not_padded():
     module = tk.jit(norms).lower(np.ones((5, 4))).hlo
     dots = [i for i in module.entry.instructions if i.opcode == "dot"]
     assert [_padded_pair(d) is not None for d in dots] == [False] * 4 + [True]
-
-
-def _durbin(r):  # PolyBench's Levinson-Durbin recursion, as its NumPy port writes it
-    y = np.empty_like(r)
-    alpha = -r[0]
-    beta = 1.0
-    y[0] = -r[0]
-    for k in range(1, r.shape[0]):
-        beta *= 1.0 - alpha * alpha
-        alpha = -(r[k] + np.dot(np.flip(r[:k]), y[:k])) / beta
-        y[:k] += alpha * np.flip(y[:k])
-        y[k] = alpha
-    return y
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
