@@ -414,3 +414,36 @@ def test_a_nest_rolls_from_the_inside_out(backend, monkeypatch):
     assert len(_whiles(compiled)) <= 60
     got = np.asarray(tk.device_get(compiled(table.copy())))
     np.testing.assert_array_equal(got, _triangle(table.copy()))
+
+
+def test_a_nested_loops_trip_count_is_read_from_its_state_at_entry(monkeypatch):
+    """An inner loop whose trip count varies has no known_trip_count, but its condition is
+    ``counter < state[k]`` with ``state[k]`` passed on: ``counted_loop`` finds that, and the
+    Python driver (and the GPU's device loop) run it that many trips reading two scalars once,
+    not the predicate every trip. A loop whose bound moves, or whose counter steps by 2, is not
+    counted."""
+    from toolkit.ir.queries import counted_loop
+
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
+    monkeypatch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 256)
+    table = np.random.default_rng(12).integers(-50, 50, (26, 26)).astype(np.int32)
+    compiled = _compiled(_triangle, table.copy())
+    inner = [i for c in compiled.optimized_hlo.computations for i in c.instructions
+             if i.opcode == "while" and known_trip_count(i) is None]
+    assert inner and all(counted_loop(i) is not None for i in inner)
+    monkeypatch.setenv("TOOLKIT_NATIVE_LOOP", "0")  # (the Python driver)
+    python = _compiled(_triangle, table.copy())
+    np.testing.assert_array_equal(python(table.copy()), _triangle(table.copy()))
+
+    def moving_bound(x):
+        return tk.lax.while_loop(lambda s: s[0] < s[1], lambda s: (s[0] + 1, s[1] - 1, s[2] * 2),
+                                 (0, 9, x))[2]
+
+    def by_two(x):
+        return tk.lax.while_loop(lambda s: s[0] < s[1], lambda s: (s[0] + 2, s[1], s[2] * 2),
+                                 (0, 9, x))[2]
+
+    for fn, want in ((moving_bound, 2.0 ** 5), (by_two, 2.0 ** 5)):
+        loops = [i for i in tk.jit(fn).lower(1.0).hlo.entry.instructions if i.opcode == "while"]
+        assert [counted_loop(i) for i in loops] == [None]
+        assert float(tk.jit(fn)(1.0)) == want

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module, post_order
-from ..ir.queries import known_trip_count
+from ..ir.queries import counted_loop, known_trip_count
 from ..ir.shapes import TupleShape
 
 
@@ -107,6 +107,16 @@ def passed_on(body: Computation) -> frozenset[int]:
     return frozenset(found)
 
 
+COUNT_SOURCE = {True: "known_trip_count", False: "trip count read from its state"}
+
+
+def entry_trip_count(counted: tuple[int, int], leaves, to_host) -> int:
+    """The trips of a ``counted_loop`` ``(i, k)`` from its initial state: ``max(0, init[k] -
+    init[i])`` (two scalars read, once a loop, where its predicate would be read every trip)."""
+    i, k = counted
+    return max(0, int(to_host(leaves[k])) - int(to_host(leaves[i])))
+
+
 def make_control_runner(
     inst: Instruction,
     compile_module: Callable[[Module], object],
@@ -136,6 +146,7 @@ def make_control_runner(
         )
         native = native_while(cond, body) if native_while is not None else None
         known = known_trip_count(inst)
+        counted = counted_loop(inst) if known is None else None
         keep = owned | (passed_on(inst.attrs["body"]) if share_unwritten else frozenset())
 
         copies_state = getattr(native, "copies_state", False)
@@ -150,17 +161,20 @@ def make_control_runner(
             if native is not None:
                 state, run_while.trips = native.run(state, 1 << 62)
                 return state
-            if known is not None:
-                # fori_loop with Python bounds, scan: the body runs N times with no predicate
-                # read per trip (on a device, a download and a wait each), as XLA's while thunk
-                # does; the condition is read once, after, to hold the count to its word
-                for _ in range(known):
+            trips_now = known if counted is None else entry_trip_count(counted, state, to_host)
+            if trips_now is not None:
+                # fori_loop with Python bounds, scan, a nested rolled loop (its count read at
+                # entry from its state): the body runs N times with no predicate read per trip
+                # (on a device, a download and a wait each), as XLA's while thunk does; the
+                # condition is read once, after, to hold the count to its word
+                for _ in range(trips_now):
                     state = list(body(state))
                 if bool(to_host(cond(state)[0])):
-                    raise RuntimeError(f"%{inst.name}: its known_trip_count ({known}) disagrees "
+                    raise RuntimeError(f"%{inst.name}: its {COUNT_SOURCE[counted is None]} "
+                                       f"({trips_now}) disagrees "
                                        "with its condition, which is still true after that many "
                                        "trips")
-                run_while.trips = known
+                run_while.trips = trips_now
                 return state
             trips = 0
             while bool(to_host(cond(state)[0])):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .nodes import Instruction
+from .shapes import TupleShape
 from .ops import GroupOp
 
 # the values of a fused computation's parameters that its fusion is given as constants (the
@@ -109,6 +110,63 @@ def known_trip_count(inst: Instruction) -> int | None:
             except (ValueError, KeyError, TypeError):
                 return None
     return None
+
+
+def _seen_through(x: Instruction):
+    """``(opcode, attrs, operands)`` of ``x``, or of the one instruction a fusion of it computes
+    (its parameters standing for the fusion's operands, its constants for themselves); None for
+    a fusion of more."""
+    if x.opcode != "fusion":
+        return x.opcode, x.attrs, x.operands
+    root = x.attrs["calls"].root
+    operands = []
+    for o in root.operands:
+        if o.opcode == "parameter":
+            operands.append(x.operands[o.attrs["parameter_number"]])
+        elif o.opcode == "constant":
+            operands.append(o)
+        else:
+            return None
+    return root.opcode, root.attrs, tuple(operands)
+
+
+def counted_loop(inst: Instruction) -> tuple[int, int] | None:
+    """``(i, k)`` where a while (a flat tuple of arrays) counts state element ``i`` up by one
+    while it is below element ``k``, which its body passes on unchanged: it runs ``max(0,
+    init[k] - init[i])`` trips, known at its entry though not at compile time (a loop that
+    loop rolling nested, whose bounds are loop state: XLA's while-loop trip count analysis for
+    a bound in the state); else None."""
+    shape = inst.shape
+    if inst.opcode != "while" or not isinstance(shape, TupleShape) or any(
+            isinstance(e, TupleShape) for e in shape.elements):
+        return None
+    cond, body = inst.attrs["condition"], inst.attrs["body"]
+    test = _seen_through(cond.root)
+    if test is None or test[0] != "compare" or test[1].get("direction") != "LT":
+        return None
+    counter, limit = test[2]
+
+    def element(x: Instruction) -> int | None:  # (the state: the computation's one parameter)
+        if x.opcode == "get-tuple-element" and x.operands[0].opcode == "parameter":
+            return x.attrs["index"]
+        return None
+
+    i, k = element(counter), element(limit)
+    if i is None or k is None or i == k or not counter.shape.dtype.is_integer \
+            or counter.shape.rank != 0 or limit.shape != counter.shape:
+        return None
+    result = body.root
+    if result.opcode != "tuple" or element(result.operands[k]) != k:
+        return None
+    step = _seen_through(result.operands[i])
+    if step is None or step[0] != "add":
+        return None
+    a, b = step[2]
+    one = b if element(a) == i else a if element(b) == i else None
+    if one is None or one.opcode != "constant" or one.shape != counter.shape \
+            or int(one.attrs["literal"]) != 1:
+        return None
+    return i, k
 
 
 def without_known_trip_count(attrs: dict) -> dict:

@@ -15,8 +15,9 @@ its body's command buffer.
 - **Entry and exit.** A call copies the initial state into the loop's buffers (the copy the
   loop makes of its state anyway) and the final state out into new buffers, which the caller
   keeps: the loop's own are reused by the next call.
-- **Trip count.** With XLA's ``known_trip_count`` the body runs that many times and the
-  condition is read once, after, to hold the count to its word. Otherwise the condition runs
+- **Trip count.** With XLA's ``known_trip_count``, or a count its state gives at entry (a
+  loop rolling nested: ``counted_loop``, two scalars read once), the body runs that many times
+  and the condition is read once, after, to hold the count to its word. Otherwise the condition runs
   on the device and its predicate is downloaded before each trip (CUDA's conditional graph
   nodes would keep that on the device; not used yet).
 
@@ -24,7 +25,8 @@ A body that is not one graph (host steps, nested loops, a single launch) is not 
 ``DeviceLoop.for_parts`` says so and the loop runs as before."""
 from __future__ import annotations
 
-from ..control import passed_on
+from ...ir.queries import counted_loop
+from ..control import COUNT_SOURCE, entry_trip_count, passed_on
 from .arrays import DeviceArray
 
 
@@ -35,6 +37,7 @@ class DeviceLoop:
 
     def __init__(self, inst, cond, body, known: int | None):
         self.inst, self.cond, self.body, self.known = inst, cond, body, known
+        self.counted = counted_loop(inst) if known is None else None
         self.device = body.device
         plan = body.plan
         self.invariant = passed_on(inst.attrs["body"])
@@ -93,15 +96,18 @@ class DeviceLoop:
                 d.copy_into(own, v)
         states = [self._state(0, leaves), self._state(1, leaves)]
         state, parity, trips = states[0], 0, 0
-        budget = self.known if self.known is not None else limit
+        known = self.known if self.counted is None else entry_trip_count(
+            self.counted, leaves, d.download)  # (a nested rolled loop: two scalars read once)
+        budget = known if known is not None else limit
         while trips < budget:
-            if self.known is None and not bool(d.download(self._condition(state))):
+            if known is None and not bool(d.download(self._condition(state))):
                 break
             state = self._trip(state, states, parity)
             parity ^= 1
             trips += 1
-        if self.known is not None and bool(d.download(self._condition(state))):
-            raise RuntimeError(f"%{self.inst.name}: its known_trip_count ({self.known}) "
+        if known is not None and bool(d.download(self._condition(state))):
+            raise RuntimeError(f"%{self.inst.name}: its {COUNT_SOURCE[self.counted is None]} "
+                               f"({known}) "
                                "disagrees with its condition, which is still true after that "
                                "many trips")
         self.trips = trips
