@@ -107,14 +107,18 @@ def passed_on(body: Computation) -> frozenset[int]:
     return frozenset(found)
 
 
-COUNT_SOURCE = {True: "known_trip_count", False: "trip count read from its state"}
-
-
 def entry_trip_count(counted: tuple[int, int], leaves, to_host) -> int:
     """The trips of a ``counted_loop`` ``(i, k)`` from its initial state: ``max(0, init[k] -
     init[i])`` (two scalars read, once a loop, where its predicate would be read every trip)."""
     i, k = counted
     return max(0, int(to_host(leaves[k])) - int(to_host(leaves[i])))
+
+
+def overrun_error(inst: Instruction, trips: int, from_state: bool) -> RuntimeError:
+    """What a loop run for a trip count it was given raises when its condition still holds."""
+    source = "trip count read from its state" if from_state else "known_trip_count"
+    return RuntimeError(f"%{inst.name}: its {source} ({trips}) disagrees with its condition, "
+                        "which is still true after that many trips")
 
 
 def make_control_runner(
@@ -170,10 +174,7 @@ def make_control_runner(
                 for _ in range(trips_now):
                     state = list(body(state))
                 if bool(to_host(cond(state)[0])):
-                    raise RuntimeError(f"%{inst.name}: its {COUNT_SOURCE[counted is None]} "
-                                       f"({trips_now}) disagrees "
-                                       "with its condition, which is still true after that many "
-                                       "trips")
+                    raise overrun_error(inst, trips_now, counted is not None)
                 run_while.trips = trips_now
                 return state
             trips = 0

@@ -205,11 +205,11 @@ class PaddedDot:
         module's instructions there)."""
         operands = []
         for window, operand in self.windows:
-            operands.append(rebuild_window(b, mapping, window, operand))
+            operands.append(_rebuilt_window(b, mapping, window, operand))
         return b.adopt(with_operands(self.dot, operands))
 
 
-def rebuild_window(b: ComputationBuilder, mapping: dict, window: RowWindow,
+def _rebuilt_window(b: ComputationBuilder, mapping: dict, window: RowWindow,
                    operand: Instruction) -> Instruction:
     """``operand`` (the window: its slice, the reshape and reverse above it) built again in
     ``b`` from the padded module's instruction for its source (``mapping``)."""

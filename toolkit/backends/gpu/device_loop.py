@@ -17,16 +17,16 @@ its body's command buffer.
   keeps: the loop's own are reused by the next call.
 - **Trip count.** With XLA's ``known_trip_count``, or a count its state gives at entry (a
   loop rolling nested: ``counted_loop``, two scalars read once), the body runs that many times
-  and the condition is read once, after, to hold the count to its word. Otherwise the condition runs
-  on the device and its predicate is downloaded before each trip (CUDA's conditional graph
-  nodes would keep that on the device; not used yet).
+  and the condition is read once, after, to hold the count to its word. Otherwise the
+  condition runs on the device and its predicate is downloaded before each trip (CUDA's
+  conditional graph nodes would keep that on the device; not used yet).
 
 A body that is not one graph (host steps, nested loops, a single launch) is not driven here:
 ``DeviceLoop.for_parts`` says so and the loop runs as before."""
 from __future__ import annotations
 
 from ...ir.queries import counted_loop
-from ..control import COUNT_SOURCE, entry_trip_count, passed_on
+from ..control import entry_trip_count, overrun_error, passed_on
 from .arrays import DeviceArray
 
 
@@ -106,10 +106,7 @@ class DeviceLoop:
             parity ^= 1
             trips += 1
         if known is not None and bool(d.download(self._condition(state))):
-            raise RuntimeError(f"%{self.inst.name}: its {COUNT_SOURCE[self.counted is None]} "
-                               f"({known}) "
-                               "disagrees with its condition, which is still true after that "
-                               "many trips")
+            raise overrun_error(self.inst, known, self.counted is not None)
         self.trips = trips
         # the caller keeps what it gets: the loop's own buffers serve the next call
         return [d.copy(v) for v in state], trips
