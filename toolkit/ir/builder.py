@@ -106,6 +106,7 @@ _SHAPES: dict[Shape, Shape] = {}
 _SHAPES_KEPT = 1 << 14
 
 
+_CONSTANT_SHAPES: dict[tuple, Shape] = {}  # (literal dtype, dimensions) -> its shape
 _ATTRIBUTES: dict[tuple, Mapping[str, Any]] = {}
 _ATTRIBUTES_KEPT = 1 << 16
 _PLAIN = frozenset({int, bool, str, float, type(None)})
@@ -256,7 +257,20 @@ class ComputationBuilder:
 
         lit = np.array(literal)
         lit.flags.writeable = False
-        return self.add("constant", (), {"literal": lit}, metadata=metadata)
+        # (a literal's shape is its dtype and dimensions: asked once per kind, as passes that
+        # pad or roll make a few constants for each of thousands of instructions)
+        kind = (lit.dtype, lit.shape)
+        shape = _CONSTANT_SHAPES.get(kind)
+        if shape is None:
+            if len(_CONSTANT_SHAPES) >= _SHAPES_KEPT:
+                _CONSTANT_SHAPES.clear()
+            shape = _CONSTANT_SHAPES[kind] = _shared_shape(
+                infer_shape("constant", (), {"literal": lit}))
+        inst = Instruction(self.uniquer.fresh("constant"), "constant", shape, (),
+                           MappingProxyType({"literal": lit}), metadata)
+        mark_shape_inferred(inst)
+        self._instructions.append(inst)
+        return inst
 
     def build(self, root: Instruction, keep_dead: bool = False) -> Computation:
         """The computation ending in ``root``; instructions it does not need are dropped unless
@@ -279,6 +293,34 @@ class ComputationBuilder:
                 live.update(map(id, inst.operands))
         kept = tuple(i for i in self._instructions if id(i) in live)
         return Computation(self.name, params, kept, root)
+
+
+class PlannedAdds:
+    """``builder.add`` and ``builder.constant`` for a pass that adds the same few kinds of
+    instruction thousands of times (padding a loop nest's dots and writes): what ``add`` makes
+    of an instruction (its frozen attributes, its shape, checked) is remembered per opcode,
+    attributes, declared shape and operand shapes, so each kind is checked once. Remembered
+    for as long as the pass holds this object."""
+
+    def __init__(self, builder: ComputationBuilder):
+        self.builder = builder
+        self.constant = builder.constant
+        self._plans: dict[tuple, tuple[Mapping[str, Any], AnyShape]] = {}
+
+    def add(self, opcode: str, operands: Sequence[Instruction] = (),
+            attrs: Mapping[str, Any] | None = None, shape: AnyShape | None = None,
+            metadata: Metadata | None = None) -> Instruction:
+        operands = tuple(operands)
+        key = (opcode, tuple(attrs.items()) if attrs else (), shape,
+               *[o.shape for o in operands])
+        try:
+            planned = self._plans.get(key)
+        except TypeError:  # (an attribute that does not hash: an array literal)
+            return self.builder.add(opcode, operands, attrs, shape, metadata)
+        if planned is None:
+            planned = self._plans[key] = planned_instruction(
+                opcode, [o.shape for o in operands], attrs, shape)
+        return self.builder.add_planned(opcode, operands, planned, metadata)
 
 
 def binary_region(b: ComputationBuilder, opcode: str, dtype: ElementType) -> Computation:

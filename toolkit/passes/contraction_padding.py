@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ir.builder import ComputationBuilder, NameUniquer, binary_region
+from ..ir.builder import ComputationBuilder, NameUniquer, PlannedAdds, binary_region
 from ..ir.dtypes import from_numpy
 from ..ir.nodes import Instruction, Module
 from ..ir.shapes import Shape
@@ -98,7 +98,7 @@ def _padded_pair(dot: Instruction):
     return left, right
 
 
-def whole_row(b: ComputationBuilder, window: RowWindow, md) -> Instruction:
+def whole_row(b: ComputationBuilder | PlannedAdds, window: RowWindow, md) -> Instruction:
     """The window's values where they lie in its whole row (rank 1): inside ``[lo:hi]``,
     element ``m`` is the window's element ``m - lo``; outside, whatever the row holds (a
     flipped window: zeros or the row reversed). Its row sliced from its source; for a flipped
@@ -121,7 +121,8 @@ def whole_row(b: ComputationBuilder, window: RowWindow, md) -> Instruction:
     return b.add("dynamic-slice", (padded, start), {"dynamic_slice_sizes": (n,)}, row.shape, md)
 
 
-def window_mask(b: ComputationBuilder, n: int, lo: int, hi: int, md) -> Instruction:
+def window_mask(b: ComputationBuilder | PlannedAdds, n: int, lo: int, hi: int,
+                md) -> Instruction:
     """``lo <= iota < hi`` over a row of ``n``: the mask of a window padded to its row (its
     bounds are broadcast integers loop rolling lifts into the loop state: ``_mask_bounds``)."""
     index = b.add("iota", (), {"iota_dimension": 0}, Shape(_S64, (n,)), md)
@@ -150,30 +151,31 @@ def pad_contractions(module: Module, min_dots: int):
     names = NameUniquer.from_names(c.name for c in module.computations)
     adders: dict = {}
     b = ComputationBuilder(entry.name, NameUniquer.from_names(i.name for i in entry.instructions))
+    adopt, planned = b.adopt, PlannedAdds(b)  # (thousands of dots, each padded alike)
     mapping: dict[int, Instruction] = {}
     originals: dict[int, PaddedDot] = {}
     for inst in entry.instructions:
-        operands = [mapping[id(o)] for o in inst.operands]
         pair = pairs.get(id(inst))
         if pair is None:
-            mapping[id(inst)] = b.adopt(with_operands(inst, operands))
+            mapping[id(inst)] = adopt(with_operands(inst, [mapping[id(o)]
+                                                           for o in inst.operands]))
             continue
         md = inst.metadata
         t = inst.shape.dtype
         left, right = [w._replace(source=mapping[id(w.source)]) for w in pair]
         n = left.source.shape.dims[left.d]
-        product = b.add("multiply", (whole_row(b, left, md), whole_row(b, right, md)),
-                        metadata=md)
-        inside = window_mask(b, n, left.lo, left.hi, md)
-        zero = b.constant(np.zeros((), t.numpy), md)
-        zeros = b.add("broadcast", (zero,), {"dimensions": ()}, product.shape, md)
-        kept = b.add("select", (inside, product, zeros), metadata=md)
+        product = planned.add("multiply", (whole_row(planned, left, md),
+                                           whole_row(planned, right, md)), metadata=md)
+        inside = window_mask(planned, n, left.lo, left.hi, md)
+        zero = planned.constant(np.zeros((), t.numpy), md)
+        zeros = planned.add("broadcast", (zero,), {"dimensions": ()}, product.shape, md)
+        kept = planned.add("select", (inside, product, zeros), metadata=md)
         adder = adders.get(t)
         if adder is None:
             adder = adders[t] = binary_region(
                 ComputationBuilder(names.fresh("padded_sum"), NameUniquer()), "add", t)
-        total = b.add("reduce", (kept, zero), {"dimensions": (0,), "to_apply": adder},
-                      metadata=md)
+        total = planned.add("reduce", (kept, zero), {"dimensions": (0,), "to_apply": adder},
+                            metadata=md)
         mapping[id(inst)] = total
         originals[id(total)] = PaddedDot(inst, tuple(zip((left, right), inst.operands)))
     new_entry = b.build(mapping[id(entry.root)])

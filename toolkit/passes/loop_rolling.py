@@ -100,9 +100,47 @@ _CANDIDATES = 4  # periods tried at each start
 MAX_NESTING = 4  # rounds of rolling: the levels of a loop nest that roll
 
 
-def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
-    """What every trip must agree on: opcode, shape, attributes (a slice's extents, not its
-    starts) and which operands are constants, with their shapes."""
+class _Tokens:
+    """Each instruction's token as an int, computed when first asked for (the instructions of
+    candidate runs only): what every trip must agree on (opcode, shape, attributes: a slice's
+    extents, not its starts; which operands are constants, with their shapes). Attribute maps
+    and shapes are shared objects (the builder's), so an instruction is first looked up by the
+    identities of what it holds, and keyed by value only the first time they are seen."""
+
+    def __init__(self, seq: list[Instruction]):
+        self.seq = seq
+        self.values = [-1] * len(seq)
+        self.array = np.full(len(seq), -1, np.int64)  # (the same, for _AlikeRuns' scans)
+        self._keys: dict[int, tuple] = {}  # exact keys of called computations
+        self._by_identity: dict[tuple, int] = {}
+        self._codes: dict[tuple, int] = {}
+
+    def at(self, k: int) -> int:
+        code = self.values[k]
+        if code < 0:
+            code = self.values[k] = self._code(self.seq[k])
+            self.array[k] = code
+        return code
+
+    def fill(self, lo: int, hi: int) -> None:
+        """Compute the tokens of positions ``lo`` to ``hi`` not known yet."""
+        for k in np.flatnonzero(self.array[lo:hi] < 0).tolist():
+            self.at(lo + k)
+
+    def _code(self, inst: Instruction) -> int:
+        operands = inst.operands
+        # (objects the instructions hold, alive while this runs: their ids stay theirs)
+        identity = (inst.opcode, id(inst.shape), id(inst.attrs),
+                    tuple((o.opcode == "constant", id(o.shape)) for o in operands))
+        code = self._by_identity.get(identity)
+        if code is None:
+            key = (inst.opcode, inst.shape, _frozen_attributes(inst, self._keys),
+                   tuple((o.opcode == "constant", o.shape) for o in operands))
+            code = self._by_identity[identity] = self._codes.setdefault(key, len(self._codes))
+        return code
+
+
+def _frozen_attributes(inst: Instruction, keys: dict[int, tuple]) -> tuple:
     attrs = []
     # (a loop rolled in an earlier round: the trips of its nest's next loop hold it, with a
     # trip count that may differ trip by trip; its count is loop state, as its bounds are)
@@ -112,8 +150,7 @@ def _token(inst: Instruction, keys: dict[int, tuple]) -> tuple:
             attrs.append((k, tuple((hi - lo, stride) for lo, hi, stride in v)))
         else:
             attrs.append((k, frozen_attribute(v, keys)))
-    operands = tuple((o.opcode == "constant", o.shape) for o in inst.operands)
-    return (inst.opcode, inst.shape, tuple(attrs), operands)
+    return tuple(attrs)
 
 
 def _is_value(literal: np.ndarray, value: int) -> bool:
@@ -260,41 +297,56 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int,
 
 def _sketch(inst: Instruction) -> tuple:
     """What a trip's instruction must share with the same one of every other trip, cheap to
-    compute: its opcode, dimensions and operand count (``_token`` holds the rest)."""
+    compute: its opcode, dimensions and operand count (``_Tokens`` holds the rest)."""
     shape = inst.shape
     return (inst.opcode, shape.dims if isinstance(shape, Shape) else None, len(inst.operands))
 
 
 class _AlikeRuns:
     """How many consecutive trips of a period, from a start, have equal values position by
-    position (``value(k)``), remembered per period. A start that does not roll is followed by
-    the next start in the same run: it reuses the run's scan instead of walking the run again
-    (which made a long alike run quadratic: 65 s on a 40k-instruction convolution)."""
+    position (``at(k)``, an int; ``array``, the same as far as ``fill(lo, hi)`` has made them
+    known), remembered per period. A start that does not roll is followed by the next start in
+    the same run: it reuses the run's scan instead of walking the run again (which made a long
+    alike run quadratic: 65 s on a 40k-instruction convolution). The scan compares stretches
+    at once (NumPy), each twice as long as the one before."""
 
-    def __init__(self, value, n: int):
-        self.value = value
-        self.n = n
+    def __init__(self, at, array: np.ndarray, fill=None):
+        self.at, self.array, self.fill = at, array, fill
+        self.n = len(array)
         self.scanned: dict[int, tuple[int, int]] = {}  # period -> (from, first mismatch)
 
     def trips(self, i: int, period: int, limit: int) -> int:
         start = i + period
         lo, end = self.scanned.get(period, (-1, -1))
         if not lo <= start <= end:  # every position in [lo, end) equals the one a period back
-            value, end = self.value, start
-            while end < self.n and value(end) == value(end - period):
-                end += 1
+            end = self._first_mismatch(start, period)
             self.scanned[period] = (start, end)
         return max(1, min(limit, 1 + (end - start) // period))
 
+    def _first_mismatch(self, start: int, period: int) -> int:
+        at, n = self.at, self.n
+        if start >= n or at(start) != at(start - period):
+            return start  # (most candidates end here: one comparison, no array)
+        array, k, stretch = self.array, start, 64
+        while k < n:
+            stop = min(n, k + stretch)
+            if self.fill is not None:
+                self.fill(k - period, stop)
+            differ = np.flatnonzero(array[k:stop] != array[k - period:stop - period])
+            if differ.size:
+                return k + int(differ[0])
+            k, stretch = stop, 2 * stretch
+        return n
 
-def _find_loops(seq, index, last_use, codes, token) -> list[Loop]:
-    """``codes``: each instruction's sketch, as an int; ``token(k)``: its full token, as an
-    int (computed for the instructions of candidate runs only). Short loops (``Loop.short``)
-    are candidates in programs of ``SHORT_LOOPS_FROM`` instructions or more."""
+
+def _find_loops(seq, index, last_use, codes: list[int], tokens: _Tokens) -> list[Loop]:
+    """``codes``: each instruction's sketch, as an int; ``tokens``: its full token, as an int
+    (computed for the instructions of candidate runs only). Short loops (``Loop.short``) are
+    candidates in programs of ``SHORT_LOOPS_FROM`` instructions or more."""
     short_loops = len(seq) >= SHORT_LOOPS_FROM
     n = len(seq)
-    code_runs = _AlikeRuns(codes.__getitem__, n)
-    token_runs = _AlikeRuns(token, n)
+    code_runs = _AlikeRuns(codes.__getitem__, np.array(codes, np.int64))
+    token_runs = _AlikeRuns(tokens.at, tokens.array, tokens.fill)
     following: list[int] = [n] * n  # the next position with the same sketch
     seen: dict[int, int] = {}
     for k in range(n - 1, -1, -1):
@@ -356,10 +408,10 @@ def _find_loops(seq, index, last_use, codes, token) -> list[Loop]:
     return loops
 
 
-def _kind(loop: Loop, token) -> tuple:
+def _kind(loop: Loop, tokens: _Tokens) -> tuple:
     """What a short loop's recurrences share: one trip's instructions, by their tokens, in
     an order that does not depend on where in its trip the loop was found to start."""
-    return tuple(sorted(token(loop.start + c) for c in range(loop.period)))
+    return tuple(sorted(tokens.at(loop.start + c) for c in range(loop.period)))
 
 
 def _varying_text(loop: Loop, seq) -> str:
@@ -403,21 +455,12 @@ def _planned(entry: Computation):
         last_use[root] = len(seq)
     sketch_codes: dict[tuple, int] = {}
     codes = [sketch_codes.setdefault(_sketch(inst), len(sketch_codes)) for inst in seq]
-    keys: dict[int, tuple] = {}
-    token_codes: dict[tuple, int] = {}
-    tokens: dict[int, int] = {}
-
-    def token(k: int) -> int:
-        found = tokens.get(k)
-        if found is None:
-            found = tokens[k] = token_codes.setdefault(_token(seq[k], keys), len(token_codes))
-        return found
-
-    loops = _find_loops(seq, index, last_use, codes, token)
+    tokens = _Tokens(seq)
+    loops = _find_loops(seq, index, last_use, codes, tokens)
     # a short loop rolls where loops with the same body recur, MIN_INSTRUCTIONS in all
     kinds: Counter = Counter()
     for loop in loops:
-        loop.kind = _kind(loop, token)
+        loop.kind = _kind(loop, tokens)
         if loop.short:
             kinds[loop.kind] += loop.trips * loop.period
     loops = [loop for loop in loops if not loop.short or kinds[loop.kind] >= MIN_INSTRUCTIONS

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ir.builder import ComputationBuilder, NameUniquer
+from ..ir.builder import ComputationBuilder, NameUniquer, PlannedAdds
 from ..ir.nodes import Instruction, Module
 from ..ir.ops import is_elementwise
 from ..ir.shapes import Shape
@@ -185,6 +185,7 @@ def pad_window_writes(module: Module, min_writes: int, padded_dots: dict | None 
         return None
     dropped_ids = set().union(*(plan.dropped for plan in plans.values()))
     b = ComputationBuilder(entry.name, NameUniquer.from_names(i.name for i in entry.instructions))
+    planned = PlannedAdds(b)  # (hundreds of writes, each padded alike)
     mapping: dict[int, Instruction] = {}
     originals: dict[int, PaddedWrite] = {}
     order = {id(inst): k for k, inst in enumerate(entry.instructions)}
@@ -196,7 +197,7 @@ def pad_window_writes(module: Module, min_writes: int, padded_dots: dict | None 
             operands = [mapping[id(o)] for o in inst.operands]
             mapping[id(inst)] = b.adopt(with_operands(inst, operands))
             continue
-        mapping[id(inst)] = _padded(b, inst, plan, mapping, order)
+        mapping[id(inst)] = _padded(planned, inst, plan, mapping, order)
         gone = sorted(plan.dropped.values(), key=lambda x: order[id(x)])
         outside = {id(o): mapping[id(o)] for x in gone + [inst] for o in x.operands
                    if id(o) not in plan.dropped}
@@ -208,7 +209,7 @@ def pad_window_writes(module: Module, min_writes: int, padded_dots: dict | None 
     return replace_entry(module, b.build(mapping[id(entry.root)])), originals
 
 
-def _padded(b: ComputationBuilder, write: Instruction, plan: _WritePlan, mapping: dict,
+def _padded(b: PlannedAdds, write: Instruction, plan: _WritePlan, mapping: dict,
             order: dict):
     """The padded write in ``b``: the elementwise computation over the whole row inside
     ``[lo:hi]``, the row's own values outside it."""
