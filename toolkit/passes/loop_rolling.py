@@ -129,9 +129,17 @@ class _Tokens:
 
     def _code(self, inst: Instruction) -> int:
         operands = inst.operands
-        # (objects the instructions hold, alive while this runs: their ids stay theirs)
-        identity = (inst.opcode, id(inst.shape), id(inst.attrs),
-                    tuple((o.opcode == "constant", id(o.shape)) for o in operands))
+        # (objects the instructions hold, alive while this runs: their ids stay theirs; one
+        # or two operands, most instructions, without a generator)
+        if len(operands) == 1:
+            o = operands[0]
+            held = (o.opcode == "constant", id(o.shape))
+        elif len(operands) == 2:
+            o, p = operands
+            held = (o.opcode == "constant", id(o.shape), p.opcode == "constant", id(p.shape))
+        else:
+            held = tuple((o.opcode == "constant", id(o.shape)) for o in operands)
+        identity = (inst.opcode, id(inst.shape), id(inst.attrs), held)
         code = self._by_identity.get(identity)
         if code is None:
             key = (inst.opcode, inst.shape, _frozen_attributes(inst, self._keys),
@@ -167,7 +175,7 @@ def _describe(index, base: int, inst: Instruction, k: int):
     o = inst.operands[k]
     if o.opcode == "constant":
         return ("constant", o)
-    q = index.get(id(o))
+    q = index.get(o)
     if q is None:
         return ("outer", o)
     return ("at", base - q, q)
@@ -222,28 +230,48 @@ def _varies(starts) -> bool:
     return any(step for _, step in starts)
 
 
-def _trip_agrees(seq, index, i: int, period: int, t: int, classes, slice_starts) -> bool:
-    base = i + t * period
+def _trip_checks(period: int, classes, slice_starts) -> list:
+    """What every later trip must show at each place, from the first two trips' classes:
+    (place, [(operand, check, wanted)], slice starts or None); checks: 0 the same invariant,
+    1 the value made that many places from the trip's start (a carried one: from the trip
+    before), 2 a constant of these bytes, 3 a progression's value."""
+    checks = []
     for c in range(period):
-        inst = seq[base + c]
+        row = []
         for k, cls in enumerate(classes[c]):
-            o = inst.operands[k]
             kind = cls[0]
             if kind == "invariant":
-                if o is not cls[1]:
-                    return False
-            elif kind == "local" or kind == "carried":
-                produced = base + cls[1] - (0 if kind == "local" else period)
-                if index.get(id(o)) != produced:
-                    return False
+                row.append((k, 0, cls[1]))
+            elif kind == "local":
+                row.append((k, 1, cls[1]))
+            elif kind == "carried":
+                row.append((k, 1, cls[1] - period))
             elif kind == "constant":
-                want = literal(cls[1])
-                if o.opcode != "constant" or literal(o).tobytes() != want.tobytes():
+                row.append((k, 2, literal(cls[1]).tobytes()))
+            else:
+                row.append((k, 3, cls))
+        checks.append((c, row, slice_starts.get(c)))
+    return checks
+
+
+def _trip_agrees(seq, index, base: int, t: int, checks) -> bool:
+    """Does trip ``t``, from ``base``, show what ``_trip_checks`` asks?"""
+    for c, row, starts in checks:
+        inst = seq[base + c]
+        operands = inst.operands
+        for k, check, wanted in row:
+            o = operands[k]
+            if check == 0:
+                if o is not wanted:
                     return False
-            else:  # progression
-                if o.opcode != "constant" or not _is_value(literal(o), cls[1] + t * cls[2]):
+            elif check == 1:
+                if index.get(o) != base + wanted:
                     return False
-        starts = slice_starts.get(c)
+            elif check == 2:
+                if o.opcode != "constant" or literal(o).tobytes() != wanted:
+                    return False
+            elif o.opcode != "constant" or not _is_value(literal(o), wanted[1] + t * wanted[2]):
+                return False
         if starts is not None and any(
                 lo != first + t * step
                 for (lo, _, _), (first, step) in zip(inst.attrs["slice"], starts)):
@@ -265,7 +293,8 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int,
                               for c in range(period)):
         return None
     good = 2
-    while good < trips and _trip_agrees(seq, index, i, period, good, classes, slice_starts):
+    checks = _trip_checks(period, classes, slice_starts)
+    while good < trips and _trip_agrees(seq, index, i + good * period, good, checks):
         good += 1
     trips = good
     # no value outlives the next trip, except the last trip's
@@ -443,14 +472,15 @@ def _planned(entry: Computation):
     one trip of each kind of body)."""
     seq = [inst for inst in entry.instructions
            if inst.opcode != "parameter" and inst.opcode != "constant"]
-    index = {id(inst): k for k, inst in enumerate(seq)}
+    # (keyed by the instructions themselves: they hash by identity, with no id() call)
+    index = {inst: k for k, inst in enumerate(seq)}
     last_use = [-1] * len(seq)
     for k, inst in enumerate(seq):
         for o in inst.operands:
-            j = index.get(id(o))
+            j = index.get(o)
             if j is not None:
                 last_use[j] = k
-    root = index.get(id(entry.root))
+    root = index.get(entry.root)
     if root is not None:
         last_use[root] = len(seq)
     sketch_codes: dict[tuple, int] = {}
@@ -467,9 +497,9 @@ def _planned(entry: Computation):
              or loop.trips * loop.period >= LONE_SHORT_LOOP]
     # the loop is emitted where its first trip began: what it reads from outside must be
     # defined by then (a parameter made while tracing, after a graph break, may come later)
-    position = {id(inst): k for k, inst in enumerate(entry.instructions)}
+    position = {inst: k for k, inst in enumerate(entry.instructions)}
     loops = [loop for loop in loops
-             if all(position[id(v)] < position[id(seq[loop.start])] for v in loop.invariants)]
+             if all(position[v] < position[seq[loop.start]] for v in loop.invariants)]
     kinds_left = {loop.kind for loop in loops}
     left = len(seq) - sum(loop.trips * loop.period for loop in loops) + sum(
         len(kind) + BODY_COST for kind in kinds_left)
@@ -534,7 +564,7 @@ def _roll_once(module: Module):
     counts: Counter = Counter()
     decisions: list[FusionDecision] = []
     for inst in entry.instructions:
-        k = index.get(id(inst))
+        k = index.get(inst)
         if k is None or k not in inside:
             original = originals.get(id(inst))
             if original is not None:  # padded, yet in no loop: the dot or write it was
