@@ -135,17 +135,20 @@ class _WritePlan(NamedTuple):
     dropped: dict  # id -> the instructions only the write uses (padding drops them)
 
 
-def _plan(write: Instruction, uses: Counter) -> _WritePlan | None:
-    """The write's padding, or None."""
+def _candidate(write: Instruction):
+    """The write's row window and the computation of its value, where it has the form
+    padding takes (``_plan`` then checks who else reads them), or None."""
     row = _written_row(write)
     if row is None:
         return None
     value, reshape, d, lo, hi = row
-    n = write.operands[0].shape.dims[d]
-    cone = _cone(value, lo, hi, n)
-    if cone is None:
-        return None
-    inner, leaves = cone
+    cone = _cone(value, lo, hi, write.operands[0].shape.dims[d])
+    return None if cone is None else (row, cone)
+
+
+def _plan(candidate, uses: Counter) -> _WritePlan | None:
+    """The padding of a write (``_candidate``'s), or None."""
+    (value, reshape, d, lo, hi), (inner, leaves) = candidate
     if uses[id(value)] != 1 or reshape is not None and uses[id(reshape)] != 1:
         return None
     within: Counter = Counter(id(o) for x in inner.values() for o in x.operands)
@@ -173,14 +176,21 @@ def pad_window_writes(module: Module, min_writes: int, padded_dots: dict | None 
     at the new module's instructions: a rewritten instruction is a new object, and an id of one
     no longer held may be reused by another)."""
     entry = module.entry
+    candidates = {}
+    for inst in entry.instructions:
+        if inst.opcode == "dynamic-update-slice":
+            candidate = _candidate(inst)
+            if candidate is not None:
+                candidates[id(inst)] = candidate
+    if len(candidates) < min_writes:
+        return None  # (before counting every value's readers: most programs stop here)
     uses: Counter = Counter(id(o) for inst in entry.instructions for o in inst.operands)
     uses[id(entry.root)] += 1
     plans = {}
-    for inst in entry.instructions:
-        if inst.opcode == "dynamic-update-slice":
-            plan = _plan(inst, uses)
-            if plan is not None:
-                plans[id(inst)] = plan
+    for k, candidate in candidates.items():
+        plan = _plan(candidate, uses)
+        if plan is not None:
+            plans[k] = plan
     if len(plans) < min_writes:
         return None
     dropped_ids = set().union(*(plan.dropped for plan in plans.values()))
