@@ -33,6 +33,7 @@ class Loop:
     invariants: list  # outer instructions the body reads, in order
     short: bool = False  # fewer than MIN_INSTRUCTIONS: rolls only if loops like it recur
     kind: tuple = ()  # (a short loop's) what its recurrences share: _kind
+    tiny: bool = False  # fewer than MIN_TRIPS: rolls only if its body is one rolled already
 
 
 def literal(inst: Instruction) -> np.ndarray:
@@ -74,16 +75,21 @@ def _lifted_values(loop: Loop, seq) -> tuple[dict, list[np.ndarray]]:
     progressions, its trip count), each by its place in the trip: they become loop-invariant
     state elements rather than constants of the body, so that the loops of one nest (``for i:
     for j in range(i, n):``), which differ only in those numbers, have one body: the backend
-    compiles it once. Equal values are one element: fusion and the buffer plan then see that
-    a trip reads back exactly the window it wrote (``cov[i, j] = ...; cov[i, j] /= n``: the
-    same start instructions), so the write stays in place; a coincidence of values in one loop
-    of a nest only costs that loop a body of its own. The bounds of an index mask
-    (``_mask_bounds``) are such integers too. (place -> element number from 0, the values in
-    that order)"""
+    compiles it once. Equal values that step alike (by the same step each trip, the trip
+    count apart) are one element: fusion and the buffer plan then see that a trip reads back
+    exactly the window it wrote (``cov[i, j] = ...; cov[i, j] /= n``: the same start
+    instructions), so the write stays in place; a coincidence of values in one loop of a nest
+    only costs that loop a body of its own (rarer by the step: ``i`` and a ``j`` that starts at
+    ``i`` never share one). The bounds of an index mask
+    (``_mask_bounds``) are such integers too, and so are those of an inner loop's initial
+    state (its bounds and trip count, when it rolled in the round before). (place -> element
+    number from 0, the values in that order)"""
     places, values, number = {}, [], {}
 
-    def lift(place, value: np.ndarray) -> None:
-        key = (value.dtype.str, value.tobytes())
+    def lift(place, value: np.ndarray, step) -> None:
+        # (by value and step: a start and a progression from the same value, ``for j in
+        # range(i, n)``, are the same number only in this loop of the nest, not in the next)
+        key = (value.dtype.str, value.tobytes(), step)
         if key not in number:
             number[key] = len(values)
             values.append(value)
@@ -91,20 +97,24 @@ def _lifted_values(loop: Loop, seq) -> tuple[dict, list[np.ndarray]]:
 
     i = loop.start
     bounds = _mask_bounds(loop, seq)
+    # (the initial states of loops rolled in the round before: their bounds and trip counts,
+    # which differ from one loop of the nest to the next)
+    inits = {id(seq[i + c].operands[0]) for c in range(loop.period)
+             if seq[i + c].opcode == "while"}
     for c, row in enumerate(loop.classes):
         inst = seq[i + c]
         first_index = OPS[inst.opcode].scalar_starts_from
         for k, cls in enumerate(row):
             if cls[0] == "progression":
-                lift((c, k), np.array(cls[1], np.int64))
+                lift((c, k), np.array(cls[1], np.int64), cls[2])
             elif (cls[0] == "constant" and (first_index is not None and k >= first_index
-                                            or c in bounds)
+                                            or c in bounds or id(inst) in inits)
                   and literal(cls[1]).shape == () and counted(literal(cls[1]))):
-                lift((c, k), literal(cls[1]))
+                lift((c, k), literal(cls[1]), 0)
         if _as_dynamic_slice(inst, loop.slice_starts.get(c)):
-            for d, (first, _) in enumerate(loop.slice_starts[c]):
-                lift((c, "start", d), np.array(first, np.int64))
-    lift("trips", np.array(loop.trips, np.int64))
+            for d, (first, step) in enumerate(loop.slice_starts[c]):
+                lift((c, "start", d), np.array(first, np.int64), step)
+    lift("trips", np.array(loop.trips, np.int64), "trips")
     return places, values
 
 

@@ -62,7 +62,7 @@ from ..ir.nodes import Computation, Instruction, Metadata, Module
 from ..ir.ops import GroupOp
 from ..ir.queries import without_known_trip_count
 from ..ir.shapes import Shape
-from ..ir.structural import frozen_attribute
+from ..ir.structural import exact_key, frozen_attribute
 from ..profiler.events import FusionDecision
 from .contraction_padding import PaddedDot, pad_contractions, padded_text
 from .window_padding import PaddedWrite, pad_window_writes, padded_writes_text
@@ -98,6 +98,9 @@ MAX_PERIOD = 512  # instructions in one trip
 BODY_COST = 64
 _CANDIDATES = 4  # periods tried at each start
 MAX_NESTING = 4  # rounds of rolling: the levels of a loop nest that roll
+# A run of this many trips or more (fewer than MIN_TRIPS) rolls where its body is exactly one
+# a longer loop rolled (``_find_tiny_loops``): a triangular nest's corner
+TINY_TRIPS = 2
 
 
 class _Tokens:
@@ -280,7 +283,7 @@ def _trip_agrees(seq, index, base: int, t: int, checks) -> bool:
 
 
 def _plan(seq, index, last_use, i: int, period: int, trips: int,
-          min_instructions: int = MIN_INSTRUCTIONS) -> Loop | None:
+          min_instructions: int = MIN_INSTRUCTIONS, min_trips: int = MIN_TRIPS) -> Loop | None:
     found = _classify(seq, index, i, period)
     if found is None:
         return None
@@ -304,7 +307,7 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int,
         if any(last_use[base + q] >= limit for q in range(period)):
             trips = t + 1
             break
-    if trips < MIN_TRIPS or trips * period < min_instructions:
+    if trips < min_trips or trips * period < min_instructions:
         return None
     carried = {cls[1] for row in classes for cls in row if cls[0] == "carried"}
     last = i + (trips - 1) * period
@@ -368,6 +371,25 @@ class _AlikeRuns:
         return n
 
 
+def _periods(i: int, following: list[int], next_loop: list[int], n: int) -> list[int]:
+    """The periods tried for trips starting at ``i``: the distances to the next few places
+    with the same sketch, and, where a ``while`` follows within a period, the distance from
+    it to the next one like it. A trip of a nest's outer loop holds loops rolled in the
+    round before (``for i: for j: ...``): a few hundred instructions that repeat their own
+    sketches inside, so the first places alike are inside the trip, and its loop is what
+    repeats with the trip's period."""
+    periods, j = [], following[i]
+    while j < n and j - i <= MAX_PERIOD and len(periods) < _CANDIDATES:
+        periods.append(j - i)
+        j = following[j]
+    w = next_loop[i]
+    if w < n and w - i <= MAX_PERIOD and following[w] < n:
+        period = following[w] - w
+        if period <= MAX_PERIOD and period not in periods:
+            periods.append(period)
+    return periods
+
+
 def _find_loops(seq, index, last_use, codes: list[int], tokens: _Tokens) -> list[Loop]:
     """``codes``: each instruction's sketch, as an int; ``tokens``: its full token, as an int
     (computed for the instructions of candidate runs only). Short loops (``Loop.short``) are
@@ -377,22 +399,23 @@ def _find_loops(seq, index, last_use, codes: list[int], tokens: _Tokens) -> list
     code_runs = _AlikeRuns(codes.__getitem__, np.array(codes, np.int64))
     token_runs = _AlikeRuns(tokens.at, tokens.array, tokens.fill)
     following: list[int] = [n] * n  # the next position with the same sketch
+    next_loop: list[int] = [n] * n  # the next ``while`` at or after each position
     seen: dict[int, int] = {}
     for k in range(n - 1, -1, -1):
         following[k] = seen.get(codes[k], n)
         seen[codes[k]] = k
+        next_loop[k] = k if seq[k].opcode == "while" else next_loop[k + 1] if k + 1 < n else n
     loops = []
     i = 0
     run_end = 0  # the end of the alike run the last rolled loop was found in
     while i + MIN_TRIPS <= n:
-        j, tried, found, skip = following[i], 0, None, 1
+        found, skip = None, 1
         short = None  # (period, trips) of the first candidate too short to roll on its own
-        while j < n and j - i <= MAX_PERIOD and tried < _CANDIDATES and found is None:
-            period = j - i
-            tried += 1
-            j = following[j]
-            if (n - i) // period < MIN_TRIPS:
+        for period in _periods(i, following, next_loop, n):
+            if found is not None:
                 break
+            if (n - i) // period < MIN_TRIPS:
+                continue
             # the trips a loop needs at this period: the last of them must start alike too
             # (one comparison rules out most candidates before any period is compared)
             # (in a run where a loop rolled already, the rest of the run is long enough)
@@ -435,6 +458,56 @@ def _find_loops(seq, index, last_use, codes: list[int], tokens: _Tokens) -> list
         else:
             i += skip
     return loops
+
+
+def _find_tiny_loops(seq, index, last_use, tokens: _Tokens, loops: list[Loop]) -> list[Loop]:
+    """Runs of ``TINY_TRIPS`` to ``MIN_TRIPS - 1`` trips, outside ``loops``, of a kind one of
+    them has (``_kind``): the corner of a triangular nest, whose inner loops run 2-7 trips
+    (``for k in range(i + 1, j)`` near the diagonal). Each is a candidate only:
+    ``_roll_once`` keeps those whose body is exactly one a loop rolled (``exact_key``), so
+    that the trips around them become alike and roll in the next round."""
+    kinds: dict[tuple[int, int], set] = {}  # (period, first token) -> kinds
+    for loop in loops:
+        kinds.setdefault((loop.period, tokens.at(loop.start)), set()).add(loop.kind)
+    if not kinds:
+        return []
+    by_first: dict[int, list[int]] = {}
+    for period, first in kinds:
+        by_first.setdefault(first, []).append(period)
+    covered = sorted((loop.start, loop.start + loop.trips * loop.period, loop.kind)
+                     for loop in loops)
+    found, n, i, c = [], len(seq), 0, 0
+    while i < n:
+        if c < len(covered) and i >= covered[c][0]:
+            i, c = max(i, covered[c][1]), c + 1
+            continue
+        end = covered[c][0] if c < len(covered) else n
+        # (trips next to a loop of their kind are its own first or last trips, left out of it
+        # because they read what the program made before it or is read after it: they stay)
+        around = {covered[c - 1][2]} if c and covered[c - 1][1] == i else set()
+        loop = None
+        for period in by_first.get(tokens.at(i), ()):
+            limit, trips = (end - i) // period, 1
+            while trips < limit and all(tokens.at(i + trips * period + q) == tokens.at(i + q)
+                                        for q in range(period)):
+                trips += 1
+            if not TINY_TRIPS <= trips < MIN_TRIPS:
+                continue  # (a longer run that did not roll is not rolled piecewise)
+            loop = _plan(seq, index, last_use, i, period, trips, 0, TINY_TRIPS)
+            if loop is not None:
+                loop.kind = _kind(loop, tokens)
+                beside = around | ({covered[c][2]} if c < len(covered) and loop.start
+                                   + loop.trips * loop.period == end else set())
+                if loop.kind in kinds[(period, tokens.at(i))] and loop.kind not in beside:
+                    break
+                loop = None
+        if loop is None:
+            i += 1
+        else:
+            loop.tiny = True
+            found.append(loop)
+            i = loop.start + loop.trips * loop.period
+    return found
 
 
 def _kind(loop: Loop, tokens: _Tokens) -> tuple:
@@ -503,6 +576,10 @@ def _planned(entry: Computation):
     kinds_left = {loop.kind for loop in loops}
     left = len(seq) - sum(loop.trips * loop.period for loop in loops) + sum(
         len(kind) + BODY_COST for kind in kinds_left)
+    tiny = [loop for loop in _find_tiny_loops(seq, index, last_use, tokens, loops)
+            if all(position[v] < position[seq[loop.start]] for v in loop.invariants)]
+    if tiny:
+        loops = sorted(loops + tiny, key=lambda loop: loop.start)
     return seq, index, loops, left
 
 
@@ -552,6 +629,15 @@ def _roll_once(module: Module):
         return given, Counter(), []
 
     computation_names = NameUniquer.from_names(c.name for c in module.computations)
+    bodies = {loop.start: build_body(loop, seq, computation_names) for loop in loops}
+    if any(loop.tiny for loop in loops):  # (kept where its body is one rolled already)
+        rolled = {exact_key(inst.attrs["body"]) for inst in entry.instructions
+                  if inst.opcode == "while"}
+        rolled.update(exact_key(bodies[loop.start][0]) for loop in loops if not loop.tiny)
+        loops = [loop for loop in loops
+                 if not loop.tiny or exact_key(bodies[loop.start][0]) in rolled]
+        if not loops:
+            return given, Counter(), []
     builder = ComputationBuilder(entry.name, NameUniquer.from_names(
         inst.name for inst in entry.instructions))
     starting = {loop.start: loop for loop in loops}
@@ -578,7 +664,7 @@ def _roll_once(module: Module):
         loop = starting.get(k)
         if loop is None:
             continue  # a trip's instruction: the loop computes it
-        body, condition, shapes, lifted = build_body(loop, seq, computation_names)
+        body, condition, shapes, lifted = bodies[k]
         extra += [condition, body]
         i, period = loop.start, loop.period
         first_values = [mapping[id(seq[i + q - period])] if q in loop.carried
@@ -601,6 +687,8 @@ def _roll_once(module: Module):
                 "get-tuple-element", [rolled], {"index": 1 + n}, shape=shapes[1 + n])
         counts["loops rolled"] += 1
         counts["trips rolled"] += loop.trips
+        if loop.tiny:
+            counts["short loops rolled as a longer one's body"] += 1
         padded = [seq[i + c] for c in range(period)
                   if isinstance(originals.get(id(seq[i + c])), PaddedDot)]
         writes = [seq[i + c] for c in range(period)
@@ -619,7 +707,9 @@ def _roll_once(module: Module):
                      + (padded_text(len(padded), padded[0].operands[0].shape.dims[0])
                         if padded else "")
                      + (padded_writes_text(len(writes), writes[0]) if writes else "")
-                     + _nested_text(body)),
+                     + _nested_text(body)
+                     + ("; fewer trips than a loop needs, but the body is exactly one rolled "
+                        "for a longer loop" if loop.tiny else "")),
             producer_location=location, consumer_location=location, fusion=rolled.name))
     new_entry = builder.build(mapping[id(entry.root)])
     return replace_entry(module, new_entry, tuple(extra)), counts, decisions
