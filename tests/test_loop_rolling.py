@@ -416,6 +416,27 @@ def test_a_nest_rolls_from_the_inside_out(backend, monkeypatch):
     np.testing.assert_array_equal(got, _triangle(table.copy()))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nests_corner_and_its_outer_loop_roll_too(backend, monkeypatch):
+    """Near the diagonal the k loops run 2-7 trips, too few to roll alone; they roll where
+    their body is exactly one a longer k loop rolled, so the j trips there are alike too, and
+    then the i trips (a few hundred instructions each, repeating their own sketches inside:
+    their period is found from one j loop to the next). Their bounds and trip counts are
+    loop state, stepped apart from equal values: the whole nest is a few loops of the entry.
+    NumPy's bits."""
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
+    monkeypatch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 256)
+    table = np.random.default_rng(13).integers(-50, 50, (26, 26)).astype(np.int32)
+    compiled = _compiled(_triangle, table.copy(), backend=backend)
+    short = [d for d in _rolled(compiled) if "the body is exactly one rolled" in d.message]
+    assert short, [d.message for d in _rolled(compiled)]
+    # (before: each i's j loop a loop of the entry, and the corner's k trips unrolled)
+    assert len(_whiles(compiled)) <= 4, len(_whiles(compiled))
+    assert len(compiled.optimized_hlo.entry.instructions) < 400
+    got = np.asarray(tk.device_get(compiled(table.copy())))
+    np.testing.assert_array_equal(got, _triangle(table.copy()))
+
+
 def test_a_nested_loops_trip_count_is_read_from_its_state_at_entry(monkeypatch):
     """An inner loop whose trip count varies has no known_trip_count, but its condition is
     ``counter < state[k]`` with ``state[k]`` passed on: ``counted_loop`` finds that, and the

@@ -60,13 +60,13 @@ import numpy as np
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Metadata, Module
 from ..ir.ops import GroupOp
-from ..ir.queries import without_known_trip_count
 from ..ir.shapes import Shape
-from ..ir.structural import exact_key, frozen_attribute
+from ..ir.structural import exact_key
 from ..profiler.events import FusionDecision
 from .contraction_padding import PaddedDot, pad_contractions, padded_text
 from .window_padding import PaddedWrite, pad_window_writes, padded_writes_text
-from .loop_bodies import Loop, build_body, counted, literal, zeros_of
+from .loop_bodies import Loop, build_body, zeros_of
+from .loop_trips import AlikeRuns, Tokens, classify, sketch, trip_agrees, trip_checks, varies
 from .rewriter import replace_entry, with_operands
 
 REASONS = {"ROLLED_LOOP": "rolled back into a while loop"}
@@ -103,201 +103,22 @@ MAX_NESTING = 4  # rounds of rolling: the levels of a loop nest that roll
 TINY_TRIPS = 2
 
 
-class _Tokens:
-    """Each instruction's token as an int, computed when first asked for (the instructions of
-    candidate runs only): what every trip must agree on (opcode, shape, attributes: a slice's
-    extents, not its starts; which operands are constants, with their shapes). Attribute maps
-    and shapes are shared objects (the builder's), so an instruction is first looked up by the
-    identities of what it holds, and keyed by value only the first time they are seen."""
-
-    def __init__(self, seq: list[Instruction]):
-        self.seq = seq
-        self.values = [-1] * len(seq)
-        self.array = np.full(len(seq), -1, np.int64)  # (the same, for _AlikeRuns' scans)
-        self._keys: dict[int, tuple] = {}  # exact keys of called computations
-        self._by_identity: dict[tuple, int] = {}
-        self._codes: dict[tuple, int] = {}
-
-    def at(self, k: int) -> int:
-        code = self.values[k]
-        if code < 0:
-            code = self.values[k] = self._code(self.seq[k])
-            self.array[k] = code
-        return code
-
-    def fill(self, lo: int, hi: int) -> None:
-        """Compute the tokens of positions ``lo`` to ``hi`` not known yet."""
-        for k in np.flatnonzero(self.array[lo:hi] < 0).tolist():
-            self.at(lo + k)
-
-    def _code(self, inst: Instruction) -> int:
-        operands = inst.operands
-        # (objects the instructions hold, alive while this runs: their ids stay theirs; one
-        # or two operands, most instructions, without a generator)
-        if len(operands) == 1:
-            o = operands[0]
-            held = (o.opcode == "constant", id(o.shape))
-        elif len(operands) == 2:
-            o, p = operands
-            held = (o.opcode == "constant", id(o.shape), p.opcode == "constant", id(p.shape))
-        else:
-            held = tuple((o.opcode == "constant", id(o.shape)) for o in operands)
-        identity = (inst.opcode, id(inst.shape), id(inst.attrs), held)
-        code = self._by_identity.get(identity)
-        if code is None:
-            key = (inst.opcode, inst.shape, _frozen_attributes(inst, self._keys),
-                   tuple((o.opcode == "constant", o.shape) for o in operands))
-            code = self._by_identity[identity] = self._codes.setdefault(key, len(self._codes))
-        return code
-
-
-def _frozen_attributes(inst: Instruction, keys: dict[int, tuple]) -> tuple:
-    attrs = []
-    # (a loop rolled in an earlier round: the trips of its nest's next loop hold it, with a
-    # trip count that may differ trip by trip; its count is loop state, as its bounds are)
-    given = inst.attrs if inst.opcode != "while" else without_known_trip_count(inst.attrs)
-    for k, v in given.items():
-        if k == "slice" and inst.opcode == "slice":
-            attrs.append((k, tuple((hi - lo, stride) for lo, hi, stride in v)))
-        else:
-            attrs.append((k, frozen_attribute(v, keys)))
-    return tuple(attrs)
-
-
-def _is_value(literal: np.ndarray, value: int) -> bool:
-    """Does ``literal`` hold exactly ``value`` (bit for bit, in its own type)?"""
-    try:
-        want = np.array(value, literal.dtype)
-    except OverflowError:
-        return False
-    return int(want) == value and want.tobytes() == literal.tobytes()
-
-
-def _describe(index, base: int, inst: Instruction, k: int):
-    """Operand ``k`` of ``inst`` (at ``base``) as trip 0 or 1 sees it."""
-    o = inst.operands[k]
-    if o.opcode == "constant":
-        return ("constant", o)
-    q = index.get(o)
-    if q is None:
-        return ("outer", o)
-    return ("at", base - q, q)
-
-
-def _classify(seq, index, i: int, period: int):
-    """Each operand's class from the first two trips, and the varying slice starts; None if
-    they disagree in a way no class explains."""
-    classes, slice_starts = [], {}
-    for c in range(period):
-        a, b = seq[i + c], seq[i + period + c]
-        row = []
-        for k in range(len(a.operands)):
-            d0 = _describe(index, i + c, a, k)
-            d1 = _describe(index, i + period + c, b, k)
-            if d0[0] == "constant" and d1[0] == "constant":
-                l0, l1 = literal(d0[1]), literal(d1[1])
-                if l0.dtype == l1.dtype and l0.shape == l1.shape and \
-                        l0.tobytes() == l1.tobytes():
-                    row.append(("constant", d0[1]))
-                elif counted(l0) and counted(l1) and l0.dtype == l1.dtype:
-                    row.append(("progression", int(l0), int(l1) - int(l0), l0.dtype))
-                else:
-                    return None
-            elif d0[0] == "outer" and d1[0] == "outer" and d0[1] is d1[1]:
-                row.append(("invariant", d0[1]))
-            elif d0[0] == "at" and d1[0] == "at" and d0[2] == d1[2] and d0[2] < i:
-                row.append(("invariant", seq[d0[2]]))
-            elif d0[0] == "at" and d1[0] == "at" and d0[1] == d1[1]:
-                distance = d0[1]
-                if distance <= c:
-                    row.append(("local", c - distance))
-                elif distance <= c + period and i + c - distance >= 0:
-                    row.append(("carried", c - distance + period))
-                else:
-                    return None
-            else:
-                return None
-        classes.append(row)
-        if a.opcode == "slice":
-            # every slice's starts, varying or not: the token leaves them out, so each trip's
-            # are checked against the progression (a step of 0: the same start every trip)
-            s0, s1 = a.attrs["slice"], b.attrs["slice"]
-            if s0 != s1 and any(stride != 1 for _, _, stride in s0):
-                return None
-            slice_starts[c] = tuple((lo0, lo1 - lo0) for (lo0, _, _), (lo1, _, _)
-                                    in zip(s0, s1))
-    return classes, slice_starts
-
-
-def _varies(starts) -> bool:
-    return any(step for _, step in starts)
-
-
-def _trip_checks(period: int, classes, slice_starts) -> list:
-    """What every later trip must show at each place, from the first two trips' classes:
-    (place, [(operand, check, wanted)], slice starts or None); checks: 0 the same invariant,
-    1 the value made that many places from the trip's start (a carried one: from the trip
-    before), 2 a constant of these bytes, 3 a progression's value."""
-    checks = []
-    for c in range(period):
-        row = []
-        for k, cls in enumerate(classes[c]):
-            kind = cls[0]
-            if kind == "invariant":
-                row.append((k, 0, cls[1]))
-            elif kind == "local":
-                row.append((k, 1, cls[1]))
-            elif kind == "carried":
-                row.append((k, 1, cls[1] - period))
-            elif kind == "constant":
-                row.append((k, 2, literal(cls[1]).tobytes()))
-            else:
-                row.append((k, 3, cls))
-        checks.append((c, row, slice_starts.get(c)))
-    return checks
-
-
-def _trip_agrees(seq, index, base: int, t: int, checks) -> bool:
-    """Does trip ``t``, from ``base``, show what ``_trip_checks`` asks?"""
-    for c, row, starts in checks:
-        inst = seq[base + c]
-        operands = inst.operands
-        for k, check, wanted in row:
-            o = operands[k]
-            if check == 0:
-                if o is not wanted:
-                    return False
-            elif check == 1:
-                if index.get(o) != base + wanted:
-                    return False
-            elif check == 2:
-                if o.opcode != "constant" or literal(o).tobytes() != wanted:
-                    return False
-            elif o.opcode != "constant" or not _is_value(literal(o), wanted[1] + t * wanted[2]):
-                return False
-        if starts is not None and any(
-                lo != first + t * step
-                for (lo, _, _), (first, step) in zip(inst.attrs["slice"], starts)):
-            return False
-    return True
-
-
 def _plan(seq, index, last_use, i: int, period: int, trips: int,
           min_instructions: int = MIN_INSTRUCTIONS, min_trips: int = MIN_TRIPS) -> Loop | None:
-    found = _classify(seq, index, i, period)
+    found = classify(seq, index, i, period)
     if found is None:
         return None
     classes, slice_starts = found
     # trips alike in everything (no index or constant moves, nothing written in place) are
     # not a loop this pass rolls: known from the first two trips, before the others are compared
-    varies = any(_varies(starts) for starts in slice_starts.values()) or any(
+    moves = any(varies(starts) for starts in slice_starts.values()) or any(
         cls[0] == "progression" for row in classes for cls in row)
-    if not varies and not any(seq[i + c].opcode in GroupOp.WRITE_INTO_OPERAND
+    if not moves and not any(seq[i + c].opcode in GroupOp.WRITE_INTO_OPERAND
                               for c in range(period)):
         return None
     good = 2
-    checks = _trip_checks(period, classes, slice_starts)
-    while good < trips and _trip_agrees(seq, index, i + good * period, good, checks):
+    checks = trip_checks(period, classes, slice_starts)
+    while good < trips and trip_agrees(seq, index, i + good * period, good, checks):
         good += 1
     trips = good
     # no value outlives the next trip, except the last trip's
@@ -327,50 +148,6 @@ def _plan(seq, index, last_use, i: int, period: int, trips: int,
     return Loop(i, period, trips, classes, slice_starts, state, carried, invariants)
 
 
-def _sketch(inst: Instruction) -> tuple:
-    """What a trip's instruction must share with the same one of every other trip, cheap to
-    compute: its opcode, dimensions and operand count (``_Tokens`` holds the rest)."""
-    shape = inst.shape
-    return (inst.opcode, shape.dims if isinstance(shape, Shape) else None, len(inst.operands))
-
-
-class _AlikeRuns:
-    """How many consecutive trips of a period, from a start, have equal values position by
-    position (``at(k)``, an int; ``array``, the same as far as ``fill(lo, hi)`` has made them
-    known), remembered per period. A start that does not roll is followed by the next start in
-    the same run: it reuses the run's scan instead of walking the run again (which made a long
-    alike run quadratic: 65 s on a 40k-instruction convolution). The scan compares stretches
-    at once (NumPy), each twice as long as the one before."""
-
-    def __init__(self, at, array: np.ndarray, fill=None):
-        self.at, self.array, self.fill = at, array, fill
-        self.n = len(array)
-        self.scanned: dict[int, tuple[int, int]] = {}  # period -> (from, first mismatch)
-
-    def trips(self, i: int, period: int, limit: int) -> int:
-        start = i + period
-        lo, end = self.scanned.get(period, (-1, -1))
-        if not lo <= start <= end:  # every position in [lo, end) equals the one a period back
-            end = self._first_mismatch(start, period)
-            self.scanned[period] = (start, end)
-        return max(1, min(limit, 1 + (end - start) // period))
-
-    def _first_mismatch(self, start: int, period: int) -> int:
-        at, n = self.at, self.n
-        if start >= n or at(start) != at(start - period):
-            return start  # (most candidates end here: one comparison, no array)
-        array, k, stretch = self.array, start, 64
-        while k < n:
-            stop = min(n, k + stretch)
-            if self.fill is not None:
-                self.fill(k - period, stop)
-            differ = np.flatnonzero(array[k:stop] != array[k - period:stop - period])
-            if differ.size:
-                return k + int(differ[0])
-            k, stretch = stop, 2 * stretch
-        return n
-
-
 def _periods(i: int, following: list[int], next_loop: list[int], n: int) -> list[int]:
     """The periods tried for trips starting at ``i``: the distances to the next few places
     with the same sketch, and, where a ``while`` follows within a period, the distance from
@@ -390,14 +167,14 @@ def _periods(i: int, following: list[int], next_loop: list[int], n: int) -> list
     return periods
 
 
-def _find_loops(seq, index, last_use, codes: list[int], tokens: _Tokens) -> list[Loop]:
+def _find_loops(seq, index, last_use, codes: list[int], tokens: Tokens) -> list[Loop]:
     """``codes``: each instruction's sketch, as an int; ``tokens``: its full token, as an int
     (computed for the instructions of candidate runs only). Short loops (``Loop.short``) are
     candidates in programs of ``SHORT_LOOPS_FROM`` instructions or more."""
     short_loops = len(seq) >= SHORT_LOOPS_FROM
     n = len(seq)
-    code_runs = _AlikeRuns(codes.__getitem__, np.array(codes, np.int64))
-    token_runs = _AlikeRuns(tokens.at, tokens.array, tokens.fill)
+    code_runs = AlikeRuns(codes.__getitem__, np.array(codes, np.int64))
+    token_runs = AlikeRuns(tokens.at, tokens.array, tokens.fill)
     following: list[int] = [n] * n  # the next position with the same sketch
     next_loop: list[int] = [n] * n  # the next ``while`` at or after each position
     seen: dict[int, int] = {}
@@ -460,7 +237,7 @@ def _find_loops(seq, index, last_use, codes: list[int], tokens: _Tokens) -> list
     return loops
 
 
-def _find_tiny_loops(seq, index, last_use, tokens: _Tokens, loops: list[Loop]) -> list[Loop]:
+def _find_tiny_loops(seq, index, last_use, tokens: Tokens, loops: list[Loop]) -> list[Loop]:
     """Runs of ``TINY_TRIPS`` to ``MIN_TRIPS - 1`` trips, outside ``loops``, of a kind one of
     them has (``_kind``): the corner of a triangular nest, whose inner loops run 2-7 trips
     (``for k in range(i + 1, j)`` near the diagonal). Each is a candidate only:
@@ -510,7 +287,7 @@ def _find_tiny_loops(seq, index, last_use, tokens: _Tokens, loops: list[Loop]) -
     return found
 
 
-def _kind(loop: Loop, tokens: _Tokens) -> tuple:
+def _kind(loop: Loop, tokens: Tokens) -> tuple:
     """What a short loop's recurrences share: one trip's instructions, by their tokens, in
     an order that does not depend on where in its trip the loop was found to start."""
     return tuple(sorted(tokens.at(loop.start + c) for c in range(loop.period)))
@@ -519,7 +296,7 @@ def _kind(loop: Loop, tokens: _Tokens) -> tuple:
 def _varying_text(loop: Loop, seq) -> str:
     parts = []
     for c, starts in sorted(loop.slice_starts.items()):
-        if not _varies(starts):
+        if not varies(starts):
             continue
         steps = [step for _, step in starts]
         parts.append(f"%{seq[loop.start + c].name}'s start (steps {steps})")
@@ -557,8 +334,8 @@ def _planned(entry: Computation):
     if root is not None:
         last_use[root] = len(seq)
     sketch_codes: dict[tuple, int] = {}
-    codes = [sketch_codes.setdefault(_sketch(inst), len(sketch_codes)) for inst in seq]
-    tokens = _Tokens(seq)
+    codes = [sketch_codes.setdefault(sketch(inst), len(sketch_codes)) for inst in seq]
+    tokens = Tokens(seq)
     loops = _find_loops(seq, index, last_use, codes, tokens)
     # a short loop rolls where loops with the same body recur, MIN_INSTRUCTIONS in all
     kinds: Counter = Counter()
