@@ -45,7 +45,12 @@ one trip instead of thousands:
   are ``while`` loops (trip counts and bounds in their state), the trips of the loop around
   them are alike too, and roll with the inner loop in their body. An inner loop whose trip
   count differs from trip to trip (``for k in range(i + 1, j)``) loses its
-  ``known_trip_count`` there; the CPU's native driver runs it inside the outer trip.
+  ``known_trip_count`` there; the CPU's native driver runs it inside the outer trip. Near a
+  triangular nest's diagonal the inner loops run 2-7 trips (``TINY_TRIPS`` to ``MIN_TRIPS -
+  1``): such a run rolls where its body is exactly one a longer loop rolled (``exact_key``),
+  unless it lies beside a loop of its kind (then it is that loop's first or last trips), so
+  that the trips around it are alike in the next round. A trip holding a rolled loop is tried
+  at the period from that loop to the next (``_periods``).
 
 Every rolled loop leaves a FusionDecision (``ROLLED_LOOP``) with its trips, its body size and
 what varies, and carries XLA's ``known_trip_count``. Linear in the program's size for programs
