@@ -395,15 +395,21 @@ def _triangle(table):  # nussinov's nest: for i: for j in range(i + 1, n): for k
     return table
 
 
+def _small_triangle(monkeypatch, seed: int, backend: str):
+    """A 26x26 table and ``_triangle`` compiled for it, with loop rolling's thresholds lowered
+    to its size (short loops roll from 0 instructions, loops from 256)."""
+    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
+    monkeypatch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 256)
+    table = np.random.default_rng(seed).integers(-50, 50, (26, 26)).astype(np.int32)
+    return table, _compiled(_triangle, table.copy(), backend=backend)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_nest_rolls_from_the_inside_out(backend, monkeypatch):
     """The innermost loops roll first (one a (i, j), with trip counts j - i - 1); then the
     trips of each j loop, which now each hold a rolled loop, are alike and roll too, the inner
     loop's trip count loop state (it differs trip by trip: no known_trip_count). NumPy's bits."""
-    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
-    monkeypatch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 256)
-    table = np.random.default_rng(11).integers(-50, 50, (26, 26)).astype(np.int32)
-    compiled = _compiled(_triangle, table.copy(), backend=backend)
+    table, compiled = _small_triangle(monkeypatch, 11, backend)
     nested = [d for d in _rolled(compiled) if "rolled in the round before" in d.message]
     assert len(nested) >= 5, [d.message for d in _rolled(compiled)]
     inner = [i for c in compiled.optimized_hlo.computations if c is not
@@ -424,10 +430,7 @@ def test_a_nests_corner_and_its_outer_loop_roll_too(backend, monkeypatch):
     their period is found from one j loop to the next). Their bounds and trip counts are
     loop state, stepped apart from equal values: the whole nest is a few loops of the entry.
     NumPy's bits."""
-    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
-    monkeypatch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 256)
-    table = np.random.default_rng(13).integers(-50, 50, (26, 26)).astype(np.int32)
-    compiled = _compiled(_triangle, table.copy(), backend=backend)
+    table, compiled = _small_triangle(monkeypatch, 13, backend)
     short = [d for d in _rolled(compiled) if "the body is exactly one rolled" in d.message]
     assert short, [d.message for d in _rolled(compiled)]
     # (before: each i's j loop a loop of the entry, and the corner's k trips unrolled)
@@ -445,10 +448,7 @@ def test_a_nested_loops_trip_count_is_read_from_its_state_at_entry(monkeypatch):
     counted."""
     from toolkit.ir.queries import counted_loop
 
-    monkeypatch.setattr(loop_rolling, "SHORT_LOOPS_FROM", 0)
-    monkeypatch.setattr(loop_rolling, "MIN_INSTRUCTIONS", 256)
-    table = np.random.default_rng(12).integers(-50, 50, (26, 26)).astype(np.int32)
-    compiled = _compiled(_triangle, table.copy())
+    table, compiled = _small_triangle(monkeypatch, 12, "cpu")
     inner = [i for c in compiled.optimized_hlo.computations for i in c.instructions
              if i.opcode == "while" and known_trip_count(i) is None]
     assert inner and all(counted_loop(i) is not None for i in inner)

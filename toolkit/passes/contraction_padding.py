@@ -135,17 +135,24 @@ def window_mask(b: ComputationBuilder | PlannedAdds, n: int, lo: int, hi: int,
     return b.add("and", (bound(lo, "GE"), bound(hi, "LT")), metadata=md)
 
 
+def paddable(entry, opcode: str, form) -> dict:
+    """``{id(instruction): what form(instruction) found}`` for the entry's instructions of
+    ``opcode`` that have the form a padding takes (``form`` returns None where not)."""
+    found = {}
+    for inst in entry.instructions:
+        if inst.opcode == opcode:
+            shape = form(inst)
+            if shape is not None:
+                found[id(inst)] = shape
+    return found
+
+
 def pad_contractions(module: Module, min_dots: int):
     """``(the module with its vector dots padded, {id(padded sum): PaddedDot})``, or None
     where fewer than ``min_dots`` can be. The dots loop rolling then leaves unrolled go back
     to what they were (``PaddedDot.rebuild``), so padding only ever serves a rolled loop."""
     entry = module.entry
-    pairs = {}
-    for inst in entry.instructions:
-        if inst.opcode == "dot":
-            pair = _padded_pair(inst)
-            if pair is not None:
-                pairs[id(inst)] = pair
+    pairs = paddable(entry, "dot", _padded_pair)
     if len(pairs) < min_dots:
         return None
     names = NameUniquer.from_names(c.name for c in module.computations)

@@ -35,7 +35,7 @@ from ..ir.builder import ComputationBuilder, NameUniquer, PlannedAdds
 from ..ir.nodes import Instruction, Module
 from ..ir.ops import is_elementwise
 from ..ir.shapes import Shape
-from .contraction_padding import MAX_PADDED, row_window, whole_row, window_mask
+from .contraction_padding import MAX_PADDED, paddable, row_window, whole_row, window_mask
 from .rewriter import replace_entry, with_operands
 
 MAX_CONE = 64  # instructions of one write's elementwise computation
@@ -176,12 +176,7 @@ def pad_window_writes(module: Module, min_writes: int, padded_dots: dict | None 
     at the new module's instructions: a rewritten instruction is a new object, and an id of one
     no longer held may be reused by another)."""
     entry = module.entry
-    candidates = {}
-    for inst in entry.instructions:
-        if inst.opcode == "dynamic-update-slice":
-            candidate = _candidate(inst)
-            if candidate is not None:
-                candidates[id(inst)] = candidate
+    candidates = paddable(entry, "dynamic-update-slice", _candidate)
     if len(candidates) < min_writes:
         return None  # (before counting every value's readers: most programs stop here)
     uses: Counter = Counter(id(o) for inst in entry.instructions for o in inst.operands)
