@@ -272,3 +272,27 @@ def test_a_fingerprint_sees_what_changes_the_program_and_not_names(changed):
     assert old in _FINGERPRINTED
     other = tk.hlo.parse(_FINGERPRINTED.replace(old, new))
     assert hlo_fingerprint(other) != hlo_fingerprint(base)
+
+
+def test_a_fingerprint_does_not_depend_on_which_shapes_and_attributes_are_shared():
+    """The fingerprint finds an instruction's kind by the identity of its shape and attribute
+    map (the builder shares them), yet numbers kinds by their text: the same program made with
+    every shape and attribute map a copy of its own fingerprints the same."""
+    import copy
+
+    from toolkit.ir.nodes import Computation, Module
+    from toolkit.stages import hlo_fingerprint
+
+    base = tk.hlo.parse(_FINGERPRINTED.replace(
+        "ROOT %r = f32[] reduce(%m, %c)", "%n = f32[8] multiply(%m, %b)\n"
+        "  ROOT %r = f32[] reduce(%n, %c)"))
+    entry = base.entry
+    made = {}
+    for inst in entry.instructions:
+        made[inst] = type(inst)(inst.name, inst.opcode, copy.deepcopy(inst.shape),
+                                tuple(made[o] for o in inst.operands),
+                                {k: v for k, v in inst.attrs.items()}, inst.metadata)
+    copied = Computation(entry.name, tuple(made[p] for p in entry.parameters),
+                         tuple(made[i] for i in entry.instructions), made[entry.root])
+    unshared = Module(base.name, base.computations[:-1] + (copied,), copied, base.attributes)
+    assert hlo_fingerprint(unshared) == hlo_fingerprint(base)

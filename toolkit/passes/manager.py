@@ -15,7 +15,8 @@ from typing import Callable
 from ..config import env_str, warn_once
 from ..ir.nodes import Module
 from .called import CONTROL, optimize_called
-from ..ir.verifier import Answered, VerificationError, built_questions, verify, verify_after
+from ..ir.verifier import (Answered, VerificationError, built_questions, built_questions_lazily,
+                           verify, verify_after)
 from ..profiler.events import FusionDecision, PassEvent
 
 PassFn = Callable[[Module], tuple[Module, Counter, list]]  # -> (module, rewrites, decisions)
@@ -108,7 +109,7 @@ class Pipeline:
             # rebuilt around operands of the same shapes, keeping its attributes, or adopted
             # into a fused computation, asks what the builder answered; only the new ones are
             # inferred again)
-            verify_after(result.module, built_questions(module))
+            verify_after(result.module, built_questions_lazily(module))
         except VerificationError as e:
             self._run(module, clock, dump_pattern, True, compile_id)  # raises, naming the pass
             raise PassError(f"the pipeline '{self.name}' produced an invalid module: {e}") from e

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..ir.builder import ComputationBuilder, NameUniquer
-from ..ir.nodes import Computation, Instruction, Module
+from ..ir.nodes import Computation, Instruction, Module, mark_shape_inferred
 
 Visit = Callable[[Instruction, list[Instruction], ComputationBuilder], "Instruction | None"]
 
@@ -19,7 +19,16 @@ def with_operands(inst: Instruction, operands) -> Instruction:
     if operands == inst.operands:
         return inst
     # (the constructor, not dataclasses.replace: this runs for most instructions of every pass)
-    return Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.metadata)
+    new = Instruction(inst.name, inst.opcode, inst.shape, operands, inst.attrs, inst.metadata)
+    if inst.shape_inferred and all(map(_same_shape, operands, inst.operands)):
+        # shape inference answers from the opcode, attributes and operand shapes, all the very
+        # objects it answered for: the verifier need not ask again (nor remember the question)
+        mark_shape_inferred(new)
+    return new
+
+
+def _same_shape(a: Instruction, b: Instruction) -> bool:
+    return a.shape is b.shape
 
 
 def rewrite_computation(comp: Computation, visit: Visit) -> tuple[Computation, bool]:
