@@ -482,6 +482,32 @@ def _trivial_reduce(inst, ops, b):
     return b.add("reshape", (x,), shape=inst.shape, metadata=inst.metadata)
 
 
+@rule("reduce(transpose(x)) -> transpose(reduce(x))", "reduce")
+def _reduce_of_transpose(inst, ops, b):
+    """A reduction reads a transposed operand as its source lies in memory (XLA's algebraic
+    simplifier permutes a reduce's dimensions through a transpose): ``x.T.mean(axis=1)``
+    becomes the column sums of ``x``, read row by row, rather than a row reduction reading
+    ``x`` a column at a time (6x slower on a 600x500 float64 matrix). The sums are then
+    NumPy's too, which reduces a transposed view in memory order. The kept dimensions come out
+    in the source's order; a transpose of the (smaller) result puts them back."""
+    if len(ops) != 2 or ops[0].opcode != "transpose" or not isinstance(inst.shape, Shape):
+        return None
+    x, init = ops[0].operands[0], ops[1]
+    perm = ops[0].attrs["dimensions"]
+    reduced = inst.attrs["dimensions"]
+    kept = [perm[d] for d in range(len(perm)) if d not in reduced]  # source dims, result order
+    in_order = sorted(kept)
+    attrs = dict(inst.attrs)
+    attrs["dimensions"] = tuple(sorted(perm[d] for d in reduced))
+    total = b.add("reduce", (x, init), attrs,
+                  Shape(inst.shape.dtype, tuple(x.shape.dims[d] for d in in_order)),
+                  inst.metadata)
+    if kept == in_order:
+        return total
+    return b.add("transpose", (total,), {"dimensions": tuple(in_order.index(d) for d in kept)},
+                 metadata=inst.metadata)
+
+
 @rule("float16 add/multiply reduce -> float32 accumulation along lines", "reduce")
 def _float16_accumulation(inst, ops, b):
     """NumPy's half loops reduce a contiguous line in float32 and round once at its end (the
