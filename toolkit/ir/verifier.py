@@ -41,9 +41,13 @@ class Answered:
 def built_questions(module: Module) -> Answered:
     """What the builder's instructions of ``module`` asked shape inference (it answered when it
     made them): ``verify_after``'s ``trusted`` for the module a pipeline starts from."""
-    by_instruction = {inst: _shape_question(inst) for comp in module.computations
-                      for inst in comp.instructions if inst.shape_inferred}
+    by_instruction = _builders_questions(module)
     return Answered(by_instruction, set(by_instruction.values()))
+
+
+def _builders_questions(module: Module) -> dict:
+    return {inst: _shape_question(inst) for comp in module.computations
+            for inst in comp.instructions if inst.shape_inferred}
 
 
 class _BuiltQuestions:
@@ -67,8 +71,7 @@ class _BuiltQuestions:
             self.budget -= self.INFERENCE_COST
             if self.budget > 0:
                 return False
-            self.questions = {_shape_question(inst) for comp in self.module.computations
-                              for inst in comp.instructions if inst.shape_inferred}
+            self.questions = set(_builders_questions(self.module).values())
         return question in self.questions
 
 
