@@ -127,6 +127,10 @@ RULE_CASES = {
         lambda x: x.reshape(12) * x.reshape(12),
         x34,
     ),
+    "elementwise(transpose(x), broadcast(v)) -> transpose(elementwise(x, broadcast(v)))": (
+        lambda x: np.maximum(x.T - x[0][:, None], 0.5) * 2,
+        x34,
+    ),
 }
 
 
@@ -179,6 +183,28 @@ def test_a_reduction_of_a_transposed_matrix_is_numpys_to_the_bit():
                 got, want = np.asarray(tk.jit(f)(y)), f(y)
                 assert got.shape == want.shape and got.dtype == want.dtype
                 np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_a_transposed_array_minus_a_broadcast_runs_in_its_memory_order():
+    """np.cov(data.T) centres ``data.T - mean[:, None]`` and multiplies the result by its
+    transpose. The subtraction runs over data in its own memory order (its transpose moved to
+    the result, where the dot takes it as BLAS's transpose flag, as NumPy's BLAS call does):
+    no fusion of the optimised program reads a transpose, and the CPU backend's covariance is
+    NumPy's bit for bit. Broadcasts whose dimensions would fall out of order under the
+    permutation keep the transpose in place."""
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((60, 50))
+    f = lambda d: np.cov(np.transpose(d))  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(tk.jit(f, backend="cpu")(data)), f(data))
+    optimised = tk.jit(f, backend="cpu").lower(data).compile().as_text()
+    assert " transpose(" not in optimised, optimised
+    y = rng.standard_normal((4, 5, 6))
+    z = rng.standard_normal((6, 4))
+    for g in (lambda y, z: np.transpose(y, (2, 0, 1)) * z[:, :, None],  # dims (0, 1) -> (2, 0)
+              lambda y, z: np.transpose(y, (2, 0, 1)) - z[:, 0, None, None] + 1.0,
+              lambda y, z: np.abs(np.transpose(y, (1, 2, 0))).sum(axis=0)):
+        for backend in ("interpreter", "cpu"):
+            np.testing.assert_array_equal(np.asarray(tk.jit(g, backend=backend)(y, z)), g(y, z))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])

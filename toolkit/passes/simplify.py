@@ -510,6 +510,45 @@ def _sink_reshapes(inst, ops, b):
     return b.add("transpose", (inner,), {"dimensions": how}, metadata=inst.metadata)
 
 
+def _rebroadcast_dims(op: Instruction, perm: tuple) -> tuple | None:
+    """The dimensions of ``op`` (a broadcast into the transposed shape) as a broadcast into
+    the untransposed one, if they stay in increasing order (else a transpose of its operand
+    would be needed: no gain)."""
+    dims = tuple(perm[d] for d in op.attrs["dimensions"])
+    return dims if all(a < b for a, b in zip(dims, dims[1:])) else None
+
+
+@rule("elementwise(transpose(x), broadcast(v)) -> transpose(elementwise(x, broadcast(v)))", "*")
+def _sink_transpose_past_broadcasts(inst, ops, b):
+    """XLA's ReshapeMover for a transposed array combined with broadcasts (``x.T - m[:, None]``,
+    the centring in np.cov): a broadcast is rearranged for free (its dimensions permuted), so
+    the elementwise op runs in x's own memory order and the transpose moves to its result,
+    where a dot folds it into BLAS's transpose flag, a reduction reads through it, or a
+    further elementwise op carries it on. Without this the op read x a column at a time."""
+    if not is_elementwise(inst.opcode):
+        return None
+    perms = {op.attrs["dimensions"] for op in ops if op.opcode == "transpose"}
+    if len(perms) != 1:
+        return None
+    perm = perms.pop()
+    source = next(op for op in ops if op.opcode == "transpose").operands[0].shape
+    new_ops = []
+    for op in ops:
+        if op.opcode == "transpose":
+            new_ops.append(op.operands[0])
+        elif op.opcode == "broadcast":
+            dims = _rebroadcast_dims(op, perm)
+            if dims is None:
+                return None
+            new_ops.append(b.add("broadcast", (op.operands[0],), {"dimensions": dims},
+                                 Shape(op.shape.dtype, source.dims), op.metadata))
+        else:  # (a scalar constant is a 0-d operand of a broadcast, never a direct one)
+            return None
+    inner = b.add(inst.opcode, new_ops, dict(inst.attrs), Shape(inst.shape.dtype, source.dims),
+                  inst.metadata)
+    return b.add("transpose", (inner,), {"dimensions": perm}, metadata=inst.metadata)
+
+
 for _name, _fn in REDUCTION_RULES.items():  # (in their order: the first that applies wins)
     rule(_name, "reduce")(_fn)
 
