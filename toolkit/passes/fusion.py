@@ -20,8 +20,8 @@ from ..ir.ops import GroupOp
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
-from .fusion_groups import (MAX_PATHS, ROOT_PATH, Group, Paths, PathTable, capped, is_compute,
-                            is_expensive, is_free_to_duplicate, is_fusible)
+from .fusion_groups import (MAX_EVALUATIONS, MAX_PATHS, ROOT_PATH, Group, Paths, PathTable,
+                            capped, is_compute, is_expensive, is_free_to_duplicate, is_fusible)
 from .fusion_in_place import InPlaceHazards
 from .fusion_siblings import SiblingMerging
 from .offset_operands import REASONS as OFFSET_REASONS
@@ -49,7 +49,7 @@ REASONS = {
     "DIFFERENT_SHAPES": "sibling reductions iterate over different shapes",
     "SMALL_SHARED_INPUT": "sibling reductions share less input than either reads alone",
     "ROOT": "the consumer is the computation's output tuple",
-    "REUSES_ELEMENTS": "the fusion would compute the producer more than once per output element",
+    "REUSES_ELEMENTS": "the fusion would compute the producer too many times per output element",
     "EXPENSIVE_BROADCAST": "an expensive producer would be recomputed for every element it is "
                            "broadcast to",
     "BROADCAST_CHAIN": "a long chain of operations on fewer elements would be recomputed for "
@@ -325,17 +325,23 @@ class _Fuser(SiblingMerging, InPlaceHazards):
             }
         for g in user_groups:
             paths = self.paths_in(x, g)
-            if is_compute(x) and len(paths) > 1:
+            allowed = self._evaluations_allowed(x, paths, user_groups)
+            if is_compute(x) and len(paths) > allowed:
                 many = (
                     "more than " + str(MAX_PATHS) if len(paths) > MAX_PATHS else str(len(paths))
                 )
+                why = ("an expensive operation is computed once" if is_expensive(x) else
+                       f"a stencil's window is evaluated at most {MAX_EVALUATIONS} times per "
+                       f"element, so that the recomputation stays bounded over repeated steps"
+                       if allowed > 1 else
+                       "only windows of a producer read by one fusion are recomputed")
                 return {
                     id(u): (
                         "REUSES_ELEMENTS",
                         f"%{x.name} ({x.opcode}) is read through {many} "
                         f"different index maps per element of the fusion (e.g. the slices of a "
-                        f"stencil); fused it would be recomputed for each, compounding over "
-                        f"repeated steps, so it is computed once and stored",
+                        f"stencil); fused it would be recomputed for each ({why}), so it is "
+                        f"computed once and stored",
                     )
                     for u in users
                 }
@@ -379,6 +385,17 @@ class _Fuser(SiblingMerging, InPlaceHazards):
                     for u in users
                 }
         return None
+
+    def _evaluations_allowed(self, x, paths, user_groups) -> int:
+        """How many times per element a fusion may evaluate ``x``. A cheap producer that one
+        fusion reads only through windows (``lap[1:] - lap[:-1]``: a stencil's shifted
+        slices) is recomputed for each, as XLA fuses stencils within its code-duplication
+        budget: the windows overlap, so storing the producer and reading it back costs its
+        whole buffer's traffic for little saved arithmetic. Anything else (a value reached
+        through other index maps, or copied into several fusions) is evaluated once."""
+        if is_expensive(x) or len(user_groups) != 1 or not self.path_table.only_windows(paths):
+            return 1
+        return MAX_EVALUATIONS
 
     def try_multi_output(self, x, users, user_groups) -> bool:
         if not self.options.multi_output:

@@ -14,11 +14,15 @@ from ..ir.ops import OPS, GroupOp
 # users keep their user's paths, since the emitter computes a value once per (instruction,
 # index). A member reached by two different paths is computed twice per output element (a
 # stencil's three slices of one array: three times), and fusing that compounds over time steps
-# (3^T); XLA's ReusesOperandElements check exists for this. Sets are capped: more than one path
+# (3^T). As XLA bounds it (FusionNodeIndexingEvaluation's allowed code duplication, and
+# ReusesOperandElements for expensive producers), a cheap producer fuses while it is evaluated
+# at most MAX_EVALUATIONS times per element (a stencil step, and the step before it), an
+# expensive one only once; beyond that it is stored. Sets are capped: more than MAX_PATHS paths
 # is all the decision needs. A path is interned (a trie of chains): (its number, its length,
 # whether any step on it expands by a broadcast), so extending and comparing paths costs O(1)
 # however long the chain grows (a stencil fused over many steps).
-MAX_PATHS = 4
+MAX_EVALUATIONS = 4
+MAX_PATHS = MAX_EVALUATIONS
 Paths = frozenset  # of paths: (number, length, expands) triples
 ROOT_PATH = (0, 0, False)  # the fusion's output itself
 
@@ -28,6 +32,8 @@ class PathTable:
 
     def __init__(self) -> None:
         self._numbers: dict[tuple[int, int, bool], int] = {}
+        # numbers of the paths with a step other than a slice (a window of the same array)
+        self._not_windows: set[int] = set()
 
     def through(self, user: Instruction, paths: Paths) -> Paths:
         """The paths of an operand of ``user``, given ``user``'s own."""
@@ -40,8 +46,14 @@ class PathTable:
             n = self._numbers.get(key)
             if n is None:
                 n = self._numbers[key] = len(self._numbers) + 1
+                if user.opcode != "slice" or number in self._not_windows:
+                    self._not_windows.add(n)
             out.add((n, length + 1, expanded or expands))
         return capped(out)
+
+    def only_windows(self, paths: Paths) -> bool:
+        """Does every path reach its member through slices alone (a stencil's windows)?"""
+        return not any(number in self._not_windows for number, _, _ in paths)
 
 
 def is_expensive(inst: Instruction) -> bool:
