@@ -154,3 +154,28 @@ def test_a_forked_child_starts_its_own_helpers(monkeypatch):
     with multiprocessing.get_context("fork").Pool(1) as pool:
         got = pool.apply_async(_in_child, (x,)).get(timeout=120)
     np.testing.assert_array_equal(got, want)
+
+
+def test_the_split_weighs_a_kernels_arithmetic_not_only_its_elements(monkeypatch):
+    """At the default threshold (about a million elements of ``x + 1``), three chained tanh
+    over 64k elements split: each costs about as much as six elements moved, so the kernel
+    runs as long as x + 1 over a million. x + 1 itself at that size runs whole, and so does
+    an 8-term polynomial (16 cheap operations). The split bits are the whole run's."""
+    from toolkit.backends.llvm.planning import CHEAP_OPS_PER_ELEMENT, EXPENSIVE_WORK, loop_work
+
+    x = np.random.default_rng(4).standard_normal(1 << 16)
+    tanh3 = lambda x: np.tanh(np.tanh(np.tanh(x)))  # noqa: E731
+    split = tk.jit(tanh3, backend="cpu")
+    assert _launches(split, (x,)) == ["threads=2, native program"]
+    _, whole = _compiled(tanh3, (x,), 1 << 62, monkeypatch)
+    np.testing.assert_array_equal(split(x), whole)
+    np.testing.assert_allclose(whole, tanh3(x), rtol=1e-15, atol=1e-300)
+    for cheap in (lambda x: x + 1.0, lambda x: ((((((x * 1.1 + 2) * x + 3) * x + 4) * x + 5)
+                                                   * x + 6) * x + 7) * x + 8):
+        (launch,) = _launches(tk.jit(cheap, backend="cpu"), (x,))
+        assert launch.startswith("threads=1"), launch
+    (kernel,) = [i for i in tk.jit(np.tanh, backend="cpu").lower(x).compile().optimized_hlo
+                 .entry.instructions if i.opcode == "fusion"]
+    comp = kernel.attrs["calls"]
+    assert loop_work(comp, x.size) == x.size * (1 + EXPENSIVE_WORK)
+    assert CHEAP_OPS_PER_ELEMENT > 1

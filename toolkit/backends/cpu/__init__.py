@@ -123,7 +123,7 @@ def _plan(module: Module, fallbacks: list[str]) -> BufferPlan[Step]:
         # outputs: then it runs on one thread (work 0 keeps it below the threshold)
         partials = full and all(o.opcode == "reduce" for o in spec.outputs)
         step.extent = spec.extent
-        step.work = spec.work
+        step.work = spec.split_work
         step.splittable = partials or not full
         step.reducers = [spec.reducers[id(o)] for o in spec.outputs] if partials else []
         step.full_reduction = partials
@@ -296,7 +296,7 @@ def _emit(
             _fallback(step, step.inst, str(e), fallbacks)
             continue
         home[own] = module
-        light = _light_optimisation(step.work, distinct)
+        light = _light_optimisation(step.extra["spec"].work, distinct)
         if own in cold and _light_allowed():
             light = _compile_plainly
         if light is not None:
