@@ -159,8 +159,9 @@ def test_a_forked_child_starts_its_own_helpers(monkeypatch):
 def test_the_split_weighs_a_kernels_arithmetic_not_only_its_elements(monkeypatch):
     """At the default threshold (about a million elements of ``x + 1``), three chained tanh
     over 64k elements split: each costs about as much as six elements moved, so the kernel
-    runs as long as x + 1 over a million. x + 1 itself at that size runs whole, and so does
-    an 8-term polynomial (16 cheap operations). The split bits are the whole run's."""
+    runs as long as x + 1 over a million; so do twelve Mandelbrot rounds over 15.6k complex
+    points (a complex abs is a hypot). x + 1 itself at 64k runs whole, and so does an 8-term
+    polynomial (16 cheap operations). The split bits are the whole run's."""
     from toolkit.backends.llvm.planning import CHEAP_OPS_PER_ELEMENT, EXPENSIVE_WORK, loop_work
 
     x = np.random.default_rng(4).standard_normal(1 << 16)
@@ -174,6 +175,19 @@ def test_the_split_weighs_a_kernels_arithmetic_not_only_its_elements(monkeypatch
                                                    * x + 6) * x + 7) * x + 8):
         (launch,) = _launches(tk.jit(cheap, backend="cpu"), (x,))
         assert launch.startswith("threads=1"), launch
+    def rounds(c):  # complex arithmetic: a Mandelbrot iteration's rounds, 15.6k points
+        z = np.zeros_like(c)
+        for _ in range(12):
+            z = np.where(np.abs(z) < 2, z * z + c, z)
+        return z
+
+    c = (np.linspace(-2, 0.5, 125)[None] + 1j * np.linspace(-1, 1, 125)[:, None])
+    split = tk.jit(rounds, backend="cpu")
+    (launch,) = _launches(split, (c,))
+    assert launch.startswith("threads=2"), launch
+    _, whole = _compiled(rounds, (c,), 1 << 62, monkeypatch)
+    np.testing.assert_array_equal(split(c), whole)
+    np.testing.assert_array_equal(whole, rounds(c))
     (kernel,) = [i for i in tk.jit(np.tanh, backend="cpu").lower(x).compile().optimized_hlo
                  .entry.instructions if i.opcode == "fusion"]
     comp = kernel.attrs["calls"]

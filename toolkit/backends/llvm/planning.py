@@ -46,12 +46,16 @@ class KernelSpec:
 
 # A loop kernel's elements weighed by its arithmetic, for the choice to split it over threads:
 # a transcendental or a division costs about as much as moving EXPENSIVE_WORK elements of
-# ``x + 1`` through memory, CHEAP_OPS_PER_ELEMENT cheap operations about one. Measured on a
-# 2-core Xeon VM: three chained tanh over 131k float64 took 20x the time of x + 1, an 8-term
-# polynomial (16 operations) 1.4x. A kernel that computes much per element thus splits at fewer
-# elements, where its time (not its size) repays the hand-off to a helper thread.
+# ``x + 1`` through memory, CHEAP_OPS_PER_ELEMENT cheap operations about one, and an operation
+# on complex numbers COMPLEX_COST real ones (a complex product is four products and two sums;
+# the absolute value of a complex number is a hypot: expensive). Measured on a 2-core Xeon VM:
+# three chained tanh over 131k float64 took 20x the time of x + 1, an 8-term polynomial (16
+# operations) 1.4x, a Mandelbrot round (abs, compare, square, add, select on complex128) 20x.
+# A kernel that computes much per element thus splits at fewer elements, where its time (not
+# its size) repays the hand-off to a helper thread.
 EXPENSIVE_WORK = 6
 CHEAP_OPS_PER_ELEMENT = 10
+COMPLEX_COST = 4
 
 
 def loop_work(comp: Computation, elements: int) -> int:
@@ -59,11 +63,15 @@ def loop_work(comp: Computation, elements: int) -> int:
     counted once, at its own size: recomputation through several index maps is not)."""
     cheap = expensive = 0
     for inst in comp.instructions:
-        if inst.opcode in GroupOp.ELEMENTWISE and isinstance(inst.shape, Shape):
-            if inst.opcode in GroupOp.EXPENSIVE:
-                expensive += inst.shape.size
-            else:
-                cheap += inst.shape.size
+        if inst.opcode not in GroupOp.ELEMENTWISE or not isinstance(inst.shape, Shape):
+            continue
+        complex_ = any(isinstance(o.shape, Shape) and o.shape.dtype.is_complex
+                       for o in inst.operands)
+        size = inst.shape.size * (COMPLEX_COST if complex_ else 1)
+        if inst.opcode in GroupOp.EXPENSIVE or complex_ and inst.opcode == "abs":
+            expensive += size
+        else:
+            cheap += size
     return elements + EXPENSIVE_WORK * expensive + cheap // CHEAP_OPS_PER_ELEMENT
 
 
