@@ -19,55 +19,13 @@ from ..ir.nodes import Computation, Instruction, Module
 from ..ir.ops import GroupOp
 from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
-from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
 from .fusion_groups import (MAX_EVALUATIONS, MAX_PATHS, ROOT_PATH, Group, Paths, PathTable,
-                            capped, is_compute, is_expensive, is_free_to_duplicate, is_fusible)
+                            capped, evaluations_allowed, is_compute, is_expensive,
+                            is_free_to_duplicate, is_fusible)
 from .fusion_in_place import InPlaceHazards
 from .fusion_siblings import SiblingMerging
-from .offset_operands import REASONS as OFFSET_REASONS
+from .fusion_reasons import FUSED_REASONS, REASONS  # noqa: F401 - fusion's public names
 from .rewriter import replace_entry, with_operands
-
-REASONS = {
-    "FUSED": "fused into its consumer",
-    "MULTI_OUTPUT": "fused as an extra output of a reduction fusion",
-    "SIBLING_MULTI_OUTPUT": "two reductions of the same input share one multi-output fusion",
-    "LOOP_MULTI_OUTPUT": "two loop fusions that compute the same values share one multi-output "
-                         "fusion",
-    "LOOP_PRODUCER_CONSUMER": "a loop fusion and one that reads its values at the same element "
-                              "share one multi-output fusion",
-    "EXPENSIVE_WOULD_DUPLICATE": "an expensive producer would be recomputed in several fusions",
-    "CODE_DUPLICATION": "the producer would be copied into too many fusions",
-    "NOT_FUSIBLE": "the consumer cannot take producers",
-    "NOT_ALL_CONSUMERS": "a producer fuses into all its consumers or none",
-    "PRODUCER_IS_REDUCTION": "a reduction stays the root of its fusion",
-    "BOTH_REDUCTIONS": "two reductions are not fused into one kernel",
-    "LIBRARY_CALL": "dots are library calls",
-    "BUDGET_OPERANDS": "the fusion would read too many operands",
-    "BUDGET_INSTRUCTIONS": "the fusion would hold too many instructions",
-    "BUDGET_PARAMETERS": "the kernel would take too many operands and outputs",
-    "WOULD_CREATE_CYCLE": "fusing would create a cycle between kernels",
-    "DIFFERENT_SHAPES": "sibling reductions iterate over different shapes",
-    "SMALL_SHARED_INPUT": "sibling reductions share less input than either reads alone",
-    "ROOT": "the consumer is the computation's output tuple",
-    "REUSES_ELEMENTS": "the fusion would compute the producer too many times per output element",
-    "EXPENSIVE_BROADCAST": "an expensive producer would be recomputed for every element it is "
-                           "broadcast to",
-    "BROADCAST_CHAIN": "a long chain of operations on fewer elements would be recomputed for "
-                       "every element it is broadcast to",
-    "IN_PLACE_UPDATE": "a dynamic-update-slice stays the root of its fusion, to write its window "
-                       "in place",
-    "READS_UPDATED_BUFFER": "the producer reads the buffer a dynamic-update-slice fusion writes, "
-                            "where the window may be written",
-    # the dot canonicaliser's decisions (dot_canonical.py), shown beside fusion's
-    **DOT_REASONS,
-    # the offset-operands pass's (offset_operands.py), run after fusion
-    **OFFSET_REASONS,
-}
-# the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
-FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT",
-                           "LOOP_MULTI_OUTPUT", "LOOP_PRODUCER_CONSUMER"}) | DOT_APPLIED
-
-
 
 @dataclass(frozen=True)
 class FusionOptions:
@@ -325,7 +283,7 @@ class _Fuser(SiblingMerging, InPlaceHazards):
             }
         for g in user_groups:
             paths = self.paths_in(x, g)
-            allowed = self._evaluations_allowed(x, paths, user_groups)
+            allowed = evaluations_allowed(x, paths, len(user_groups), self.path_table)
             if is_compute(x) and len(paths) > allowed:
                 many = (
                     "more than " + str(MAX_PATHS) if len(paths) > MAX_PATHS else str(len(paths))
@@ -385,17 +343,6 @@ class _Fuser(SiblingMerging, InPlaceHazards):
                     for u in users
                 }
         return None
-
-    def _evaluations_allowed(self, x, paths, user_groups) -> int:
-        """How many times per element a fusion may evaluate ``x``. A cheap producer that one
-        fusion reads only through windows (``lap[1:] - lap[:-1]``: a stencil's shifted
-        slices) is recomputed for each, as XLA fuses stencils within its code-duplication
-        budget: the windows overlap, so storing the producer and reading it back costs its
-        whole buffer's traffic for little saved arithmetic. Anything else (a value reached
-        through other index maps, or copied into several fusions) is evaluated once."""
-        if is_expensive(x) or len(user_groups) != 1 or not self.path_table.only_windows(paths):
-            return 1
-        return MAX_EVALUATIONS
 
     def try_multi_output(self, x, users, user_groups) -> bool:
         if not self.options.multi_output:

@@ -56,6 +56,18 @@ class PathTable:
         return not any(number in self._not_windows for number, _, _ in paths)
 
 
+def evaluations_allowed(x: Instruction, paths: Paths, fusions: int, table: PathTable) -> int:
+    """How many times per element a fusion may evaluate ``x``, which ``fusions`` fusions would
+    take. A cheap producer that one fusion reads only through windows (``lap[1:] - lap[:-1]``:
+    a stencil's shifted slices) is recomputed for each, as XLA fuses stencils within its
+    code-duplication budget: the windows overlap, so storing the producer and reading it back
+    costs its whole buffer's traffic for little saved arithmetic. Anything else (a value reached
+    through other index maps, or copied into several fusions) is evaluated once."""
+    if is_expensive(x) or fusions != 1 or not table.only_windows(paths):
+        return 1
+    return MAX_EVALUATIONS
+
+
 def is_expensive(inst: Instruction) -> bool:
     return inst.opcode in GroupOp.EXPENSIVE
 
