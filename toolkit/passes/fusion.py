@@ -283,8 +283,11 @@ class _Fuser(SiblingMerging, InPlaceHazards):
             }
         for g in user_groups:
             paths = self.paths_in(x, g)
-            allowed = evaluations_allowed(x, paths, len(user_groups), self.path_table)
-            if is_compute(x) and len(paths) > allowed:
+            # (the budget is asked only of a computed value read more than once: most are not)
+            reused = is_compute(x) and len(paths) > 1
+            allowed = evaluations_allowed(x, paths, len(user_groups), self.path_table) \
+                if reused else 1
+            if reused and len(paths) > allowed:
                 many = (
                     "more than " + str(MAX_PATHS) if len(paths) > MAX_PATHS else str(len(paths))
                 )
