@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
+import toolkit.passes.horizontal_batching as horizontal_batching
 from toolkit.backends.cpu import executor
 from toolkit.backends.cpu.native_loop import blas_gemm
 from test_native_gemv import BLAS_TYPES, random_operand
@@ -86,11 +87,16 @@ def test_covariance_by_columns_is_numpys_and_copies_no_windows(monkeypatch):
     assert len(steps) == len(exe.steps) - 158
 
 
-def test_per_head_windows_of_windows_are_read_in_place(monkeypatch):
+@pytest.mark.parametrize("batched", [False, True])
+def test_per_head_windows_of_windows_are_read_in_place(monkeypatch, batched):
     """Attention one head at a time: q, k, v are windows of the qkv product and each head a
     window of those. The simplifier makes each a single window of qkv (slice of a slice), which
-    the dots read in place: no head is copied, and the products are NumPy's bit for bit."""
+    the dots read in place: no head is copied, and the products are NumPy's bit for bit. Batched
+    (passes/horizontal_batching.py), the heads stacked are a strided view of qkv, which the
+    batched product reads in place, one GEMM a head with NumPy's arguments."""
     monkeypatch.setenv("TOOLKIT_NATIVE_PROGRAM", "1")
+    if not batched:
+        monkeypatch.setattr(horizontal_batching, "MIN_LANES", 1 << 30)
     d, heads = 48, 3
     hd = d // heads
 
@@ -107,7 +113,13 @@ def test_per_head_windows_of_windows_are_read_in_place(monkeypatch):
         assert np.count_nonzero(g != want) == 0
     ((program, steps, *_),) = exe.segments
     assert program is not None
-    assert _slice_kernels(exe.steps) == 3 * heads and _slice_kernels(steps) == 0
+    dots = [s for s in exe.steps if s.kind == "dot"]
+    assert len(dots) == (3 if batched else 1 + 2 * heads)
+    if batched:  # (the three stacked windows; the heads' sums are kernels of their own)
+        copies = [s for s in exe.steps if s.inst.name.startswith("loop_slice_fusion")]
+        assert len(copies) == 3 and not any(s in steps for s in copies)
+    else:
+        assert _slice_kernels(exe.steps) == 3 * heads and _slice_kernels(steps) == 0
 
 
 def test_a_window_of_a_buffer_written_before_the_product_is_read_before_the_write(monkeypatch):

@@ -369,6 +369,7 @@ def test_profile_records_fusion_decisions_and_pass_events():
         "constant-folding",
         "cse",
         "dce",
+        "horizontal-batching",
         "all-reduce-combiner",
         "fusion",
         "offset-operands",

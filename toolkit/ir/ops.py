@@ -335,6 +335,12 @@ class GroupOp:
     COLLECTIVE = _ops(lambda op: op.category == "collective")
     # every device of the group gets the same value: made once, copied for the others
     SAME_RESULT_IN_GROUP = frozenset({"all-reduce", "all-gather"})
+    # horizontal batching's ops (passes/horizontal_batching.py): each computes alike lanes as
+    # one instruction with a leading batch dimension; of these, a dot or a reduce batched is
+    # worth it alone (one library call or one row-wise kernel for all the lanes)
+    LANE_BATCHABLE = ELEMENTWISE | frozenset({"broadcast", "transpose", "reshape", "copy", "slice",
+                                              "reduce", "dot"})
+    BATCHED_ALONE = frozenset({"dot", "reduce"})
     # library calls on the host, between kernels (NumPy's sort, LAPACK)
     LIBRARY = _ops(lambda op: op.category in ("sort", "library"))
     TRANSCENDENTAL = _ops(lambda op: op.transcendental)

@@ -4,6 +4,7 @@ canonicaliser and the offset-operands pass make carries one of these stable code
 from __future__ import annotations
 
 from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
+from .horizontal_batching import REASONS as BATCHING_REASONS
 from .offset_operands import REASONS as OFFSET_REASONS
 
 REASONS = {
@@ -41,6 +42,8 @@ REASONS = {
     **DOT_REASONS,
     # the offset-operands pass's (offset_operands.py), run after fusion
     **OFFSET_REASONS,
+    # horizontal batching's (horizontal_batching.py), run before fusion
+    **BATCHING_REASONS,
 }
 # the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
 FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT",

@@ -1,8 +1,10 @@
 """Named pipelines. ``default``: inline calls; move loop-invariant work out of loops;
 canonicalise dots (one GEMM where it goes without a copy); simplify, fold constants and CSE to
-a fixed point; DCE; combine independent all-reduces (the devices meet once); then fuse, and let
-fusions alike up to their slice offsets take them as operands so they share one kernel (loop
-bodies and branches: the same pipeline, each as a module of its own). ``none``: no
+a fixed point; DCE; batch alike computations over windows of one array (attention one head at
+a time: one batched dot; then the same passes once more); combine independent all-reduces (the
+devices meet once); then fuse, and let fusions alike up to their slice offsets take them as
+operands so they share one kernel (loop bodies and branches: the same pipeline, each as a
+module of its own). ``none``: no
 optimisation (the optimised HLO equals the traced HLO)."""
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from .collective_combiner import combine_all_reduces
 from .cse import cse, dce
 from .dot_canonical import canonicalize_dots
 from .fusion import FusionOptions, fuse
+from .horizontal_batching import batch_alike
 from .inline import inline_calls
 from .loop_invariants import hoist_loop_invariants
 from .loop_rolling import roll_loops
@@ -41,6 +44,19 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
     def fold(module):
         return constant_folding(module, evaluators)
 
+    def batching_pass(module):
+        new, counts, decisions = batch_alike(module)
+        if new is module:
+            return module, counts, decisions
+        # the batched dots read stacked windows through transposes and reshapes: fold them into
+        # the dots' dimensions and simplify what is left, as the first round did
+        new, more, dot_decisions = canonicalize_dots(new)
+        counts.update(more)
+        for fn in (simplify, fold, cse, dce):
+            new, more = fn(new)
+            counts.update(more)
+        return new, counts, decisions + dot_decisions
+
     def fusion_pass(module):
         result = fuse(module, fusion)
         return result.module, result.counts, result.decisions
@@ -56,6 +72,9 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
         ("constant-folding", _plain(fold)),
         ("cse", _plain(cse)),
         ("dce", _plain(dce)),
+        # after the fixed point (equal constants are one instruction, slices of slices one
+        # slice): alike computations over windows of one array run once, batched
+        ("horizontal-batching", batching_pass),
         # after the fixed point: the all-reduces left meet once where they can
         ("all-reduce-combiner", combine_all_reduces),
     ]

@@ -85,6 +85,9 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  *   9 split kernel: address, start, end, grain, threads, linger, n, index * n: op 0's kernel
  *     with its range cut into chunks (multiples of grain) that up to ``threads`` threads take
  *     (run_split); linger 1: another split kernel follows soon, so the helpers spin for it
+ *  10 batched gemm of views: as 5, then batch, a stride, b stride, c stride: op 5 once per
+ *     batch element, each operand and the result that many elements further on (a strided
+ *     batched product, one GEMM a batch element as NumPy's matmul makes them)
  * (an op code a build does not know would be read as a copy: OP_CODES says which it knows) */
 typedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
                           const float *, int64_t, float, float *, int64_t);
@@ -427,6 +430,13 @@ static const I *run_ops(const I *op, I count, P *table) {
             op = run_while(op, table, NULL);
         } else if (op[0] == 9) {
             op = run_split(op, table);
+        } else if (op[0] == 10) {
+            int ta = op[4] ? 112 : 111, tb = op[5] ? 112 : 111;
+            for (I b = 0; b < op[17]; b++)
+                blas_gemm(op, ta, tb, at(table, op[12], op[13] + b * op[18], op[3]),
+                          at(table, op[14], op[15] + b * op[19], op[3]),
+                          at(table, op[16], b * op[20], op[3]));
+            op += 21;
         } else {
             memcpy(table[op[1]], table[op[2]], (size_t)op[3]);
             op += 4;
@@ -637,7 +647,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel_call", NULL, -1, methods};
 
 /* OP_CODES: how many of run_ops' op codes this build knows (native_loop emits no other; 10:
- * split kernels). BLAS_TYPES: how many element types its BLAS ops know (4: the complex ones) */
+ * split kernels; 11: batched products). BLAS_TYPES: how many element types its BLAS ops know (4: the complex ones) */
 PyMODINIT_FUNC PyInit__kernel_call(void) {
     PyObject *m = PyModule_Create(&module);
     static int registered = 0;
@@ -645,7 +655,7 @@ PyMODINIT_FUNC PyInit__kernel_call(void) {
     /* TIMED: run_steps takes a times buffer (a profiled call runs the program it times) */
     /* KERNEL_POINTERS: the most buffers a kernel op may name (past MAX_POINTERS, the op's
      * address is the kernel's packed entry) */
-    if (m != NULL && (PyModule_AddIntConstant(m, "OP_CODES", 10) < 0 ||
+    if (m != NULL && (PyModule_AddIntConstant(m, "OP_CODES", 11) < 0 ||
                       PyModule_AddIntConstant(m, "TIMED", 1) < 0 ||
                       PyModule_AddIntConstant(m, "BLAS_TYPES", 4) < 0 ||
                       PyModule_AddIntConstant(m, "KERNEL_POINTERS", MAX_KERNEL_POINTERS) < 0)) {

@@ -1,6 +1,8 @@
 """Dot operands read in place: where a BLAS product's operand is a window of another buffer (a
 ``slice``, alone or fused with reshapes that only add or drop unit dimensions; or a reshape
-alone, which is the whole buffer with its elements in order), the native
+alone, which is the whole buffer with its elements in order; or, for a batched product, any
+chain of slices, reshapes and transposes that keeps it a strided view, as the heads horizontal
+batching stacks are), the native
 program hands BLAS the source buffer plus the window's offset, with the source's leading
 dimension or increment, as NumPy's matmul passes a view, instead of the slice kernel's copy.
 
@@ -80,6 +82,115 @@ def window_of(step, slot_types) -> Operand | None:
     return Operand(source_slot, offset, tuple(strides))
 
 
+def batched_window_of(step, slot_types) -> Operand | None:
+    """The window of its source that a kernel's (batch, rows, columns) result is, where the
+    kernel only slices, reshapes and transposes one buffer so that its result stays a strided
+    view of it (attention's heads stacked: a reshape that splits the columns into heads, a
+    transpose that puts the heads first, a slice of the heads), or None. Offered to batched
+    products alone: a matrix or vector product reads its windows as NumPy's matmul reads the
+    slice it was given (``window_of``)."""
+    inst = step.inst
+    if step.kind != "kernel" or len(step.outputs) != 1 or inst.shape.rank != 3:
+        return None
+    chain = _chain(step)
+    if not chain or inst.opcode != "fusion" or not all(_regrouping_link(i) for i in chain):
+        return None
+    source = chain[0].operands[0]
+    if source.opcode != "parameter" or 0 in source.shape.dims or 0 in inst.shape.dims:
+        return None
+    slot = step.inputs[source.attrs["parameter_number"]]
+    if slot_types[slot] is None or slot_types[step.outputs[0]] is None:
+        return None
+    dims = tuple(slot_types[slot][0])
+    if dims != tuple(source.shape.dims):
+        return None
+    strides, size = [], 1
+    for d in reversed(dims):
+        strides.append(size)
+        size *= d
+    strides, offset, last = tuple(reversed(strides)), 0, source
+    for link in chain:
+        if link.operands[0] is not last:
+            return None
+        last = link
+        if link.opcode == "transpose":
+            perm = link.attrs["dimensions"]
+            dims, strides = tuple(dims[p] for p in perm), tuple(strides[p] for p in perm)
+            continue
+        if _unit_preserving(link):
+            strides = _regrouped_strides(dims, strides, tuple(link.shape.dims))
+            if strides is None:
+                return None
+            dims = tuple(link.shape.dims)
+            continue
+        spec = _window_spec(inst, link, dims)
+        if spec is None:
+            return None
+        offset += sum(start * s for (start, _, _), s in zip(spec, strides))
+        strides = tuple(step_ * s for (_, _, step_), s in zip(spec, strides))
+        dims = tuple(link.shape.dims)
+    if dims != tuple(slot_types[step.outputs[0]][0]):
+        return None
+    return Operand(slot, offset, tuple(1 if d == 1 else s for d, s in zip(dims, strides)))
+
+
+def _regrouping_link(inst) -> bool:
+    """A slice, dynamic-slice, reshape or transpose: what a window regrouped is made of."""
+    op = inst.opcode
+    return bool(inst.operands) and (op == "slice" or op == "dynamic-slice" or op == "transpose"
+                                    or _unit_preserving(inst))
+
+
+def _window_spec(fusion, link, dims):
+    """A slice's (start, limit, stride) per dimension, or a dynamic-slice's whose starts are
+    constants of the program (clamped as dynamic-slice clamps them); None for other ops."""
+    if link.opcode == "slice":
+        return [tuple(s) for s in link.attrs["slice"]]
+    if link.opcode != "dynamic-slice":
+        return None
+    spec = []
+    for start, size, dim in zip(link.operands[1:], link.attrs["dynamic_slice_sizes"], dims):
+        bound = (fusion.operands[start.attrs["parameter_number"]]
+                 if start.opcode == "parameter" else start)
+        if bound.opcode != "constant":
+            return None
+        value = min(max(int(bound.attrs["literal"].reshape(())), 0), dim - size)
+        spec.append((value, value + size, 1))
+    return spec
+
+
+def _regrouped_strides(dims, strides, new_dims):
+    """The strides of a strided view's elements under ``new_dims`` (a row-major regrouping), or
+    None where the regrouping is no view: each run of dimensions merged must be contiguous
+    within itself (heads split out of a slice of columns are a view; columns of a strided
+    window merged are not)."""
+    kept = [(d, s) for d, s in zip(dims, strides) if d != 1]  # (a unit stride is never read)
+    out: list[int] = []
+    i = 0
+    for d in new_dims:
+        if d == 1:
+            out.append(1)
+            continue
+        if i >= len(kept):
+            return None
+        size, stride = kept[i]
+        if size % d == 0 and size != d:  # d splits off the front of this dimension
+            kept[i] = (size // d, stride)
+            out.append(stride * (size // d))
+            continue
+        product, j = size, i
+        while product < d and j + 1 < len(kept):
+            if kept[j][1] != kept[j + 1][0] * kept[j + 1][1]:
+                return None  # (not contiguous: merging them would need a copy)
+            j += 1
+            product *= kept[j][0]
+        if product != d:
+            return None
+        out.append(kept[j][1])
+        i = j + 1
+    return tuple(out) if i == len(kept) else None
+
+
 def _reshaped(step, chain, slot_types) -> Operand | None:
     """A reshape step's result as a view of its source (row-major reshapes keep every element
     where it was: ``a.reshape(r * q, p)`` for a GEMM), or None."""
@@ -142,7 +253,7 @@ def offered_views(exe) -> dict[int, dict[int, tuple[int, Operand]]]:
             forget(slot)
             for result in list(by_source.get(slot, ())):
                 forget(result)
-        window = window_of(step, exe._slot_types)
+        window = window_of(step, exe._slot_types) or batched_window_of(step, exe._slot_types)
         if window is not None and window.slot not in written:
             windows[step.outputs[0]] = (position, window)
             by_source.setdefault(window.slot, set()).add(step.outputs[0])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import glob
+import math
 import os
 import threading
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ KERNEL, GEMM, COPY, DOT, GEMV = 0, 1, 2, 3, 4
 GEMM_VIEW, DOT_VIEW, GEMV_VIEW = 5, 6, 7
 WHILE = 8  # a loop inside a program or a loop body (_kernel_call's run_while)
 SPLIT = 9  # a kernel split over native helper threads (_kernel_call's run_split)
+GEMM_BATCH = 10  # a strided batched product: one GEMM_VIEW per batch element
 _ALIGN = 64  # bytes: where each temporary of a loop starts in its arena
 CBLAS_ROW_MAJOR, CBLAS_COL_MAJOR = 101, 102
 MAX_POINTERS = 16
@@ -209,7 +211,20 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
         if used is not None:
             used.update(k for k in positions if operands[k].is_view)
 
-    if lhs.shape.rank == rhs.shape.rank == 1 and not a.get("lhs_batch_dims") \
+    dims = [lhs.shape.dims, rhs.shape.dims]
+    contracting = [a.get("lhs_contracting_dims", ()), a.get("rhs_contracting_dims", ())]
+    batch = _leading_batch(inst)
+    if batch is not None:
+        # a leading batch dimension (attention's heads batched): each batch element is the
+        # product NumPy's matmul makes of it, one GEMM each, the operands and the result that
+        # many elements further on
+        if native_op_codes <= GEMM_BATCH:
+            raise _Unsupported(f"dot %{inst.name}: this build has no batched products")
+        batch_strides = [st[0] for st in strides]
+        dims = [dims[0][1:], dims[1][1:]]
+        strides = [st[1:] for st in strides]
+        contracting = [tuple(c - 1 for c in contracting[0]), tuple(c - 1 for c in contracting[1])]
+    elif lhs.shape.rank == rhs.shape.rank == 1 and not a.get("lhs_batch_dims") \
             and len(a.get("lhs_contracting_dims", ())) == 1:
         op = _dot_op(step, index, gemm, None, operands[0], operands[1], strides[0][0],
                      strides[1][0])
@@ -218,9 +233,7 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
     # a vector beside a matrix (matmul's f64[m,k] . f64[k] -> f64[m]) is the matrix product
     # NumPy makes of it: a (1, k) row on the left, a (k, 1) column on the right (the unit
     # dimension's stride is never read: such a product is a gemv or a dot)
-    dims = [lhs.shape.dims, rhs.shape.dims]
-    contracting = [a.get("lhs_contracting_dims", ()), a.get("rhs_contracting_dims", ())]
-    if lhs.shape.rank + rhs.shape.rank == 3 and len(contracting[0]) == 1 \
+    if batch is None and lhs.shape.rank + rhs.shape.rank == 3 and len(contracting[0]) == 1 \
             and len(contracting[1]) == 1:
         k_ = 0 if lhs.shape.rank == 1 else 1
         dims[k_] = (1, dims[k_][0]) if k_ == 0 else (dims[k_][0], 1)
@@ -230,6 +243,8 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
     def plain(k):  # matrix k from its own buffer: NumPy would not hand the view to BLAS
         operands[k] = _plain(step.inputs[k])
         strides[k] = _strides(operands[k], dims[k])
+        if batch is not None:
+            batch_strides[k] = math.prod(dims[k])
 
     if (
         gemm is None
@@ -238,8 +253,7 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
         or rhs.shape.dtype != inst.shape.dtype
         or len(dims[0]) != 2
         or len(dims[1]) != 2
-        or a.get("lhs_batch_dims")
-        or a.get("rhs_batch_dims")
+        or (batch is None and (a.get("lhs_batch_dims") or a.get("rhs_batch_dims")))
         or len(contracting[0]) != 1
         or len(contracting[1]) != 1
         or 0 in dims[0]
@@ -255,6 +269,8 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
         return (strides[0][::-1] if trans_a else strides[0],
                 strides[1][::-1] if trans_b else strides[1])
 
+    if batch is not None and (m == 1 or n == 1 or k == 1):
+        raise _Unsupported(f"dot %{inst.name}: a batch of vector products")
     if m == 1 and n == 1:  # (1, k) @ (k, 1): NumPy takes it to dot, with the two increments
         (_, is1_n), (is2_n, _) = numpys()
         op = _dot_op(step, index, gemm, k, operands[0], operands[1], is1_n, is2_n)
@@ -295,10 +311,24 @@ def _gemm_op(step, index, gemm, views: dict | None = None, used: set | None = No
     head = [address, int(ilp64), _blas_type(inst), trans1, trans2, m, n, k, lda, ldb, n]
     a_, b_ = operands
     read(0, 1)
+    if batch is not None:
+        return [GEMM_BATCH, *head, index(a_.slot), a_.offset, index(b_.slot), b_.offset,
+                index(step.outputs[0]), batch, *batch_strides, m * n]
     if a_.is_view or b_.is_view:
         return [GEMM_VIEW, *head, index(a_.slot), a_.offset, index(b_.slot), b_.offset,
                 index(step.outputs[0])]
     return [GEMM, *head, index(a_.slot), index(b_.slot), index(step.outputs[0])]
+
+
+def _leading_batch(inst) -> int | None:
+    """The batch size of a dot of two (batch, rows, columns) operands batched over their first
+    dimension alone, else None."""
+    a = inst.attrs
+    lhs, rhs = inst.operands
+    if tuple(a.get("lhs_batch_dims", ())) != (0,) or tuple(a.get("rhs_batch_dims", ())) != (0,) \
+            or lhs.shape.rank != 3 or rhs.shape.rank != 3:
+        return None
+    return lhs.shape.dims[0]
 
 
 def step_op(exe: CpuExecutable, step, index, gemm, views: dict | None = None,
