@@ -1,6 +1,9 @@
 """Horizontal batching (passes/horizontal_batching.py): alike computations over windows of one
 array (attention one head at a time, a list of columns stacked) run once over a batch
 dimension, with the bits each lane computed alone, on every backend."""
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -183,3 +186,24 @@ def test_the_simulated_gpu_records_one_strided_batched_gemm_per_product():
     assert device.launches[done:].count("dot") == 2  # one replay: two GEMMs, not eight
     gemms = [node[1] for node in device.graphs[-1].nodes if node[0] == "gemm"]
     assert [g.batch for g in gemms] == [4, 4], gemms
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas (CUDA toolkit) is not on the PATH")
+@pytest.mark.parametrize("case", ["attention", "columns"])
+def test_batched_kernels_assemble_for_the_gpu(case, tmp_path):
+    from toolkit.backends.gpu import compile_ptx
+
+    rng = np.random.default_rng(4)
+    fn, args = {"attention": (attention(4), _attention_args()),
+                "columns": (stacked_columns, (rng.standard_normal((50, 12)),
+                                              rng.standard_normal(12)))}[case]
+    module = tk.jit(fn, backend="interpreter").compiled(*args).optimized_hlo
+    if case == "attention":  # (the heads' products: two strided-batched GEMMs)
+        assert [i.shape.dims[0] for i in module.entry.instructions if i.opcode == "dot"] == [4, 4]
+    program = compile_ptx(module, "sm_90")
+    assert program.kernels and not program.unsupported, program.unsupported
+    path = tmp_path / "batched.ptx"
+    path.write_text(program.ptx)
+    done = subprocess.run(["ptxas", "-arch=sm_90", str(path), "-o", str(tmp_path / "out.cubin")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
