@@ -39,7 +39,7 @@ slice is bucketed once per dimension, and each instruction once per batched valu
 from __future__ import annotations
 
 import heapq
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 
 from ..ir.builder import ComputationBuilder, NameUniquer
 from ..ir.nodes import Computation, Instruction, Module
@@ -155,9 +155,9 @@ def _user_key(inst: Instruction, taken: dict, keys: dict):
 def _grow(seeds: list[_Batch], taken: dict, users: dict) -> list[_Batch]:
     batches = list(seeds)
     keys: dict = {}
-    work = list(seeds)
+    work = deque(seeds)
     while work:
-        batch = work.pop(0)
+        batch = work.popleft()
         buckets: dict[tuple, dict[int, tuple]] = defaultdict(dict)
         seen = set()
         for member in batch.lanes:
@@ -224,12 +224,10 @@ def _prune(batches: list[_Batch], taken: dict, users: dict) -> None:
         for s in b.sources:
             if s is not None:
                 readers[id(s[0])] += 1
-    stacked = set()
-    for b in batches:
-        for m in b.lanes:
-            for u in users.get(m, ()):
-                if u.opcode == "concatenate" and _stack_runs(u, taken):
-                    stacked.add(id(b))
+    # (each concatenation once: a stack of n lanes is a user of every one of them)
+    concatenations = {u: None for b in batches for m in b.lanes for u in users.get(m, ())
+                      if u.opcode == "concatenate"}
+    stacked = {id(batch) for c in concatenations for _, _, batch, _ in _stack_runs(c, taken)}
     changed = True
     while changed:
         changed = False
