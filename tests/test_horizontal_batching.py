@@ -162,10 +162,14 @@ def test_lanes_read_one_at_a_time_or_chained_stay_unbatched():
     def overlapping(x):  # a stencil's windows overlap: fusion's business
         return np.stack([x[:, j:j + 2].sum(axis=1) for j in range(5)], axis=1)
 
-    for fn in (separate, chained, overlapping):
+    def self_products(x):  # x_h @ x_h.T: NumPy's syrk per head, which a batched GEMM is not
+        return np.stack([x[:, 2 * i:2 * i + 2] @ x[:, 2 * i:2 * i + 2].T for i in range(3)])
+
+    for fn in (separate, chained, overlapping, self_products):
         compiled = _compiled(fn, x)
         assert not _batched(compiled), fn.__name__
         assert_close_scaled(host_values(compiled(x)), fn(x), rtol=1e-13)
+    np.testing.assert_array_equal(compiled(x), self_products(x))
 
 
 def test_the_simulated_gpu_records_one_strided_batched_gemm_per_product():

@@ -147,6 +147,8 @@ def _user_key(inst: Instruction, taken: dict, keys: dict):
     if inst.opcode == "dot" and None in grouped and (
             inst.attrs.get("lhs_batch_dims") or inst.attrs.get("rhs_batch_dims")):
         return None
+    if inst.opcode == "dot" and inst.operands[0] is inst.operands[1]:
+        return None  # (x @ x.T: NumPy's matmul makes it a syrk, whose bits a batched GEMM lacks)
     key = (inst.opcode, inst.shape.dtype, inst.shape.dims, _frozen(inst.attrs, keys),
            tuple(parts))
     return key, first, grouped
