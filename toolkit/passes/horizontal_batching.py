@@ -56,14 +56,14 @@ MIN_LANES = 2
 
 class _Batch:
     """A batched value: ``lanes[i]`` is the instruction it computes at batch index ``i``."""
-    __slots__ = ("lanes", "seed", "sources", "shared", "kept")
+    __slots__ = ("lanes", "seed", "sources", "kept")
 
-    def __init__(self, lanes: list[Instruction], seed=None, sources=None, shared=None):
+    def __init__(self, lanes: list[Instruction], seed=None, sources=None):
         self.lanes = lanes
         self.seed = seed  # a seed's (operand, dim, first start, step, width)
-        # per operand position: (batch, first lane, lane step) or None where shared
+        # per operand position: (batch, first lane, lane step), or None where every lane reads
+        # the same value (the first lane's operand there)
         self.sources: list = sources or []
-        self.shared: list = shared or []  # per operand position: the shared operand, or None
         self.kept = True
 
 
@@ -189,8 +189,7 @@ def _grow(seeds: list[_Batch], taken: dict, users: dict) -> list[_Batch]:
                     continue
                 grouped = chosen[0][1]  # (the first lane's operands: the others follow at step)
                 sources = [None if g is None else (g[0], g[1], step) for g in grouped]
-                shared = [o if g is None else None for g, o in zip(grouped, members[0].operands)]
-                new = _Batch(members, sources=sources, shared=shared)
+                new = _Batch(members, sources=sources)
                 batches.append(new)
                 work.append(new)
                 for lane, m in enumerate(members):
@@ -332,9 +331,8 @@ class _Emitter:
         first = batch.lanes[0]
         lanes = len(batch.lanes)
         md = first.metadata
-        ops = []
-        for source, shared in zip(batch.sources, batch.shared):
-            ops.append(self.lanes_of(source, lanes, md) if source is not None else shared)
+        ops = [self.lanes_of(source, lanes, md) if source is not None else operand
+               for source, operand in zip(batch.sources, first.operands)]
         op = first.opcode
         attrs = dict(first.attrs)
         dims = (lanes,) + tuple(first.shape.dims)
@@ -347,9 +345,7 @@ class _Emitter:
                             dims, dtype, md)
         ops = [o if s is not None else self.shared(o, lanes, md)
                for o, s in zip(ops, batch.sources)]
-        if op == "broadcast":  # (the operand's dimensions map one further on, after the lanes)
-            attrs["dimensions"] = (0,) + shift
-        elif op == "transpose":  # (the lanes stay first)
+        if op == "broadcast" or op == "transpose":  # (the lanes first, the rest one further on)
             attrs["dimensions"] = (0,) + shift
         elif op == "slice":
             attrs["slice"] = ((0, lanes, 1),) + tuple(tuple(s) for s in attrs["slice"])
@@ -382,10 +378,11 @@ class _Emitter:
         perm = (free,) + tuple(range(free)) + tuple(range(free + 1, len(out)))
         return self.add("transpose", (product,), {"dimensions": perm}, dims, dtype, md)
 
-    def concatenate(self, inst: Instruction) -> Instruction:
+    def concatenate(self, inst: Instruction, found: list) -> Instruction:
+        """``inst`` with each run of lanes ``_stack_runs`` found a transpose and reshape."""
         axis = inst.attrs["dimensions"][0]
         pieces: list[Instruction] = []
-        runs = {i: (n, batch, lane) for i, n, batch, lane in _stack_runs(inst, self.taken)}
+        runs = {i: (n, batch, lane) for i, n, batch, lane in found}
         i = 0
         md = inst.metadata
         while i < len(inst.operands):
@@ -413,12 +410,9 @@ class _Emitter:
 def _schedule(entry: Computation, batches: list[_Batch], taken: dict, position: dict):
     """Batched values and the instructions left, operands first (Kahn's algorithm, the earliest
     in the program first)."""
-    nodes: list = [b for b in batches if b.kept]
-    nodes += [i for i in entry.instructions if i not in taken]
-    node_of = {}
-    for b in nodes[: sum(1 for b in batches if b.kept)]:
-        for m in b.lanes:
-            node_of[m] = b
+    kept = [b for b in batches if b.kept]
+    node_of = {m: b for b in kept for m in b.lanes}
+    nodes: list = kept + [i for i in entry.instructions if i not in taken]
     pending: dict[int, int] = {}
     after: dict[int, list] = defaultdict(list)
     rank = {}
@@ -482,8 +476,9 @@ def batch_alike(module: Module):
         if isinstance(n, _Batch):
             emit.value[id(n)] = emit.batched(n)
             continue
-        if n.opcode == "concatenate" and _stack_runs(n, taken):
-            mapping[n] = emit.concatenate(n)
+        runs = _stack_runs(n, taken) if n.opcode == "concatenate" else None
+        if runs:
+            mapping[n] = emit.concatenate(n, runs)
             counts["concatenations of lanes"] += 1
             continue
         mapping[n] = builder.adopt(with_operands(n, [emit.operand(o) for o in n.operands]))

@@ -212,20 +212,11 @@ def _constant_starts(fusion, dynamic_slice):
     """(the fusion operand a dynamic-slice reads, its window as a slice spec) when its operand
     is a parameter and every start index a parameter bound to a constant of the program;
     starts clamp as dynamic-slice's do."""
-    operand, *starts = dynamic_slice.operands
+    operand = dynamic_slice.operands[0]
     if operand.opcode != "parameter":
         return None
-    values = []
-    for start, size, dim in zip(starts, dynamic_slice.attrs["dynamic_slice_sizes"],
-                                operand.shape.dims):
-        bound = (fusion.operands[start.attrs["parameter_number"]]
-                 if start.opcode == "parameter" else start)
-        if bound.opcode != "constant":
-            return None
-        value = int(bound.attrs["literal"].reshape(()))
-        value = min(max(value, 0), dim - size)
-        values.append((value, value + size, 1))
-    return operand.attrs["parameter_number"], values
+    values = _window_spec(fusion, dynamic_slice, operand.shape.dims)
+    return None if values is None else (operand.attrs["parameter_number"], values)
 
 
 def offered_views(exe) -> dict[int, dict[int, tuple[int, Operand]]]:
