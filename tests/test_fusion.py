@@ -371,6 +371,7 @@ def test_profile_records_fusion_decisions_and_pass_events():
         "dce",
         "horizontal-batching",
         "all-reduce-combiner",
+        "concatenate-splitting",
         "fusion",
         "offset-operands",
     }

@@ -350,8 +350,8 @@ def test_manager_times_verifies_and_dumps():
         "constant-folding",
         "cse",
     ]
-    assert names[-5:] == ["dce", "horizontal-batching", "all-reduce-combiner", "fusion",
-                          "offset-operands"]
+    assert names[-6:] == ["dce", "horizontal-batching", "all-reduce-combiner",
+                          "concatenate-splitting", "fusion", "offset-operands"]
     assert all(p.duration >= 0 for p in c.pass_events)
     assert dict(c.pass_events[4].rewrites) == {"subtract(x, 0) -> x": 1}
     dumps = c.pass_dumps

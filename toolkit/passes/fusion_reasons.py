@@ -3,6 +3,7 @@ canonicaliser and the offset-operands pass make carries one of these stable code
 (``FusionDecision.reason``), shown with its sentence in the profile and the dashboard."""
 from __future__ import annotations
 
+from .concatenate_splitting import REASONS as SPLITTING_REASONS
 from .dot_canonical import APPLIED as DOT_APPLIED, REASONS as DOT_REASONS
 from .horizontal_batching import REASONS as BATCHING_REASONS
 from .offset_operands import REASONS as OFFSET_REASONS
@@ -44,6 +45,8 @@ REASONS = {
     **OFFSET_REASONS,
     # horizontal batching's (horizontal_batching.py), run before fusion
     **BATCHING_REASONS,
+    # concatenate splitting's (concatenate_splitting.py), run just before fusion
+    **SPLITTING_REASONS,
 }
 # the decisions that fused a producer, or folded it into a dot (FusionDecision.fused)
 FUSED_REASONS = frozenset({"FUSED", "MULTI_OUTPUT", "SIBLING_MULTI_OUTPUT",

@@ -2,7 +2,8 @@
 canonicalise dots (one GEMM where it goes without a copy); simplify, fold constants and CSE to
 a fixed point; DCE; batch alike computations over windows of one array (attention one head at
 a time: one batched dot; then the same passes once more); combine independent all-reduces (the
-devices meet once); then fuse, and let fusions alike up to their slice offsets take them as
+devices meet once); split concatenations of more operands than a fusion reads into trees;
+then fuse, and let fusions alike up to their slice offsets take them as
 operands so they share one kernel (loop bodies and branches: the same pipeline, each as a
 module of its own). ``none``: no
 optimisation (the optimised HLO equals the traced HLO)."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..ir.nodes import Module
+from .concatenate_splitting import RULE as SPLITTING_RULE, split_wide_concatenates
 from .constant_folding import constant_folding
 from .collective_combiner import combine_all_reduces
 from .cse import cse, dce
@@ -81,7 +83,12 @@ def make_pipeline(name: str, evaluators: dict, fusion: FusionOptions = FusionOpt
     def offsets_pass(module):
         return offset_operands(module, fusion.max_parameters)
 
+    def splitting_pass(module):
+        return split_wide_concatenates(module, fusion.max_operands)
+
     if name == "default":
+        # a concatenation of more operands than a fusion may read: a tree, its levels kernels
+        passes.append((SPLITTING_RULE, splitting_pass))
         passes.append(("fusion", fusion_pass))
         # after fusion: kernels alike up to where they slice take their offsets as operands
         passes.append(("offset-operands", offsets_pass))

@@ -398,12 +398,14 @@ def compile_module(module: Module) -> CpuExecutable:
             )
             continue
         arity = len(step.inputs) + len(step.outputs)
-        step.fn = functions.get((addr, arity))
-        if step.fn is None:
-            step.fn = functions[(addr, arity)] = ctypes_function(addr, arity)
         step.address = addr
         if arity > PACKED_FROM:  # (0 in an object cached before packed entries)
             step.packed_address = machine.address(packed_symbol(symbol(step)))
+        step.fn = functions.get((addr, arity))
+        if step.fn is None:
+            step.fn = functions[(addr, arity)] = ctypes_function(
+                addr, arity, step.packed_address
+            )
         step.extra["machine"] = machine  # keeps the JIT engine alive as long as the step
     # the same plan finds the same groups
     if machine is not None and machine.cache == "persistent_hit":

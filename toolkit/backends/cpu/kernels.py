@@ -12,7 +12,7 @@ from llvmlite import ir
 
 from ...ir.shapes import Shape
 from ...ir.ops import GroupOp, identity
-from ..llvm.elemental import ElementalEmitter, emit_binary, i64
+from ..llvm.elemental import ElementalEmitter, concatenated_parts, emit_binary, i64
 from ..llvm import complex as lcomplex
 from ..llvm.indexing import emit_scatter, emit_update_slice
 from ..llvm.loops import FOLD_TAIL_INSTRUCTIONS, for_range, nest
@@ -99,6 +99,9 @@ def packed_symbol(name: str) -> str:
 
 def _emit_loop(b, e, spec, out_ptrs, begin, end):
     shape: Shape = spec.outputs[0].shape
+    if _written_by_operand(spec):
+        _emit_concatenation(b, e, spec, out_ptrs, begin, end)
+        return
 
     def body(index):
         e.reset()
@@ -111,6 +114,45 @@ def _emit_loop(b, e, spec, out_ptrs, begin, end):
     else:
         fold = None if _moves_complex(spec) else FOLD_TAIL_INSTRUCTIONS
         nest(b, shape.dims, body, begin, end, split=spec.split_dim, fold_tail_over=fold)
+
+
+def _written_by_operand(spec) -> bool:
+    """Is the kernel's one result a concatenation (written operand by operand)?"""
+    (out,) = spec.outputs if len(spec.outputs) == 1 else (None,)
+    return out is not None and out.opcode == "concatenate" and not spec.in_place
+
+
+def _emit_concatenation(b, e, spec, out_ptrs, begin, end):
+    """A concatenation as XLA's CPU and GPU emitters write one: a loop nest per operand over
+    its window of the result, so an element is computed and stored with no search for its
+    operand, and each loop vectorises (a list of 128 arrays of 512 float64 took 1.8 ms through
+    a per-element search, NumPy 0.2). The split dimension's [begin, end) is cut to each
+    operand's rows where the concatenation runs along it."""
+    (out,) = spec.outputs
+    ptr, shape = out_ptrs[id(out)]
+    axis = out.attrs["dimensions"][0]
+    split = spec.split_dim
+    fold = None if _moves_complex(spec) else FOLD_TAIL_INSTRUCTIONS
+    for op, start, n in concatenated_parts(out):
+        if axis == split:  # this operand's rows of [begin, end), perhaps none
+            lo = _clamp(b, b.sub(begin, i64(start)), n)
+            hi = _clamp(b, b.sub(end, i64(start)), n)
+        else:
+            lo, hi = begin, end
+
+        def body(index, op=op, start=start):
+            e.reset()
+            at = list(index)
+            at[axis] = b.add(index[axis], i64(start)) if start else index[axis]
+            e.store(ptr, shape, at, e.value(op, index))
+
+        nest(b, op.shape.dims, body, lo, hi, split=split, fold_tail_over=fold)
+
+
+def _clamp(b, v, n: int):
+    """``v`` clamped to [0, n]."""
+    v = b.select(b.icmp_signed("<", v, i64(0)), i64(0), v)
+    return b.select(b.icmp_signed(">", v, i64(n)), i64(n), v)
 
 
 def _moves_complex(spec) -> bool:

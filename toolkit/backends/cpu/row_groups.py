@@ -25,7 +25,7 @@ from ..llvm.loops import for_range
 from ..llvm.row_locality import row_local_parameters
 from ..llvm.types import I8, I64
 from .dot_views import window_of
-from .executor import slot_types
+from .executor import CTYPES_MAX_POINTERS, slot_types
 
 BLOCK_BYTES = 256 << 10  # a block's rows across all the group's arrays: well inside a 1 MB L2
 # Below this many bytes touched the arrays stay in cache anyway and grouping only adds calls.
@@ -59,6 +59,7 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
     min_bytes = MIN_GROUP_BYTES if min_bytes is None else min_bytes
     groups: list[RowGroup] = []
     current: list = []
+    touched: set[int] = set()  # the buffers current's members touch
     readers: dict[int, int] = {}  # slot -> how many steps read it (a group's scratch: only it)
     for step in steps:
         for s in set(step.inputs):
@@ -72,6 +73,7 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
             if group is not None and group.rows * sum(group.row_bytes.values()) >= min_bytes:
                 groups.append(group)
         current.clear()
+        touched.clear()
 
     types = slot_types(slots)
     for step in steps:
@@ -90,14 +92,22 @@ def find_row_groups(steps, slots, out_slots, min_bytes: int | None = None) -> li
         if not joinable:
             close()
             continue
-        if current and step.extent == current[0].extent:
+        if (
+            current
+            and step.extent == current[0].extent
+            # (a driver takes every buffer its members touch, and has no packed entry: ctypes
+            # must be able to call it)
+            and len(touched) + len({*step.inputs, *step.outputs} - touched) <= CTYPES_MAX_POINTERS
+        ):
             produced = {s for m in current for s in m.outputs}
             needed = {s for s in step.inputs if s in produced}
             if needed <= _row_local_inputs(step):
                 current.append(step)
+                touched.update((*step.inputs, *step.outputs))
                 continue
         close()
         current.append(step)
+        touched.update((*step.inputs, *step.outputs))
     close()
     return groups
 
