@@ -202,3 +202,38 @@ def test_python_containers_behave_as_python_ones():
     with pytest.raises(ValueError, match="negative shift count"):
         tk.jit(lambda a, b: a << b)(7, -1)
     assert tk.jit(lambda a, b: a // b)(7, 2) == 3
+
+
+def test_a_list_of_arrays_is_keyed_as_its_walked_tree_is():
+    """A list or tuple of plain arrays takes a short path (no pytree walk, one tree object per
+    length, 0.35 µs a leaf where the walk took 1.4): its key is the very key the walk makes,
+    and anything else in the list (a number, a nested tuple, an unsupported dtype) takes the
+    walk, with its error naming the leaf."""
+    from toolkit.frontend.pytree import LEAF, TreeDef, flat_tree, flatten
+
+    xs = [np.ones(3), np.zeros(2, np.float32)]
+    f = tk.jit(lambda xs: xs[0].sum() + xs[1].sum())
+    f(xs)
+    f(tuple(xs))  # a tuple is another tree
+    f([np.ones(3), np.zeros(2, np.float32), 1.0][:2])
+    lst, tup = f._cache
+    walked = flatten(xs, "xs")[1]
+    assert lst.trees == (walked,) and hash(lst.trees[0]) == hash(walked)
+    assert tup.trees[0] == TreeDef("tuple", (LEAF, LEAF)) != walked
+    assert flat_tree("list", 2) is lst.trees[0]
+    assert lst.avals == (((3,), np.dtype(np.float64), False), ((2,), np.dtype(np.float32), False))
+    assert f([np.ones(3), 2.0]) == 5.0  # a Python number: the walk (weak float)
+    assert f([np.ones(3), (np.ones(2),)][:1] + [np.ones(2)]) == 5.0
+    with pytest.raises(TypeError, match=r"argument 'xs\[1\]' has dtype <U1"):
+        f([np.ones(3), np.array(["a"])])
+
+
+def test_a_trees_hash_is_computed_once():
+    from toolkit.frontend.pytree import TreeDef, flatten
+
+    tree = flatten({"w": [np.ones(2)] * 3, "b": (np.ones(1), None)}, "p")[1]
+    assert tree._hash is None
+    h = hash(tree)
+    assert tree._hash == h == hash(flatten({"w": [1, 2, 3], "b": (4, None)}, "p")[1])
+    assert TreeDef("list", ()) == TreeDef("list", ()) and hash(TreeDef("none")) == hash(
+        TreeDef("none"))

