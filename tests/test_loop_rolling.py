@@ -468,3 +468,22 @@ def test_a_nested_loops_trip_count_is_read_from_its_state_at_entry(monkeypatch):
         loops = [i for i in tk.jit(fn).lower(1.0).hlo.entry.instructions if i.opcode == "while"]
         assert [counted_loop(i) for i in loops] == [None]
         assert float(tk.jit(fn)(1.0)) == want
+
+
+def test_a_list_built_trip_by_trip_is_found_no_loop_in_linear_time(monkeypatch):
+    """``np.stack([f(x[:, j]) for j in ...])``: its trips are alike, but every trip's value is
+    read at the end, so no loop rolls. That is found from each start at its first trip,
+    before any other trip is compared: comparing every later trip from every start first
+    made 1.5 million trip comparisons for 2,000 columns (10 s of compile)."""
+    compared = []
+    agrees = loop_rolling.trip_agrees
+    monkeypatch.setattr(loop_rolling, "trip_agrees",
+                        lambda *a: compared.append(a[3]) or agrees(*a))
+    x = np.random.default_rng(0).standard_normal((8, 300))
+
+    def columns(x):
+        return np.stack([np.tanh(x[:, j]) + x[:, j].max() for j in range(x.shape[1])], axis=1)
+
+    compiled = _compiled(columns, x)
+    assert not _rolled(compiled) and len(compared) < 300, len(compared)
+    np.testing.assert_allclose(compiled(x), columns(x), rtol=1e-13, atol=1e-15)
