@@ -199,11 +199,9 @@ def test_a_kernel_of_more_buffers_than_ctypes_passes_runs_through_its_packed_ent
     """ctypes calls functions of at most 1,024 arguments: a kernel of more buffers is called
     with its pointers in one array (before, a concatenation of 1,200 arrays failed to compile:
     "_argtypes_ has too many arguments (1203)"). Forced here at 8 buffers."""
-    from toolkit.backends.cpu import executor
-    import toolkit.backends.cpu as cpu
+    from toolkit.backends.cpu import native
 
-    monkeypatch.setattr(executor, "CTYPES_MAX_POINTERS", 8)
-    monkeypatch.setattr(cpu, "ctypes_function", executor.ctypes_function)
+    monkeypatch.setattr(native, "CTYPES_MAX_POINTERS", 8)
     monkeypatch.setenv("TOOLKIT_NATIVE_CALL", "0")
     xs = _arrays(20, 16)
 
@@ -217,7 +215,7 @@ def test_a_kernel_of_more_buffers_than_ctypes_passes_runs_through_its_packed_ent
     kernel.fn(*[x.ctypes.data for x in xs], out.ctypes.data, 0, 16)
     np.testing.assert_allclose(out, fn(xs), rtol=1e-13)
     with pytest.raises(ValueError, match="no packed entry"):
-        executor.ctypes_function(kernel.address, 21)
+        native.ctypes_function(kernel.address, 21)
 
 
 @needs_ptxas

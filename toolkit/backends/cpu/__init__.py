@@ -26,7 +26,8 @@ from .. import disk_cache
 from ..control import make_control_runner
 from .compiler import compile_ir_parts, host_description, load_object
 from .native_program import plan_segments, slices_never_run
-from .executor import CpuExecutable, Step, ctypes_function, num_threads
+from .executor import CpuExecutable, Step, num_threads
+from .native import ctypes_function
 from ..llvm.planning import emit_or_discard
 from ..llvm.shared_code import SharedCode
 from ..llvm.vector_math import keep_vector_variants

@@ -573,34 +573,3 @@ def address(a: np.ndarray) -> int:
     if a.flags.writeable and a.nbytes:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))
     return a.ctypes.data
-
-
-# ctypes calls a function of at most 1,024 arguments (CTYPES_MAX_ARGCOUNT); a kernel's are its
-# buffers and its row range
-CTYPES_MAX_POINTERS = 1024 - 2
-
-
-def ctypes_function(address: int, n_pointers: int, packed_address: int = 0):
-    """The kernel at ``address`` callable from Python as ``fn(*pointers, start, end)``. A kernel
-    of more buffers than ctypes can pass (a concatenation of a list of 1,200 arrays) is called
-    through its packed entry (``kernels.packed_symbol``), its pointers in one array."""
-    if n_pointers <= CTYPES_MAX_POINTERS:
-        proto = ctypes.CFUNCTYPE(
-            None, *([ctypes.c_void_p] * n_pointers), ctypes.c_int64, ctypes.c_int64
-        )
-        return proto(address)
-    if not packed_address:
-        raise ValueError(
-            f"a kernel of {n_pointers} buffers has no packed entry to call it through "
-            f"(ctypes passes at most {CTYPES_MAX_POINTERS})"
-        )
-    packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
-        packed_address
-    )
-    table_type = ctypes.c_void_p * n_pointers
-
-    def call(*arguments):
-        *pointers, start, end = arguments
-        packed(table_type(*pointers), start, end)
-
-    return call

@@ -1,9 +1,10 @@
 """The C fast paths (``_kernel_call.c``) and what the loaded build can do: a kernel call without
 ctypes, a natively driven loop, a whole program of kernel calls and BLAS products (run_steps),
-kernels split over native helper threads. Each fact is read from the build, so an older one
-(or none) falls back to what it offers."""
+kernels split over native helper threads; and the ctypes call that serves where they do not.
+Each fact is read from the build, so an older one (or none) falls back to what it offers."""
 from __future__ import annotations
 
+import ctypes
 import os
 
 
@@ -53,3 +54,34 @@ native_split = native_op_codes >= 10  # the build runs op 9, split kernels (run_
 # how many BLAS element types its BLAS ops know: float32 and float64, and since BLAS_TYPES
 # complex64 and complex128 too (an older build read the type as "float64 or not")
 native_blas_types = getattr(_native, "BLAS_TYPES", 2)
+
+
+# ctypes calls a function of at most 1,024 arguments (CTYPES_MAX_ARGCOUNT); a kernel's are its
+# buffers and its row range
+CTYPES_MAX_POINTERS = 1024 - 2
+
+
+def ctypes_function(address: int, n_pointers: int, packed_address: int = 0):
+    """The kernel at ``address`` callable from Python as ``fn(*pointers, start, end)``. A kernel
+    of more buffers than ctypes can pass (a concatenation of a list of 1,200 arrays) is called
+    through its packed entry (``kernels.packed_symbol``), its pointers in one array."""
+    if n_pointers <= CTYPES_MAX_POINTERS:
+        proto = ctypes.CFUNCTYPE(
+            None, *([ctypes.c_void_p] * n_pointers), ctypes.c_int64, ctypes.c_int64
+        )
+        return proto(address)
+    if not packed_address:
+        raise ValueError(
+            f"a kernel of {n_pointers} buffers has no packed entry to call it through "
+            f"(ctypes passes at most {CTYPES_MAX_POINTERS})"
+        )
+    packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        packed_address
+    )
+    table_type = ctypes.c_void_p * n_pointers
+
+    def call(*arguments):
+        *pointers, start, end = arguments
+        packed(table_type(*pointers), start, end)
+
+    return call

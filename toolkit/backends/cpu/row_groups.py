@@ -25,7 +25,8 @@ from ..llvm.loops import for_range
 from ..llvm.row_locality import row_local_parameters
 from ..llvm.types import I8, I64
 from .dot_views import window_of
-from .executor import CTYPES_MAX_POINTERS, slot_types
+from .executor import slot_types
+from .native import CTYPES_MAX_POINTERS
 
 BLOCK_BYTES = 256 << 10  # a block's rows across all the group's arrays: well inside a 1 MB L2
 # Below this many bytes touched the arrays stay in cache anyway and grouping only adds calls.
