@@ -652,3 +652,22 @@ def test_float16_reductions_accumulate_in_float32_as_numpy_does(backend, op, ufu
     want = ufunc.reduce(x, axis=axes)
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
+                    reason="x86-64 tuning")
+def test_indexed_loads_are_scalar_loads_not_vector_gathers(monkeypatch):
+    """x86's vgather is slow on Intel server CPUs since the Gather Data Sampling microcode:
+    ``x[idx] * 2`` took twice NumPy's time with it, less than NumPy's without. The host
+    tuning (``llvm_worker.X86_TUNING``, also in the persistent cache's host key) keeps
+    LLVM's vectoriser from gathering; the results are NumPy's either way."""
+    from toolkit.backends.cpu.compiler import host_description
+    from toolkit.backends.llvm import llvm_worker
+
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", "off")
+    assert host_description()["features"].endswith(llvm_worker.X86_TUNING)
+    x = np.random.default_rng(0).standard_normal(1000)
+    idx = np.random.default_rng(1).integers(-1000, 1000, 5000)
+    c = tk.jit(lambda x, idx: x[idx] * 2, backend="cpu").lower(x, idx).compile()
+    assert "llvm.masked.gather" not in c.as_text("llvm")
+    np.testing.assert_array_equal(c(x, idx), x[idx] * 2)

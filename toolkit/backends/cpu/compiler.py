@@ -41,7 +41,7 @@ def host_description() -> dict:
     return {
         "triple": llvm.get_process_triple(),
         "cpu": llvm.get_host_cpu_name(),
-        "features": llvm.get_host_cpu_features().flatten(),
+        "features": llvm_worker.host_features(),
         "llvm": ".".join(map(str, llvm.llvm_version_info)),
         "target_data": str(tm.target_data),
         "vector_math": vector_library_description(),
