@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import Counter
 
 from ..ir.nodes import Instruction, Module
-from ..ir.shapes import Shape
 from ..profiler.events import FusionDecision
 from .rewriter import replace_entry, rewrite_computation, with_operands
 
@@ -73,8 +72,5 @@ def _balanced_groups(items: list, fanout: int) -> list[list]:
 def _concatenation(builder, operands: list[Instruction], axis: int, metadata) -> Instruction:
     if len(operands) == 1:
         return operands[0]
-    first = operands[0].shape
-    dims = list(first.dims)
-    dims[axis] = sum(op.shape.dims[axis] for op in operands)
     return builder.add("concatenate", tuple(operands), {"dimensions": (axis,)},
-                       Shape(first.dtype, tuple(dims)), metadata)
+                       metadata=metadata)  # (its shape inferred)

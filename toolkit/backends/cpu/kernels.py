@@ -14,7 +14,7 @@ from ...ir.shapes import Shape
 from ...ir.ops import GroupOp, identity
 from ..llvm.elemental import ElementalEmitter, concatenated_parts, emit_binary, i64
 from ..llvm import complex as lcomplex
-from ..llvm.indexing import emit_scatter, emit_update_slice
+from ..llvm.indexing import clamp, emit_scatter, emit_update_slice
 from ..llvm.loops import FOLD_TAIL_INSTRUCTIONS, for_range, nest
 from ..llvm.math import convert_float
 from ..llvm.reduction import (fold_element, hero_clusters, start_accumulators,
@@ -135,8 +135,8 @@ def _emit_concatenation(b, e, spec, out_ptrs, begin, end):
     fold = None if _moves_complex(spec) else FOLD_TAIL_INSTRUCTIONS
     for op, start, n in concatenated_parts(out):
         if axis == split:  # this operand's rows of [begin, end), perhaps none
-            lo = _clamp(b, b.sub(begin, i64(start)), n)
-            hi = _clamp(b, b.sub(end, i64(start)), n)
+            lo = clamp(b, b.sub(begin, i64(start)), 0, n)
+            hi = clamp(b, b.sub(end, i64(start)), 0, n)
         else:
             lo, hi = begin, end
 
@@ -147,12 +147,6 @@ def _emit_concatenation(b, e, spec, out_ptrs, begin, end):
             e.store(ptr, shape, at, e.value(op, index))
 
         nest(b, op.shape.dims, body, lo, hi, split=split, fold_tail_over=fold)
-
-
-def _clamp(b, v, n: int):
-    """``v`` clamped to [0, n]."""
-    v = b.select(b.icmp_signed("<", v, i64(0)), i64(0), v)
-    return b.select(b.icmp_signed(">", v, i64(n)), i64(n), v)
 
 
 def _moves_complex(spec) -> bool:

@@ -43,7 +43,8 @@ def as_i64(e: ElementalEmitter, v: ir.Value, dtype) -> ir.Value:
     return b.sext(v, I64) if width < 64 else v
 
 
-def _clamp(b: ir.IRBuilder, v, lo: int, hi: int):
+def clamp(b: ir.IRBuilder, v, lo: int, hi: int):
+    """``v`` clamped to [lo, hi] (a constant folded here)."""
     value = _integer_constant(v, signed=True)  # (as icmp_signed reads it)
     if value is not None:
         return i64(min(max(value, lo), hi))
@@ -72,7 +73,7 @@ def _clamped_starts(e: ElementalEmitter, operands, dims, sizes) -> list:
         starts = [(None, as_i64(e, e.value(v, [i64(k)]), v.shape.dtype)) for k in range(len(dims))]
     else:
         starts = [(o, as_i64(e, e.value(o, []), o.shape.dtype)) for o in operands]
-    return [s if o is not None and id(o) in e.unclamped else _clamp(e.b, s, 0, dim - n)
+    return [s if o is not None and id(o) in e.unclamped else clamp(e.b, s, 0, dim - n)
             for (o, s), dim, n in zip(starts, dims, sizes)]
 
 
@@ -90,7 +91,7 @@ def _gather(e, inst, index):
         e, indices, batch_index, a["index_vector_dim"], len(a["start_index_map"])
     )
     for d, v in zip(a["start_index_map"], vector):
-        starts[d] = _clamp(b, v, 0, operand.shape.dims[d] - sizes[d])
+        starts[d] = clamp(b, v, 0, operand.shape.dims[d] - sizes[d])
     offsets = iter(index[d] for d in offset)
     src = [
         starts[d] if d in collapsed else b.add(starts[d], next(offsets))
